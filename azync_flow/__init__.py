@@ -1,0 +1,1 @@
+"""azync_flow: durable execution for Python on PostgreSQL."""

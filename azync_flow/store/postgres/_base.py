@@ -1,0 +1,141 @@
+"""Connection pool, clock override and query helpers shared by the driver mixins."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from ..errors import NotFoundError
+from ..types import Config, EventRecord, Job, JobState, Source
+from ._queries import QUERIES
+
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+#: Returns the time statements should use, or None for the backend clock.
+Clock = Callable[[], datetime | None]
+
+
+def validate_identifier(value: str, what: str) -> str:
+    """Return ``value`` if it is a safe lower-case SQL identifier, else raise ValueError."""
+    if not _IDENT.match(value):
+        raise ValueError(
+            f"invalid {what} {value!r}: use 1-63 lower-case letters, digits or '_', "
+            "starting with a letter or '_'"
+        )
+    return value
+
+
+class PgBase:
+    """State and helpers every driver mixin uses."""
+
+    def __init__(self, pool: asyncpg.Pool, dsn: str, config: Config, clock: Clock | None) -> None:
+        self.pool = pool
+        self.dsn = dsn
+        self.config = config
+        self.schema = config.schema or "public"
+        self.channel = config.notify_channel or "azync_wake"
+        self.migrations_table = config.migrations_table or "azync_migrations"
+        self._clock = clock
+
+    def now(self) -> datetime | None:
+        """The clock override for ``$1`` of every query (None = backend clock)."""
+        return self._clock() if self._clock is not None else None
+
+    async def _fetch(
+        self, name: str, *args: Any, conn: asyncpg.Connection | None = None
+    ) -> list[asyncpg.Record]:
+        return await (conn or self.pool).fetch(QUERIES[name], self.now(), *args)
+
+    async def _fetchrow(
+        self, name: str, *args: Any, conn: asyncpg.Connection | None = None
+    ) -> asyncpg.Record | None:
+        return await (conn or self.pool).fetchrow(QUERIES[name], self.now(), *args)
+
+    async def _fetchval(self, name: str, *args: Any, conn: asyncpg.Connection | None = None) -> Any:
+        return await (conn or self.pool).fetchval(QUERIES[name], self.now(), *args)
+
+    async def _must(
+        self, name: str, *args: Any, what: str, conn: asyncpg.Connection | None = None
+    ) -> asyncpg.Record:
+        """Run a fenced statement; raise NotFoundError when it touched no row."""
+        row = await self._fetchrow(name, *args, conn=conn)
+        if row is None:
+            raise NotFoundError(what)
+        return row
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        """Yield a pooled connection inside one transaction."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            yield conn
+
+
+def job_from_row(row: asyncpg.Record) -> Job:
+    """Build a :class:`Job` from a ``azync_jobs`` row (plus optional ``ev_*`` columns)."""
+    keys = row.keys()
+    event = None
+    if "ev_type" in keys and row["ev_type"] is not None:
+        event = EventRecord(
+            id=row["event_id"],
+            type=row["ev_type"],
+            aggregate_type=row["ev_aggregate_type"],
+            aggregate_id=row["ev_aggregate_id"],
+            version=row["ev_version"],
+            occurred_at=row["ev_occurred_at"],
+            payload=bytes(row["ev_payload"]),
+            meta=decode_meta(row["ev_meta"]),
+        )
+    return Job(
+        id=row["id"],
+        source=Source(row["source"]),
+        kind=row["kind"],
+        state=JobState(row["state"]),
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        reap_count=row["reap_count"],
+        payload=None if row["payload"] is None else bytes(row["payload"]),
+        meta=decode_meta(row["meta"]),
+        run_at=row["run_at"],
+        lease_until=row["lease_until"],
+        lease_token=row["lease_token"],
+        last_error=row["last_error"],
+        event_id=row["event_id"],
+        replay=row["replay"],
+        event=event,
+        dag_id=row["dag_id"],
+        run_id=row["run_id"],
+        task_key=row["task_key"],
+        result=None if row["result"] is None else bytes(row["result"]),
+        signal_name=row["signal_name"],
+        compensation_kind=row["compensation_kind"],
+        ignore_dead_deps=row["ignore_dead_deps"],
+        snooze_budget=row["snooze_budget"] or _ZERO,
+        deadline_at=row["deadline_at"],
+        enqueued_at=row["enqueued_at"],
+        failed_at=row["failed_at"],
+        completed_at=row["completed_at"],
+        started_at=row["started_at"],
+    )
+
+
+_ZERO = timedelta(0)
+_meta_decoder = msgspec.json.Decoder(dict[str, str])
+
+
+def decode_meta(value: Any) -> dict[str, str]:
+    """Decode a jsonb meta column (asyncpg returns it as text) to a dict."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    return _meta_decoder.decode(value)
+
+
+def encode_meta(meta: dict[str, str] | None) -> str:
+    return msgspec.json.encode(meta or {}).decode()

@@ -1,0 +1,61 @@
+"""Forward-only numbered migrations, applied under an advisory lock."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import asyncpg
+
+from ..errors import MigrationError
+
+_FILE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+# Arbitrary constant: namespaces the migration lock away from user locks.
+_LOCK_SALT = 0x417A796E
+
+
+def migration_files() -> list[tuple[int, str, str]]:
+    """Return ``(version, filename, sql)`` for every bundled migration, in order."""
+    folder = resources.files(__package__).joinpath("migrations")
+    found = []
+    for entry in folder.iterdir():
+        m = _FILE.match(entry.name)
+        if m:
+            found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    versions = [v for v, _, _ in found]
+    if versions != list(range(1, len(versions) + 1)):
+        raise MigrationError(f"migration numbers must be 1..n without gaps, got {versions}")
+    return found
+
+
+async def migrate(conn: asyncpg.Connection, schema: str, table: str) -> list[int]:
+    """Apply pending migrations on ``conn`` and return the versions applied.
+
+    Safe to run twice and from several processes at once: the whole run holds
+    a transaction-scoped advisory lock keyed by the schema name, and each
+    version is recorded in ``table`` in the same transaction as its DDL.
+    """
+    applied: list[int] = []
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", _LOCK_SALT, schema)
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        await conn.execute(
+            f'CREATE TABLE IF NOT EXISTS "{schema}"."{table}" ('
+            "version int PRIMARY KEY, name text NOT NULL, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {r[0] for r in await conn.fetch(f'SELECT version FROM "{schema}"."{table}"')}
+        for version, name, sql in migration_files():
+            if version in done:
+                continue
+            await conn.execute(f'SET LOCAL search_path TO "{schema}"')
+            try:
+                await conn.execute(sql)
+            except asyncpg.PostgresError as exc:
+                raise MigrationError(f"migration {name} failed: {exc}") from exc
+            await conn.execute(
+                f'INSERT INTO "{schema}"."{table}" (version, name) VALUES ($1, $2)', version, name
+            )
+            applied.append(version)
+    return applied

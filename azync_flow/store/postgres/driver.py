@@ -1,0 +1,73 @@
+"""The PostgreSQL store: every contract mixin over one asyncpg pool."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from ..errors import StoreError
+from ..types import Config
+from ._base import Clock, PgBase, validate_identifier
+from ._migrate import migrate
+from .queue import QueueMixin
+
+
+class PostgresStore(QueueMixin, PgBase):
+    """asyncpg implementation of the storage contract.
+
+    Create it with :func:`open_store`; close it with :meth:`close`.
+    """
+
+    async def migrate(self) -> list[int]:
+        """Contract ``Migrator.Migrate``: apply pending migrations; return versions applied."""
+        async with self.pool.acquire() as conn:
+            return await migrate(conn, self.schema, self.migrations_table)
+
+    async def close(self) -> None:
+        """Release the pool. Safe to call more than once."""
+        await self.pool.close()
+
+
+async def open_store(
+    dsn: str,
+    config: Config | None = None,
+    *,
+    clock: Clock | None = None,
+    migrate: bool = True,
+) -> PostgresStore:
+    """Connect to PostgreSQL and return a ready :class:`PostgresStore`.
+
+    Args:
+        dsn: libpq connection URI, e.g. ``postgresql://user@host:5432/db``.
+        config: schema, notify channel, migrations table, pool size.
+        clock: test hook returning the time statements should use; None (the
+            default) lets the backend clock rule.
+        migrate: apply pending migrations before returning.
+
+    Raises:
+        ValueError: a Config identifier is not a safe SQL identifier.
+        StoreError: the server cannot be reached or rejects the DSN.
+    """
+    config = config or Config()
+    schema = validate_identifier(config.schema or "public", "schema")
+    validate_identifier(config.notify_channel or "azync_wake", "notify channel")
+    validate_identifier(config.migrations_table or "azync_migrations", "migrations table")
+    try:
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=config.min_pool_size,
+            max_size=config.max_pool_size,
+            server_settings={"search_path": f'"{schema}"'},
+        )
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
+        raise StoreError(
+            f"cannot connect to PostgreSQL with the given DSN ({type(exc).__name__}: {exc}); "
+            "check AZYNC_DSN / the dsn argument and that the server is running"
+        ) from exc
+    store = PostgresStore(pool, dsn, config, clock)
+    if migrate:
+        try:
+            await store.migrate()
+        except BaseException:
+            await pool.close()
+            raise
+    return store

@@ -1,0 +1,487 @@
+"""Value types of the storage contract (``driver-contract.go.txt``) as msgspec Structs.
+
+Conventions: durations are ``timedelta``; times are UTC-aware ``datetime``
+(``None`` where the contract uses a zero time); ids are ``uuid.UUID``
+(``None`` where the contract uses ``uuid.Nil``); raw payloads are ``bytes``
+holding JSON exactly as the caller gave it.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime, timedelta
+
+import msgspec
+
+__all__ = [
+    "KIND_SIGNAL",
+    "KIND_SLEEP",
+    "LIVE_JOB_STATES",
+    "AttemptError",
+    "Change",
+    "ChangeEntity",
+    "Config",
+    "DAGDep",
+    "DAGFailure",
+    "DAGFilter",
+    "DAGParams",
+    "DAGSignalParams",
+    "DAGState",
+    "DAGTask",
+    "DAGView",
+    "DailyCount",
+    "Depths",
+    "DequeueParams",
+    "EnqueueParams",
+    "EventAdminRow",
+    "EventFilter",
+    "EventRecord",
+    "HistoryEvent",
+    "Job",
+    "JobFilter",
+    "JobState",
+    "NukeReport",
+    "OnFailurePolicy",
+    "OperationState",
+    "OpsStats",
+    "PublishParams",
+    "ReplayFilter",
+    "ScheduleOperationParams",
+    "SignalParams",
+    "Source",
+    "StalledWorkflow",
+    "Subscriber",
+    "SubscriberView",
+    "TaskResult",
+    "UncertainDecision",
+    "Wake",
+    "WorkflowExecutionView",
+    "WorkflowStartParams",
+    "WorkflowState",
+]
+
+
+class Source(enum.StrEnum):
+    """Partition discriminator of the jobs table."""
+
+    QUEUE = "queue"
+    EVENT = "event"
+    DAG = "dag"
+    WORKFLOW = "workflow"
+
+
+class JobState(enum.StrEnum):
+    """Lifecycle state of a job row (queue job, delivery, DAG task, operation)."""
+
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    ACTIVE = "active"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    PAUSED = "paused"
+    SKIPPED = "skipped"
+    BLOCKED = "blocked"  # DAG task waiting on dependencies
+    WAITING = "waiting"  # DAG signal task waiting for its signal
+    CANCELLED = "cancelled"
+    UNCERTAIN = "uncertain"  # operation whose outcome is unknown
+
+
+#: States in which a job still holds its live idempotency key.
+LIVE_JOB_STATES = frozenset(
+    {
+        JobState.PENDING,
+        JobState.SCHEDULED,
+        JobState.ACTIVE,
+        JobState.PAUSED,
+        JobState.BLOCKED,
+        JobState.WAITING,
+        JobState.UNCERTAIN,
+    }
+)
+
+
+class DAGState(enum.StrEnum):
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPENSATING = "compensating"
+    PAUSED = "paused"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class WorkflowState(enum.StrEnum):
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class OnFailurePolicy(enum.StrEnum):
+    CANCEL = "cancel"
+    SUSPEND = "suspend"
+
+
+class OperationState(enum.StrEnum):
+    """State of an activity operation, as seen through its job row."""
+
+    PENDING = "pending"
+    ACTIVE = "active"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+
+
+class UncertainDecision(enum.StrEnum):
+    COMPLETE = "complete"
+    FAIL = "fail"
+    RETRY = "retry"
+
+
+class ChangeEntity(enum.StrEnum):
+    JOB = "job"
+    DAG = "dag"
+    EVENT = "event"
+    WORKFLOW = "workflow"
+    RESET = "reset"
+
+
+#: Internal DAG task kinds, run by the scheduler rather than a handler.
+KIND_SLEEP = "$sleep"
+KIND_SIGNAL = "$signal"
+
+
+class Config(msgspec.Struct, kw_only=True):
+    """Driver configuration.
+
+    Attributes:
+        schema: Postgres schema to isolate the tables in; empty means ``public``.
+            Validated as an identifier and quoted.
+        notify_channel: LISTEN/NOTIFY channel; empty means ``azync_wake``.
+        migrations_table: version-tracking table; empty means ``azync_migrations``.
+        poll_only: disable push wake-ups, forcing the polling path.
+        min_pool_size / max_pool_size: asyncpg pool bounds.
+    """
+
+    schema: str = ""
+    notify_channel: str = ""
+    migrations_table: str = ""
+    poll_only: bool = False
+    min_pool_size: int = 2
+    max_pool_size: int = 10
+
+
+class AttemptError(msgspec.Struct, kw_only=True):
+    attempt: int
+    error: str
+    at: datetime
+
+
+class Change(msgspec.Struct, kw_only=True):
+    entity: ChangeEntity
+    source: Source | None = None
+    id: uuid.UUID | None = None
+    dag_id: uuid.UUID | None = None
+    kind: str = ""
+    task_key: str = ""
+    state: str = ""
+    at: datetime | None = None
+    bulk: bool = False
+    count: int = 0
+
+
+class Wake(msgspec.Struct, frozen=True, kw_only=True):
+    source: Source
+    kind: str
+
+
+class EnqueueParams(msgspec.Struct, kw_only=True):
+    """Arguments of ``enqueue`` (contract ``EnqueueParams``).
+
+    ``run_at`` is an absolute UTC schedule; when ``None`` the job runs at
+    backend ``now() + delay``.
+    """
+
+    id: uuid.UUID
+    kind: str
+    payload: bytes
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+    run_at: datetime | None = None
+    delay: timedelta = timedelta(0)
+    max_attempts: int = 0
+    max_attempts_explicit: bool = False
+    idempotency_key: str = ""
+    idempotency_ttl: timedelta = timedelta(0)
+
+
+class DequeueParams(msgspec.Struct, kw_only=True):
+    kind: str
+    limit: int
+    lease: timedelta
+    default_max_attempts: int = 25
+    override_default: bool = True
+
+
+class EventRecord(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    type: str
+    aggregate_type: str = ""
+    aggregate_id: str = ""
+    version: int = 0
+    occurred_at: datetime | None = None
+    payload: bytes = b"null"
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Job(msgspec.Struct, kw_only=True):
+    """One row of the jobs table (contract ``Job``)."""
+
+    id: uuid.UUID
+    source: Source
+    kind: str
+    state: JobState
+    attempt: int = 0
+    max_attempts: int = 0
+    reap_count: int = 0
+    payload: bytes | None = None
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+    run_at: datetime | None = None
+    lease_until: datetime | None = None
+    lease_token: uuid.UUID | None = None
+    last_error: str = ""
+    event_id: uuid.UUID | None = None
+    replay: bool = False
+    event: EventRecord | None = None
+    dag_id: uuid.UUID | None = None
+    run_id: uuid.UUID | None = None
+    task_key: str = ""
+    result: bytes | None = None
+    signal_name: str = ""
+    compensation_kind: str = ""
+    ignore_dead_deps: bool = False
+    snooze_budget: timedelta = timedelta(0)
+    deadline_at: datetime | None = None
+    enqueued_at: datetime | None = None
+    failed_at: datetime | None = None
+    completed_at: datetime | None = None
+    started_at: datetime | None = None
+
+
+class JobFilter(msgspec.Struct, kw_only=True):
+    kind: str = ""
+    state: JobState | None = None
+
+
+class Depths(msgspec.Struct, kw_only=True):
+    pending: int = 0
+    scheduled: int = 0
+    active: int = 0
+    dead: int = 0
+    paused: int = 0
+    succeeded: int = 0
+    oldest_pending_age: timedelta = timedelta(0)
+
+
+class DailyCount(msgspec.Struct, kw_only=True):
+    date: datetime
+    enqueued: int = 0
+    processed: int = 0
+    failed: int = 0
+    reaped: int = 0
+
+
+class NukeReport(msgspec.Struct, kw_only=True):
+    jobs: int = 0
+    stats: int = 0
+    keys: int = 0
+
+
+class PublishParams(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    type: str
+    payload: bytes
+    aggregate_type: str = ""
+    aggregate_id: str = ""
+    version: int = 0
+    occurred_at: datetime | None = None
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Subscriber(msgspec.Struct, kw_only=True):
+    name: str
+    event_type: str
+    max_attempts: int = 0
+
+
+class SubscriberView(msgspec.Struct, kw_only=True):
+    event_type: str
+    subscriber: str
+    max_attempts: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class EventFilter(msgspec.Struct, kw_only=True):
+    type: str = ""
+    undispatched: bool | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class EventAdminRow(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    type: str
+    aggregate_type: str
+    aggregate_id: str
+    version: int
+    occurred_at: datetime
+    dispatched_at: datetime | None
+    meta: dict[str, str]
+    payload: bytes
+    deliveries: int
+
+
+class OpsStats(msgspec.Struct, kw_only=True):
+    undispatched: int = 0
+    total_24h: int = 0
+    types_24h: int = 0
+    subscribers: int = 0
+
+
+class ReplayFilter(msgspec.Struct, kw_only=True):
+    subscriber: str = ""
+    event_type: str = ""
+    event_id: uuid.UUID | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 0
+
+
+# --- DAGs -------------------------------------------------------------------
+
+
+class DAGDep(msgspec.Struct, frozen=True, kw_only=True):
+    task_key: str
+    depends_on_key: str
+
+
+class DAGTask(msgspec.Struct, kw_only=True):
+    """One static task of a DAG (contract ``DAGTask``)."""
+
+    key: str
+    kind: str
+    payload: bytes = b"null"
+    max_attempts: int = 0
+    compensation_kind: str = ""
+    compensation_payload: bytes | None = None
+    signal_name: str = ""
+    sleep_for: timedelta = timedelta(0)
+    ignore_dead_deps: bool = False
+    deadline: timedelta = timedelta(0)
+
+
+class DAGParams(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    name: str
+    tasks: list[DAGTask]
+    deps: list[DAGDep] = msgspec.field(default_factory=list)
+    on_failure: OnFailurePolicy = OnFailurePolicy.CANCEL
+    idempotency_key: str = ""
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class DAGSignalParams(msgspec.Struct, kw_only=True):
+    dag_id: uuid.UUID
+    name: str
+    payload: bytes = b"null"
+    message_id: str = ""
+
+
+class DAGFailure(msgspec.Struct, kw_only=True):
+    dag_id: uuid.UUID
+    policy: OnFailurePolicy
+    dead_tasks: list[str]
+
+
+class DAGFilter(msgspec.Struct, kw_only=True):
+    name: str = ""
+    state: DAGState | None = None
+
+
+class DAGView(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    name: str
+    state: DAGState
+    on_failure: OnFailurePolicy
+    idempotency_key: str
+    failure_reason: str
+    meta: dict[str, str]
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None = None
+
+
+class TaskResult(msgspec.Struct, kw_only=True):
+    result: bytes | None = None
+    skipped: bool = False
+
+
+# --- Workflow-as-code ---------------------------------------------------------
+
+
+class WorkflowStartParams(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    name: str
+    input: bytes
+    version: str = ""
+    business_idempotency_key: str = ""
+    task_queue: str = ""
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class WorkflowExecutionView(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    name: str
+    version: str
+    state: WorkflowState
+    business_idempotency_key: str
+    task_queue: str
+    input: bytes
+    result: bytes | None
+    failure_reason: str
+    meta: dict[str, str]
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None = None
+
+
+class HistoryEvent(msgspec.Struct, kw_only=True):
+    workflow_id: uuid.UUID
+    seq: int
+    type: str
+    payload: bytes
+    created_at: datetime
+
+
+class SignalParams(msgspec.Struct, kw_only=True):
+    workflow_id: uuid.UUID
+    name: str
+    payload: bytes = b"null"
+    message_id: str = ""
+
+
+class ScheduleOperationParams(msgspec.Struct, kw_only=True):
+    workflow_id: uuid.UUID
+    kind: str
+    payload: bytes
+    execution_key: str
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+    run_at: datetime | None = None
+    max_attempts: int = 0
+
+
+class StalledWorkflow(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    name: str
