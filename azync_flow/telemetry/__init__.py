@@ -33,9 +33,9 @@ Integration points (see ``docs/tracing.md`` for the full rules):
 
 Replay rule: only the attempt that actually executes makes a span. A workflow
 task (replay pass) makes exactly one ``workflow.task`` span whatever it
-replays; the runtime never opens a span for a step it finds in history, and it
-wraps the replaying part of a pass in :func:`suppress_spans` so spans that
-user workflow code creates while replaying are dropped.
+replays; the runtime never opens a span for a step it finds in history, and
+workflow code runs in :func:`suppressed_context` so that spans it creates
+(replayed or live) are dropped.
 """
 
 from azync_flow.telemetry._attempt import AttemptSpan
@@ -43,6 +43,7 @@ from azync_flow.telemetry._carrier import (
     capture_trace_context,
     context_from_carrier,
     suppress_spans,
+    suppressed_context,
 )
 from azync_flow.telemetry._names import (
     ATTR_ATTEMPT,
@@ -98,4 +99,5 @@ __all__ = [
     "run_event",
     "start_run_span",
     "suppress_spans",
+    "suppressed_context",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -54,27 +55,41 @@ def context_from_carrier(carrier: Mapping[str, str] | None) -> otel_context.Cont
     return _PROPAGATOR.extract(dict(carrier), context=otel_context.Context())
 
 
-@contextmanager
-def suppress_spans() -> Iterator[None]:
-    """Drop spans created inside the block (for workflow code while it replays).
+def suppressed_context(base: otel_context.Context | None = None) -> otel_context.Context:
+    """A context in which spans are not recorded (for workflow code).
 
-    Attaches a context whose current span is non-recording and not sampled, and
-    sets the ``suppress_instrumentation`` flag that OpenTelemetry
-    instrumentations honour. With the SDK's default ``ParentBased`` sampler a
-    span started inside has no effect and is never exported. Spans started with
-    an explicit parent context (the azync_flow attempt spans) are not affected.
+    Its current span is a non-recording, *unsampled* span (same trace and
+    span id as the span current in ``base``, or random ids when there is none),
+    and it carries the ``suppress_instrumentation`` flag that OpenTelemetry
+    instrumentations honour. Under the SDK's default ``ParentBased`` sampler a
+    span started in it is dropped. Spans started with an explicit parent
+    context (every azync_flow attempt span) are not affected.
+
+    The workflow runtime creates the workflow's root task with
+    ``loop.create_task(coro, context=suppressed_context())`` so that workflow
+    code, which is replayed, never emits spans, whether a pass replays or runs
+    live, and whatever instance cache is in use.
+
+    Args:
+        base: Context to derive from; the current context when omitted.
     """
-    current = trace.get_current_span().get_span_context()
+    current = trace.get_current_span(base).get_span_context()
+    valid = current.is_valid
     unsampled = trace.SpanContext(
-        trace_id=current.trace_id if current.is_valid else trace.INVALID_TRACE_ID,
-        span_id=current.span_id if current.is_valid else trace.INVALID_SPAN_ID,
+        trace_id=current.trace_id if valid else int.from_bytes(os.urandom(16)) or 1,
+        span_id=current.span_id if valid else int.from_bytes(os.urandom(8)) or 1,
         is_remote=False,
         trace_flags=trace.TraceFlags(trace.TraceFlags.DEFAULT),
         trace_state=current.trace_state,
     )
-    ctx = trace.set_span_in_context(trace.NonRecordingSpan(unsampled))
-    ctx = otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True, ctx)
-    token = otel_context.attach(ctx)
+    ctx = trace.set_span_in_context(trace.NonRecordingSpan(unsampled), base)
+    return otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True, ctx)
+
+
+@contextmanager
+def suppress_spans() -> Iterator[None]:
+    """Attach :func:`suppressed_context` for the duration of the block."""
+    token = otel_context.attach(suppressed_context())
     try:
         yield
     finally:

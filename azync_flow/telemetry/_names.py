@@ -34,6 +34,7 @@ class AttemptKind(StrEnum):
     ACTIVITY = "activity"
     DAG_TASK = "dag.task"
     DAG_COMPENSATION = "dag.compensation"
+    JOB = "job"
 
 
 class Outcome(StrEnum):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from azync_flow.telemetry import (
     capture_trace_context,
     context_from_carrier,
     suppress_spans,
+    suppressed_context,
 )
 from azync_flow.testing_otel import SpanCapture, parent_id, trace_ids
 
@@ -447,3 +449,43 @@ async def test_unhandled_exception_marks_the_attempt_failed() -> None:
     assert span.status.status_code is StatusCode.ERROR
     assert [e.attributes["exception.message"] for e in span.events] == ["boom"]
     assert "azync.outcome" not in span.attributes
+
+
+async def test_long_lived_workflow_task_in_a_suppressed_context_never_emits_spans() -> None:
+    """A cached workflow instance outlives passes; its task context stays suppressed."""
+    cap = SpanCapture()
+    tracer = RunTracer(cap.provider)
+    user = cap.provider.get_tracer("user-workflow-code")
+    carrier = tracer.start_run_span(RunKind.WORKFLOW, "order", "r1")
+    wakeups = [asyncio.get_running_loop().create_future() for _ in range(3)]
+
+    async def workflow_code() -> None:
+        for i, fut in enumerate(wakeups):
+            await fut
+            with user.start_as_current_span(f"step {i}"):
+                pass
+
+    task = None
+    for attempt, fut in enumerate(wakeups, start=1):
+        async with tracer.attempt_span(
+            AttemptKind.WORKFLOW_TASK, "order", carrier=carrier, run_id="r1", attempt=attempt
+        ):
+            if task is None:
+                # The runtime's recipe: the workflow's root task gets a suppressed context.
+                task_ctx = contextvars.copy_context()
+                task_ctx.run(otel_context.attach, suppressed_context())
+                task = asyncio.get_running_loop().create_task(workflow_code(), context=task_ctx)
+            fut.set_result(None)
+            await asyncio.sleep(0)
+    assert task is not None
+    await task
+    assert [s.name for s in cap.spans()] == ["workflow.start order"] + ["workflow.task order"] * 3
+
+
+def test_suppress_spans_works_without_any_current_span() -> None:
+    cap = SpanCapture()
+    user = cap.provider.get_tracer("user-workflow-code")
+    assert trace.get_current_span() is trace.INVALID_SPAN
+    with suppress_spans(), user.start_as_current_span("would be a root span") as span:
+        assert not span.is_recording()
+    assert cap.spans() == []

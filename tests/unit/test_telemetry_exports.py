@@ -33,6 +33,7 @@ def test_telemetry_exports_exactly_the_documented_names() -> None:
         "run_event",
         "start_run_span",
         "suppress_spans",
+        "suppressed_context",
     ]
     public = {n for n in dir(telemetry) if not n.startswith("_")}
     assert public - {"annotations"} == set(telemetry.__all__)
@@ -44,6 +45,7 @@ def test_span_names_and_outcomes_are_the_documented_values() -> None:
         "activity",
         "dag.task",
         "dag.compensation",
+        "job",
     ]
     assert [o.value for o in telemetry.Outcome] == [
         "succeeded",
