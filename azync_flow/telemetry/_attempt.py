@@ -92,7 +92,9 @@ class AttemptSpan:
             return
         self._failed_with = exc
         self._span.record_exception(exc, attributes=dict(attributes or {}))
-        self._span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        message = str(exc)
+        name = type(exc).__name__
+        self._span.set_status(Status(StatusCode.ERROR, f"{name}: {message}" if message else name))
 
     def set_pass_stats(
         self, *, history_length: int, events_replayed: int, new_commands: int

@@ -489,3 +489,17 @@ def test_suppress_spans_works_without_any_current_span() -> None:
     with suppress_spans(), user.start_as_current_span("would be a root span") as span:
         assert not span.is_recording()
     assert cap.spans() == []
+
+
+def test_failure_without_message_has_the_type_as_status_description() -> None:
+    cap = SpanCapture()
+    tracer = RunTracer(cap.provider)
+    with tracer.attempt_span(
+        AttemptKind.JOB, "send_email", carrier={}, run_id="j1", attempt=2
+    ) as att:
+        att.record_failure(TimeoutError())
+        att.set_outcome(Outcome.RETRIED, retry_delay=timedelta(milliseconds=250))
+    [span] = cap.named("job send_email")
+    assert span.status.description == "TimeoutError"
+    assert span.attributes["azync.retry_delay_s"] == 0.25
+    assert span.attributes["azync.kind"] == "job"
