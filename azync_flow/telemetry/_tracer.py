@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from uuid import UUID
 
@@ -41,8 +41,16 @@ def _run_id_str(run_id: UUID | str) -> str:
     return str(run_id)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _ns(at: datetime | None) -> int | None:
-    return None if at is None else int(at.timestamp() * 1e9)
+    """Nanoseconds since the epoch of a UTC-aware datetime (exact)."""
+    if at is None:
+        return None
+    if at.tzinfo is None:
+        raise ValueError("run_event(at=...) needs a timezone-aware datetime (UTC)")
+    return (at - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 class RunTracer:
@@ -187,7 +195,11 @@ class RunTracer:
             subject: Low-cardinality detail for the name: the signal name, the
                 operation name; never an id.
             attributes: Extra attributes (seq, task key, resolution, ...).
-            at: When it happened (UTC-aware); now when omitted.
+            at: When it happened (UTC-aware); now when omitted. With ``at``
+                the span has zero duration.
+
+        Raises:
+            ValueError: ``at`` is a naive datetime.
         """
         attrs: dict[str, AttributeValue] = {
             ATTR_RUN_ID: _run_id_str(run_id),

@@ -317,7 +317,14 @@ def test_run_event_is_a_short_child_span_linked_to_the_senders_trace() -> None:
     assert signal.attributes["azync.seq"] == 3
     [timer] = leader.named("timer.fired")
     assert parent_id(timer) == start.context.span_id
-    assert timer.start_time == timer.end_time == int(fired_at.timestamp() * 1e9)
+    assert timer.start_time == timer.end_time == 1_796_011_200 * 10**9
+    with pytest.raises(ValueError, match="timezone-aware"):
+        RunTracer(leader.provider).run_event(
+            carrier,
+            RunEvent.TIMER_FIRED,
+            run_id="r1",
+            at=datetime(2026, 11, 30),  # noqa: DTZ001
+        )
     assert timer.links == ()
 
 
