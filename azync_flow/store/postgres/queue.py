@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 
 import asyncpg
@@ -87,7 +88,7 @@ class QueueMixin(PgBase):
         """Settle an active job as succeeded. Raises NotFoundError on a stale token."""
         await self._must("job_ack", id, lease_token, what=_stale(id))
 
-    async def ack_many(self, items: list[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
+    async def ack_many(self, items: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
         """Ack several ``(id, lease_token)`` pairs in one statement.
 
         Returns the ids acked; a pair whose token is stale is skipped, not raised.
