@@ -1,0 +1,216 @@
+"""Queue handlers: decode the payload, call the user's function, settle the job.
+
+Settlement rules (source ``queue``):
+
+* the handler returns -> ``ack`` (batched through :class:`AckBatcher`);
+* the handler raises -> ``reschedule`` after the :class:`RetryPolicy` delay, or
+  ``dead`` once the attempt budget is spent or the error type is listed as
+  non-retryable; the recorded error is ``"<Type>: <message>"``;
+* the payload cannot be decoded, or no handler is registered for the kind ->
+  ``dead`` at once with an explanatory error (retrying cannot help);
+* the lease was lost or the worker shuts down -> nothing is settled (the
+  reaper or ``release`` takes care of the job).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+import msgspec
+
+from ..retry import RetryDecision, RetryPolicy, describe_error
+from ..store.errors import is_not_found
+from ..store.types import Job
+from ._lease import LeaseHandle
+
+if TYPE_CHECKING:
+    from ._acker import AckBatcher
+    from ._store import WorkerStore
+
+__all__ = ["JobContext", "QueueHandler", "QueueRunner"]
+
+log = logging.getLogger("azync_flow.worker")
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a queue handler knows about the job it runs.
+
+    Attributes:
+        id: job id.
+        kind: job kind.
+        attempt: 1-based attempt number of this run.
+        max_attempts: the job's durable attempt budget.
+        meta: string annotations given at enqueue.
+        job: the full leased row.
+    """
+
+    id: uuid.UUID
+    kind: str
+    attempt: int
+    max_attempts: int
+    meta: Mapping[str, str]
+    job: Job = field(repr=False)
+    _lease: LeaseHandle = field(repr=False)
+
+    async def heartbeat(self, lease: timedelta | None = None) -> None:
+        """Renew this job's lease now (the worker also renews it every ~lease/3).
+
+        Args:
+            lease: new lease length from now (backend clock); default the
+                handler's lease.
+
+        Raises:
+            LeaseLost: another attempt owns the job now; stop working.
+        """
+        await self._lease.extend(lease)
+
+    @property
+    def lease_lost(self) -> bool:
+        """True once a renewal was rejected."""
+        return self._lease.lost
+
+
+class PayloadError(Exception):
+    """The job's payload does not decode as the handler's payload type."""
+
+
+class UnknownKindError(Exception):
+    """No handler is registered for the job's kind."""
+
+
+@dataclass(slots=True)
+class QueueHandler:
+    """One registered queue handler and its settings (see :meth:`Worker.register`)."""
+
+    kind: str
+    fn: Handler
+    concurrency: int
+    max_attempts: int
+    retry: RetryPolicy
+    lease: timedelta
+    payload_type: Any = Any
+    takes_context: bool = False
+    decoder: msgspec.json.Decoder[Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.decoder = msgspec.json.Decoder(self.payload_type)
+
+    @classmethod
+    def build(
+        cls,
+        kind: str,
+        fn: Handler,
+        *,
+        concurrency: int,
+        max_attempts: int,
+        retry: RetryPolicy,
+        lease: timedelta,
+        payload_type: Any = None,
+    ) -> QueueHandler:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"handler for {kind!r} must be an async function")
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        if not 1 <= len(params) <= 2:
+            raise TypeError(
+                f"handler for {kind!r} must take (payload) or (payload, ctx: JobContext)"
+            )
+        if payload_type is None:
+            try:
+                payload_type = get_type_hints(fn).get(params[0].name, Any)
+            except Exception:
+                payload_type = Any
+        return cls(
+            kind=kind,
+            fn=fn,
+            concurrency=concurrency,
+            max_attempts=max_attempts,
+            retry=retry,
+            lease=lease,
+            payload_type=payload_type,
+            takes_context=len(params) == 2,
+        )
+
+
+class QueueRunner:
+    """The :data:`JobRunner` of queue jobs: dispatches by kind to registered handlers."""
+
+    def __init__(
+        self, store: WorkerStore, handlers: Mapping[str, QueueHandler], acks: AckBatcher
+    ) -> None:
+        self.store = store
+        self.handlers = handlers
+        self.acks = acks
+
+    async def __call__(self, job: Job, lease: LeaseHandle) -> None:
+        handler = self.handlers.get(job.kind)
+        if handler is None:
+            err = UnknownKindError(f"no handler is registered for kind {job.kind!r}")
+            await self._settle(lease, self.store.dead(job.id, lease.token, describe_error(err)))
+            return
+        try:
+            payload = handler.decoder.decode(job.payload or b"null")
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            err = PayloadError(
+                f"payload of kind {job.kind!r} does not decode as {_type_name(handler)}: {exc}"
+            )
+            await self._settle(lease, self.store.dead(job.id, lease.token, describe_error(err)))
+            return
+        try:
+            if handler.takes_context:
+                ctx = JobContext(
+                    id=job.id,
+                    kind=job.kind,
+                    attempt=job.attempt,
+                    max_attempts=job.max_attempts,
+                    meta=job.meta,
+                    job=job,
+                    _lease=lease,
+                )
+                await handler.fn(payload, ctx)
+            else:
+                await handler.fn(payload)
+        except Exception as exc:
+            if lease.lost:
+                return
+            await self._fail(handler, job, lease, exc)
+            return
+        if not lease.lost:
+            self.acks.ack(job.id, lease.token)
+
+    async def _fail(
+        self, handler: QueueHandler, job: Job, lease: LeaseHandle, exc: Exception
+    ) -> None:
+        error = describe_error(exc)
+        decision = handler.retry.decide(exc, job.attempt, job.max_attempts)
+        if decision is RetryDecision.RETRY:
+            delay = handler.retry.delay(job.attempt)
+            await self._settle(lease, self.store.reschedule(job.id, lease.token, delay, error))
+        else:
+            await self._settle(lease, self.store.dead(job.id, lease.token, error))
+
+    async def _settle(self, lease: LeaseHandle, op: Awaitable[Any]) -> None:
+        try:
+            await op
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            lease.lost = True
+            log.info("job %s was settled elsewhere (lease lost): %s", lease.id, exc)
+
+
+def _type_name(handler: QueueHandler) -> str:
+    tp = handler.payload_type
+    return getattr(tp, "__name__", None) or repr(tp)
