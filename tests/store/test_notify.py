@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
 
-from azync_flow.store import Config, Source, Wake
+from azync_flow.store import Config, PublishParams, Source, Subscriber, Wake
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres.notify import WakeSubscription
 from azync_flow.testing import MovableClock, drop_schema, unique_schema
@@ -137,3 +138,26 @@ async def test_wake_iteration_ends_after_close(nstore: PostgresStore) -> None:
     with pytest.raises(StopAsyncIteration):
         await asyncio.wait_for(waiter, 2)
     await sub.close()  # idempotent
+
+
+async def test_publish_run_now_and_retry_wake_their_partitions(nstore: PostgresStore) -> None:
+    sub = await nstore.wake()
+    assert sub is not None
+    async with sub:
+        for name in ("billing", "shipping"):
+            await nstore.register_subscriber(Subscriber(name=name, event_type="t"))
+        await nstore.publish(PublishParams(id=uuid.uuid4(), type="t", payload=b"{}"))
+        got = {await _next(sub), await _next(sub)}
+        assert got == {Wake(source=Source.EVENT, kind=k) for k in ("billing", "shipping")}
+        later = job("later", delay=timedelta(days=1))
+        await nstore.enqueue(later)
+        await nstore.run_now(Source.QUEUE, later.id)
+        assert await _next(sub) == Wake(source=Source.QUEUE, kind="later")
+        (j,) = await lease(nstore, "later")
+        await nstore.dead(j.id, j.lease_token, "x")
+        await nstore.retry_job(Source.QUEUE, j.id)
+        assert await _next(sub) == Wake(source=Source.QUEUE, kind="later")
+        (j,) = await lease(nstore, "later")
+        await nstore.dead(j.id, j.lease_token, "x")
+        assert await nstore.retry_all_dead(Source.QUEUE, "") == 1
+        assert await _next(sub) == Wake(source=Source.QUEUE, kind="later")

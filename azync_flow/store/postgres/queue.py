@@ -31,10 +31,10 @@ class QueueMixin(PgBase):
         async with self.pool.acquire() as conn:
             return await self.enqueue_tx(conn, p)
 
-    async def enqueue_tx(self, conn: asyncpg.Connection, p: EnqueueParams) -> bool:
+    async def enqueue_tx(self, tx: asyncpg.Connection, p: EnqueueParams) -> bool:
         """Contract ``TxStore.EnqueueTx``: :meth:`enqueue` on the caller's connection.
 
-        When ``conn`` is inside a transaction the job, its TTL reservation and
+        When ``tx`` (a connection) is inside a transaction the job, its TTL reservation and
         its wake commit or roll back with it. One statement.
 
         Raises:
@@ -58,7 +58,7 @@ class QueueMixin(PgBase):
                 self.channel,
                 p.snooze_budget,
                 p.idempotency_ttl,
-                conn=conn,
+                conn=tx,
             )
         except asyncpg.UniqueViolationError as exc:
             raise ConflictError(f"job {p.id} already exists") from exc
@@ -70,19 +70,30 @@ class QueueMixin(PgBase):
 
         Contract ``Store.DequeueBatch``: ``FOR UPDATE SKIP LOCKED``; each job's
         attempt is incremented, a fresh lease token minted and its retry budget
-        resolved durably on the first lease.
+        resolved durably on the first lease. For ``Source.EVENT`` (``p.kind`` is
+        the subscriber name) each job's ``event`` is rehydrated from the ledger.
         """
         if p.limit <= 0:
             return []
-        rows = await self._fetch(
-            "job_dequeue",
-            source.value,
-            p.kind,
-            p.limit,
-            p.lease,
-            p.default_max_attempts,
-            p.override_default,
-        )
+        if source is Source.EVENT:
+            rows = await self._fetch(
+                "event_dequeue",
+                p.kind,
+                p.limit,
+                p.lease,
+                p.default_max_attempts,
+                p.override_default,
+            )
+        else:
+            rows = await self._fetch(
+                "job_dequeue",
+                source.value,
+                p.kind,
+                p.limit,
+                p.lease,
+                p.default_max_attempts,
+                p.override_default,
+            )
         jobs = [job_from_row(r) for r in rows]
         jobs.sort(key=lambda j: (j.run_at, j.id))
         return jobs
