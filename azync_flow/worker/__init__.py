@@ -11,6 +11,7 @@ Public surface::
     LeaseLost         a renewal or settle found the lease gone
     JobRunner         ``async def run(job, lease) -> None`` for Worker.add_loop
     MaintenanceStep   ``async def step() -> int | None`` for Worker.add_maintenance
+    Snooze, Skip      raised by a handler: re-check later / settle as skipped
     AckBatcher        group-commit of acks (Worker.acks), usable by runners
 
 Run a worker from the command line with ``python -m azync_flow.worker module:factory``.
@@ -22,6 +23,7 @@ from ._lease import LeaseHandle, LeaseLost
 from ._loop import JobRunner, LeaseLoop, LoopStats
 from ._maintenance import DEFAULT_LEADERSHIP, MaintenanceStep, Retention
 from ._queue import JobContext, PayloadError, UnknownKindError
+from ._signals import Skip, Snooze
 from ._store import WorkerStore
 from ._worker import Worker
 
@@ -38,6 +40,8 @@ __all__ = [
     "PayloadError",
     "Retention",
     "RetryPolicy",
+    "Skip",
+    "Snooze",
     "UnknownKindError",
     "Worker",
     "WorkerStore",

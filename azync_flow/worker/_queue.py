@@ -3,6 +3,8 @@
 Settlement rules (source ``queue``):
 
 * the handler returns -> ``ack`` (batched through :class:`AckBatcher`);
+* the handler raises :class:`Snooze` -> ``snooze`` (no attempt spent), or
+  :class:`Skip` -> ``skip`` (terminal);
 * the handler raises -> ``reschedule`` after the :class:`RetryPolicy` delay, or
   ``dead`` once the attempt budget is spent or the error type is listed as
   non-retryable; the recorded error is ``"<Type>: <message>"``;
@@ -28,6 +30,7 @@ from ..retry import RetryDecision, RetryPolicy, describe_error
 from ..store.errors import is_not_found
 from ..store.types import Job
 from ._lease import LeaseHandle
+from ._signals import Skip, Snooze
 
 if TYPE_CHECKING:
     from ._acker import AckBatcher
@@ -182,6 +185,20 @@ class QueueRunner:
                 await handler.fn(payload, ctx)
             else:
                 await handler.fn(payload)
+        except Snooze as snooze:
+            if not lease.lost:
+                error = (
+                    f"SnoozeDeadlineExceeded: job {job.id} of kind {job.kind!r} "
+                    "snoozed past its deadline"
+                )
+                await self._settle(
+                    lease, self.store.snooze(job.id, lease.token, snooze.delay, error)
+                )
+            return
+        except Skip as skip:
+            if not lease.lost:
+                await self._settle(lease, self.store.skip(job.id, lease.token, skip.reason))
+            return
         except Exception as exc:
             if lease.lost:
                 return

@@ -15,7 +15,7 @@ from azync_flow.store import DequeueParams, EnqueueParams, Job, JobState, Source
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.postgres._base import job_from_row
 from azync_flow.testing import MovableClock
-from azync_flow.worker import JobContext, Worker
+from azync_flow.worker import JobContext, Skip, Snooze, Worker
 
 FAST = {
     "poll_interval": timedelta(milliseconds=50),
@@ -192,3 +192,60 @@ async def test_register_rejects_sync_handlers_and_duplicate_kinds(store: Postgre
     worker.register("k", ok)
     with pytest.raises(ValueError, match="already registered"):
         worker.register("k", ok)
+
+
+async def test_snoozing_never_spends_attempts_and_first_failure_gets_first_backoff(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    """C17: 10 snoozes, one failure, then success on the second real attempt of 3."""
+    clock.set(datetime.now(UTC))
+    policy = RetryPolicy(initial_interval=timedelta(seconds=5), jitter=0.1)
+    calls: list[int] = []
+    worker = Worker(store, **FAST)
+
+    @worker.register("poll", max_attempts=3, retry=policy)
+    async def poll(payload: Any, ctx: JobContext) -> None:
+        calls.append(ctx.attempt)
+        if len(calls) <= 10:
+            raise Snooze(timedelta(seconds=1))
+        if len(calls) == 11:
+            raise RuntimeError("flaky upstream")
+
+    job_id = await enqueue(store, "poll", {})
+    for _ in range(10):
+        await worker.run_until_idle()
+        job = await get(store, job_id)
+        assert job.state == JobState.SCHEDULED
+        assert job.attempt == 0
+        clock.advance(timedelta(seconds=1))
+    await worker.run_until_idle()
+    failed = await get(store, job_id)
+    assert failed.state == JobState.SCHEDULED
+    assert failed.attempt == 1
+    assert 4.5 <= (failed.run_at - failed.failed_at).total_seconds() <= 5.5
+    clock.advance(timedelta(seconds=6))
+    await worker.run_until_idle()
+
+    assert calls == [1] * 11 + [2]
+    done = await get(store, job_id)
+    assert done.state == JobState.SUCCEEDED
+    assert done.attempt == 2
+    attempts = await store.job_attempts(Source.QUEUE, job_id)
+    assert [(a.attempt, a.error) for a in attempts] == [(1, "RuntimeError: flaky upstream")]
+
+
+async def test_skip_settles_job_as_skipped_with_reason(store: PostgresStore) -> None:
+    worker = Worker(store, **FAST)
+
+    @worker.register("maybe")
+    async def maybe(payload: Any) -> None:
+        try:
+            raise Skip("order already shipped")
+        except Exception:  # a handler's broad except must not swallow the signal
+            pytest.fail("Skip was caught as an Exception")
+
+    job_id = await enqueue(store, "maybe", {})
+    await worker.run_until_idle()
+    job = await get(store, job_id)
+    assert job.state == JobState.SKIPPED
+    assert job.last_error == "order already shipped"
