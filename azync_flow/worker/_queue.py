@@ -160,8 +160,8 @@ class QueueRunner:
     async def __call__(self, job: Job, lease: LeaseHandle) -> None:
         handler = self.handlers.get(job.kind)
         if handler is None:
-            err = UnknownKindError(f"no handler is registered for kind {job.kind!r}")
-            await self._settle(lease, self.store.dead(job.id, lease.token, describe_error(err)))
+            err: Exception = UnknownKindError(f"no handler is registered for kind {job.kind!r}")
+            await self._dead(lease, err)
             return
         try:
             payload = handler.decoder.decode(job.payload or b"null")
@@ -169,43 +169,43 @@ class QueueRunner:
             err = PayloadError(
                 f"payload of kind {job.kind!r} does not decode as {_type_name(handler)}: {exc}"
             )
-            await self._settle(lease, self.store.dead(job.id, lease.token, describe_error(err)))
+            await self._dead(lease, err)
             return
         try:
-            if handler.takes_context:
-                ctx = JobContext(
-                    id=job.id,
-                    kind=job.kind,
-                    attempt=job.attempt,
-                    max_attempts=job.max_attempts,
-                    meta=job.meta,
-                    job=job,
-                    _lease=lease,
-                )
-                await handler.fn(payload, ctx)
-            else:
-                await handler.fn(payload)
+            await self._invoke(handler, job, payload, lease)
         except Snooze as snooze:
             if not lease.lost:
-                error = (
-                    f"SnoozeDeadlineExceeded: job {job.id} of kind {job.kind!r} "
-                    "snoozed past its deadline"
-                )
                 await self._settle(
-                    lease, self.store.snooze(job.id, lease.token, snooze.delay, error)
+                    lease, self.store.snooze(job.id, lease.token, snooze.delay, _deadline(job))
                 )
-            return
         except Skip as skip:
             if not lease.lost:
                 await self._settle(lease, self.store.skip(job.id, lease.token, skip.reason))
-            return
         except Exception as exc:
-            if lease.lost:
-                return
-            await self._fail(handler, job, lease, exc)
+            if not lease.lost:
+                await self._fail(handler, job, lease, exc)
+        else:
+            if not lease.lost:
+                self.acks.ack(job.id, lease.token)
+
+    @staticmethod
+    async def _invoke(handler: QueueHandler, job: Job, payload: Any, lease: LeaseHandle) -> None:
+        if not handler.takes_context:
+            await handler.fn(payload)
             return
-        if not lease.lost:
-            self.acks.ack(job.id, lease.token)
+        ctx = JobContext(
+            id=job.id,
+            kind=job.kind,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            meta=job.meta,
+            job=job,
+            _lease=lease,
+        )
+        await handler.fn(payload, ctx)
+
+    async def _dead(self, lease: LeaseHandle, err: Exception) -> None:
+        await self._settle(lease, self.store.dead(lease.id, lease.token, describe_error(err)))
 
     async def _fail(
         self, handler: QueueHandler, job: Job, lease: LeaseHandle, exc: Exception
@@ -226,6 +226,10 @@ class QueueRunner:
                 raise
             lease.lost = True
             log.info("job %s was settled elsewhere (lease lost): %s", lease.id, exc)
+
+
+def _deadline(job: Job) -> str:
+    return f"SnoozeDeadlineExceeded: job {job.id} of kind {job.kind!r} snoozed past its deadline"
 
 
 def _type_name(handler: QueueHandler) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import threading
@@ -387,7 +388,7 @@ class Worker:
                 loop.add_signal_handler(sig, self._on_signal, sig)
             except (NotImplementedError, RuntimeError):
                 continue
-            removers.append(lambda sig=sig: loop.remove_signal_handler(sig))
+            removers.append(functools.partial(_remove_signal, loop, sig))
         return removers
 
     def _on_signal(self, sig: signal.Signals) -> None:
@@ -465,3 +466,7 @@ class Worker:
         if self._bg is not None:
             await self._bg
             self._bg = None
+
+
+def _remove_signal(loop: asyncio.AbstractEventLoop, sig: signal.Signals) -> None:
+    loop.remove_signal_handler(sig)
