@@ -113,6 +113,7 @@ class LeaseLoop:
         self._stopping = False
         self._slot_freed = asyncio.Event()
         self._changed: asyncio.Event | None = None
+        self._beats: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"<LeaseLoop {self.source}:{self.kind} concurrency={self.concurrency}>"
@@ -121,6 +122,11 @@ class LeaseLoop:
         """Make an idle loop try to lease now (used by wake-ups and maintenance)."""
         self.wake.set()
 
+    def reset(self) -> None:
+        """Make a stopped loop ready to :meth:`run` again."""
+        self._stopping = False
+        self.idle = False
+
     def stop(self) -> None:
         """Stop leasing; jobs already leased keep running (see :meth:`drain`)."""
         self._stopping = True
@@ -128,19 +134,27 @@ class LeaseLoop:
         self._slot_freed.set()
 
     async def run(self, changed: asyncio.Event | None = None) -> None:
-        """Lease and dispatch until :meth:`stop`; heartbeats run alongside.
+        """Lease and dispatch until :meth:`stop`.
+
+        Heartbeats start with the loop and keep running after it returns,
+        while leased jobs finish; :meth:`drain` ends them.
 
         Args:
             changed: set whenever the loop's idle state may have changed
                 (the worker's idle detector waits on it).
         """
         self._changed = changed
-        self._stopping = False
-        self.idle = False
-        beats = asyncio.create_task(self._heartbeat_loop(), name=f"heartbeat {self}")
+        if self._beats is None or self._beats.done():
+            self._beats = asyncio.create_task(self._heartbeat_loop(), name=f"heartbeat {self}")
         try:
             await self._lease_loop()
-        finally:
+        except BaseException:
+            await self._stop_heartbeats()
+            raise
+
+    async def _stop_heartbeats(self) -> None:
+        beats, self._beats = self._beats, None
+        if beats is not None:
             beats.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beats
@@ -256,24 +270,28 @@ class LeaseLoop:
     async def drain(self, grace: float) -> None:
         """Wait up to ``grace`` seconds for in-flight jobs, then cancel and release the rest.
 
-        Released jobs go back to pending with their attempt given back
-        (contract ``Release``), so a later worker re-runs them at once.
+        Call after :meth:`stop` and after :meth:`run` returned (so nothing new
+        is leased). Leases stay renewed while jobs finish. Released jobs go
+        back to pending with their attempt given back (contract ``Release``),
+        so another worker re-runs them at once.
         """
         self.stop()
-        tasks = list(self.in_flight)
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=grace)
-        else:
-            pending = set()
-        if not pending:
-            return
-        handles = [self.in_flight[t] for t in pending if t in self.in_flight]
-        for h in handles:
-            h.shutdown_cancelled = True
-        for t in pending:
-            t.cancel()
-        await asyncio.wait(pending)
-        await asyncio.gather(*(self._release(h) for h in handles))
+        try:
+            tasks = list(self.in_flight)
+            pending: set[asyncio.Task[None]] = set()
+            if tasks:
+                _, pending = await asyncio.wait(tasks, timeout=grace)
+            if not pending:
+                return
+            handles = [self.in_flight[t] for t in pending if t in self.in_flight]
+            for h in handles:
+                h.shutdown_cancelled = True
+            for t in pending:
+                t.cancel()
+            await asyncio.wait(pending)
+            await asyncio.gather(*(self._release(h) for h in handles))
+        finally:
+            await self._stop_heartbeats()
 
     async def _release(self, handle: LeaseHandle) -> None:
         try:

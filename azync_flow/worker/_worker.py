@@ -348,6 +348,8 @@ class Worker:
             self._running = False
 
     async def _run(self, stopping: asyncio.Event, started: asyncio.Event) -> None:
+        for lp in self.loops.values():
+            lp.reset()
         await self.wakeups.start()
         loop_tasks = [
             asyncio.create_task(lp.run(self._changed), name=repr(lp)) for lp in self.loops.values()
@@ -365,8 +367,9 @@ class Worker:
         grace = self.shutdown_grace.total_seconds()
         for lp in self.loops.values():
             lp.stop()
-        await asyncio.gather(*(lp.drain(grace) for lp in self.loops.values()))
+        # Loops exit after their current lease round, so nothing is leased after this.
         await asyncio.gather(*loop_tasks, return_exceptions=True)
+        await asyncio.gather(*(lp.drain(grace) for lp in self.loops.values()))
         await self.acks.close()
         if self._stopping is not None:
             self._stopping.set()
@@ -374,8 +377,13 @@ class Worker:
         await self.wakeups.close()
 
     def shutdown(self) -> None:
-        """Request a graceful shutdown (what SIGTERM/SIGINT do); returns at once."""
-        if self._stopping is not None:
+        """Request a graceful shutdown (what SIGTERM/SIGINT do); returns at once.
+
+        Leasing stops immediately; :meth:`run` then drains in-flight jobs.
+        """
+        if self._stopping is not None and self._running:
+            for lp in self.loops.values():
+                lp.stop()
             self._stopping.set()
 
     def _install_signals(self) -> list[Callable[[], None]]:

@@ -328,3 +328,38 @@ async def test_maintenance_step_that_makes_work_runnable_wakes_the_loops(
         await asyncio.sleep(0.1)
         parked.append(job_id)
         await asyncio.wait_for(ran.wait(), 5)
+
+
+async def test_shutdown_grace_lets_in_flight_job_finish_with_its_lease_still_renewed(
+    store: PostgresStore,
+) -> None:
+    started = asyncio.Event()
+    lease_held: list[bool] = []
+    worker = Worker(
+        store,
+        lease=timedelta(milliseconds=450),
+        shutdown_grace=timedelta(seconds=5),
+        **FAST,
+    )
+
+    @worker.register("finishing")
+    async def finishing(payload: Any, ctx: JobContext) -> None:
+        started.set()
+        for _ in range(3):  # 1.2 s after shutdown began: well past the lease
+            await asyncio.sleep(0.4)
+            lease_held.append(
+                await store.pool.fetchval(
+                    "SELECT lease_until > now() FROM azync_jobs WHERE id = $1", ctx.id
+                )
+            )
+
+    job_id = await enqueue(store, "finishing")
+    async with worker:
+        await asyncio.wait_for(started.wait(), 10)
+        worker.shutdown()  # __aexit__ then waits for the drain
+        late = await enqueue(store, "finishing")
+
+    assert lease_held == [True, True, True]
+    assert (await get(store, job_id)).state == JobState.SUCCEEDED
+    # Nothing is leased once shutdown began.
+    assert (await get(store, late)).state == JobState.PENDING
