@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import timedelta
 
 from azync_flow.store import Source
@@ -92,3 +93,27 @@ async def test_reap_with_nonpositive_max_reaps_never_kills(
         assert await store.reap_expired(Source.QUEUE, None, 0) == (1, 0)
         (j,) = await lease(store)
     assert (await row(store, j.id))["reap_count"] == 4
+
+
+async def test_promote_due_leaves_dag_sleep_tasks_to_the_dag_scheduler(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    dag_id = uuid.uuid4()
+    await store.pool.execute(
+        "INSERT INTO azync_dags (id, name, state, created_at, updated_at)"
+        " VALUES ($1, 'd', 'running', now(), now())",
+        dag_id,
+    )
+    for key, kind in (("nap", "$sleep"), ("work", "handler")):
+        await store.pool.execute(
+            "INSERT INTO azync_jobs (id, source, kind, state, run_at, enqueued_at, updated_at,"
+            " dag_id, task_key) VALUES (gen_random_uuid(), 'dag', $1, 'scheduled', now(), now(),"
+            " now(), $2, $3)",
+            kind,
+            dag_id,
+            key,
+        )
+    clock.advance(timedelta(minutes=1))
+    assert await store.promote_due(Source.DAG) == 1
+    states = dict(await store.pool.fetch("SELECT task_key, state FROM azync_jobs"))
+    assert states == {"nap": "scheduled", "work": "pending"}
