@@ -8,6 +8,7 @@ import pytest
 
 from azync_flow import store as store_pkg
 from azync_flow.store import (
+    ChangeNotifier,
     LeaderElector,
     LeaseElector,
     Migrator,
@@ -20,7 +21,7 @@ from azync_flow.store.postgres import PostgresStore
 
 
 @pytest.mark.parametrize(
-    "protocol", [Store, TxStore, Notifier, LeaderElector, LeaseElector, Migrator]
+    "protocol", [Store, TxStore, Notifier, ChangeNotifier, LeaderElector, LeaseElector, Migrator]
 )
 async def test_postgres_store_implements_protocol_with_matching_signatures(
     store: PostgresStore, protocol: type

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar
 
 import asyncpg
 
@@ -38,6 +38,7 @@ class _Closed:
 
 
 _CLOSED = _Closed()
+T = TypeVar("T")
 
 
 def parse_wake(payload: str) -> Wake | None:
@@ -67,17 +68,23 @@ async def connect_dedicated(store: PgBase) -> asyncpg.Connection:
         ) from exc
 
 
-class WakeSubscription:
-    """An async iterator of :class:`Wake` backed by one LISTEN connection.
+class ListenSubscription(Generic[T]):
+    """An async iterator of items decoded from NOTIFY payloads on the store's
+    channel, backed by one dedicated LISTEN connection.
 
     Survives the connection dropping (server restart, ``pg_terminate_backend``,
-    network loss noticed by a periodic ping): it reconnects with backoff and
-    re-announces pending work. Iteration ends after :meth:`close`.
+    network loss noticed by the periodic :meth:`_tick`): it reconnects with
+    backoff and calls :meth:`_after_connect` so subclasses can announce what
+    may have been missed. Iteration ends after :meth:`close`.
     """
+
+    #: Seconds between :meth:`_tick` calls (which double as the health check).
+    tick_interval = HEALTH_INTERVAL
+    _task_name = "azync-listener"
 
     def __init__(self, store: PgBase) -> None:
         self._store = store
-        self._queue: asyncio.Queue[Wake | _Closed] = asyncio.Queue(MAX_BUFFERED)
+        self._queue: asyncio.Queue[T | _Closed] = asyncio.Queue(MAX_BUFFERED)
         self._conn: asyncpg.Connection | None = None
         self._lost = asyncio.Event()
         self._closed = False
@@ -88,9 +95,28 @@ class WakeSubscription:
     async def start(self) -> None:
         """Open the listening connection; LISTEN is live when this returns."""
         await self._connect()
-        self._task = asyncio.create_task(self._supervise(), name="azync-wake-listener")
+        await self._after_connect(self._conn_or_fail(), reconnected=False)
+        self._task = asyncio.create_task(self._supervise(), name=self._task_name)
+
+    # --- subclass hooks ------------------------------------------------------------
+
+    def _decode(self, payload: str) -> T | None:
+        """Turn a NOTIFY payload into an item (None: ignore it)."""
+        raise NotImplementedError
+
+    async def _after_connect(self, conn: asyncpg.Connection, *, reconnected: bool) -> None:
+        """Called once LISTEN is live, first on start then after each reconnect."""
+
+    async def _tick(self, conn: asyncpg.Connection) -> None:
+        """Periodic work on the listening connection; raising marks it unhealthy."""
+        await conn.fetchval("SELECT 1", timeout=self.tick_interval)
 
     # --- connection management -------------------------------------------------
+
+    def _conn_or_fail(self) -> asyncpg.Connection:
+        if self._conn is None:
+            raise StoreError("listening connection is not open")
+        return self._conn
 
     async def _connect(self) -> None:
         conn = await connect_dedicated(self._store)
@@ -104,23 +130,23 @@ class WakeSubscription:
         self._conn = conn
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        wake = parse_wake(payload)
-        if wake is not None:
-            self._put(wake)
+        item = self._decode(payload)
+        if item is not None:
+            self._put(item)
 
     def _on_terminated(self, _conn: Any) -> None:
         self._lost.set()
 
-    def _put(self, item: Wake) -> None:
+    def _put(self, item: T) -> None:
         try:
             self._queue.put_nowait(item)
         except asyncio.QueueFull:
-            log.debug("wake buffer full; dropping %s (polling will find the work)", item)
+            log.debug("listener buffer full; dropping %s (polling covers it)", item)
 
     async def _supervise(self) -> None:
         while not self._closed:
             try:
-                await asyncio.wait_for(self._lost.wait(), HEALTH_INTERVAL)
+                await asyncio.wait_for(self._lost.wait(), self.tick_interval)
             except TimeoutError:
                 if await self._healthy():
                     continue
@@ -133,7 +159,7 @@ class WakeSubscription:
         if conn is None or conn.is_closed():
             return False
         try:
-            await conn.fetchval("SELECT 1", timeout=HEALTH_INTERVAL)
+            await self._tick(conn)
         except Exception:  # any failure means the session cannot be trusted to LISTEN
             return False
         return True
@@ -148,33 +174,21 @@ class WakeSubscription:
                 await self._connect()
             except StoreError as exc:
                 delay = _RECONNECT_BACKOFF[min(attempt, len(_RECONNECT_BACKOFF) - 1)]
-                log.warning("wake listener reconnect failed (%s); retrying in %ss", exc, delay)
+                log.warning("listener reconnect failed (%s); retrying in %ss", exc, delay)
                 attempt += 1
                 await asyncio.sleep(delay)
                 continue
             self.reconnects += 1
-            await self._announce_pending()
+            with contextlib.suppress(Exception):
+                await self._after_connect(self._conn_or_fail(), reconnected=True)
             return
-
-    async def _announce_pending(self) -> None:
-        """Replay wakes possibly missed while disconnected: one per pending partition."""
-        conn = self._conn
-        if conn is None:
-            return
-        try:
-            rows = await conn.fetch(QUERIES["job_pending_partitions"], self._store.now())
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-            return
-        for r in rows:
-            with contextlib.suppress(ValueError):
-                self._put(Wake(source=Source(r["source"]), kind=r["kind"]))
 
     # --- iteration ----------------------------------------------------------------
 
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> Wake:
+    async def __anext__(self) -> T:
         if self._closed and self._queue.empty():
             raise StopAsyncIteration
         item = await self._queue.get()
@@ -211,6 +225,27 @@ class WakeSubscription:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+class WakeSubscription(ListenSubscription[Wake]):
+    """The :class:`Wake` stream of ``Notifier.wake``.
+
+    After a reconnect it replays one wake per ``(source, kind)`` with due
+    pending jobs, covering notifications sent while it was not listening.
+    """
+
+    _task_name = "azync-wake-listener"
+
+    def _decode(self, payload: str) -> Wake | None:
+        return parse_wake(payload)
+
+    async def _after_connect(self, conn: asyncpg.Connection, *, reconnected: bool) -> None:
+        if not reconnected:
+            return
+        rows = await conn.fetch(QUERIES["job_pending_partitions"], self._store.now())
+        for r in rows:
+            with contextlib.suppress(ValueError):
+                self._put(Wake(source=Source(r["source"]), kind=r["kind"]))
 
 
 class NotifyMixin(PgBase):
