@@ -189,7 +189,9 @@ async def test_dequeue_leases_only_its_source_and_kind(store: PostgresStore) -> 
     assert len(await lease(store, "a")) == 1
 
 
-async def test_dequeue_lease_uses_backend_clock(store: PostgresStore, clock: MovableClock) -> None:
+async def test_dequeue_lease_times_come_from_the_statement_clock(
+    store: PostgresStore, clock: MovableClock
+) -> None:
     await store.enqueue(job())
     t = clock.advance(timedelta(days=3))
     (j,) = await lease(store)
