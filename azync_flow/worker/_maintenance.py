@@ -38,6 +38,9 @@ log = logging.getLogger("azync_flow.worker")
 #: Leadership name of the built-in queue maintenance.
 DEFAULT_LEADERSHIP = "azync_flow.maintenance"
 
+#: Non-leaders try to take over leadership every this many ticks.
+LEADER_RETRY_TICKS = 5
+
 #: ``async def step() -> int | None``: one maintenance action. Returning a
 #: positive int means "work became runnable" (the worker then pokes its loops).
 MaintenanceStep = Callable[[], Awaitable[Any]]
@@ -143,7 +146,8 @@ class Maintenance:
             group.lease = None
         if not force and loop.time() < group.next_try:
             return False
-        group.next_try = loop.time() + self.tick_seconds
+        # Each attempt opens a session; non-leaders retry at a gentler pace.
+        group.next_try = loop.time() + self.tick_seconds * LEADER_RETRY_TICKS
         try:
             group.lease = await self.store.acquire_leadership_lease(group.name)
         except Exception as exc:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..store.types import DequeueParams, Job, Source, Wake
 
 
+@runtime_checkable
 class WorkerStore(Protocol):
     """Verbs a :class:`~azync_flow.worker.Worker` calls (contract names, snake_case)."""
 
@@ -71,11 +72,5 @@ class LeadershipLease(Protocol):
     """Contract ``LeadershipLease``."""
 
     async def valid(self) -> bool: ...
-
-    async def snooze(
-        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, deadline_error: str
-    ) -> bool: ...
-
-    async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None: ...
 
     async def release(self) -> None: ...

@@ -66,7 +66,7 @@ class Worker:
         shutdown_grace: how long in-flight jobs may finish after a shutdown
             request before they are cancelled and released.
         maintenance_interval: tick of the leader's maintenance (promote due,
-            reap expired); also how often non-leaders retry the election.
+            reap expired); non-leaders retry the election every 5 ticks.
         vacuum_interval: how often the leader runs the vacuum steps.
         retention: what the vacuum keeps.
         max_reaps: lease expiries a job survives before it is dead-lettered.

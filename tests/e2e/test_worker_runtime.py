@@ -15,7 +15,7 @@ import pytest
 from azync_flow.store import Config, EnqueueParams, Job, JobState, Source
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres._base import job_from_row
-from azync_flow.worker import JobContext, LeaseHandle, LeaseLost, Worker
+from azync_flow.worker import JobContext, LeaseHandle, LeaseLost, Worker, WorkerStore
 
 FAST = {
     "poll_interval": timedelta(milliseconds=50),
@@ -363,3 +363,7 @@ async def test_shutdown_grace_lets_in_flight_job_finish_with_its_lease_still_ren
     assert (await get(store, job_id)).state == JobState.SUCCEEDED
     # Nothing is leased once shutdown began.
     assert (await get(store, late)).state == JobState.PENDING
+
+
+async def test_postgres_store_provides_every_verb_the_worker_uses(store: PostgresStore) -> None:
+    assert isinstance(store, WorkerStore)
