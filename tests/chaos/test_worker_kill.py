@@ -25,6 +25,7 @@ from azync_flow.testing import MovableClock
 from azync_flow.worker import JobContext, Worker
 
 ROOT = Path(__file__).resolve().parents[2]
+QUEUE_LEADERSHIP = "azync_flow.maintenance.queue"
 
 APP = textwrap.dedent(
     """
@@ -132,6 +133,21 @@ async def get(store: PostgresStore, job_id: uuid.UUID) -> Job:
     return job_from_row(row)
 
 
+async def leader_lock_held(store: PostgresStore) -> bool:
+    """Whether some session holds the queue maintenance leadership of this schema."""
+    return bool(
+        await store.pool.fetchval(
+            """
+            WITH k AS (SELECT hashtextextended($1, 0) AS key)
+            SELECT count(*) > 0 FROM pg_locks, k
+            WHERE locktype = 'advisory' AND granted
+              AND classid = ((key >> 32) & 4294967295)::oid AND objid = (key & 4294967295)::oid
+            """,
+            f"{store.schema}/{QUEUE_LEADERSHIP}",
+        )
+    )
+
+
 def rerun_worker(store: PostgresStore, ran: list[tuple[str, int]]) -> Worker:
     worker = Worker(
         store,
@@ -159,14 +175,27 @@ async def test_sigkilled_worker_job_is_reaped_after_lease_expiry_and_rerun(
     tmp_path: Path,
     procs: list[WorkerProcess],
 ) -> None:
-    """C15: a worker killed with -9 mid-job loses nothing; any live worker reaps its lease."""
+    """C15: a worker killed with -9 mid-job loses nothing; any live worker reaps its lease.
+
+    The killed process was also the maintenance leader: its advisory lock dies with
+    its session, so the fresh worker takes leadership and reaps.
+    """
     proc = WorkerProcess(tmp_path, pg_dsn, schema, lease=2.0, grace=1.0)
     procs.append(proc)
     job_id = await enqueue(store, "slow", {})
     await proc.wait_mark("slow-start-1")
+    for _ in range(250):
+        if await leader_lock_held(store):
+            break
+        await asyncio.sleep(0.02)
+    assert await leader_lock_held(store)
 
     os.kill(proc.proc.pid, signal.SIGKILL)
     assert await proc.wait_exit() == -signal.SIGKILL
+    for _ in range(250):  # the server notices the dead session and frees the lock
+        if not await leader_lock_held(store):
+            break
+        await asyncio.sleep(0.02)
 
     orphan = await get(store, job_id)
     assert orphan.state == JobState.ACTIVE
