@@ -11,6 +11,7 @@ Public surface::
     LeaseLost         a renewal or settle found the lease gone
     JobRunner         ``async def run(job, lease) -> None`` for Worker.add_loop
     MaintenanceStep   ``async def step() -> int | None`` for Worker.add_maintenance
+    Interceptor       ``async def (ctx, call_next)`` around queue handlers (add_interceptor)
     Snooze, Skip      raised by a handler: re-check later / settle as skipped
     AckBatcher        group-commit of acks (Worker.acks), usable by runners
 
@@ -22,7 +23,7 @@ from ._acker import AckBatcher
 from ._lease import LeaseHandle, LeaseLost
 from ._loop import JobRunner, LeaseLoop, LoopStats
 from ._maintenance import DEFAULT_LEADERSHIP, MaintenanceStep, Retention
-from ._queue import JobContext, PayloadError, UnknownKindError
+from ._queue import Interceptor, JobContext, PayloadError, UnknownKindError
 from ._signals import Skip, Snooze
 from ._store import WorkerStore
 from ._worker import Worker
@@ -30,6 +31,7 @@ from ._worker import Worker
 __all__ = [
     "DEFAULT_LEADERSHIP",
     "AckBatcher",
+    "Interceptor",
     "JobContext",
     "JobRunner",
     "LeaseHandle",

@@ -16,6 +16,7 @@ Settlement rules (source ``queue``):
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import uuid
@@ -36,11 +37,17 @@ if TYPE_CHECKING:
     from ._acker import AckBatcher
     from ._store import WorkerStore
 
-__all__ = ["JobContext", "QueueHandler", "QueueRunner"]
+__all__ = ["Interceptor", "JobContext", "QueueHandler", "QueueRunner"]
 
 log = logging.getLogger("azync_flow.worker")
 
 Handler = Callable[..., Awaitable[Any]]
+
+#: ``async def interceptor(ctx: JobContext, call_next) -> None``: wraps every queue
+#: handler call (``await call_next()`` runs the next interceptor or the handler).
+#: The handler's exception (or Snooze/Skip) propagates through it, so it can time,
+#: trace or log each attempt; it must re-raise to keep the settle semantics.
+Interceptor = Callable[["JobContext", Callable[[], Awaitable[None]]], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +163,7 @@ class QueueRunner:
         self.store = store
         self.handlers = handlers
         self.acks = acks
+        self.interceptors: list[Interceptor] = []
 
     async def __call__(self, job: Job, lease: LeaseHandle) -> None:
         handler = self.handlers.get(job.kind)
@@ -188,9 +196,10 @@ class QueueRunner:
             if not lease.lost:
                 self.acks.ack(job.id, lease.token)
 
-    @staticmethod
-    async def _invoke(handler: QueueHandler, job: Job, payload: Any, lease: LeaseHandle) -> None:
-        if not handler.takes_context:
+    async def _invoke(
+        self, handler: QueueHandler, job: Job, payload: Any, lease: LeaseHandle
+    ) -> None:
+        if not handler.takes_context and not self.interceptors:
             await handler.fn(payload)
             return
         ctx = JobContext(
@@ -202,7 +211,17 @@ class QueueRunner:
             job=job,
             _lease=lease,
         )
-        await handler.fn(payload, ctx)
+
+        async def call() -> None:
+            if handler.takes_context:
+                await handler.fn(payload, ctx)
+            else:
+                await handler.fn(payload)
+
+        chain: Callable[[], Awaitable[None]] = call
+        for interceptor in reversed(self.interceptors):
+            chain = functools.partial(interceptor, ctx, chain)
+        await chain()
 
     async def _dead(self, lease: LeaseHandle, err: Exception) -> None:
         await self._settle(lease, self.store.dead(lease.id, lease.token, describe_error(err)))

@@ -24,7 +24,7 @@ from ._maintenance import (
     Retention,
     builtin_steps,
 )
-from ._queue import Handler, QueueHandler, QueueRunner
+from ._queue import Handler, Interceptor, QueueHandler, QueueRunner
 from ._wake import WakeHub
 
 if TYPE_CHECKING:
@@ -207,6 +207,16 @@ class Worker:
             return fn
 
         return add if handler is None else add(handler)
+
+    def add_interceptor(self, interceptor: Interceptor) -> None:
+        """Wrap every queue handler call in ``interceptor`` (outermost first added).
+
+        ``async def interceptor(ctx: JobContext, call_next) -> None`` must
+        ``await call_next()`` and let its exceptions propagate; the hook for
+        per-attempt telemetry, timing and logging of queue jobs. Loops added
+        with :meth:`add_loop` wrap their own runners instead.
+        """
+        self._queue_runner.interceptors.append(interceptor)
 
     def add_loop(
         self,

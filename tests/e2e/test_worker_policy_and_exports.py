@@ -15,6 +15,7 @@ def test_worker_package_exports_exactly_the_public_api() -> None:
     assert worker_pkg.__all__ == [
         "DEFAULT_LEADERSHIP",
         "AckBatcher",
+        "Interceptor",
         "JobContext",
         "JobRunner",
         "LeaseHandle",

@@ -249,3 +249,44 @@ async def test_skip_settles_job_as_skipped_with_reason(store: PostgresStore) -> 
     job = await get(store, job_id)
     assert job.state == JobState.SKIPPED
     assert job.last_error == "order already shipped"
+
+
+async def test_interceptors_wrap_each_attempt_and_see_its_outcome(store: PostgresStore) -> None:
+    events: list[str] = []
+    worker = Worker(store, retry=RetryPolicy(initial_interval=timedelta(0), jitter=0), **FAST)
+
+    async def outer(ctx: JobContext, call_next: Any) -> None:
+        events.append(f"outer>{ctx.attempt}")
+        try:
+            await call_next()
+        except Exception as exc:
+            events.append(f"outer!{type(exc).__name__}")
+            raise
+        events.append("outer<")
+
+    async def inner(ctx: JobContext, call_next: Any) -> None:
+        events.append("inner>")
+        await call_next()
+
+    worker.add_interceptor(outer)
+    worker.add_interceptor(inner)
+
+    @worker.register("wrapped", max_attempts=2)
+    async def wrapped(payload: Any) -> None:
+        events.append("handler")
+        if len([e for e in events if e == "handler"]) == 1:
+            raise ValueError("first try fails")
+
+    job_id = await enqueue(store, "wrapped", {})
+    await worker.run_until_idle()
+    assert events == [
+        "outer>1",
+        "inner>",
+        "handler",
+        "outer!ValueError",
+        "outer>2",
+        "inner>",
+        "handler",
+        "outer<",
+    ]
+    assert (await get(store, job_id)).state == JobState.SUCCEEDED
