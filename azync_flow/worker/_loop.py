@@ -36,6 +36,9 @@ __all__ = ["JobRunner", "LeaseLoop", "LoopStats"]
 
 log = logging.getLogger("azync_flow.worker")
 
+#: Seconds a cancelled job may take to unwind at shutdown before it is released anyway.
+CANCEL_WAIT = 5.0
+
 #: ``async def run(job, lease) -> None``: run one leased job and settle it
 #: (ack / reschedule / dead / snooze / release ...) with ``lease.token``.
 #: An exception escaping the runner is logged and the job is left to its lease
@@ -288,7 +291,15 @@ class LeaseLoop:
                 h.shutdown_cancelled = True
             for t in pending:
                 t.cancel()
-            await asyncio.wait(pending)
+            _, stuck = await asyncio.wait(pending, timeout=CANCEL_WAIT)
+            if stuck:
+                log.error(
+                    "%r: %d job(s) ignored cancellation for %.0fs; releasing them anyway "
+                    "(their late settles will be fenced off)",
+                    self,
+                    len(stuck),
+                    CANCEL_WAIT,
+                )
             await asyncio.gather(*(self._release(h) for h in handles))
         finally:
             await self._stop_heartbeats()
