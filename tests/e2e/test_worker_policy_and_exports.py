@@ -73,7 +73,9 @@ def test_decide_honours_budget_and_non_retryable_types_through_the_mro() -> None
     assert p.decide(Fatter(), attempt=1, max_attempts=3) is RetryDecision.NON_RETRYABLE
     assert p.decide(ValueError(), attempt=99, max_attempts=0) is RetryDecision.RETRY
     own = RetryPolicy(maximum_attempts=2)
-    assert own.decide(ValueError(), attempt=2, max_attempts=25) is RetryDecision.DEAD
+    assert own.decide(ValueError(), attempt=2, max_attempts=0) is RetryDecision.DEAD
+    # The budget stored with the work wins over a changed policy.
+    assert own.decide(ValueError(), attempt=2, max_attempts=25) is RetryDecision.RETRY
     qualified = RetryPolicy(non_retryable_error_types=("builtins.KeyError",))
     assert qualified.decide(KeyError("k"), 1, 5) is RetryDecision.NON_RETRYABLE
 
