@@ -364,6 +364,8 @@ class Worker:
         loop_tasks = [
             asyncio.create_task(lp.run(self._changed), name=repr(lp)) for lp in self.loops.values()
         ]
+        for task in loop_tasks:
+            task.add_done_callback(self._loop_ended)
         maint = asyncio.create_task(self.maintenance.run(stopping), name="azync maintenance")
         started.set()
         try:
@@ -385,6 +387,14 @@ class Worker:
             self._stopping.set()
         await asyncio.gather(maint, return_exceptions=True)
         await self.wakeups.close()
+
+    def _loop_ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        log.error(
+            "%s crashed; shutting the worker down", task.get_name(), exc_info=task.exception()
+        )
+        self.shutdown()
 
     def shutdown(self) -> None:
         """Request a graceful shutdown (what SIGTERM/SIGINT do); returns at once.
@@ -423,6 +433,8 @@ class Worker:
         :class:`~azync_flow.testing.MovableClock` past them and call again.
         Wrap it in ``asyncio.timeout`` to bound it.
         """
+        if self._running:
+            raise RuntimeError("the worker is already running")
         runner = asyncio.create_task(self.run())
         try:
             await self.started()
@@ -470,6 +482,8 @@ class Worker:
 
     async def __aenter__(self) -> Self:
         """Start :meth:`run` in the background; ``__aexit__`` shuts down gracefully."""
+        if self._running:
+            raise RuntimeError("the worker is already running")
         self._bg = asyncio.create_task(self.run())
         await self.started()
         return self
