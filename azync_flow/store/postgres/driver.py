@@ -8,10 +8,17 @@ from ..errors import StoreError
 from ..types import Config
 from ._base import Clock, PgBase, validate_identifier
 from ._migrate import migrate
+from .admin import AdminMixin
+from .changes import ChangeMixin
+from .events import EventMixin
+from .leader import LeaderMixin
+from .notify import NotifyMixin
 from .queue import QueueMixin
 
 
-class PostgresStore(QueueMixin, PgBase):
+class PostgresStore(
+    QueueMixin, AdminMixin, EventMixin, NotifyMixin, ChangeMixin, LeaderMixin, PgBase
+):
     """asyncpg implementation of the storage contract.
 
     Create it with :func:`open_store`; close it with :meth:`close`.
