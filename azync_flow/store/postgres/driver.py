@@ -34,6 +34,10 @@ class PostgresStore(
         await self.pool.close()
 
 
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    return None
+
+
 async def open_store(
     dsn: str,
     config: Config | None = None,
@@ -64,6 +68,10 @@ async def open_store(
             min_size=config.min_pool_size,
             max_size=config.max_pool_size,
             server_settings={"search_path": f'"{schema}"'},
+            # The default reset (RESET ALL, UNLISTEN, unlock advisory locks) costs a
+            # round trip per release; pooled connections never LISTEN, lock or SET
+            # (leadership and LISTEN use dedicated connections), so skip it.
+            reset=_no_reset,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         raise StoreError(
