@@ -9,9 +9,10 @@ from ..types import Config
 from ._base import Clock, PgBase, validate_identifier
 from ._migrate import migrate
 from .queue import QueueMixin
+from .workflow import WorkflowMixin
 
 
-class PostgresStore(QueueMixin, PgBase):
+class PostgresStore(QueueMixin, WorkflowMixin, PgBase):
     """asyncpg implementation of the storage contract.
 
     Create it with :func:`open_store`; close it with :meth:`close`.

@@ -1,0 +1,39 @@
+-- azync_flow schema v2: workflow-as-code task invariants.
+
+-- At most ONE runnable (pending or scheduled) workflow task per execution.
+-- Scheduling while one exists moves its run_at to least(existing, new)
+-- (ON CONFLICT against this index); a task may still be pending while another
+-- of the same execution is active (a signal arrived mid-pass). Keyed by
+-- task_key '$wft' (not kind) so a future per-queue kind keeps the invariant.
+CREATE UNIQUE INDEX azync_jobs_workflow_task_runnable ON azync_jobs (run_id)
+    WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled');
+
+-- Leasing a workflow task checks for an active task of the same execution
+-- (passes of one execution never overlap); this keeps that probe an index hit.
+CREATE INDEX azync_jobs_workflow_task_active ON azync_jobs (run_id)
+    WHERE source = 'workflow' AND task_key = '$wft' AND state = 'active';
+
+-- Operations of an execution waiting for a decision (list / resume checks).
+CREATE INDEX azync_jobs_uncertain ON azync_jobs (uncertain_since, id) WHERE state = 'uncertain';
+
+-- Safety net for non-idempotent operations: an operation whose attempt may
+-- have run must never silently return to pending. A lease-expiry reap
+-- (active -> pending with reap_count incremented) of a source='workflow' job
+-- whose meta says idempotent=false is suppressed here — the row stays active
+-- and expired — so only the workflow reaper (reap_uncertain_operations) can
+-- take it, moving it to 'uncertain' with its history event. A deliberate
+-- release (reap_count unchanged) and an operator's retry decision
+-- (uncertain -> pending) are unaffected.
+CREATE FUNCTION azync_keep_nonidempotent_op() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER azync_jobs_no_blind_retry
+    BEFORE UPDATE ON azync_jobs
+    FOR EACH ROW
+    WHEN (OLD.source = 'workflow' AND OLD.state = 'active' AND NEW.state = 'pending'
+          AND NEW.reap_count > OLD.reap_count AND OLD.meta ->> 'idempotent' = 'false')
+    EXECUTE FUNCTION azync_keep_nonidempotent_op();
