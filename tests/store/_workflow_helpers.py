@@ -27,8 +27,13 @@ async def started(store: PostgresStore, **kw: object) -> uuid.UUID:
 
 
 async def lease_task(store: PostgresStore, run_id: uuid.UUID) -> Job:
-    """Lease the (only) due workflow task of ``run_id``."""
-    jobs = [j for j in await store.dequeue_workflow_tasks(100, LEASE) if j.run_id == run_id]
+    """Lease the (only) due workflow task of ``run_id``; tasks of other runs leased
+    on the way are released again."""
+    leased = await store.dequeue_workflow_tasks(100, LEASE)
+    for j in leased:
+        if j.run_id != run_id:
+            await store.release(j.id, j.lease_token)  # type: ignore[arg-type]
+    jobs = [j for j in leased if j.run_id == run_id]
     assert len(jobs) == 1, jobs
     return jobs[0]
 
