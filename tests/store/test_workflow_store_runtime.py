@@ -453,3 +453,59 @@ async def test_complete_operation_on_a_finished_execution_settles_only_the_job(
     assert await store.list_history(wid) == []
     (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op.id]
     assert row["state"] == "succeeded"
+
+
+async def test_checkpoint_commit_keeps_the_lease_and_the_pass_commits_again(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    t0 = datetime(2033, 1, 1, tzinfo=UTC)
+    clock.set(t0)
+    wid = await started(store)
+    task = await lease_task(store, wid)
+    clock.set(t0 + timedelta(seconds=20))
+    seq = await store.commit_workflow_task(
+        task.id,
+        task.lease_token,
+        wid,
+        1,
+        events=[("ActivityScheduled", b""), ("ActivityCompleted", b"1")],
+        next_task_at="now",
+        keep_lease=timedelta(seconds=30),
+    )
+    (row,) = await jobs_of(store, wid)
+    assert (row["state"], row["lease_token"]) == ("active", task.lease_token)
+    assert await store.pool.fetchval(
+        "SELECT lease_until FROM azync_jobs WHERE id = $1", task.id
+    ) == t0 + timedelta(seconds=50)
+    assert await runnable_tasks(store, wid) == []
+    await store.commit_workflow_task(
+        task.id, task.lease_token, wid, seq, events=[("Done", b"")], outcome=("complete", b"1")
+    )
+    assert [e.seq for e in await store.list_history(wid)] == [1, 2, 3]
+    assert (await jobs_of(store, wid))[0]["state"] == "succeeded"
+
+
+async def test_promote_moves_due_scheduled_operations_to_pending(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    t0 = clock.advance(timedelta(0))
+    wid = await started(store)
+    op = await _leased_op(store, wid)
+    await store.reschedule(op.id, op.lease_token, timedelta(seconds=10), "transient")  # type: ignore[arg-type]
+    assert await store.promote_workflow_jobs() == 0
+    clock.set(t0 + timedelta(seconds=10))
+    assert await store.promote_workflow_jobs(["$op:other@1"]) == 0
+    assert await store.promote_workflow_jobs(["$op:charge@1"]) == 1
+    again = await _leased_op(store, wid)
+    assert (again.id, again.attempt) == (op.id, 2)
+
+
+async def test_list_history_pages_by_seq(store: PostgresStore) -> None:
+    wid = await started(store)
+    for i in range(5):
+        await store.append_history(wid, "E", str(i).encode())
+    pages, after = [], 0
+    while page := await store.list_history(wid, after_seq=after, limit=2):
+        pages.append([e.seq for e in page])
+        after = page[-1].seq
+    assert pages == [[1, 2], [3, 4], [5]]

@@ -163,12 +163,21 @@ class WorkflowCoreMixin(PgBase):
             raise NotFoundError(f"workflow execution {workflow_id} does not exist")
         return int(seq)
 
-    async def list_history(self, workflow_id: uuid.UUID, after_seq: int = 0) -> list[HistoryEvent]:
-        """Contract ``ListHistory``: events in seq order (only those past ``after_seq``).
+    async def list_history(
+        self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
+    ) -> list[HistoryEvent]:
+        """Contract ``ListHistory``: events in seq order.
 
-        Raises NotFoundError when the execution is missing.
+        Args:
+            workflow_id: the execution.
+            after_seq: only events with a greater seq (page through a long
+                history with the last seq seen).
+            limit: at most this many events (None = all).
+
+        Raises:
+            NotFoundError: the execution is missing.
         """
-        rows = await self._fetch("workflow_history_list", workflow_id, after_seq)
+        rows = await self._fetch("workflow_history_list", workflow_id, after_seq, limit)
         if not rows and await self._fetchrow("workflow_get", workflow_id) is None:
             raise NotFoundError(f"workflow execution {workflow_id} does not exist")
         return [history_from_row(r) for r in rows]
@@ -238,6 +247,18 @@ class WorkflowCoreMixin(PgBase):
             if await self._fetchrow("workflow_lock", workflow_id, conn=conn) is None:
                 raise NotFoundError(f"workflow execution {workflow_id} does not exist")
             await self._schedule_task(conn, workflow_id, kind, run_at)
+
+    async def promote_workflow_jobs(self, kinds: list[str] | None = None) -> int:
+        """Move due scheduled workflow jobs (operation retries after backoff, future
+        workflow tasks) of ``kinds`` (None = all) to pending and wake workers.
+
+        ``dequeue_workflow_tasks`` already takes due scheduled workflow tasks;
+        operations leased with ``dequeue_batch`` need this (the workflow-source
+        equivalent of contract ``PromoteDue``). Returns the count promoted.
+        """
+        row = await self._fetchrow("workflow_promote_due", kinds, self.channel)
+        assert row is not None
+        return int(row["promoted"])
 
     async def vacuum_workflows(self, retention: timedelta) -> int:
         """Contract ``VacuumWorkflows``: delete terminal executions completed before

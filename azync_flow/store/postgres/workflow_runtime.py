@@ -106,7 +106,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             row = await self._fetchrow("workflow_get", run_id, conn=conn)
             if row is None:
                 raise NotFoundError(f"workflow execution {run_id} does not exist")
-            history = await self._fetch("workflow_history_list", run_id, after_seq, conn=conn)
+            history = await self._fetch("workflow_history_list", run_id, after_seq, None, conn=conn)
             signals = await self._fetch("workflow_signals_buffered", run_id, conn=conn)
             timers = await self._fetch("workflow_timers_due", run_id, conn=conn)
             now = await self._fetchval("workflow_clock", conn=conn)
@@ -138,6 +138,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         fired_timers: Sequence[int] = (),
         outcome: Outcome | None = None,
         next_task_at: datetime | Literal["now"] | None = None,
+        keep_lease: timedelta | None = None,
     ) -> int:
         """Commit one replay pass atomically and ack its workflow task.
 
@@ -150,6 +151,11 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         scheduled at the earliest of ``next_task_at`` ("now" = backend now)
         and the earliest unfired timer, if either exists (merged with an
         already-runnable task by least(run_at)).
+
+        With ``keep_lease`` and no terminal outcome the commit is a checkpoint:
+        the task is not acked but stays active under the same token with its
+        lease renewed to backend now + ``keep_lease``, and no next task is
+        scheduled — the pass goes on and commits again at the new seq.
 
         Returns:
             The execution's new ``next_seq``.
@@ -174,6 +180,11 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             await self._write_timers(conn, run_id, timers, fired_timers)
             await self._consume_signals(conn, run_id, consumed_signals)
             state = await self._apply_outcome(conn, run_id, ex["state"], outcome)
+            if keep_lease is not None and state == WorkflowState.RUNNING:
+                await self._must(
+                    "job_extend_lease", job_id, lease_token, keep_lease, what="lease", conn=conn
+                )
+                return new_next
             await self._must("job_ack", job_id, lease_token, what="ack", conn=conn)
             if state == WorkflowState.RUNNING:
                 await self._schedule_next(conn, run_id, next_task_at)

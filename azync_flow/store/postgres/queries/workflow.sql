@@ -183,11 +183,12 @@ SELECT $2, $3 + u.ord - 1, u.type, u.payload, coalesce($1::timestamptz, now())
 FROM unnest($4::text[], $5::bytea[]) WITH ORDINALITY AS u(type, payload, ord)
 
 -- name: workflow_history_list
--- $2 workflow id, $3 after seq
+-- $2 workflow id, $3 after seq, $4 limit (NULL = all)
 SELECT workflow_id, seq, type, payload, created_at, $1::timestamptz AS at
 FROM azync_workflow_history
 WHERE workflow_id = $2 AND seq > $3
 ORDER BY seq
+LIMIT $4
 
 -- name: workflow_signal_duplicate
 -- $2 workflow id, $3 name, $4 message id
@@ -381,3 +382,18 @@ LIMIT $3
 -- name: workflow_wake
 -- $2 channel, $3 "source:kind"
 SELECT pg_notify($2, $3), $1::timestamptz AS at
+
+-- name: workflow_promote_due
+-- $2 kinds text[] (NULL = every workflow kind): due scheduled workflow jobs
+-- (operation retries after backoff, future workflow tasks) become pending.
+WITH p AS (
+    UPDATE azync_jobs
+    SET state = 'pending', updated_at = coalesce($1::timestamptz, now())
+    WHERE state = 'scheduled' AND source = 'workflow'
+      AND run_at <= coalesce($1::timestamptz, now())
+      AND ($2::text[] IS NULL OR kind = ANY($2::text[]))
+    RETURNING kind
+), wake AS (
+    SELECT pg_notify($3, 'workflow:' || k.kind) FROM (SELECT DISTINCT kind FROM p) k
+)
+SELECT (SELECT count(*) FROM p) AS promoted, (SELECT count(*) FROM wake) AS woken
