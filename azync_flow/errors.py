@@ -99,7 +99,9 @@ class ForbiddenCallError(NonDeterminismError):
     def __init__(self, call: str, hint: str = "") -> None:
         self.call = call
         self.hint = hint
-        super().__init__(None, "", call, f"{call} is forbidden inside a workflow; {hint}".rstrip("; "))
+        super().__init__(
+            None, "", call, f"{call} is forbidden inside a workflow; {hint}".rstrip("; ")
+        )
 
     def __reduce__(self):
         return (type(self), (self.call, self.hint))
@@ -216,7 +218,7 @@ class PayloadTooLargeError(PayloadError):
         return (type(self), (self.what, self.size, self.limit))
 
 
-class WorkflowAbort(BaseException):  # noqa: N818 - control-flow signal, not an error
+class WorkflowAbort(BaseException):
     """Stops workflow code when a pass is abandoned (non-determinism, eviction).
 
     Derives from ``BaseException`` so ``except Exception`` in user code does not

@@ -43,7 +43,7 @@ def encode_value(value: Any, what: str = "payload", limit: int | None = None) ->
     return data
 
 
-def decode_value(data: bytes | msgspec.Raw, type: Any = Any, what: str = "payload") -> Any:  # noqa: A002
+def decode_value(data: bytes | msgspec.Raw, type: Any = Any, what: str = "payload") -> Any:
     """Decode JSON bytes into ``type`` (unknown Struct fields are ignored).
 
     Raises:

@@ -75,7 +75,6 @@ from azync_flow.replay.outcome import (
     ScheduleActivity,
     StartTimer,
     WorkflowInfo,
-    sanitize_text,
 )
 
 __all__ = ["Startable", "WorkflowInstance", "current_instance"]
@@ -287,7 +286,9 @@ class WorkflowInstance:
         if isinstance(event, ActivityCompleted):
             self._resolve_activity(event.scheduled_seq, result=event.result)
         elif isinstance(event, ActivityFailed):
-            self._fail_activity(event.scheduled_seq, event.error_type, event.message, event.attempts)
+            self._fail_activity(
+                event.scheduled_seq, event.error_type, event.message, event.attempts
+            )
         elif isinstance(event, OperationResolved):
             if event.decision == "complete":
                 self._resolve_activity(event.scheduled_seq, event.result or msgspec.Raw(b"null"))
@@ -412,9 +413,7 @@ class WorkflowInstance:
         """Issue (or match) an activity call; the future resolves to its result ``Raw``
         or raises :class:`ActivityError`."""
         self._check_size("activity input", input_bytes)
-        event = ActivityScheduled(
-            seq=0, name=name, version=version, input=msgspec.Raw(input_bytes)
-        )
+        event = ActivityScheduled(seq=0, name=name, version=version, input=msgspec.Raw(input_bytes))
         seq, recorded = self._emit(event)
         future: asyncio.Future[Any] = self.loop.create_future()
         self._activities[seq] = (future, name)
@@ -475,7 +474,7 @@ class WorkflowInstance:
         if self._failure is not None or self._closing:
             raise WorkflowAbort()
         if self._recorded:
-            seq, recorded = self._recorded[0]
+            _, recorded = self._recorded[0]
             hit = isinstance(recorded, PatchMarker) and recorded.patch_id == patch_id
             if hit:
                 self._recorded.popleft()

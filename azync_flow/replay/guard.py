@@ -40,7 +40,7 @@ def enter(on_violation: Callable[[ForbiddenCallError], None]) -> None:
     _state.handlers = stack
 
 
-def exit() -> None:  # noqa: A001 - pairs with enter()
+def exit() -> None:
     """Undo the matching :func:`enter`."""
     _state.depth -= 1
     _state.handlers.pop()

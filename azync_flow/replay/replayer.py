@@ -61,7 +61,9 @@ class RecordedHistory(msgspec.Struct, kw_only=True):
             elif isinstance(row, tuple):
                 events.append(RecordedEvent(int(row[0]), row[1], msgspec.Raw(bytes(row[2]))))
             else:
-                events.append(RecordedEvent(int(row.seq), row.type, msgspec.Raw(bytes(row.payload))))
+                events.append(
+                    RecordedEvent(int(row.seq), row.type, msgspec.Raw(bytes(row.payload)))
+                )
         return cls(
             workflow_name=workflow_name,
             input=msgspec.Raw(input_bytes),
@@ -146,7 +148,9 @@ class Replayer:
     ) -> RecordedHistory:
         if isinstance(history, RecordedHistory):
             return history
-        if isinstance(history, Path) or (isinstance(history, str) and not history.lstrip().startswith("{")):
+        if isinstance(history, Path) or (
+            isinstance(history, str) and not history.lstrip().startswith("{")
+        ):
             return RecordedHistory.from_json(Path(history).read_bytes())
         if isinstance(history, (bytes, str)):
             return RecordedHistory.from_json(history)

@@ -68,7 +68,7 @@ class WorkflowContext:
         """
         return self._instance.patched(patch_id)
 
-    def side_effect(self, fn: Callable[[], T], type: Any = Any) -> T:  # noqa: A002
+    def side_effect(self, fn: Callable[[], T], type: Any = Any) -> T:
         """Run ``fn`` once and record its result; replays return the recorded value.
 
         ``fn`` must be quick and must not fail; its result must be JSON-encodable.
@@ -88,8 +88,8 @@ class WorkflowContext:
         self,
         name: str,
         *,
-        timeout: timedelta | float | None = None,
-        type: Any = Any,  # noqa: A002
+        timeout: timedelta | float | None = None,  # noqa: ASYNC109 - durable timeout, part of the API
+        type: Any = Any,
     ) -> Any:
         """Wait for the next signal ``name`` and return its payload.
 
@@ -125,7 +125,7 @@ class WorkflowContext:
         aws: Iterable[Awaitable[Any]],
         *,
         return_when: str = asyncio.ALL_COMPLETED,
-        timeout: timedelta | float | None = None,
+        timeout: timedelta | float | None = None,  # noqa: ASYNC109
     ) -> tuple[list[asyncio.Future[Any]], list[asyncio.Future[Any]]]:
         """Deterministic ``asyncio.wait``: lists instead of sets.
 

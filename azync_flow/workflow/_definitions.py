@@ -200,9 +200,7 @@ class WorkflowDefinition(Generic[I, R]):
             result = await self.fn(ctx, value)
         else:
             result = await self.fn(ctx)
-        return encode_value(
-            result, f"result of workflow {self.name!r}", instance.max_payload_bytes
-        )
+        return encode_value(result, f"result of workflow {self.name!r}", instance.max_payload_bytes)
 
     def encode_input(self, value: Any) -> bytes:
         """Encode a start input (the client uses this)."""
@@ -344,5 +342,3 @@ class Registry:
             return self.activities[kind]
         except KeyError:
             raise UnknownWorkflowError(kind) from None
-
-

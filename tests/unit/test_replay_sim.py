@@ -82,11 +82,15 @@ class Sim:
 
     def complete(self, seq: int, result: Any) -> None:
         self.ops.pop(seq)
-        self.append(ActivityCompleted(scheduled_seq=seq, result=msgspec.Raw(msgspec.json.encode(result))))
+        self.append(
+            ActivityCompleted(scheduled_seq=seq, result=msgspec.Raw(msgspec.json.encode(result)))
+        )
 
     def fail(self, seq: int, error_type: str = "ValueError", message: str = "boom") -> None:
         self.ops.pop(seq)
-        self.append(ActivityFailed(scheduled_seq=seq, error_type=error_type, message=message, attempts=3))
+        self.append(
+            ActivityFailed(scheduled_seq=seq, error_type=error_type, message=message, attempts=3)
+        )
 
     def advance(self, seconds: float) -> None:
         self.clock += seconds
