@@ -30,6 +30,7 @@ import random
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
+from random import Random
 from typing import Any, Protocol
 
 import msgspec
@@ -126,7 +127,7 @@ class WorkflowInstance:
         self.defn = defn
         self.info = info
         self.max_payload_bytes = max_payload_bytes
-        self.loop = DeterministicLoop(self)
+        self.loop = DeterministicLoop(self)  # type: ignore[abstract]
         self._input = input_bytes
         self._rng = random.Random(info.execution_id.int)
         self._main: asyncio.Task[bytes] | None = None
@@ -459,7 +460,7 @@ class WorkflowInstance:
         return self._rng.random()
 
     @property
-    def rng(self) -> random.Random:
+    def rng(self) -> Random:
         """The deterministic PRNG (same sequence on every replay)."""
         return self._rng
 

@@ -101,7 +101,7 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
     def time(self) -> float:
         return self._time
 
-    def call_soon(
+    def call_soon(  # type: ignore[override]
         self,
         callback: Callable[..., Any],
         *args: Any,
@@ -111,7 +111,7 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
         self._ready.append(handle)
         return handle
 
-    def call_later(
+    def call_later(  # type: ignore[override]
         self,
         delay: float,
         callback: Callable[..., Any],
@@ -120,7 +120,7 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
     ) -> asyncio.TimerHandle:
         return self.call_at(self._time + delay, callback, *args, context=context)
 
-    def call_at(
+    def call_at(  # type: ignore[override]
         self,
         when: float,
         callback: Callable[..., Any],
@@ -147,7 +147,7 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
         if isinstance(handle, DurableTimerHandle) and not handle.fired:
             self._host.cancel_timer(handle)
 
-    def call_soon_threadsafe(
+    def call_soon_threadsafe(  # type: ignore[override]
         self, callback: Callable[..., Any], *args: Any, context: Any = None
     ) -> asyncio.Handle:
         if self._thread_id is not None and threading.get_ident() != self._thread_id:

@@ -135,10 +135,8 @@ class ActivityDefinition(Generic[P, R]):
     async def run(self, data: bytes) -> bytes:
         """Run one attempt for the activity runtime: decode args, call, encode the result."""
         args = self.decode_args(data)
-        if self.is_async:
-            result = await self.fn(*args)
-        else:
-            result = self.fn(*args)
+        fn = typing.cast(Callable[..., Any], self.fn)
+        result = await fn(*args) if self.is_async else fn(*args)
         return encode_value(result, f"result of activity {self.name!r}")
 
     async def _durable_call(
