@@ -227,10 +227,16 @@ class WorkflowInstance:
             return
         self._closing = True
         self.loop.stopped = False
-        for task in list(asyncio.all_tasks(self.loop)):
+        tasks = list(asyncio.all_tasks(self.loop))
+        for task in tasks:
             task.cancel()
         try:
             self.loop.run_until_quiet()
+            # Tasks that swallowed the cancellation: close their coroutines now, with
+            # this loop running, so their finally blocks see a closing instance
+            # (durable calls abort) instead of running later at garbage collection,
+            # outside any workflow, where an activity call would be a plain call.
+            self.loop.run_callable(lambda: _close_coroutines(tasks))
         finally:
             self.loop.close()
 
@@ -606,6 +612,20 @@ class WorkflowInstance:
 
     def _cancelled_timer_seqs(self) -> list[int]:
         return [c.timer_seq for c in self._commands if isinstance(c, CancelTimer)]
+
+
+def _close_coroutines(tasks: list[asyncio.Task[Any]]) -> None:
+    for task in tasks:
+        if task.done():
+            continue
+        coro = task.get_coro()
+        close = getattr(coro, "close", None)
+        if close is None:
+            continue
+        try:
+            close()
+        except BaseException:
+            pass
 
 
 def _safe_message(exc: BaseException) -> str:

@@ -88,6 +88,17 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
             self._running = False
             asyncio.events._set_running_loop(previous)
 
+    def run_callable(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` with this loop installed as the running loop (no tasks stepped)."""
+        previous = asyncio.events._get_running_loop()
+        asyncio.events._set_running_loop(self)
+        guard.enter(self._host.forbidden)
+        try:
+            fn()
+        finally:
+            guard.exit()
+            asyncio.events._set_running_loop(previous)
+
     def halt(self) -> None:
         """Stop running callbacks now (the pass is abandoned)."""
         self.stopped = True

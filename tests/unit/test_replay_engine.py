@@ -311,3 +311,36 @@ def test_now_random_uuid_are_identical_on_replay(mode: str) -> None:
     )
     assert again.ok
     assert msgspec.json.decode(again.outcome.result) == values
+
+
+def test_evicted_instance_never_runs_activities_as_plain_calls() -> None:
+    """Closing an instance (eviction, end of a pass) runs pending finally blocks inside
+    the closing engine: a durable call there aborts instead of calling the function."""
+    calls: list[str] = []
+
+    @activity(name="refund")
+    def refund(x: str) -> str:
+        calls.append(x)
+        return x
+
+    @workflow(name="stubborn")
+    async def wf(ctx: WorkflowContext, _: None) -> None:
+        try:
+            while True:
+                try:
+                    await ctx.wait_signal("never")
+                except asyncio.CancelledError:
+                    continue  # swallows cancellation
+        finally:
+            await refund("oops")
+
+    sim = Sim(wf, None, mode="sticky")
+    sim.run_pass()
+    instance = sim.instance
+    assert instance is not None
+    instance.close()
+    import gc
+
+    gc.collect()
+    assert calls == []
+    assert not instance.reusable
