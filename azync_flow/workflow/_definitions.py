@@ -31,6 +31,11 @@ R = TypeVar("R")
 I = TypeVar("I")  # noqa: E741
 
 
+#: Retry policy of an activity declared without ``retry=``: 3 attempts in total,
+#: 1 s initial backoff doubling up to 100 s (with the policy's default jitter).
+DEFAULT_ACTIVITY_RETRY = RetryPolicy(maximum_attempts=3)
+
+
 @dataclasses.dataclass(frozen=True)
 class ActivityOptions:
     """Per-activity (or per-call) execution options.
@@ -45,7 +50,7 @@ class ActivityOptions:
         reconcile: optional hook deciding an uncertain attempt's outcome.
     """
 
-    retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
+    retry: RetryPolicy = dataclasses.field(default_factory=lambda: DEFAULT_ACTIVITY_RETRY)
     start_to_close: timedelta | None = None
     heartbeat_timeout: timedelta | None = None
     idempotent: bool = True
@@ -260,7 +265,7 @@ def activity(
         name: registry name (default: ``__qualname__``). Part of the operation
             job kind ``$op:<name>@<version>``.
         version: activity version (part of the job kind; not compared on replay).
-        retry: retry policy (default :class:`RetryPolicy()`: 3 attempts).
+        retry: retry policy (default: :data:`DEFAULT_ACTIVITY_RETRY`, 3 attempts).
         start_to_close: limit of one attempt.
         heartbeat_timeout: maximum gap between heartbeats of one attempt.
         idempotent: False for non-idempotent steps (uncertain outcomes are parked).
@@ -271,7 +276,7 @@ def activity(
         (``NonDeterminismError``); gate such changes with ``ctx.patched``.
     """
     options = ActivityOptions(
-        retry=retry or RetryPolicy(),
+        retry=retry or DEFAULT_ACTIVITY_RETRY,
         start_to_close=start_to_close,
         heartbeat_timeout=heartbeat_timeout,
         idempotent=idempotent,

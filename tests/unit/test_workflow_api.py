@@ -175,21 +175,10 @@ def test_error_tree_codes_and_pickling() -> None:
     assert forbidden.call == "time.time()"
 
 
-def test_retry_policy_backoff_caps_and_budget() -> None:
-    policy = RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        backoff_coefficient=2,
-        maximum_interval=timedelta(seconds=5),
-        maximum_attempts=4,
-        non_retryable_error_types=("ValueError",),
-    )
-    assert [policy.delay_for(a).total_seconds() for a in (1, 2, 3, 4)] == [1, 2, 4, 5]
-    assert policy.should_retry(3, "KeyError")
-    assert not policy.should_retry(4, "KeyError")
-    assert not policy.should_retry(1, "ValueError")
-    assert RetryPolicy(maximum_attempts=0).should_retry(1000, "X")
-    with pytest.raises(ValueError, match="backoff"):
-        RetryPolicy(backoff_coefficient=0.5)
+def test_activities_default_to_a_three_attempt_retry_budget() -> None:
+    assert reserve.options.retry.maximum_attempts == 3
+    assert ActivityOptions().retry.maximum_attempts == 3
+    assert charge.options.retry.maximum_attempts == 5
 
 
 def test_export_lists_are_pinned() -> None:
