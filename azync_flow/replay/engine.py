@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import contextlib
 import random
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
@@ -622,10 +623,8 @@ def _close_coroutines(tasks: list[asyncio.Task[Any]]) -> None:
         close = getattr(coro, "close", None)
         if close is None:
             continue
-        try:
+        with contextlib.suppress(BaseException):
             close()
-        except BaseException:
-            pass
 
 
 def _safe_message(exc: BaseException) -> str:
