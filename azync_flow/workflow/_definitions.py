@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import inspect
@@ -138,10 +139,14 @@ class ActivityDefinition(Generic[P, R]):
         return args
 
     async def run(self, data: bytes) -> bytes:
-        """Run one attempt for the activity runtime: decode args, call, encode the result."""
+        """Run one attempt for the activity runtime: decode args, call, encode the result.
+
+        Sync functions run in a worker thread (``asyncio.to_thread``) so they do
+        not block the event loop.
+        """
         args = self.decode_args(data)
         fn = typing.cast(Callable[..., Any], self.fn)
-        result = await fn(*args) if self.is_async else fn(*args)
+        result = await fn(*args) if self.is_async else await asyncio.to_thread(fn, *args)
         return encode_value(result, f"result of activity {self.name!r}")
 
     async def _durable_call(
