@@ -244,7 +244,10 @@ class WorkflowInstance:
     # --- history feeding ---------------------------------------------------------------
 
     def _take_new(self, history: Sequence[HistoryEntry]) -> list[HistoryEntry]:
-        entries = [e for e in history if e.seq > self._known_upto]
+        # binary search (history is in seq order): a cached instance handed the
+        # full history still costs O(log n + new events)
+        start = bisect.bisect_right(history, self._known_upto, key=lambda e: e.seq)
+        entries = list(history[start:])
         expected = self._known_upto + 1
         for entry in entries:
             if entry.seq != expected:

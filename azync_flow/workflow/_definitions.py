@@ -86,6 +86,11 @@ class ActivityDefinition(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn)
         self._signature = inspect.signature(fn)
         hints = _hints(fn)
+        params = list(self._signature.parameters.values())
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self._min_args = sum(1 for p in positional if p.default is p.empty)
+        has_varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+        self._max_args = 1 << 30 if has_varargs else len(positional)
         self.return_type: Any = hints.get("return", Any)
         self.param_types: list[Any] = [
             hints.get(p.name, Any)
@@ -123,6 +128,8 @@ class ActivityDefinition(Generic[P, R]):
 
     def encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
         """Encode a call's arguments as a JSON array (the ActivityScheduled input)."""
+        if not kwargs and self._min_args <= len(args) <= self._max_args:
+            return encode_value(list(args), f"input of activity {self.name!r}")
         bound = self._signature.bind(*args, **kwargs)
         if bound.kwargs:
             raise TypeError(f"activity {self.name!r}: keyword-only parameters are not supported")
