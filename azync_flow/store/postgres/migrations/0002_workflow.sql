@@ -8,6 +8,10 @@
 CREATE UNIQUE INDEX azync_jobs_workflow_task_runnable ON azync_jobs (run_id)
     WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled');
 
+-- The lease scan of workflow tasks: due runnable tasks in (run_at, id) order.
+CREATE INDEX azync_jobs_workflow_task_due ON azync_jobs (kind, run_at, id)
+    WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled');
+
 -- Leasing a workflow task checks for an active task of the same execution
 -- (passes of one execution never overlap); this keeps that probe an index hit.
 CREATE INDEX azync_jobs_workflow_task_active ON azync_jobs (run_id)
