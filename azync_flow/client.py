@@ -25,6 +25,7 @@ from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.events import HistoryEntry
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
+from azync_flow.runtime.uncertain import resolution_events, seq_of_execution_key
 from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
     SignalParams,
@@ -52,6 +53,10 @@ class ClientStore(Protocol):
     async def signal_workflow(self, p: SignalParams) -> bool: ...
     async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
     async def resume_workflow(self, id: uuid.UUID) -> None: ...
+    async def list_uncertain_operations(
+        self, limit: int = 100, workflow_id: uuid.UUID | None = None
+    ) -> list[Any]: ...
+    async def resolve_uncertain(self, *args: Any, **kwargs: Any) -> Any: ...
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
     ) -> list[Any]: ...
@@ -109,6 +114,50 @@ class Client:
                     f"{existing.name!r} and different input; nothing started"
                 )
         return WorkflowHandle(self, wid, workflow, started=inserted)
+
+    async def list_uncertain(
+        self, workflow_id: uuid.UUID | None = None, limit: int = 100
+    ) -> list[Any]:
+        """Operations waiting for a decision (oldest first), optionally of one execution."""
+        return await self.store.list_uncertain_operations(limit=limit, workflow_id=workflow_id)
+
+    async def resolve_uncertain(
+        self,
+        operation: Any,
+        decision: str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        note: str | None = None,
+        decided_by: str = "",
+    ) -> None:
+        """Decide an uncertain operation: ``complete`` (with ``result``, the value the
+        activity would have returned), ``fail`` (the workflow sees ``ActivityError``
+        of type ``Uncertain``) or ``retry`` (run it again).
+
+        Args:
+            operation: an ``UncertainOperation`` from :meth:`list_uncertain`.
+
+        Raises:
+            NotFoundError / ConflictError: not uncertain / already decided.
+        """
+        seq = seq_of_execution_key(operation.execution_key)
+        data = (
+            encode_value(result, "uncertain operation result") if decision == "complete" else None
+        )
+        resolved, outcome = resolution_events(
+            seq, decision, result=data, error=error, decided_by=decided_by, note=note or ""
+        )
+        await self.store.resolve_uncertain(
+            operation.job_id,
+            decision,
+            data,
+            error,
+            note,
+            decided_by,
+            resolved_event=resolved,
+            outcome_event=outcome,
+        )
 
     def get_handle(
         self,

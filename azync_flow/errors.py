@@ -12,6 +12,7 @@ Tree::
     │   ├── WorkflowSuspendedError      (workflow_id, reason)
     │   └── UnknownWorkflowError        (name)
     ├── ActivityError                   (activity, error_type, message, attempts, seq)
+    ├── Uncertain                       raised BY an activity: outcome unknown, park it
     └── PayloadError
         ├── PayloadEncodeError          (a value msgspec cannot encode, e.g. a lone surrogate)
         └── PayloadTooLargeError        (size, limit)
@@ -40,6 +41,7 @@ __all__ = [
     "PayloadError",
     "PayloadTooLargeError",
     "StoreError",
+    "Uncertain",
     "UnknownWorkflowError",
     "WorkflowAbort",
     "WorkflowCancelledError",
@@ -189,6 +191,18 @@ class ActivityError(AzyncError):
 
     def __reduce__(self):
         return (type(self), (self.activity, self.error_type, self.message, self.attempts, self.seq))
+
+
+class Uncertain(AzyncError):
+    """Raise from an activity whose outcome is unknown (e.g. a payment call timed out
+    after the request was sent).
+
+    The operation is not retried blindly: it is parked as *uncertain*, the
+    execution is suspended, and a decision (complete / fail / retry) from a
+    reconcile hook, a client call or an operator resumes it.
+    """
+
+    code = "uncertain"
 
 
 class PayloadError(AzyncError):

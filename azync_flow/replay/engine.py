@@ -300,13 +300,11 @@ class WorkflowInstance:
             self._fail_activity(
                 event.scheduled_seq, event.error_type, event.message, event.attempts
             )
-        elif isinstance(event, OperationResolved):
-            if event.decision == "complete":
-                self._resolve_activity(event.scheduled_seq, event.result or msgspec.Raw(b"null"))
-            elif event.decision == "fail":
-                self._fail_activity(event.scheduled_seq, event.error_type, event.message, 0)
-        elif isinstance(event, OperationUncertain):
-            pass  # the activity stays pending until an OperationResolved/Completed/Failed
+        elif isinstance(event, (OperationUncertain, OperationResolved)):
+            # audit only: the activity stays pending; a "complete"/"fail" decision is
+            # followed by its ActivityCompleted/ActivityFailed event, a "retry" by a
+            # later attempt's outcome event.
+            pass
         elif isinstance(event, TimerFired):
             handle = self._timers.pop(event.timer_seq, None)
             if handle is not None:

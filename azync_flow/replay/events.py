@@ -210,15 +210,17 @@ class OperationUncertain(Event):
 
 
 class OperationResolved(Event):
-    """A decision on an uncertain operation: complete (``result``), fail, or retry."""
+    """An audited decision on an uncertain operation: complete, fail, or retry.
+
+    Informational for replay: a ``complete``/``fail`` decision is followed in
+    history by the ActivityCompleted/ActivityFailed event that resolves the call.
+    """
 
     is_external: ClassVar[bool] = True
     scheduled_seq: int
     decision: str  # "complete" | "fail" | "retry"
-    result: msgspec.Raw | None = None
-    error_type: str = ""
-    message: str = ""
     decided_by: str = ""
+    note: str = ""
 
 
 class HistoryEntry(msgspec.Struct, frozen=True):

@@ -24,11 +24,12 @@ from typing import Any, Protocol
 
 import msgspec
 
-from azync_flow.errors import PayloadError, UnknownWorkflowError
+from azync_flow.errors import PayloadError, Uncertain, UnknownWorkflowError
 from azync_flow.replay.events import ActivityCompleted, ActivityFailed, encode_event
 from azync_flow.replay.outcome import sanitize_text
 from azync_flow.retry import RetryDecision, describe_error
 from azync_flow.runtime._operations import OperationPayload, decode_operation
+from azync_flow.runtime.uncertain import uncertain_event
 from azync_flow.store.errors import is_not_found
 from azync_flow.store.types import Job
 from azync_flow.workflow import Registry
@@ -66,6 +67,7 @@ def current_activity() -> ActivityInfo | None:
 
 class OperationStore(Protocol):
     async def complete_operation(self, *args: Any, **kwargs: Any) -> int: ...
+    async def mark_uncertain(self, *args: Any, **kwargs: Any) -> int: ...
     async def reschedule(
         self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
     ) -> None: ...
@@ -118,6 +120,9 @@ class ActivityRunner:
                 )
         except asyncio.CancelledError:
             raise  # lease lost or shutdown: do not settle
+        except Uncertain as exc:
+            await self._uncertain(job, token, exc)
+            return
         except Exception as exc:
             await self._failed(job, token, op, exc)
             return
@@ -151,6 +156,18 @@ class ActivityRunner:
             attempts=job.attempt,
         )
         await self._settle(job, token, *encode_event(event), dead=True, last_error=description)
+
+    async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> None:
+        """Park the operation as uncertain (suspends the execution), never retry it."""
+        reason = describe_error(exc)
+        try:
+            event_type, payload = uncertain_event(job, reason)
+            await self.store.mark_uncertain(
+                job.id, token, reason, event_type=event_type, payload=payload
+            )
+        except Exception as err:
+            if not is_not_found(err):
+                raise
 
     async def _settle(
         self,

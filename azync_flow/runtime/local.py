@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from azync_flow.runtime.activity_runner import ActivityRunner
+from azync_flow.runtime.uncertain import uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.types import DequeueParams, Source
 from azync_flow.workflow import Registry
@@ -73,6 +74,21 @@ class LocalRuntime:
             await asyncio.gather(*(self.activities.run_operation(j, j.lease_token) for j in jobs))
             ran += len(jobs)
         return ran
+
+    async def maintain_once(self, stalled_after: timedelta = timedelta(minutes=5)) -> int:
+        """One round of the workflow maintenance a leader runs: promote due jobs,
+        park lease-expired non-idempotent operations as uncertain, and give
+        stalled executions (running, nothing scheduled) a workflow task.
+
+        Returns:
+            The number of jobs promoted, operations parked and executions repaired.
+        """
+        done = await self.store.promote_workflow_jobs()
+        done += len(await self.store.reap_uncertain_operations(uncertain_event))
+        for stalled in await self.store.list_stalled_workflows(stalled_after, 100):
+            await self.store.schedule_task(stalled.id)
+            done += 1
+        return done
 
     async def run_until_idle(self, max_rounds: int = 100_000) -> int:
         """Run rounds until one finds nothing due. Returns the jobs run in total."""

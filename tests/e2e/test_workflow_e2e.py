@@ -293,3 +293,43 @@ async def test_each_activity_runs_once_per_step_in_sticky_and_full_modes(
     assert (await handle.result(timeout=5))["status"] == "shipped"
     assert CALLS == ["reserve:once", "charge:once", "ship:once"]
     assert runtime.workflows.conflicts == 0
+
+
+async def test_uncertain_activity_suspends_until_an_operator_decides(
+    store: PostgresStore, runtime: LocalRuntime
+) -> None:
+    from azync_flow.errors import Uncertain
+
+    attempts: list[int] = []
+
+    @activity(name="wire", idempotent=False)
+    def wire(amount: int) -> str:
+        attempts.append(amount)
+        raise Uncertain("bank timed out after the request was sent")
+
+    @workflow(name="payout")
+    async def payout(ctx: WorkflowContext, amount: int) -> str:
+        return await wire(amount)
+
+    runtime.registry.add_workflow(payout)
+    runtime.registry.add_activity(wire)
+    client = Client(store)
+    handle = await client.start(payout, 70)
+    await runtime.run_until_idle()
+    assert (await handle.describe()).state == WorkflowState.SUSPENDED
+    assert attempts == [70]  # never retried blindly
+    [op] = await client.list_uncertain(handle.id)
+    await client.resolve_uncertain(
+        op, "complete", result="wired (confirmed by bank)", decided_by="ann"
+    )
+    await runtime.run_until_idle()
+    assert await handle.result(timeout=5) == "wired (confirmed by bank)"
+    assert attempts == [70]
+    types = [type(e.event).__name__ for e in await handle.history()]
+    assert types == [
+        "ActivityScheduled",
+        "OperationUncertain",
+        "OperationResolved",
+        "ActivityCompleted",
+        "WorkflowCompleted",
+    ]

@@ -344,3 +344,23 @@ def test_evicted_instance_never_runs_activities_as_plain_calls() -> None:
     gc.collect()
     assert calls == []
     assert not instance.reusable
+
+
+def test_uncertain_operation_stays_pending_until_its_outcome_event(mode: str) -> None:
+    """Issue 5 events: OperationUncertain and OperationResolved are audit-only; the
+    ActivityCompleted that follows a "complete" decision resolves the call."""
+    from azync_flow.replay import OperationResolved, OperationUncertain
+
+    @workflow(name="uncertain")
+    async def wf(ctx: WorkflowContext, _: None) -> Any:
+        return await act_a("pay")
+
+    sim = Sim(wf, None, mode=mode, activities=FAKES)
+    sim.run_pass()
+    sim.append(OperationUncertain(scheduled_seq=1, reason="worker died mid-call"))
+    assert sim.run_pass().status is PassStatus.BLOCKED
+    sim.append(OperationResolved(scheduled_seq=1, decision="complete", decided_by="ops"))
+    sim.complete(1, "paid (reconciled)")
+    sim.run_pass()
+    assert sim.result() == "paid (reconciled)"
+    replay_ok(sim, wf)
