@@ -364,3 +364,19 @@ def test_uncertain_operation_stays_pending_until_its_outcome_event(mode: str) ->
     sim.run_pass()
     assert sim.result() == "paid (reconciled)"
     replay_ok(sim, wf)
+
+
+def test_logging_inside_a_workflow_is_allowed(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    @workflow(name="logs")
+    async def wf(ctx: WorkflowContext, _: None) -> str:
+        if not ctx.is_replaying:
+            logging.getLogger("wf").warning("charging %s", "o1")
+        return "ok"
+
+    with caplog.at_level(logging.WARNING, logger="wf"):
+        sim = Sim(wf, None)
+        sim.run_pass()
+    assert sim.result() == "ok"
+    assert "charging o1" in caplog.text
