@@ -509,3 +509,29 @@ async def test_list_history_pages_by_seq(store: PostgresStore) -> None:
         pages.append([e.seq for e in page])
         after = page[-1].seq
     assert pages == [[1, 2], [3, 4], [5]]
+
+
+async def test_commit_to_a_finished_execution_is_conflict_and_writes_nothing(
+    store: PostgresStore,
+) -> None:
+    wid = await started(store)
+    task = await lease_task(store, wid)
+    await store.fail_workflow(wid, "operator")
+    before = await snapshot(store, wid)
+    with pytest.raises(ConflictError, match="is failed"):
+        await store.commit_workflow_task(
+            task.id, task.lease_token, wid, 1, events=[("E", b"")], next_task_at="now"
+        )
+    assert await snapshot(store, wid) == before
+
+
+async def test_every_workflow_query_prepares_against_the_migrated_schema(
+    store: PostgresStore,
+) -> None:
+    from azync_flow.store.postgres._queries import QUERIES
+
+    names = [n for n in QUERIES if n.startswith("workflow_")]
+    assert len(names) > 30
+    async with store.pool.acquire() as conn:
+        for name in names:
+            await conn.prepare(QUERIES[name])

@@ -337,3 +337,61 @@ async def test_list_uncertain_operations_shows_workflow_activity_input_since_and
     assert await store.list_uncertain_operations(workflow_id=uuid.uuid4()) == []
     await store.resolve_uncertain(op.id, "retry", resolved_event=RESOLVED)
     assert await store.list_uncertain_operations() == []
+
+
+async def test_late_success_before_any_decision_resolves_the_op_atomically(
+    store: PostgresStore,
+) -> None:
+    wid, op = await _uncertain_op(store)
+    resolved = await store.accept_late_report(
+        op.id,
+        op.lease_token,  # type: ignore[arg-type]
+        "ActivityCompleted",
+        b'"charged"',
+        resolved_event=RESOLVED,
+        result=b'"charged"',
+    )
+    assert resolved == (wid, "order")
+    (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op.id]
+    assert (row["state"], row["decision"], row["decision_by"]) == (
+        "succeeded",
+        "complete",
+        "late report of attempt 1",
+    )
+    state = await store.load_workflow_task(wid)
+    assert state.execution.state == WorkflowState.RUNNING
+    assert [e.type for e in state.history][-2:] == ["OperationResolved", "ActivityCompleted"]
+    before = await snapshot(store, wid)
+    with pytest.raises(ConflictError, match="already resolved 'complete'"):
+        await store.resolve_uncertain(
+            op.id, "fail", error="x", resolved_event=RESOLVED, outcome_event=("F", b"")
+        )
+    assert await snapshot(store, wid) == before
+
+
+async def test_late_report_after_an_operator_decision_is_refused_and_changes_nothing(
+    store: PostgresStore,
+) -> None:
+    wid, op = await _uncertain_op(store)
+    await store.resolve_uncertain(
+        op.id, "fail", error="no charge", resolved_event=RESOLVED, outcome_event=("F", b"")
+    )
+    before = await snapshot(store, wid)
+    with pytest.raises(NotFoundError, match="late report was not applied"):
+        await store.accept_late_report(
+            op.id,
+            op.lease_token,  # type: ignore[arg-type]
+            "ActivityCompleted",
+            b"1",
+            resolved_event=RESOLVED,
+        )
+    assert await snapshot(store, wid) == before
+
+
+async def test_a_deliberate_release_of_a_non_idempotent_op_is_allowed(
+    store: PostgresStore,
+) -> None:
+    wid, op = await _running_op(store, idempotent=False)
+    await store.release(op.id, op.lease_token)  # type: ignore[arg-type]
+    (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op.id]
+    assert (row["state"], row["attempt"]) == ("pending", 0)

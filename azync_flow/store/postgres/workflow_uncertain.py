@@ -188,6 +188,60 @@ class UncertainMixin(WorkflowCoreMixin):
                 await self._record_resolution(conn, op["run_id"], ex, resolved_event, outcome_event)
             return ResolvedOperation(op["run_id"], ex["name"])
 
+    async def accept_late_report(
+        self,
+        operation_job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        event_type: str,
+        payload: bytes,
+        *,
+        resolved_event: tuple[str, bytes],
+        dead: bool = False,
+        last_error: str = "",
+        result: bytes | None = None,
+    ) -> ResolvedOperation:
+        """Resolve an uncertain operation from a late report of the very attempt
+        that turned uncertain (scenario C20, variant), in one transaction.
+
+        The attempt's worker knows the outcome, so its report decides:
+        ``complete`` (or ``fail`` with ``dead``) recorded with
+        ``decided_by="late report of attempt N"``, then ``resolved_event`` and
+        ``(event_type, payload)`` appended, the execution resumed and its
+        workflow task scheduled — exactly as :meth:`resolve_uncertain`. Once any
+        decision was made the token is cleared and the report is refused.
+
+        Raises:
+            NotFoundError: the operation is not uncertain under ``lease_token``
+                (already resolved, or a different attempt); nothing changed.
+        """
+        async with self.transaction() as conn:
+            op = await self._fetchrow(
+                "workflow_op_lock_uncertain_attempt", operation_job_id, lease_token, conn=conn
+            )
+            if op is None:
+                raise NotFoundError(
+                    f"operation {operation_job_id} is not uncertain under this lease token "
+                    "(resolved already, or another attempt); the late report was not applied"
+                )
+            dec = UncertainDecision.FAIL if dead else UncertainDecision.COMPLETE
+            await self._fetchrow(
+                "workflow_op_resolve",
+                operation_job_id,
+                _RESOLVED_STATE[dec],
+                dec.value,
+                f"late report of attempt {op['attempt']}",
+                "",
+                result,
+                last_error,
+                conn=conn,
+            )
+            ex = await self._fetchrow("workflow_lock", op["run_id"], conn=conn)
+            if ex["state"] in LIVE_WORKFLOW_STATES:
+                await self._record_resolution(
+                    conn, op["run_id"], ex, resolved_event, (event_type, payload)
+                )
+            return ResolvedOperation(op["run_id"], ex["name"])
+
     async def list_uncertain_operations(
         self, limit: int = 100, workflow_id: uuid.UUID | None = None
     ) -> list[UncertainOperation]:

@@ -397,3 +397,10 @@ WITH p AS (
     SELECT pg_notify($3, 'workflow:' || k.kind) FROM (SELECT DISTINCT kind FROM p) k
 )
 SELECT (SELECT count(*) FROM p) AS promoted, (SELECT count(*) FROM wake) AS woken
+
+-- name: workflow_op_lock_uncertain_attempt
+-- $2 id, $3 lease_token: an uncertain operation still carrying the token of
+-- the attempt that turned uncertain (no decision has cleared it yet).
+SELECT *, $1::timestamptz AS at FROM azync_jobs
+WHERE id = $2 AND lease_token = $3 AND state = 'uncertain' AND source = 'workflow'
+FOR UPDATE
