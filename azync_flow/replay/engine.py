@@ -27,6 +27,7 @@ import asyncio
 import bisect
 import collections
 import contextlib
+import contextvars
 import random
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
@@ -114,6 +115,10 @@ class WorkflowInstance:
         info: execution identity; ``info.execution_id`` seeds ``random``/``uuid4``.
         max_payload_bytes: per-value size limit for values the workflow writes
             (activity inputs, results); ``None`` disables it.
+        task_context: ``contextvars.Context`` the workflow's root task runs in
+            (child tasks copy it). The runtime passes one with OpenTelemetry
+            spans suppressed (``azync_flow.telemetry.suppressed_context``), so
+            replayed code never emits spans.
     """
 
     def __init__(
@@ -123,8 +128,10 @@ class WorkflowInstance:
         info: WorkflowInfo,
         *,
         max_payload_bytes: int | None = None,
+        task_context: contextvars.Context | None = None,
     ) -> None:
         guard.install()
+        self._task_context = task_context
         self.defn = defn
         self.info = info
         self.max_payload_bytes = max_payload_bytes
@@ -148,6 +155,7 @@ class WorkflowInstance:
         self._terminal_recorded = False
         self._now = datetime.fromtimestamp(0, UTC)
         self._replaying = False
+        self._events_replayed = 0
         self._reset_outputs()
 
     # --- public state ------------------------------------------------------------
@@ -202,6 +210,7 @@ class WorkflowInstance:
         if now is not None:
             self._now = now
         entries = self._take_new(history)
+        self._events_replayed = len(entries)
         self._replaying = bool(entries)
         if self._main is None:
             self._start_main()
@@ -540,7 +549,9 @@ class WorkflowInstance:
 
     def _start_main(self) -> None:
         coro = self.defn.create_coroutine(self, self._input)
-        self._main = self.loop.create_task(coro, name=f"workflow:{self.defn.name}")
+        self._main = self.loop.create_task(
+            coro, name=f"workflow:{self.defn.name}", context=self._task_context
+        )
         self._main.add_done_callback(self._on_main_done)
         self._run()
 
@@ -597,6 +608,7 @@ class WorkflowInstance:
             fired_timers=fired,
             next_seq=self._next_seq,
             unconsumed_signals=unconsumed,
+            events_replayed=self._events_replayed,
         )
         terminal = self._terminal
         if isinstance(terminal, WorkflowCompleted):

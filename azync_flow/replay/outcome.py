@@ -108,6 +108,8 @@ class PassOutcome:
             nondeterminism, ``WorkflowCancelledError`` when cancelled.
         next_seq: the execution's next seq after these events are appended.
         unconsumed_signals: buffered signals still waiting for a matching wait.
+        events_replayed: history events this pass fed to the instance (all of
+            them on a full replay; only the new ones on a cached instance).
     """
 
     status: PassStatus
@@ -119,6 +121,7 @@ class PassOutcome:
     error: BaseException | None = None
     next_seq: int = 1
     unconsumed_signals: int = 0
+    events_replayed: int = 0
 
     @property
     def failure_reason(self) -> str:

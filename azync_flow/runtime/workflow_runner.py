@@ -15,8 +15,10 @@ evicted and the task abandoned so the next pass replays fresh.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -61,6 +63,10 @@ class WorkflowRunner:
         cache_size: executions kept in memory between passes (0 = full replay
             on every pass).
         max_payload_bytes: per-value limit for values workflows write.
+        task_context: returns the ``contextvars.Context`` each workflow's root
+            task runs in (e.g. one with spans suppressed, see
+            ``azync_flow.telemetry.suppressed_context``); None = a copy of the
+            current context.
     """
 
     def __init__(
@@ -70,8 +76,10 @@ class WorkflowRunner:
         *,
         cache_size: int = 1000,
         max_payload_bytes: int | None = None,
+        task_context: Callable[[], contextvars.Context] | None = None,
     ) -> None:
         self.store = store
+        self.task_context = task_context
         self.registry = registry
         self.cache = InstanceCache(cache_size)
         self.max_payload_bytes = max_payload_bytes
@@ -114,6 +122,7 @@ class WorkflowRunner:
             execution.input,
             WorkflowInfo(run_id, execution.name, execution.version, job.attempt),
             max_payload_bytes=self.max_payload_bytes,
+            task_context=self.task_context() if self.task_context else None,
         )
         try:
             outcome = instance.advance(

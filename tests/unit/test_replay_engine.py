@@ -380,3 +380,41 @@ def test_logging_inside_a_workflow_is_allowed(caplog: pytest.LogCaptureFixture) 
         sim.run_pass()
     assert sim.result() == "ok"
     assert "charging o1" in caplog.text
+
+
+def test_root_task_runs_in_the_given_context_and_children_inherit_it() -> None:
+    """The runtime runs workflow code in a context of its choosing (telemetry passes
+    one with spans suppressed)."""
+    import contextvars
+    import uuid
+
+    from azync_flow.replay import WorkflowInfo, WorkflowInstance
+
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="ambient")
+
+    @workflow(name="ctxvar")
+    async def wf(ctx: WorkflowContext, _: None) -> list[str]:
+        child = await asyncio.create_task(asyncio.sleep(0, result=marker.get()))
+        return [marker.get(), child]
+
+    context = contextvars.copy_context()
+    context.run(marker.set, "suppressed")
+    info = WorkflowInfo(uuid.UUID(int=3), "ctxvar")
+    out = WorkflowInstance(wf, b"null", info, task_context=context).advance([])
+    assert msgspec.json.decode(out.result) == ["suppressed", "suppressed"]
+    assert marker.get() == "ambient"
+
+
+def test_events_replayed_counts_only_new_events_on_a_cached_instance(mode: str) -> None:
+    @workflow(name="count_replayed")
+    async def wf(ctx: WorkflowContext, n: int) -> None:
+        for i in range(n):
+            await act_a(i)
+
+    sim = Sim(wf, 3, mode=mode, activities=FAKES)
+    sim.run()
+    replayed = [o.events_replayed for o in sim.outcomes]
+    if mode == "sticky":
+        assert replayed == [0, 1, 1, 1]  # only the completion appended since
+    else:
+        assert replayed == [0, 2, 4, 6]
