@@ -67,6 +67,12 @@ class Event(msgspec.Struct, tag_field="type", tag=True, kw_only=True):
         return type(self).__name__
 
 
+def _shown(raw: msgspec.Raw, limit: int = 80) -> str:
+    data = bytes(raw)
+    shown = data if len(data) <= limit else data[: limit - 3] + b"..."
+    return shown.decode("utf-8", "replace")
+
+
 # --- commands -----------------------------------------------------------------
 
 
@@ -80,9 +86,7 @@ class ActivityScheduled(Event):
     input: msgspec.Raw = msgspec.Raw(b"[]")
 
     def describe(self) -> str:
-        arg = bytes(self.input)
-        shown = arg if len(arg) <= 80 else arg[:77] + b"..."
-        return f"ActivityScheduled({self.name}, input={shown.decode('utf-8', 'replace')})"
+        return f"ActivityScheduled({self.name}, input={_shown(self.input)})"
 
 
 class TimerStarted(Event):
@@ -162,6 +166,9 @@ class TimerFired(Event):
 
     timer_seq: int
 
+    def describe(self) -> str:
+        return f"TimerFired(timer_seq={self.timer_seq})"
+
 
 class SignalReceived(Event):
     """Buffered signal ``name`` was consumed by a waiting ``ctx.wait_signal`` here."""
@@ -170,6 +177,9 @@ class SignalReceived(Event):
     name: str
     payload: msgspec.Raw = msgspec.Raw(b"null")
     message_id: str = ""
+
+    def describe(self) -> str:
+        return f"SignalReceived({self.name}, payload={_shown(self.payload)})"
 
 
 class CancelRequested(Event):
@@ -190,6 +200,11 @@ class ActivityCompleted(Event):
     result: msgspec.Raw = msgspec.Raw(b"null")
     attempts: int = 1
 
+    def describe(self) -> str:
+        return (
+            f"ActivityCompleted(scheduled_seq={self.scheduled_seq}, result={_shown(self.result)})"
+        )
+
 
 class ActivityFailed(Event):
     """The activity scheduled at ``scheduled_seq`` failed for good."""
@@ -199,6 +214,12 @@ class ActivityFailed(Event):
     error_type: str
     message: str = ""
     attempts: int = 1
+
+    def describe(self) -> str:
+        return (
+            f"ActivityFailed(scheduled_seq={self.scheduled_seq}, "
+            f"{self.error_type}: {self.message[:60]}, attempts={self.attempts})"
+        )
 
 
 class OperationUncertain(Event):

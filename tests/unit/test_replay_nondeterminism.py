@@ -198,7 +198,8 @@ def test_recorded_step_skipped_before_a_later_input_is_a_mismatch() -> None:
     assert err.seq == 2
     assert "ActivityScheduled(B" in err.recorded
     assert err.new == ""
-    assert "before ActivityCompleted at seq 3" in err.detail
+    assert "before ActivityCompleted(scheduled_seq=1" in err.detail
+    assert err.detail.endswith("at seq 3")
 
 
 def test_recorded_command_never_issued_at_end_of_partial_history_is_a_mismatch() -> None:
