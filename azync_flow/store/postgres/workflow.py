@@ -2,14 +2,16 @@
 runtime verbs (lease, load, commit a pass; complete an operation) and the
 uncertain-operation verbs (issue 5).
 
-The verbs live in three private-ish modules; :class:`WorkflowMixin` joins them
-for ``PostgresStore``. API agreed in ``notes/workflow_store_api.md``.
+The verbs live in four modules (core, runtime, reaper, uncertain);
+:class:`WorkflowMixin` joins them for ``PostgresStore``.
+API agreed in ``notes/workflow_store_api.md``.
 """
 
 from __future__ import annotations
 
-from .workflow_core import WORKFLOW_TASK, WorkflowCoreMixin
-from .workflow_runtime import BufferedSignal, Outcome, WorkflowRuntimeMixin, WorkflowTaskState
+from .workflow_core import WORKFLOW_TASK
+from .workflow_reaper import ReapReport, WorkflowReaperMixin
+from .workflow_runtime import BufferedSignal, Outcome, WorkflowTaskState
 from .workflow_uncertain import (
     LEASE_EXPIRED_REASON,
     ResolvedOperation,
@@ -22,6 +24,7 @@ __all__ = [
     "WORKFLOW_TASK",
     "BufferedSignal",
     "Outcome",
+    "ReapReport",
     "ResolvedOperation",
     "UncertainOperation",
     "WorkflowMixin",
@@ -29,5 +32,5 @@ __all__ = [
 ]
 
 
-class WorkflowMixin(UncertainMixin, WorkflowRuntimeMixin, WorkflowCoreMixin):
+class WorkflowMixin(UncertainMixin, WorkflowReaperMixin):
     """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""

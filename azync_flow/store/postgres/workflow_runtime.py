@@ -237,22 +237,36 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
                 under ``lease_token`` (stale report); nothing is written.
         """
         async with self.transaction() as conn:
-            job = await self._lock_op(conn, job_id, lease_token, run_id)
-            if dead:
-                await self._must(
-                    "job_dead", job_id, lease_token, last_error, what="dead", conn=conn
-                )
-            else:
-                await self._must("job_ack", job_id, lease_token, what="ack", conn=conn)
-            ex = await self._fetchrow("workflow_lock", job["run_id"], conn=conn)
-            if ex is None or ex["state"] not in LIVE_WORKFLOW_STATES:
-                return 0
-            seq = await self._fetchval(
-                "workflow_history_append", run_id, event_type, payload, conn=conn
+            await self._lock_op(conn, job_id, lease_token, run_id)
+            return await self._settle_op(
+                conn, job_id, lease_token, run_id, event_type, payload, dead, last_error
             )
-            if ex["state"] == WorkflowState.RUNNING:
-                await self._schedule_task(conn, run_id, WORKFLOW_TASK, None)
-            return int(seq)
+
+    async def _settle_op(
+        self,
+        conn: asyncpg.Connection,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        event_type: str,
+        payload: bytes,
+        dead: bool,
+        last_error: str,
+    ) -> int:
+        """Settle a locked active operation and record its outcome (see complete_operation)."""
+        if dead:
+            await self._must("job_dead", job_id, lease_token, last_error, what="dead", conn=conn)
+        else:
+            await self._must("job_ack", job_id, lease_token, what="ack", conn=conn)
+        ex = await self._fetchrow("workflow_lock", run_id, conn=conn)
+        if ex is None or ex["state"] not in LIVE_WORKFLOW_STATES:
+            return 0
+        seq = await self._fetchval(
+            "workflow_history_append", run_id, event_type, payload, conn=conn
+        )
+        if ex["state"] == WorkflowState.RUNNING:
+            await self._schedule_task(conn, run_id, WORKFLOW_TASK, None)
+        return int(seq)
 
     # --- helpers ------------------------------------------------------------------
 

@@ -41,3 +41,44 @@ CREATE TRIGGER azync_jobs_no_blind_retry
     WHEN (OLD.source = 'workflow' AND OLD.state = 'active' AND NEW.state = 'pending'
           AND NEW.reap_count > OLD.reap_count AND OLD.meta ->> 'idempotent' = 'false')
     EXECUTE FUNCTION azync_keep_nonidempotent_op();
+
+-- Generic job verbs (Reschedule, Release, ReapExpired, RetryJob, ResumeJob ...)
+-- know nothing of the one-runnable-task rule. When one of them would make a
+-- workflow task runnable while another runnable task of the same execution
+-- exists, the row is merged into that sibling instead of violating the
+-- unique index: the sibling's run_at becomes least(both) and this row is
+-- settled 'cancelled'. The execution row is locked first (every creator of
+-- a runnable workflow task holds that lock), so the check cannot race.
+CREATE FUNCTION azync_merge_workflow_task() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+DECLARE
+    sibling uuid;
+BEGIN
+    PERFORM 1 FROM azync_workflow_executions WHERE id = NEW.run_id FOR NO KEY UPDATE;
+    SELECT id INTO sibling FROM azync_jobs
+    WHERE run_id = NEW.run_id AND source = 'workflow' AND task_key = '$wft'
+      AND state IN ('pending', 'scheduled') AND id <> NEW.id;
+    IF sibling IS NULL THEN
+        RETURN NEW;
+    END IF;
+    UPDATE azync_jobs
+    SET run_at = least(run_at, NEW.run_at),
+        state = CASE WHEN least(run_at, NEW.run_at) > NEW.updated_at
+                     THEN 'scheduled' ELSE 'pending' END,
+        updated_at = NEW.updated_at
+    WHERE id = sibling;
+    NEW.state := 'cancelled';
+    NEW.lease_until := NULL;
+    NEW.completed_at := NEW.updated_at;
+    NEW.last_error := 'superseded by runnable workflow task ' || sibling::text;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER azync_jobs_merge_workflow_task
+    BEFORE UPDATE ON azync_jobs
+    FOR EACH ROW
+    WHEN (OLD.source = 'workflow' AND OLD.task_key = '$wft'
+          AND OLD.state NOT IN ('pending', 'scheduled')
+          AND NEW.state IN ('pending', 'scheduled'))
+    EXECUTE FUNCTION azync_merge_workflow_task();

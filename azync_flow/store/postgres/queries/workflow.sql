@@ -404,3 +404,32 @@ SELECT (SELECT count(*) FROM p) AS promoted, (SELECT count(*) FROM wake) AS woke
 SELECT *, $1::timestamptz AS at FROM azync_jobs
 WHERE id = $2 AND lease_token = $3 AND state = 'uncertain' AND source = 'workflow'
 FOR UPDATE
+
+-- name: workflow_expired
+-- $2 true = workflow tasks, false = idempotent operations; $3 limit.
+-- Active workflow jobs whose lease expired (non-idempotent operations are
+-- left to workflow_op_expired_nonidempotent: they turn uncertain).
+SELECT id FROM azync_jobs
+WHERE state = 'active' AND source = 'workflow'
+  AND lease_until < coalesce($1::timestamptz, now())
+  AND CASE WHEN $2::boolean THEN task_key = '$wft'
+           ELSE task_key <> '$wft' AND coalesce(meta ->> 'idempotent', '') <> 'false' END
+ORDER BY lease_until, id
+LIMIT $3
+
+-- name: workflow_lock_expired
+-- $2 id: lock one still-expired active workflow job (reaper).
+SELECT *, $1::timestamptz AS at FROM azync_jobs
+WHERE id = $2 AND state = 'active' AND source = 'workflow'
+  AND lease_until < coalesce($1::timestamptz, now())
+FOR UPDATE SKIP LOCKED
+
+-- name: workflow_job_reap
+-- $2 id: back to pending with reap_count + 1 (the attempt is kept). A
+-- workflow task with a runnable sibling is merged into it by the trigger of
+-- migration 0002.
+UPDATE azync_jobs
+SET state = 'pending', reap_count = reap_count + 1, lease_until = NULL,
+    run_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND state = 'active'
+RETURNING state
