@@ -119,3 +119,21 @@ async def test_reap_of_operations_leaves_non_idempotent_ones_to_the_uncertain_re
     assert op.run_id is not None
     (row,) = [j for j in await jobs_of(store, op.run_id) if j["id"] == op.id]
     assert row["state"] == "active"
+
+
+async def test_generic_verbs_respect_the_one_task_rule_from_any_search_path(
+    store: PostgresStore,
+) -> None:
+    wid = await started(store)
+    task = await lease_task(store, wid)
+    await store.signal_workflow(SignalParams(workflow_id=wid, name="s"))
+    async with store.pool.acquire() as conn:
+        await conn.execute("SET search_path TO public")
+        try:  # an operator's session releasing the task by hand, schema-qualified
+            await conn.execute(
+                f"UPDATE \"{store.schema}\".azync_jobs SET state = 'pending' WHERE id = $1",
+                task.id,
+            )
+        finally:
+            await conn.execute(f'SET search_path TO "{store.schema}"')
+    assert len(await runnable_tasks(store, wid)) == 1

@@ -49,8 +49,10 @@ CREATE TRIGGER azync_jobs_no_blind_retry
 -- unique index: the sibling's run_at becomes least(both) and this row is
 -- settled 'cancelled'. The execution row is locked first (every creator of
 -- a runnable workflow task holds that lock), so the check cannot race.
+-- SET search_path FROM CURRENT pins the migration's schema, so the function
+-- finds its tables whatever search_path the updating session uses.
 CREATE FUNCTION azync_merge_workflow_task() RETURNS trigger
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     sibling uuid;
 BEGIN
