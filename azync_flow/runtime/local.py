@@ -64,8 +64,8 @@ class LocalRuntime:
         await self.store.promote_workflow_jobs()
         ran = 0
         tasks = await self.store.dequeue_workflow_tasks(self.batch, self.lease, WORKFLOW_TASK_KIND)
-        for job in tasks:
-            await self.workflows.run_task(job, job.lease_token)
+        # distinct executions (the lease never hands out two tasks of one run)
+        await asyncio.gather(*(self.workflows.run_task(j, j.lease_token) for j in tasks))
         ran += len(tasks)
         for kind in list(self.registry.activities):
             jobs = await self.store.dequeue_batch(

@@ -333,3 +333,49 @@ async def test_uncertain_activity_suspends_until_an_operator_decides(
         "ActivityCompleted",
         "WorkflowCompleted",
     ]
+
+
+async def test_retried_signal_after_completion_gets_the_same_answer_c07(
+    store: PostgresStore, runtime: LocalRuntime
+) -> None:
+    @workflow(name="pay_loop")
+    async def pay_loop(ctx: WorkflowContext, _: None) -> int:
+        count = 0
+        while True:
+            v = await ctx.wait_signal("pay")
+            count += 1
+            if v["last"]:
+                return count
+
+    runtime.registry.add_workflow(pay_loop)
+    handle = await Client(store).start(pay_loop, None)
+    assert await handle.signal("pay", {"last": False}, message_id="p1")
+    assert not await handle.signal("pay", {"last": False}, message_id="p1")
+    await runtime.run_until_idle()
+    assert not await handle.signal("pay", {"last": False}, message_id="p1")
+    assert await handle.signal("pay", {"last": True}, message_id="p2")
+    await runtime.run_until_idle()
+    assert await handle.result(timeout=5) == 2
+    assert not await handle.signal("pay", {"last": True}, message_id="p2")  # after completion
+
+
+async def test_a_pass_that_cannot_run_is_retried_with_backoff(
+    store: PostgresStore, runtime: LocalRuntime, clock: MovableClock
+) -> None:
+    """A task for a workflow this worker does not know is rescheduled (not lost,
+    not failed); a worker that knows it completes the run."""
+
+    @workflow(name="elsewhere")
+    async def elsewhere(ctx: WorkflowContext, x: int) -> int:
+        return x * 2
+
+    handle = await Client(store).start(elsewhere, 21)
+    await runtime.run_until_idle()  # runtime without `elsewhere`
+    row = await store.pool.fetchrow(
+        "SELECT state, last_error FROM azync_jobs WHERE run_id = $1 AND kind = '$wft'", handle.id
+    )
+    assert row["state"] == "scheduled"
+    assert "elsewhere" in row["last_error"]
+    clock.advance(timedelta(seconds=1))
+    await LocalRuntime(store, Registry([elsewhere], [])).run_until_idle()
+    assert await handle.result(timeout=5) == 42
