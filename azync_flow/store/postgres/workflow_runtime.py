@@ -174,7 +174,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
                 raise NotFoundError(f"workflow execution {run_id} does not exist")
             _check_seq(run_id, ex, expected_next_seq)
             new_next = expected_next_seq + len(events)
-            await self._write_pass(conn, run_id, expected_next_seq, new_next, events)
+            await self._write_pass(conn, run_id, expected_next_seq, events)
             if operations:
                 await self._schedule_ops(conn, run_id, list(operations))
             await self._write_timers(conn, run_id, timers, fired_timers)
@@ -299,19 +299,16 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         conn: asyncpg.Connection,
         run_id: uuid.UUID,
         first: int,
-        new_next: int,
         events: Sequence[tuple[str, bytes]],
     ) -> None:
-        if events:
-            await self._fetch(
-                "workflow_history_insert_many",
-                run_id,
-                first,
-                [t for t, _ in events],
-                [p for _, p in events],
-                conn=conn,
-            )
-        await self._fetch("workflow_touch", run_id, new_next, conn=conn)
+        await self._fetchrow(
+            "workflow_pass_write",
+            run_id,
+            first,
+            [t for t, _ in events],
+            [p for _, p in events],
+            conn=conn,
+        )
 
     async def _write_timers(
         self,
@@ -379,10 +376,14 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         if next_task_at == "now":
             await self._schedule_task(conn, run_id, WORKFLOW_TASK, None)
             return
-        timer_at = await self._fetchval("workflow_timers_next", run_id, conn=conn)
-        candidates = [t for t in (next_task_at, timer_at) if isinstance(t, datetime)]
-        if candidates:
-            await self._schedule_task(conn, run_id, WORKFLOW_TASK, min(candidates))
+        await self._fetchrow(
+            "workflow_task_schedule_next",
+            run_id,
+            WORKFLOW_TASK,
+            next_task_at,
+            self.channel,
+            conn=conn,
+        )
 
 
 def _check_seq(run_id: uuid.UUID, ex: asyncpg.Record, expected: int) -> None:

@@ -52,12 +52,6 @@ SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions 
 SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions
 WHERE id = $2 FOR NO KEY UPDATE
 
--- name: workflow_touch
--- $2 id, $3 next_seq
-UPDATE azync_workflow_executions
-SET next_seq = $3, updated_at = coalesce($1::timestamptz, now())
-WHERE id = $2
-
 -- name: workflow_finish
 -- $2 id, $3 terminal state, $4 result, $5 failure reason. Only from a live state.
 UPDATE azync_workflow_executions
@@ -176,12 +170,6 @@ INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
 SELECT id, seq, $3, $4, coalesce($1::timestamptz, now()) FROM e
 RETURNING seq
 
--- name: workflow_history_insert_many
--- $2 workflow id, $3 first seq, $4 types text[], $5 payloads bytea[]
-INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
-SELECT $2, $3 + u.ord - 1, u.type, u.payload, coalesce($1::timestamptz, now())
-FROM unnest($4::text[], $5::bytea[]) WITH ORDINALITY AS u(type, payload, ord)
-
 -- name: workflow_history_list
 -- $2 workflow id, $3 after seq, $4 limit (NULL = all)
 SELECT workflow_id, seq, type, payload, created_at, $1::timestamptz AS at
@@ -228,11 +216,6 @@ ON CONFLICT DO NOTHING
 UPDATE azync_workflow_timers
 SET fired_at = coalesce($1::timestamptz, now())
 WHERE workflow_id = $2 AND seq = ANY($3::bigint[]) AND fired_at IS NULL
-
--- name: workflow_timers_next
--- $2 workflow id: earliest unfired timer, NULL when none.
-SELECT min(fire_at) AS fire_at, $1::timestamptz AS at
-FROM azync_workflow_timers WHERE workflow_id = $2 AND fired_at IS NULL
 
 -- name: workflow_timers_due
 -- $2 workflow id
@@ -433,3 +416,48 @@ SET state = 'pending', reap_count = reap_count + 1, lease_until = NULL,
     run_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'active'
 RETURNING state
+
+-- name: workflow_pass_write
+-- $2 workflow id, $3 first seq, $4 types text[], $5 payloads bytea[]: a
+-- pass's events at $3.. and the execution's new next_seq, one statement.
+WITH ev AS (
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    SELECT $2, $3 + u.ord - 1, u.type, u.payload, coalesce($1::timestamptz, now())
+    FROM unnest($4::text[], $5::bytea[]) WITH ORDINALITY AS u(type, payload, ord)
+    RETURNING seq
+)
+UPDATE azync_workflow_executions
+SET next_seq = $3 + cardinality($4::text[]), updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2
+RETURNING next_seq, (SELECT count(*) FROM ev) AS written
+
+-- name: workflow_task_schedule_next
+-- $2 run id, $3 kind, $4 run_at (NULL = timers only), $5 channel. Like
+-- workflow_task_schedule at least($4, earliest unfired timer); nothing when
+-- both are NULL.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), want AS (
+    SELECT least($4::timestamptz,
+                 (SELECT min(fire_at) FROM azync_workflow_timers
+                  WHERE workflow_id = $2 AND fired_at IS NULL)) AS at
+), up AS (
+    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
+                                 enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', $3,
+           CASE WHEN w.at > c.t THEN 'scheduled' ELSE 'pending' END,
+           w.at, $2, '$wft', c.t, c.t
+    FROM clock c, want w
+    WHERE w.at IS NOT NULL
+    ON CONFLICT (run_id)
+        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
+        DO UPDATE SET
+            run_at = least(j.run_at, EXCLUDED.run_at),
+            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
+                         THEN 'scheduled' ELSE 'pending' END,
+            updated_at = EXCLUDED.updated_at
+    RETURNING j.id, j.state, j.kind
+), wake AS (
+    SELECT pg_notify($5, 'workflow:' || kind) FROM up WHERE state = 'pending'
+)
+SELECT (SELECT count(*) FROM up) AS scheduled, (SELECT count(*) FROM wake) AS woken
