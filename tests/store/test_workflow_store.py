@@ -351,3 +351,14 @@ async def test_store_verbs_on_a_conflicting_key_never_mix_up_executions(
         await store.complete_workflow(a, b'"again"')
     assert (await store.get_workflow_execution(a)).result == b'"a"'
     assert (await store.get_workflow_execution(b)).state == WorkflowState.RUNNING
+
+
+async def test_failure_text_with_nul_or_lone_surrogates_is_stored_escaped(
+    store: PostgresStore,
+) -> None:
+    wid = await started(store)
+    await store.suspend_workflow(wid, "bad\x00byte")
+    assert (await store.load_workflow_task(wid)).suspend_reason == "bad\\x00byte"
+    await store.fail_workflow(wid, "ValueError: a\x00b \ud800 caf\u00e9")
+    view = await store.get_workflow_execution(wid)
+    assert view.failure_reason == "ValueError: a\\x00b \\ud800 caf\u00e9"

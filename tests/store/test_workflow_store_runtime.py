@@ -535,3 +535,20 @@ async def test_every_workflow_query_prepares_against_the_migrated_schema(
     async with store.pool.acquire() as conn:
         for name in names:
             await conn.prepare(QUERIES[name])
+
+
+async def test_operation_and_pass_failures_with_nul_are_recorded_not_lost(
+    store: PostgresStore,
+) -> None:
+    wid = await started(store)
+    op = await _leased_op(store, wid)
+    await store.complete_operation(
+        op.id, op.lease_token, wid, "ActivityFailed", b"{}", dead=True, last_error="x\x00y"
+    )
+    (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op.id]
+    assert (row["state"], row["last_error"]) == ("dead", "x\\x00y")
+    task = await lease_task(store, wid)
+    await store.commit_workflow_task(
+        task.id, task.lease_token, wid, 2, outcome=("fail", "boom\x00\udfff")
+    )
+    assert (await store.get_workflow_execution(wid)).failure_reason == "boom\\x00\\udfff"

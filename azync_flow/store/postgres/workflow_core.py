@@ -126,7 +126,7 @@ class WorkflowCoreMixin(PgBase):
 
         Raises NotFoundError when the execution is missing or not running.
         """
-        row = await self._fetchrow("workflow_suspend", id, reason)
+        row = await self._fetchrow("workflow_suspend", id, clean_text(reason))
         if row is None:
             raise NotFoundError(await self._state_message(None, id, "suspend", "running"))
 
@@ -292,6 +292,7 @@ class WorkflowCoreMixin(PgBase):
         result: bytes | None,
         reason: str,
     ) -> None:
+        reason = clean_text(reason)
         if await self._fetchrow("workflow_finish", id, state.value, result, reason, conn=conn):
             await self._fetch("workflow_retire_jobs", id, conn=conn)
             return
@@ -339,6 +340,23 @@ class WorkflowCoreMixin(PgBase):
             conn=conn,
         )
         return [r["id"] for r in rows]
+
+
+def clean_text(value: str) -> str:
+    """Make free text (reasons, errors, notes) storable in a ``text`` column.
+
+    Postgres text rejects NUL and UTF-8 cannot encode lone surrogates, so a
+    failure message carrying either would make recording the failure itself
+    fail (scenario C26). NUL is stored as the four characters ``\\x00`` and a
+    lone surrogate as its ``\\udXXX`` escape; other text is unchanged.
+    """
+    if "\x00" in value:
+        value = value.replace("\x00", "\\x00")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 def execution_from_row(row: asyncpg.Record) -> WorkflowExecutionView:

@@ -30,6 +30,7 @@ from .workflow_core import (
     LIVE_WORKFLOW_STATES,
     WORKFLOW_TASK,
     WorkflowCoreMixin,
+    clean_text,
     execution_from_row,
     history_from_row,
 )
@@ -255,6 +256,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
     ) -> int:
         """Settle a locked active operation and record its outcome (see complete_operation)."""
         if dead:
+            last_error = clean_text(last_error)
             await self._must("job_dead", job_id, lease_token, last_error, what="dead", conn=conn)
         else:
             await self._must("job_ack", job_id, lease_token, what="ack", conn=conn)
@@ -363,7 +365,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             return target
         if kind == "suspend":
             if state == WorkflowState.RUNNING:
-                await self._fetchrow("workflow_suspend", run_id, str(value), conn=conn)
+                await self._fetchrow("workflow_suspend", run_id, clean_text(str(value)), conn=conn)
             return WorkflowState.SUSPENDED
         raise ValueError(f"unknown pass outcome {kind!r}")
 

@@ -18,7 +18,7 @@ import msgspec
 from ..errors import ConflictError, NotFoundError
 from ..types import Job, UncertainDecision, WorkflowState
 from ._base import decode_meta, job_from_row
-from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin
+from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin, clean_text
 
 #: Reason the reaper records for an expired non-idempotent operation.
 LEASE_EXPIRED_REASON = (
@@ -173,10 +173,10 @@ class UncertainMixin(WorkflowCoreMixin):
                 operation_job_id,
                 _RESOLVED_STATE[dec],
                 dec.value,
-                decided_by,
-                note or "",
+                clean_text(decided_by),
+                clean_text(note or ""),
                 result if dec == UncertainDecision.COMPLETE else None,
-                error or "",
+                clean_text(error or ""),
                 conn=conn,
             )
             if dec == UncertainDecision.RETRY:
@@ -232,7 +232,7 @@ class UncertainMixin(WorkflowCoreMixin):
                 f"late report of attempt {op['attempt']}",
                 "",
                 result,
-                last_error,
+                clean_text(last_error),
                 conn=conn,
             )
             ex = await self._fetchrow("workflow_lock", op["run_id"], conn=conn)
@@ -260,6 +260,7 @@ class UncertainMixin(WorkflowCoreMixin):
         event_type: str,
         payload: bytes,
     ) -> int:
+        reason = clean_text(reason)
         op = await self._fetchrow(
             "workflow_op_mark_uncertain", job_id, lease_token, reason, conn=conn
         )
