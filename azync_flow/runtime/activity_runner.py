@@ -19,6 +19,7 @@ import asyncio
 import contextvars
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -89,6 +90,9 @@ class ActivityRunner:
         self.registry = registry
         self.max_payload_bytes = max_payload_bytes
         self.attempts = 0
+        #: Fault-injection point for tests: called with (job, event type) right
+        #: after an operation's outcome was committed.
+        self.after_settle: Callable[[Job, str], Any] | None = None
 
     async def run(self, job: Job, lease: Any) -> None:
         """``JobRunner`` signature for ``Worker.add_loop``."""
@@ -188,3 +192,5 @@ class ActivityRunner:
                 log.warning("stale completion of operation %s dropped: %s", job.id, err)
                 return
             raise
+        if self.after_settle is not None:
+            self.after_settle(job, event_type)
