@@ -108,14 +108,40 @@ class LocalRuntime:
                     await asyncio.wait_for(stop.wait(), poll.total_seconds())
 
     def attach(self, worker: Any, *, concurrency: int | None = None) -> None:
-        """Register the runners as loops of an ``azync_flow.worker.Worker``.
+        """Register the runners as loops of an ``azync_flow.worker.Worker``, and the
+        workflow maintenance (promote/reap of workflow jobs, parking lease-expired
+        non-idempotent operations, repairing stalled executions) on its leader.
 
         Note for integration: the ``$wft`` loop must lease with
         ``store.dequeue_workflow_tasks`` (never two passes of one execution at
-        once) and the maintenance must call ``store.promote_workflow_jobs``.
+        once), and due scheduled operations need ``store.promote_workflow_jobs``.
         """
         worker.add_loop(
             Source.WORKFLOW, WORKFLOW_TASK_KIND, self.workflows.run, concurrency=concurrency
         )
         for kind in self.registry.activities:
             worker.add_loop(Source.WORKFLOW, kind, self.activities.run, concurrency=concurrency)
+        worker.maintain_source(Source.WORKFLOW)
+
+        async def reap_uncertain() -> int:
+            return len(await self.store.reap_uncertain_operations(uncertain_event))
+
+        async def repair_stalled() -> int:
+            stalled = await self.store.list_stalled_workflows(timedelta(minutes=5), 100)
+            for execution in stalled:
+                await self.store.schedule_task(execution.id)
+            return len(stalled)
+
+        async def promote() -> int:
+            return int(await self.store.promote_workflow_jobs())
+
+        worker.add_maintenance(promote, name="workflow.promote", source=Source.WORKFLOW)
+        worker.add_maintenance(
+            reap_uncertain, name="workflow.reap_uncertain", source=Source.WORKFLOW
+        )
+        worker.add_maintenance(
+            repair_stalled,
+            name="workflow.repair_stalled",
+            interval=timedelta(seconds=30),
+            source=Source.WORKFLOW,
+        )
