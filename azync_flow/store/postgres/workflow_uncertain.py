@@ -166,8 +166,10 @@ class UncertainMixin(WorkflowCoreMixin):
         """
         dec = _check_decision(decision, result, error, outcome_event)
         async with self.transaction() as conn:
-            op = await self._fetchrow("workflow_op_lock", operation_job_id, conn=conn)
-            _check_resolvable(operation_job_id, op)
+            op = _check_resolvable(
+                operation_job_id,
+                await self._fetchrow("workflow_op_lock", operation_job_id, conn=conn),
+            )
             await self._fetchrow(
                 "workflow_op_resolve",
                 operation_job_id,
@@ -183,7 +185,7 @@ class UncertainMixin(WorkflowCoreMixin):
                 await self._fetch(
                     "workflow_wake", self.channel, f"workflow:{op['kind']}", conn=conn
                 )
-            ex = await self._fetchrow("workflow_lock", op["run_id"], conn=conn)
+            ex = await self._must("workflow_lock", op["run_id"], what="execution", conn=conn)
             if ex["state"] in LIVE_WORKFLOW_STATES:
                 await self._record_resolution(conn, op["run_id"], ex, resolved_event, outcome_event)
             return ResolvedOperation(op["run_id"], ex["name"])
@@ -235,7 +237,7 @@ class UncertainMixin(WorkflowCoreMixin):
                 clean_text(last_error),
                 conn=conn,
             )
-            ex = await self._fetchrow("workflow_lock", op["run_id"], conn=conn)
+            ex = await self._must("workflow_lock", op["run_id"], what="execution", conn=conn)
             if ex["state"] in LIVE_WORKFLOW_STATES:
                 await self._record_resolution(
                     conn, op["run_id"], ex, resolved_event, (event_type, payload)
@@ -322,11 +324,11 @@ def _check_decision(
     return dec
 
 
-def _check_resolvable(job_id: uuid.UUID, op: asyncpg.Record | None) -> None:
+def _check_resolvable(job_id: uuid.UUID, op: asyncpg.Record | None) -> asyncpg.Record:
     if op is None:
         raise NotFoundError(f"operation {job_id} does not exist; nothing changed")
     if op["state"] == "uncertain":
-        return
+        return op
     if op["decision"]:
         raise ConflictError(
             f"operation {job_id} was already resolved '{op['decision']}' by "
