@@ -420,3 +420,38 @@ def test_time_functions_work_again_outside_workflow_code() -> None:
 
     assert time.time() > 0
     time.sleep(0)
+
+
+def test_replayer_command_line_reports_each_history(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.unit.test_replay_c03_child import c03_gather, c3
+
+    sim = Sim(c03_gather, None, activities={"C3": c3})
+    sim.run()
+    recorded = RecordedHistory.from_rows("c03_gather", sim.input, sim.history).to_json()
+    good = tmp_path / "good.json"
+    good.write_bytes(recorded)
+    bad = tmp_path / "bad.json"  # the second call's argument edited: y -> q
+    bad.write_bytes(recorded.replace(b'"input":["y"]', b'"input":["q"]', 1))
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "azync_flow.replay",
+            "tests.unit.test_replay_c03_child:c03_gather",
+            str(good),
+            str(bad),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 1
+    assert lines[0] == f"ok    {good}"
+    assert lines[1].startswith(f"FAIL  {bad}: [nondeterminism] at seq 2")
