@@ -379,3 +379,29 @@ async def test_a_pass_that_cannot_run_is_retried_with_backoff(
     clock.advance(timedelta(seconds=1))
     await LocalRuntime(store, Registry([elsewhere], [])).run_until_idle()
     assert await handle.result(timeout=5) == 42
+
+
+async def test_c19_reused_id_returns_the_finished_run_and_rejects_other_args_or_type(
+    store: PostgresStore, runtime: LocalRuntime
+) -> None:
+    """C19 with execution ids as keys: same id + same input after completion returns
+    the stored result without a new run; other input or another workflow type is an
+    explicit conflict and runs nothing."""
+    import uuid
+
+    client = Client(store)
+    run_id = uuid.uuid4()
+    first = await client.start(echo_workflow, 1, id=run_id)
+    await first.signal("s", 1)
+    await runtime.run_until_idle()
+    assert await first.result(timeout=5) == [1, 1]
+    again = await client.start(echo_workflow, 1, id=run_id)
+    assert not again.started
+    assert await again.result(timeout=5) == [1, 1]
+    with pytest.raises(IdempotencyConflictError):
+        await client.start(echo_workflow, 2, id=run_id)
+    with pytest.raises(IdempotencyConflictError):
+        await client.start(order_workflow, Order("x", 1), id=run_id)
+    assert await runtime.run_until_idle() == 0  # nothing new to run
+    history = await first.history()
+    assert sum(type(e.event).__name__ == "WorkflowCompleted" for e in history) == 1
