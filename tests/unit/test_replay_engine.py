@@ -418,3 +418,34 @@ def test_events_replayed_counts_only_new_events_on_a_cached_instance(mode: str) 
         assert replayed == [0, 1, 1, 1]  # only the completion appended since
     else:
         assert replayed == [0, 2, 4, 6]
+
+
+def test_instance_cache_evicts_least_recently_used_and_rejects_stale() -> None:
+    import uuid
+
+    from azync_flow.replay import InstanceCache, WorkflowInfo, WorkflowInstance
+
+    @workflow(name="cached")
+    async def wf(ctx: WorkflowContext, _: None) -> None:
+        await ctx.wait_signal("never")
+
+    def blocked(n: int) -> WorkflowInstance:
+        instance = WorkflowInstance(wf, b"null", WorkflowInfo(uuid.UUID(int=n), "cached"))
+        instance.advance([])
+        return instance
+
+    cache = InstanceCache(max_size=2)
+    a, b, c = (blocked(n) for n in (1, 2, 3))
+    cache.put(uuid.UUID(int=1), a)
+    cache.put(uuid.UUID(int=2), b)
+    cache.put(uuid.UUID(int=3), c)  # evicts 1
+    assert len(cache) == 2
+    assert cache.take(uuid.UUID(int=1)) is None
+    assert not a.reusable  # closed on eviction
+    assert cache.take(uuid.UUID(int=2), next_seq=1) is b
+    assert cache.take(uuid.UUID(int=3), next_seq=0) is None  # ran ahead of the store: dropped
+    off = InstanceCache(max_size=0)
+    d = blocked(4)
+    off.put(uuid.UUID(int=4), d)
+    assert len(off) == 0
+    assert not d.reusable

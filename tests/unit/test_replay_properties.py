@@ -64,6 +64,9 @@ async def program(ctx: WorkflowContext, steps: list[list[Any]]) -> list[Any]:
                 out.append(ctx.now().isoformat())
             elif kind == "uuid":
                 out.append(str(ctx.uuid4()))
+            elif kind == "patch":
+                if ctx.patched(step[1]):
+                    out.append(await act_p(f"{index}.patched"))
         except ActivityError as err:
             out.append(f"failed:{err.seq}")
     return [repr(v) if isinstance(v, BaseException) else v for v in out]
@@ -79,6 +82,7 @@ step = st.one_of(
     st.tuples(st.just("race"), st.integers(1, 50)),
     st.tuples(st.just("now")),
     st.tuples(st.just("uuid")),
+    st.tuples(st.just("patch"), st.sampled_from(("p1", "p2"))),
 ).map(list)
 
 
@@ -91,7 +95,9 @@ def drive(steps: list[list[Any]], choices: list[int], mode: str) -> Sim:
         if outcome.status is not PassStatus.BLOCKED:
             break
         action = choice % 5
-        if action in (0, 1) and sim.ops:
+        if choice % 29 == 0:
+            sim.cancel_requested = True  # the program does not catch it: ends cancelled
+        elif action in (0, 1) and sim.ops:
             pending = sorted(sim.ops)
             seq = pending[choice // 5 % len(pending)]
             if choice % 7 == 0:
