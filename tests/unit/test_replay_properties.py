@@ -64,9 +64,8 @@ async def program(ctx: WorkflowContext, steps: list[list[Any]]) -> list[Any]:
                 out.append(ctx.now().isoformat())
             elif kind == "uuid":
                 out.append(str(ctx.uuid4()))
-            elif kind == "patch":
-                if ctx.patched(step[1]):
-                    out.append(await act_p(f"{index}.patched"))
+            elif kind == "patch" and ctx.patched(step[1]):
+                out.append(await act_p(f"{index}.patched"))
         except ActivityError as err:
             out.append(f"failed:{err.seq}")
     return [repr(v) if isinstance(v, BaseException) else v for v in out]
@@ -95,7 +94,7 @@ def drive(steps: list[list[Any]], choices: list[int], mode: str) -> Sim:
         if outcome.status is not PassStatus.BLOCKED:
             break
         action = choice % 5
-        if choice % 29 == 0:
+        if choice % 97 == 41:
             sim.cancel_requested = True  # the program does not catch it: ends cancelled
         elif action in (0, 1) and sim.ops:
             pending = sorted(sim.ops)
