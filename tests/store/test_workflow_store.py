@@ -362,3 +362,18 @@ async def test_failure_text_with_nul_or_lone_surrogates_is_stored_escaped(
     await store.fail_workflow(wid, "ValueError: a\x00b \ud800 caf\u00e9")
     view = await store.get_workflow_execution(wid)
     assert view.failure_reason == "ValueError: a\\x00b \\ud800 caf\u00e9"
+
+
+async def test_daily_stats_count_each_inserted_workflow_job_once(store: PostgresStore) -> None:
+    wid = await started(store)
+    await store.schedule_task(wid)  # merged into the pending task: not a new job
+    await store.schedule_operation(op_params(wid, 1))
+    await store.schedule_operation(op_params(wid, 1))  # deduped
+    task = await lease_task(store, wid)
+    await store.ack(task.id, task.lease_token)
+    await store.schedule_task(wid)  # a new task
+    rows = await store.pool.fetch(
+        "SELECT kind, sum(enqueued) AS n FROM azync_job_stats WHERE source = 'workflow'"
+        " GROUP BY kind ORDER BY kind"
+    )
+    assert [(r["kind"], r["n"]) for r in rows] == [("$op:charge@1", 1), ("$wft", 2)]

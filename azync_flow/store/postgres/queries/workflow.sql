@@ -25,7 +25,13 @@ WITH clock AS (
     SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
            created_at, created_at
     FROM ins
-    RETURNING 1
+    RETURNING kind
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
+    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+           (random() * 7)::int, count(*) FROM task GROUP BY kind
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
 ), wake AS (
     SELECT pg_notify($10, 'workflow:$wft') FROM task
 )
@@ -113,7 +119,13 @@ WITH clock AS (
             state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
                          THEN 'scheduled' ELSE 'pending' END,
             updated_at = EXCLUDED.updated_at
-    RETURNING j.id, j.state, j.kind
+    RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
+    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+           (random() * 7)::int, count(*) FROM up WHERE inserted GROUP BY kind
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
 ), wake AS (
     SELECT pg_notify($5, 'workflow:' || kind) FROM up WHERE state = 'pending'
 )
@@ -252,6 +264,12 @@ WITH clock AS (
     FROM req r
     WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
     RETURNING id, task_key, kind, state
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
+    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+           (random() * 7)::int, count(*) FROM ins GROUP BY kind
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
 ), wake AS (
     SELECT pg_notify($9, 'workflow:' || k.kind)
     FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
@@ -456,7 +474,13 @@ WITH clock AS (
             state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
                          THEN 'scheduled' ELSE 'pending' END,
             updated_at = EXCLUDED.updated_at
-    RETURNING j.id, j.state, j.kind
+    RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
+    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+           (random() * 7)::int, count(*) FROM up WHERE inserted GROUP BY kind
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
 ), wake AS (
     SELECT pg_notify($5, 'workflow:' || kind) FROM up WHERE state = 'pending'
 )
