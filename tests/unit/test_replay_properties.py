@@ -85,16 +85,18 @@ step = st.one_of(
 ).map(list)
 
 
-def drive(steps: list[list[Any]], choices: list[int], mode: str) -> Sim:
+def drive(
+    steps: list[list[Any]], choices: list[int], mode: str, cancel_at: int | None = None
+) -> Sim:
     """Run the program under a scripted random environment, checking every pass."""
     sim = Sim(program, steps, mode=mode, activities={"P": act_p})
     outcome = sim.run_pass()
     check_replay(sim)
-    for choice in choices:
+    for index, choice in enumerate(choices):
         if outcome.status is not PassStatus.BLOCKED:
             break
         action = choice % 5
-        if choice % 97 == 41:
+        if index == cancel_at:
             sim.cancel_requested = True  # the program does not catch it: ends cancelled
         elif action in (0, 1) and sim.ops:
             pending = sorted(sim.ops)
@@ -129,12 +131,13 @@ def check_replay(sim: Sim) -> None:
 @given(
     steps=st.lists(step, min_size=1, max_size=8),
     choices=st.lists(st.integers(0, 10_000), min_size=10, max_size=40),
+    cancel_at=st.none() | st.integers(0, 40),
 )
 def test_random_programs_replay_cleanly_and_cache_modes_agree(
-    steps: list[list[Any]], choices: list[int]
+    steps: list[list[Any]], choices: list[int], cancel_at: int | None
 ) -> None:
-    full = drive(steps, choices, "full")
-    sticky = drive(steps, choices, "sticky")
+    full = drive(steps, choices, "full", cancel_at)
+    sticky = drive(steps, choices, "sticky", cancel_at)
     assert [msgspec.json.encode(e) for e in full.history] == [
         msgspec.json.encode(e) for e in sticky.history
     ]
