@@ -29,39 +29,32 @@ import collections
 import contextlib
 import contextvars
 import random
-import uuid
-from collections.abc import Callable, Coroutine, Sequence
-from datetime import UTC, datetime, timedelta
-from random import Random
+from collections.abc import Coroutine, Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import msgspec
 
 from azync_flow.errors import (
-    ActivityError,
     ForbiddenCallError,
     NonDeterminismError,
-    PayloadTooLargeError,
     WorkflowAbort,
     WorkflowCancelledError,
     WorkflowFailedError,
 )
 from azync_flow.replay import guard
+from azync_flow.replay._calls import DurableCallsMixin
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
-    ActivityScheduled,
     CancelRequested,
     Event,
     HistoryEntry,
     OperationResolved,
     OperationUncertain,
     PatchMarker,
-    SideEffectRecorded,
     SignalReceived,
-    TimerCancelled,
     TimerFired,
-    TimerStarted,
     WorkflowCancelled,
     WorkflowCompleted,
     WorkflowFailed,
@@ -75,8 +68,6 @@ from azync_flow.replay.outcome import (
     Command,
     PassOutcome,
     PassStatus,
-    ScheduleActivity,
-    StartTimer,
     WorkflowInfo,
 )
 
@@ -106,7 +97,7 @@ def current_instance() -> WorkflowInstance | None:
     return None
 
 
-class WorkflowInstance:
+class WorkflowInstance(DurableCallsMixin):
     """A workflow execution held by the replay engine (pure; no I/O).
 
     Args:
@@ -422,128 +413,6 @@ class WorkflowInstance:
 
     def _stopped(self) -> bool:
         return self._failure is not None or self._terminal is not None
-
-    # --- API used by the workflow layer ----------------------------------------------------------
-
-    def schedule_activity(
-        self, name: str, version: str, input_bytes: bytes, options: Any = None
-    ) -> tuple[int, asyncio.Future[Any]]:
-        """Issue (or match) an activity call; the future resolves to its result ``Raw``
-        or raises :class:`ActivityError`."""
-        self._check_size("activity input", input_bytes)
-        event = ActivityScheduled(seq=0, name=name, version=version, input=msgspec.Raw(input_bytes))
-        seq, recorded = self._emit(event)
-        future: asyncio.Future[Any] = self.loop.create_future()
-        self._activities[seq] = (future, name)
-        if recorded is None:
-            self._commands.append(ScheduleActivity(seq, name, version, input_bytes, options))
-        return seq, future
-
-    def start_timer(self, handle: DurableTimerHandle, delay: float) -> None:
-        """Loop hook: a durable timer was requested (``call_later``/``asyncio.sleep``)."""
-        seq, recorded = self._emit(TimerStarted(seq=0, fire_after_s=delay))
-        handle.seq = seq
-        self._timers[seq] = handle
-        if recorded is None:
-            self._commands.append(StartTimer(seq, timedelta(seconds=delay)))
-
-    def cancel_timer(self, handle: DurableTimerHandle) -> None:
-        """Loop hook: a durable timer was cancelled before it fired."""
-        if handle.seq not in self._timers or self._closing or self._stopped():
-            return
-        del self._timers[handle.seq]
-        seq, recorded = self._emit(TimerCancelled(seq=0, timer_seq=handle.seq))
-        if recorded is None:
-            self._commands.append(CancelTimer(seq, handle.seq))
-
-    def side_effect(self, kind: str, compute: Callable[[], bytes]) -> bytes:
-        """Record ``compute()`` once; on replay return the recorded bytes."""
-        event = SideEffectRecorded(seq=0, kind=kind)
-        _, recorded = self._emit(event)
-        if recorded is not None:
-            return bytes(recorded.value)  # type: ignore[attr-defined]
-        value = compute()
-        self._check_size(f"side effect {kind}", value)
-        event.value = msgspec.Raw(value)
-        return value
-
-    def now(self) -> datetime:
-        """Deterministic UTC time: the pass's backend time, recorded on first call."""
-        raw = self.side_effect("now", lambda: msgspec.json.encode(self._now))
-        return msgspec.json.decode(raw, type=datetime)
-
-    def random(self) -> float:
-        """Deterministic ``random.random()`` seeded by the execution id."""
-        return self._rng.random()
-
-    @property
-    def rng(self) -> Random:
-        """The deterministic PRNG (same sequence on every replay)."""
-        return self._rng
-
-    def uuid4(self) -> uuid.UUID:
-        """Deterministic version-4 UUID from the seeded PRNG."""
-        return uuid.UUID(int=self._rng.getrandbits(128), version=4)
-
-    def patched(self, patch_id: str) -> bool:
-        """Version gate: True for code paths added after the execution reached this point."""
-        if patch_id in self._patches:
-            return self._patches[patch_id]
-        if self._failure is not None or self._closing:
-            raise WorkflowAbort()
-        if self._recorded:
-            _, recorded = self._recorded[0]
-            hit = isinstance(recorded, PatchMarker) and recorded.patch_id == patch_id
-            if hit:
-                self._recorded.popleft()
-        elif self._replaying and bisect.bisect_right(self._pass_inputs, self._cursor) < len(
-            self._pass_inputs
-        ):
-            hit = False
-        else:
-            self._emit(PatchMarker(seq=0, patch_id=patch_id))
-            hit = True
-        self._patches[patch_id] = hit
-        return hit
-
-    def add_signal_waiter(self, name: str) -> asyncio.Future[Any]:
-        """Register a waiter for the next signal ``name`` (FIFO among waiters)."""
-        future: asyncio.Future[Any] = self.loop.create_future()
-        self._signal_waiters.setdefault(name, collections.deque()).append(future)
-        return future
-
-    def remove_signal_waiter(self, name: str, future: asyncio.Future[Any]) -> None:
-        waiters = self._signal_waiters.get(name)
-        if waiters is not None and future in waiters:
-            waiters.remove(future)
-
-    def _has_waiter(self, name: str) -> bool:
-        return any(not f.done() for f in self._signal_waiters.get(name, ()))
-
-    def _pop_waiter(self, name: str) -> asyncio.Future[Any] | None:
-        waiters = self._signal_waiters.get(name)
-        while waiters:
-            future = waiters.popleft()
-            if not future.done():
-                return future
-        return None
-
-    def _check_size(self, what: str, data: bytes) -> None:
-        limit = self.max_payload_bytes
-        if limit is not None and len(data) > limit:
-            raise PayloadTooLargeError(what, len(data), limit)
-
-    # --- activity resolution ---------------------------------------------------------------
-
-    def _resolve_activity(self, seq: int, result: msgspec.Raw) -> None:
-        pending = self._activities.pop(seq, None)
-        if pending is not None and not pending[0].done():
-            pending[0].set_result(result)
-
-    def _fail_activity(self, seq: int, error_type: str, message: str, attempts: int) -> None:
-        pending = self._activities.pop(seq, None)
-        if pending is not None and not pending[0].done():
-            pending[0].set_exception(ActivityError(pending[1], error_type, message, attempts, seq))
 
     # --- main task ---------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from azync_flow.replay.events import ActivityCompleted, ActivityFailed, encode_e
 from azync_flow.replay.outcome import sanitize_text
 from azync_flow.retry import RetryDecision, describe_error
 from azync_flow.runtime._operations import OperationPayload, decode_operation
+from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.uncertain import uncertain_event
 from azync_flow.store.errors import is_not_found
 from azync_flow.store.types import Job
@@ -148,7 +149,10 @@ class ActivityRunner:
         description = describe_error(exc)
         if decision is RetryDecision.RETRY:
             try:
-                await self.store.reschedule(job.id, token, retry.delay(job.attempt), description)
+                delay = retry.delay(job.attempt)
+                await retry_transient(
+                    lambda: self.store.reschedule(job.id, token, delay, description)
+                )
             except Exception as err:
                 if not is_not_found(err):
                     raise
@@ -184,8 +188,10 @@ class ActivityRunner:
         last_error: str = "",
     ) -> None:
         try:
-            await self.store.complete_operation(
-                job.id, token, job.run_id, event_type, payload, dead=dead, last_error=last_error
+            await retry_transient(
+                lambda: self.store.complete_operation(
+                    job.id, token, job.run_id, event_type, payload, dead=dead, last_error=last_error
+                )
             )
         except Exception as err:
             if is_not_found(err):  # stale report: another attempt owns the job now

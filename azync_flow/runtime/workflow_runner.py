@@ -28,6 +28,7 @@ from azync_flow.replay.outcome import BufferedSignal, PassOutcome, PassStatus, W
 from azync_flow.replay.passes import InstanceCache, to_entries
 from azync_flow.retry import RetryPolicy, describe_error
 from azync_flow.runtime._operations import operation_params
+from azync_flow.runtime._transient import retry_transient
 from azync_flow.store.errors import ConflictError, is_not_found
 from azync_flow.store.types import Job, WorkflowState
 from azync_flow.workflow import Registry
@@ -152,19 +153,22 @@ class WorkflowRunner:
     ) -> PassOutcome | None:
         run_id = instance.info.execution_id
         try:
-            await self.store.commit_workflow_task(
-                job.id,
-                token,
-                run_id,
-                expected_next_seq,
-                events=[(type_name, payload) for _, type_name, payload in outcome.new_events],
-                operations=[
-                    operation_params(run_id, instance.info.name, c) for c in outcome.activities
-                ],
-                timers=[(t.seq, t.fire_after) for t in outcome.timers],
-                consumed_signals=outcome.consumed_signals,
-                fired_timers=outcome.fired_timers,
-                outcome=_store_outcome(outcome),
+            operations = [
+                operation_params(run_id, instance.info.name, c) for c in outcome.activities
+            ]
+            await retry_transient(
+                lambda: self.store.commit_workflow_task(
+                    job.id,
+                    token,
+                    run_id,
+                    expected_next_seq,
+                    events=[(type_name, payload) for _, type_name, payload in outcome.new_events],
+                    operations=operations,
+                    timers=[(t.seq, t.fire_after) for t in outcome.timers],
+                    consumed_signals=outcome.consumed_signals,
+                    fired_timers=outcome.fired_timers,
+                    outcome=_store_outcome(outcome),
+                )
             )
         except ConflictError:
             instance.close()
