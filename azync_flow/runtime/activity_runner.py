@@ -36,7 +36,7 @@ from azync_flow.store.errors import is_not_found
 from azync_flow.store.types import Job
 from azync_flow.workflow import Registry
 
-__all__ = ["ActivityRunner", "current_activity"]
+__all__ = ["ActivityInfo", "ActivityRunner", "current_activity"]
 
 log = logging.getLogger("azync_flow.activity")
 
@@ -48,18 +48,29 @@ _current: contextvars.ContextVar[ActivityInfo | None] = contextvars.ContextVar(
 class ActivityInfo:
     """What a running activity can learn about its attempt (``current_activity()``)."""
 
-    def __init__(self, job: Job, op: OperationPayload, lease: Any) -> None:
+    def __init__(
+        self, job: Job, op: OperationPayload, lease: Any, store: Any, token: uuid.UUID
+    ) -> None:
         self.job = job
         self.workflow_id = job.run_id
         self.seq = op.seq
         self.attempt = job.attempt
         self.activity = op.activity
         self._lease = lease
+        self._store = store
+        self._token = token
+        self._extend_by = op.heartbeat_timeout or op.start_to_close or timedelta(seconds=30)
 
     async def heartbeat(self) -> None:
-        """Extend this attempt's lease (for long activities)."""
+        """Extend this attempt's lease (long activities call it periodically).
+
+        Raises:
+            NotFoundError / LeaseLost: the attempt no longer owns the job; stop.
+        """
         if self._lease is not None:
             await self._lease.extend()
+        else:
+            await self._store.extend_lease(self.job.id, self._token, self._extend_by)
 
 
 def current_activity() -> ActivityInfo | None:
@@ -70,6 +81,9 @@ def current_activity() -> ActivityInfo | None:
 class OperationStore(Protocol):
     async def complete_operation(self, *args: Any, **kwargs: Any) -> int: ...
     async def mark_uncertain(self, *args: Any, **kwargs: Any) -> int: ...
+    async def extend_lease(
+        self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta
+    ) -> None: ...
     async def reschedule(
         self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
     ) -> None: ...
@@ -110,7 +124,7 @@ class ActivityRunner:
         except UnknownWorkflowError as err:
             await self.store.reschedule(job.id, token, timedelta(seconds=5), describe_error(err))
             return
-        info = ActivityInfo(job, op, lease)
+        info = ActivityInfo(job, op, lease, self.store, token)
         reset = _current.set(info)
         try:
             coro = defn.run(bytes(op.input))

@@ -405,3 +405,38 @@ async def test_c19_reused_id_returns_the_finished_run_and_rejects_other_args_or_
     assert await runtime.run_until_idle() == 0  # nothing new to run
     history = await first.history()
     assert sum(type(e.event).__name__ == "WorkflowCompleted" for e in history) == 1
+
+
+async def test_activity_heartbeat_extends_its_lease(
+    store: PostgresStore, runtime: LocalRuntime
+) -> None:
+    from azync_flow.runtime import current_activity
+
+    leases: list[Any] = []
+
+    @activity(name="long_haul", heartbeat_timeout=timedelta(minutes=10))
+    async def long_haul(n: int) -> int:
+        info = current_activity()
+        assert info is not None
+        before = await store.pool.fetchval(
+            "SELECT lease_until FROM azync_jobs WHERE id = $1", info.job.id
+        )
+        await info.heartbeat()
+        after = await store.pool.fetchval(
+            "SELECT lease_until FROM azync_jobs WHERE id = $1", info.job.id
+        )
+        leases.append((before, after, info.seq, info.attempt))
+        return n
+
+    @workflow(name="hauler")
+    async def hauler(ctx: WorkflowContext, n: int) -> int:
+        return await long_haul(n)
+
+    runtime.registry.add_workflow(hauler)
+    runtime.registry.add_activity(long_haul)
+    handle = await Client(store).start(hauler, 5)
+    await runtime.run_until_idle()
+    assert await handle.result(timeout=5) == 5
+    [(before, after, seq, attempt)] = leases
+    assert after - before > timedelta(minutes=9)
+    assert (seq, attempt) == (1, 1)
