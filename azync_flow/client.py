@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import typing
 import uuid
 from datetime import timedelta
 from typing import Any, Generic, Protocol, TypeVar
@@ -247,7 +248,8 @@ class WorkflowHandle(Generic[R]):
             view = await self.describe()
             if view.state == WorkflowState.SUCCEEDED:
                 result_type = self.workflow.result_type if self.workflow else Any
-                return decode_value(view.result or b"null", result_type, "workflow result")
+                value = decode_value(view.result or b"null", result_type, "workflow result")
+                return typing.cast(R, value)
             if view.state == WorkflowState.FAILED:
                 raise WorkflowFailedError(self.id, "WorkflowFailed", view.failure_reason)
             if view.state == WorkflowState.CANCELLED:

@@ -27,6 +27,7 @@ Every error carries structured fields and a stable ``code`` shown in ``str()``.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from azync_flow.store.errors import AzyncError, ConflictError, NotFoundError, StoreError
 
@@ -85,7 +86,7 @@ class NonDeterminismError(WorkflowError):
             msg += f" ({detail})"
         super().__init__(msg)
 
-    def __reduce__(self):  # keep pickling/copying working with the custom __init__
+    def __reduce__(self) -> tuple[Any, ...]:  # pickling/copying with the custom __init__
         return (type(self), (self.seq, self.recorded, self.new, self.detail))
 
 
@@ -105,7 +106,7 @@ class ForbiddenCallError(NonDeterminismError):
             None, "", call, f"{call} is forbidden inside a workflow; {hint}".rstrip("; ")
         )
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.call, self.hint))
 
     def __str__(self) -> str:
@@ -123,7 +124,7 @@ class WorkflowFailedError(WorkflowError):
         self.message = message
         super().__init__(f"workflow {workflow_id} failed: {error_type}: {message}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.workflow_id, self.error_type, self.message))
 
 
@@ -189,7 +190,7 @@ class ActivityError(AzyncError):
             f"activity {activity!r} failed after {attempts} attempt(s): {error_type}: {message}"
         )
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.activity, self.error_type, self.message, self.attempts, self.seq))
 
 
@@ -228,7 +229,7 @@ class PayloadTooLargeError(PayloadError):
         self.limit = limit
         super().__init__(f"{what} is {size} bytes, over the limit of {limit} bytes")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.what, self.size, self.limit))
 
 

@@ -363,7 +363,7 @@ class WorkflowInstance(DurableCallsMixin):
         seq = self._next_seq
         self._next_seq += 1
         if hasattr(event, "seq"):
-            event.seq = seq  # type: ignore[attr-defined]
+            event.seq = seq
         self._out.append((seq, event))
         self._known_upto = seq
         self._cursor = seq

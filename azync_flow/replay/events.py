@@ -315,11 +315,13 @@ def decode_event(type_name: str, payload: bytes) -> Event:
     if decoder is None:
         raise ValueError(f"unknown history event type {type_name!r}")
     try:
-        return decoder.decode(payload)
+        event: Event = decoder.decode(payload)
+        return event
     except msgspec.DecodeError as exc:
         raise ValueError(f"corrupt {type_name} event payload: {exc}") from exc
 
 
 def decode_any(payload: bytes) -> Event:
     """Decode a self-describing event payload (its ``"type"`` tag selects the class)."""
-    return _UNION_DECODER.decode(payload)
+    event: Event = _UNION_DECODER.decode(payload)
+    return event

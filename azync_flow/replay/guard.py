@@ -57,7 +57,7 @@ def _violation(call: str, hint: str) -> ForbiddenCallError:
 def _caller_allowed() -> bool:
     frame = sys._getframe(2)
     module = frame.f_globals.get("__name__", "")
-    return module.startswith(_ALLOWED_CALLERS)
+    return bool(module.startswith(_ALLOWED_CALLERS))
 
 
 def _wrap(original: Callable[..., Any], call: str, hint: str) -> Callable[..., Any]:

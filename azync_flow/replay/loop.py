@@ -22,6 +22,7 @@ import asyncio
 import collections
 import contextvars
 import threading
+import typing
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
@@ -181,7 +182,7 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
             task = self._task_factory(self, coro)
             if name is not None:
                 task.set_name(name)
-            return task
+            return typing.cast(asyncio.Task[Any], task)
         return asyncio.Task(coro, loop=self, name=name, context=context)
 
     def set_task_factory(self, factory: Any) -> None:

@@ -83,7 +83,7 @@ class LocalRuntime:
         Returns:
             The number of jobs promoted, operations parked and executions repaired.
         """
-        done = await self.store.promote_workflow_jobs()
+        done = int(await self.store.promote_workflow_jobs())
         done += len(await self.store.reap_uncertain_operations(uncertain_event))
         for stalled in await self.store.list_stalled_workflows(stalled_after, 100):
             await self.store.schedule_task(stalled.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import typing
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
@@ -74,7 +75,7 @@ class WorkflowContext:
         ``fn`` must be quick and must not fail; its result must be JSON-encodable.
         """
         raw = self._instance.side_effect("side_effect", lambda: encode_value(fn(), "side effect"))
-        return decode_value(raw, type, "side effect")
+        return typing.cast(T, decode_value(raw, type, "side effect"))
 
     async def sleep(self, duration: timedelta | float) -> None:
         """Durable timer: survives worker restarts. ``asyncio.sleep`` is equivalent.

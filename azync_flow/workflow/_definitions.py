@@ -97,7 +97,7 @@ class ActivityDefinition(Generic[P, R]):
             for p in self._signature.parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
         ]
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     @property
     def kind(self) -> str:
@@ -166,7 +166,8 @@ class ActivityDefinition(Generic[P, R]):
         data = self.encode_args(args, kwargs)
         _, future = instance.schedule_activity(self.name, self.version, data, options)
         raw = await future
-        return decode_value(raw, self.return_type, f"result of activity {self.name!r}")
+        result = decode_value(raw, self.return_type, f"result of activity {self.name!r}")
+        return typing.cast(R, result)
 
 
 async def _ready(value: Any) -> Any:
@@ -223,7 +224,8 @@ class WorkflowDefinition(Generic[I, R]):
 
     def decode_result(self, data: bytes) -> R:
         """Decode a stored result to the return annotation."""
-        return decode_value(data, self.result_type, f"result of workflow {self.name!r}")
+        result = decode_value(data, self.result_type, f"result of workflow {self.name!r}")
+        return typing.cast(R, result)
 
 
 @overload
