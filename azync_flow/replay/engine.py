@@ -135,6 +135,7 @@ class WorkflowInstance(DurableCallsMixin):
         self._cursor = 0
         self._recorded: collections.deque[tuple[int, Event]] = collections.deque()
         self._pass_inputs: list[int] = []  # seqs of pass-written inputs not yet walked past
+        self._pass_input_events: dict[int, Event] = {}
         self._activities: dict[int, tuple[asyncio.Future[Any], str]] = {}
         self._timers: dict[int, DurableTimerHandle] = {}
         self._signal_waiters: dict[str, collections.deque[asyncio.Future[Any]]] = {}
@@ -214,6 +215,7 @@ class WorkflowInstance(DurableCallsMixin):
         self._replaying = False
         self._cursor = self._known_upto
         self._pass_inputs.clear()
+        self._pass_input_events.clear()
         if not self._stopped():
             self._check_all_recorded_issued(None)
         if not self._stopped():
@@ -260,6 +262,7 @@ class WorkflowInstance(DurableCallsMixin):
                     self._terminal_recorded = True
             elif not event.is_external:
                 self._pass_inputs.append(entry.seq)
+                self._pass_input_events[entry.seq] = event
         if entries:
             self._known_upto = entries[-1].seq
             self._next_seq = self._known_upto + 1
@@ -380,17 +383,23 @@ class WorkflowInstance(DurableCallsMixin):
         if not isinstance(event, PatchMarker):
             while self._recorded and isinstance(self._recorded[0][1], PatchMarker):
                 self._recorded.popleft()  # removed ctx.patched() call: tolerated
-        if self._recorded:
+        # A command issued now must come before the next recorded pass-written input
+        # (the original run issued it before that input was delivered).
+        ahead = bisect.bisect_right(self._pass_inputs, self._cursor)
+        next_input = self._pass_inputs[ahead] if ahead < len(self._pass_inputs) else None
+        if self._recorded and (next_input is None or self._recorded[0][0] < next_input):
             seq, recorded = self._recorded.popleft()
             if not commands_match(recorded, event):
                 self._mismatch(seq, recorded.describe(), event.describe())
                 raise WorkflowAbort()
             return seq, recorded
-        ahead = bisect.bisect_right(self._pass_inputs, self._cursor)
-        if self._replaying and ahead < len(self._pass_inputs):
-            seq = self._pass_inputs[ahead]
+        if self._replaying and next_input is not None:
+            seq = next_input
             self._mismatch(
-                seq, "a pass-written event", event.describe(), "new command before recorded input"
+                seq,
+                self._pass_input_events[seq].describe(),
+                event.describe(),
+                "the code issued a command the history does not have before this recorded input",
             )
             raise WorkflowAbort()
         seq = self._next_seq

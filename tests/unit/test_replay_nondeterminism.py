@@ -455,3 +455,24 @@ def test_replayer_command_line_reports_each_history(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert lines[0] == f"ok    {good}"
     assert lines[1].startswith(f"FAIL  {bad}: [nondeterminism] at seq 2")
+
+
+def test_new_command_where_history_has_a_recorded_input_is_a_mismatch() -> None:
+    """The new code issues an extra command before a signal the old code consumed."""
+
+    @workflow(name="extra")
+    async def old(ctx: WorkflowContext, _: None) -> Any:
+        return await ctx.wait_signal("go")
+
+    @workflow(name="extra")
+    async def new(ctx: WorkflowContext, _: None) -> Any:
+        await ctx.sleep(5)
+        return await ctx.wait_signal("go")
+
+    sim = Sim(old, None)
+    sim.signal("go", 1)
+    sim.run()
+    err = mismatch(new, RecordedHistory.from_rows("extra", sim.input, sim.history))
+    assert err.seq == 1
+    assert err.recorded == "SignalReceived(go, payload=1)"
+    assert err.new == "TimerStarted(5s)"
