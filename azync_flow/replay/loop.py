@@ -12,6 +12,8 @@ futures, ``gather``, ``wait``, ``timeout`` and cancellation:
   ``asyncio.timeout`` and ``asyncio.wait_for`` are therefore durable.
 * ``time()`` is virtual workflow time in seconds: it starts at 0 and moves to a
   timer's deadline when that timer fires.
+* Tasks and futures hash by creation number, so the sets ``asyncio.wait``
+  returns iterate in the same order in every process and on every replay.
 * Every I/O, executor, subprocess and signal-handler method raises
   :class:`~azync_flow.errors.ForbiddenCallError` naming the call.
 """
@@ -49,6 +51,42 @@ class DurableTimerHandle(asyncio.TimerHandle):
     fired: bool = False
 
 
+class _OrderedTask(asyncio.Task[Any]):
+    """A task whose hash is its creation number on the loop, not its address.
+
+    ``asyncio.wait`` returns *sets*; with address-based hashes their iteration
+    order differs between processes (and between replays), so code looping over
+    ``done`` would issue commands in a different order on replay (scenario C03).
+    Creation order is deterministic, so the set order is too.
+    """
+
+    def __init__(
+        self,
+        coro: Any,
+        *,
+        loop: asyncio.AbstractEventLoop,
+        order: int,
+        name: str | None = None,
+        context: contextvars.Context | None = None,
+    ) -> None:
+        self._order = order  # before Task.__init__, which hashes the task to register it
+        super().__init__(coro, loop=loop, name=name, context=context)
+
+    def __hash__(self) -> int:
+        return self._order
+
+
+class _OrderedFuture(asyncio.Future[Any]):
+    """A future hashed by creation number (see :class:`_OrderedTask`)."""
+
+    def __init__(self, *, loop: asyncio.AbstractEventLoop, order: int) -> None:
+        self._order = order
+        super().__init__(loop=loop)
+
+    def __hash__(self) -> int:
+        return self._order
+
+
 class DeterministicLoop(asyncio.AbstractEventLoop):
     """A single-threaded, I/O-free loop driven explicitly by the replay engine."""
 
@@ -62,6 +100,7 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
         self._exception_handler: Any = None
         self._task_factory: Any = None
         self._debug = False
+        self._created = 0  # tasks and futures created, for their deterministic hashes
         #: Unhandled-exception contexts reported by tasks/handles (for diagnostics).
         self.unhandled: list[dict[str, Any]] = []
         self.stopped = False
@@ -168,8 +207,12 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
 
     # --- futures and tasks --------------------------------------------------------
 
+    def _next_order(self) -> int:
+        self._created += 1
+        return self._created
+
     def create_future(self) -> asyncio.Future[Any]:
-        return asyncio.Future(loop=self)
+        return _OrderedFuture(loop=self, order=self._next_order())
 
     def create_task(
         self,
@@ -183,7 +226,7 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
             if name is not None:
                 task.set_name(name)
             return typing.cast(asyncio.Task[Any], task)
-        return asyncio.Task(coro, loop=self, name=name, context=context)
+        return _OrderedTask(coro, loop=self, order=self._next_order(), name=name, context=context)
 
     def set_task_factory(self, factory: Any) -> None:
         self._task_factory = factory

@@ -32,9 +32,17 @@ async def c03_gather(ctx: WorkflowContext, _: None) -> list[str]:
     return [await c3("B:" + r) for r in results]
 
 
+@workflow(name="c03_set_order")
+async def c03_set_order(ctx: WorkflowContext, _: None) -> list[str]:
+    """Iterates the *set* asyncio.wait returns: order must not depend on addresses."""
+    tasks = [asyncio.ensure_future(c3(x)) for x in ("x", "y", "z", "w", "v", "u")]
+    done, _pending = await asyncio.wait(tasks)
+    return [await c3("B:" + t.result()) for t in done]
+
+
 def main(paths: list[str]) -> None:
     """Replay each history file and print OK/FAIL per file (child process entry)."""
     for path in paths:
         history = RecordedHistory.from_json(Path(path).read_bytes())
-        result = Replayer([c03_wait, c03_gather]).replay(history)
+        result = Replayer([c03_wait, c03_gather, c03_set_order]).replay(history)
         print("OK" if result.ok else f"FAIL:{result.error}", flush=True)

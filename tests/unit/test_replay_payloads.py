@@ -25,7 +25,7 @@ from azync_flow.replay import (
 )
 from azync_flow.replay.codec import encode_value
 from azync_flow.workflow import WorkflowContext, activity, workflow
-from tests.unit.test_replay_c03_child import c03_gather, c03_wait, c3
+from tests.unit.test_replay_c03_child import c03_gather, c03_set_order, c03_wait, c3
 from tests.unit.test_replay_sim import MODES, Sim
 
 
@@ -139,14 +139,16 @@ def test_oversized_activity_input_raises_at_the_call_site() -> None:
 
 
 def test_c03_replay_in_twenty_fresh_processes_gives_the_same_verdict(tmp_path: Path) -> None:
-    """C03: FIRST_COMPLETED over three near-simultaneous completions, and the gather
-    control, replay cleanly in 20 processes with different PYTHONHASHSEEDs."""
+    """C03: FIRST_COMPLETED over three near-simultaneous completions, the gather
+    control, and code iterating the *set* asyncio.wait returns all replay cleanly in
+    20 processes with different PYTHONHASHSEEDs (workflow tasks and futures hash by
+    creation order, so set order does not depend on memory addresses)."""
     paths = []
-    for defn in (c03_wait, c03_gather):
+    for defn in (c03_wait, c03_gather, c03_set_order):
         sim = Sim(defn, None, activities={"C3": c3})
-        sim.run_pass()
-        for seq in (2, 3, 1):  # three completions land before the next pass
-            sim.complete(seq, ["x", "y", "z"][seq - 1])
+        first = sim.run_pass()
+        for seq in (2, 3, 1, *range(4, len(first.commands) + 1)):  # all land before a pass
+            sim.complete(seq, "xyzwvu"[seq - 1])
         sim.run()
         assert sim.status is PassStatus.COMPLETED
         path = tmp_path / f"{defn.name}.json"
@@ -165,4 +167,4 @@ def test_c03_replay_in_twenty_fresh_processes_gives_the_same_verdict(tmp_path: P
         for seed in range(20)
     ]
     verdicts = [p.communicate(timeout=120)[0].decode().split() for p in procs]
-    assert verdicts == [["OK", "OK"]] * 20
+    assert verdicts == [["OK", "OK", "OK"]] * 20
