@@ -46,9 +46,10 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
         backoff_coefficient: growth factor per attempt (>= 1.0).
         maximum_interval: cap of any single delay (jitter included). ``None``
             means 100 x ``initial_interval``.
-        maximum_attempts: total attempts including the first; 0 defers to the
-            caller's budget (for queue jobs the budget durably stored on the
-            job, see ``DequeueParams.default_max_attempts``).
+        maximum_attempts: total attempts including the first, used when the
+            work carries no durable budget of its own (queue jobs do: the
+            worker stores it at the first lease, see
+            ``DequeueParams.default_max_attempts``); 0 = unlimited.
         non_retryable_error_types: exception class names (``"ValueError"`` or
             fully qualified ``"mypkg.errors.Fatal"``) that dead-letter at once.
             Matched against the raised exception's whole MRO, so listing a base
@@ -100,9 +101,14 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
             base *= (rng or random).uniform(1.0 - self.jitter, 1.0 + self.jitter)
         return timedelta(seconds=min(base, self.cap.total_seconds()))
 
-    def budget(self, fallback: int) -> int:
-        """Total attempts allowed: ``maximum_attempts`` or ``fallback`` when it is 0."""
-        return self.maximum_attempts or fallback
+    def budget(self, durable: int) -> int:
+        """Total attempts allowed: the work's ``durable`` budget, else ``maximum_attempts``.
+
+        The budget stored with the work wins (a queue job's ``max_attempts`` is
+        resolved once, at its first lease), so changing a deployed policy never
+        changes the budget of work already started; 0 from both means unlimited.
+        """
+        return durable if durable > 0 else self.maximum_attempts
 
     def is_retryable(self, exc: BaseException) -> bool:
         """False when ``exc``'s type (or a base class) is listed as non-retryable."""
@@ -117,8 +123,8 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
         Args:
             exc: the error the attempt raised.
             attempt: the 1-based attempt that failed.
-            max_attempts: the durable budget of the work (0 = unlimited unless
-                ``maximum_attempts`` is set).
+            max_attempts: the durable budget of the work; 0 defers to
+                ``maximum_attempts`` (0 there too: unlimited).
         """
         if not self.is_retryable(exc):
             return RetryDecision.NON_RETRYABLE
