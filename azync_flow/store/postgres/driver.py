@@ -14,10 +14,18 @@ from .events import EventMixin
 from .leader import LeaderMixin
 from .notify import NotifyMixin
 from .queue import QueueMixin
+from .workflow import WorkflowMixin
 
 
 class PostgresStore(
-    QueueMixin, AdminMixin, EventMixin, NotifyMixin, ChangeMixin, LeaderMixin, PgBase
+    QueueMixin,
+    AdminMixin,
+    EventMixin,
+    NotifyMixin,
+    ChangeMixin,
+    LeaderMixin,
+    WorkflowMixin,
+    PgBase,
 ):
     """asyncpg implementation of the storage contract.
 
