@@ -8,10 +8,11 @@ from ..errors import StoreError
 from ..types import Config
 from ._base import Clock, PgBase, validate_identifier
 from ._migrate import migrate
+from .dag import DAGMixin
 from .queue import QueueMixin
 
 
-class PostgresStore(QueueMixin, PgBase):
+class PostgresStore(QueueMixin, DAGMixin, PgBase):
     """asyncpg implementation of the storage contract.
 
     Create it with :func:`open_store`; close it with :meth:`close`.
