@@ -80,9 +80,7 @@ class DAGMixin(PgBase):
             )
             if hid is not None:
                 break
-            existing = await self._fetchval(
-                "dag_find_live_key", p.name, p.idempotency_key, conn=tx
-            )
+            existing = await self._fetchval("dag_find_live_key", p.name, p.idempotency_key, conn=tx)
             if existing is not None:
                 return False, existing
             # The holder went terminal between the two statements: try again.
@@ -385,7 +383,9 @@ class DAGMixin(PgBase):
             NotFoundError: the DAG is missing or not running.
         """
         async with self.transaction() as conn:
-            await self._must("dag_pause", id, reason, what=f"dag {id} is missing or not running", conn=conn)
+            await self._must(
+                "dag_pause", id, reason, what=f"dag {id} is missing or not running", conn=conn
+            )
 
     async def retry_dag(self, id: uuid.UUID) -> None:
         """Resume a live DAG: reset dead tasks (fresh budget), release paused ones.

@@ -131,6 +131,7 @@ SELECT (SELECT count(*) FROM consumed) AS delivered, (SELECT count(*) FROM wake)
 SELECT d.id FROM azync_dags d
 WHERE d.state IN ('running', 'compensating')
   AND EXISTS (SELECT 1 FROM azync_dag_signals s WHERE s.dag_id = d.id AND s.consumed_at IS NULL)
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz -- clock unused
 ORDER BY d.id
 FOR UPDATE OF d SKIP LOCKED
 
@@ -220,6 +221,7 @@ SELECT d.id, d.on_failure,
 FROM azync_dags d
 WHERE d.state = 'running'
   AND d.id IN (SELECT dag_id FROM azync_jobs WHERE state = 'dead' AND dag_id IS NOT NULL)
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz -- clock unused
 ORDER BY d.id
 FOR UPDATE OF d SKIP LOCKED
 
