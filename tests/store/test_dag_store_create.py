@@ -152,10 +152,10 @@ async def test_create_dag_tx_commits_and_rolls_back_with_the_caller(
         async with conn.transaction():
             assert await store.create_dag_tx(conn, committed) == (True, None)
             await conn.execute("CREATE TEMP TABLE side_effect (x int)")
-        with pytest.raises(RuntimeError):
-            async with conn.transaction():
-                assert await store.create_dag_tx(conn, rolled) == (True, None)
-                raise RuntimeError("caller aborts")
+        tx = conn.transaction()
+        await tx.start()
+        assert await store.create_dag_tx(conn, rolled) == (True, None)
+        await tx.rollback()
     assert (await store.get_dag(committed.id)).state == DAGState.RUNNING
     with pytest.raises(NotFoundError):
         await store.get_dag(rolled.id)
@@ -188,7 +188,7 @@ async def test_signal_completes_waiting_signal_task_with_payload_as_result(
     store: PostgresStore,
 ) -> None:
     dag_id = await create(store, params([signal("ok")]))
-    payload = '{"w":"\\u0000"}'.encode()
+    payload = b'{"w":"\\u0000"}'
     assert await store.signal(DAGSignalParams(dag_id=dag_id, name="ok", payload=payload)) == (
         1,
         False,
