@@ -157,11 +157,15 @@ class DAG:
         *,
         after: Iterable[str | Handler] = (),
         wake_on: str = "",
+        compensate: Handler | None = None,
+        compensation_payload: Any = _UNSET,
     ) -> str:
         """Declare an internal sleep task: it succeeds ``duration`` after it starts.
 
         The timer starts on the backend clock when the task becomes runnable.
-        A signal named ``wake_on`` (if given) ends it early. Returns the key.
+        A signal named ``wake_on`` (if given) ends it early.
+        ``compensate``/``compensation_payload`` work as in :meth:`task`.
+        Returns the key.
         """
         self._add(
             TaskSpec(
@@ -171,15 +175,27 @@ class DAG:
                 after=self._resolve(key, after),
                 sleep_for=duration,
                 signal_name=wake_on,
+                compensate=compensate,
+                compensation_kind=f"{self.name}/comp:{key}" if compensate else "",
+                compensation_payload=compensation_payload,
             )
         )
         return key
 
-    def signal(self, key: str, *, after: Iterable[str | Handler] = (), name: str = "") -> str:
+    def signal(
+        self,
+        key: str,
+        *,
+        after: Iterable[str | Handler] = (),
+        name: str = "",
+        compensate: Handler | None = None,
+        compensation_payload: Any = _UNSET,
+    ) -> str:
         """Declare an internal signal task: it succeeds when signal ``name`` arrives.
 
         ``name`` defaults to the key; the signal payload becomes the task's
         result. A signal sent before the task is reachable is buffered.
+        ``compensate``/``compensation_payload`` work as in :meth:`task`.
         Returns the key.
         """
         self._add(
@@ -189,6 +205,9 @@ class DAG:
                 handler=None,
                 after=self._resolve(key, after),
                 signal_name=name or key,
+                compensate=compensate,
+                compensation_kind=f"{self.name}/comp:{key}" if compensate else "",
+                compensation_payload=compensation_payload,
             )
         )
         return key

@@ -197,7 +197,8 @@ WITH done AS (
     UPDATE azync_jobs
     SET state = 'succeeded', completed_at = coalesce($1::timestamptz, now()),
         updated_at = coalesce($1::timestamptz, now())
-    WHERE state = 'scheduled' AND kind = '$sleep' AND dag_id IS NOT NULL
+    -- 'pending' too: a generic promote_due(source='dag') may have moved it
+    WHERE state IN ('scheduled', 'pending') AND kind = '$sleep' AND dag_id IS NOT NULL
       AND run_at <= coalesce($1::timestamptz, now())
     RETURNING id
 ), wake AS (
