@@ -15,7 +15,7 @@ import logging
 import time
 import zlib
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import asyncpg
@@ -28,11 +28,12 @@ log = logging.getLogger("azync_flow.dag")
 class SchedulerStore(Protocol):
     """The store verbs one tick uses."""
 
-    async def promote_unblocked(self) -> int: ...
+    async def promote_unblocked(self, *, since: datetime | None = None) -> int: ...
     async def deliver_buffered_signals(self) -> int: ...
     async def complete_due_sleeps(self) -> int: ...
     async def apply_failure_policy(self) -> list[DAGFailure]: ...
-    async def complete_dags(self) -> int: ...
+    async def complete_dags(self, *, since: datetime | None = None) -> int: ...
+    async def dag_clock(self) -> datetime: ...
     async def dag_promote_due(self) -> int: ...
     async def dag_reap_expired(self, max_reaps: int = 5) -> tuple[int, int]: ...
 
@@ -66,26 +67,65 @@ class TickStats:
 class DAGScheduler:
     """Drives DAG runs forward. Run :meth:`tick` on the elected leader only.
 
+    Incremental passes: between full passes (every ``full_scan_interval``,
+    on the first tick, and whenever the clock moved backwards), promotion and
+    completion only examine DAGs whose header or a task changed since the
+    previous tick started, minus ``overlap`` (covering transactions that
+    committed late). The periodic full pass is the safety net for anything
+    older.
+
     Args:
         store: the store.
         max_reaps: lease expiries a task survives before it is dead-lettered.
+        full_scan_interval: wall time between full passes.
+        overlap: how far before the previous tick's start incremental passes look.
     """
 
-    def __init__(self, store: SchedulerStore, *, max_reaps: int = 5) -> None:
+    def __init__(
+        self,
+        store: SchedulerStore,
+        *,
+        max_reaps: int = 5,
+        full_scan_interval: timedelta = timedelta(seconds=5),
+        overlap: timedelta = timedelta(seconds=2),
+    ) -> None:
         self.store = store
         self.max_reaps = max_reaps
+        self.full_scan_interval = full_scan_interval
+        self.overlap = overlap
         self.ticks = 0
+        self.full_ticks = 0
+        self._prev: datetime | None = None
+        self._last_full = 0.0
 
-    async def tick(self) -> TickStats:
-        """Run one scheduler pass (the maintenance step a Worker registers)."""
+    async def tick(self, *, full: bool = False) -> TickStats:
+        """Run one scheduler pass (the maintenance step a Worker registers).
+
+        Args:
+            full: examine every DAG, not only recently changed ones.
+        """
+        now = await self.store.dag_clock()
+        mono = time.monotonic()
+        if (
+            full
+            or self._prev is None
+            or now < self._prev
+            or mono - self._last_full >= self.full_scan_interval.total_seconds()
+        ):
+            since = None
+            self._last_full = mono
+            self.full_ticks += 1
+        else:
+            since = self._prev - self.overlap
         s = TickStats()
         s.reaped, _ = await self.store.dag_reap_expired(self.max_reaps)
         s.due = await self.store.dag_promote_due()
-        s.promoted = await self.store.promote_unblocked()
+        s.promoted = await self.store.promote_unblocked(since=since)
         s.signals = await self.store.deliver_buffered_signals()
         s.sleeps = await self.store.complete_due_sleeps()
         s.failures = await self.store.apply_failure_policy()
-        s.settled = await self.store.complete_dags()
+        s.settled = await self.store.complete_dags(since=since)
+        self._prev = now
         self.ticks += 1
         return s
 

@@ -30,7 +30,8 @@ async def run_until_settled(
     """Alternate scheduler ticks and task batches until the run reaches ``until``.
 
     The run must also be quiet: a round that leased nothing and changed
-    nothing. Sleeps ``idle_sleep`` seconds between idle rounds (timers,
+    nothing, confirmed by a full scheduler pass. Sleeps ``idle_sleep`` seconds
+    between idle rounds (timers,
     backoff delays on the backend clock).
 
     Raises:
@@ -43,7 +44,9 @@ async def run_until_settled(
         ran = await runner.run_batch()
         view = await store.get_dag(run_id)
         if view.state in until and not ran and not stats.changed:
-            return view
+            if not (await scheduler.tick(full=True)).changed:
+                return view
+            continue
         if time.monotonic() > deadline:
             raise TimeoutError(f"dag run {run_id} did not settle (state {view.state})")
         if not ran and not stats.changed:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -291,20 +291,29 @@ class DAGMixin(PgBase):
         rows = await self._fetch("dag_dequeue", list(kinds), limit, lease, default_max_attempts)
         return sorted((job_from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
 
+    async def dag_clock(self) -> datetime:
+        """The time statements see now (the clock override, else backend now())."""
+        return await self._fetchval("dag_clock")
+
     async def dag_notify_tick(self) -> None:
         """Wake the DAG scheduler (NOTIFY ``dag:$tick``)."""
         await self._fetch("dag_notify_tick", self.channel)
 
     # --- scheduler tick -----------------------------------------------------------
 
-    async def promote_unblocked(self) -> int:
+    async def promote_unblocked(self, *, since: datetime | None = None) -> int:
         """Promote blocked tasks whose dependencies are satisfied; return the count.
 
         Contract ``PromoteUnblocked``: a dependency is satisfied when it
         succeeded or was skipped, and for an ``ignore_dead_deps`` task also
         when it died or was cancelled. Only running/compensating DAGs promote.
+
+        Args:
+            since: incremental mode (an extension): only DAGs whose header or
+                a task changed at or after this backend time are examined.
+                None (the contract call) examines every DAG.
         """
-        row = await self._fetchrow("dag_promote_unblocked", self.channel)
+        row = await self._fetchrow("dag_promote_unblocked", self.channel, since)
         return int(row["promoted"]) if row else 0
 
     async def complete_due_sleeps(self) -> int:
@@ -364,14 +373,15 @@ class DAGMixin(PgBase):
                 )
         return failures
 
-    async def complete_dags(self) -> int:
+    async def complete_dags(self, *, since: datetime | None = None) -> int:
         """Settle DAGs whose work is finished; return the number transitioned.
 
         Contract ``CompleteDAGs``, including its authoritative tolerance
         re-check: a running DAG whose tasks are all terminal but which holds a
         non-tolerated dead task is left running for :meth:`apply_failure_policy`.
+        ``since`` restricts the pass as in :meth:`promote_unblocked`.
         """
-        row = await self._fetchrow("dag_complete", self.channel)
+        row = await self._fetchrow("dag_complete", self.channel, since)
         return int(row["settled"]) if row else 0
 
     # --- admin verbs --------------------------------------------------------------

@@ -135,6 +135,9 @@ WHERE d.state IN ('running', 'compensating')
 ORDER BY d.id
 FOR UPDATE OF d SKIP LOCKED
 
+-- name: dag_clock
+SELECT coalesce($1::timestamptz, now())
+
 -- name: dag_notify_tick
 -- $2 channel: wake the DAG scheduler.
 SELECT pg_notify($2, 'dag:$tick') WHERE $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
@@ -154,28 +157,31 @@ WITH hdr AS (
 SELECT id, (SELECT count(*) FROM tasks) AS paused FROM hdr
 
 -- name: dag_promote_unblocked
--- $2 channel. Blocked tasks of running/compensating DAGs whose every
--- dependency succeeded or was skipped (or, with ignore_dead_deps, also died or
--- was cancelled) move to waiting ($signal), scheduled ($sleep, run_at =
--- now + sleep_for) or pending.
+-- $2 channel, $3 since (NULL = every DAG; else only DAGs whose header or a
+-- task changed at or after it). Blocked tasks of running/compensating DAGs
+-- whose every dependency succeeded or was skipped (or, with
+-- ignore_dead_deps, also died or was cancelled) move to waiting ($signal),
+-- scheduled ($sleep, run_at = now + sleep_for) or pending.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
+), changed AS (
+    SELECT dag_id FROM azync_jobs
+    WHERE $3::timestamptz IS NOT NULL AND dag_id IS NOT NULL AND updated_at >= $3::timestamptz
+    UNION
+    SELECT id FROM azync_dags WHERE $3::timestamptz IS NOT NULL AND updated_at >= $3::timestamptz
 ), ready AS (
     SELECT j.id FROM azync_jobs j JOIN azync_dags d ON d.id = j.dag_id
     WHERE j.state = 'blocked' AND j.dag_id IS NOT NULL
       AND d.state IN ('running', 'compensating')
+      AND ($3::timestamptz IS NULL OR d.id IN (SELECT dag_id FROM changed))
+      -- no unsatisfied dependency (an edge naming no task is unsatisfied)
       AND NOT EXISTS (
           SELECT 1 FROM azync_dag_deps e
-          JOIN azync_jobs u ON u.dag_id = e.dag_id AND u.task_key = e.depends_on_key
+          LEFT JOIN azync_jobs u ON u.dag_id = e.dag_id AND u.task_key = e.depends_on_key
           WHERE e.dag_id = j.dag_id AND e.task_key = j.task_key
-            AND NOT (u.state IN ('succeeded', 'skipped')
-                     OR (j.ignore_dead_deps AND u.state IN ('dead', 'cancelled'))))
-      -- a dependency row with no task at all never counts as satisfied
-      AND NOT EXISTS (
-          SELECT 1 FROM azync_dag_deps e
-          WHERE e.dag_id = j.dag_id AND e.task_key = j.task_key
-            AND NOT EXISTS (SELECT 1 FROM azync_jobs u
-                            WHERE u.dag_id = e.dag_id AND u.task_key = e.depends_on_key))
+            AND (u.state IS NULL
+                 OR NOT (u.state IN ('succeeded', 'skipped')
+                         OR (j.ignore_dead_deps AND u.state IN ('dead', 'cancelled')))))
 ), moved AS (
     UPDATE azync_jobs j
     SET state = CASE WHEN j.kind = '$signal' THEN 'waiting'
@@ -296,19 +302,26 @@ WHERE id = $2 AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz -- clock 
 FOR UPDATE
 
 -- name: dag_complete
--- $2 channel. Running DAGs with every task terminal and every dead task
+-- $2 channel, $3 since (NULL = every DAG; else only DAGs whose header or a
+-- task changed at or after it). Running DAGs with every task terminal and every dead task
 -- tolerated (it has dependents and all of them ignore dead deps) succeed, or
 -- fail when any task died; compensating DAGs whose compensation tasks are all
 -- terminal fail (or land cancelled after CancelDAG), or suspend when a
 -- compensation died.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
+), changed AS (
+    SELECT dag_id FROM azync_jobs
+    WHERE $3::timestamptz IS NOT NULL AND dag_id IS NOT NULL AND updated_at >= $3::timestamptz
+    UNION
+    SELECT id FROM azync_dags WHERE $3::timestamptz IS NOT NULL AND updated_at >= $3::timestamptz
 ), run_done AS (
     SELECT d.id,
            (SELECT string_agg(x.task_key, ', ' ORDER BY x.task_key) FROM azync_jobs x
             WHERE x.dag_id = d.id AND x.state = 'dead') AS dead_keys
     FROM azync_dags d
     WHERE d.state = 'running'
+      AND ($3::timestamptz IS NULL OR d.id IN (SELECT dag_id FROM changed))
       AND NOT EXISTS (SELECT 1 FROM azync_jobs j WHERE j.dag_id = d.id
                       AND j.state NOT IN ('succeeded', 'skipped', 'dead', 'cancelled'))
       AND NOT EXISTS (
@@ -325,6 +338,7 @@ WITH clock AS (
             WHERE x.dag_id = d.id AND x.state = 'dead' AND x.task_key LIKE 'comp:%') AS dead_comps
     FROM azync_dags d
     WHERE d.state = 'compensating'
+      AND ($3::timestamptz IS NULL OR d.id IN (SELECT dag_id FROM changed))
       AND NOT EXISTS (SELECT 1 FROM azync_jobs j WHERE j.dag_id = d.id AND j.task_key LIKE 'comp:%'
                       AND j.state NOT IN ('succeeded', 'skipped', 'dead', 'cancelled'))
 ), run_upd AS (
