@@ -374,3 +374,59 @@ async def test_dead_compensation_suspends_for_a_manual_decision(store: PostgresS
     assert view.state == DAGState.SUSPENDED
     assert "comp:a" in view.failure_reason
     assert view.completed_at is None
+
+
+# --- incremental passes (extension: since=) ----------------------------------------
+
+
+async def test_incremental_promote_and_complete_only_see_recently_changed_dags(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.set(T0)
+    old = await create(store, params([task("a"), task("b")], [("b", "a")]))
+    await succeed(store, old, "a")
+    done = await create(store, params([task("a")]))
+    await succeed(store, done, "a")
+    clock.set(T0 + timedelta(minutes=1))
+    fresh = await create(store, params([task("a"), task("b")], [("b", "a")]))
+    await succeed(store, fresh, "a")
+    since = T0 + timedelta(seconds=30)
+    assert await store.promote_unblocked(since=since) == 1
+    assert (await states(store, fresh))["b"] == JobState.PENDING
+    assert (await states(store, old))["b"] == JobState.BLOCKED
+    assert await store.complete_dags(since=since) == 0
+    assert await store.promote_unblocked() == 1  # the full pass catches the old one
+    assert await store.complete_dags() == 1
+    assert (await store.get_dag(done)).state == DAGState.SUCCEEDED
+
+
+async def test_incremental_promote_sees_a_resumed_header(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.set(T0)
+    dag_id = await create(store, params([task("a"), task("b")], [("b", "a")]))
+    a = await lease(store, dag_id, "a")
+    await store.pause_dag(dag_id, "x")
+    await store.ack_task_result(a.id, a.lease_token, None)  # settles while paused  # type: ignore[arg-type]
+    clock.set(T0 + timedelta(minutes=1))
+    await store.retry_dag(dag_id)
+    assert await store.promote_unblocked(since=T0 + timedelta(seconds=59)) == 1
+
+
+async def test_scheduler_falls_back_to_a_full_pass_when_the_clock_moves_back(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    from azync_flow.dag import DAGScheduler
+
+    sched = DAGScheduler(store, full_scan_interval=timedelta(hours=1))
+    clock.set(T0 + timedelta(hours=1))
+    await sched.tick()
+    assert sched.full_ticks == 1
+    await sched.tick()
+    assert sched.full_ticks == 1
+    clock.set(T0)
+    dag_id = await create(store, params([task("a"), task("b")], [("b", "a")]))
+    await succeed(store, dag_id, "a")
+    stats = await sched.tick()
+    assert sched.full_ticks == 2
+    assert stats.promoted == 1
