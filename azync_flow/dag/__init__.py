@@ -7,15 +7,18 @@ from ._errors import DAGValidationError, NotReady, Skip
 from ._runner import DAGRunner, Outcome, RetryPolicy
 from ._scheduler import DAGScheduler, TickStats
 from ._testing import run_until_settled
+from ._worker import DAG_LEADERSHIP, DAGWorkerBinding, attach_dags
 
 __all__ = [
     "DAG",
+    "DAG_LEADERSHIP",
     "RESERVED_PREFIXES",
     "DAGClient",
     "DAGRun",
     "DAGRunner",
     "DAGScheduler",
     "DAGValidationError",
+    "DAGWorkerBinding",
     "NotReady",
     "Outcome",
     "RetryPolicy",
@@ -25,5 +28,6 @@ __all__ = [
     "TaskOutcome",
     "TaskSpec",
     "TickStats",
+    "attach_dags",
     "run_until_settled",
 ]

@@ -105,6 +105,9 @@ class DAGRunner:
         default_max_attempts: retry budget for tasks that declared none.
         retry: backoff between attempts.
         lease: lease taken by :meth:`run_batch` and renewed while a handler runs.
+        release_on_cancel: hand the job back (release) when the handler is
+            cancelled. A Worker releases jobs itself on shutdown, so the
+            worker binding turns this off.
     """
 
     def __init__(
@@ -115,8 +118,10 @@ class DAGRunner:
         default_max_attempts: int = 25,
         retry: RetryPolicy | None = None,
         lease: timedelta = timedelta(seconds=60),
+        release_on_cancel: bool = True,
     ) -> None:
         self.store = store
+        self.release_on_cancel = release_on_cancel
         self.default_max_attempts = default_max_attempts
         self.retry = retry or RetryPolicy()
         self.lease = lease
@@ -175,6 +180,8 @@ class DAGRunner:
                 Outcome.SKIPPED, self.store.dag_skip_task(job.id, job.lease_token, _clean(e.reason))
             )
         except asyncio.CancelledError:
+            if not self.release_on_cancel:
+                raise
             with contextlib.suppress(NotFoundError):
                 await asyncio.shield(self.store.release(job.id, job.lease_token))
             raise

@@ -170,12 +170,14 @@ def test_exports_are_pinned() -> None:
 
     assert set(m.__all__) == {
         "DAG",
+        "DAG_LEADERSHIP",
         "RESERVED_PREFIXES",
         "DAGClient",
         "DAGRun",
         "DAGRunner",
         "DAGScheduler",
         "DAGValidationError",
+        "DAGWorkerBinding",
         "NotReady",
         "Outcome",
         "RetryPolicy",
@@ -185,5 +187,6 @@ def test_exports_are_pinned() -> None:
         "TaskOutcome",
         "TaskSpec",
         "TickStats",
+        "attach_dags",
         "run_until_settled",
     }
