@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -172,11 +173,11 @@ class DAGClient:
         """Runs newest first, filtered by definition name and state; with the total."""
         return await self.store.list_dags(DAGFilter(name=_name(dag), state=state), offset, limit)
 
-    async def tasks(self, run_id: uuid.UUID) -> list[Job]:
+    async def tasks(self, run_id: uuid.UUID) -> builtins.list[Job]:
         """Every task of the run (compensations last). Raises NotFoundError when none."""
         return await self.store.dag_tasks(run_id)
 
-    async def deps(self, run_id: uuid.UUID) -> list[DAGDep]:
+    async def deps(self, run_id: uuid.UUID) -> builtins.list[DAGDep]:
         """Every edge of the run, compensation chain included."""
         return await self.store.dag_deps(run_id)
 

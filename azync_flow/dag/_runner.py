@@ -236,9 +236,9 @@ class DAGRunner:
         try:
             deadlined = await self.store.dag_snooze_task(
                 job.id,
-                job.lease_token,
+                job.lease_token,  # type: ignore[arg-type]
                 e.delay,
-                _clean(f"deadline exceeded: {e.reason}"),  # type: ignore[arg-type]
+                _clean(f"deadline exceeded: {e.reason}"),
             )
         except NotFoundError:
             return Outcome.STALE

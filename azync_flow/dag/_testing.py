@@ -42,7 +42,7 @@ async def run_until_settled(
     while True:
         stats = await scheduler.tick()
         ran = await runner.run_batch()
-        view = await store.get_dag(run_id)
+        view: DAGView = await store.get_dag(run_id)
         if view.state in until and not ran and not stats.changed:
             if not (await scheduler.tick(full=True)).changed:
                 return view

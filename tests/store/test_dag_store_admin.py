@@ -127,6 +127,10 @@ async def test_snooze_keeps_attempts_and_dies_past_the_deadline(
     assert t.last_error == "deadline gone"
     with pytest.raises(NotFoundError):
         await store.dag_snooze_task(j.id, j.lease_token, timedelta(0), "x")  # type: ignore[arg-type]
+    # RetryDAG gives the dead task a fresh budget: the stamped deadline is cleared
+    await store.retry_dag(dag_id)
+    t = (await tasks_by_key(store, dag_id))["poll"]
+    assert (t.state, t.deadline_at, t.attempt) == (JobState.PENDING, None, 0)
 
 
 async def test_reap_returns_expired_task_then_kills_after_max_reaps(

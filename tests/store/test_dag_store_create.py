@@ -51,6 +51,8 @@ async def test_create_sets_initial_states_by_deps_and_kind(
     assert tasks["root"].run_at == T0
     view = await store.get_dag(dag_id)
     assert view.state == DAGState.RUNNING
+    assert view.meta == {}  # never nil on reads
+    assert view.on_failure == "cancel"
     assert view.created_at == T0
     assert view.completed_at is None
     assert await store.dag_deps(dag_id) == sorted(
@@ -298,6 +300,8 @@ async def test_signal_to_paused_dag_buffers_until_resume(store: PostgresStore) -
 async def test_find_dag_by_key_resolves_live_runs_only(store: PostgresStore) -> None:
     p = params([task("a")], key="biz-9")
     await create(store, p)
+    assert await store.find_dag_by_key("d", "biz-9") == p.id
+    await store.pause_dag(p.id, "paused runs still hold their key")
     assert await store.find_dag_by_key("d", "biz-9") == p.id
     with pytest.raises(NotFoundError):
         await store.find_dag_by_key("other", "biz-9")

@@ -172,7 +172,7 @@ class DAGMixin(PgBase):
         found = await self._fetchval("dag_find_live_key", name, idempotency_key)
         if found is None:
             raise NotFoundError(f"no live dag {name!r} holds idempotency key {idempotency_key!r}")
-        return found
+        return uuid.UUID(str(found))
 
     async def get_dag(self, id: uuid.UUID) -> DAGView:
         """One DAG header. Raises NotFoundError when none matches."""
@@ -293,7 +293,8 @@ class DAGMixin(PgBase):
 
     async def dag_clock(self) -> datetime:
         """The time statements see now (the clock override, else backend now())."""
-        return await self._fetchval("dag_clock")
+        now: datetime = await self._fetchval("dag_clock")
+        return now
 
     async def dag_notify_tick(self) -> None:
         """Wake the DAG scheduler (NOTIFY ``dag:$tick``)."""
