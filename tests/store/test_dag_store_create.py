@@ -356,3 +356,23 @@ async def test_dead_task_results_are_absent(store: PostgresStore) -> None:
     dag_id = await create(store, params([task("a")]))
     await kill(store, dag_id, "a")
     assert await store.task_results(dag_id, []) == {}
+
+
+async def test_signal_during_uncommitted_promotion_buffers_then_delivers(
+    store: PostgresStore,
+) -> None:
+    """Forced interleaving: promotion has moved the task but not committed when the
+    signal arrives, so the signal sees it blocked and buffers; the next
+    DeliverBufferedSignals hands it over."""
+    dag_id = await create(store, params([task("a"), signal("ok")], [("ok", "a")]))
+    await succeed(store, dag_id, "a")
+    async with store.transaction() as conn:
+        promoted = await store._fetchrow("dag_promote_unblocked", store.channel, None, conn=conn)
+        assert promoted is not None
+        assert promoted["promoted"] == 1
+        sent = DAGSignalParams(dag_id=dag_id, name="ok", payload=b'"raced"')
+        assert await asyncio.wait_for(store.signal(sent), 5) == (0, False)
+    assert (await states(store, dag_id))["ok"] == JobState.WAITING
+    assert await store.deliver_buffered_signals() == 1
+    ok = (await tasks_by_key(store, dag_id))["ok"]
+    assert (ok.state, ok.result) == (JobState.SUCCEEDED, b'"raced"')

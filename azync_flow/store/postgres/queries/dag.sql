@@ -127,10 +127,16 @@ WITH clock AS (
 SELECT (SELECT count(*) FROM consumed) AS delivered, (SELECT count(*) FROM wake) AS woken
 
 -- name: dag_lock_signalled
--- Locks live running/compensating headers holding unconsumed signals.
+-- Locks running/compensating headers holding an unconsumed signal that a
+-- deliverable task reacts to (signals nobody waits for yet cost no lock).
 SELECT d.id FROM azync_dags d
 WHERE d.state IN ('running', 'compensating')
-  AND EXISTS (SELECT 1 FROM azync_dag_signals s WHERE s.dag_id = d.id AND s.consumed_at IS NULL)
+  AND EXISTS (
+      SELECT 1 FROM azync_dag_signals s
+      JOIN azync_jobs j ON j.dag_id = s.dag_id AND j.signal_name = s.name
+      WHERE s.dag_id = d.id AND s.consumed_at IS NULL
+        AND ((j.kind = '$signal' AND j.state = 'waiting')
+             OR (j.kind = '$sleep' AND j.state = 'scheduled')))
   AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz -- clock unused
 ORDER BY d.id
 FOR UPDATE OF d SKIP LOCKED
