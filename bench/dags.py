@@ -11,10 +11,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import statistics
 import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
-from azync_flow.dag import DAG, DAGClient, DAGRunner, DAGScheduler, TaskContext, run_until_settled
+from azync_flow.dag import (
+    DAG,
+    DAG_LEADERSHIP,
+    DAGClient,
+    DAGRunner,
+    DAGScheduler,
+    TaskContext,
+    attach_dags,
+    run_until_settled,
+)
 from azync_flow.embedded import resolve_dsn
 from azync_flow.store import Config, DAGState
 from azync_flow.store.postgres import open_store
@@ -55,6 +67,39 @@ async def _one(store: object, client: DAGClient, dag: DAG) -> tuple[float, int, 
     return elapsed, sched.ticks, sched.ticks / elapsed
 
 
+async def _poll(pred: Callable[[], Awaitable[bool]], step: float = 0.002) -> None:
+    for _ in range(int(60 / step)):
+        if await pred():
+            return
+        await asyncio.sleep(step)
+    raise TimeoutError("condition not met within 60 s")
+
+
+async def _one_worker(store: object, client: DAGClient, dag: DAG) -> tuple[float, int, float]:
+    """The same run on a real Worker (``azync_flow.worker``, branch queue): NOTIFY-driven."""
+    worker_mod = importlib.import_module("azync_flow.worker")
+    w = worker_mod.Worker(
+        store, handle_signals=False, maintain=(), maintenance_interval=timedelta(seconds=0.05)
+    )
+    binding = attach_dags(w, [dag], concurrency=64)
+    async with w:
+
+        async def leading() -> bool:
+            return bool(w.maintenance.is_leader(DAG_LEADERSHIP))
+
+        await _poll(leading)
+        t0 = time.perf_counter()
+        run = await client.run(dag)
+
+        async def settled() -> bool:
+            return (await client.get(run.id)).state == DAGState.SUCCEEDED
+
+        await _poll(settled)
+        elapsed = time.perf_counter() - t0
+    ticks = binding.scheduler.ticks
+    return elapsed, ticks, ticks / elapsed
+
+
 async def _tick_rate(store: object, seconds: float = 3.0) -> float:
     sched = DAGScheduler(store)  # type: ignore[arg-type]
     t0 = time.perf_counter()
@@ -63,16 +108,18 @@ async def _tick_rate(store: object, seconds: float = 3.0) -> float:
     return sched.ticks / (time.perf_counter() - t0)
 
 
-async def main(repeat: int) -> None:
+async def main(repeat: int, worker: bool) -> None:
     dsn, where = resolve_dsn()
     schema = unique_schema("bench")
     store = await open_store(dsn, Config(schema=schema))
-    print(f"using {where}; schema {schema}; {repeat} runs each")
+    mode = "Worker + attach_dags" if worker else "run_until_settled driver"
+    print(f"using {where}; schema {schema}; {repeat} runs each; {mode}")
     try:
         client = DAGClient(store)
         print(f"idle scheduler, empty schema: {await _tick_rate(store):8.0f} ticks/s")
         for name, dag in (("fan-out/fan-in (50 tasks)", fan()), ("chain (20 steps)", chain())):
-            rows = [await _one(store, client, dag) for _ in range(repeat)]
+            one = _one_worker if worker else _one
+            rows = [await one(store, client, dag) for _ in range(repeat)]
             wall = statistics.median(r[0] for r in rows)
             ticks = statistics.median(r[1] for r in rows)
             rate = statistics.median(r[2] for r in rows)
@@ -94,4 +141,6 @@ async def main(repeat: int) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=5)
-    asyncio.run(main(ap.parse_args().repeat))
+    ap.add_argument("--worker", action="store_true", help="drive with azync_flow.worker.Worker")
+    args = ap.parse_args()
+    asyncio.run(main(args.repeat, args.worker))

@@ -82,6 +82,9 @@ class DAGWorkerBinding:
         self.scheduler = DAGScheduler(worker.store, max_reaps=max_reaps)
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task[None] | None = None
+        self._fast: asyncio.Task[None] | None = None
+        self._fast_dirty = False
+        self._step_dirty = False
         for kind in self.runner.kinds:
             worker.add_loop(Source.DAG, kind, self._run, concurrency=concurrency)
         worker.add_maintenance(
@@ -98,14 +101,19 @@ class DAGWorkerBinding:
         await self.runner.run_task(job, None)  # the worker's loop renews the lease
 
     async def step(self, max_rounds: int = 10) -> int:
-        """Tick until a pass changes nothing (bounded); return the changes made."""
+        """Tick until a pass changes nothing (bounded); return the changes made.
+
+        Each pass that made tasks runnable pokes this worker's DAG loops at
+        once, so the next task starts while the follow-up pass runs.
+        """
         total = 0
         async with self._lock:
             for _ in range(max_rounds):
                 s = await self.scheduler.tick()
-                n = s.promoted + s.signals + s.sleeps + s.due + s.reaped + s.settled
-                n += len(s.failures)
-                total += n
+                if s.promoted or s.due or s.reaped or s.failures:
+                    self.worker.maintenance.on_runnable(Source.DAG)
+                total += s.promoted + s.signals + s.sleeps + s.due + s.reaped + s.settled
+                total += len(s.failures)
                 if not s.changed:
                     break
         return total
@@ -113,22 +121,39 @@ class DAGWorkerBinding:
     def _poke(self) -> None:
         if not self.worker.maintenance.is_leader(self.leadership):
             return
-        if self._pending is not None and not self._pending.done():
-            return
-        self._pending = asyncio.get_running_loop().create_task(self._woken())
+        # Dirty flags, not plain coalescing: a wake arriving while a pass runs
+        # (whose snapshot may predate the change) forces one more pass.
+        self._fast_dirty = self._step_dirty = True
+        loop = asyncio.get_running_loop()
+        if self._fast is None or self._fast.done():
+            self._fast = loop.create_task(self._promote())
+        if self._pending is None or self._pending.done():
+            self._pending = loop.create_task(self._woken())
+
+    async def _promote(self) -> None:
+        """Promote at once (next task starts) while a full tick may still be running."""
+        while self._fast_dirty and getattr(self.worker, "running", True):
+            self._fast_dirty = False
+            try:
+                if await self.scheduler.promote_now() > 0:
+                    self.worker.maintenance.on_runnable(Source.DAG)
+            except Exception as e:
+                log.warning("woken dag promotion failed: %s", e)
 
     async def _woken(self) -> None:
-        try:
-            if await self.step() > 0:
-                self.worker.maintenance.on_runnable(Source.DAG)
-        except Exception as e:  # the periodic step retries; never kill the wake hub
-            log.warning("woken dag tick failed: %s", e)
+        while self._step_dirty and getattr(self.worker, "running", True):
+            self._step_dirty = False
+            try:
+                await self.step()
+            except Exception as e:  # the periodic step retries; never kill the wake hub
+                log.warning("woken dag tick failed: %s", e)
 
     async def close(self) -> None:
-        """Wait for a wake-triggered tick still running."""
-        if self._pending is not None:
-            with contextlib.suppress(Exception):
-                await self._pending
+        """Wait for wake-triggered work still running."""
+        for task in (self._fast, self._pending):
+            if task is not None:
+                with contextlib.suppress(Exception):
+                    await task
 
 
 def attach_dags(
