@@ -85,6 +85,7 @@ class DAGWorkerBinding:
         self._fast: asyncio.Task[None] | None = None
         self._fast_dirty = False
         self._step_dirty = False
+        self._woken_changes = 0
         for kind in self.runner.kinds:
             worker.add_loop(Source.DAG, kind, self._run, concurrency=concurrency)
         worker.add_maintenance(
@@ -101,11 +102,24 @@ class DAGWorkerBinding:
         await self.runner.run_task(job, None)  # the worker's loop renews the lease
 
     async def step(self, max_rounds: int = 10) -> int:
-        """Tick until a pass changes nothing (bounded); return the changes made.
+        """The maintenance step: tick until a pass changes nothing (bounded).
 
-        Each pass that made tasks runnable pokes this worker's DAG loops at
-        once, so the next task starts while the follow-up pass runs.
+        Waits for wake-triggered work still in flight first, and counts what
+        it made runnable since the previous step, so a caller deciding
+        "nothing left to do" (``Worker.run_until_idle``) never misses it.
+        Returns the number of changes made.
         """
+        for task in (self._fast, self._pending):
+            if task is not None and not task.done():
+                with contextlib.suppress(Exception):
+                    await task
+        total = await self._tick_rounds(max_rounds)
+        total += self._woken_changes
+        self._woken_changes = 0
+        return total
+
+    async def _tick_rounds(self, max_rounds: int = 10) -> int:
+        """Tick until a pass changes nothing; poke DAG loops after each productive pass."""
         total = 0
         async with self._lock:
             for _ in range(max_rounds):
@@ -135,7 +149,9 @@ class DAGWorkerBinding:
         while self._fast_dirty and getattr(self.worker, "running", True):
             self._fast_dirty = False
             try:
-                if await self.scheduler.promote_now() > 0:
+                promoted = await self.scheduler.promote_now()
+                if promoted > 0:
+                    self._woken_changes += promoted
                     self.worker.maintenance.on_runnable(Source.DAG)
             except Exception as e:
                 log.warning("woken dag promotion failed: %s", e)
@@ -144,7 +160,7 @@ class DAGWorkerBinding:
         while self._step_dirty and getattr(self.worker, "running", True):
             self._step_dirty = False
             try:
-                await self.step()
+                self._woken_changes += await self._tick_rounds()
             except Exception as e:  # the periodic step retries; never kill the wake hub
                 log.warning("woken dag tick failed: %s", e)
 
