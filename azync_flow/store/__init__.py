@@ -8,6 +8,8 @@ from .errors import (
     StoreError,
     is_not_found,
 )
+from .protocols import *
+from .protocols import __all__ as _protocols_all
 from .types import *
 from .types import __all__ as _types_all
 
@@ -19,6 +21,7 @@ __all__ = sorted(
         "NotFoundError",
         "StoreError",
         "is_not_found",
+        *_protocols_all,
         *_types_all,
     ]
 )

@@ -201,7 +201,9 @@ class EnqueueParams(msgspec.Struct, kw_only=True):
     """Arguments of ``enqueue`` (contract ``EnqueueParams``).
 
     ``run_at`` is an absolute UTC schedule; when ``None`` the job runs at
-    backend ``now() + delay``.
+    backend ``now() + delay``. ``snooze_budget`` (an extension of the Go
+    contract, which sets it only for DAG tasks) bounds the job's snooze loop:
+    the first ``snooze`` stamps its deadline.
     """
 
     id: uuid.UUID
@@ -214,6 +216,8 @@ class EnqueueParams(msgspec.Struct, kw_only=True):
     max_attempts_explicit: bool = False
     idempotency_key: str = ""
     idempotency_ttl: timedelta = timedelta(0)
+    #: Extension: bounds the job's snooze loop (see ``Job.snooze_budget``); zero = unbounded.
+    snooze_budget: timedelta = timedelta(0)
 
 
 class DequeueParams(msgspec.Struct, kw_only=True):

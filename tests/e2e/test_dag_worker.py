@@ -9,7 +9,7 @@ from datetime import timedelta
 from azync_flow.dag import DAG, DAGClient, TaskContext, attach_dags
 from azync_flow.store import DAGState, JobState
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.worker import Worker  # on branch queue; this file needs it merged
+from azync_flow.worker import Worker
 from tests.e2e.dag_util import FAST, eventually, task_states
 
 

@@ -8,11 +8,27 @@ from ..errors import StoreError
 from ..types import Config
 from ._base import Clock, PgBase, validate_identifier
 from ._migrate import migrate
+from .admin import AdminMixin
+from .changes import ChangeMixin
 from .dag import DAGMixin
+from .events import EventMixin
+from .leader import LeaderMixin
+from .notify import NotifyMixin
 from .queue import QueueMixin
+from .workflow import WorkflowMixin
 
 
-class PostgresStore(QueueMixin, DAGMixin, PgBase):
+class PostgresStore(
+    QueueMixin,
+    DAGMixin,
+    AdminMixin,
+    EventMixin,
+    NotifyMixin,
+    ChangeMixin,
+    LeaderMixin,
+    WorkflowMixin,
+    PgBase,
+):
     """asyncpg implementation of the storage contract.
 
     Create it with :func:`open_store`; close it with :meth:`close`.
@@ -26,6 +42,10 @@ class PostgresStore(QueueMixin, DAGMixin, PgBase):
     async def close(self) -> None:
         """Release the pool. Safe to call more than once."""
         await self.pool.close()
+
+
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    return None
 
 
 async def open_store(
@@ -58,6 +78,10 @@ async def open_store(
             min_size=config.min_pool_size,
             max_size=config.max_pool_size,
             server_settings={"search_path": f'"{schema}"'},
+            # The default reset (RESET ALL, UNLISTEN, unlock advisory locks) costs a
+            # round trip per release; pooled connections never LISTEN, lock or SET
+            # (leadership and LISTEN use dedicated connections), so skip it.
+            reset=_no_reset,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         raise StoreError(

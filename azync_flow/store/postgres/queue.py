@@ -3,61 +3,65 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 
 import asyncpg
 
-from ..types import DequeueParams, EnqueueParams, Job, Source
+from ..errors import ConflictError
+from ..types import AttemptError, DequeueParams, EnqueueParams, Job, Source
 from ._base import PgBase, encode_meta, job_from_row
+from ._text import clean_text
 
 
 class QueueMixin(PgBase):
     async def enqueue(self, p: EnqueueParams) -> bool:
         """Insert one queue job; return False when deduplicated by its idempotency key.
 
-        Contract ``Store.Enqueue``: the live-key check always applies; a
-        positive ``idempotency_ttl`` adds a time-window reservation that keeps
-        the key rejected until it expires, whatever the prior job's state.
-        Workers are woken (NOTIFY) on commit when the job is due now.
+        Contract ``Store.Enqueue``: the live-key check (a key is rejected while
+        a job holding it is pending, scheduled, active or paused) always
+        applies; a positive ``idempotency_ttl`` adds a time-window reservation
+        that keeps the key rejected until it expires, whatever the prior job's
+        state. ``run_at``/``delay`` resolve against the backend clock. Workers
+        are woken (NOTIFY ``queue:<kind>``) on commit when the job is due now.
+
+        Raises:
+            ConflictError: a job with the same ``id`` already exists.
         """
         async with self.pool.acquire() as conn:
-            if p.idempotency_key and p.idempotency_ttl > timedelta(0):
-                async with conn.transaction():
-                    return await self.enqueue_tx(conn, p)
             return await self.enqueue_tx(conn, p)
 
-    async def enqueue_tx(self, conn: asyncpg.Connection, p: EnqueueParams) -> bool:
-        """Contract ``TxStore.EnqueueTx``: :meth:`enqueue` inside the caller's transaction.
+    async def enqueue_tx(self, tx: asyncpg.Connection, p: EnqueueParams) -> bool:
+        """Contract ``TxStore.EnqueueTx``: :meth:`enqueue` on the caller's connection.
 
-        With an idempotency TTL the caller's connection must be in a
-        transaction, so a rejected insert does not leave a reserved key behind.
+        When ``tx`` (a connection) is inside a transaction the job, its TTL reservation and
+        its wake commit or roll back with it. One statement.
+
+        Raises:
+            ConflictError: a job with the same ``id`` already exists.
         """
-        if p.idempotency_key and p.idempotency_ttl > timedelta(0):
-            reserved = await self._fetchrow(
-                "job_idempotency_reserve",
+        if p.payload is None:
+            raise ValueError("EnqueueParams.payload is required (JSON bytes, e.g. b'null')")
+        try:
+            row = await self._fetchrow(
+                "job_enqueue",
+                p.id,
                 Source.QUEUE.value,
                 p.kind,
+                p.payload,
+                encode_meta(p.meta),
+                p.run_at,
+                p.delay,
+                p.max_attempts,
+                p.max_attempts_explicit,
                 p.idempotency_key,
+                self.channel,
+                p.snooze_budget,
                 p.idempotency_ttl,
-                conn=conn,
+                conn=tx,
             )
-            if reserved is None:
-                return False
-        row = await self._fetchrow(
-            "job_enqueue",
-            p.id,
-            Source.QUEUE.value,
-            p.kind,
-            p.payload,
-            encode_meta(p.meta),
-            p.run_at,
-            p.delay,
-            p.max_attempts,
-            p.max_attempts_explicit,
-            p.idempotency_key,
-            self.channel,
-            conn=conn,
-        )
+        except asyncpg.UniqueViolationError as exc:
+            raise ConflictError(f"job {p.id} already exists") from exc
         assert row is not None
         return bool(row["inserted"])
 
@@ -66,19 +70,30 @@ class QueueMixin(PgBase):
 
         Contract ``Store.DequeueBatch``: ``FOR UPDATE SKIP LOCKED``; each job's
         attempt is incremented, a fresh lease token minted and its retry budget
-        resolved durably on the first lease.
+        resolved durably on the first lease. For ``Source.EVENT`` (``p.kind`` is
+        the subscriber name) each job's ``event`` is rehydrated from the ledger.
         """
         if p.limit <= 0:
             return []
-        rows = await self._fetch(
-            "job_dequeue",
-            source.value,
-            p.kind,
-            p.limit,
-            p.lease,
-            p.default_max_attempts,
-            p.override_default,
-        )
+        if source is Source.EVENT:
+            rows = await self._fetch(
+                "event_dequeue",
+                p.kind,
+                p.limit,
+                p.lease,
+                p.default_max_attempts,
+                p.override_default,
+            )
+        else:
+            rows = await self._fetch(
+                "job_dequeue",
+                source.value,
+                p.kind,
+                p.limit,
+                p.lease,
+                p.default_max_attempts,
+                p.override_default,
+            )
         jobs = [job_from_row(r) for r in rows]
         jobs.sort(key=lambda j: (j.run_at, j.id))
         return jobs
@@ -87,7 +102,7 @@ class QueueMixin(PgBase):
         """Settle an active job as succeeded. Raises NotFoundError on a stale token."""
         await self._must("job_ack", id, lease_token, what=_stale(id))
 
-    async def ack_many(self, items: list[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
+    async def ack_many(self, items: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
         """Ack several ``(id, lease_token)`` pairs in one statement.
 
         Returns the ids acked; a pair whose token is stale is skipped, not raised.
@@ -101,11 +116,13 @@ class QueueMixin(PgBase):
         self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
     ) -> None:
         """Park a failed job as scheduled at backend now()+delay and record the attempt."""
-        await self._must("job_reschedule", id, lease_token, delay, last_error, what=_stale(id))
+        await self._must(
+            "job_reschedule", id, lease_token, delay, clean_text(last_error), what=_stale(id)
+        )
 
     async def dead(self, id: uuid.UUID, lease_token: uuid.UUID, last_error: str) -> None:
         """Dead-letter an active job and record its final attempt."""
-        await self._must("job_dead", id, lease_token, last_error, what=_stale(id))
+        await self._must("job_dead", id, lease_token, clean_text(last_error), what=_stale(id))
 
     async def release(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
         """Return a leased job to pending, giving back the attempt it used."""
@@ -114,6 +131,87 @@ class QueueMixin(PgBase):
     async def extend_lease(self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta) -> None:
         """Renew an active job's lease to backend now()+lease (a heartbeat)."""
         await self._must("job_extend_lease", id, lease_token, lease, what=_stale(id))
+
+    async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
+        """Settle an active job as skipped: terminal, no result, ``reason`` kept as
+        its last error, counted as processed in the daily stats.
+
+        Raises:
+            NotFoundError: the token no longer owns an active row (nothing changed).
+        """
+        await self._must("job_skip", id, lease_token, clean_text(reason), what=_stale(id))
+
+    async def snooze(
+        self,
+        id: uuid.UUID,
+        lease_token: uuid.UUID,
+        delay: timedelta,
+        deadline_error: str,
+    ) -> bool:
+        """Park an active job as scheduled at backend now()+delay (contract ``Snooze``).
+
+        The attempt the lease used is given back (floored at 0) and no attempt
+        is recorded, so snoozing never spends the retry budget. For a job with
+        a snooze budget the FIRST snooze stamps ``deadline_at = now()+budget``;
+        a snooze settled after that deadline dead-letters the job instead,
+        recording the attempt with ``deadline_error``.
+
+        Returns:
+            True when the job was dead-lettered for its deadline, else False.
+
+        Raises:
+            NotFoundError: the token no longer owns an active row (nothing changed).
+        """
+        row = await self._must(
+            "job_snooze", id, lease_token, delay, clean_text(deadline_error), what=_stale(id)
+        )
+        return bool(row["state"] == "dead")
+
+    async def promote_due(self, source: Source, kinds: Sequence[str] | None = None) -> int:
+        """Move due scheduled jobs of ``kinds`` (None or empty: every kind) to pending.
+
+        Workers of each promoted kind are woken on commit. DAG sleep tasks are
+        left to the DAG scheduler. Returns the number of jobs promoted.
+        """
+        row = await self._fetchrow("job_promote_due", source.value, _kinds(kinds), self.channel)
+        assert row is not None
+        return int(row["promoted"])
+
+    async def reap_expired(
+        self, source: Source, kinds: Sequence[str] | None = None, max_reaps: int = 5
+    ) -> tuple[int, int]:
+        """Reclaim active jobs whose lease expired (contract ``ReapExpired``).
+
+        Each returns to pending with ``reap_count + 1`` and its attempt given
+        back, or — once ``reap_count`` reaches ``max_reaps`` — goes dead with
+        the attempt recorded. ``max_reaps <= 0`` never kills. Reaps are counted
+        in the daily stats; workers of re-pended kinds are woken.
+
+        Args:
+            source: the partition to reap.
+            kinds: kinds to reap; None or empty means every kind of the source.
+            max_reaps: the reap budget per job.
+
+        Returns:
+            ``(reaped, killed)``: jobs reclaimed, and the subset dead-lettered.
+        """
+        row = await self._fetchrow(
+            "job_reap_expired", source.value, _kinds(kinds), max_reaps, self.channel
+        )
+        assert row is not None
+        return int(row["reaped"]), int(row["killed"])
+
+    async def job_attempts(self, source: Source, id: uuid.UUID) -> list[AttemptError]:
+        """A job's failure history (reschedule, dead, deadline, reap kill), oldest first.
+
+        An unknown id returns an empty list.
+        """
+        rows = await self._fetch("job_attempts", source.value, id)
+        return [AttemptError(attempt=r["attempt"], error=r["error"], at=r["at"]) for r in rows]
+
+
+def _kinds(kinds: Sequence[str] | None) -> list[str] | None:
+    return list(kinds) if kinds else None
 
 
 def _stale(id: uuid.UUID) -> str:

@@ -174,7 +174,10 @@ CREATE INDEX azync_jobs_ready ON azync_jobs (source, kind, run_at, id) WHERE sta
 CREATE INDEX azync_jobs_scheduled ON azync_jobs (run_at) WHERE state = 'scheduled';
 CREATE INDEX azync_jobs_leased ON azync_jobs (lease_until) WHERE state = 'active';
 CREATE INDEX azync_jobs_completed ON azync_jobs (source, completed_at) WHERE state = 'succeeded';
-CREATE INDEX azync_jobs_kind_state ON azync_jobs (source, kind, state);
+-- Excludes pending rows on purpose: with pending rows in it, the planner picks
+-- this index (plus a sort of every pending row) over azync_jobs_ready on a
+-- freshly filled, not yet analyzed table, and a lease costs ~90 ms, not ~0.05 ms.
+CREATE INDEX azync_jobs_kind_state ON azync_jobs (source, kind, state) WHERE state <> 'pending';
 CREATE UNIQUE INDEX azync_jobs_live_key ON azync_jobs (source, kind, idempotency_key)
     WHERE idempotency_key <> ''
       AND state IN ('pending', 'scheduled', 'active', 'paused', 'blocked', 'waiting', 'uncertain');

@@ -3,22 +3,38 @@
 
 -- name: job_enqueue
 -- $2 id, $3 source, $4 kind, $5 payload, $6 meta, $7 run_at, $8 delay,
--- $9 max_attempts, $10 max_attempts_explicit, $11 idempotency_key, $12 channel
+-- $9 max_attempts, $10 max_attempts_explicit, $11 idempotency_key, $12 channel,
+-- $13 snooze_budget (zero = none), $14 idempotency_ttl (zero = live check only).
+-- Dedupe: the live-key unique index rejects a key held by a live job; an
+-- unexpired TTL window (reserved by an earlier enqueue of the key) rejects it
+-- whatever that job's state. An insert with a TTL (re)reserves the window.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
+), win AS (
+    SELECT 1 FROM azync_idempotency_keys k, clock c
+    WHERE $11 <> '' AND k.source = $3 AND k.kind = $4 AND k.key = $11 AND k.expires_at > c.t
 ), ins AS (
     INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
-                            max_attempts_explicit, idempotency_key, enqueued_at, updated_at)
+                            max_attempts_explicit, idempotency_key, snooze_budget,
+                            enqueued_at, updated_at)
     SELECT $2, $3, $4,
            CASE WHEN coalesce($7::timestamptz, c.t + $8::interval) > c.t
                 THEN 'scheduled' ELSE 'pending' END,
-           $5, $6::jsonb, coalesce($7::timestamptz, c.t + $8::interval), $9, $10, $11, c.t, c.t
+           $5, $6::jsonb, coalesce($7::timestamptz, c.t + $8::interval), $9, $10, $11,
+           CASE WHEN $13::interval > interval '0' THEN $13::interval END,
+           c.t, c.t
     FROM clock c
+    WHERE NOT EXISTS (SELECT 1 FROM win)
     ON CONFLICT (source, kind, idempotency_key)
         WHERE idempotency_key <> ''
           AND state IN ('pending', 'scheduled', 'active', 'paused', 'blocked', 'waiting', 'uncertain')
         DO NOTHING
     RETURNING state, enqueued_at
+), reserve AS (
+    INSERT INTO azync_idempotency_keys (source, kind, key, expires_at)
+    SELECT $3, $4, $11, enqueued_at + $14::interval FROM ins
+    WHERE $11 <> '' AND $14::interval > interval '0'
+    ON CONFLICT (source, kind, key) DO UPDATE SET expires_at = EXCLUDED.expires_at
 ), stat AS (
     INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
     SELECT $3, $4, (enqueued_at AT TIME ZONE 'UTC')::date, (random() * 7)::int, 1 FROM ins
@@ -29,17 +45,10 @@ WITH clock AS (
 )
 SELECT (SELECT count(*) FROM ins) AS inserted, (SELECT count(*) FROM wake) AS woken
 
--- name: job_idempotency_reserve
--- $2 source, $3 kind, $4 key, $5 ttl. Returns a row only when the key was free
--- (absent or expired) and is now reserved until now()+ttl.
-INSERT INTO azync_idempotency_keys AS k (source, kind, key, expires_at)
-VALUES ($2, $3, $4, coalesce($1::timestamptz, now()) + $5::interval)
-ON CONFLICT (source, kind, key) DO UPDATE SET expires_at = EXCLUDED.expires_at
-    WHERE k.expires_at <= coalesce($1::timestamptz, now())
-RETURNING 1
-
 -- name: job_dequeue
--- $2 source, $3 kind, $4 limit, $5 lease, $6 default_max_attempts, $7 override_default
+-- $2 source, $3 kind, $4 limit, $5 lease, $6 default_max_attempts, $7 override_default.
+-- The budget is resolved on the job's FIRST lease only (started_at IS NULL),
+-- so a snooze or release that hands the attempt back never re-resolves it.
 WITH picked AS (
     SELECT id FROM azync_jobs
     WHERE state = 'pending' AND source = $2 AND kind = $3
@@ -57,7 +66,7 @@ SET state = 'active',
     updated_at = coalesce($1::timestamptz, now()),
     max_attempts = CASE
         WHEN j.max_attempts_explicit THEN j.max_attempts
-        WHEN j.attempt = 0 AND $7::boolean THEN $6::int
+        WHEN j.started_at IS NULL AND $7::boolean THEN $6::int
         WHEN j.max_attempts <= 0 THEN $6::int
         ELSE j.max_attempts END
 FROM picked
@@ -149,3 +158,139 @@ SET lease_until = coalesce($1::timestamptz, now()) + $4::interval,
     updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND lease_token = $3 AND state = 'active'
 RETURNING lease_until
+
+-- name: job_skip
+-- $2 id, $3 lease_token, $4 reason. Terminal; counted as processed.
+WITH done AS (
+    UPDATE azync_jobs
+    SET state = 'skipped', last_error = $4, completed_at = coalesce($1::timestamptz, now()),
+        lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
+    WHERE id = $2 AND lease_token = $3 AND state = 'active'
+    RETURNING source, kind
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, processed)
+    SELECT source, kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+           (random() * 7)::int, 1 FROM done
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET processed = azync_job_stats.processed + 1
+)
+SELECT 1 FROM done
+
+-- name: job_snooze
+-- $2 id, $3 lease_token, $4 delay, $5 deadline_error. Returns the new state:
+-- 'scheduled' (parked, attempt given back, first snooze stamps deadline_at
+-- from snooze_budget) or 'dead' (settled past the stamped deadline; the
+-- attempt is recorded with the deadline error).
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), j AS (
+    UPDATE azync_jobs j
+    SET state = CASE WHEN j.deadline_at IS NOT NULL AND c.t > j.deadline_at
+                     THEN 'dead' ELSE 'scheduled' END,
+        attempt = CASE WHEN j.deadline_at IS NOT NULL AND c.t > j.deadline_at
+                       THEN j.attempt ELSE greatest(j.attempt - 1, 0) END,
+        run_at = CASE WHEN j.deadline_at IS NOT NULL AND c.t > j.deadline_at
+                      THEN j.run_at ELSE c.t + $4::interval END,
+        deadline_at = CASE WHEN j.deadline_at IS NULL AND j.snooze_budget > interval '0'
+                           THEN c.t + j.snooze_budget ELSE j.deadline_at END,
+        last_error = CASE WHEN j.deadline_at IS NOT NULL AND c.t > j.deadline_at
+                          THEN $5 ELSE j.last_error END,
+        failed_at = CASE WHEN j.deadline_at IS NOT NULL AND c.t > j.deadline_at
+                         THEN c.t ELSE j.failed_at END,
+        lease_until = NULL, updated_at = c.t
+    FROM clock c
+    WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'active'
+    RETURNING j.id, j.attempt, j.source, j.kind, j.state, c.t AS t
+), a AS (
+    INSERT INTO azync_job_attempts (job_id, attempt, error, at)
+    SELECT id, attempt, $5, t FROM j WHERE state = 'dead'
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, failed)
+    SELECT source, kind, (t AT TIME ZONE 'UTC')::date, (random() * 7)::int, 1
+    FROM j WHERE state = 'dead'
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET failed = azync_job_stats.failed + 1
+)
+SELECT state FROM j
+
+-- name: job_promote_due
+-- $2 source, $3 kinds text[] (NULL = every kind), $4 channel. DAG sleep tasks
+-- are completed by the DAG scheduler, never promoted to pending here.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), due AS (
+    SELECT id FROM azync_jobs, clock
+    WHERE state = 'scheduled' AND run_at <= clock.t AND source = $2
+      AND ($3::text[] IS NULL OR kind = ANY ($3::text[]))
+      AND NOT (source = 'dag' AND kind = '$sleep')
+    FOR UPDATE SKIP LOCKED
+), up AS (
+    UPDATE azync_jobs j SET state = 'pending', updated_at = c.t
+    FROM due, clock c
+    WHERE j.id = due.id
+    RETURNING j.kind
+), wake AS (
+    SELECT pg_notify($4, $2 || ':' || kind) FROM (SELECT DISTINCT kind FROM up) k
+)
+SELECT (SELECT count(*) FROM up) AS promoted, (SELECT count(*) FROM wake) AS woken
+
+-- name: job_reap_expired
+-- $2 source, $3 kinds text[] (NULL = every kind), $4 max_reaps (<= 0: never
+-- kill), $5 channel. An expired lease returns to pending with reap_count + 1
+-- and its attempt given back (a stuck worker does not burn the retry budget),
+-- or goes dead recording the attempt once reap_count reaches max_reaps.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), expired AS (
+    SELECT id FROM azync_jobs, clock
+    WHERE state = 'active' AND lease_until < clock.t AND source = $2
+      AND ($3::text[] IS NULL OR kind = ANY ($3::text[]))
+    FOR UPDATE SKIP LOCKED
+), up AS (
+    UPDATE azync_jobs j
+    SET reap_count = j.reap_count + 1,
+        state = CASE WHEN $4::int > 0 AND j.reap_count + 1 >= $4::int
+                     THEN 'dead' ELSE 'pending' END,
+        attempt = CASE WHEN $4::int > 0 AND j.reap_count + 1 >= $4::int
+                       THEN j.attempt ELSE greatest(j.attempt - 1, 0) END,
+        last_error = CASE WHEN $4::int > 0 AND j.reap_count + 1 >= $4::int
+                          THEN 'lease expired ' || (j.reap_count + 1)::text
+                               || ' times (max reaps ' || $4::int::text || ')'
+                          ELSE j.last_error END,
+        failed_at = CASE WHEN $4::int > 0 AND j.reap_count + 1 >= $4::int
+                         THEN c.t ELSE j.failed_at END,
+        lease_until = NULL, updated_at = c.t
+    FROM expired, clock c
+    WHERE j.id = expired.id
+    RETURNING j.id, j.attempt, j.source, j.kind, j.state, j.last_error, c.t AS t
+), a AS (
+    INSERT INTO azync_job_attempts (job_id, attempt, error, at)
+    SELECT id, attempt, last_error, t FROM up WHERE state = 'dead'
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, reaped, failed)
+    SELECT source, kind, (min(t) AT TIME ZONE 'UTC')::date, (random() * 7)::int,
+           count(*), count(*) FILTER (WHERE state = 'dead')
+    FROM up GROUP BY source, kind
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET reaped = azync_job_stats.reaped + EXCLUDED.reaped,
+                      failed = azync_job_stats.failed + EXCLUDED.failed
+), wake AS (
+    SELECT pg_notify($5, $2 || ':' || kind)
+    FROM (SELECT DISTINCT kind FROM up WHERE state = 'pending') k
+)
+SELECT (SELECT count(*) FROM up) AS reaped,
+       (SELECT count(*) FROM up WHERE state = 'dead') AS killed,
+       (SELECT count(*) FROM wake) AS woken
+
+-- name: job_attempts
+-- $2 source, $3 id: the job's failure history, oldest first.
+SELECT a.attempt, a.error, a.at
+FROM azync_job_attempts a JOIN azync_jobs j ON j.id = a.job_id
+WHERE j.id = $3 AND j.source = $2 AND ($1::timestamptz IS NULL OR true)
+ORDER BY a.id
+
+-- name: job_pending_partitions
+-- The (source, kind) partitions holding due pending jobs: the wakes a
+-- reconnecting listener replays for notifications it may have missed.
+SELECT DISTINCT source, kind FROM azync_jobs
+WHERE state = 'pending' AND run_at <= coalesce($1::timestamptz, now())

@@ -1,0 +1,241 @@
+"""Public error tree of azync_flow.
+
+Tree::
+
+    AzyncError                          (azync_flow.store.errors)
+    ├── StoreError                      (NotFoundError, ConflictError, MigrationError)
+    ├── WorkflowError
+    │   ├── NonDeterminismError         (seq, recorded, new) — execution is suspended
+    │   │   └── ForbiddenCallError      (call) — real I/O, threads, wall clock in a workflow
+    │   ├── WorkflowFailedError         (workflow_id, error_type, message)
+    │   ├── WorkflowCancelledError      (workflow_id)
+    │   ├── WorkflowSuspendedError      (workflow_id, reason)
+    │   └── UnknownWorkflowError        (name)
+    ├── ActivityError                   (activity, error_type, message, attempts, seq)
+    ├── Uncertain                       raised BY an activity: outcome unknown, park it
+    └── PayloadError
+        ├── PayloadEncodeError          (a value msgspec cannot encode, e.g. a lone surrogate)
+        └── PayloadTooLargeError        (size, limit)
+
+    BaseException
+    └── WorkflowAbort                   control flow: stops workflow code during a pass;
+                                        user code must not catch it.
+
+Every error carries structured fields and a stable ``code`` shown in ``str()``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from azync_flow.store.errors import AzyncError, ConflictError, NotFoundError, StoreError
+
+__all__ = [
+    "ActivityError",
+    "AzyncError",
+    "ConflictError",
+    "ForbiddenCallError",
+    "NonDeterminismError",
+    "NotFoundError",
+    "PayloadEncodeError",
+    "PayloadError",
+    "PayloadTooLargeError",
+    "StoreError",
+    "Uncertain",
+    "UnknownWorkflowError",
+    "WorkflowAbort",
+    "WorkflowCancelledError",
+    "WorkflowError",
+    "WorkflowFailedError",
+    "WorkflowSuspendedError",
+]
+
+
+class WorkflowError(AzyncError):
+    """Base of errors about a workflow execution."""
+
+    code = "workflow"
+
+
+class NonDeterminismError(WorkflowError):
+    """Workflow code and its recorded history disagree.
+
+    The execution is suspended (not failed); fix the code (or add a
+    ``ctx.patched`` gate) and resume it.
+
+    Attributes:
+        seq: history position of the disagreement (``None`` when not tied to one).
+        recorded: description of the recorded event there ("" when history ends).
+        new: description of what the code did instead ("" when it did nothing).
+    """
+
+    code = "nondeterminism"
+
+    def __init__(self, seq: int | None, recorded: str, new: str, detail: str = "") -> None:
+        self.seq = seq
+        self.recorded = recorded
+        self.new = new
+        self.detail = detail
+        where = f"at seq {seq}" if seq is not None else "outside history"
+        msg = (
+            f"{where}: history recorded {recorded or '<nothing>'}, "
+            f"code produced {new or '<nothing>'}"
+        )
+        if detail:
+            msg += f" ({detail})"
+        super().__init__(msg)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickling/copying with the custom __init__
+        return (type(self), (self.seq, self.recorded, self.new, self.detail))
+
+
+class ForbiddenCallError(NonDeterminismError):
+    """Workflow code made a call that cannot be replayed (I/O, threads, wall clock).
+
+    Raised at the call site; the pass is also marked non-deterministic, so the
+    execution is suspended even if the code swallows the error.
+    """
+
+    code = "forbidden_call"
+
+    def __init__(self, call: str, hint: str = "") -> None:
+        self.call = call
+        self.hint = hint
+        super().__init__(
+            None, "", call, f"{call} is forbidden inside a workflow; {hint}".rstrip("; ")
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.call, self.hint))
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.detail}"
+
+
+class WorkflowFailedError(WorkflowError):
+    """The execution failed: its code raised ``error_type: message``."""
+
+    code = "workflow_failed"
+
+    def __init__(self, workflow_id: uuid.UUID | None, error_type: str, message: str) -> None:
+        self.workflow_id = workflow_id
+        self.error_type = error_type
+        self.message = message
+        super().__init__(f"workflow {workflow_id} failed: {error_type}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.error_type, self.message))
+
+
+class WorkflowCancelledError(WorkflowError):
+    """The execution ended cancelled."""
+
+    code = "workflow_cancelled"
+
+    def __init__(self, workflow_id: uuid.UUID | None, reason: str = "") -> None:
+        self.workflow_id = workflow_id
+        self.reason = reason
+        super().__init__(f"workflow {workflow_id} was cancelled {reason}".rstrip())
+
+
+class WorkflowSuspendedError(WorkflowError):
+    """The execution is suspended (non-determinism, uncertain operation, operator)."""
+
+    code = "workflow_suspended"
+
+    def __init__(self, workflow_id: uuid.UUID | None, reason: str = "") -> None:
+        self.workflow_id = workflow_id
+        self.reason = reason
+        super().__init__(f"workflow {workflow_id} is suspended: {reason}")
+
+
+class UnknownWorkflowError(WorkflowError):
+    """No workflow (or activity) definition is registered under ``name``."""
+
+    code = "unknown_workflow"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no definition registered under {name!r}")
+
+
+class ActivityError(AzyncError):
+    """An activity failed for good (retry budget spent or non-retryable error).
+
+    Attributes:
+        activity: activity name.
+        error_type: class name of the last error the activity raised.
+        message: its message.
+        attempts: attempts made.
+        seq: history seq of the ActivityScheduled event (``None`` outside a workflow).
+    """
+
+    code = "activity_failed"
+
+    def __init__(
+        self,
+        activity: str,
+        error_type: str,
+        message: str,
+        attempts: int = 0,
+        seq: int | None = None,
+    ) -> None:
+        self.activity = activity
+        self.error_type = error_type
+        self.message = message
+        self.attempts = attempts
+        self.seq = seq
+        super().__init__(
+            f"activity {activity!r} failed after {attempts} attempt(s): {error_type}: {message}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.activity, self.error_type, self.message, self.attempts, self.seq))
+
+
+class Uncertain(AzyncError):
+    """Raise from an activity whose outcome is unknown (e.g. a payment call timed out
+    after the request was sent).
+
+    The operation is not retried blindly: it is parked as *uncertain*, the
+    execution is suspended, and a decision (complete / fail / retry) from a
+    reconcile hook, a client call or an operator resumes it.
+    """
+
+    code = "uncertain"
+
+
+class PayloadError(AzyncError):
+    """A payload could not be encoded, decoded or stored."""
+
+    code = "payload"
+
+
+class PayloadEncodeError(PayloadError):
+    """A value could not be encoded as JSON (unsupported type, lone surrogate, ...)."""
+
+    code = "payload_encode"
+
+
+class PayloadTooLargeError(PayloadError):
+    """An encoded payload is larger than the configured limit (bytes)."""
+
+    code = "payload_too_large"
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        self.what = what
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{what} is {size} bytes, over the limit of {limit} bytes")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.what, self.size, self.limit))
+
+
+class WorkflowAbort(BaseException):
+    """Stops workflow code when a pass is abandoned (non-determinism, eviction).
+
+    Derives from ``BaseException`` so ``except Exception`` in user code does not
+    swallow it. Never raised to callers outside the replay engine.
+    """

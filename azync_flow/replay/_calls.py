@@ -1,0 +1,184 @@
+"""Durable calls made by workflow code (activities, timers, side effects, patches,
+signal waits): the half of :class:`~azync_flow.replay.engine.WorkflowInstance`
+the workflow layer calls. Each call is matched against history by ``_emit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import collections
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from random import Random
+from typing import Any
+
+import msgspec
+
+from azync_flow.errors import (
+    ActivityError,
+    NonDeterminismError,
+    PayloadTooLargeError,
+    WorkflowAbort,
+)
+from azync_flow.replay.events import (
+    ActivityScheduled,
+    Event,
+    PatchMarker,
+    SideEffectRecorded,
+    TimerCancelled,
+    TimerStarted,
+)
+from azync_flow.replay.loop import DeterministicLoop, DurableTimerHandle
+from azync_flow.replay.outcome import CancelTimer, Command, ScheduleActivity, StartTimer
+
+__all__ = ["DurableCallsMixin"]
+
+
+class DurableCallsMixin:
+    """Durable-call API of a workflow instance (state lives in the instance)."""
+
+    loop: DeterministicLoop
+    max_payload_bytes: int | None
+    _activities: dict[int, tuple[asyncio.Future[Any], str]]
+    _timers: dict[int, DurableTimerHandle]
+    _signal_waiters: dict[str, collections.deque[asyncio.Future[Any]]]
+    _patches: dict[str, bool]
+    _recorded: collections.deque[tuple[int, Event]]
+    _pass_inputs: list[int]
+    _commands: list[Command]
+    _rng: Random
+    _now: datetime
+    _cursor: int
+    _replaying: bool
+    _closing: bool
+    _failure: NonDeterminismError | None
+
+    def _emit(self, event: Event) -> tuple[int, Event | None]:
+        raise NotImplementedError
+
+    def _stopped(self) -> bool:
+        raise NotImplementedError
+
+    # --- API used by the workflow layer ----------------------------------------------------------
+
+    def schedule_activity(
+        self, name: str, version: str, input_bytes: bytes, options: Any = None
+    ) -> tuple[int, asyncio.Future[Any]]:
+        """Issue (or match) an activity call; the future resolves to its result ``Raw``
+        or raises :class:`ActivityError`."""
+        self._check_size("activity input", input_bytes)
+        event = ActivityScheduled(seq=0, name=name, version=version, input=msgspec.Raw(input_bytes))
+        seq, recorded = self._emit(event)
+        future: asyncio.Future[Any] = self.loop.create_future()
+        self._activities[seq] = (future, name)
+        if recorded is None:
+            self._commands.append(ScheduleActivity(seq, name, version, input_bytes, options))
+        return seq, future
+
+    def start_timer(self, handle: DurableTimerHandle, delay: float) -> None:
+        """Loop hook: a durable timer was requested (``call_later``/``asyncio.sleep``)."""
+        seq, recorded = self._emit(TimerStarted(seq=0, fire_after_s=delay))
+        handle.seq = seq
+        self._timers[seq] = handle
+        if recorded is None:
+            self._commands.append(StartTimer(seq, timedelta(seconds=delay)))
+
+    def cancel_timer(self, handle: DurableTimerHandle) -> None:
+        """Loop hook: a durable timer was cancelled before it fired."""
+        if handle.seq not in self._timers or self._closing or self._stopped():
+            return
+        del self._timers[handle.seq]
+        seq, recorded = self._emit(TimerCancelled(seq=0, timer_seq=handle.seq))
+        if recorded is None:
+            self._commands.append(CancelTimer(seq, handle.seq))
+
+    def side_effect(self, kind: str, compute: Callable[[], bytes]) -> bytes:
+        """Record ``compute()`` once; on replay return the recorded bytes."""
+        event = SideEffectRecorded(seq=0, kind=kind)
+        _, recorded = self._emit(event)
+        if recorded is not None:
+            return bytes(recorded.value)  # type: ignore[attr-defined]
+        value = compute()
+        self._check_size(f"side effect {kind}", value)
+        event.value = msgspec.Raw(value)
+        return value
+
+    def now(self) -> datetime:
+        """Deterministic UTC time: the pass's backend time, recorded on first call."""
+        raw = self.side_effect("now", lambda: msgspec.json.encode(self._now))
+        return msgspec.json.decode(raw, type=datetime)
+
+    def random(self) -> float:
+        """Deterministic ``random.random()`` seeded by the execution id."""
+        return self._rng.random()
+
+    @property
+    def rng(self) -> Random:
+        """The deterministic PRNG (same sequence on every replay)."""
+        return self._rng
+
+    def uuid4(self) -> uuid.UUID:
+        """Deterministic version-4 UUID from the seeded PRNG."""
+        return uuid.UUID(int=self._rng.getrandbits(128), version=4)
+
+    def patched(self, patch_id: str) -> bool:
+        """Version gate: True for code paths added after the execution reached this point."""
+        if patch_id in self._patches:
+            return self._patches[patch_id]
+        if self._failure is not None or self._closing:
+            raise WorkflowAbort()
+        if self._recorded:
+            _, recorded = self._recorded[0]
+            hit = isinstance(recorded, PatchMarker) and recorded.patch_id == patch_id
+            if hit:
+                self._recorded.popleft()
+        elif self._replaying and bisect.bisect_right(self._pass_inputs, self._cursor) < len(
+            self._pass_inputs
+        ):
+            hit = False
+        else:
+            self._emit(PatchMarker(seq=0, patch_id=patch_id))
+            hit = True
+        self._patches[patch_id] = hit
+        return hit
+
+    def add_signal_waiter(self, name: str) -> asyncio.Future[Any]:
+        """Register a waiter for the next signal ``name`` (FIFO among waiters)."""
+        future: asyncio.Future[Any] = self.loop.create_future()
+        self._signal_waiters.setdefault(name, collections.deque()).append(future)
+        return future
+
+    def remove_signal_waiter(self, name: str, future: asyncio.Future[Any]) -> None:
+        waiters = self._signal_waiters.get(name)
+        if waiters is not None and future in waiters:
+            waiters.remove(future)
+
+    def _has_waiter(self, name: str) -> bool:
+        return any(not f.done() for f in self._signal_waiters.get(name, ()))
+
+    def _pop_waiter(self, name: str) -> asyncio.Future[Any] | None:
+        waiters = self._signal_waiters.get(name)
+        while waiters:
+            future = waiters.popleft()
+            if not future.done():
+                return future
+        return None
+
+    def _check_size(self, what: str, data: bytes) -> None:
+        limit = self.max_payload_bytes
+        if limit is not None and len(data) > limit:
+            raise PayloadTooLargeError(what, len(data), limit)
+
+    # --- activity resolution ---------------------------------------------------------------
+
+    def _resolve_activity(self, seq: int, result: msgspec.Raw) -> None:
+        pending = self._activities.pop(seq, None)
+        if pending is not None and not pending[0].done():
+            pending[0].set_result(result)
+
+    def _fail_activity(self, seq: int, error_type: str, message: str, attempts: int) -> None:
+        pending = self._activities.pop(seq, None)
+        if pending is not None and not pending[0].done():
+            pending[0].set_exception(ActivityError(pending[1], error_type, message, attempts, seq))

@@ -1,0 +1,327 @@
+"""History event types (a msgspec tagged union) and their (type, bytes) codec.
+
+The store keeps each event as ``(seq, type, payload bytes)``: ``type`` is the
+class name below and the payload is the event encoded as JSON (the tag field
+``"type"`` included, so a payload is self-describing). User values (inputs,
+results, signal payloads, side-effect values) are embedded as
+:class:`msgspec.Raw`, i.e. exactly the JSON bytes produced when the value was
+first encoded; they round-trip byte for byte, ``"\\u0000"``, astral
+characters and multi-MiB values included.
+
+Two families:
+
+* **Commands** — written by a replay pass from what the workflow code did;
+  on replay they are matched in order against what the code does again:
+  :class:`ActivityScheduled`, :class:`TimerStarted`, :class:`TimerCancelled`,
+  :class:`SideEffectRecorded`, :class:`PatchMarker`, and the terminal
+  :class:`WorkflowCompleted`, :class:`WorkflowFailed`, :class:`WorkflowCancelled`.
+* **Inputs** — delivered to the code when the replay reaches them:
+  :class:`ActivityCompleted`, :class:`ActivityFailed`, :class:`OperationUncertain`,
+  :class:`OperationResolved` (appended by the activity runtime / operators) and
+  :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested` (appended
+  by the pass that delivered them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+
+__all__ = [
+    "COMMAND_TYPES",
+    "EVENT_TYPES",
+    "EXTERNAL_TYPES",
+    "TERMINAL_TYPES",
+    "ActivityCompleted",
+    "ActivityFailed",
+    "ActivityScheduled",
+    "CancelRequested",
+    "Event",
+    "HistoryEntry",
+    "OperationResolved",
+    "OperationUncertain",
+    "PatchMarker",
+    "SideEffectRecorded",
+    "SignalReceived",
+    "TimerCancelled",
+    "TimerFired",
+    "TimerStarted",
+    "WorkflowCancelled",
+    "WorkflowCompleted",
+    "WorkflowFailed",
+    "decode_event",
+    "encode_event",
+]
+
+
+class Event(msgspec.Struct, tag_field="type", tag=True, kw_only=True):
+    """Base of every history event. ``is_command`` marks events the code produces."""
+
+    is_command: ClassVar[bool] = False
+    #: True for events appended outside a replay pass (activity runtime, operator).
+    is_external: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        """A short human description used in error messages."""
+        return type(self).__name__
+
+
+def _shown(raw: msgspec.Raw, limit: int = 80) -> str:
+    data = bytes(raw)
+    shown = data if len(data) <= limit else data[: limit - 3] + b"..."
+    return shown.decode("utf-8", "replace")
+
+
+# --- commands -----------------------------------------------------------------
+
+
+class ActivityScheduled(Event):
+    """The code called activity ``name``; ``input`` is the JSON array of its arguments."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    name: str
+    version: str = ""
+    input: msgspec.Raw = msgspec.Raw(b"[]")
+
+    def describe(self) -> str:
+        return f"ActivityScheduled({self.name}, input={_shown(self.input)})"
+
+
+class TimerStarted(Event):
+    """The code started a durable timer firing ``fire_after_s`` seconds later."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    fire_after_s: float
+
+    def describe(self) -> str:
+        return f"TimerStarted({self.fire_after_s:g}s)"
+
+
+class TimerCancelled(Event):
+    """The code cancelled the timer started at ``timer_seq`` before it fired."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    timer_seq: int
+
+    def describe(self) -> str:
+        return f"TimerCancelled(timer_seq={self.timer_seq})"
+
+
+class SideEffectRecorded(Event):
+    """A non-deterministic value (``ctx.now()``, ``ctx.side_effect``) recorded once."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    kind: str
+    value: msgspec.Raw = msgspec.Raw(b"null")
+
+    def describe(self) -> str:
+        return f"SideEffectRecorded({self.kind})"
+
+
+class PatchMarker(Event):
+    """``ctx.patched(patch_id)`` returned True here for the first time."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    patch_id: str
+
+    def describe(self) -> str:
+        return f"PatchMarker({self.patch_id})"
+
+
+class WorkflowCompleted(Event):
+    """The workflow function returned ``result``."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    result: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class WorkflowFailed(Event):
+    """The workflow function raised ``error_type: message``."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    error_type: str
+    message: str = ""
+
+
+class WorkflowCancelled(Event):
+    """The workflow function ended with ``CancelledError`` after a cancel request."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+
+
+# --- inputs written by a pass ------------------------------------------------------
+
+
+class TimerFired(Event):
+    """The timer started at ``timer_seq`` fired and was delivered here."""
+
+    timer_seq: int
+
+    def describe(self) -> str:
+        return f"TimerFired(timer_seq={self.timer_seq})"
+
+
+class SignalReceived(Event):
+    """Buffered signal ``name`` was consumed by a waiting ``ctx.wait_signal`` here."""
+
+    seq: int
+    name: str
+    payload: msgspec.Raw = msgspec.Raw(b"null")
+    message_id: str = ""
+
+    def describe(self) -> str:
+        return f"SignalReceived({self.name}, payload={_shown(self.payload)})"
+
+
+class CancelRequested(Event):
+    """A cancel request was delivered here (the code saw ``CancelledError``)."""
+
+    seq: int
+    reason: str = ""
+
+
+# --- inputs appended outside passes ------------------------------------------------
+
+
+class ActivityCompleted(Event):
+    """The activity scheduled at ``scheduled_seq`` returned ``result``."""
+
+    is_external: ClassVar[bool] = True
+    scheduled_seq: int
+    result: msgspec.Raw = msgspec.Raw(b"null")
+    attempts: int = 1
+
+    def describe(self) -> str:
+        return (
+            f"ActivityCompleted(scheduled_seq={self.scheduled_seq}, result={_shown(self.result)})"
+        )
+
+
+class ActivityFailed(Event):
+    """The activity scheduled at ``scheduled_seq`` failed for good."""
+
+    is_external: ClassVar[bool] = True
+    scheduled_seq: int
+    error_type: str
+    message: str = ""
+    attempts: int = 1
+
+    def describe(self) -> str:
+        return (
+            f"ActivityFailed(scheduled_seq={self.scheduled_seq}, "
+            f"{self.error_type}: {self.message[:60]}, attempts={self.attempts})"
+        )
+
+
+class OperationUncertain(Event):
+    """The outcome of the operation at ``scheduled_seq`` is unknown (issue 5)."""
+
+    is_external: ClassVar[bool] = True
+    scheduled_seq: int
+    reason: str = ""
+
+
+class OperationResolved(Event):
+    """An audited decision on an uncertain operation: complete, fail, or retry.
+
+    Informational for replay: a ``complete``/``fail`` decision is followed in
+    history by the ActivityCompleted/ActivityFailed event that resolves the call.
+    """
+
+    is_external: ClassVar[bool] = True
+    scheduled_seq: int
+    decision: str  # "complete" | "fail" | "retry"
+    decided_by: str = ""
+    note: str = ""
+
+
+class HistoryEntry(msgspec.Struct, frozen=True):
+    """One stored history row: position, decoded event."""
+
+    seq: int
+    event: Event
+
+
+AnyEvent = (
+    ActivityScheduled
+    | TimerStarted
+    | TimerCancelled
+    | SideEffectRecorded
+    | PatchMarker
+    | WorkflowCompleted
+    | WorkflowFailed
+    | WorkflowCancelled
+    | TimerFired
+    | SignalReceived
+    | CancelRequested
+    | ActivityCompleted
+    | ActivityFailed
+    | OperationUncertain
+    | OperationResolved
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__name__: cls
+    for cls in (
+        ActivityScheduled,
+        TimerStarted,
+        TimerCancelled,
+        SideEffectRecorded,
+        PatchMarker,
+        WorkflowCompleted,
+        WorkflowFailed,
+        WorkflowCancelled,
+        TimerFired,
+        SignalReceived,
+        CancelRequested,
+        ActivityCompleted,
+        ActivityFailed,
+        OperationUncertain,
+        OperationResolved,
+    )
+}
+COMMAND_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_command)
+EXTERNAL_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_external)
+TERMINAL_TYPES = frozenset({"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled"})
+
+_ENCODER = msgspec.json.Encoder()
+_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
+    name: msgspec.json.Decoder(cls) for name, cls in EVENT_TYPES.items()
+}
+_UNION_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder(AnyEvent)
+
+
+def encode_event(event: Event) -> tuple[str, bytes]:
+    """Return ``(type name, JSON bytes)`` as the store keeps them."""
+    return type(event).__name__, _ENCODER.encode(event)
+
+
+def decode_event(type_name: str, payload: bytes) -> Event:
+    """Decode a stored event.
+
+    Raises:
+        ValueError: unknown type name, or a payload that does not match it.
+    """
+    decoder = _DECODERS.get(type_name)
+    if decoder is None:
+        raise ValueError(f"unknown history event type {type_name!r}")
+    try:
+        event: Event = decoder.decode(payload)
+        return event
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"corrupt {type_name} event payload: {exc}") from exc
+
+
+def decode_any(payload: bytes) -> Event:
+    """Decode a self-describing event payload (its ``"type"`` tag selects the class)."""
+    event: Event = _UNION_DECODER.decode(payload)
+    return event

@@ -1,0 +1,47 @@
+"""Command/event matching rules used during replay.
+
+A command the code issues matches the recorded command event at the same
+position when:
+
+* the types are equal, and
+* ``ActivityScheduled``: same activity name and byte-identical input (the
+  version is not compared, so bumping an activity's version does not break
+  running executions);
+* ``TimerStarted``: always (changing a duration does not break replay; the
+  recorded timer keeps its original deadline);
+* ``TimerCancelled``: same timer seq;
+* ``SideEffectRecorded``: same kind;
+* ``PatchMarker``: same patch id;
+* terminal events (completed/failed/cancelled): always (the result may differ).
+"""
+
+from __future__ import annotations
+
+from azync_flow.replay.events import (
+    ActivityScheduled,
+    Event,
+    PatchMarker,
+    SideEffectRecorded,
+    TimerCancelled,
+)
+
+__all__ = ["commands_match"]
+
+
+def commands_match(recorded: Event, new: Event) -> bool:
+    """Return True when ``new`` (issued by the code) replays ``recorded``."""
+    if type(recorded) is not type(new):
+        return False
+    if isinstance(recorded, ActivityScheduled):
+        assert isinstance(new, ActivityScheduled)
+        return recorded.name == new.name and bytes(recorded.input) == bytes(new.input)
+    if isinstance(recorded, TimerCancelled):
+        assert isinstance(new, TimerCancelled)
+        return recorded.timer_seq == new.timer_seq
+    if isinstance(recorded, SideEffectRecorded):
+        assert isinstance(new, SideEffectRecorded)
+        return recorded.kind == new.kind
+    if isinstance(recorded, PatchMarker):
+        assert isinstance(new, PatchMarker)
+        return recorded.patch_id == new.patch_id
+    return True

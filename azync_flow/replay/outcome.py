@@ -1,0 +1,150 @@
+"""Inputs and outputs of a replay pass (pure data; the runtime turns them into store calls)."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+__all__ = [
+    "BufferedSignal",
+    "CancelTimer",
+    "Command",
+    "PassOutcome",
+    "PassStatus",
+    "ScheduleActivity",
+    "StartTimer",
+    "WorkflowInfo",
+]
+
+
+@dataclass(frozen=True)
+class WorkflowInfo:
+    """Identity of the running execution, visible to workflow code as ``ctx.info``.
+
+    Attributes:
+        execution_id: the execution (workflow) id; also seeds ``ctx.random()``/``ctx.uuid4()``.
+        name: workflow name.
+        version: workflow version the execution was started with.
+        attempt: attempt number of the current workflow task (informational only;
+            it differs between replays, so do not branch on it).
+    """
+
+    execution_id: uuid.UUID
+    name: str
+    version: str = ""
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class BufferedSignal:
+    """A delivered-but-unconsumed signal from the store's inbox (arrival order)."""
+
+    signal_id: int
+    name: str
+    payload: bytes = b"null"
+    message_id: str = ""
+
+
+@dataclass(frozen=True)
+class ScheduleActivity:
+    """Schedule an operation job for the ActivityScheduled event at ``seq``.
+
+    ``input`` is the JSON array of positional arguments; ``options`` is the
+    :class:`~azync_flow.workflow.ActivityOptions` in effect (or None).
+    """
+
+    seq: int
+    name: str
+    version: str
+    input: bytes
+    options: Any = None
+
+
+@dataclass(frozen=True)
+class StartTimer:
+    """Insert a durable timer ``seq`` firing ``fire_after`` after the commit (backend clock)."""
+
+    seq: int
+    fire_after: timedelta
+
+
+@dataclass(frozen=True)
+class CancelTimer:
+    """The timer ``timer_seq`` is no longer needed (mark it fired without a pass)."""
+
+    seq: int
+    timer_seq: int
+
+
+Command = ScheduleActivity | StartTimer | CancelTimer
+
+
+class PassStatus(enum.StrEnum):
+    BLOCKED = "blocked"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    NONDETERMINISM = "nondeterminism"
+
+
+@dataclass
+class PassOutcome:
+    """What one pass decided.
+
+    Attributes:
+        status: blocked (waiting on activities/timers/signals), completed, failed,
+            cancelled, or nondeterminism (suspend the execution; nothing to write).
+        new_events: ``(seq, type, payload)`` to append, consecutive from the
+            pass's first new seq, in order. Empty on nondeterminism.
+        commands: ScheduleActivity / StartTimer / CancelTimer, in seq order.
+        consumed_signals: ``(signal_id, seq of its SignalReceived event)``.
+        fired_timers: timer seqs to mark fired (every due timer passed in, plus
+            cancelled ones).
+        result: JSON bytes of the workflow result when completed.
+        error: ``WorkflowFailedError`` when failed, ``NonDeterminismError`` when
+            nondeterminism, ``WorkflowCancelledError`` when cancelled.
+        next_seq: the execution's next seq after these events are appended.
+        unconsumed_signals: buffered signals still waiting for a matching wait.
+        events_replayed: history events this pass fed to the instance (all of
+            them on a full replay; only the new ones on a cached instance).
+    """
+
+    status: PassStatus
+    new_events: list[tuple[int, str, bytes]] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)
+    consumed_signals: list[tuple[int, int]] = field(default_factory=list)
+    fired_timers: list[int] = field(default_factory=list)
+    result: bytes | None = None
+    error: BaseException | None = None
+    next_seq: int = 1
+    unconsumed_signals: int = 0
+    events_replayed: int = 0
+
+    @property
+    def failure_reason(self) -> str:
+        """``error`` as text safe for a Postgres ``text`` column (NUL and lone
+        surrogates escaped)."""
+        if self.error is None:
+            return ""
+        return sanitize_text(str(self.error))
+
+    @property
+    def activities(self) -> list[ScheduleActivity]:
+        return [c for c in self.commands if isinstance(c, ScheduleActivity)]
+
+    @property
+    def timers(self) -> list[StartTimer]:
+        return [c for c in self.commands if isinstance(c, StartTimer)]
+
+    @property
+    def cancelled_timers(self) -> list[int]:
+        return [c.timer_seq for c in self.commands if isinstance(c, CancelTimer)]
+
+
+def sanitize_text(text: str) -> str:
+    """Escape NUL and lone surrogates so ``text`` fits a Postgres ``text`` column."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00")

@@ -1,0 +1,67 @@
+"""The payload of an operation job (one activity call), persisted with the job."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import msgspec
+
+from azync_flow.replay.outcome import ScheduleActivity
+from azync_flow.retry import RetryPolicy
+from azync_flow.store.types import ScheduleOperationParams
+
+__all__ = ["OperationPayload", "operation_params"]
+
+
+class OperationPayload(msgspec.Struct, kw_only=True):
+    """What an activity attempt needs, stored in the operation job's payload.
+
+    The retry policy travels with the job so every attempt, on any worker,
+    decides with the policy in force when the call was made.
+    """
+
+    seq: int
+    activity: str
+    version: str
+    input: msgspec.Raw
+    retry: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    start_to_close: timedelta | None = None
+    heartbeat_timeout: timedelta | None = None
+    idempotent: bool = True
+
+
+_DECODER = msgspec.json.Decoder(OperationPayload)
+
+
+def decode_operation(payload: bytes) -> OperationPayload:
+    """Decode an operation job payload."""
+    return _DECODER.decode(payload)
+
+
+def operation_params(
+    workflow_id: object, workflow_name: str, command: ScheduleActivity
+) -> ScheduleOperationParams:
+    """Build the ``schedule_operation`` arguments for one ScheduleActivity command."""
+    options = command.options
+    payload = OperationPayload(
+        seq=command.seq,
+        activity=command.name,
+        version=command.version,
+        input=msgspec.Raw(command.input),
+        retry=options.retry if options is not None else RetryPolicy(maximum_attempts=3),
+        start_to_close=getattr(options, "start_to_close", None),
+        heartbeat_timeout=getattr(options, "heartbeat_timeout", None),
+        idempotent=getattr(options, "idempotent", True),
+    )
+    return ScheduleOperationParams(
+        workflow_id=workflow_id,  # type: ignore[arg-type]
+        kind=f"$op:{command.name}@{command.version}",
+        payload=msgspec.json.encode(payload),
+        execution_key=f"{workflow_id}/{command.seq}",
+        meta={
+            "workflow_name": workflow_name,
+            "activity": command.name,
+            "idempotent": "true" if payload.idempotent else "false",
+        },
+        max_attempts=payload.retry.maximum_attempts,
+    )

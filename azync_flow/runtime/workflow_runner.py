@@ -1,0 +1,206 @@
+"""Runs leased workflow tasks (``$wft`` jobs): load, replay pass, commit — one pass each.
+
+Per task::
+
+    state   = store.load_workflow_task(run_id, after_seq)   # one snapshot
+    outcome = instance.advance(history, signals, due timers, cancel, now)
+    store.commit_workflow_task(...)                          # one transaction, fenced
+
+A cached instance (sticky cache) is fed only the events after the seq it has
+seen; a fresh one replays the whole history. Results are identical (the replay
+tests run in both modes). A commit that loses the fence (``ConflictError``:
+another pass or completion moved ``next_seq``) writes nothing; the instance is
+evicted and the task abandoned so the next pass replays fresh.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, Protocol
+
+from azync_flow.errors import UnknownWorkflowError
+from azync_flow.replay.engine import WorkflowInstance
+from azync_flow.replay.outcome import BufferedSignal, PassOutcome, PassStatus, WorkflowInfo
+from azync_flow.replay.passes import InstanceCache, to_entries
+from azync_flow.retry import RetryPolicy, describe_error
+from azync_flow.runtime._operations import operation_params
+from azync_flow.runtime._transient import retry_transient
+from azync_flow.store.errors import ConflictError, is_not_found
+from azync_flow.store.types import Job, WorkflowState
+from azync_flow.workflow import Registry
+
+__all__ = ["WorkflowRunner", "WorkflowTaskStore"]
+
+log = logging.getLogger("azync_flow.workflow")
+
+#: Backoff of a workflow task whose pass crashed outside user code.
+TASK_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=30)
+)
+
+
+class WorkflowTaskStore(Protocol):
+    """Store verbs the workflow runner uses (``PostgresStore`` implements them)."""
+
+    async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> Any: ...
+    async def commit_workflow_task(self, *args: Any, **kwargs: Any) -> int: ...
+    async def abandon_workflow_task(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> bool: ...
+    async def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None: ...
+    async def reschedule(
+        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
+    ) -> None: ...
+
+
+class WorkflowRunner:
+    """Executes workflow tasks for the workflows of ``registry``.
+
+    Args:
+        store: the store.
+        registry: workflow (and activity) definitions.
+        cache_size: executions kept in memory between passes (0 = full replay
+            on every pass).
+        max_payload_bytes: per-value limit for values workflows write.
+        task_context: returns the ``contextvars.Context`` each workflow's root
+            task runs in (e.g. one with spans suppressed, see
+            ``azync_flow.telemetry.suppressed_context``); None = a copy of the
+            current context.
+    """
+
+    def __init__(
+        self,
+        store: WorkflowTaskStore,
+        registry: Registry,
+        *,
+        cache_size: int = 1000,
+        max_payload_bytes: int | None = None,
+        task_context: Callable[[], contextvars.Context] | None = None,
+    ) -> None:
+        self.store = store
+        self.task_context = task_context
+        self.registry = registry
+        self.cache = InstanceCache(cache_size)
+        self.max_payload_bytes = max_payload_bytes
+        self.passes = 0
+        self.conflicts = 0
+
+    async def run(self, job: Job, lease: Any) -> None:
+        """``JobRunner`` signature for ``Worker.add_loop``: ``lease.token`` fences."""
+        await self.run_task(job, lease.token)
+
+    async def run_task(self, job: Job, token: uuid.UUID) -> PassOutcome | None:
+        """Run one leased workflow task and settle it. Returns the pass outcome
+        (None when no pass ran: execution not running or commit lost)."""
+        assert job.run_id is not None
+        run_id = job.run_id
+        cached = self.cache.take(run_id)
+        try:
+            after = cached.next_seq - 1 if cached is not None else 0
+            state = await self.store.load_workflow_task(run_id, after_seq=after)
+            if cached is not None and cached.next_seq > state.next_seq:
+                cached.close()
+                cached, state = None, await self.store.load_workflow_task(run_id)
+        except BaseException:
+            if cached is not None:
+                cached.close()
+            raise
+        execution = state.execution
+        if execution.state != WorkflowState.RUNNING:
+            if cached is not None:
+                cached.close()
+            await self.store.ack(job.id, token)  # suspended or finished: nothing to do
+            return None
+        try:
+            defn = self.registry.workflow(execution.name)
+        except UnknownWorkflowError as err:
+            await self._retry_later(job, token, err)
+            return None
+        instance = cached or WorkflowInstance(
+            defn,
+            execution.input,
+            WorkflowInfo(run_id, execution.name, execution.version, job.attempt),
+            max_payload_bytes=self.max_payload_bytes,
+            task_context=self.task_context() if self.task_context else None,
+        )
+        try:
+            outcome = instance.advance(
+                to_entries(state.history),
+                buffered_signals=[
+                    BufferedSignal(s.signal_id, s.name, s.payload, s.message_id)
+                    for s in state.signals
+                ],
+                fired_timers=state.due_timers,
+                cancel_requested=state.cancel_requested,
+                now=state.now,
+            )
+        except Exception as err:  # a bug outside user code: retry the task with backoff
+            instance.close()
+            log.exception("workflow task %s of %s crashed", job.id, run_id)
+            await self._retry_later(job, token, err)
+            return None
+        return await self._commit(job, token, instance, outcome, state.next_seq)
+
+    async def _commit(
+        self,
+        job: Job,
+        token: uuid.UUID,
+        instance: WorkflowInstance,
+        outcome: PassOutcome,
+        expected_next_seq: int,
+    ) -> PassOutcome | None:
+        run_id = instance.info.execution_id
+        try:
+            operations = [
+                operation_params(run_id, instance.info.name, c) for c in outcome.activities
+            ]
+            await retry_transient(
+                lambda: self.store.commit_workflow_task(
+                    job.id,
+                    token,
+                    run_id,
+                    expected_next_seq,
+                    events=[(type_name, payload) for _, type_name, payload in outcome.new_events],
+                    operations=operations,
+                    timers=[(t.seq, t.fire_after) for t in outcome.timers],
+                    consumed_signals=outcome.consumed_signals,
+                    fired_timers=outcome.fired_timers,
+                    outcome=_store_outcome(outcome),
+                )
+            )
+        except ConflictError:
+            instance.close()
+            self.conflicts += 1
+            try:
+                await self.store.abandon_workflow_task(job.id, token)
+            except Exception as err:
+                if not is_not_found(err):
+                    raise
+            return None
+        except BaseException:
+            instance.close()
+            raise
+        self.passes += 1
+        if outcome.status is PassStatus.NONDETERMINISM:
+            log.error("workflow %s suspended: %s", run_id, outcome.error)
+        self.cache.put(run_id, instance)
+        return outcome
+
+    async def _retry_later(self, job: Job, token: uuid.UUID, err: BaseException) -> None:
+        delay = TASK_RETRY.delay(job.attempt)
+        await self.store.reschedule(job.id, token, delay, describe_error(err))
+
+
+def _store_outcome(outcome: PassOutcome) -> tuple[str, Any] | None:
+    status = outcome.status
+    if status is PassStatus.COMPLETED:
+        return ("complete", outcome.result)
+    if status is PassStatus.FAILED:
+        return ("fail", outcome.failure_reason)
+    if status is PassStatus.CANCELLED:
+        return ("cancelled", outcome.failure_reason)
+    if status is PassStatus.NONDETERMINISM:
+        return ("suspend", outcome.failure_reason)
+    return None

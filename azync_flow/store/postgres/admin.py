@@ -1,0 +1,238 @@
+"""Queue admin surface and vacuum verbs of ``Store`` (one source at a time)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, date, datetime, timedelta
+
+import asyncpg
+
+from ..errors import ConflictError, NotFoundError
+from ..types import DailyCount, Depths, Job, JobFilter, JobState, NukeReport, Source
+from ._base import PgBase, job_from_row
+
+#: Length of the daily throughput window of :meth:`AdminMixin.stats` and ``all_daily``.
+DAILY_WINDOW_DAYS = 30
+#: Rows deleted per statement by :meth:`AdminMixin.vacuum_completed`.
+VACUUM_BATCH = 5_000
+
+_ZERO = timedelta(0)
+
+
+class AdminMixin(PgBase):
+    # --- reads ------------------------------------------------------------------
+
+    async def list_kinds(self, source: Source) -> list[str]:
+        """Distinct kinds of the source, from jobs and stat history, sorted."""
+        return [r["kind"] for r in await self._fetch("job_list_kinds", source.value)]
+
+    async def kind_depths(self, source: Source) -> dict[str, Depths]:
+        """Per-kind instantaneous state counters of the source.
+
+        ``oldest_pending_age`` is measured against the backend clock.
+        """
+        rows = await self._fetch("job_kind_depths", source.value, "")
+        return {r["kind"]: _depths(r) for r in rows}
+
+    async def stats(self, source: Source, kind: str) -> tuple[Depths, list[DailyCount]]:
+        """One kind's depths and its daily window (:data:`DAILY_WINDOW_DAYS` days
+        ending today, UTC, oldest first, idle days as zeros).
+
+        Daily counters: ``enqueued``; ``processed`` = acked + skipped;
+        ``failed`` = dead-lettered (by ``dead``, a snooze deadline or the
+        reaper); ``reaped`` = expired leases reclaimed.
+        """
+        row = await self._fetchrow("job_kind_depths", source.value, kind)
+        depths = _depths(row) if row is not None else Depths()
+        return depths, await self._daily(source, kind)
+
+    async def all_daily(self, source: Source) -> list[DailyCount]:
+        """The daily window summed across every kind of the source, oldest first."""
+        return await self._daily(source, "")
+
+    async def _daily(self, source: Source, kind: str) -> list[DailyCount]:
+        rows = await self._fetch("stats_daily", source.value, kind, DAILY_WINDOW_DAYS)
+        return [
+            DailyCount(
+                date=_midnight(r["day"]),
+                enqueued=r["enqueued"],
+                processed=r["processed"],
+                failed=r["failed"],
+                reaped=r["reaped"],
+            )
+            for r in rows
+        ]
+
+    async def list_jobs(
+        self, source: Source, filter: JobFilter, offset: int, limit: int
+    ) -> tuple[list[Job], int]:
+        """A page of the source's jobs matching ``filter`` and the total count.
+
+        Ordering: pending/dead by enqueued_at asc; scheduled/paused by run_at
+        asc; active by lease_until asc; succeeded by completed_at desc; no
+        state filter by enqueued_at desc (newest first); other states by
+        enqueued_at asc; ties by id.
+        """
+        state = filter.state.value if filter.state is not None else ""
+        rows = await self._fetch(
+            "job_list", source.value, filter.kind, state, max(offset, 0), max(limit, 0)
+        )
+        total = int(rows[0]["total"]) if rows else 0
+        return [job_from_row(r) for r in rows if r["id"] is not None], total
+
+    async def get_job(self, source: Source, id: uuid.UUID) -> Job:
+        """One job of the source.
+
+        Raises:
+            NotFoundError: no job of the source has this id.
+        """
+        row = await self._fetchrow("job_get", source.value, id)
+        if row is None:
+            raise NotFoundError(f"no {source} job {id}")
+        return job_from_row(row)
+
+    # --- operator verbs -------------------------------------------------------------
+
+    async def retry_job(self, source: Source, id: uuid.UUID) -> None:
+        """Reset a dead job to pending now with a fresh budget (attempt, reap_count
+        and the snooze deadline cleared) and wake workers.
+
+        Raises:
+            NotFoundError: the job is missing or not dead.
+            ConflictError: its idempotency key is now held by another live job.
+        """
+        try:
+            await self._must(
+                "job_retry", source.value, id, self.channel, what=f"no dead {source} job {id}"
+            )
+        except asyncpg.UniqueViolationError as exc:
+            raise ConflictError(
+                f"job {id} cannot be retried: a live job holds its idempotency key"
+            ) from exc
+
+    async def retry_all_dead(self, source: Source, kind: str) -> int:
+        """Reset every dead job of ``(source, kind)`` (``''`` = all kinds) to pending.
+
+        A dead job whose idempotency key is held by a live job (or by another
+        dead job revived in the same call) stays dead. Returns the count.
+        """
+        row = await self._fetchrow("job_retry_all_dead", source.value, kind, self.channel)
+        assert row is not None
+        return int(row["retried"])
+
+    async def run_now(self, source: Source, id: uuid.UUID) -> None:
+        """Expedite a scheduled job: pending with run_at = now, workers woken.
+
+        Raises:
+            NotFoundError: the job is missing or not scheduled.
+        """
+        await self._must(
+            "job_run_now", source.value, id, self.channel, what=f"no scheduled {source} job {id}"
+        )
+
+    async def archive_job(self, source: Source, id: uuid.UUID) -> None:
+        """Force a pending or scheduled job to dead.
+
+        Raises:
+            NotFoundError: the job is missing or not pending/scheduled.
+        """
+        await self._must(
+            "job_archive", source.value, id, what=f"no pending or scheduled {source} job {id}"
+        )
+
+    async def pause_job(self, source: Source, id: uuid.UUID) -> None:
+        """Hold a pending or scheduled job out of the ready set (paused).
+
+        Raises:
+            NotFoundError: the job is missing or not pending/scheduled.
+        """
+        await self._must(
+            "job_pause", source.value, id, what=f"no pending or scheduled {source} job {id}"
+        )
+
+    async def resume_job(self, source: Source, id: uuid.UUID) -> None:
+        """Return a paused job to pending (due) or scheduled (run_at in the future).
+
+        Raises:
+            NotFoundError: the job is missing or not paused.
+        """
+        await self._must(
+            "job_resume", source.value, id, self.channel, what=f"no paused {source} job {id}"
+        )
+
+    async def delete_job(self, source: Source, id: uuid.UUID, state: JobState) -> None:
+        """Delete one job of the source in ``state``.
+
+        Raises:
+            NotFoundError: no such job in that state.
+        """
+        await self._must(
+            "job_delete", source.value, id, state.value, what=f"no {state} {source} job {id}"
+        )
+
+    async def delete_all(self, source: Source, kind: str, state: JobState) -> int:
+        """Delete every job of ``(source, kind)`` (``''`` = all kinds) in ``state``."""
+        return int(await self._fetchval("job_delete_all", source.value, kind, state.value))
+
+    async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
+        """Delete dead jobs of ``(source, kind)`` enqueued before ``older_than`` ago.
+
+        DAG- and workflow-owned jobs are exempt (their run removes them).
+        """
+        return int(await self._fetchval("job_vacuum_dead", source.value, kind, older_than))
+
+    async def nuke_all(self, source: Source) -> NukeReport:
+        """Delete every job, stat row and idempotency key of the source (a dev
+        reset). The event ledger is left intact."""
+        row = await self._fetchrow("job_nuke_all", source.value)
+        assert row is not None
+        return NukeReport(jobs=row["jobs"], stats=row["stats"], keys=row["keys"])
+
+    # --- retention ------------------------------------------------------------------
+
+    async def vacuum_stats(self, source: Source, retention: timedelta) -> int:
+        """Delete daily stat rows of days older than ``retention``; <= 0 keeps all."""
+        if retention <= _ZERO:
+            return 0
+        return int(await self._fetchval("stats_vacuum", source.value, retention))
+
+    async def vacuum_idempotency(self, source: Source) -> int:
+        """Delete expired time-window idempotency keys of the source."""
+        return int(await self._fetchval("idempotency_vacuum", source.value))
+
+    async def vacuum_completed(self, source: Source, retention: timedelta) -> int:
+        """Delete succeeded (and skipped) jobs completed before ``retention`` ago.
+
+        ``retention <= 0`` keeps them forever. DAG-owned (``dag_id``) and
+        workflow-owned (``run_id``) jobs are exempt: they are removed only with
+        their run. Skipped jobs are included on purpose (the contract names only
+        succeeded ones, but nothing else would ever remove a skipped queue job).
+        Deletes in batches of :data:`VACUUM_BATCH` rows so no statement holds
+        locks for long.
+        """
+        if retention <= _ZERO:
+            return 0
+        removed = 0
+        while True:
+            n = int(
+                await self._fetchval("job_vacuum_completed", source.value, retention, VACUUM_BATCH)
+            )
+            removed += n
+            if n < VACUUM_BATCH:
+                return removed
+
+
+def _depths(r: asyncpg.Record) -> Depths:
+    return Depths(
+        pending=r["pending"],
+        scheduled=r["scheduled"],
+        active=r["active"],
+        dead=r["dead"],
+        paused=r["paused"],
+        succeeded=r["succeeded"],
+        oldest_pending_age=r["oldest_pending_age"] if r["pending"] else _ZERO,
+    )
+
+
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)

@@ -1,0 +1,266 @@
+"""Push wake-ups over LISTEN/NOTIFY (contract ``Notifier``).
+
+Producers NOTIFY ``Config.notify_channel`` with the payload ``"<source>:<kind>"``
+inside their own transaction, so a wake is delivered only after the commit
+that made the work visible: enqueue (a due job), publish (one per delivered
+subscriber), promote_due, reap_expired (re-pended kinds), run_now and the retry
+verbs. A :class:`WakeSubscription` holds one dedicated listening connection and
+reconnects when it drops; wakes that may have been missed during the gap are
+replayed as one wake per ``(source, kind)`` that has pending jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+
+import asyncpg
+
+from ..errors import StoreError
+from ..types import Source, Wake
+from ._base import PgBase
+from ._queries import QUERIES
+
+log = logging.getLogger(__name__)
+
+#: Buffered wakes per subscription; further wakes are dropped (polling covers them).
+MAX_BUFFERED = 10_000
+#: How often the listener pings its connection to notice a silent network drop (s).
+HEALTH_INTERVAL = 5.0
+_RECONNECT_BACKOFF = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+class _Closed:
+    """Sentinel queued to end iteration."""
+
+
+_CLOSED = _Closed()
+T = TypeVar("T")
+
+
+def parse_wake(payload: str) -> Wake | None:
+    """Decode a ``"<source>:<kind>"`` notification payload; None when malformed."""
+    source, sep, kind = payload.partition(":")
+    if not sep:
+        return None
+    try:
+        return Wake(source=Source(source), kind=kind)
+    except ValueError:
+        return None
+
+
+async def connect_dedicated(store: PgBase) -> asyncpg.Connection:
+    """Open a connection outside the pool, with the store's search_path.
+
+    Raises:
+        StoreError: the server cannot be reached.
+    """
+    try:
+        return await asyncpg.connect(
+            store.dsn, server_settings={"search_path": f'"{store.schema}"'}
+        )
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
+        raise StoreError(
+            f"cannot open a dedicated connection ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+class ListenSubscription(Generic[T]):
+    """An async iterator of items decoded from NOTIFY payloads on the store's
+    channel, backed by one dedicated LISTEN connection.
+
+    Survives the connection dropping (server restart, ``pg_terminate_backend``,
+    network loss noticed by the periodic :meth:`_tick`): it reconnects with
+    backoff and calls :meth:`_after_connect` so subclasses can announce what
+    may have been missed. Iteration ends after :meth:`close`.
+    """
+
+    #: Seconds between :meth:`_tick` calls (which double as the health check).
+    tick_interval = HEALTH_INTERVAL
+    _task_name = "azync-listener"
+
+    def __init__(self, store: PgBase) -> None:
+        self._store = store
+        self._queue: asyncio.Queue[T | _Closed] = asyncio.Queue(MAX_BUFFERED)
+        self._conn: asyncpg.Connection | None = None
+        self._lost = asyncio.Event()
+        self._closed = False
+        self._task: asyncio.Task[None] | None = None
+        #: Times the listening connection was re-established (a test hook).
+        self.reconnects = 0
+
+    async def start(self) -> None:
+        """Open the listening connection; LISTEN is live when this returns."""
+        await self._connect()
+        await self._after_connect(self._conn_or_fail(), reconnected=False)
+        self._task = asyncio.create_task(self._supervise(), name=self._task_name)
+
+    # --- subclass hooks ------------------------------------------------------------
+
+    def _decode(self, payload: str) -> T | None:
+        """Turn a NOTIFY payload into an item (None: ignore it)."""
+        raise NotImplementedError
+
+    async def _after_connect(self, conn: asyncpg.Connection, *, reconnected: bool) -> None:
+        """Called once LISTEN is live, first on start then after each reconnect."""
+
+    async def _tick(self, conn: asyncpg.Connection) -> None:
+        """Periodic work on the listening connection; raising marks it unhealthy."""
+        await conn.fetchval("SELECT 1", timeout=self.tick_interval)
+
+    # --- connection management -------------------------------------------------
+
+    def _conn_or_fail(self) -> asyncpg.Connection:
+        if self._conn is None:
+            raise StoreError("listening connection is not open")
+        return self._conn
+
+    async def _connect(self) -> None:
+        conn = await connect_dedicated(self._store)
+        try:
+            await conn.add_listener(self._store.channel, self._on_notify)
+        except BaseException:
+            await conn.close()
+            raise
+        self._lost.clear()
+        conn.add_termination_listener(self._on_terminated)
+        self._conn = conn
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        item = self._decode(payload)
+        if item is not None:
+            self._put(item)
+
+    def _on_terminated(self, _conn: Any) -> None:
+        self._lost.set()
+
+    def _put(self, item: T) -> None:
+        try:
+            self._queue.put_nowait(item)
+        except asyncio.QueueFull:
+            log.debug("listener buffer full; dropping %s (polling covers it)", item)
+
+    async def _supervise(self) -> None:
+        while not self._closed:
+            try:
+                await asyncio.wait_for(self._lost.wait(), self.tick_interval)
+            except TimeoutError:
+                if await self._healthy():
+                    continue
+            if self._closed:
+                return
+            await self._reconnect()
+
+    async def _healthy(self) -> bool:
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            return False
+        try:
+            await self._tick(conn)
+        except Exception:  # any failure means the session cannot be trusted to LISTEN
+            return False
+        return True
+
+    async def _reconnect(self) -> None:
+        old, self._conn = self._conn, None
+        if old is not None:
+            old.terminate()
+        attempt = 0
+        while not self._closed:
+            try:
+                await self._connect()
+            except StoreError as exc:
+                delay = _RECONNECT_BACKOFF[min(attempt, len(_RECONNECT_BACKOFF) - 1)]
+                log.warning("listener reconnect failed (%s); retrying in %ss", exc, delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+                continue
+            self.reconnects += 1
+            with contextlib.suppress(Exception):
+                await self._after_connect(self._conn_or_fail(), reconnected=True)
+            return
+
+    # --- iteration ----------------------------------------------------------------
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> T:
+        if self._closed and self._queue.empty():
+            raise StopAsyncIteration
+        item = await self._queue.get()
+        if isinstance(item, _Closed):
+            raise StopAsyncIteration
+        return item
+
+    async def close(self) -> None:
+        """Stop listening and close the connection. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._lost.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 2.0)
+            if not conn.is_closed():
+                conn.terminate()
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait(_CLOSED)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class WakeSubscription(ListenSubscription[Wake]):
+    """The :class:`Wake` stream of ``Notifier.wake``.
+
+    After a reconnect it replays one wake per ``(source, kind)`` with due
+    pending jobs, covering notifications sent while it was not listening.
+    """
+
+    _task_name = "azync-wake-listener"
+
+    def _decode(self, payload: str) -> Wake | None:
+        return parse_wake(payload)
+
+    async def _after_connect(self, conn: asyncpg.Connection, *, reconnected: bool) -> None:
+        if not reconnected:
+            return
+        rows = await conn.fetch(QUERIES["job_pending_partitions"], self._store.now())
+        for r in rows:
+            with contextlib.suppress(ValueError):
+                self._put(Wake(source=Source(r["source"]), kind=r["kind"]))
+
+
+class NotifyMixin(PgBase):
+    async def wake(self) -> WakeSubscription | None:
+        """Contract ``Notifier.Wake``: a stream of wakes, or None when poll-only.
+
+        LISTEN is live when this returns, so a job committed afterwards is
+        announced. Close the subscription (or use it as an async context
+        manager) to release its dedicated connection.
+
+        Raises:
+            StoreError: the listening connection cannot be opened.
+        """
+        if self.config.poll_only:
+            return None
+        sub = WakeSubscription(self)
+        await sub.start()
+        return sub

@@ -1,0 +1,241 @@
+-- Queue admin surface and vacuum verbs. $1 is always the clock override.
+-- Every verb is scoped to one source ($2). Live states of the idempotency key:
+-- pending, scheduled, active, paused, blocked, waiting, uncertain.
+
+-- name: job_list_kinds
+-- $2 source: kinds of live or retained jobs and of stat history, sorted.
+SELECT kind FROM azync_jobs WHERE source = $2 AND ($1::timestamptz IS NULL OR true)
+UNION
+SELECT kind FROM azync_job_stats WHERE source = $2
+ORDER BY kind
+
+-- name: job_kind_depths
+-- $2 source, $3 kind ('' = every kind): instantaneous counters per kind.
+SELECT kind,
+       count(*) FILTER (WHERE state = 'pending') AS pending,
+       count(*) FILTER (WHERE state = 'scheduled') AS scheduled,
+       count(*) FILTER (WHERE state = 'active') AS active,
+       count(*) FILTER (WHERE state = 'dead') AS dead,
+       count(*) FILTER (WHERE state = 'paused') AS paused,
+       count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+       greatest(interval '0', coalesce(coalesce($1::timestamptz, now())
+                - min(run_at) FILTER (WHERE state = 'pending'), interval '0'))
+           AS oldest_pending_age
+FROM azync_jobs
+WHERE source = $2 AND ($3 = '' OR kind = $3)
+GROUP BY kind
+
+-- name: stats_daily
+-- $2 source, $3 kind ('' = every kind), $4 days: the daily window ending today
+-- (UTC), oldest first, days without activity as zeros.
+WITH days AS (
+    SELECT d::date AS day
+    FROM generate_series((coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date - ($4::int - 1),
+                         (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+                         interval '1 day') AS d
+), sums AS (
+    SELECT day, sum(enqueued) AS enqueued, sum(processed) AS processed,
+           sum(failed) AS failed, sum(reaped) AS reaped
+    FROM azync_job_stats
+    WHERE source = $2 AND ($3 = '' OR kind = $3)
+      AND day >= (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date - ($4::int - 1)
+    GROUP BY day
+)
+SELECT days.day, coalesce(s.enqueued, 0)::bigint AS enqueued,
+       coalesce(s.processed, 0)::bigint AS processed, coalesce(s.failed, 0)::bigint AS failed,
+       coalesce(s.reaped, 0)::bigint AS reaped
+FROM days LEFT JOIN sums s ON s.day = days.day
+ORDER BY days.day
+
+-- name: job_list
+-- $2 source, $3 kind ('' = all), $4 state ('' = all), $5 offset, $6 limit.
+-- One row per job of the page, each carrying the total; a single row with a
+-- NULL id when the page is empty. Ordering per the contract (ListJobs).
+WITH m AS (
+    SELECT * FROM azync_jobs
+    WHERE source = $2 AND ($3 = '' OR kind = $3) AND ($4 = '' OR state = $4)
+      AND ($1::timestamptz IS NULL OR true)
+), total AS (
+    SELECT count(*) AS total FROM m
+)
+SELECT total.total, p.*
+FROM total LEFT JOIN LATERAL (
+    SELECT * FROM m
+    ORDER BY
+        CASE WHEN $4 IN ('pending', 'dead') THEN m.enqueued_at END ASC,
+        CASE WHEN $4 IN ('scheduled', 'paused') THEN m.run_at END ASC,
+        CASE WHEN $4 = 'active' THEN m.lease_until END ASC,
+        CASE WHEN $4 = 'succeeded' THEN m.completed_at END DESC,
+        CASE WHEN $4 = '' THEN m.enqueued_at END DESC,
+        CASE WHEN $4 NOT IN ('', 'pending', 'dead', 'scheduled', 'paused', 'active', 'succeeded')
+             THEN m.enqueued_at END ASC,
+        m.id
+    OFFSET $5 LIMIT $6
+) p ON true
+
+-- name: job_get
+-- $2 source, $3 id
+SELECT * FROM azync_jobs WHERE source = $2 AND id = $3 AND ($1::timestamptz IS NULL OR true)
+
+-- name: job_retry
+-- $2 source, $3 id, $4 channel. Dead -> pending with a fresh budget: attempt,
+-- reap_count and the stamped snooze deadline cleared.
+WITH up AS (
+    UPDATE azync_jobs
+    SET state = 'pending', attempt = 0, reap_count = 0, deadline_at = NULL,
+        run_at = coalesce($1::timestamptz, now()), lease_until = NULL,
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE source = $2 AND id = $3 AND state = 'dead'
+    RETURNING kind
+), wake AS (
+    SELECT pg_notify($4, $2 || ':' || kind) FROM up
+)
+SELECT (SELECT count(*) FROM wake) AS woken FROM up
+
+-- name: job_retry_all_dead
+-- $2 source, $3 kind ('' = all), $4 channel. A dead job whose idempotency key
+-- is now held by a live job stays dead (reviving it would break the live-key
+-- guarantee); of several dead jobs sharing a key only the oldest is revived.
+WITH cand AS (
+    SELECT j.id, j.kind, j.idempotency_key FROM azync_jobs j
+    WHERE j.source = $2 AND j.state = 'dead' AND ($3 = '' OR j.kind = $3)
+      AND (j.idempotency_key = '' OR NOT EXISTS (
+            SELECT 1 FROM azync_jobs l
+            WHERE l.source = j.source AND l.kind = j.kind
+              AND l.idempotency_key = j.idempotency_key
+              AND l.state IN ('pending', 'scheduled', 'active', 'paused', 'blocked',
+                              'waiting', 'uncertain')))
+    FOR UPDATE SKIP LOCKED
+), pick AS (
+    SELECT id FROM cand WHERE idempotency_key = ''
+    UNION ALL
+    (SELECT DISTINCT ON (kind, idempotency_key) id FROM cand
+     WHERE idempotency_key <> '' ORDER BY kind, idempotency_key, id)
+), up AS (
+    UPDATE azync_jobs j
+    SET state = 'pending', attempt = 0, reap_count = 0, deadline_at = NULL,
+        run_at = coalesce($1::timestamptz, now()), lease_until = NULL,
+        updated_at = coalesce($1::timestamptz, now())
+    FROM pick WHERE j.id = pick.id
+    RETURNING j.kind
+), wake AS (
+    SELECT pg_notify($4, $2 || ':' || kind) FROM (SELECT DISTINCT kind FROM up) k
+)
+SELECT (SELECT count(*) FROM up) AS retried, (SELECT count(*) FROM wake) AS woken
+
+-- name: job_run_now
+-- $2 source, $3 id, $4 channel. Scheduled only.
+WITH up AS (
+    UPDATE azync_jobs
+    SET state = 'pending', run_at = coalesce($1::timestamptz, now()),
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE source = $2 AND id = $3 AND state = 'scheduled'
+    RETURNING kind
+), wake AS (
+    SELECT pg_notify($4, $2 || ':' || kind) FROM up
+)
+SELECT (SELECT count(*) FROM wake) AS woken FROM up
+
+-- name: job_archive
+-- $2 source, $3 id: pending or scheduled -> dead.
+UPDATE azync_jobs
+SET state = 'dead', failed_at = coalesce($1::timestamptz, now()),
+    updated_at = coalesce($1::timestamptz, now())
+WHERE source = $2 AND id = $3 AND state IN ('pending', 'scheduled')
+RETURNING 1
+
+-- name: job_pause
+-- $2 source, $3 id: pending or scheduled -> paused.
+UPDATE azync_jobs SET state = 'paused', updated_at = coalesce($1::timestamptz, now())
+WHERE source = $2 AND id = $3 AND state IN ('pending', 'scheduled')
+RETURNING 1
+
+-- name: job_resume
+-- $2 source, $3 id, $4 channel: paused -> pending or scheduled per run_at.
+WITH up AS (
+    UPDATE azync_jobs
+    SET state = CASE WHEN run_at > coalesce($1::timestamptz, now())
+                     THEN 'scheduled' ELSE 'pending' END,
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE source = $2 AND id = $3 AND state = 'paused'
+    RETURNING kind, state
+), wake AS (
+    SELECT pg_notify($4, $2 || ':' || kind) FROM up WHERE state = 'pending'
+)
+SELECT state, (SELECT count(*) FROM wake) AS woken FROM up
+
+-- name: job_delete
+-- $2 source, $3 id, $4 state
+DELETE FROM azync_jobs
+WHERE source = $2 AND id = $3 AND state = $4 AND ($1::timestamptz IS NULL OR true)
+RETURNING 1
+
+-- name: job_delete_all
+-- $2 source, $3 kind ('' = all), $4 state
+WITH d AS (
+    DELETE FROM azync_jobs
+    WHERE source = $2 AND ($3 = '' OR kind = $3) AND state = $4
+      AND ($1::timestamptz IS NULL OR true)
+    RETURNING 1
+)
+SELECT count(*) FROM d
+
+-- name: job_vacuum_dead
+-- $2 source, $3 kind ('' = all), $4 older_than. DAG- and workflow-owned jobs
+-- are exempt: their lifecycle belongs to their run.
+WITH d AS (
+    DELETE FROM azync_jobs
+    WHERE source = $2 AND ($3 = '' OR kind = $3) AND state = 'dead'
+      AND enqueued_at < coalesce($1::timestamptz, now()) - $4::interval
+      AND dag_id IS NULL AND run_id IS NULL
+    RETURNING 1
+)
+SELECT count(*) FROM d
+
+-- name: job_nuke_all
+-- $2 source: every job, stat row and idempotency key of the source.
+WITH j AS (
+    DELETE FROM azync_jobs WHERE source = $2 AND ($1::timestamptz IS NULL OR true) RETURNING 1
+), s AS (
+    DELETE FROM azync_job_stats WHERE source = $2 RETURNING 1
+), k AS (
+    DELETE FROM azync_idempotency_keys WHERE source = $2 RETURNING 1
+)
+SELECT (SELECT count(*) FROM j) AS jobs, (SELECT count(*) FROM s) AS stats,
+       (SELECT count(*) FROM k) AS keys
+
+-- name: stats_vacuum
+-- $2 source, $3 retention (> 0): stat days older than the retention.
+WITH d AS (
+    DELETE FROM azync_job_stats
+    WHERE source = $2
+      AND day < ((coalesce($1::timestamptz, now()) - $3::interval) AT TIME ZONE 'UTC')::date
+    RETURNING 1
+)
+SELECT count(*) FROM d
+
+-- name: idempotency_vacuum
+-- $2 source: expired time-window keys.
+WITH d AS (
+    DELETE FROM azync_idempotency_keys
+    WHERE source = $2 AND expires_at <= coalesce($1::timestamptz, now())
+    RETURNING 1
+)
+SELECT count(*) FROM d
+
+-- name: job_vacuum_completed
+-- $2 source, $3 retention (> 0), $4 batch size. Succeeded (and skipped) jobs
+-- completed before retention ago, oldest first, one bounded batch per call.
+-- DAG-owned and workflow-owned jobs are exempt (removed with their run).
+WITH victims AS (
+    SELECT id FROM azync_jobs
+    WHERE source = $2 AND state IN ('succeeded', 'skipped')
+      AND completed_at < coalesce($1::timestamptz, now()) - $3::interval
+      AND dag_id IS NULL AND run_id IS NULL
+    ORDER BY completed_at
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+), d AS (
+    DELETE FROM azync_jobs j USING victims WHERE j.id = victims.id RETURNING 1
+)
+SELECT count(*) FROM d

@@ -1,0 +1,487 @@
+-- Workflow-as-code executions, history, signals, timers, workflow tasks and
+-- operations. $1 is always the clock override: coalesce($1, now()).
+-- Every job here has source='workflow' and run_id = the execution id; a
+-- workflow task has task_key '$wft', an operation its execution key.
+-- Multi-statement verbs lock the execution row FOR NO KEY UPDATE before
+-- creating a runnable workflow task, so the one-runnable-task index never
+-- races (FK inserts still proceed: they take only FOR KEY SHARE).
+
+-- name: workflow_start
+-- $2 id, $3 name, $4 version, $5 input, $6 business key, $7 task_queue,
+-- $8 meta, $9 trace_context, $10 channel. Returns inserted = 0 on conflict
+-- (same id, or same live (name, key)).
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), ins AS (
+    INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
+                                           task_queue, input, meta, trace_context,
+                                           created_at, updated_at)
+    SELECT $2, $3, $4, 'running', $6, $7, $5, $8::jsonb, $9::jsonb, c.t, c.t FROM clock c
+    ON CONFLICT DO NOTHING
+    RETURNING id, created_at
+), task AS (
+    INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
+                            enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
+           created_at, created_at
+    FROM ins
+    RETURNING kind
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
+    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+           (random() * 7)::int, count(*) FROM task GROUP BY kind
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
+), wake AS (
+    SELECT pg_notify($10, 'workflow:$wft') FROM task
+)
+SELECT (SELECT count(*) FROM ins) AS inserted, (SELECT count(*) FROM wake) AS woken
+
+-- name: workflow_existing
+-- $2 id, $3 name, $4 business key: the execution a conflicting start hit.
+SELECT id, coalesce($1::timestamptz, now()) AS at FROM (
+    SELECT id, 0 AS pref FROM azync_workflow_executions WHERE id = $2
+    UNION ALL
+    SELECT id, 1 FROM azync_workflow_executions
+    WHERE name = $3 AND business_idempotency_key = $4 AND $4 <> ''
+      AND state IN ('running', 'suspended')
+) e
+ORDER BY pref
+LIMIT 1
+
+-- name: workflow_get
+-- $2 id
+SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions WHERE id = $2
+
+-- name: workflow_lock
+-- $2 id. Serialises writers of one execution (see header).
+SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions
+WHERE id = $2 FOR NO KEY UPDATE
+
+-- name: workflow_finish
+-- $2 id, $3 terminal state, $4 result, $5 failure reason. Only from a live state.
+UPDATE azync_workflow_executions
+SET state = $3, result = $4, failure_reason = $5, completed_at = coalesce($1::timestamptz, now()),
+    updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND state IN ('running', 'suspended')
+RETURNING id
+
+-- name: workflow_retire_jobs
+-- $2 id: a terminal execution's runnable tasks and operations will never run.
+UPDATE azync_jobs
+SET state = 'cancelled', completed_at = coalesce($1::timestamptz, now()),
+    updated_at = coalesce($1::timestamptz, now())
+WHERE run_id = $2 AND source = 'workflow' AND state IN ('pending', 'scheduled', 'paused')
+
+-- name: workflow_cancel_request
+-- $2 id
+UPDATE azync_workflow_executions
+SET cancel_requested = true, updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND state IN ('running', 'suspended')
+RETURNING state
+
+-- name: workflow_suspend
+-- $2 id, $3 reason
+UPDATE azync_workflow_executions
+SET state = 'suspended', suspend_reason = $3, updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND state = 'running'
+RETURNING id
+
+-- name: workflow_resume
+-- $2 id
+UPDATE azync_workflow_executions
+SET state = 'running', suspend_reason = '', updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND state = 'suspended'
+RETURNING id
+
+-- name: workflow_uncertain_ops
+-- $2 run id: operations of the execution still waiting for a decision.
+SELECT id, kind, task_key, $1::timestamptz AS at FROM azync_jobs
+WHERE run_id = $2 AND source = 'workflow' AND state = 'uncertain'
+ORDER BY uncertain_since, id
+
+-- name: workflow_task_schedule
+-- $2 run id, $3 kind, $4 run_at (NULL = now), $5 channel. Inserts the one
+-- runnable workflow task, or moves an existing one to least(run_at, new).
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), up AS (
+    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
+                                 enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', $3,
+           CASE WHEN coalesce($4::timestamptz, c.t) > c.t THEN 'scheduled' ELSE 'pending' END,
+           coalesce($4::timestamptz, c.t), $2, '$wft', c.t, c.t
+    FROM clock c
+    ON CONFLICT (run_id)
+        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
+        DO UPDATE SET
+            run_at = least(j.run_at, EXCLUDED.run_at),
+            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
+                         THEN 'scheduled' ELSE 'pending' END,
+            updated_at = EXCLUDED.updated_at
+    RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
+    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+           (random() * 7)::int, count(*) FROM up WHERE inserted GROUP BY kind
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
+), wake AS (
+    SELECT pg_notify($5, 'workflow:' || kind) FROM up WHERE state = 'pending'
+)
+SELECT id, state, (SELECT count(*) FROM wake) AS woken FROM up
+
+-- name: workflow_task_dequeue
+-- $2 kind, $3 limit, $4 lease. Due pending (or due scheduled) workflow tasks
+-- whose execution has no active workflow task: passes never overlap.
+WITH picked AS (
+    SELECT j.id FROM azync_jobs j
+    WHERE j.source = 'workflow' AND j.kind = $2 AND j.task_key = '$wft'
+      AND j.state IN ('pending', 'scheduled')
+      AND j.run_at <= coalesce($1::timestamptz, now())
+      AND NOT EXISTS (
+          SELECT 1 FROM azync_jobs a
+          WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
+            AND a.state = 'active')
+    ORDER BY j.run_at, j.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE azync_jobs j
+SET state = 'active',
+    attempt = j.attempt + 1,
+    lease_token = gen_random_uuid(),
+    lease_until = coalesce($1::timestamptz, now()) + $4::interval,
+    started_at = coalesce($1::timestamptz, now()),
+    updated_at = coalesce($1::timestamptz, now())
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.*
+
+-- name: workflow_job_lock
+-- $2 id, $3 lease_token: the fence of every runtime settle.
+SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_jobs
+WHERE id = $2 AND lease_token = $3 AND state = 'active' AND source = 'workflow'
+FOR UPDATE
+
+-- name: workflow_job_runnable_task
+-- $2 run id: is another runnable workflow task waiting?
+SELECT id, $1::timestamptz AS at FROM azync_jobs
+WHERE run_id = $2 AND source = 'workflow' AND task_key = '$wft'
+  AND state IN ('pending', 'scheduled')
+
+-- name: workflow_history_append
+-- $2 workflow id, $3 type, $4 payload: one event at next_seq.
+WITH e AS (
+    UPDATE azync_workflow_executions
+    SET next_seq = next_seq + 1, updated_at = coalesce($1::timestamptz, now())
+    WHERE id = $2
+    RETURNING id, next_seq - 1 AS seq
+)
+INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+SELECT id, seq, $3, $4, coalesce($1::timestamptz, now()) FROM e
+RETURNING seq
+
+-- name: workflow_history_list
+-- $2 workflow id, $3 after seq, $4 limit (NULL = all)
+SELECT workflow_id, seq, type, payload, created_at, $1::timestamptz AS at
+FROM azync_workflow_history
+WHERE workflow_id = $2 AND seq > $3
+ORDER BY seq
+LIMIT $4
+
+-- name: workflow_signal_duplicate
+-- $2 workflow id, $3 name, $4 message id
+SELECT id, $1::timestamptz AS at FROM azync_workflow_signals
+WHERE workflow_id = $2 AND name = $3 AND message_id = $4 AND $4 <> ''
+
+-- name: workflow_signal_insert
+-- $2 workflow id, $3 name, $4 message id, $5 payload
+INSERT INTO azync_workflow_signals (workflow_id, name, message_id, payload, created_at)
+VALUES ($2, $3, $4, $5, coalesce($1::timestamptz, now()))
+ON CONFLICT DO NOTHING
+RETURNING id
+
+-- name: workflow_signals_buffered
+-- $2 workflow id
+SELECT id, name, message_id, payload, $1::timestamptz AS at FROM azync_workflow_signals
+WHERE workflow_id = $2 AND consumed_seq IS NULL
+ORDER BY id
+
+-- name: workflow_signals_consume
+-- $2 workflow id, $3 signal ids bigint[], $4 seqs bigint[]
+UPDATE azync_workflow_signals s
+SET consumed_seq = u.seq
+FROM unnest($3::bigint[], $4::bigint[]) AS u(id, seq)
+WHERE s.id = u.id AND s.workflow_id = $2 AND s.consumed_seq IS NULL
+RETURNING s.id, $1::timestamptz AS at
+
+-- name: workflow_timers_insert
+-- $2 workflow id, $3 seqs bigint[], $4 delays interval[] (from backend now)
+INSERT INTO azync_workflow_timers (workflow_id, seq, fire_at)
+SELECT $2, u.seq, coalesce($1::timestamptz, now()) + u.delay
+FROM unnest($3::bigint[], $4::interval[]) AS u(seq, delay)
+ON CONFLICT DO NOTHING
+
+-- name: workflow_timers_fire
+-- $2 workflow id, $3 seqs bigint[]
+UPDATE azync_workflow_timers
+SET fired_at = coalesce($1::timestamptz, now())
+WHERE workflow_id = $2 AND seq = ANY($3::bigint[]) AND fired_at IS NULL
+
+-- name: workflow_timers_due
+-- $2 workflow id
+SELECT seq FROM azync_workflow_timers
+WHERE workflow_id = $2 AND fired_at IS NULL AND fire_at <= coalesce($1::timestamptz, now())
+ORDER BY fire_at, seq
+
+-- name: workflow_clock
+SELECT coalesce($1::timestamptz, now())
+
+-- name: workflow_op_schedule
+-- $2 run id, $3 kinds text[], $4 payloads bytea[], $5 metas text[] (json),
+-- $6 execution keys text[], $7 run_ats timestamptz[] (NULL = now),
+-- $8 max_attempts int[], $9 channel. Dedupes by execution key among the
+-- run's non-terminal operations; returns one row per key with its job id.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), req AS (
+    SELECT u.*, coalesce(u.run_at, c.t) AS due, c.t
+    FROM unnest($3::text[], $4::bytea[], $5::text[], $6::text[], $7::timestamptz[], $8::int[])
+         WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, ord),
+         clock c
+), existing AS (
+    SELECT DISTINCT ON (j.task_key) j.task_key, j.id FROM azync_jobs j
+    WHERE j.run_id = $2 AND j.source = 'workflow' AND j.task_key = ANY($6::text[])
+      AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+    ORDER BY j.task_key, j.enqueued_at
+), ins AS (
+    INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
+                            max_attempts_explicit, run_id, task_key, enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', r.kind,
+           CASE WHEN r.due > r.t THEN 'scheduled' ELSE 'pending' END,
+           r.payload, r.meta::jsonb, r.due, r.max_attempts, r.max_attempts > 0, $2, r.key, r.t, r.t
+    FROM req r
+    WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
+    RETURNING id, task_key, kind, state
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
+    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+           (random() * 7)::int, count(*) FROM ins GROUP BY kind
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
+), wake AS (
+    SELECT pg_notify($9, 'workflow:' || k.kind)
+    FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
+)
+SELECT r.key, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS inserted,
+       (SELECT count(*) FROM wake) AS woken
+FROM req r
+LEFT JOIN ins i ON i.task_key = r.key
+LEFT JOIN existing e ON e.task_key = r.key
+ORDER BY r.ord
+
+-- name: workflow_op_mark_uncertain
+-- $2 id, $3 lease_token, $4 reason. Fenced; the lease token is kept so a late
+-- report of the same attempt stays identifiable until a decision clears it.
+WITH j AS (
+    UPDATE azync_jobs
+    SET state = 'uncertain', uncertain_reason = $4,
+        uncertain_since = coalesce($1::timestamptz, now()), last_error = $4,
+        failed_at = coalesce($1::timestamptz, now()), lease_until = NULL,
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE id = $2 AND lease_token = $3 AND state = 'active' AND source = 'workflow'
+      AND task_key <> '$wft'
+    RETURNING id, run_id, kind, task_key, attempt
+), a AS (
+    INSERT INTO azync_job_attempts (job_id, attempt, error, at)
+    SELECT id, attempt, 'uncertain: ' || $4, coalesce($1::timestamptz, now()) FROM j
+)
+SELECT * FROM j
+
+-- name: workflow_op_expired_nonidempotent
+-- $2 limit: operations whose lease expired and that must not run twice.
+SELECT id FROM azync_jobs
+WHERE state = 'active' AND source = 'workflow' AND task_key <> '$wft'
+  AND meta ->> 'idempotent' = 'false'
+  AND lease_until < coalesce($1::timestamptz, now())
+ORDER BY lease_until, id
+LIMIT $2
+
+-- name: workflow_op_lock_expired
+-- $2 id: lock one still-expired non-idempotent operation (reaper).
+SELECT * FROM azync_jobs
+WHERE id = $2 AND state = 'active' AND source = 'workflow'
+  AND meta ->> 'idempotent' = 'false'
+  AND lease_until < coalesce($1::timestamptz, now())
+FOR UPDATE SKIP LOCKED
+
+-- name: workflow_op_lock
+-- $2 id: lock an operation row whatever its state (resolve).
+SELECT *, $1::timestamptz AS at FROM azync_jobs
+WHERE id = $2 AND source = 'workflow' AND task_key <> '$wft'
+FOR UPDATE
+
+-- name: workflow_op_resolve
+-- $2 id, $3 new state, $4 decision, $5 decided_by, $6 note, $7 result,
+-- $8 last_error. Only an uncertain operation; clears the lease token so a
+-- late report of the old attempt is fenced out.
+WITH j AS (
+    UPDATE azync_jobs
+    SET state = $3, decision = $4, decision_by = $5, decision_note = $6,
+        decided_at = coalesce($1::timestamptz, now()),
+        result = CASE WHEN $3 = 'succeeded' THEN $7 ELSE result END,
+        last_error = CASE WHEN $3 = 'dead' THEN $8 ELSE last_error END,
+        completed_at = CASE WHEN $3 = 'pending' THEN completed_at
+                            ELSE coalesce($1::timestamptz, now()) END,
+        run_at = CASE WHEN $3 = 'pending' THEN coalesce($1::timestamptz, now()) ELSE run_at END,
+        lease_token = NULL, lease_until = NULL,
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE id = $2 AND state = 'uncertain'
+    RETURNING id, run_id, kind, attempt
+), a AS (
+    INSERT INTO azync_job_attempts (job_id, attempt, error, at)
+    SELECT id, attempt, 'resolved ' || $4 || ' by ' || $5, coalesce($1::timestamptz, now())
+    FROM j
+)
+SELECT * FROM j
+
+-- name: workflow_op_list_uncertain
+-- $2 limit, $3 workflow id (NULL = all)
+SELECT j.id, j.run_id, e.name AS workflow_name, j.kind, j.task_key, j.payload, j.meta,
+       j.attempt, j.uncertain_since, j.uncertain_reason, $1::timestamptz AS at
+FROM azync_jobs j
+JOIN azync_workflow_executions e ON e.id = j.run_id
+WHERE j.state = 'uncertain' AND j.source = 'workflow'
+  AND ($3::uuid IS NULL OR j.run_id = $3)
+ORDER BY j.uncertain_since, j.id
+LIMIT $2
+
+-- name: workflow_vacuum
+-- $2 retention: terminal executions completed before now - retention; FKs
+-- cascade to history, signals, timers and jobs (and their attempts).
+WITH d AS (
+    DELETE FROM azync_workflow_executions
+    WHERE state IN ('succeeded', 'failed', 'cancelled')
+      AND completed_at < coalesce($1::timestamptz, now()) - $2::interval
+    RETURNING 1
+)
+SELECT count(*) FROM d
+
+-- name: workflow_list_stalled
+-- $2 older_than, $3 limit
+SELECT e.id, e.name FROM azync_workflow_executions e
+WHERE e.state = 'running'
+  AND e.updated_at <= coalesce($1::timestamptz, now()) - $2::interval
+  AND NOT EXISTS (
+      SELECT 1 FROM azync_jobs j
+      WHERE j.run_id = e.id AND j.source = 'workflow'
+        AND j.state IN ('pending', 'scheduled', 'active', 'uncertain'))
+ORDER BY e.updated_at, e.id
+LIMIT $3
+
+-- name: workflow_wake
+-- $2 channel, $3 "source:kind"
+SELECT pg_notify($2, $3), $1::timestamptz AS at
+
+-- name: workflow_promote_due
+-- $2 kinds text[] (NULL = every workflow kind): due scheduled workflow jobs
+-- (operation retries after backoff, future workflow tasks) become pending.
+WITH p AS (
+    UPDATE azync_jobs
+    SET state = 'pending', updated_at = coalesce($1::timestamptz, now())
+    WHERE state = 'scheduled' AND source = 'workflow'
+      AND run_at <= coalesce($1::timestamptz, now())
+      AND ($2::text[] IS NULL OR kind = ANY($2::text[]))
+    RETURNING kind
+), wake AS (
+    SELECT pg_notify($3, 'workflow:' || k.kind) FROM (SELECT DISTINCT kind FROM p) k
+)
+SELECT (SELECT count(*) FROM p) AS promoted, (SELECT count(*) FROM wake) AS woken
+
+-- name: workflow_op_lock_uncertain_attempt
+-- $2 id, $3 lease_token: an uncertain operation still carrying the token of
+-- the attempt that turned uncertain (no decision has cleared it yet).
+SELECT *, $1::timestamptz AS at FROM azync_jobs
+WHERE id = $2 AND lease_token = $3 AND state = 'uncertain' AND source = 'workflow'
+FOR UPDATE
+
+-- name: workflow_expired
+-- $2 true = workflow tasks, false = idempotent operations; $3 limit.
+-- Active workflow jobs whose lease expired (non-idempotent operations are
+-- left to workflow_op_expired_nonidempotent: they turn uncertain).
+SELECT id FROM azync_jobs
+WHERE state = 'active' AND source = 'workflow'
+  AND lease_until < coalesce($1::timestamptz, now())
+  AND CASE WHEN $2::boolean THEN task_key = '$wft'
+           ELSE task_key <> '$wft' AND coalesce(meta ->> 'idempotent', '') <> 'false' END
+ORDER BY lease_until, id
+LIMIT $3
+
+-- name: workflow_lock_expired
+-- $2 id: lock one still-expired active workflow job (reaper).
+SELECT *, $1::timestamptz AS at FROM azync_jobs
+WHERE id = $2 AND state = 'active' AND source = 'workflow'
+  AND lease_until < coalesce($1::timestamptz, now())
+FOR UPDATE SKIP LOCKED
+
+-- name: workflow_job_reap
+-- $2 id: back to pending with reap_count + 1 (the attempt is kept). A
+-- workflow task with a runnable sibling is merged into it by the trigger of
+-- migration 0002.
+UPDATE azync_jobs
+SET state = 'pending', reap_count = reap_count + 1, lease_until = NULL,
+    run_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND state = 'active'
+RETURNING state
+
+-- name: workflow_pass_write
+-- $2 workflow id, $3 first seq, $4 types text[], $5 payloads bytea[]: a
+-- pass's events at $3.. and the execution's new next_seq, one statement.
+WITH ev AS (
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    SELECT $2, $3 + u.ord - 1, u.type, u.payload, coalesce($1::timestamptz, now())
+    FROM unnest($4::text[], $5::bytea[]) WITH ORDINALITY AS u(type, payload, ord)
+    RETURNING seq
+)
+UPDATE azync_workflow_executions
+SET next_seq = $3 + cardinality($4::text[]), updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2
+RETURNING next_seq, (SELECT count(*) FROM ev) AS written
+
+-- name: workflow_task_schedule_next
+-- $2 run id, $3 kind, $4 run_at (NULL = timers only), $5 channel. Like
+-- workflow_task_schedule at least($4, earliest unfired timer); nothing when
+-- both are NULL.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), want AS (
+    SELECT least($4::timestamptz,
+                 (SELECT min(fire_at) FROM azync_workflow_timers
+                  WHERE workflow_id = $2 AND fired_at IS NULL)) AS at
+), up AS (
+    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
+                                 enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', $3,
+           CASE WHEN w.at > c.t THEN 'scheduled' ELSE 'pending' END,
+           w.at, $2, '$wft', c.t, c.t
+    FROM clock c, want w
+    WHERE w.at IS NOT NULL
+    ON CONFLICT (run_id)
+        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
+        DO UPDATE SET
+            run_at = least(j.run_at, EXCLUDED.run_at),
+            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
+                         THEN 'scheduled' ELSE 'pending' END,
+            updated_at = EXCLUDED.updated_at
+    RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
+), stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
+    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+           (random() * 7)::int, count(*) FROM up WHERE inserted GROUP BY kind
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
+), wake AS (
+    SELECT pg_notify($5, 'workflow:' || kind) FROM up WHERE state = 'pending'
+)
+SELECT (SELECT count(*) FROM up) AS scheduled, (SELECT count(*) FROM wake) AS woken

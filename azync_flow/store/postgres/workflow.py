@@ -1,0 +1,36 @@
+"""Workflow store of the PostgreSQL driver: contract ``WorkflowStore`` plus the
+runtime verbs (lease, load, commit a pass; complete an operation) and the
+uncertain-operation verbs (issue 5).
+
+The verbs live in four modules (core, runtime, reaper, uncertain);
+:class:`WorkflowMixin` joins them for ``PostgresStore``.
+API agreed in ``notes/workflow_store_api.md``.
+"""
+
+from __future__ import annotations
+
+from .workflow_core import WORKFLOW_TASK
+from .workflow_reaper import ReapReport, WorkflowReaperMixin
+from .workflow_runtime import BufferedSignal, Outcome, WorkflowTaskState
+from .workflow_uncertain import (
+    LEASE_EXPIRED_REASON,
+    ResolvedOperation,
+    UncertainMixin,
+    UncertainOperation,
+)
+
+__all__ = [
+    "LEASE_EXPIRED_REASON",
+    "WORKFLOW_TASK",
+    "BufferedSignal",
+    "Outcome",
+    "ReapReport",
+    "ResolvedOperation",
+    "UncertainOperation",
+    "WorkflowMixin",
+    "WorkflowTaskState",
+]
+
+
+class WorkflowMixin(UncertainMixin, WorkflowReaperMixin):
+    """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""

@@ -1,0 +1,388 @@
+"""Workflow-as-code verbs of the contract ``WorkflowStore`` (executions, history,
+signals, workflow tasks, operations).
+
+Job conventions (see ``notes/workflow_store_api.md``): every job has
+``source='workflow'`` and ``run_id`` = the execution id; a workflow task has
+``task_key='$wft'`` (kind ``"$wft"``), an operation ``kind="$op:<name>@<ver>"``
+and ``task_key`` = its execution key. At most one runnable (pending/scheduled)
+workflow task exists per execution (migration 0002).
+
+Locking rule: a verb that creates a runnable workflow task first locks the
+execution row ``FOR NO KEY UPDATE``, so the one-runnable-task index never
+races and writers of one execution serialise. History payloads are opaque bytes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from ..errors import ConflictError, NotFoundError
+from ..types import (
+    HistoryEvent,
+    ScheduleOperationParams,
+    SignalParams,
+    StalledWorkflow,
+    WorkflowExecutionView,
+    WorkflowStartParams,
+    WorkflowState,
+)
+from ._base import PgBase, decode_meta, encode_meta
+
+#: Kind and task key of a workflow task (one task queue for now).
+WORKFLOW_TASK = "$wft"
+LIVE_WORKFLOW_STATES = ("running", "suspended")
+
+
+class WorkflowCoreMixin(PgBase):
+    """Contract ``WorkflowStore`` verbs (all but the uncertain ones)."""
+
+    # --- executions ---------------------------------------------------------------
+
+    async def start_workflow(
+        self, p: WorkflowStartParams, *, trace_context: dict[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID]:
+        """Insert a running execution and its first workflow task, in one transaction.
+
+        Contract ``WorkflowStore.StartWorkflow``. A live (running or suspended)
+        execution with the same ``(name, business_idempotency_key)``, or any
+        execution with the same id, wins: nothing is written and its id is
+        returned. A terminal execution frees its key.
+
+        Args:
+            p: the execution to start; ``input`` is stored byte for byte.
+            trace_context: W3C trace context of the caller (``traceparent`` ...),
+                stored with the execution.
+
+        Returns:
+            ``(inserted, id)`` — ``(True, p.id)``, or ``(False, existing id)``.
+        """
+        for _ in range(5):
+            async with self.transaction() as conn:
+                inserted = await self._fetchval(
+                    "workflow_start",
+                    p.id,
+                    p.name,
+                    p.version,
+                    p.input,
+                    p.business_idempotency_key,
+                    p.task_queue,
+                    encode_meta(p.meta),
+                    encode_meta(trace_context),
+                    self.channel,
+                    conn=conn,
+                )
+                if inserted:
+                    return True, p.id
+                existing = await self._fetchval(
+                    "workflow_existing", p.id, p.name, p.business_idempotency_key, conn=conn
+                )
+                if existing is not None:
+                    return False, existing
+            # The conflicting execution finished between the two reads: try again.
+        raise ConflictError(f"start of workflow {p.name!r} ({p.id}) kept conflicting; retry")
+
+    async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView:
+        """Contract ``GetWorkflowExecution``. Raises NotFoundError when absent."""
+        row = await self._fetchrow("workflow_get", id)
+        if row is None:
+            raise NotFoundError(f"workflow execution {id} does not exist")
+        return execution_from_row(row)
+
+    async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None:
+        """Contract ``CompleteWorkflow``: running/suspended -> succeeded with ``result``.
+
+        Runnable tasks and operations of the execution are cancelled with it.
+        Raises NotFoundError when the execution is missing or already terminal.
+        """
+        async with self.transaction() as conn:
+            await self._finish(conn, id, WorkflowState.SUCCEEDED, result, "")
+
+    async def fail_workflow(self, id: uuid.UUID, reason: str) -> None:
+        """Contract ``FailWorkflow``: running/suspended -> failed with ``reason``.
+
+        Raises NotFoundError when the execution is missing or already terminal.
+        """
+        async with self.transaction() as conn:
+            await self._finish(conn, id, WorkflowState.FAILED, None, reason)
+
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> None:
+        """Contract ``CancelWorkflowExecution``: request cancellation.
+
+        Sets ``cancel_requested`` and, when running, schedules a workflow task;
+        the workflow sees ``CancelledError`` at its current await. Raises
+        NotFoundError when the execution is missing or terminal.
+        """
+        async with self.transaction() as conn:
+            await self._lock_live(conn, id, "cancel")
+            state = await self._fetchval("workflow_cancel_request", id, conn=conn)
+            if state == WorkflowState.RUNNING:
+                await self._schedule_task(conn, id, WORKFLOW_TASK, None)
+
+    async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None:
+        """Contract ``SuspendWorkflow``: running -> suspended (no passes run).
+
+        Raises NotFoundError when the execution is missing or not running.
+        """
+        row = await self._fetchrow("workflow_suspend", id, clean_text(reason))
+        if row is None:
+            raise NotFoundError(await self._state_message(None, id, "suspend", "running"))
+
+    async def resume_workflow(self, id: uuid.UUID) -> None:
+        """Contract ``ResumeWorkflow``: suspended -> running, and schedule a workflow task.
+
+        Raises:
+            NotFoundError: the execution is missing or not suspended.
+            ConflictError: an operation of the execution is still uncertain
+                (resolve it with ``resolve_uncertain``, which resumes).
+        """
+        async with self.transaction() as conn:
+            await self._lock_live(conn, id, "resume")
+            ops = await self._fetch("workflow_uncertain_ops", id, conn=conn)
+            if ops:
+                raise ConflictError(
+                    f"workflow execution {id} has uncertain operation(s) "
+                    + ", ".join(f"{r['id']} ({r['kind']} {r['task_key']})" for r in ops)
+                    + "; resolve them with resolve_uncertain; not resumed"
+                )
+            if await self._fetchrow("workflow_resume", id, conn=conn) is None:
+                raise NotFoundError(await self._state_message(conn, id, "resume", "suspended"))
+            await self._schedule_task(conn, id, WORKFLOW_TASK, None)
+
+    # --- history and signals ----------------------------------------------------
+
+    async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
+        """Contract ``AppendHistory``: append one event at the execution's next seq.
+
+        Returns the seq written. Raises NotFoundError when the execution is missing.
+        """
+        seq = await self._fetchval("workflow_history_append", workflow_id, type, payload)
+        if seq is None:
+            raise NotFoundError(f"workflow execution {workflow_id} does not exist")
+        return int(seq)
+
+    async def list_history(
+        self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
+    ) -> list[HistoryEvent]:
+        """Contract ``ListHistory``: events in seq order.
+
+        Args:
+            workflow_id: the execution.
+            after_seq: only events with a greater seq (page through a long
+                history with the last seq seen).
+            limit: at most this many events (None = all).
+
+        Raises:
+            NotFoundError: the execution is missing.
+        """
+        rows = await self._fetch("workflow_history_list", workflow_id, after_seq, limit)
+        if not rows and await self._fetchrow("workflow_get", workflow_id) is None:
+            raise NotFoundError(f"workflow execution {workflow_id} does not exist")
+        return [history_from_row(r) for r in rows]
+
+    async def signal_workflow(self, p: SignalParams) -> bool:
+        """Contract ``SignalWorkflow``: buffer a signal and schedule a workflow task.
+
+        A repeated ``(name, message_id)`` is dropped and reported (False) — even
+        after the execution finished, so a retried send gets the same answer.
+        The signal stays buffered until a pass consumes it; a suspended
+        execution buffers it and is woken by its resume.
+
+        Raises:
+            NotFoundError: no such execution, or it is terminal (nothing written).
+        """
+        async with self.transaction() as conn:
+            if p.message_id and await self._fetchval(
+                "workflow_signal_duplicate", p.workflow_id, p.name, p.message_id, conn=conn
+            ):
+                return False
+            row = await self._fetchrow("workflow_lock", p.workflow_id, conn=conn)
+            if row is None:
+                raise NotFoundError(
+                    f"workflow execution {p.workflow_id} does not exist; "
+                    f"signal {p.name!r} not accepted"
+                )
+            if row["state"] not in LIVE_WORKFLOW_STATES:
+                raise NotFoundError(
+                    f"workflow execution {p.workflow_id} is {row['state']} (finished); "
+                    f"signal {p.name!r} not accepted"
+                )
+            sid = await self._fetchval(
+                "workflow_signal_insert", p.workflow_id, p.name, p.message_id, p.payload, conn=conn
+            )
+            if sid is None:
+                return False
+            if row["state"] == WorkflowState.RUNNING:
+                await self._schedule_task(conn, p.workflow_id, WORKFLOW_TASK, None)
+            return True
+
+    # --- jobs ---------------------------------------------------------------------
+
+    async def schedule_operation(self, p: ScheduleOperationParams) -> uuid.UUID:
+        """Contract ``ScheduleOperation``: insert (or return) the operation job.
+
+        Dedupes by ``execution_key`` among the execution's non-terminal
+        operations (pending, scheduled, active, paused, uncertain).
+
+        Raises NotFoundError when the execution is missing.
+        """
+        async with self.transaction() as conn:
+            if await self._fetchrow("workflow_lock", p.workflow_id, conn=conn) is None:
+                raise NotFoundError(f"workflow execution {p.workflow_id} does not exist")
+            (job_id,) = await self._schedule_ops(conn, p.workflow_id, [p])
+            return job_id
+
+    async def schedule_task(
+        self, workflow_id: uuid.UUID, kind: str = WORKFLOW_TASK, run_at: datetime | None = None
+    ) -> None:
+        """Contract ``ScheduleTask``: make sure a workflow task runs at ``run_at`` (None = now).
+
+        When a runnable task already exists its ``run_at`` moves to
+        ``least(existing, run_at)`` instead of a second one being inserted.
+        Raises NotFoundError when the execution is missing.
+        """
+        async with self.transaction() as conn:
+            if await self._fetchrow("workflow_lock", workflow_id, conn=conn) is None:
+                raise NotFoundError(f"workflow execution {workflow_id} does not exist")
+            await self._schedule_task(conn, workflow_id, kind, run_at)
+
+    async def promote_workflow_jobs(self, kinds: list[str] | None = None) -> int:
+        """Move due scheduled workflow jobs (operation retries after backoff, future
+        workflow tasks) of ``kinds`` (None = all) to pending and wake workers.
+
+        ``dequeue_workflow_tasks`` already takes due scheduled workflow tasks;
+        operations leased with ``dequeue_batch`` need this (the workflow-source
+        equivalent of contract ``PromoteDue``). Returns the count promoted.
+        """
+        row = await self._fetchrow("workflow_promote_due", kinds, self.channel)
+        assert row is not None
+        return int(row["promoted"])
+
+    async def vacuum_workflows(self, retention: timedelta) -> int:
+        """Contract ``VacuumWorkflows``: delete terminal executions completed before
+        ``retention`` ago, cascading to history, signals, timers and jobs.
+
+        A retention <= 0 removes nothing. Returns the executions removed.
+        """
+        if retention <= timedelta(0):
+            return 0
+        return int(await self._fetchval("workflow_vacuum", retention))
+
+    async def list_stalled_workflows(
+        self, older_than: timedelta, limit: int
+    ) -> list[StalledWorkflow]:
+        """Contract ``ListStalledWorkflows``: running executions updated at least
+        ``older_than`` ago (inclusive) with no pending, scheduled, active or
+        uncertain workflow job. Oldest first, at most ``limit``.
+        """
+        if limit <= 0:
+            return []
+        rows = await self._fetch("workflow_list_stalled", older_than, limit)
+        return [StalledWorkflow(id=r["id"], name=r["name"]) for r in rows]
+
+    # --- helpers shared with the runtime mixin --------------------------------------
+
+    async def _finish(
+        self,
+        conn: asyncpg.Connection,
+        id: uuid.UUID,
+        state: WorkflowState,
+        result: bytes | None,
+        reason: str,
+    ) -> None:
+        reason = clean_text(reason)
+        if await self._fetchrow("workflow_finish", id, state.value, result, reason, conn=conn):
+            await self._fetch("workflow_retire_jobs", id, conn=conn)
+            return
+        raise NotFoundError(await self._state_message(conn, id, f"{state.value} transition", ""))
+
+    async def _lock_live(self, conn: asyncpg.Connection, id: uuid.UUID, verb: str) -> str:
+        row = await self._fetchrow("workflow_lock", id, conn=conn)
+        if row is None:
+            raise NotFoundError(f"workflow execution {id} does not exist; cannot {verb}")
+        if row["state"] not in LIVE_WORKFLOW_STATES:
+            raise NotFoundError(
+                f"workflow execution {id} is {row['state']} (finished); cannot {verb}"
+            )
+        return str(row["state"])
+
+    async def _state_message(
+        self, conn: asyncpg.Connection | None, id: uuid.UUID, verb: str, needed: str
+    ) -> str:
+        row = await self._fetchrow("workflow_get", id, conn=conn)
+        if row is None:
+            return f"workflow execution {id} does not exist; {verb} not applied"
+        need = f" (needs {needed})" if needed else ""
+        return f"workflow execution {id} is {row['state']}{need}; {verb} not applied"
+
+    async def _schedule_task(
+        self, conn: asyncpg.Connection, run_id: uuid.UUID, kind: str, run_at: datetime | None
+    ) -> None:
+        await self._fetchrow(
+            "workflow_task_schedule", run_id, kind, run_at, self.channel, conn=conn
+        )
+
+    async def _schedule_ops(
+        self, conn: asyncpg.Connection, run_id: uuid.UUID, ops: list[ScheduleOperationParams]
+    ) -> list[uuid.UUID]:
+        rows = await self._fetch(
+            "workflow_op_schedule",
+            run_id,
+            [o.kind for o in ops],
+            [o.payload for o in ops],
+            [encode_meta(o.meta) for o in ops],
+            [o.execution_key for o in ops],
+            [o.run_at for o in ops],
+            [o.max_attempts for o in ops],
+            self.channel,
+            conn=conn,
+        )
+        return [r["id"] for r in rows]
+
+
+def clean_text(value: str) -> str:
+    """Make free text (reasons, errors, notes) storable in a ``text`` column.
+
+    Postgres text rejects NUL and UTF-8 cannot encode lone surrogates, so a
+    failure message carrying either would make recording the failure itself
+    fail (scenario C26). NUL is stored as the four characters ``\\x00`` and a
+    lone surrogate as its ``\\udXXX`` escape; other text is unchanged.
+    """
+    if "\x00" in value:
+        value = value.replace("\x00", "\\x00")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def execution_from_row(row: asyncpg.Record) -> WorkflowExecutionView:
+    """Build a :class:`WorkflowExecutionView` from an executions row."""
+    return WorkflowExecutionView(
+        id=row["id"],
+        name=row["name"],
+        version=row["version"],
+        state=WorkflowState(row["state"]),
+        business_idempotency_key=row["business_idempotency_key"],
+        task_queue=row["task_queue"],
+        input=bytes(row["input"]),
+        result=None if row["result"] is None else bytes(row["result"]),
+        failure_reason=row["failure_reason"],
+        meta=decode_meta(row["meta"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        completed_at=row["completed_at"],
+    )
+
+
+def history_from_row(row: asyncpg.Record) -> HistoryEvent:
+    return HistoryEvent(
+        workflow_id=row["workflow_id"],
+        seq=row["seq"],
+        type=row["type"],
+        payload=bytes(row["payload"]),
+        created_at=row["created_at"],
+    )

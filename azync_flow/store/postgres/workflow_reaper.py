@@ -1,0 +1,107 @@
+"""Lease-expiry reaping for workflow jobs (the workflow-source counterpart of
+contract ``ReapExpired``), run by the leader.
+
+- A workflow task whose lease expired returns to pending (merged into a
+  runnable sibling if one exists); after ``max_reaps`` expiries the pass is
+  treated as poison: the task is dead-lettered and the execution suspended
+  with the reason, so it is visible and resumable rather than looping.
+- An idempotent operation returns to pending; after ``max_reaps`` expiries it
+  is dead-lettered AND its failure event appended with a workflow task
+  scheduled (one transaction), so the workflow sees the failure instead of
+  waiting forever.
+- Non-idempotent operations are never re-queued: see
+  ``reap_uncertain_operations``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import NamedTuple
+
+from ..types import Job
+from ._base import job_from_row
+from .workflow_runtime import WorkflowRuntimeMixin
+
+
+class ReapReport(NamedTuple):
+    """Jobs returned to pending, and jobs given up on (dead-lettered)."""
+
+    reaped: int
+    killed: int
+
+
+class WorkflowReaperMixin(WorkflowRuntimeMixin):
+    async def reap_workflow_tasks(self, max_reaps: int = 5, *, limit: int = 100) -> ReapReport:
+        """Reclaim workflow tasks whose lease expired (backend clock).
+
+        Each returns to pending with ``reap_count`` + 1; once ``reap_count``
+        would reach ``max_reaps`` (> 0) the task is dead-lettered and a
+        running execution suspended with a reason naming it. Each job is
+        handled in its own transaction under ``FOR UPDATE SKIP LOCKED``.
+        """
+        reaped = killed = 0
+        for job_id in await self._expired(True, limit):
+            async with self.transaction() as conn:
+                row = await self._fetchrow("workflow_lock_expired", job_id, conn=conn)
+                if row is None:
+                    continue
+                if 0 < max_reaps <= row["reap_count"] + 1:
+                    why = (
+                        f"workflow task {job_id} lost its lease {row['reap_count'] + 1} times "
+                        "(a pass keeps crashing or stalling its worker); fix and resume"
+                    )
+                    token = row["lease_token"]
+                    await self._must("job_dead", job_id, token, why, what="dead", conn=conn)
+                    await self._fetchrow("workflow_lock", row["run_id"], conn=conn)
+                    await self._fetchrow("workflow_suspend", row["run_id"], why, conn=conn)
+                    killed += 1
+                else:
+                    await self._fetchrow("workflow_job_reap", job_id, conn=conn)
+                    reaped += 1
+        return ReapReport(reaped, killed)
+
+    async def reap_expired_operations(
+        self,
+        encode_failed: Callable[[Job, str], tuple[str, bytes]],
+        max_reaps: int = 5,
+        *,
+        limit: int = 100,
+    ) -> ReapReport:
+        """Reclaim idempotent operations whose lease expired (backend clock).
+
+        Each returns to pending with ``reap_count`` + 1 (its attempt kept);
+        once ``reap_count`` would reach ``max_reaps`` (> 0) the operation is
+        dead-lettered and ``encode_failed(job, reason)`` — the runtime's
+        ActivityFailed event ``(type, payload)`` — appended with a workflow
+        task scheduled, in one transaction (as ``complete_operation(dead=True)``).
+        Operations with meta ``idempotent="false"`` are skipped (they turn
+        uncertain instead).
+        """
+        reaped = killed = 0
+        for job_id in await self._expired(False, limit):
+            async with self.transaction() as conn:
+                row = await self._fetchrow("workflow_lock_expired", job_id, conn=conn)
+                if row is None:
+                    continue
+                if 0 < max_reaps <= row["reap_count"] + 1:
+                    why = f"lease expired {row['reap_count'] + 1} times; giving up"
+                    event_type, payload = encode_failed(job_from_row(row), why)
+                    await self._settle_op(
+                        conn,
+                        job_id,
+                        row["lease_token"],
+                        row["run_id"],
+                        event_type,
+                        payload,
+                        True,
+                        why,
+                    )
+                    killed += 1
+                else:
+                    await self._fetchrow("workflow_job_reap", job_id, conn=conn)
+                    reaped += 1
+        return ReapReport(reaped, killed)
+
+    async def _expired(self, tasks: bool, limit: int) -> list[uuid.UUID]:
+        return [r["id"] for r in await self._fetch("workflow_expired", tasks, limit)]

@@ -1,0 +1,407 @@
+"""Runtime verbs of the workflow store (not in the contract): lease, load and
+commit a replay pass, and complete an operation — each one transaction.
+
+A pass commit is fenced twice: the workflow task must still be active under
+the caller's lease token (else NotFoundError) and the execution's ``next_seq``
+must equal the seq the pass replayed up to (else ConflictError). The loser of
+a duplicate pass therefore writes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Literal, NamedTuple
+
+import asyncpg
+import msgspec
+
+from ..errors import ConflictError, NotFoundError
+from ..types import (
+    HistoryEvent,
+    Job,
+    ScheduleOperationParams,
+    WorkflowExecutionView,
+    WorkflowState,
+)
+from ._base import decode_meta, job_from_row
+from .workflow_core import (
+    LIVE_WORKFLOW_STATES,
+    WORKFLOW_TASK,
+    WorkflowCoreMixin,
+    clean_text,
+    execution_from_row,
+    history_from_row,
+)
+
+#: A pass outcome: ("complete", result bytes) | ("fail", reason) |
+#: ("cancelled", reason) | ("suspend", reason); None = keep running.
+Outcome = tuple[Literal["complete"], bytes] | tuple[Literal["fail", "cancelled", "suspend"], str]
+
+
+class BufferedSignal(NamedTuple):
+    """A signal accepted but not yet consumed by a pass, in arrival order."""
+
+    signal_id: int
+    name: str
+    message_id: str
+    payload: bytes
+
+
+class WorkflowTaskState(msgspec.Struct, kw_only=True):
+    """Everything a replay pass reads, from one snapshot.
+
+    Attributes:
+        execution: the execution row.
+        next_seq: seq the pass's first new event will take (the commit fence).
+        cancel_requested: cancellation was requested.
+        suspend_reason: why the execution is suspended ('' when running).
+        trace_context: the starter's W3C trace context.
+        history: events with seq > ``after_seq``, in order.
+        signals: buffered (unconsumed) signals, in arrival order.
+        due_timers: seqs of unfired timers whose fire time has come.
+        now: the backend (or overridden) clock at the snapshot.
+    """
+
+    execution: WorkflowExecutionView
+    next_seq: int
+    cancel_requested: bool
+    suspend_reason: str
+    trace_context: dict[str, str]
+    history: list[HistoryEvent]
+    signals: list[BufferedSignal]
+    due_timers: list[int]
+    now: datetime
+
+
+class WorkflowRuntimeMixin(WorkflowCoreMixin):
+    async def dequeue_workflow_tasks(
+        self, limit: int, lease: timedelta, kind: str = WORKFLOW_TASK
+    ) -> list[Job]:
+        """Lease up to ``limit`` due workflow tasks, oldest first.
+
+        Takes pending tasks and scheduled ones whose ``run_at`` has come (no
+        separate promotion needed for timers), and never a task of an
+        execution that already has an active workflow task, so passes of one
+        execution never overlap. ``FOR UPDATE SKIP LOCKED``; attempt
+        incremented and a fresh lease token minted, lease = backend now + ``lease``.
+        """
+        if limit <= 0:
+            return []
+        rows = await self._fetch("workflow_task_dequeue", kind, limit, lease)
+        jobs = [job_from_row(r) for r in rows]
+        jobs.sort(key=lambda j: (j.run_at, j.id))
+        return jobs
+
+    async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> WorkflowTaskState:
+        """Read the execution, its history past ``after_seq``, buffered signals and
+        due timers from one repeatable-read snapshot.
+
+        Raises NotFoundError when the execution does not exist.
+        """
+        async with (
+            self.pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            row = await self._fetchrow("workflow_get", run_id, conn=conn)
+            if row is None:
+                raise NotFoundError(f"workflow execution {run_id} does not exist")
+            history = await self._fetch("workflow_history_list", run_id, after_seq, None, conn=conn)
+            signals = await self._fetch("workflow_signals_buffered", run_id, conn=conn)
+            timers = await self._fetch("workflow_timers_due", run_id, conn=conn)
+            now = await self._fetchval("workflow_clock", conn=conn)
+        return WorkflowTaskState(
+            execution=execution_from_row(row),
+            next_seq=row["next_seq"],
+            cancel_requested=row["cancel_requested"],
+            suspend_reason=row["suspend_reason"],
+            trace_context=decode_meta(row["trace_context"]),
+            history=[history_from_row(r) for r in history],
+            signals=[
+                BufferedSignal(r["id"], r["name"], r["message_id"], bytes(r["payload"]))
+                for r in signals
+            ],
+            due_timers=[r["seq"] for r in timers],
+            now=now,
+        )
+
+    async def commit_workflow_task(
+        self,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        expected_next_seq: int,
+        events: Sequence[tuple[str, bytes]] = (),
+        operations: Sequence[ScheduleOperationParams] = (),
+        timers: Sequence[tuple[int, timedelta]] = (),
+        consumed_signals: Sequence[tuple[int, int]] = (),
+        fired_timers: Sequence[int] = (),
+        outcome: Outcome | None = None,
+        next_task_at: datetime | Literal["now"] | None = None,
+        keep_lease: timedelta | None = None,
+    ) -> int:
+        """Commit one replay pass atomically and ack its workflow task.
+
+        Appends ``events`` at ``expected_next_seq``.. in order, inserts
+        ``operations`` (deduped by execution key among non-terminal ones) and
+        ``timers`` ((seq, fire after) on the backend clock), marks
+        ``consumed_signals`` ((signal_id, seq of its SignalReceived event))
+        consumed and ``fired_timers`` fired, applies ``outcome`` and acks the
+        task. When the execution stays running, the next workflow task is
+        scheduled at the earliest of ``next_task_at`` ("now" = backend now)
+        and the earliest unfired timer, if either exists (merged with an
+        already-runnable task by least(run_at)).
+
+        With ``keep_lease`` and no terminal outcome the commit is a checkpoint:
+        the task is not acked but stays active under the same token with its
+        lease renewed to backend now + ``keep_lease``, and no next task is
+        scheduled — the pass goes on and commits again at the new seq.
+
+        Returns:
+            The execution's new ``next_seq``.
+
+        Raises:
+            NotFoundError: the task is no longer active under ``lease_token``
+                (reaped, re-leased or settled), or is not a task of ``run_id``.
+            ConflictError: ``next_seq`` moved past ``expected_next_seq`` (another
+                pass or a completion won), the execution is terminal, or a
+                signal was already consumed. Nothing is written in any case.
+        """
+        async with self.transaction() as conn:
+            await self._lock_task(conn, job_id, lease_token, run_id)
+            ex = await self._fetchrow("workflow_lock", run_id, conn=conn)
+            if ex is None:
+                raise NotFoundError(f"workflow execution {run_id} does not exist")
+            _check_seq(run_id, ex, expected_next_seq)
+            new_next = expected_next_seq + len(events)
+            await self._write_pass(conn, run_id, expected_next_seq, events)
+            if operations:
+                await self._schedule_ops(conn, run_id, list(operations))
+            await self._write_timers(conn, run_id, timers, fired_timers)
+            await self._consume_signals(conn, run_id, consumed_signals)
+            state = await self._apply_outcome(conn, run_id, ex["state"], outcome)
+            if keep_lease is not None and state == WorkflowState.RUNNING:
+                await self._must(
+                    "job_extend_lease", job_id, lease_token, keep_lease, what="lease", conn=conn
+                )
+                return new_next
+            await self._must("job_ack", job_id, lease_token, what="ack", conn=conn)
+            if state == WorkflowState.RUNNING:
+                await self._schedule_next(conn, run_id, next_task_at)
+            return new_next
+
+    async def abandon_workflow_task(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> bool:
+        """Give up a leased workflow task (after a ConflictError).
+
+        Acks it when another runnable workflow task of the execution exists,
+        else releases it to pending (giving back its attempt).
+
+        Returns:
+            True when released, False when acked.
+
+        Raises:
+            NotFoundError: the task is no longer active under ``lease_token``.
+        """
+        async with self.transaction() as conn:
+            job = await self._lock_task(conn, job_id, lease_token, None)
+            await self._fetchrow("workflow_lock", job["run_id"], conn=conn)
+            if await self._fetchrow("workflow_job_runnable_task", job["run_id"], conn=conn):
+                await self._must("job_ack", job_id, lease_token, what="ack", conn=conn)
+                return False
+            await self._must("job_release", job_id, lease_token, what="release", conn=conn)
+            return True
+
+    async def complete_operation(
+        self,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        event_type: str,
+        payload: bytes,
+        *,
+        dead: bool = False,
+        last_error: str = "",
+    ) -> int:
+        """Settle an operation and record its outcome in history, atomically.
+
+        Acks (or, with ``dead``, dead-letters with ``last_error``) the
+        operation job, appends ``(event_type, payload)`` at the execution's
+        next seq and schedules a workflow task (when running). For a
+        terminal execution only the job is settled and 0 is returned.
+
+        Returns:
+            The seq of the appended event (0 when none was appended).
+
+        Raises:
+            NotFoundError: the job is not an active operation of ``run_id``
+                under ``lease_token`` (stale report); nothing is written.
+        """
+        async with self.transaction() as conn:
+            await self._lock_op(conn, job_id, lease_token, run_id)
+            return await self._settle_op(
+                conn, job_id, lease_token, run_id, event_type, payload, dead, last_error
+            )
+
+    async def _settle_op(
+        self,
+        conn: asyncpg.Connection,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        event_type: str,
+        payload: bytes,
+        dead: bool,
+        last_error: str,
+    ) -> int:
+        """Settle a locked active operation and record its outcome (see complete_operation)."""
+        if dead:
+            last_error = clean_text(last_error)
+            await self._must("job_dead", job_id, lease_token, last_error, what="dead", conn=conn)
+        else:
+            await self._must("job_ack", job_id, lease_token, what="ack", conn=conn)
+        ex = await self._fetchrow("workflow_lock", run_id, conn=conn)
+        if ex is None or ex["state"] not in LIVE_WORKFLOW_STATES:
+            return 0
+        seq = await self._fetchval(
+            "workflow_history_append", run_id, event_type, payload, conn=conn
+        )
+        if ex["state"] == WorkflowState.RUNNING:
+            await self._schedule_task(conn, run_id, WORKFLOW_TASK, None)
+        return int(seq)
+
+    # --- helpers ------------------------------------------------------------------
+
+    async def _lock_task(
+        self,
+        conn: asyncpg.Connection,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID | None,
+    ) -> asyncpg.Record:
+        job = await self._fetchrow("workflow_job_lock", job_id, lease_token, conn=conn)
+        if job is None or job["task_key"] != WORKFLOW_TASK:
+            raise NotFoundError(_stale(job_id, "workflow task"))
+        if run_id is not None and job["run_id"] != run_id:
+            raise NotFoundError(f"job {job_id} is a workflow task of {job['run_id']}, not {run_id}")
+        return job
+
+    async def _lock_op(
+        self, conn: asyncpg.Connection, job_id: uuid.UUID, lease_token: uuid.UUID, run_id: uuid.UUID
+    ) -> asyncpg.Record:
+        job = await self._fetchrow("workflow_job_lock", job_id, lease_token, conn=conn)
+        if job is None or job["task_key"] == WORKFLOW_TASK:
+            raise NotFoundError(_stale(job_id, "operation"))
+        if job["run_id"] != run_id:
+            raise NotFoundError(f"job {job_id} is an operation of {job['run_id']}, not {run_id}")
+        return job
+
+    async def _write_pass(
+        self,
+        conn: asyncpg.Connection,
+        run_id: uuid.UUID,
+        first: int,
+        events: Sequence[tuple[str, bytes]],
+    ) -> None:
+        await self._fetchrow(
+            "workflow_pass_write",
+            run_id,
+            first,
+            [t for t, _ in events],
+            [p for _, p in events],
+            conn=conn,
+        )
+
+    async def _write_timers(
+        self,
+        conn: asyncpg.Connection,
+        run_id: uuid.UUID,
+        timers: Sequence[tuple[int, timedelta]],
+        fired: Sequence[int],
+    ) -> None:
+        if timers:
+            await self._fetch(
+                "workflow_timers_insert",
+                run_id,
+                [s for s, _ in timers],
+                [d for _, d in timers],
+                conn=conn,
+            )
+        if fired:
+            await self._fetch("workflow_timers_fire", run_id, list(fired), conn=conn)
+
+    async def _consume_signals(
+        self, conn: asyncpg.Connection, run_id: uuid.UUID, consumed: Sequence[tuple[int, int]]
+    ) -> None:
+        if not consumed:
+            return
+        rows = await self._fetch(
+            "workflow_signals_consume",
+            run_id,
+            [i for i, _ in consumed],
+            [s for _, s in consumed],
+            conn=conn,
+        )
+        if len(rows) != len({i for i, _ in consumed}):
+            missing = sorted({i for i, _ in consumed} - {r["id"] for r in rows})
+            raise ConflictError(
+                f"signal(s) {missing} of workflow execution {run_id} are unknown or already "
+                "consumed; the pass was not committed"
+            )
+
+    async def _apply_outcome(
+        self, conn: asyncpg.Connection, run_id: uuid.UUID, state: str, outcome: Outcome | None
+    ) -> str:
+        if outcome is None:
+            return state
+        kind, value = outcome
+        if kind == "complete":
+            assert isinstance(value, bytes)
+            await self._finish(conn, run_id, WorkflowState.SUCCEEDED, value, "")
+            return WorkflowState.SUCCEEDED
+        if kind in ("fail", "cancelled"):
+            target = WorkflowState.FAILED if kind == "fail" else WorkflowState.CANCELLED
+            await self._finish(conn, run_id, target, None, str(value))
+            return target
+        if kind == "suspend":
+            if state == WorkflowState.RUNNING:
+                await self._fetchrow("workflow_suspend", run_id, clean_text(str(value)), conn=conn)
+            return WorkflowState.SUSPENDED
+        raise ValueError(f"unknown pass outcome {kind!r}")
+
+    async def _schedule_next(
+        self,
+        conn: asyncpg.Connection,
+        run_id: uuid.UUID,
+        next_task_at: datetime | Literal["now"] | None,
+    ) -> None:
+        if next_task_at == "now":
+            await self._schedule_task(conn, run_id, WORKFLOW_TASK, None)
+            return
+        await self._fetchrow(
+            "workflow_task_schedule_next",
+            run_id,
+            WORKFLOW_TASK,
+            next_task_at,
+            self.channel,
+            conn=conn,
+        )
+
+
+def _check_seq(run_id: uuid.UUID, ex: asyncpg.Record, expected: int) -> None:
+    if ex["next_seq"] != expected:
+        raise ConflictError(
+            f"workflow execution {run_id} is at seq {ex['next_seq']}, the pass expected "
+            f"{expected} (another pass or a completion won); nothing was written"
+        )
+    if ex["state"] not in LIVE_WORKFLOW_STATES:
+        raise ConflictError(
+            f"workflow execution {run_id} is {ex['state']} (finished); the pass was not committed"
+        )
+
+
+def _stale(job_id: uuid.UUID, what: str) -> str:
+    return (
+        f"job {job_id} is not an active {what} under this lease token (it was settled, "
+        "reaped or re-leased); nothing was written"
+    )

@@ -1,0 +1,357 @@
+"""Uncertain operations (issue 5): an operation whose outcome is unknown is
+parked, never blindly retried, until code or a person decides.
+
+Event type names and payload bytes are chosen by the caller (the runtime);
+the store stays opaque to them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import NamedTuple
+
+import asyncpg
+import msgspec
+
+from ..errors import ConflictError, NotFoundError
+from ..types import Job, UncertainDecision, WorkflowState
+from ._base import decode_meta, job_from_row
+from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin, clean_text
+
+#: Reason the reaper records for an expired non-idempotent operation.
+LEASE_EXPIRED_REASON = (
+    "lease expired while the operation was running; it may or may not have taken effect"
+)
+
+_RESOLVED_STATE = {
+    UncertainDecision.COMPLETE: "succeeded",
+    UncertainDecision.FAIL: "dead",
+    UncertainDecision.RETRY: "pending",
+}
+
+
+class ResolvedOperation(NamedTuple):
+    """Result of :meth:`UncertainMixin.resolve_uncertain` (contract: workflowID, workflowName)."""
+
+    workflow_id: uuid.UUID
+    workflow_name: str
+
+
+class UncertainOperation(msgspec.Struct, kw_only=True):
+    """One operation waiting for a decision.
+
+    Attributes:
+        job_id: the operation job id (what ``resolve_uncertain`` takes).
+        workflow_id / workflow_name: its execution.
+        kind: ``$op:<activity>@<version>``; ``activity`` is meta's "activity"
+            or the name parsed from ``kind``.
+        execution_key: ``<workflow_id>/<seq>``, the natural idempotency key.
+        input: the operation payload, byte for byte.
+        attempt: attempts leased so far.
+        since / reason: when and why it turned uncertain.
+    """
+
+    job_id: uuid.UUID
+    workflow_id: uuid.UUID
+    workflow_name: str
+    kind: str
+    activity: str
+    execution_key: str
+    input: bytes
+    attempt: int
+    since: datetime
+    reason: str
+    meta: dict[str, str]
+
+
+class UncertainMixin(WorkflowCoreMixin):
+    async def mark_uncertain(
+        self,
+        operation_job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        reason: str,
+        *,
+        event_type: str,
+        payload: bytes,
+    ) -> int:
+        """Contract ``MarkUncertain``: park an active operation as uncertain.
+
+        In one transaction, fenced by ``lease_token``: the job moves to
+        'uncertain' (uncertain_reason/uncertain_since stamped, the attempt
+        recorded), a running execution is suspended with a reason naming the
+        operation, and ``(event_type, payload)`` (the runtime's
+        OperationUncertain event) is appended to its history. For a terminal
+        execution only the job is parked and 0 is returned.
+
+        Returns:
+            The seq of the appended event (0 when none).
+
+        Raises:
+            NotFoundError: the job is not an active operation under
+                ``lease_token``; nothing is written.
+        """
+        async with self.transaction() as conn:
+            return await self._mark(
+                conn, operation_job_id, lease_token, reason, event_type, payload
+            )
+
+    async def reap_uncertain_operations(
+        self,
+        encode: Callable[[Job, str], tuple[str, bytes]],
+        *,
+        reason: str = LEASE_EXPIRED_REASON,
+        limit: int = 100,
+    ) -> list[uuid.UUID]:
+        """Mark lease-expired non-idempotent operations uncertain (a reaper pass).
+
+        Takes active operations whose meta says ``idempotent="false"`` and
+        whose lease expired on the backend clock; each is marked (as
+        :meth:`mark_uncertain`, under its current lease token) in its own
+        transaction. ``encode(job, reason)`` returns the history event
+        ``(type, payload)``. Such an operation never returns to pending: a
+        generic lease reap of it is suppressed by a trigger (migration 0002),
+        so run this pass on the leader alongside the generic reaper.
+
+        Returns:
+            Ids of the operations marked uncertain.
+        """
+        ids = [r["id"] for r in await self._fetch("workflow_op_expired_nonidempotent", limit)]
+        marked: list[uuid.UUID] = []
+        for job_id in ids:
+            async with self.transaction() as conn:
+                row = await self._fetchrow("workflow_op_lock_expired", job_id, conn=conn)
+                if row is None:
+                    continue  # settled, re-leased or taken by another reaper meanwhile
+                event_type, payload = encode(job_from_row(row), reason)
+                await self._mark(conn, job_id, row["lease_token"], reason, event_type, payload)
+                marked.append(job_id)
+        return marked
+
+    async def resolve_uncertain(
+        self,
+        operation_job_id: uuid.UUID,
+        decision: str,
+        result: bytes | None = None,
+        error: str | None = None,
+        note: str | None = None,
+        decided_by: str = "",
+        *,
+        resolved_event: tuple[str, bytes],
+        outcome_event: tuple[str, bytes] | None = None,
+    ) -> ResolvedOperation:
+        """Contract ``ResolveUncertain``: apply an audited decision, in one transaction.
+
+        - ``complete``: the operation succeeds with ``result``; ``outcome_event``
+          (ActivityCompleted-like) is appended.
+        - ``fail``: the operation goes dead with ``error``; ``outcome_event``
+          (ActivityFailed-like) is appended.
+        - ``retry``: the operation returns to pending (the uncertain attempt
+          stays recorded); no ``outcome_event``.
+
+        The decision, ``decided_by``, ``note`` and time are kept on the job,
+        ``resolved_event`` (OperationResolved) is appended before the outcome,
+        the lease token is cleared (a late report of the old attempt is
+        fenced out), and when no other operation of the execution is
+        uncertain a suspended execution is resumed and its workflow task
+        scheduled.
+
+        Raises:
+            ValueError: unknown decision, or events not matching it.
+            NotFoundError: no such operation, or it is not uncertain (and was
+                never resolved); nothing changed.
+            ConflictError: it was already resolved (possibly by a concurrent
+                resolver); nothing changed.
+        """
+        dec = _check_decision(decision, result, error, outcome_event)
+        async with self.transaction() as conn:
+            op = _check_resolvable(
+                operation_job_id,
+                await self._fetchrow("workflow_op_lock", operation_job_id, conn=conn),
+            )
+            await self._fetchrow(
+                "workflow_op_resolve",
+                operation_job_id,
+                _RESOLVED_STATE[dec],
+                dec.value,
+                clean_text(decided_by),
+                clean_text(note or ""),
+                result if dec == UncertainDecision.COMPLETE else None,
+                clean_text(error or ""),
+                conn=conn,
+            )
+            if dec == UncertainDecision.RETRY:
+                await self._fetch(
+                    "workflow_wake", self.channel, f"workflow:{op['kind']}", conn=conn
+                )
+            ex = await self._must("workflow_lock", op["run_id"], what="execution", conn=conn)
+            if ex["state"] in LIVE_WORKFLOW_STATES:
+                await self._record_resolution(conn, op["run_id"], ex, resolved_event, outcome_event)
+            return ResolvedOperation(op["run_id"], ex["name"])
+
+    async def accept_late_report(
+        self,
+        operation_job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        event_type: str,
+        payload: bytes,
+        *,
+        resolved_event: tuple[str, bytes],
+        dead: bool = False,
+        last_error: str = "",
+        result: bytes | None = None,
+    ) -> ResolvedOperation:
+        """Resolve an uncertain operation from a late report of the very attempt
+        that turned uncertain (scenario C20, variant), in one transaction.
+
+        The attempt's worker knows the outcome, so its report decides:
+        ``complete`` (or ``fail`` with ``dead``) recorded with
+        ``decided_by="late report of attempt N"``, then ``resolved_event`` and
+        ``(event_type, payload)`` appended, the execution resumed and its
+        workflow task scheduled — exactly as :meth:`resolve_uncertain`. Once any
+        decision was made the token is cleared and the report is refused.
+
+        Raises:
+            NotFoundError: the operation is not uncertain under ``lease_token``
+                (already resolved, or a different attempt); nothing changed.
+        """
+        async with self.transaction() as conn:
+            op = await self._fetchrow(
+                "workflow_op_lock_uncertain_attempt", operation_job_id, lease_token, conn=conn
+            )
+            if op is None:
+                raise NotFoundError(
+                    f"operation {operation_job_id} is not uncertain under this lease token "
+                    "(resolved already, or another attempt); the late report was not applied"
+                )
+            dec = UncertainDecision.FAIL if dead else UncertainDecision.COMPLETE
+            await self._fetchrow(
+                "workflow_op_resolve",
+                operation_job_id,
+                _RESOLVED_STATE[dec],
+                dec.value,
+                f"late report of attempt {op['attempt']}",
+                "",
+                result,
+                clean_text(last_error),
+                conn=conn,
+            )
+            ex = await self._must("workflow_lock", op["run_id"], what="execution", conn=conn)
+            if ex["state"] in LIVE_WORKFLOW_STATES:
+                await self._record_resolution(
+                    conn, op["run_id"], ex, resolved_event, (event_type, payload)
+                )
+            return ResolvedOperation(op["run_id"], ex["name"])
+
+    async def list_uncertain_operations(
+        self, limit: int = 100, workflow_id: uuid.UUID | None = None
+    ) -> list[UncertainOperation]:
+        """Operations waiting for a decision, oldest first (optionally of one execution)."""
+        rows = await self._fetch("workflow_op_list_uncertain", limit, workflow_id)
+        return [_uncertain_from_row(r) for r in rows]
+
+    # --- helpers ------------------------------------------------------------------
+
+    async def _mark(
+        self,
+        conn: asyncpg.Connection,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        reason: str,
+        event_type: str,
+        payload: bytes,
+    ) -> int:
+        reason = clean_text(reason)
+        op = await self._fetchrow(
+            "workflow_op_mark_uncertain", job_id, lease_token, reason, conn=conn
+        )
+        if op is None:
+            raise NotFoundError(
+                f"job {job_id} is not an active operation under this lease token (settled, "
+                "reaped or re-leased); not marked uncertain"
+            )
+        ex = await self._fetchrow("workflow_lock", op["run_id"], conn=conn)
+        if ex is None or ex["state"] not in LIVE_WORKFLOW_STATES:
+            return 0
+        if ex["state"] == WorkflowState.RUNNING:
+            why = f"operation {op['kind']} ({op['task_key']}, job {job_id}) is uncertain: {reason}"
+            await self._fetchrow("workflow_suspend", op["run_id"], why, conn=conn)
+        return int(
+            await self._fetchval(
+                "workflow_history_append", op["run_id"], event_type, payload, conn=conn
+            )
+        )
+
+    async def _record_resolution(
+        self,
+        conn: asyncpg.Connection,
+        run_id: uuid.UUID,
+        ex: asyncpg.Record,
+        resolved_event: tuple[str, bytes],
+        outcome_event: tuple[str, bytes] | None,
+    ) -> None:
+        for event in (resolved_event, outcome_event):
+            if event is not None:
+                await self._fetchval("workflow_history_append", run_id, *event, conn=conn)
+        if await self._fetch("workflow_uncertain_ops", run_id, conn=conn):
+            return  # another operation still waits for a decision
+        if ex["state"] == WorkflowState.SUSPENDED:
+            await self._fetchrow("workflow_resume", run_id, conn=conn)
+        await self._schedule_task(conn, run_id, WORKFLOW_TASK, None)
+
+
+def _check_decision(
+    decision: str,
+    result: bytes | None,
+    error: str | None,
+    outcome_event: tuple[str, bytes] | None,
+) -> UncertainDecision:
+    try:
+        dec = UncertainDecision(decision)
+    except ValueError:
+        raise ValueError(
+            f"unknown decision {decision!r}; use one of {[d.value for d in UncertainDecision]}"
+        ) from None
+    if dec == UncertainDecision.RETRY and outcome_event is not None:
+        raise ValueError("a retry decision appends no outcome event; pass outcome_event=None")
+    if dec != UncertainDecision.RETRY and outcome_event is None:
+        raise ValueError(f"a {dec.value} decision needs its outcome_event (type, payload)")
+    if dec == UncertainDecision.COMPLETE and result is None:
+        raise ValueError("a complete decision needs the operation's result bytes")
+    if dec == UncertainDecision.FAIL and not error:
+        raise ValueError("a fail decision needs an error message")
+    return dec
+
+
+def _check_resolvable(job_id: uuid.UUID, op: asyncpg.Record | None) -> asyncpg.Record:
+    if op is None:
+        raise NotFoundError(f"operation {job_id} does not exist; nothing changed")
+    if op["state"] == "uncertain":
+        return op
+    if op["decision"]:
+        raise ConflictError(
+            f"operation {job_id} was already resolved '{op['decision']}' by "
+            f"{op['decision_by'] or 'an unnamed resolver'} at {op['decided_at']} "
+            f"(now {op['state']}); nothing changed"
+        )
+    raise NotFoundError(f"operation {job_id} is {op['state']}, not uncertain; nothing changed")
+
+
+def _uncertain_from_row(r: asyncpg.Record) -> UncertainOperation:
+    meta = decode_meta(r["meta"])
+    kind = r["kind"]
+    activity = meta.get("activity") or kind.removeprefix("$op:").split("@", 1)[0]
+    return UncertainOperation(
+        job_id=r["id"],
+        workflow_id=r["run_id"],
+        workflow_name=r["workflow_name"],
+        kind=kind,
+        activity=activity,
+        execution_key=r["task_key"],
+        input=b"" if r["payload"] is None else bytes(r["payload"]),
+        attempt=r["attempt"],
+        since=r["uncertain_since"],
+        reason=r["uncertain_reason"],
+        meta=meta,
+    )

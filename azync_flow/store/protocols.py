@@ -1,0 +1,614 @@
+"""The storage contract (``driver-contract.go.txt``) as ``typing.Protocol`` classes.
+
+The runtime (worker, workflow, DAG scheduler, client) codes against these
+Protocols, never against the Postgres driver. Each method ports one Go method
+clause by clause; the Go doc comment is the specification and is summarised
+here. Python conventions of the port:
+
+* every I/O method is ``async``; ``context.Context`` is dropped (cancel the
+  awaiting task instead);
+* ``(value, err)`` returns become a value plus raised errors: a not-found
+  error is :class:`~azync_flow.store.errors.NotFoundError` (see
+  ``is_not_found``), any other backend failure a
+  :class:`~azync_flow.store.errors.StoreError`;
+* multi-value returns become tuples (``reap_expired -> (reaped, killed)``);
+* ``uuid.Nil`` / zero times are ``None``; durations are ``timedelta``;
+  payloads are ``bytes`` of JSON;
+* a Go channel (``Wake``, ``Changes``) is a :class:`Subscription`, an async
+  iterator closed with :meth:`Subscription.close` (the Go ``ctx`` ending);
+  ``None`` instead of a subscription means the backend is poll-only;
+* leadership is returned as ``None`` when another instance leads.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Protocol, Self, TypeVar, runtime_checkable
+
+from .types import (
+    AttemptError,
+    Change,
+    DAGDep,
+    DAGFailure,
+    DAGFilter,
+    DAGParams,
+    DAGSignalParams,
+    DAGState,
+    DAGView,
+    DailyCount,
+    Depths,
+    DequeueParams,
+    EnqueueParams,
+    EventAdminRow,
+    EventFilter,
+    HistoryEvent,
+    Job,
+    JobFilter,
+    JobState,
+    NukeReport,
+    OpsStats,
+    PublishParams,
+    ReplayFilter,
+    ScheduleOperationParams,
+    SignalParams,
+    Source,
+    StalledWorkflow,
+    Subscriber,
+    SubscriberView,
+    TaskResult,
+    Wake,
+    WorkflowExecutionView,
+    WorkflowStartParams,
+)
+
+__all__ = [
+    "ChangeNotifier",
+    "DAGStore",
+    "LeaderElector",
+    "LeadershipLease",
+    "LeaseElector",
+    "Migrator",
+    "Notifier",
+    "Store",
+    "Subscription",
+    "TxDAGStore",
+    "TxStore",
+    "WorkflowStore",
+]
+
+T_co = TypeVar("T_co", covariant=True)
+TTx_contra = TypeVar("TTx_contra", contravariant=True)
+
+
+@runtime_checkable
+class Subscription(Protocol[T_co]):
+    """A push stream (the Go channel of ``Wake``/``Changes``).
+
+    Iterate it with ``async for`` (or ``await anext(sub)`` under
+    ``asyncio.timeout`` to wait with a bound — cancelling a pending
+    ``__anext__`` loses no item); iteration ends after :meth:`close`. Use it
+    as an async context manager to close it on exit.
+    """
+
+    def __aiter__(self) -> Self: ...
+
+    async def __anext__(self) -> T_co: ...
+
+    async def close(self) -> None:
+        """Stop the stream and release its connection. Idempotent."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Contract ``Store``: queue jobs, event deliveries, settles, maintenance, admin.
+
+    Every settle verb (``ack``, ``reschedule``, ``dead``, ``skip``,
+    ``release``, ``snooze``, ``extend_lease``) is fenced by the lease token:
+    when the token no longer owns an active row it raises ``NotFoundError``
+    and changes nothing. Every schedule uses the backend clock.
+    """
+
+    # --- producing -----------------------------------------------------------
+
+    async def enqueue(self, p: EnqueueParams) -> bool:
+        """Insert one queue job; False when deduplicated by its idempotency key.
+
+        The live-key check always applies; a positive ``idempotency_ttl`` adds
+        a time window that keeps the key rejected even after the job settles.
+        Workers are woken after commit.
+        """
+        ...
+
+    async def publish(self, p: PublishParams) -> int:
+        """Append one ledger event and fan out one pending delivery per matching
+        subscriber, atomically. Returns the number of deliveries created."""
+        ...
+
+    async def register_subscriber(self, sub: Subscriber) -> None:
+        """Upsert a subscriber registration keyed by ``(name, event_type)``."""
+        ...
+
+    async def subscribers(self, event_type: str) -> list[Subscriber]:
+        """Registrations for an event type, ordered by name."""
+        ...
+
+    async def delete_subscriber(self, name: str, event_type: str) -> int:
+        """Remove ``(name, event_type)``; an empty event type removes every
+        registration of ``name``. Fanned-out deliveries are untouched."""
+        ...
+
+    # --- leasing and settling -------------------------------------------------
+
+    async def dequeue_batch(self, source: Source, p: DequeueParams) -> list[Job]:
+        """Lease up to ``p.limit`` due pending jobs of ``(source, p.kind)`` for
+        ``p.lease``, ordered by run_at then id: attempt incremented, fresh lease
+        token, retry budget resolved durably. Event deliveries carry ``event``."""
+        ...
+
+    async def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
+        """Settle an active job as succeeded (kept as history); frees the live key."""
+        ...
+
+    async def ack_many(self, items: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
+        """Extension: ack several ``(id, lease_token)`` pairs in one statement.
+
+        Returns the ids acked; a stale pair is skipped (absent from the result)
+        rather than raised.
+        """
+        ...
+
+    async def reschedule(
+        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
+    ) -> None:
+        """Park a failed job as scheduled at now()+delay, recording the attempt."""
+        ...
+
+    async def dead(self, id: uuid.UUID, lease_token: uuid.UUID, last_error: str) -> None:
+        """Dead-letter an active job, recording the final attempt."""
+        ...
+
+    async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
+        """Settle an active job as skipped (terminal, reason kept as last error,
+        counted as processed)."""
+        ...
+
+    async def release(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
+        """Return a leased job to pending, attempt - 1 (floored at 0), no attempt recorded."""
+        ...
+
+    async def snooze(
+        self,
+        id: uuid.UUID,
+        lease_token: uuid.UUID,
+        delay: timedelta,
+        deadline_error: str,
+    ) -> bool:
+        """Park an active job as scheduled at now()+delay without spending an attempt.
+
+        The first snooze of a job with a snooze budget stamps
+        ``deadline_at = now()+budget``; a snooze past that deadline dead-letters
+        the job instead (recording the attempt with ``deadline_error``) and
+        returns True ("deadlined"). Otherwise returns False.
+        """
+        ...
+
+    async def extend_lease(self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta) -> None:
+        """Renew an active job's lease to now()+lease (a heartbeat)."""
+        ...
+
+    # --- maintenance -----------------------------------------------------------
+
+    async def promote_due(self, source: Source, kinds: Sequence[str] | None = None) -> int:
+        """Move due scheduled jobs of the kinds (None or empty: every kind) to
+        pending, waking workers. Returns the count promoted."""
+        ...
+
+    async def reap_expired(
+        self, source: Source, kinds: Sequence[str] | None = None, max_reaps: int = 5
+    ) -> tuple[int, int]:
+        """Reclaim expired active leases of the kinds (None or empty: every kind).
+
+        Each returns to pending with reap_count + 1, or goes dead (recording an
+        attempt) once reap_count reaches ``max_reaps``. Returns
+        ``(reaped, killed)``, killed being the subset dead-lettered.
+        """
+        ...
+
+    async def vacuum_stats(self, source: Source, retention: timedelta) -> int:
+        """Trim daily stat rows older than retention (<= 0 keeps all)."""
+        ...
+
+    async def vacuum_idempotency(self, source: Source) -> int:
+        """Trim expired time-window idempotency keys."""
+        ...
+
+    async def vacuum_completed(self, source: Source, retention: timedelta) -> int:
+        """Trim succeeded jobs completed before retention ago (<= 0 keeps all).
+
+        DAG-owned (``dag_id``) and workflow-owned (``run_id``) jobs are exempt.
+        """
+        ...
+
+    # --- admin ------------------------------------------------------------------
+
+    async def list_kinds(self, source: Source) -> list[str]:
+        """Distinct kinds of the source (live jobs and stat history), sorted."""
+        ...
+
+    async def kind_depths(self, source: Source) -> dict[str, Depths]:
+        """Per-kind instantaneous state counters."""
+        ...
+
+    async def stats(self, source: Source, kind: str) -> tuple[Depths, list[DailyCount]]:
+        """One kind's depths and its daily window, oldest day first."""
+        ...
+
+    async def all_daily(self, source: Source) -> list[DailyCount]:
+        """Daily window summed over every kind, oldest day first."""
+        ...
+
+    async def list_jobs(
+        self, source: Source, filter: JobFilter, offset: int, limit: int
+    ) -> tuple[list[Job], int]:
+        """A page of jobs and the total matching count.
+
+        Ordering: pending/dead by enqueued_at asc; scheduled/paused by run_at
+        asc; active by lease_until asc; succeeded by completed_at desc; no
+        state filter by enqueued_at desc; ties by id.
+        """
+        ...
+
+    async def get_job(self, source: Source, id: uuid.UUID) -> Job:
+        """One job; NotFoundError when none matches."""
+        ...
+
+    async def job_attempts(self, source: Source, id: uuid.UUID) -> list[AttemptError]:
+        """A job's failure history, oldest attempt first."""
+        ...
+
+    async def retry_job(self, source: Source, id: uuid.UUID) -> None:
+        """Reset a dead job to pending (attempt, reap_count cleared); NotFoundError
+        when not dead."""
+        ...
+
+    async def retry_all_dead(self, source: Source, kind: str) -> int:
+        """Reset every dead job of (source, kind) ('' = all kinds) to pending."""
+        ...
+
+    async def run_now(self, source: Source, id: uuid.UUID) -> None:
+        """Expedite one scheduled job to pending now and wake workers;
+        NotFoundError for any other state."""
+        ...
+
+    async def archive_job(self, source: Source, id: uuid.UUID) -> None:
+        """Force a pending or scheduled job to dead; NotFoundError otherwise."""
+        ...
+
+    async def pause_job(self, source: Source, id: uuid.UUID) -> None:
+        """Hold a pending or scheduled job as paused; NotFoundError otherwise."""
+        ...
+
+    async def resume_job(self, source: Source, id: uuid.UUID) -> None:
+        """Return a paused job to pending or scheduled per its run_at."""
+        ...
+
+    async def delete_job(self, source: Source, id: uuid.UUID, state: JobState) -> None:
+        """Delete a job in the given state; NotFoundError when none."""
+        ...
+
+    async def delete_all(self, source: Source, kind: str, state: JobState) -> int:
+        """Delete every job of (source, kind) ('' = all kinds) in the state."""
+        ...
+
+    async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
+        """Delete dead jobs of (source, kind) enqueued before older_than ago."""
+        ...
+
+    async def nuke_all(self, source: Source) -> NukeReport:
+        """Delete all jobs, stats and idempotency keys of the source (dev reset)."""
+        ...
+
+    # --- event ledger admin --------------------------------------------------------
+
+    async def list_events(
+        self, filter: EventFilter, offset: int, limit: int
+    ) -> tuple[list[EventAdminRow], int]:
+        """Ledger events matching the filter, newest first, and the total count."""
+        ...
+
+    async def get_event(self, id: uuid.UUID) -> EventAdminRow:
+        """One ledger event; NotFoundError when none matches."""
+        ...
+
+    async def list_subscriber_views(self, event_type: str) -> list[SubscriberView]:
+        """Registrations ordered by event type then name ('' = all)."""
+        ...
+
+    async def ops_stats(self) -> OpsStats:
+        """The event ledger admin summary."""
+        ...
+
+    async def replay(self, filter: ReplayFilter) -> int:
+        """Re-fan-out matching events into fresh pending deliveries flagged replay."""
+        ...
+
+    async def retain(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` events before the cutoff whose deliveries are all
+        terminal, cascading to those deliveries. Returns events removed."""
+        ...
+
+    async def close(self) -> None:
+        """Release the driver's resources."""
+        ...
+
+
+@runtime_checkable
+class TxStore(Protocol[TTx_contra]):
+    """Contract ``TxStore``: producers inside the caller's transaction ``tx``."""
+
+    async def enqueue_tx(self, tx: TTx_contra, p: EnqueueParams) -> bool:
+        """:meth:`Store.enqueue` on the caller's transaction; the wake fires on its commit."""
+        ...
+
+    async def publish_tx(self, tx: TTx_contra, p: PublishParams) -> int:
+        """:meth:`Store.publish` on the caller's transaction."""
+        ...
+
+
+@runtime_checkable
+class DAGStore(Protocol):
+    """Contract ``DAGStore``: static DAGs with sagas."""
+
+    async def create_dag(self, p: DAGParams) -> tuple[bool, uuid.UUID | None]:
+        """Insert header, tasks and edges atomically; ``(inserted, existing_id)``.
+
+        With a live ``(name, idempotency_key)`` nothing is inserted and the
+        live execution's id is returned as ``(False, id)``.
+        """
+        ...
+
+    async def signal(self, p: DAGSignalParams) -> tuple[int, bool]:
+        """Deliver or buffer a signal; ``(delivered, deduplicated)``.
+
+        NotFoundError for a missing or terminal DAG.
+        """
+        ...
+
+    async def deliver_buffered_signals(self) -> int:
+        """Hand buffered signals to tasks that became deliverable."""
+        ...
+
+    async def find_dag_by_key(self, name: str, idempotency_key: str) -> uuid.UUID:
+        """The live DAG holding the key; NotFoundError when none."""
+        ...
+
+    async def pause_dag(self, id: uuid.UUID, reason: str) -> None:
+        """Freeze a running DAG; NotFoundError for any other state."""
+        ...
+
+    async def promote_unblocked(self) -> int:
+        """Move blocked tasks whose dependencies are satisfied to their runnable state."""
+        ...
+
+    async def complete_due_sleeps(self) -> int:
+        """Succeed every due scheduled sleep task."""
+        ...
+
+    async def apply_failure_policy(self) -> list[DAGFailure]:
+        """Apply each running DAG's on-failure policy to triggering dead tasks."""
+        ...
+
+    async def complete_dags(self) -> int:
+        """Settle DAGs whose work is finished; returns the number transitioned."""
+        ...
+
+    async def task_results(self, dag_id: uuid.UUID, keys: Sequence[str]) -> dict[str, TaskResult]:
+        """Settled outcomes of succeeded and skipped tasks (empty keys: all)."""
+        ...
+
+    async def ack_task_result(self, id: uuid.UUID, lease_token: uuid.UUID, result: bytes) -> None:
+        """Ack a task and persist its result atomically; lease-fenced."""
+        ...
+
+    async def get_dag(self, id: uuid.UUID) -> DAGView:
+        """One DAG header; NotFoundError when none."""
+        ...
+
+    async def list_dags(
+        self, filter: DAGFilter, offset: int, limit: int
+    ) -> tuple[list[DAGView], int]:
+        """DAGs newest first, paginated, with the total count."""
+        ...
+
+    async def dag_tasks(self, id: uuid.UUID) -> list[Job]:
+        """Every task job of the DAG by creation time; NotFoundError for an unknown DAG."""
+        ...
+
+    async def dag_deps(self, id: uuid.UUID) -> list[DAGDep]:
+        """Every edge ordered by (task_key, depends_on_key); unknown id: empty."""
+        ...
+
+    async def dag_name_state_counts(self) -> dict[str, dict[DAGState, int]]:
+        """DAG counts per definition name and state."""
+        ...
+
+    async def dag_task_counts(
+        self, ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, dict[JobState, int]]:
+        """Task counts per state for each requested DAG."""
+        ...
+
+    async def retry_dag(self, id: uuid.UUID) -> None:
+        """Reset dead tasks and resume a non-terminal DAG."""
+        ...
+
+    async def compensate_dag(self, id: uuid.UUID) -> None:
+        """Manually trigger compensation on a running or suspended DAG."""
+        ...
+
+    async def cancel_dag(self, id: uuid.UUID) -> None:
+        """Cancel a non-terminal DAG without compensating."""
+        ...
+
+    async def vacuum_dags(self, retention: timedelta) -> int:
+        """Delete terminal DAGs completed before retention ago (<= 0 keeps all)."""
+        ...
+
+
+@runtime_checkable
+class TxDAGStore(Protocol[TTx_contra]):
+    """Contract ``TxDAGStore``."""
+
+    async def create_dag_tx(self, tx: TTx_contra, p: DAGParams) -> tuple[bool, uuid.UUID | None]:
+        """:meth:`DAGStore.create_dag` inside the caller's transaction."""
+        ...
+
+
+@runtime_checkable
+class WorkflowStore(Protocol):
+    """Contract ``WorkflowStore``: workflow-as-code executions, history, operations."""
+
+    async def start_workflow(self, p: WorkflowStartParams) -> tuple[bool, uuid.UUID | None]:
+        """Insert an execution (and its first workflow task); ``(inserted, existing_id)``."""
+        ...
+
+    async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView:
+        """One execution; NotFoundError when none."""
+        ...
+
+    async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
+        """Append one history event; returns its seq."""
+        ...
+
+    async def list_history(self, workflow_id: uuid.UUID) -> list[HistoryEvent]:
+        """The execution's history in seq order."""
+        ...
+
+    async def signal_workflow(self, p: SignalParams) -> bool:
+        """Buffer a signal (deduplicated by message id); False when a duplicate."""
+        ...
+
+    async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None: ...
+
+    async def fail_workflow(self, id: uuid.UUID, reason: str) -> None: ...
+
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
+
+    async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None: ...
+
+    async def resume_workflow(self, id: uuid.UUID) -> None: ...
+
+    async def schedule_operation(self, p: ScheduleOperationParams) -> uuid.UUID:
+        """Insert (or return the existing non-terminal) operation job by execution key."""
+        ...
+
+    async def mark_uncertain(
+        self, operation_job_id: uuid.UUID, lease_token: uuid.UUID, reason: str
+    ) -> None:
+        """Move an active operation to uncertain (lease-fenced) and suspend the execution."""
+        ...
+
+    async def resolve_uncertain(
+        self, operation_job_id: uuid.UUID, decision: str, result: bytes | None
+    ) -> tuple[uuid.UUID, str]:
+        """Apply a decision to an uncertain operation; ``(workflow_id, workflow_name)``."""
+        ...
+
+    async def schedule_task(
+        self, workflow_id: uuid.UUID, kind: str, run_at: datetime | None = None
+    ) -> None:
+        """Insert one workflow-task job (None run_at: now)."""
+        ...
+
+    async def vacuum_workflows(self, retention: timedelta) -> int:
+        """Delete terminal executions completed before retention ago (<= 0 keeps all)."""
+        ...
+
+    async def list_stalled_workflows(
+        self, older_than: timedelta, limit: int
+    ) -> list[StalledWorkflow]:
+        """Running executions with no live workflow job, updated >= older_than ago."""
+        ...
+
+
+@runtime_checkable
+class ChangeNotifier(Protocol):
+    """Contract ``ChangeNotifier``: change hints for admin surfaces."""
+
+    async def changes(self) -> Subscription[Change] | None:
+        """A stream of change hints whose first item is a ``ChangeEntity.RESET``
+        sent once the push channel is live; a further RESET announces a gap.
+        None when the backend is poll-only."""
+        ...
+
+
+@runtime_checkable
+class Notifier(Protocol):
+    """Contract ``Notifier``: wake-ups signalled by enqueues and publishes."""
+
+    async def wake(self) -> Subscription[Wake] | None:
+        """A stream of :class:`Wake` (source, kind), one per committed enqueue of a
+        due job (and per publish delivery, promotion, run-now, retry). None when
+        the store is poll-only. The stream survives a dropped connection."""
+        ...
+
+
+@runtime_checkable
+class LeadershipLease(Protocol):
+    """A held leadership (contract ``LeadershipLease``)."""
+
+    async def valid(self) -> bool:
+        """Cheap check that the leadership is still held (the session is alive)."""
+        ...
+
+    async def release(self) -> None:
+        """Relinquish the leadership. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class LeaderElector(Protocol):
+    """Contract ``LeaderElector``."""
+
+    async def acquire_leadership(self, name: str) -> Callable[[], Awaitable[None]] | None:
+        """Try to take the named leadership.
+
+        Returns an async ``release`` callable when acquired, None when another
+        instance leads.
+        """
+        ...
+
+
+@runtime_checkable
+class LeaseElector(Protocol):
+    """Contract ``LeaseElector``."""
+
+    async def acquire_leadership_lease(self, name: str) -> LeadershipLease | None:
+        """Try to take the named leadership; None when another instance leads.
+
+        Check the lease with :meth:`LeadershipLease.valid` once per tick and
+        release it when done.
+        """
+        ...
+
+
+@runtime_checkable
+class Migrator(Protocol):
+    """Contract ``Migrator``."""
+
+    async def migrate(self) -> list[int]:
+        """Bring the schema up to date; returns the migration versions applied."""
+        ...

@@ -1,0 +1,103 @@
+"""OpenTelemetry spans for runs: one trace per run, one span per attempt.
+
+This module depends on ``opentelemetry-api`` only. Spans go to whatever
+``TracerProvider`` the application configured (the global one by default, or
+the one handed to :class:`RunTracer`); nothing here installs a provider. With
+no provider configured every call is a cheap no-op.
+
+Integration points (see ``docs/tracing.md`` for the full rules):
+
+* **Start of a run** (``start_workflow``/``start_dag``, in the caller's process)::
+
+      carrier = run_tracer.start_run_span(RunKind.WORKFLOW, "order", run_id)
+      # store `carrier` (dict[str, str]) in the run row's trace_context column
+
+* **Each attempt** (worker, any process, any time later)::
+
+      async with run_tracer.attempt_span(
+          AttemptKind.ACTIVITY, "charge", carrier=row.trace_context,
+          run_id=run_id, workflow_name="order", seq=7, attempt=job.attempt,
+      ) as span:
+          try:
+              result = await handler(...)      # user spans nest under `span`
+          except Exception as exc:
+              span.record_failure(exc)
+              span.set_outcome(Outcome.RETRIED, retry_delay=delay)
+          else:
+              span.set_outcome(Outcome.SUCCEEDED)
+
+* **Run events** (signals, timer firings, uncertain resolutions, cancellations,
+  expired leases)::
+
+      run_tracer.run_event(carrier, RunEvent.SIGNAL, run_id=run_id, subject="approve")
+
+Replay rule: only the attempt that actually executes makes a span. A workflow
+task (replay pass) makes exactly one ``workflow.task`` span whatever it
+replays; the runtime never opens a span for a step it finds in history, and
+workflow code runs in :func:`suppressed_context` so that spans it creates
+(replayed or live) are dropped.
+"""
+
+from azync_flow.telemetry._attempt import AttemptSpan
+from azync_flow.telemetry._carrier import (
+    capture_trace_context,
+    context_from_carrier,
+    suppress_spans,
+    suppressed_context,
+)
+from azync_flow.telemetry._names import (
+    ATTR_ATTEMPT,
+    ATTR_DAG_NAME,
+    ATTR_EVENTS_REPLAYED,
+    ATTR_HISTORY_LENGTH,
+    ATTR_KIND,
+    ATTR_NEW_COMMANDS,
+    ATTR_OUTCOME,
+    ATTR_RETRY_DELAY_S,
+    ATTR_RUN_ID,
+    ATTR_SEQ,
+    ATTR_TASK_KEY,
+    ATTR_WORKFLOW_NAME,
+    INSTRUMENTATION_NAME,
+    AttemptKind,
+    Outcome,
+    RunEvent,
+    RunKind,
+)
+from azync_flow.telemetry._tracer import (
+    RunTracer,
+    attempt_span,
+    default_run_tracer,
+    run_event,
+    start_run_span,
+)
+
+__all__ = [
+    "ATTR_ATTEMPT",
+    "ATTR_DAG_NAME",
+    "ATTR_EVENTS_REPLAYED",
+    "ATTR_HISTORY_LENGTH",
+    "ATTR_KIND",
+    "ATTR_NEW_COMMANDS",
+    "ATTR_OUTCOME",
+    "ATTR_RETRY_DELAY_S",
+    "ATTR_RUN_ID",
+    "ATTR_SEQ",
+    "ATTR_TASK_KEY",
+    "ATTR_WORKFLOW_NAME",
+    "INSTRUMENTATION_NAME",
+    "AttemptKind",
+    "AttemptSpan",
+    "Outcome",
+    "RunEvent",
+    "RunKind",
+    "RunTracer",
+    "attempt_span",
+    "capture_trace_context",
+    "context_from_carrier",
+    "default_run_tracer",
+    "run_event",
+    "start_run_span",
+    "suppress_spans",
+    "suppressed_context",
+]

@@ -1,0 +1,50 @@
+"""The worker runtime: lease loops per (source, kind), queue handlers, maintenance.
+
+Public surface::
+
+    Worker            start with your handlers; run() / run_until_idle() / async with
+    JobContext        what a queue handler gets next to its payload
+    RetryPolicy       backoff, jitter, budget, non-retryable errors (azync_flow.retry)
+    Retention         what the leader's vacuum keeps
+    LeaseLoop         one (source, kind) loop; built by Worker.add_loop
+    LeaseHandle       a runner's lease on one job (token, extend, lost)
+    LeaseLost         a renewal or settle found the lease gone
+    JobRunner         ``async def run(job, lease) -> None`` for Worker.add_loop
+    MaintenanceStep   ``async def step() -> int | None`` for Worker.add_maintenance
+    Interceptor       ``async def (ctx, call_next)`` around queue handlers (add_interceptor)
+    Snooze, Skip      raised by a handler: re-check later / settle as skipped
+    AckBatcher        group-commit of acks (Worker.acks), usable by runners
+
+Run a worker from the command line with ``python -m azync_flow.worker module:factory``.
+"""
+
+from ..retry import RetryPolicy
+from ._acker import AckBatcher
+from ._lease import LeaseHandle, LeaseLost
+from ._loop import JobRunner, LeaseLoop, LoopStats
+from ._maintenance import DEFAULT_LEADERSHIP, MaintenanceStep, Retention
+from ._queue import Interceptor, JobContext, PayloadError, UnknownKindError
+from ._signals import Skip, Snooze
+from ._store import WorkerStore
+from ._worker import Worker
+
+__all__ = [
+    "DEFAULT_LEADERSHIP",
+    "AckBatcher",
+    "Interceptor",
+    "JobContext",
+    "JobRunner",
+    "LeaseHandle",
+    "LeaseLoop",
+    "LeaseLost",
+    "LoopStats",
+    "MaintenanceStep",
+    "PayloadError",
+    "Retention",
+    "RetryPolicy",
+    "Skip",
+    "Snooze",
+    "UnknownKindError",
+    "Worker",
+    "WorkerStore",
+]

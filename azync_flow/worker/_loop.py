@@ -1,0 +1,313 @@
+"""LeaseLoop: lease jobs of one (source, kind), run them, keep their leases alive.
+
+This is the extension point the other runtimes (workflow tasks, activities,
+DAG tasks, event deliveries) build on: they hand the :class:`Worker` a
+:data:`JobRunner` through :meth:`Worker.add_loop` and get batching, the
+concurrency limit, wake-ups, heartbeats and graceful shutdown for free.
+
+Loop cycle::
+
+    free = concurrency - in_flight           # never lease more than free slots
+    jobs = dequeue_batch(limit=min(free, batch_size))
+    for job in jobs: spawn runner(job, LeaseHandle)
+    if nothing leased: wait for a wake-up (NOTIFY) or poll_interval
+
+An idle loop makes one ``dequeue_batch`` per ``poll_interval`` and otherwise
+sleeps on its wake event; it never spins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from ..store.errors import is_not_found
+from ..store.types import DequeueParams, Job, Source
+from ._lease import LeaseHandle
+
+if TYPE_CHECKING:
+    from ._store import WorkerStore
+
+__all__ = ["JobRunner", "LeaseLoop", "LoopStats"]
+
+log = logging.getLogger("azync_flow.worker")
+
+#: Seconds a cancelled job may take to unwind at shutdown before it is released anyway.
+CANCEL_WAIT = 5.0
+
+#: ``async def run(job, lease) -> None``: run one leased job and settle it
+#: (ack / reschedule / dead / snooze / release ...) with ``lease.token``.
+#: An exception escaping the runner is logged and the job is left to its lease
+#: expiry (the reaper re-runs it). Cancellation means shutdown or a lost lease:
+#: the runner must not settle then.
+JobRunner = Callable[[Job, LeaseHandle], Awaitable[None]]
+
+
+class LoopStats:
+    """Counters of one loop, for tests and metrics."""
+
+    __slots__ = ("dequeues", "empty_dequeues", "errors", "heartbeats", "leased", "lost", "released")
+
+    def __init__(self) -> None:
+        self.dequeues = 0
+        self.empty_dequeues = 0
+        self.leased = 0
+        self.heartbeats = 0
+        self.lost = 0
+        self.released = 0
+        self.errors = 0
+
+
+class LeaseLoop:
+    """Leases and runs the jobs of one ``(source, kind)`` under a concurrency limit.
+
+    Create loops with :meth:`Worker.add_loop` (or :meth:`Worker.register` for
+    queue handlers); the worker starts, stops and drains them.
+
+    Args:
+        store: the store to lease from.
+        source: job partition (queue, event, dag, workflow).
+        kind: job kind within the source.
+        runner: coroutine function running and settling one job.
+        concurrency: maximum jobs of this loop running at once (per worker).
+        batch_size: maximum jobs leased per ``dequeue_batch`` (<= concurrency).
+        lease: lease duration; renewed at about ``lease / 3`` while running.
+        poll_interval: fallback polling period when no wake-up arrives.
+        default_max_attempts: retry budget applied durably on the first lease.
+        override_default: see ``DequeueParams.override_default``.
+    """
+
+    def __init__(
+        self,
+        store: WorkerStore,
+        source: Source,
+        kind: str,
+        runner: JobRunner,
+        *,
+        concurrency: int,
+        batch_size: int,
+        lease: timedelta,
+        poll_interval: timedelta,
+        default_max_attempts: int = 25,
+        override_default: bool = True,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if lease <= timedelta(0):
+            raise ValueError("lease must be positive")
+        self.store = store
+        self.source = source
+        self.kind = kind
+        self.runner = runner
+        self.concurrency = concurrency
+        self.batch_size = max(1, min(batch_size, concurrency))
+        self.lease = lease
+        self.poll_interval = poll_interval.total_seconds()
+        self.default_max_attempts = default_max_attempts
+        self.override_default = override_default
+        self.stats = LoopStats()
+        self.in_flight: dict[asyncio.Task[None], LeaseHandle] = {}
+        self.wake = asyncio.Event()
+        self.idle = False
+        self._stopping = False
+        self._slot_freed = asyncio.Event()
+        self._changed: asyncio.Event | None = None
+        self._beats: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<LeaseLoop {self.source}:{self.kind} concurrency={self.concurrency}>"
+
+    def poke(self) -> None:
+        """Make an idle loop try to lease now (used by wake-ups and maintenance)."""
+        self.wake.set()
+
+    def reset(self) -> None:
+        """Make a stopped loop ready to :meth:`run` again."""
+        self._stopping = False
+        self.idle = False
+
+    def stop(self) -> None:
+        """Stop leasing; jobs already leased keep running (see :meth:`drain`)."""
+        self._stopping = True
+        self.wake.set()
+        self._slot_freed.set()
+
+    async def run(self, changed: asyncio.Event | None = None) -> None:
+        """Lease and dispatch until :meth:`stop`.
+
+        Heartbeats start with the loop and keep running after it returns,
+        while leased jobs finish; :meth:`drain` ends them.
+
+        Args:
+            changed: set whenever the loop's idle state may have changed
+                (the worker's idle detector waits on it).
+        """
+        self._changed = changed
+        if self._beats is None or self._beats.done():
+            self._beats = asyncio.create_task(self._heartbeat_loop(), name=f"heartbeat {self}")
+        try:
+            await self._lease_loop()
+        except BaseException:
+            await self._stop_heartbeats()
+            raise
+
+    async def _stop_heartbeats(self) -> None:
+        beats, self._beats = self._beats, None
+        if beats is not None:
+            beats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beats
+
+    async def _lease_loop(self) -> None:
+        error_backoff = 0.05
+        while not self._stopping:
+            free = self.concurrency - len(self.in_flight)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                await asyncio.sleep(0)  # let sibling jobs finishing now free their slots too
+                continue
+            self.wake.clear()
+            try:
+                jobs = await self._dequeue(min(free, self.batch_size))
+            except Exception:
+                self.stats.errors += 1
+                log.exception("%r: dequeue failed; retrying in %.2fs", self, error_backoff)
+                await self._sleep_or_wake(error_backoff)
+                error_backoff = min(error_backoff * 2, 5.0)
+                continue
+            error_backoff = 0.05
+            if jobs:
+                self._set_idle(False)
+                for job in jobs:
+                    self._spawn(job)
+                continue
+            if not self.in_flight:
+                self._set_idle(True)
+                if self._changed is not None:
+                    self._changed.set()
+            await self._sleep_or_wake(self.poll_interval)
+
+    async def _dequeue(self, limit: int) -> list[Job]:
+        self.stats.dequeues += 1
+        jobs = await self.store.dequeue_batch(
+            self.source,
+            DequeueParams(
+                kind=self.kind,
+                limit=limit,
+                lease=self.lease,
+                default_max_attempts=self.default_max_attempts,
+                override_default=self.override_default,
+            ),
+        )
+        if not jobs:
+            self.stats.empty_dequeues += 1
+        self.stats.leased += len(jobs)
+        return jobs
+
+    async def _sleep_or_wake(self, seconds: float) -> None:
+        if self._stopping or self.wake.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self.wake.wait()
+
+    def _set_idle(self, idle: bool) -> None:
+        if self.idle != idle:
+            self.idle = idle
+            if self._changed is not None:
+                self._changed.set()
+
+    def _spawn(self, job: Job) -> None:
+        loop = asyncio.get_running_loop()
+        handle = LeaseHandle(self.store, job, self.lease, loop.time())
+        task = loop.create_task(self._run_one(job, handle))
+        handle._task = task
+        self.in_flight[task] = handle
+
+    async def _run_one(self, job: Job, handle: LeaseHandle) -> None:
+        try:
+            await self.runner(job, handle)
+        except asyncio.CancelledError:
+            if not (handle.lost or handle.shutdown_cancelled):
+                raise
+        except Exception:
+            self.stats.errors += 1
+            log.exception(
+                "%r: runner raised for job %s; it is left to lease expiry and reaping",
+                self,
+                job.id,
+            )
+        finally:
+            self.in_flight.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+            self._slot_freed.set()
+            if not self.in_flight and self._changed is not None:
+                self._changed.set()
+
+    async def _heartbeat_loop(self) -> None:
+        """Renew every in-flight lease that is due (about every ``lease / 3``)."""
+        tick = max(self.lease.total_seconds() / 6, 0.01)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(tick)
+            now = loop.time()
+            due = [h for h in self.in_flight.values() if h.next_beat <= now and not h.lost]
+            if due:
+                await asyncio.gather(*(self._beat(h) for h in due))
+
+    async def _beat(self, handle: LeaseHandle) -> None:
+        try:
+            await handle.extend()
+            self.stats.heartbeats += 1
+        except Exception as exc:
+            if handle.lost or is_not_found(exc):
+                self.stats.lost += 1
+                log.warning("%r: lease of job %s lost; its run was cancelled", self, handle.id)
+            else:
+                log.warning("%r: heartbeat of job %s failed: %s", self, handle.id, exc)
+
+    async def drain(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for in-flight jobs, then cancel and release the rest.
+
+        Call after :meth:`stop` and after :meth:`run` returned (so nothing new
+        is leased). Leases stay renewed while jobs finish. Released jobs go
+        back to pending with their attempt given back (contract ``Release``),
+        so another worker re-runs them at once.
+        """
+        self.stop()
+        try:
+            tasks = list(self.in_flight)
+            pending: set[asyncio.Task[None]] = set()
+            if tasks:
+                _, pending = await asyncio.wait(tasks, timeout=grace)
+            if not pending:
+                return
+            handles = [self.in_flight[t] for t in pending if t in self.in_flight]
+            for h in handles:
+                h.shutdown_cancelled = True
+            for t in pending:
+                t.cancel()
+            _, stuck = await asyncio.wait(pending, timeout=CANCEL_WAIT)
+            if stuck:
+                log.error(
+                    "%r: %d job(s) ignored cancellation for %.0fs; releasing them anyway "
+                    "(their late settles will be fenced off)",
+                    self,
+                    len(stuck),
+                    CANCEL_WAIT,
+                )
+            await asyncio.gather(*(self._release(h) for h in handles))
+        finally:
+            await self._stop_heartbeats()
+
+    async def _release(self, handle: LeaseHandle) -> None:
+        try:
+            await self.store.release(handle.id, handle.token)
+            self.stats.released += 1
+        except Exception as exc:
+            if not is_not_found(exc):
+                log.warning("%r: release of job %s failed: %s", self, handle.id, exc)

@@ -1,0 +1,256 @@
+"""Queue handlers: decode the payload, call the user's function, settle the job.
+
+Settlement rules (source ``queue``):
+
+* the handler returns -> ``ack`` (batched through :class:`AckBatcher`);
+* the handler raises :class:`Snooze` -> ``snooze`` (no attempt spent), or
+  :class:`Skip` -> ``skip`` (terminal);
+* the handler raises -> ``reschedule`` after the :class:`RetryPolicy` delay, or
+  ``dead`` once the attempt budget is spent or the error type is listed as
+  non-retryable; the recorded error is ``"<Type>: <message>"``;
+* the payload cannot be decoded, or no handler is registered for the kind ->
+  ``dead`` at once with an explanatory error (retrying cannot help);
+* the lease was lost or the worker shuts down -> nothing is settled (the
+  reaper or ``release`` takes care of the job).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+import msgspec
+
+from ..retry import RetryDecision, RetryPolicy, describe_error
+from ..store.errors import is_not_found
+from ..store.types import Job
+from ._lease import LeaseHandle
+from ._signals import Skip, Snooze
+
+if TYPE_CHECKING:
+    from ._acker import AckBatcher
+    from ._store import WorkerStore
+
+__all__ = ["Interceptor", "JobContext", "QueueHandler", "QueueRunner"]
+
+log = logging.getLogger("azync_flow.worker")
+
+Handler = Callable[..., Awaitable[Any]]
+
+#: ``async def interceptor(ctx: JobContext, call_next) -> None``: wraps every queue
+#: handler call (``await call_next()`` runs the next interceptor or the handler).
+#: The handler's exception (or Snooze/Skip) propagates through it, so it can time,
+#: trace or log each attempt; it must re-raise to keep the settle semantics.
+Interceptor = Callable[["JobContext", Callable[[], Awaitable[None]]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a queue handler knows about the job it runs.
+
+    Attributes:
+        id: job id.
+        kind: job kind.
+        attempt: 1-based attempt number of this run.
+        max_attempts: the job's durable attempt budget.
+        meta: string annotations given at enqueue.
+        job: the full leased row.
+    """
+
+    id: uuid.UUID
+    kind: str
+    attempt: int
+    max_attempts: int
+    meta: Mapping[str, str]
+    job: Job = field(repr=False)
+    _lease: LeaseHandle = field(repr=False)
+
+    async def heartbeat(self, lease: timedelta | None = None) -> None:
+        """Renew this job's lease now (the worker also renews it every ~lease/3).
+
+        Args:
+            lease: new lease length from now (backend clock); default the
+                handler's lease.
+
+        Raises:
+            LeaseLost: another attempt owns the job now; stop working.
+        """
+        await self._lease.extend(lease)
+
+    @property
+    def lease_lost(self) -> bool:
+        """True once a renewal was rejected."""
+        return self._lease.lost
+
+
+class PayloadError(Exception):
+    """The job's payload does not decode as the handler's payload type."""
+
+
+class UnknownKindError(Exception):
+    """No handler is registered for the job's kind."""
+
+
+@dataclass(slots=True)
+class QueueHandler:
+    """One registered queue handler and its settings (see :meth:`Worker.register`)."""
+
+    kind: str
+    fn: Handler
+    concurrency: int
+    max_attempts: int
+    retry: RetryPolicy
+    lease: timedelta
+    payload_type: Any = Any
+    takes_context: bool = False
+    decoder: msgspec.json.Decoder[Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.decoder = msgspec.json.Decoder(self.payload_type)
+
+    @classmethod
+    def build(
+        cls,
+        kind: str,
+        fn: Handler,
+        *,
+        concurrency: int,
+        max_attempts: int,
+        retry: RetryPolicy,
+        lease: timedelta,
+        payload_type: Any = None,
+    ) -> QueueHandler:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"handler for {kind!r} must be an async function")
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        if not 1 <= len(params) <= 2:
+            raise TypeError(
+                f"handler for {kind!r} must take (payload) or (payload, ctx: JobContext)"
+            )
+        if payload_type is None:
+            try:
+                payload_type = get_type_hints(fn).get(params[0].name, Any)
+            except Exception:
+                payload_type = Any
+        return cls(
+            kind=kind,
+            fn=fn,
+            concurrency=concurrency,
+            max_attempts=max_attempts,
+            retry=retry,
+            lease=lease,
+            payload_type=payload_type,
+            takes_context=len(params) == 2,
+        )
+
+
+class QueueRunner:
+    """The :data:`JobRunner` of queue jobs: dispatches by kind to registered handlers."""
+
+    def __init__(
+        self, store: WorkerStore, handlers: Mapping[str, QueueHandler], acks: AckBatcher
+    ) -> None:
+        self.store = store
+        self.handlers = handlers
+        self.acks = acks
+        self.interceptors: list[Interceptor] = []
+
+    async def __call__(self, job: Job, lease: LeaseHandle) -> None:
+        handler = self.handlers.get(job.kind)
+        if handler is None:
+            err: Exception = UnknownKindError(f"no handler is registered for kind {job.kind!r}")
+            await self._dead(lease, err)
+            return
+        try:
+            payload = handler.decoder.decode(job.payload or b"null")
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            err = PayloadError(
+                f"payload of kind {job.kind!r} does not decode as {_type_name(handler)}: {exc}"
+            )
+            await self._dead(lease, err)
+            return
+        try:
+            await self._invoke(handler, job, payload, lease)
+        except Snooze as snooze:
+            if not lease.lost:
+                await self._settle(
+                    lease, self.store.snooze(job.id, lease.token, snooze.delay, _deadline(job))
+                )
+        except Skip as skip:
+            if not lease.lost:
+                await self._settle(lease, self.store.skip(job.id, lease.token, skip.reason))
+        except Exception as exc:
+            if not lease.lost:
+                await self._fail(handler, job, lease, exc)
+        else:
+            if not lease.lost:
+                self.acks.ack(job.id, lease.token)
+
+    async def _invoke(
+        self, handler: QueueHandler, job: Job, payload: Any, lease: LeaseHandle
+    ) -> None:
+        if not handler.takes_context and not self.interceptors:
+            await handler.fn(payload)
+            return
+        ctx = JobContext(
+            id=job.id,
+            kind=job.kind,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            meta=job.meta,
+            job=job,
+            _lease=lease,
+        )
+
+        async def call() -> None:
+            if handler.takes_context:
+                await handler.fn(payload, ctx)
+            else:
+                await handler.fn(payload)
+
+        chain: Callable[[], Awaitable[None]] = call
+        for interceptor in reversed(self.interceptors):
+            chain = functools.partial(interceptor, ctx, chain)
+        await chain()
+
+    async def _dead(self, lease: LeaseHandle, err: Exception) -> None:
+        await self._settle(lease, self.store.dead(lease.id, lease.token, describe_error(err)))
+
+    async def _fail(
+        self, handler: QueueHandler, job: Job, lease: LeaseHandle, exc: Exception
+    ) -> None:
+        error = describe_error(exc)
+        decision = handler.retry.decide(exc, job.attempt, job.max_attempts)
+        if decision is RetryDecision.RETRY:
+            delay = handler.retry.delay(job.attempt)
+            await self._settle(lease, self.store.reschedule(job.id, lease.token, delay, error))
+        else:
+            await self._settle(lease, self.store.dead(job.id, lease.token, error))
+
+    async def _settle(self, lease: LeaseHandle, op: Awaitable[Any]) -> None:
+        try:
+            await op
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            lease.lost = True
+            log.info("job %s was settled elsewhere (lease lost): %s", lease.id, exc)
+
+
+def _deadline(job: Job) -> str:
+    return f"SnoozeDeadlineExceeded: job {job.id} of kind {job.kind!r} snoozed past its deadline"
+
+
+def _type_name(handler: QueueHandler) -> str:
+    tp = handler.payload_type
+    return getattr(tp, "__name__", None) or repr(tp)

@@ -1,0 +1,504 @@
+"""The Worker: lease loops, wake-ups, ack batching, maintenance and shutdown in one place."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
+
+from ..retry import RetryPolicy
+from ..store.types import Source
+from ._acker import AckBatcher
+from ._loop import JobRunner, LeaseLoop
+from ._maintenance import (
+    DEFAULT_LEADERSHIP,
+    Maintenance,
+    MaintenanceStep,
+    Retention,
+    builtin_steps,
+)
+from ._queue import Handler, Interceptor, QueueHandler, QueueRunner
+from ._wake import WakeHub
+
+if TYPE_CHECKING:
+    from ._store import WorkerStore
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("azync_flow.worker")
+
+H = TypeVar("H", bound=Handler)
+
+
+class Worker:
+    """Runs queue handlers (and other runtimes' loops) against a store.
+
+    Example::
+
+        worker = Worker(store, concurrency=20)
+
+        @worker.register("email.send", max_attempts=5)
+        async def send(payload: Email, ctx: JobContext) -> None:
+            ...
+
+        await worker.run()          # until SIGTERM/SIGINT or shutdown()
+
+    Args:
+        store: the store (see :class:`WorkerStore` for the verbs used).
+        concurrency: default per-kind limit of jobs running at once.
+        batch_size: most jobs leased per round trip (default: the kind's
+            concurrency, at most 100).
+        lease: default lease per attempt; renewed every ~lease/3 while the
+            handler runs, so it bounds how long a crashed worker's job waits
+            before it is reaped, not how long a handler may run.
+        poll_interval: fallback polling period per kind when no push wake-up
+            arrives (every poll is one ``dequeue_batch``).
+        max_attempts: default attempt budget (first try included), stored on
+            the job at its first lease.
+        retry: default :class:`RetryPolicy` of queue handlers.
+        shutdown_grace: how long in-flight jobs may finish after a shutdown
+            request before they are cancelled and released.
+        maintenance_interval: tick of the leader's maintenance (promote due,
+            reap expired); non-leaders retry the election every 5 ticks.
+        vacuum_interval: how often the leader runs the vacuum steps.
+        retention: what the vacuum keeps.
+        max_reaps: lease expiries a job survives before it is dead-lettered.
+        maintain: sources whose built-in maintenance this worker takes part in
+            (default: queue). Runtimes call :meth:`maintain_source` for theirs.
+        handle_signals: install SIGTERM/SIGINT handlers in :meth:`run`.
+    """
+
+    def __init__(
+        self,
+        store: WorkerStore,
+        *,
+        concurrency: int = 10,
+        batch_size: int | None = None,
+        lease: timedelta = timedelta(seconds=30),
+        poll_interval: timedelta = timedelta(seconds=1),
+        max_attempts: int = 25,
+        retry: RetryPolicy | None = None,
+        shutdown_grace: timedelta = timedelta(seconds=30),
+        maintenance_interval: timedelta = timedelta(seconds=1),
+        vacuum_interval: timedelta = timedelta(minutes=10),
+        retention: Retention | None = None,
+        max_reaps: int = 5,
+        maintain: tuple[Source, ...] = (Source.QUEUE,),
+        handle_signals: bool = True,
+    ) -> None:
+        self.store = store
+        self.concurrency = concurrency
+        self.batch_size = batch_size
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self.max_attempts = max_attempts
+        self.retry = retry or RetryPolicy()
+        self.shutdown_grace = shutdown_grace
+        self.vacuum_interval = vacuum_interval
+        self.retention = retention or Retention()
+        self.max_reaps = max_reaps
+        self.handle_signals = handle_signals
+        self.handlers: dict[str, QueueHandler] = {}
+        self.loops: dict[tuple[Source, str], LeaseLoop] = {}
+        self.acks = AckBatcher(store)
+        self.wakeups = WakeHub(store)
+        self.maintenance = Maintenance(store, tick=maintenance_interval)
+        self.maintenance.on_runnable = self._poke_source
+        self._queue_runner = QueueRunner(store, self.handlers, self.acks)
+        self._maintained: set[Source] = set()
+        self._changed = asyncio.Event()
+        self._stopping: asyncio.Event | None = None
+        self._started = asyncio.Event()
+        self._running = False
+        self._bg: asyncio.Task[None] | None = None
+        for source in maintain:
+            self.maintain_source(source)
+
+    # --- registration --------------------------------------------------------------
+
+    @overload
+    def register(
+        self,
+        kind: str,
+        handler: None = None,
+        *,
+        concurrency: int | None = None,
+        max_attempts: int | None = None,
+        retry: RetryPolicy | None = None,
+        lease: timedelta | None = None,
+        payload_type: Any = None,
+    ) -> Callable[[H], H]: ...
+
+    @overload
+    def register(
+        self,
+        kind: str,
+        handler: H,
+        *,
+        concurrency: int | None = None,
+        max_attempts: int | None = None,
+        retry: RetryPolicy | None = None,
+        lease: timedelta | None = None,
+        payload_type: Any = None,
+    ) -> H: ...
+
+    def register(
+        self,
+        kind: str,
+        handler: H | None = None,
+        *,
+        concurrency: int | None = None,
+        max_attempts: int | None = None,
+        retry: RetryPolicy | None = None,
+        lease: timedelta | None = None,
+        payload_type: Any = None,
+    ) -> H | Callable[[H], H]:
+        """Register an async queue handler for ``kind`` (directly or as a decorator).
+
+        The handler takes ``(payload)`` or ``(payload, ctx: JobContext)``.
+        The payload is the job's JSON decoded as ``payload_type`` — by default
+        the annotation of the handler's first parameter (a msgspec Struct, a
+        dataclass, ``dict[str, int]`` ...), else plain JSON values. Returning
+        acks the job; raising retries it per ``retry`` or dead-letters it.
+
+        Args:
+            kind: job kind (the enqueue ``kind``).
+            handler: the coroutine function; omit to use as a decorator.
+            concurrency: this kind's limit of jobs running at once in this worker.
+            max_attempts: attempt budget (first try included); stored durably
+                on each job's first lease, so changing it affects new jobs only.
+                Default: ``retry.maximum_attempts`` or the worker's ``max_attempts``.
+            retry: backoff and non-retryable errors (default: the worker's).
+            lease: lease per attempt (default: the worker's).
+            payload_type: explicit payload type (overrides the annotation).
+
+        Raises:
+            TypeError: the handler is not an async function of 1 or 2 arguments.
+            ValueError: ``kind`` is already registered, or the worker is running.
+        """
+
+        def add(fn: H) -> H:
+            policy = retry or self.retry
+            spec = QueueHandler.build(
+                kind,
+                fn,
+                concurrency=concurrency or self.concurrency,
+                max_attempts=max_attempts or policy.maximum_attempts or self.max_attempts,
+                retry=policy,
+                lease=lease or self.lease,
+                payload_type=payload_type,
+            )
+            self.add_loop(
+                Source.QUEUE,
+                kind,
+                self._queue_runner,
+                concurrency=spec.concurrency,
+                lease=spec.lease,
+                default_max_attempts=spec.max_attempts,
+            )
+            self.handlers[kind] = spec
+            return fn
+
+        return add if handler is None else add(handler)
+
+    def add_interceptor(self, interceptor: Interceptor) -> None:
+        """Wrap every queue handler call in ``interceptor`` (outermost first added).
+
+        ``async def interceptor(ctx: JobContext, call_next) -> None`` must
+        ``await call_next()`` and let its exceptions propagate; the hook for
+        per-attempt telemetry, timing and logging of queue jobs. Loops added
+        with :meth:`add_loop` wrap their own runners instead.
+        """
+        self._queue_runner.interceptors.append(interceptor)
+
+    def add_loop(
+        self,
+        source: Source,
+        kind: str,
+        runner: JobRunner,
+        *,
+        concurrency: int | None = None,
+        batch_size: int | None = None,
+        lease: timedelta | None = None,
+        poll_interval: timedelta | None = None,
+        default_max_attempts: int | None = None,
+        override_default: bool = True,
+    ) -> LeaseLoop:
+        """Lease jobs of ``(source, kind)`` and run each through ``runner``.
+
+        The extension point of the workflow, activity, DAG and event
+        runtimes: the worker leases in batches within ``concurrency``, wakes
+        the loop on NOTIFY (polling as fallback), renews each lease every
+        ~lease/3 while ``runner`` works (cancelling it if the lease is lost),
+        and on shutdown stops leasing, waits ``shutdown_grace`` and releases
+        what is still running. ``runner(job, lease)`` must settle the job
+        itself with ``lease.token`` (ack, reschedule, dead, snooze, release or
+        a transaction of its own); it may use :attr:`acks` to batch plain acks.
+
+        Returns:
+            The loop (its ``stats`` and ``in_flight`` are useful in tests).
+
+        Raises:
+            ValueError: a loop for ``(source, kind)`` exists, or the worker runs.
+        """
+        if self._running:
+            raise ValueError("add loops before the worker starts")
+        if (source, kind) in self.loops:
+            raise ValueError(f"a loop for {source}:{kind} is already registered")
+        conc = concurrency or self.concurrency
+        loop = LeaseLoop(
+            self.store,
+            source,
+            kind,
+            runner,
+            concurrency=conc,
+            batch_size=batch_size or self.batch_size or min(conc, 100),
+            lease=lease or self.lease,
+            poll_interval=poll_interval or self.poll_interval,
+            default_max_attempts=default_max_attempts or self.max_attempts,
+            override_default=override_default,
+        )
+        self.loops[(source, kind)] = loop
+        self.wakeups.route(source, kind, loop.poke)
+        return loop
+
+    def add_maintenance(
+        self,
+        step: MaintenanceStep,
+        *,
+        name: str,
+        interval: timedelta | None = None,
+        leadership: str = DEFAULT_LEADERSHIP,
+        source: Source | None = None,
+    ) -> None:
+        """Run ``step`` periodically on the leader of ``leadership``.
+
+        Args:
+            step: ``async def step() -> int | None``; a positive result means
+                work became runnable and pokes this worker's loops of
+                ``source`` (all loops when ``source`` is None).
+            name: unique step name (for logs).
+            interval: period (default: the maintenance tick).
+            leadership: election name; steps of one name run on one worker.
+            source: the job source the step makes runnable, if any.
+
+        Raises:
+            ValueError: a step with this name exists.
+        """
+        self.maintenance.add(
+            step,
+            name=name,
+            interval=interval or timedelta(seconds=self.maintenance.tick_seconds),
+            leadership=leadership,
+            source=source,
+        )
+
+    def maintain_source(self, source: Source) -> None:
+        """Take part in the built-in promote/reap/vacuum of ``source`` (leader only).
+
+        Each source has its own election (``azync_flow.maintenance.<source>``),
+        and steps cover every kind of the source, not just this worker's.
+        """
+        if source in self._maintained:
+            return
+        self._maintained.add(source)
+        tick = timedelta(seconds=self.maintenance.tick_seconds)
+        for name, fn, is_vacuum in builtin_steps(
+            self.store, source, max_reaps=self.max_reaps, retention=self.retention
+        ):
+            self.add_maintenance(
+                fn,
+                name=name,
+                interval=self.vacuum_interval if is_vacuum else tick,
+                leadership=f"{DEFAULT_LEADERSHIP}.{source}",
+                source=source,
+            )
+
+    def _poke_source(self, source: Source | None) -> None:
+        for (src, _kind), loop in self.loops.items():
+            if source is None or src == source:
+                loop.poke()
+
+    # --- running -------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    async def started(self) -> None:
+        """Wait until the loops run and push wake-ups are subscribed."""
+        await self._started.wait()
+
+    async def run(self) -> None:
+        """Run until :meth:`shutdown` is requested (or SIGTERM/SIGINT), then shut down.
+
+        Shutdown stops leasing, waits up to ``shutdown_grace`` for in-flight
+        jobs, cancels and releases the rest, flushes pending acks and gives up
+        leadership.
+        """
+        if self._running:
+            raise RuntimeError("the worker is already running")
+        self._running = True
+        self._stopping = asyncio.Event()
+        self._started.clear()
+        removers = self._install_signals() if self.handle_signals else []
+        try:
+            await self._run(self._stopping, self._started)
+        finally:
+            for remove in removers:
+                remove()
+            self._started.clear()
+            self._running = False
+
+    async def _run(self, stopping: asyncio.Event, started: asyncio.Event) -> None:
+        for lp in self.loops.values():
+            lp.reset()
+        await self.wakeups.start()
+        loop_tasks = [
+            asyncio.create_task(lp.run(self._changed), name=repr(lp)) for lp in self.loops.values()
+        ]
+        for task in loop_tasks:
+            task.add_done_callback(self._loop_ended)
+        maint = asyncio.create_task(self.maintenance.run(stopping), name="azync maintenance")
+        started.set()
+        try:
+            await stopping.wait()
+        finally:
+            await self._shutdown(loop_tasks, maint)
+
+    async def _shutdown(
+        self, loop_tasks: list[asyncio.Task[None]], maint: asyncio.Task[Any]
+    ) -> None:
+        grace = self.shutdown_grace.total_seconds()
+        for lp in self.loops.values():
+            lp.stop()
+        # Loops exit after their current lease round, so nothing is leased after this.
+        await asyncio.gather(*loop_tasks, return_exceptions=True)
+        await asyncio.gather(*(lp.drain(grace) for lp in self.loops.values()))
+        await self.acks.close()
+        if self._stopping is not None:
+            self._stopping.set()
+        await asyncio.gather(maint, return_exceptions=True)
+        await self.wakeups.close()
+
+    def _loop_ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        log.error(
+            "%s crashed; shutting the worker down", task.get_name(), exc_info=task.exception()
+        )
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Request a graceful shutdown (what SIGTERM/SIGINT do); returns at once.
+
+        Leasing stops immediately; :meth:`run` then drains in-flight jobs.
+        """
+        if self._stopping is not None and self._running:
+            for lp in self.loops.values():
+                lp.stop()
+            self._stopping.set()
+
+    def _install_signals(self) -> list[Callable[[], None]]:
+        if threading.current_thread() is not threading.main_thread():
+            return []
+        loop = asyncio.get_running_loop()
+        removers: list[Callable[[], None]] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            except (NotImplementedError, RuntimeError):
+                continue
+            removers.append(functools.partial(_remove_signal, loop, sig))
+        return removers
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        log.info("%s received: stopping leasing, finishing in-flight jobs", sig.name)
+        self.shutdown()
+
+    async def run_until_idle(self) -> None:
+        """Run until no work is runnable, then shut down (the test driver).
+
+        Idle means: every loop's last lease attempt found nothing, nothing is
+        in flight, every ack is written, and a forced maintenance pass
+        (promote due, reap expired, any added steps this worker leads) made
+        nothing runnable. Jobs scheduled in the future do not count; move a
+        :class:`~azync_flow.testing.MovableClock` past them and call again.
+        Wrap it in ``asyncio.timeout`` to bound it.
+        """
+        if self._running:
+            raise RuntimeError("the worker is already running")
+        runner = asyncio.create_task(self.run())
+        try:
+            await self.started()
+            await self._until_idle()
+        finally:
+            self.shutdown()
+            await runner
+
+    async def _until_idle(self) -> None:
+        while True:
+            await self._all_loops_idle()
+            await self.acks.flush()
+            made_runnable = await self.maintenance.tick(force=True)
+            # One more lease round on every loop: work committed before it is seen.
+            marks = {lp: lp.stats.dequeues for lp in self.loops.values()}
+            for lp in self.loops.values():
+                lp.poke()
+            await self._all_loops_idle(after=marks)
+            if made_runnable == 0 and all(lp.idle for lp in self.loops.values()):
+                await self.acks.flush()
+                return
+
+    async def _all_loops_idle(self, after: dict[LeaseLoop, int] | None = None) -> None:
+        def done() -> bool:
+            for lp in self.loops.values():
+                if lp.in_flight or not lp.idle:
+                    return False
+                if after is not None and lp.stats.dequeues <= after[lp]:
+                    return False
+            return True
+
+        while not done():
+            self._changed.clear()
+            if done():
+                return
+            # Loops signal idle transitions; a short timeout re-checks counters.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await self._changed.wait()
+            for lp in self.loops.values():
+                if not lp.in_flight and not lp.idle:
+                    lp.poke()
+
+    # --- context manager ---------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        """Start :meth:`run` in the background; ``__aexit__`` shuts down gracefully."""
+        if self._running:
+            raise RuntimeError("the worker is already running")
+        self._bg = asyncio.create_task(self.run())
+        await self.started()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+        if self._bg is not None:
+            await self._bg
+            self._bg = None
+
+
+def _remove_signal(loop: asyncio.AbstractEventLoop, sig: signal.Signals) -> None:
+    loop.remove_signal_handler(sig)

@@ -1,0 +1,361 @@
+"""``@workflow`` / ``@activity`` decorators, their definitions and the registry."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from datetime import timedelta
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+import msgspec
+
+from azync_flow.errors import UnknownWorkflowError
+from azync_flow.replay.codec import decode_value, encode_value
+from azync_flow.replay.engine import WorkflowInstance, current_instance
+from azync_flow.retry import RetryPolicy
+
+__all__ = [
+    "ActivityDefinition",
+    "ActivityOptions",
+    "Registry",
+    "WorkflowDefinition",
+    "activity",
+    "workflow",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+I = TypeVar("I")  # noqa: E741
+
+
+#: Retry policy of an activity declared without ``retry=``: 3 attempts in total,
+#: 1 s initial backoff doubling up to 100 s (with the policy's default jitter).
+DEFAULT_ACTIVITY_RETRY = RetryPolicy(maximum_attempts=3)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivityOptions:
+    """Per-activity (or per-call) execution options.
+
+    Attributes:
+        retry: retry policy; the budget is in total attempts.
+        start_to_close: limit of ONE attempt (its lease); ``None`` = worker default.
+        heartbeat_timeout: an attempt that does not heartbeat within this is
+            considered lost; ``None`` = no heartbeats required.
+        idempotent: False marks a non-idempotent step: an attempt whose outcome is
+            unknown is not retried blindly but parked as uncertain (issue 5).
+        reconcile: optional hook deciding an uncertain attempt's outcome.
+    """
+
+    retry: RetryPolicy = dataclasses.field(default_factory=lambda: DEFAULT_ACTIVITY_RETRY)
+    start_to_close: timedelta | None = None
+    heartbeat_timeout: timedelta | None = None
+    idempotent: bool = True
+    reconcile: Callable[..., Any] | None = None
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # unresolved forward refs: fall back to untyped decoding
+        return {}
+
+
+class ActivityDefinition(Generic[P, R]):
+    """An ``@activity``: a plain function outside workflows, a durable step inside.
+
+    Inside workflow code ``await act(x)`` records ``ActivityScheduled``, schedules
+    an operation job ``$op:<name>@<version>`` and returns the result decoded to
+    the function's return annotation, or raises
+    :class:`~azync_flow.errors.ActivityError` once the retry budget is spent.
+    Arguments are passed positionally (keyword arguments are bound to their
+    positions); keyword-only parameters are not supported.
+    """
+
+    def __init__(
+        self, fn: Callable[P, Any], name: str, version: str, options: ActivityOptions
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.version = version
+        self.options = options
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self._signature = inspect.signature(fn)
+        hints = _hints(fn)
+        params = list(self._signature.parameters.values())
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self._min_args = sum(1 for p in positional if p.default is p.empty)
+        has_varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+        self._max_args = 1 << 30 if has_varargs else len(positional)
+        self.return_type: Any = hints.get("return", Any)
+        self.param_types: list[Any] = [
+            hints.get(p.name, Any)
+            for p in self._signature.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+        functools.update_wrapper(self, fn)
+
+    @property
+    def kind(self) -> str:
+        """Job kind of this activity's operations: ``$op:<name>@<version>``."""
+        return f"$op:{self.name}@{self.version}"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        instance = current_instance()
+        if instance is None:
+            return self.fn(*args, **kwargs)
+        return self._durable_call(instance, self.options, args, kwargs)
+
+    def with_options(self, **overrides: Any) -> Callable[P, Awaitable[R]]:
+        """Return a caller with some options replaced for these calls only.
+
+        Accepts the fields of :class:`ActivityOptions` as keywords.
+        """
+        options = dataclasses.replace(self.options, **overrides)
+
+        def call(*args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+            instance = current_instance()
+            if instance is None:
+                result = self.fn(*args, **kwargs)
+                return result if inspect.isawaitable(result) else _ready(result)
+            return self._durable_call(instance, options, args, kwargs)
+
+        return call
+
+    def encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+        """Encode a call's arguments as a JSON array (the ActivityScheduled input)."""
+        if not kwargs and self._min_args <= len(args) <= self._max_args:
+            return encode_value(list(args), f"input of activity {self.name!r}")
+        bound = self._signature.bind(*args, **kwargs)
+        if bound.kwargs:
+            raise TypeError(f"activity {self.name!r}: keyword-only parameters are not supported")
+        return encode_value(list(bound.args), f"input of activity {self.name!r}")
+
+    def decode_args(self, data: bytes) -> list[Any]:
+        """Decode an operation's input back into positional arguments (typed by annotation)."""
+        raws = decode_value(data, list[msgspec.Raw], f"input of activity {self.name!r}")
+        types = self.param_types
+        args = []
+        for index, raw in enumerate(raws):
+            hint = types[min(index, len(types) - 1)] if types else Any
+            args.append(decode_value(raw, hint, f"argument {index} of activity {self.name!r}"))
+        return args
+
+    async def run(self, data: bytes) -> bytes:
+        """Run one attempt for the activity runtime: decode args, call, encode the result.
+
+        Sync functions run in a worker thread (``asyncio.to_thread``) so they do
+        not block the event loop.
+        """
+        args = self.decode_args(data)
+        fn = typing.cast(Callable[..., Any], self.fn)
+        result = await fn(*args) if self.is_async else await asyncio.to_thread(fn, *args)
+        return encode_value(result, f"result of activity {self.name!r}")
+
+    async def _durable_call(
+        self,
+        instance: WorkflowInstance,
+        options: ActivityOptions,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> R:
+        data = self.encode_args(args, kwargs)
+        _, future = instance.schedule_activity(self.name, self.version, data, options)
+        raw = await future
+        result = decode_value(raw, self.return_type, f"result of activity {self.name!r}")
+        return typing.cast(R, result)
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+class WorkflowDefinition(Generic[I, R]):
+    """A ``@workflow``: ``async def f(ctx: WorkflowContext, inp: I) -> R``.
+
+    The input is decoded to the annotation of the second parameter; the
+    function may also take only ``ctx``.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Coroutine[Any, Any, R]],
+        name: str,
+        version: str,
+    ) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"@workflow needs an async def, got {fn!r}")
+        self.fn = fn
+        self.name = name
+        self.version = version
+        params = list(inspect.signature(fn).parameters.values())
+        if not params:
+            raise TypeError("a workflow function takes the WorkflowContext as first parameter")
+        hints = _hints(fn)
+        self.takes_input = len(params) >= 2
+        self.input_type: Any = hints.get(params[1].name, Any) if self.takes_input else None
+        self.result_type: Any = hints.get("return", Any)
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def create_coroutine(
+        self, instance: WorkflowInstance, input_bytes: bytes
+    ) -> Coroutine[Any, Any, bytes]:
+        """Engine hook: the coroutine running this workflow, returning the encoded result."""
+        return self._run(instance, input_bytes)
+
+    async def _run(self, instance: WorkflowInstance, input_bytes: bytes) -> bytes:
+        from azync_flow.workflow._context import WorkflowContext
+
+        ctx = WorkflowContext(instance)
+        if self.takes_input:
+            value = decode_value(input_bytes, self.input_type, f"input of workflow {self.name!r}")
+            result = await self.fn(ctx, value)
+        else:
+            result = await self.fn(ctx)
+        return encode_value(result, f"result of workflow {self.name!r}", instance.max_payload_bytes)
+
+    def encode_input(self, value: Any) -> bytes:
+        """Encode a start input (the client uses this)."""
+        return encode_value(value, f"input of workflow {self.name!r}")
+
+    def decode_result(self, data: bytes) -> R:
+        """Decode a stored result to the return annotation."""
+        result = decode_value(data, self.result_type, f"result of workflow {self.name!r}")
+        return typing.cast(R, result)
+
+
+@overload
+def workflow(fn: Callable[..., Coroutine[Any, Any, R]], /) -> WorkflowDefinition[Any, R]: ...
+
+
+@overload
+def workflow(
+    *, name: str | None = None, version: str = ""
+) -> Callable[[Callable[..., Coroutine[Any, Any, R]]], WorkflowDefinition[Any, R]]: ...
+
+
+def workflow(
+    fn: Callable[..., Coroutine[Any, Any, R]] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    version: str = "",
+) -> Any:
+    """Declare a workflow. Use bare (``@workflow``) or with ``name=``/``version=``.
+
+    Args:
+        name: registry name (default: the function's ``__qualname__``).
+        version: recorded with each execution and visible as ``ctx.info.version``.
+
+    Warning:
+        Renaming a workflow orphans running executions of the old name.
+    """
+
+    def wrap(f: Callable[..., Coroutine[Any, Any, R]]) -> WorkflowDefinition[Any, R]:
+        return WorkflowDefinition(f, name or f.__qualname__, version)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def activity(
+    fn: Callable[P, Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    version: str = "1",
+    retry: RetryPolicy | None = None,
+    start_to_close: timedelta | None = None,
+    heartbeat_timeout: timedelta | None = None,
+    idempotent: bool = True,
+    reconcile: Callable[..., Any] | None = None,
+) -> Any:
+    """Declare an activity (an async or sync function). Use bare or with options.
+
+    Args:
+        name: registry name (default: ``__qualname__``). Part of the operation
+            job kind ``$op:<name>@<version>``.
+        version: activity version (part of the job kind; not compared on replay).
+        retry: retry policy (default: :data:`DEFAULT_ACTIVITY_RETRY`, 3 attempts).
+        start_to_close: limit of one attempt.
+        heartbeat_timeout: maximum gap between heartbeats of one attempt.
+        idempotent: False for non-idempotent steps (uncertain outcomes are parked).
+        reconcile: hook deciding an uncertain attempt's outcome (issue 5).
+
+    Warning:
+        Renaming an activity called by running executions breaks their replay
+        (``NonDeterminismError``); gate such changes with ``ctx.patched``.
+    """
+    options = ActivityOptions(
+        retry=retry or DEFAULT_ACTIVITY_RETRY,
+        start_to_close=start_to_close,
+        heartbeat_timeout=heartbeat_timeout,
+        idempotent=idempotent,
+        reconcile=reconcile,
+    )
+
+    def wrap(f: Callable[P, Any]) -> ActivityDefinition[P, Any]:
+        return ActivityDefinition(f, name or f.__qualname__, version, options)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+class Registry:
+    """Name -> definition maps used by workers and the Replayer.
+
+    Raises:
+        ValueError: two different definitions under one name.
+    """
+
+    def __init__(
+        self,
+        workflows: Iterable[WorkflowDefinition[Any, Any]] = (),
+        activities: Iterable[ActivityDefinition[Any, Any]] = (),
+    ) -> None:
+        self.workflows: dict[str, WorkflowDefinition[Any, Any]] = {}
+        self.activities: dict[str, ActivityDefinition[Any, Any]] = {}
+        for w in workflows:
+            self.add_workflow(w)
+        for a in activities:
+            self.add_activity(a)
+
+    def add_workflow(self, defn: WorkflowDefinition[Any, Any]) -> None:
+        if not isinstance(defn, WorkflowDefinition):
+            raise TypeError(f"{defn!r} is not decorated with @workflow")
+        existing = self.workflows.get(defn.name)
+        if existing is not None and existing is not defn:
+            raise ValueError(f"two workflows registered under {defn.name!r}")
+        self.workflows[defn.name] = defn
+
+    def add_activity(self, defn: ActivityDefinition[Any, Any]) -> None:
+        if not isinstance(defn, ActivityDefinition):
+            raise TypeError(f"{defn!r} is not decorated with @activity")
+        existing = self.activities.get(defn.kind)
+        if existing is not None and existing is not defn:
+            raise ValueError(f"two activities registered as {defn.kind!r}")
+        self.activities[defn.kind] = defn
+
+    def workflow(self, name: str) -> WorkflowDefinition[Any, Any]:
+        """Return the workflow registered under ``name``.
+
+        Raises:
+            UnknownWorkflowError: none is.
+        """
+        try:
+            return self.workflows[name]
+        except KeyError:
+            raise UnknownWorkflowError(name) from None
+
+    def activity(self, kind: str) -> ActivityDefinition[Any, Any]:
+        """Return the activity for an operation kind ``$op:<name>@<version>``.
+
+        Raises:
+            UnknownWorkflowError: none is registered.
+        """
+        try:
+            return self.activities[kind]
+        except KeyError:
+            raise UnknownWorkflowError(kind) from None

@@ -1,0 +1,369 @@
+"""Worker runtime mechanics on real Postgres: limits, heartbeats, wake-ups, leadership."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import msgspec
+import pytest
+
+from azync_flow.store import Config, EnqueueParams, Job, JobState, Source
+from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.postgres._base import job_from_row
+from azync_flow.worker import JobContext, LeaseHandle, LeaseLost, Worker, WorkerStore
+
+FAST = {
+    "poll_interval": timedelta(milliseconds=50),
+    "maintenance_interval": timedelta(milliseconds=50),
+    "handle_signals": False,
+}
+QUEUE_LEADERSHIP = "azync_flow.maintenance.queue"
+
+
+async def enqueue(store: PostgresStore, kind: str, payload: Any = None) -> uuid.UUID:
+    job_id = uuid.uuid4()
+    raw = msgspec.json.encode(payload)
+    assert await store.enqueue(EnqueueParams(id=job_id, kind=kind, payload=raw))
+    return job_id
+
+
+async def get(store: PostgresStore, job_id: uuid.UUID) -> Job:
+    row = await store.pool.fetchrow("SELECT * FROM azync_jobs WHERE id = $1", job_id)
+    assert row is not None
+    return job_from_row(row)
+
+
+@pytest.fixture
+async def poll_only_store(pg_dsn: str, store: PostgresStore) -> AsyncIterator[PostgresStore]:
+    s = await open_store(pg_dsn, Config(schema=store.schema, poll_only=True), migrate=False)
+    yield s
+    await s.close()
+
+
+async def test_per_kind_concurrency_limit_is_never_exceeded(store: PostgresStore) -> None:
+    running = 0
+    peak = 0
+    barrier = asyncio.Barrier(3)
+    other_ran = asyncio.Event()
+    worker = Worker(store, concurrency=50, **FAST)
+
+    @worker.register("limited", concurrency=3)
+    async def limited(payload: Any) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        # Three must be able to meet here (the limit is not lower than 3) ...
+        await barrier.wait()
+        await asyncio.sleep(0.01)
+        running -= 1
+
+    @worker.register("other")
+    async def other(payload: Any) -> None:
+        other_ran.set()
+
+    ids = [await enqueue(store, "limited", i) for i in range(12)]
+    await enqueue(store, "other")
+    await worker.run_until_idle()
+
+    # ... and a fourth never joined them.
+    assert peak == 3
+    assert other_ran.is_set()
+    for job_id in ids:
+        assert (await get(store, job_id)).state == JobState.SUCCEEDED
+    loop = worker.loops[(Source.QUEUE, "limited")]
+    assert loop.stats.leased == 12
+
+
+async def test_heartbeat_keeps_a_long_handler_lease_while_the_reaper_runs(
+    store: PostgresStore,
+) -> None:
+    runs: list[int] = []
+    lease_seen: list[Any] = []
+    worker = Worker(store, lease=timedelta(milliseconds=600), **FAST)
+
+    @worker.register("long")
+    async def long(payload: Any, ctx: JobContext) -> None:
+        runs.append(ctx.attempt)
+        for _ in range(4):  # 2 s in all: more than three leases
+            await asyncio.sleep(0.5)
+            lease_seen.append(
+                await store.pool.fetchval(
+                    "SELECT lease_until > now() FROM azync_jobs WHERE id = $1", ctx.id
+                )
+            )
+
+    job_id = await enqueue(store, "long")
+    await worker.run_until_idle()
+
+    assert runs == [1]
+    assert lease_seen == [True, True, True, True]
+    job = await get(store, job_id)
+    assert job.state == JobState.SUCCEEDED
+    assert job.reap_count == 0
+    assert worker.loops[(Source.QUEUE, "long")].stats.heartbeats >= 4
+
+
+async def test_lost_lease_cancels_the_stale_attempt_and_only_the_new_one_settles(
+    store: PostgresStore,
+) -> None:
+    """C13/C16: once the lease is reaped and re-leased, the old attempt is fenced off."""
+    first_started = asyncio.Event()
+    first_cancelled = asyncio.Event()
+    second_done = asyncio.Event()
+    worker = Worker(store, lease=timedelta(milliseconds=600), concurrency=2, **FAST)
+
+    @worker.register("fenced")
+    async def fenced(payload: Any, ctx: JobContext) -> None:
+        if ctx.job.reap_count == 0:
+            first_started.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                first_cancelled.set()
+                raise
+        else:
+            second_done.set()
+
+    job_id = await enqueue(store, "fenced")
+    async with worker:
+        await asyncio.wait_for(first_started.wait(), 10)
+        # Expire the lease behind the worker's back (as if it had stalled).
+        await store.pool.execute(
+            "UPDATE azync_jobs SET lease_until = now() - interval '1 second' WHERE id = $1",
+            job_id,
+        )
+        await asyncio.wait_for(second_done.wait(), 10)
+        await asyncio.wait_for(first_cancelled.wait(), 10)
+
+    job = await get(store, job_id)
+    assert job.state == JobState.SUCCEEDED
+    assert job.reap_count == 1
+    assert worker.loops[(Source.QUEUE, "fenced")].stats.lost == 1
+
+
+async def test_manual_heartbeat_on_a_stale_token_raises_lease_lost(store: PostgresStore) -> None:
+    worker = Worker(store, **FAST)
+    outcome: list[str] = []
+
+    @worker.register("manual")
+    async def manual(payload: Any, ctx: JobContext) -> None:
+        await ctx.heartbeat(timedelta(seconds=5))
+        await store.pool.execute(
+            "UPDATE azync_jobs SET lease_token = gen_random_uuid() WHERE id = $1", ctx.id
+        )
+        try:
+            await ctx.heartbeat()
+        except LeaseLost:
+            outcome.append("lost")
+            assert ctx.lease_lost
+
+    job_id = await enqueue(store, "manual")
+    async with worker:
+        for _ in range(200):
+            if outcome:
+                break
+            await asyncio.sleep(0.01)
+    assert outcome == ["lost"]
+    # The stale attempt did not settle: the row still belongs to the other token.
+    assert (await get(store, job_id)).state == JobState.ACTIVE
+
+
+async def test_push_wakeup_runs_job_promptly_with_a_long_poll_interval(
+    store: PostgresStore,
+) -> None:
+    ran = asyncio.Event()
+    worker = Worker(
+        store,
+        poll_interval=timedelta(seconds=60),
+        maintenance_interval=timedelta(seconds=60),
+        handle_signals=False,
+    )
+
+    @worker.register("ping")
+    async def ping(payload: Any) -> None:
+        ran.set()
+
+    async with worker:
+        assert worker.wakeups.live
+        loop = worker.loops[(Source.QUEUE, "ping")]
+        for _ in range(1000):  # until the first (empty) lease round is done
+            if loop.stats.dequeues:
+                break
+            await asyncio.sleep(0.005)
+        started = time.monotonic()
+        await enqueue(store, "ping")
+        await asyncio.wait_for(ran.wait(), 10)
+        latency = time.monotonic() - started
+    assert latency < 1.0, latency
+    assert loop.stats.dequeues <= 3
+
+
+async def test_poll_only_store_still_runs_jobs_by_polling(
+    poll_only_store: PostgresStore,
+) -> None:
+    ran = asyncio.Event()
+    worker = Worker(poll_only_store, **{**FAST, "poll_interval": timedelta(milliseconds=100)})
+
+    @worker.register("ping")
+    async def ping(payload: Any) -> None:
+        ran.set()
+
+    async with worker:
+        assert not worker.wakeups.live
+        await enqueue(poll_only_store, "ping")
+        await asyncio.wait_for(ran.wait(), 10)
+
+
+async def test_idle_worker_polls_once_per_interval_and_never_spins(
+    store: PostgresStore,
+) -> None:
+    worker = Worker(store, **{**FAST, "poll_interval": timedelta(milliseconds=100)})
+
+    @worker.register("a")
+    async def a(payload: Any) -> None:
+        return None
+
+    async with worker:
+        await asyncio.sleep(1.0)
+    dequeues = worker.loops[(Source.QUEUE, "a")].stats.dequeues
+    assert 5 <= dequeues <= 13
+
+
+async def test_only_one_worker_leads_maintenance_and_leadership_fails_over(
+    store: PostgresStore,
+) -> None:
+    ticks: dict[str, int] = {"w1": 0, "w2": 0}
+
+    def make(name: str) -> Worker:
+        w = Worker(store, **FAST)
+
+        async def noop(payload: Any) -> None:
+            return None
+
+        async def count() -> None:
+            ticks[name] += 1
+
+        w.register("k", noop)
+        w.add_maintenance(count, name="count", leadership="test.runtime")
+        return w
+
+    w1, w2 = make("w1"), make("w2")
+    async with w1:
+        await asyncio.sleep(0.2)
+        async with w2:
+            await asyncio.sleep(0.3)
+            assert w1.maintenance.is_leader("test.runtime")
+            assert not w2.maintenance.is_leader("test.runtime")
+            assert w1.maintenance.is_leader(QUEUE_LEADERSHIP)
+            before = ticks["w2"]
+            assert before == 0
+            await w1.__aexit__(None, None, None)  # leader shuts down
+            for _ in range(100):
+                if w2.maintenance.is_leader("test.runtime") and ticks["w2"] > 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert w2.maintenance.is_leader("test.runtime")
+            assert ticks["w2"] > 0
+    assert ticks["w1"] > 0
+
+
+async def test_add_loop_runs_a_custom_runner_with_heartbeat_and_batched_ack(
+    store: PostgresStore,
+) -> None:
+    """The extension point other runtimes use: a runner settles its own jobs."""
+    seen: list[tuple[uuid.UUID, int]] = []
+    worker = Worker(store, **FAST)
+
+    async def runner(job: Job, lease: LeaseHandle) -> None:
+        await lease.extend(timedelta(seconds=10))
+        seen.append((job.id, job.attempt))
+        worker.acks.ack(job.id, lease.token)
+
+    worker.add_loop(Source.QUEUE, "custom", runner, concurrency=4)
+    ids = {await enqueue(store, "custom", i) for i in range(10)}
+    await worker.run_until_idle()
+
+    assert {i for i, _ in seen} == ids
+    assert all(attempt == 1 for _, attempt in seen)
+    for job_id in ids:
+        assert (await get(store, job_id)).state == JobState.SUCCEEDED
+    with pytest.raises(ValueError, match="already registered"):
+        worker.add_loop(Source.QUEUE, "custom", runner)
+
+
+async def test_maintenance_step_that_makes_work_runnable_wakes_the_loops(
+    store: PostgresStore,
+) -> None:
+    ran = asyncio.Event()
+    parked: list[uuid.UUID] = []
+    worker = Worker(
+        store,
+        poll_interval=timedelta(seconds=60),
+        maintenance_interval=timedelta(milliseconds=50),
+        handle_signals=False,
+    )
+
+    @worker.register("parked")
+    async def handle(payload: Any) -> None:
+        ran.set()
+
+    async def unpark() -> int:
+        n = 0
+        while parked:
+            await store.pool.execute(
+                "UPDATE azync_jobs SET state = 'pending' WHERE id = $1", parked.pop()
+            )
+            n += 1
+        return n
+
+    worker.add_maintenance(unpark, name="unpark", leadership="test.unpark", source=Source.QUEUE)
+    job_id = await enqueue(store, "parked")
+    await store.pool.execute("UPDATE azync_jobs SET state = 'paused' WHERE id = $1", job_id)
+    async with worker:
+        await asyncio.sleep(0.1)
+        parked.append(job_id)
+        await asyncio.wait_for(ran.wait(), 5)
+
+
+async def test_shutdown_grace_lets_in_flight_job_finish_with_its_lease_still_renewed(
+    store: PostgresStore,
+) -> None:
+    started = asyncio.Event()
+    lease_held: list[bool] = []
+    worker = Worker(
+        store,
+        lease=timedelta(milliseconds=450),
+        shutdown_grace=timedelta(seconds=5),
+        **FAST,
+    )
+
+    @worker.register("finishing")
+    async def finishing(payload: Any, ctx: JobContext) -> None:
+        started.set()
+        for _ in range(3):  # 1.2 s after shutdown began: well past the lease
+            await asyncio.sleep(0.4)
+            lease_held.append(
+                await store.pool.fetchval(
+                    "SELECT lease_until > now() FROM azync_jobs WHERE id = $1", ctx.id
+                )
+            )
+
+    job_id = await enqueue(store, "finishing")
+    async with worker:
+        await asyncio.wait_for(started.wait(), 10)
+        worker.shutdown()  # __aexit__ then waits for the drain
+        late = await enqueue(store, "finishing")
+
+    assert lease_held == [True, True, True]
+    assert (await get(store, job_id)).state == JobState.SUCCEEDED
+    # Nothing is leased once shutdown began.
+    assert (await get(store, late)).state == JobState.PENDING
+
+
+async def test_postgres_store_provides_every_verb_the_worker_uses(store: PostgresStore) -> None:
+    assert isinstance(store, WorkerStore)
