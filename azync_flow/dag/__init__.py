@@ -4,6 +4,7 @@ from ._client import DAGClient, DAGRun, SignalReceipt
 from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, RESERVED_PREFIXES, TaskSpec
 from ._errors import DAGValidationError, NotReady, Skip
+from ._events import DAGEvent
 from ._runner import DAGRunner, Outcome, RetryPolicy
 from ._scheduler import DAGScheduler, TickStats
 from ._testing import run_until_settled
@@ -14,6 +15,7 @@ __all__ = [
     "DAG_LEADERSHIP",
     "RESERVED_PREFIXES",
     "DAGClient",
+    "DAGEvent",
     "DAGRun",
     "DAGRunner",
     "DAGScheduler",

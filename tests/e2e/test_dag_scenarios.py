@@ -10,11 +10,21 @@ import sys
 import textwrap
 import uuid
 from collections import Counter
+from datetime import timedelta
 
+import msgspec
 import pytest
 
-from azync_flow.dag import DAG, DAGClient, DAGRunner, DAGScheduler, Skip, TaskContext
-from azync_flow.store import DAGFailure, DAGState, JobState
+from azync_flow.dag import DAG, DAGClient, DAGEvent, DAGRunner, DAGScheduler, Skip, TaskContext
+from azync_flow.store import (
+    DAGFailure,
+    DAGState,
+    DequeueParams,
+    EventFilter,
+    JobState,
+    Source,
+    Subscriber,
+)
 from azync_flow.store.postgres import PostgresStore
 from tests.e2e.dag_util import runner, settle, task_states
 
@@ -286,6 +296,8 @@ async def test_c25_parallel_failures_compensate_once_with_two_schedulers(
 
     d.task(fail, key="p1", after=[t0], max_attempts=1)
     d.task(fail, key="p2", after=[t0], max_attempts=1)
+    for t in (DAGEvent.FAILED, DAGEvent.COMPENSATION_STARTED, DAGEvent.SETTLED):
+        await store.register_subscriber(Subscriber(name="c25-ops", event_type=t))
     client = DAGClient(store)
     ids = [(await client.run(d)).id for _ in range(50)]
     failures: list[DAGFailure] = []
@@ -314,3 +326,45 @@ async def test_c25_parallel_failures_compensate_once_with_two_schedulers(
         assert [t.task_key for t in tasks if t.task_key.startswith("comp:")] == ["comp:t0"]
         view = await store.get_dag(i)
         assert view.failure_reason.startswith("dead tasks: ")
+    await _c25_assert_one_event_of_each_per_run(store, ids, failures)
+
+
+async def _c25_assert_one_event_of_each_per_run(
+    store: PostgresStore, ids: list[uuid.UUID], failures: list[DAGFailure]
+) -> None:
+    """Ledger subscribers saw one "saga failed", one "compensation started" and one
+    terminal event per run, the failure naming its causes."""
+    rows, total = await store.list_events(EventFilter(), 0, 10_000)
+    assert total == 3 * len(ids)
+    by_type: dict[str, dict[uuid.UUID, dict[str, object]]] = {}
+    for r in rows:
+        assert r.aggregate_type == "dag"
+        assert r.deliveries == 1  # the subscriber's delivery job was fanned out with it
+        per_run = by_type.setdefault(r.type, {})
+        run_id = uuid.UUID(r.aggregate_id)
+        assert run_id not in per_run, f"second {r.type} event for run {run_id}"
+        per_run[run_id] = msgspec.json.decode(r.payload)
+    assert set(by_type) == {DAGEvent.FAILED, DAGEvent.COMPENSATION_STARTED, DAGEvent.SETTLED}
+    for per_run in by_type.values():
+        assert set(per_run) == set(ids)
+    causes = {f.dag_id: f.dead_tasks for f in failures}
+    for i in ids:
+        failed = by_type[DAGEvent.FAILED][i]
+        assert failed["triggered_by"] == causes[i]
+        # every task dead when the state changed: a sibling dying between the
+        # policy's candidate scan and its update is named too
+        assert set(causes[i]) <= set(failed["dead_tasks"]) <= {"p1", "p2"}  # type: ignore[arg-type]
+        assert (failed["name"], failed["policy"]) == ("c25", "cancel")
+        assert by_type[DAGEvent.COMPENSATION_STARTED][i]["compensations"] == ["comp:t0"]
+        settled = by_type[DAGEvent.SETTLED][i]
+        dead = sorted(k for k, s in (await task_states(store, i)).items() if s == JobState.DEAD)
+        assert settled["state"] == "failed"
+        assert settled["dead_tasks"] == dead  # every cause, including a late sibling's death
+        assert set(causes[i]) <= set(dead)
+    # and the subscriber can lease exactly those deliveries
+    jobs = await store.dequeue_batch(
+        Source.EVENT, DequeueParams(kind="c25-ops", limit=1000, lease=timedelta(seconds=30))
+    )
+    assert Counter((j.event.type, j.event.aggregate_id) for j in jobs if j.event) == Counter(
+        {(t, str(i)): 1 for t in by_type for i in ids}
+    )

@@ -10,11 +10,13 @@ depend on queue verbs that are still being built.
 
 from __future__ import annotations
 
+import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
+import msgspec
 
 from ..errors import NotFoundError
 from ..types import (
@@ -31,8 +33,54 @@ from ..types import (
     TaskResult,
 )
 from ._base import PgBase, decode_meta, encode_meta, job_from_row
+from ._queries import QUERIES
 
 _ZERO = timedelta(0)
+
+# Ledger fan-out of DAG lifecycle events, spliced into the DAG statements that
+# change a header's state (marker line ``-- @publish_dag_events $N``, $N = the
+# NOTIFY channel), so the event rows and every subscriber's delivery job commit
+# or roll back with the state change itself. The host statement defines
+# ``clock(t)`` and ``dag_events(dag_id, type, body json)`` and must reference
+# ``dag_ev_wake`` in its final SELECT (an unreferenced SELECT CTE never runs).
+# Same fan-out as ``event_publish``: one pending delivery per subscriber
+# registered for the type; the event meta is the DAG's trace context.
+_PUBLISH_DAG_EVENTS = """, dag_ev AS (
+    INSERT INTO azync_events (id, type, aggregate_type, aggregate_id, version, occurred_at,
+                              payload, meta, created_at)
+    SELECT gen_random_uuid(), e.type, 'dag', e.dag_id::text, 0, c.t,
+           convert_to(e.body::text, 'UTF8'), coalesce(h.trace_context, '{{}}'::jsonb), c.t
+    FROM dag_events e CROSS JOIN clock c LEFT JOIN azync_dags h ON h.id = e.dag_id
+    RETURNING id, type
+), dag_ev_jobs AS (
+    INSERT INTO azync_jobs (id, source, kind, state, run_at, max_attempts,
+                            max_attempts_explicit, event_id, enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'event', s.name, 'pending', c.t, s.max_attempts,
+           s.max_attempts > 0, v.id, c.t, c.t
+    FROM dag_ev v JOIN azync_subscribers s ON s.event_type = v.type CROSS JOIN clock c
+    RETURNING kind
+), dag_ev_stat AS (
+    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
+    SELECT 'event', kind, ((SELECT t FROM clock) AT TIME ZONE 'UTC')::date,
+           (random() * 7)::int, count(*)
+    FROM dag_ev_jobs GROUP BY kind
+    ON CONFLICT (source, kind, day, shard)
+        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
+), dag_ev_wake AS (
+    SELECT pg_notify({channel}, 'event:' || kind) FROM (SELECT DISTINCT kind FROM dag_ev_jobs) k
+)"""
+_PUBLISH_MARK = re.compile(r"^-- @publish_dag_events (\$\d+)$", re.MULTILINE)
+
+
+def _splice_publish() -> None:
+    for name, sql in QUERIES.items():
+        if name.startswith("dag_"):
+            QUERIES[name] = _PUBLISH_MARK.sub(
+                lambda m: _PUBLISH_DAG_EVENTS.format(channel=m.group(1)), sql
+            )
+
+
+_splice_publish()
 
 
 class DAGMixin(PgBase):
@@ -40,13 +88,23 @@ class DAGMixin(PgBase):
 
     # --- creation ---------------------------------------------------------------
 
-    async def create_dag(self, p: DAGParams) -> tuple[bool, uuid.UUID | None]:
+    async def create_dag(
+        self, p: DAGParams, *, trace_context: Mapping[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID | None]:
         """Insert the header, tasks and edges atomically (contract ``CreateDAG``).
 
         Initial states: a task with dependencies is blocked; a root task is
         pending, except a root ``$sleep`` (scheduled at now()+sleep_for) and a
         root ``$signal`` (waiting). Workers of runnable kinds are woken on
         commit.
+
+        Args:
+            p: the run.
+            trace_context: extension: the starter's W3C carrier
+                (``traceparent``/``tracestate``/``baggage``), stored in the
+                header's ``trace_context`` and merged into every task's meta
+                (over ``p.meta``; the header's meta stays ``p.meta``). A
+                deduplicated start leaves the live run's value untouched.
 
         Returns:
             ``(True, None)`` when inserted; ``(False, existing_id)`` when a live
@@ -57,10 +115,14 @@ class DAGMixin(PgBase):
             ValueError: duplicate task keys or an edge naming an unknown task.
         """
         async with self.transaction() as conn:
-            return await self.create_dag_tx(conn, p)
+            return await self.create_dag_tx(conn, p, trace_context=trace_context)
 
     async def create_dag_tx(
-        self, tx: asyncpg.Connection, p: DAGParams
+        self,
+        tx: asyncpg.Connection,
+        p: DAGParams,
+        *,
+        trace_context: Mapping[str, str] | None = None,
     ) -> tuple[bool, uuid.UUID | None]:
         """Contract ``TxDAGStore.CreateDAGTx``: :meth:`create_dag` in the caller's transaction.
 
@@ -68,6 +130,7 @@ class DAGMixin(PgBase):
         tasks and edges commit or roll back with the caller's own writes.
         """
         _check_params(p)
+        carrier = dict(trace_context or {})
         while True:
             hid = await self._fetchval(
                 "dag_insert_header",
@@ -76,6 +139,7 @@ class DAGMixin(PgBase):
                 (p.on_failure or OnFailurePolicy.CANCEL).value,
                 p.idempotency_key,
                 encode_meta(p.meta),
+                encode_meta(carrier),
                 conn=tx,
             )
             if hid is not None:
@@ -89,7 +153,7 @@ class DAGMixin(PgBase):
         await self._fetchrow(
             "dag_insert_tasks",
             p.id,
-            encode_meta(p.meta),
+            encode_meta({**p.meta, **carrier}),
             [x.key for x in t],
             [x.kind for x in t],
             [x.payload for x in t],
@@ -296,6 +360,17 @@ class DAGMixin(PgBase):
         now: datetime = await self._fetchval("dag_clock")
         return now
 
+    async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]:
+        """The W3C carrier recorded when the run started (``{}`` without one).
+
+        Raises:
+            NotFoundError: the DAG does not exist.
+        """
+        row = await self._fetchrow("dag_trace_context", id)
+        if row is None:
+            raise NotFoundError(f"dag {id} not found")
+        return decode_meta(row["trace_context"])
+
     async def dag_notify_tick(self) -> None:
         """Wake the DAG scheduler (NOTIFY ``dag:$tick``)."""
         await self._fetch("dag_notify_tick", self.channel)
@@ -342,6 +417,10 @@ class DAGMixin(PgBase):
         compensation chain inserted, the DAG moves to compensating (failed when
         nothing to compensate). Suspend: the DAG is suspended, tasks untouched.
         Headers are locked skip-locked, so two schedulers never act twice.
+
+        Ledger events, in the same transaction: one ``azync.dag.failed`` per
+        DAG acted on, plus ``azync.dag.compensation_started`` (cancel, with a
+        chain) or ``azync.dag.settled`` (cancel, nothing to compensate).
         """
         failures: list[DAGFailure] = []
         async with self.transaction() as conn:
@@ -362,6 +441,8 @@ class DAGMixin(PgBase):
                     "dag_suspend_many",
                     [f.dag_id for f in suspend],
                     [_reason(f.dead_tasks) for f in suspend],
+                    [_json_keys(f.dead_tasks) for f in suspend],
+                    self.channel,
                     conn=conn,
                 )
             if cancel:
@@ -370,6 +451,8 @@ class DAGMixin(PgBase):
                     [f.dag_id for f in cancel],
                     [_reason(f.dead_tasks) for f in cancel],
                     self.channel,
+                    True,
+                    [_json_keys(f.dead_tasks) for f in cancel],
                     conn=conn,
                 )
         return failures
@@ -381,6 +464,11 @@ class DAGMixin(PgBase):
         re-check: a running DAG whose tasks are all terminal but which holds a
         non-tolerated dead task is left running for :meth:`apply_failure_policy`.
         ``since`` restricts the pass as in :meth:`promote_unblocked`.
+
+        Ledger events, in the same statement: ``azync.dag.settled`` per DAG
+        that became succeeded, failed or cancelled, and
+        ``azync.dag.compensation_failed`` per compensating DAG suspended by a
+        dead compensation.
         """
         row = await self._fetchrow("dag_complete", self.channel, since)
         return int(row["settled"]) if row else 0
@@ -412,6 +500,10 @@ class DAGMixin(PgBase):
     async def compensate_dag(self, id: uuid.UUID) -> None:
         """Manually start compensation of a running or suspended DAG.
 
+        Publishes ``azync.dag.compensation_started`` (trigger ``manual``), or
+        ``azync.dag.settled`` when there is nothing to compensate, in the same
+        transaction.
+
         Raises:
             NotFoundError: the DAG is missing or in any other state.
         """
@@ -422,13 +514,16 @@ class DAGMixin(PgBase):
             view = await self._fetchrow("dag_get", id, conn=conn)
             assert view is not None
             reason = view["failure_reason"] or "compensation requested"
-            await self._fetch("dag_compensate_many", [id], [reason], self.channel, conn=conn)
+            await self._fetch(
+                "dag_compensate_many", [id], [reason], self.channel, False, ["[]"], conn=conn
+            )
 
     async def cancel_dag(self, id: uuid.UUID) -> None:
         """Cancel a live DAG without compensating.
 
         A compensating DAG keeps compensating and lands cancelled once its
-        compensation settles.
+        compensation settles. A DAG cancelled now publishes
+        ``azync.dag.settled`` in the same statement.
 
         Raises:
             NotFoundError: the DAG is missing or already terminal.
@@ -456,6 +551,10 @@ def _check_params(p: DAGParams) -> None:
         for k in (d.task_key, d.depends_on_key):
             if k not in seen:
                 raise ValueError(f"dag {p.name!r}: dependency names unknown task {k!r}")
+
+
+def _json_keys(keys: list[str]) -> str:
+    return msgspec.json.encode(keys).decode()
 
 
 def _reason(dead: list[str]) -> str:

@@ -4,9 +4,10 @@
 -- succeeded, failed, cancelled (terminal).
 
 -- name: dag_insert_header
--- $2 id, $3 name, $4 on_failure, $5 idempotency_key, $6 meta
-INSERT INTO azync_dags (id, name, state, on_failure, idempotency_key, meta, created_at, updated_at)
-VALUES ($2, $3, 'running', $4, $5, $6::jsonb,
+-- $2 id, $3 name, $4 on_failure, $5 idempotency_key, $6 meta, $7 trace_context
+INSERT INTO azync_dags (id, name, state, on_failure, idempotency_key, meta, trace_context,
+                        created_at, updated_at)
+VALUES ($2, $3, 'running', $4, $5, $6::jsonb, $7::jsonb,
         coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now()))
 ON CONFLICT (name, idempotency_key)
     WHERE idempotency_key <> '' AND state IN ('running', 'suspended', 'compensating', 'paused')
@@ -239,23 +240,47 @@ ORDER BY d.id
 FOR UPDATE OF d SKIP LOCKED
 
 -- name: dag_suspend_many
--- $2 dag ids, $3 failure reasons
-UPDATE azync_dags d
-SET state = 'suspended', failure_reason = r.reason, updated_at = coalesce($1::timestamptz, now())
-FROM unnest($2::uuid[], $3::text[]) AS r(id, reason)
-WHERE d.id = r.id AND d.state IN ('running', 'suspended')
-RETURNING d.id
-
--- name: dag_compensate_many
--- $2 dag ids, $3 failure reasons, $4 channel. Cancels the non-terminal tasks,
--- inserts one "comp:<key>" task per succeeded task that declared a
--- compensation, chained in reverse completion order (the first pending, the
--- rest blocked behind their predecessor), and moves each DAG to compensating,
--- or straight to failed when it has nothing to compensate.
+-- $2 dag ids, $3 failure reasons, $4 triggering dead keys (one JSON array per
+-- DAG), $5 channel. Publishes one azync.dag.failed event per DAG suspended, in
+-- this statement (so in the caller's transaction).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), targets AS (
-    SELECT * FROM unnest($2::uuid[], $3::text[]) AS r(id, reason)
+    SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[]) AS r(id, reason, triggered)
+), hdr AS (
+    UPDATE azync_dags d
+    SET state = 'suspended', failure_reason = r.reason, updated_at = c.t
+    FROM targets r, clock c
+    WHERE d.id = r.id AND d.state IN ('running', 'suspended')
+    RETURNING d.id, d.name, d.state, d.on_failure, d.failure_reason, r.triggered
+), dag_events AS (
+    SELECT h.id AS dag_id, 'azync.dag.failed' AS type,
+           json_build_object(
+               'dag_id', h.id, 'name', h.name, 'policy', h.on_failure, 'state', h.state,
+               'reason', h.failure_reason, 'triggered_by', h.triggered::json,
+               'dead_tasks', (SELECT coalesce(json_agg(x.task_key ORDER BY x.task_key), '[]'::json)
+                              FROM azync_jobs x WHERE x.dag_id = h.id AND x.state = 'dead')) AS body
+    FROM hdr h
+)
+-- @publish_dag_events $5
+SELECT h.id, (SELECT count(*) FROM dag_ev) AS events, (SELECT count(*) FROM dag_ev_wake) AS ev_woken
+FROM hdr h
+
+-- name: dag_compensate_many
+-- $2 dag ids, $3 failure reasons, $4 channel, $5 policy fired (false: a manual
+-- CompensateDAG), $6 triggering dead keys (one JSON array per DAG). Cancels
+-- the non-terminal tasks, inserts one "comp:<key>" task per succeeded task
+-- that declared a compensation, chained in reverse completion order (the
+-- first pending, the rest blocked behind their predecessor), and moves each
+-- DAG to compensating, or straight to failed when it has nothing to
+-- compensate. Compensation tasks carry the task meta plus the DAG's trace
+-- context. Publishes, in this statement: azync.dag.failed when the policy
+-- fired, azync.dag.compensation_started when the DAG now compensates, and
+-- azync.dag.settled when it failed outright.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), targets AS (
+    SELECT * FROM unnest($2::uuid[], $3::text[], $6::text[]) AS r(id, reason, triggered)
 ), cancelled AS (
     UPDATE azync_jobs j SET state = 'cancelled', lease_until = NULL, updated_at = c.t
     FROM clock c
@@ -263,10 +288,11 @@ WITH clock AS (
       AND j.state IN ('pending', 'scheduled', 'blocked', 'waiting')
     RETURNING j.id
 ), src AS (
-    SELECT j.dag_id, j.task_key, j.compensation_kind, j.compensation_payload, j.meta,
+    SELECT j.dag_id, j.task_key, j.compensation_kind, j.compensation_payload,
+           j.meta || h.trace_context AS meta,
            row_number() OVER (PARTITION BY j.dag_id
                               ORDER BY j.completed_at DESC, j.updated_at DESC, j.task_key DESC) AS rn
-    FROM azync_jobs j
+    FROM azync_jobs j JOIN azync_dags h ON h.id = j.dag_id
     WHERE j.dag_id IN (SELECT id FROM targets) AND j.state = 'succeeded'
       AND j.compensation_kind <> '' AND j.task_key NOT LIKE 'comp:%'
 ), ins AS (
@@ -293,12 +319,43 @@ WITH clock AS (
         failure_reason = r.reason, updated_at = c.t
     FROM targets r, clock c
     WHERE d.id = r.id
-    RETURNING d.id, d.state
+    RETURNING d.id, d.name, d.state, d.on_failure, d.failure_reason, r.triggered
 ), wake AS (
     SELECT pg_notify($4, 'dag:' || kind) FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
+), dead AS (
+    SELECT h.id, (SELECT coalesce(json_agg(x.task_key ORDER BY x.task_key), '[]'::json)
+                  FROM azync_jobs x WHERE x.dag_id = h.id AND x.state = 'dead') AS keys
+    FROM hdr h
+), dag_events AS (
+    SELECT h.id AS dag_id, 'azync.dag.failed' AS type,
+           json_build_object(
+               'dag_id', h.id, 'name', h.name, 'policy', h.on_failure, 'state', h.state,
+               'reason', h.failure_reason, 'triggered_by', h.triggered::json,
+               'dead_tasks', k.keys) AS body
+    FROM hdr h JOIN dead k ON k.id = h.id
+    WHERE $5::boolean
+    UNION ALL
+    SELECT h.id, 'azync.dag.compensation_started',
+           json_build_object(
+               'dag_id', h.id, 'name', h.name,
+               'trigger', CASE WHEN $5::boolean THEN 'failure_policy' ELSE 'manual' END,
+               'reason', h.failure_reason,
+               'compensations', (SELECT json_agg('comp:' || s.task_key ORDER BY s.rn)
+                                 FROM src s WHERE s.dag_id = h.id))
+    FROM hdr h
+    WHERE h.state = 'compensating'
+    UNION ALL
+    SELECT h.id, 'azync.dag.settled',
+           json_build_object(
+               'dag_id', h.id, 'name', h.name, 'state', h.state,
+               'reason', h.failure_reason, 'dead_tasks', k.keys)
+    FROM hdr h JOIN dead k ON k.id = h.id
+    WHERE h.state = 'failed'
 )
+-- @publish_dag_events $4
 SELECT id, state, (SELECT count(*) FROM cancelled) AS cancelled,
-       (SELECT count(*) FROM wake) AS woken
+       (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM dag_ev) AS events,
+       (SELECT count(*) FROM dag_ev_wake) AS ev_woken
 FROM hdr
 
 -- name: dag_lock_state
@@ -355,7 +412,7 @@ WITH clock AS (
         completed_at = c.t, updated_at = c.t
     FROM run_done r, clock c
     WHERE d.id = r.id AND d.state = 'running'
-    RETURNING d.id
+    RETURNING d.id, d.name, d.state, d.failure_reason
 ), comp_upd AS (
     UPDATE azync_dags d
     SET state = CASE WHEN r.dead_comps IS NOT NULL THEN 'suspended'
@@ -367,13 +424,33 @@ WITH clock AS (
         updated_at = c.t
     FROM comp_done r, clock c
     WHERE d.id = r.id AND d.state = 'compensating'
-    RETURNING d.id
+    RETURNING d.id, d.name, d.state, d.failure_reason, r.dead_comps
 ), wake AS (
     SELECT pg_notify($2, 'dag:$settled')
     WHERE EXISTS (SELECT 1 FROM run_upd) OR EXISTS (SELECT 1 FROM comp_upd)
+), upd AS (
+    SELECT id, name, state, failure_reason FROM run_upd
+    UNION ALL
+    SELECT id, name, state, failure_reason FROM comp_upd WHERE state <> 'suspended'
+), dag_events AS (
+    SELECT u.id AS dag_id, 'azync.dag.settled' AS type,
+           json_build_object(
+               'dag_id', u.id, 'name', u.name, 'state', u.state, 'reason', u.failure_reason,
+               'dead_tasks', (SELECT coalesce(json_agg(x.task_key ORDER BY x.task_key), '[]'::json)
+                              FROM azync_jobs x WHERE x.dag_id = u.id AND x.state = 'dead')) AS body
+    FROM upd u
+    UNION ALL
+    SELECT u.id, 'azync.dag.compensation_failed',
+           json_build_object(
+               'dag_id', u.id, 'name', u.name, 'state', u.state, 'reason', u.failure_reason,
+               'dead_compensations', to_json(string_to_array(u.dead_comps, ', ')))
+    FROM comp_upd u
+    WHERE u.state = 'suspended'
 )
+-- @publish_dag_events $2
 SELECT (SELECT count(*) FROM run_upd) + (SELECT count(*) FROM comp_upd) AS settled,
-       (SELECT count(*) FROM wake) AS woken
+       (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM dag_ev) AS events,
+       (SELECT count(*) FROM dag_ev_wake) AS ev_woken
 
 -- name: dag_task_results
 -- $2 dag_id, $3 keys (empty = all)
@@ -501,7 +578,7 @@ WITH clock AS (
         updated_at = c.t
     FROM clock c
     WHERE d.id = $2 AND d.state IN ('running', 'suspended', 'compensating', 'paused')
-    RETURNING d.id, d.state
+    RETURNING d.id, d.name, d.state, d.failure_reason
 ), tasks AS (
     UPDATE azync_jobs j SET state = 'cancelled', updated_at = c.t
     FROM hdr h, clock c
@@ -510,8 +587,18 @@ WITH clock AS (
     RETURNING j.id
 ), wake AS (
     SELECT pg_notify($3, 'dag:$settled') FROM hdr
+), dag_events AS (
+    SELECT h.id AS dag_id, 'azync.dag.settled' AS type,
+           json_build_object(
+               'dag_id', h.id, 'name', h.name, 'state', h.state, 'reason', h.failure_reason,
+               'dead_tasks', (SELECT coalesce(json_agg(x.task_key ORDER BY x.task_key), '[]'::json)
+                              FROM azync_jobs x WHERE x.dag_id = h.id AND x.state = 'dead')) AS body
+    FROM hdr h
+    WHERE h.state = 'cancelled'
 )
-SELECT id, state, (SELECT count(*) FROM tasks) AS cancelled, (SELECT count(*) FROM wake) AS woken
+-- @publish_dag_events $3
+SELECT id, state, (SELECT count(*) FROM tasks) AS cancelled, (SELECT count(*) FROM wake) AS woken,
+       (SELECT count(*) FROM dag_ev) AS events, (SELECT count(*) FROM dag_ev_wake) AS ev_woken
 FROM hdr
 
 -- name: dag_vacuum
@@ -640,3 +727,8 @@ WITH clock AS (
     SELECT id, attempt, last_error, (SELECT t FROM clock) FROM upd WHERE state = 'dead'
 )
 SELECT (SELECT count(*) FROM upd) AS reaped, (SELECT count(*) FROM upd WHERE state = 'dead') AS killed
+
+-- name: dag_trace_context
+-- $2 dag_id: the W3C carrier recorded when the run started (no row: no DAG).
+SELECT trace_context FROM azync_dags
+WHERE id = $2 AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz -- clock unused
