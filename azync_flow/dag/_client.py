@@ -11,7 +11,9 @@ from typing import Any, Protocol
 
 import asyncpg
 import msgspec
+from opentelemetry.trace import TracerProvider
 
+from ..store.errors import NotFoundError
 from ..store.types import (
     DAGDep,
     DAGFilter,
@@ -22,6 +24,7 @@ from ..store.types import (
     Job,
     JobState,
 )
+from ..telemetry import RunEvent, RunKind, RunTracer
 from ._context import TaskOutcome
 from ._definition import DAG
 
@@ -29,10 +32,17 @@ from ._definition import DAG
 class ClientStore(Protocol):
     """The ``DAGStore`` + ``TxDAGStore`` verbs the client uses."""
 
-    async def create_dag(self, p: DAGParams) -> tuple[bool, uuid.UUID | None]: ...
-    async def create_dag_tx(
-        self, tx: asyncpg.Connection, p: DAGParams
+    async def create_dag(
+        self, p: DAGParams, *, trace_context: Mapping[str, str] | None = None
     ) -> tuple[bool, uuid.UUID | None]: ...
+    async def create_dag_tx(
+        self,
+        tx: asyncpg.Connection,
+        p: DAGParams,
+        *,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> tuple[bool, uuid.UUID | None]: ...
+    async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]: ...
     async def signal(self, p: DAGSignalParams) -> tuple[int, bool]: ...
     async def find_dag_by_key(self, name: str, idempotency_key: str) -> uuid.UUID: ...
     async def get_dag(self, id: uuid.UUID) -> DAGView: ...
@@ -84,10 +94,18 @@ class DAGClient:
 
     Args:
         store: a store implementing ``DAGStore`` and ``TxDAGStore``.
+        tracer_provider: where run spans go (None: the global provider).
+            Starting a run records a ``dag.start <name>`` span under the
+            caller's active span (a new trace without one) and stores its W3C
+            context with the run; every task attempt is its child. Signals and
+            cancellations are short spans in the run's trace.
     """
 
-    def __init__(self, store: ClientStore) -> None:
+    def __init__(
+        self, store: ClientStore, *, tracer_provider: TracerProvider | None = None
+    ) -> None:
         self.store = store
+        self.tracer = RunTracer(tracer_provider)
 
     async def run(
         self,
@@ -114,7 +132,8 @@ class DAGClient:
             DAGValidationError: the graph is invalid (nothing is stored).
         """
         p = dag.params(input, id=id, idempotency_key=idempotency_key, meta=meta, payloads=payloads)
-        inserted, existing = await self.store.create_dag(p)
+        carrier = self.tracer.start_run_span(RunKind.DAG, dag.name, p.id)
+        inserted, existing = await self.store.create_dag(p, trace_context=carrier)
         return DAGRun(id=p.id if inserted else existing, inserted=inserted)  # type: ignore[arg-type]
 
     async def run_tx(
@@ -130,13 +149,18 @@ class DAGClient:
     ) -> DAGRun:
         """:meth:`run` inside the caller's open asyncpg transaction (``create_dag_tx``)."""
         p = dag.params(input, id=id, idempotency_key=idempotency_key, meta=meta, payloads=payloads)
-        inserted, existing = await self.store.create_dag_tx(tx, p)
+        carrier = self.tracer.start_run_span(RunKind.DAG, dag.name, p.id)
+        inserted, existing = await self.store.create_dag_tx(tx, p, trace_context=carrier)
         return DAGRun(id=p.id if inserted else existing, inserted=inserted)  # type: ignore[arg-type]
 
     async def signal(
         self, run_id: uuid.UUID, name: str, payload: Any = None, *, message_id: str = ""
     ) -> SignalReceipt:
         """Send signal ``name`` to a live run; buffered if its task is not yet waiting.
+
+        An accepted (not deduplicated) signal is a ``signal <name>`` span in
+        the run's trace, linked to the caller's span when that belongs to
+        another trace.
 
         Args:
             message_id: dedupes repeats within (run, name); use the sender's event id.
@@ -152,6 +176,10 @@ class DAGClient:
                 message_id=message_id,
             )
         )
+        if not dup:
+            await self._run_event(
+                run_id, RunEvent.SIGNAL, name, {"azync.signal.delivered": delivered}
+            )
         return SignalReceipt(delivered=delivered, deduplicated=dup)
 
     async def find_by_key(self, dag: DAG | str, idempotency_key: str) -> uuid.UUID:
@@ -209,12 +237,31 @@ class DAGClient:
         await self.store.compensate_dag(run_id)
 
     async def cancel(self, run_id: uuid.UUID) -> None:
-        """Cancel a live run without compensating (a compensating run finishes first)."""
+        """Cancel a live run without compensating (a compensating run finishes first).
+
+        Recorded as a ``cancel.requested`` span in the run's trace.
+        """
         await self.store.cancel_dag(run_id)
+        await self._run_event(run_id, RunEvent.CANCEL_REQUESTED)
 
     async def vacuum(self, retention: timedelta) -> int:
         """Delete settled runs completed more than ``retention`` ago; return how many."""
         return await self.store.vacuum_dags(retention)
+
+    async def _run_event(
+        self,
+        run_id: uuid.UUID,
+        event: RunEvent,
+        subject: str | None = None,
+        attributes: Mapping[str, int | str] | None = None,
+    ) -> None:
+        try:
+            carrier = await self.store.dag_trace_context(run_id)
+        except NotFoundError:  # vacuumed meanwhile: nothing to attach to
+            return
+        if not carrier:  # started untraced: no trace to add to
+            return
+        self.tracer.run_event(carrier, event, run_id=run_id, subject=subject, attributes=attributes)
 
 
 def _name(dag: DAG | str) -> str:

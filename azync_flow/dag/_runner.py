@@ -18,9 +18,12 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 import msgspec
+from opentelemetry.trace import TracerProvider
 
 from ..store.errors import NotFoundError
 from ..store.types import Job, TaskResult
+from ..telemetry import AttemptKind, AttemptSpan, RunTracer
+from ..telemetry import Outcome as SpanOutcome
 from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, Handler, TaskSpec
 from ._errors import NotReady, Skip
@@ -108,6 +111,10 @@ class DAGRunner:
         release_on_cancel: hand the job back (release) when the handler is
             cancelled. A Worker releases jobs itself on shutdown, so the
             worker binding turns this off.
+        tracer_provider: where attempt spans go (None: the global provider).
+            Every attempt is a ``dag.task <key>`` or ``dag.compensation <key>``
+            span, a child of the run's start span (the W3C carrier in the
+            task's meta), current while the handler runs.
     """
 
     def __init__(
@@ -119,16 +126,21 @@ class DAGRunner:
         retry: RetryPolicy | None = None,
         lease: timedelta = timedelta(seconds=60),
         release_on_cancel: bool = True,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.store = store
+        self.tracer = RunTracer(tracer_provider)
         self.release_on_cancel = release_on_cancel
         self.default_max_attempts = default_max_attempts
         self.retry = retry or RetryPolicy()
         self.lease = lease
         self._handlers: dict[str, tuple[TaskSpec, Handler, bool]] = {}
+        self._dag_names: dict[str, str] = {}
         for dag in dags:
             dag.validate()
-            self._handlers.update(dag.handlers())
+            found = dag.handlers()
+            self._handlers.update(found)
+            self._dag_names.update(dict.fromkeys(found, dag.name))
 
     @property
     def kinds(self) -> list[str]:
@@ -154,12 +166,40 @@ class DAGRunner:
         raising :class:`NotReady` snoozes, :class:`Skip` skips, anything else
         retries with backoff until the budget is spent, then dead-letters.
         A settle whose lease was lost (reaped, cancelled) is dropped: STALE.
+
+        The attempt is one span (see :class:`DAGRunner`) whose ``azync.outcome``
+        is the settle: succeeded, retried (with the delay), dead, snoozed (with
+        the delay) or skipped; none when the settle was STALE. A failed or
+        deadlined attempt has error status and an exception event.
         """
         assert job.lease_token is not None
         assert job.dag_id is not None
         entry = self._handlers.get(job.kind)
-        if entry is None:
-            return await self._dead(job, f"no handler registered for kind {job.kind!r}")
+        is_comp = entry[2] if entry else job.task_key.startswith("comp:")
+        span_name = entry[0].key if entry else job.task_key.removeprefix("comp:")
+        async with self.tracer.attempt_span(
+            AttemptKind.DAG_COMPENSATION if is_comp else AttemptKind.DAG_TASK,
+            span_name,
+            carrier=job.meta,
+            run_id=job.dag_id,
+            attempt=job.attempt,
+            dag_name=self._dag_names.get(job.kind, job.kind.partition("/")[0]),
+            task_key=job.task_key,
+        ) as span:
+            if entry is None:
+                err = LookupError(f"no handler registered for kind {job.kind!r}")
+                span.record_failure(err)
+                return _traced(span, await self._dead(job, str(err)))
+            return await self._attempt(job, lease, entry, span)
+
+    async def _attempt(
+        self,
+        job: Job,
+        lease: timedelta | None,
+        entry: tuple[TaskSpec, Handler, bool],
+        span: AttemptSpan,
+    ) -> Outcome:
+        assert job.lease_token is not None
         spec, handler, is_comp = entry
         try:
             ctx = await self._context(job, spec, is_comp)
@@ -174,11 +214,13 @@ class DAGRunner:
                 value = await handler(ctx)
             raw = None if value is None else msgspec.json.encode(value)
         except NotReady as e:
-            return await self._snooze(job, e)
+            outcome = await self._snooze(job, e)
+            if outcome is Outcome.DEADLINED:
+                span.record_failure(e)
+            return _traced(span, outcome, e.delay)
         except Skip as e:
-            return await self._settle(
-                Outcome.SKIPPED, self.store.dag_skip_task(job.id, job.lease_token, _clean(e.reason))
-            )
+            skipped = self.store.dag_skip_task(job.id, job.lease_token, _clean(e.reason))
+            return _traced(span, await self._settle(Outcome.SKIPPED, skipped))
         except asyncio.CancelledError:
             if not self.release_on_cancel:
                 raise
@@ -186,10 +228,10 @@ class DAGRunner:
                 await asyncio.shield(self.store.release(job.id, job.lease_token))
             raise
         except Exception as e:
-            return await self._failed(job, e)
-        return await self._settle(
-            Outcome.SUCCEEDED, self.store.ack_task_result(job.id, job.lease_token, raw)
-        )
+            span.record_failure(e)
+            return await self._failed(job, e, span)
+        acked = self.store.ack_task_result(job.id, job.lease_token, raw)
+        return _traced(span, await self._settle(Outcome.SUCCEEDED, acked))
 
     # --- internals --------------------------------------------------------------
 
@@ -244,15 +286,13 @@ class DAGRunner:
             return Outcome.STALE
         return Outcome.DEADLINED if deadlined else Outcome.SNOOZED
 
-    async def _failed(self, job: Job, e: Exception) -> Outcome:
+    async def _failed(self, job: Job, e: Exception, span: AttemptSpan) -> Outcome:
         msg = _clean(f"{type(e).__name__}: {e}")
         if job.attempt >= max(job.max_attempts, 1):
-            return await self._dead(job, msg)
+            return _traced(span, await self._dead(job, msg))
         delay = self.retry.delay(job.attempt)
-        return await self._settle(
-            Outcome.RETRY,
-            self.store.reschedule(job.id, job.lease_token, delay, msg),  # type: ignore[arg-type]
-        )
+        rescheduled = self.store.reschedule(job.id, job.lease_token, delay, msg)  # type: ignore[arg-type]
+        return _traced(span, await self._settle(Outcome.RETRY, rescheduled), delay)
 
     async def _dead(self, job: Job, msg: str) -> Outcome:
         out = await self._settle(Outcome.DEAD, self.store.dead(job.id, job.lease_token, msg))  # type: ignore[arg-type]
@@ -268,6 +308,25 @@ class DAGRunner:
             log.info("dag task settle dropped: lease no longer held")
             return Outcome.STALE
         return outcome
+
+
+_SPAN_OUTCOMES = {
+    Outcome.SUCCEEDED: SpanOutcome.SUCCEEDED,
+    Outcome.SKIPPED: SpanOutcome.SKIPPED,
+    Outcome.SNOOZED: SpanOutcome.SNOOZED,
+    Outcome.DEADLINED: SpanOutcome.DEAD,
+    Outcome.RETRY: SpanOutcome.RETRIED,
+    Outcome.DEAD: SpanOutcome.DEAD,
+}
+
+
+def _traced(span: AttemptSpan, outcome: Outcome, delay: timedelta | None = None) -> Outcome:
+    """Record the settled outcome on the attempt span (nothing for a stale settle)."""
+    mapped = _SPAN_OUTCOMES.get(outcome)
+    if mapped is not None:
+        delayed = outcome in (Outcome.RETRY, Outcome.SNOOZED)
+        span.set_outcome(mapped, retry_delay=delay if delayed else None)
+    return outcome
 
 
 def _clean(text: str) -> str:

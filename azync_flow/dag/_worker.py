@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any, Protocol
 
+from opentelemetry.trace import TracerProvider
+
 from ..store.types import Job, Source
 from ._definition import DAG
 from ._runner import DAGRunner, RetryPolicy
@@ -69,6 +71,7 @@ class DAGWorkerBinding:
         retry: RetryPolicy | None = None,
         leadership: str = DAG_LEADERSHIP,
         max_reaps: int = 5,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.worker = worker
         self.leadership = leadership
@@ -78,6 +81,7 @@ class DAGWorkerBinding:
             default_max_attempts=worker.max_attempts,
             retry=retry,
             release_on_cancel=False,
+            tracer_provider=tracer_provider,
         )
         self.scheduler = DAGScheduler(worker.store, max_reaps=max_reaps)
         self._lock = asyncio.Lock()
@@ -179,6 +183,7 @@ def attach_dags(
     concurrency: int | None = None,
     tick_interval: timedelta = timedelta(seconds=1),
     retry: RetryPolicy | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> DAGWorkerBinding:
     """Run ``dags`` on ``worker``: a lease loop per handler kind plus the scheduler.
 
@@ -188,10 +193,16 @@ def attach_dags(
         concurrency: per-kind limit (default: the worker's).
         tick_interval: polling period of the leader's scheduler tick.
         retry: backoff between failed task attempts.
+        tracer_provider: where the attempt spans go (None: the global provider).
 
     Returns:
         The binding (its ``runner`` and ``scheduler`` are useful in tests).
     """
     return DAGWorkerBinding(
-        worker, dags, concurrency=concurrency, tick_interval=tick_interval, retry=retry
+        worker,
+        dags,
+        concurrency=concurrency,
+        tick_interval=tick_interval,
+        retry=retry,
+        tracer_provider=tracer_provider,
     )

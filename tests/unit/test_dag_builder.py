@@ -173,6 +173,7 @@ def test_exports_are_pinned() -> None:
         "DAG_LEADERSHIP",
         "RESERVED_PREFIXES",
         "DAGClient",
+        "DAGEvent",
         "DAGRun",
         "DAGRunner",
         "DAGScheduler",
@@ -190,3 +191,39 @@ def test_exports_are_pinned() -> None:
         "attach_dags",
         "run_until_settled",
     }
+
+
+def test_top_level_re_exports_the_dag_api_and_worker() -> None:
+    import azync_flow
+    import azync_flow.dag as dag_pkg
+    import azync_flow.worker as worker_pkg
+
+    # sorted isort-style (ruff RUF022): constants, then classes, then functions
+    assert azync_flow.__all__ == [
+        "DAG",
+        "ActivityError",
+        "ActivityOptions",
+        "AzyncError",
+        "DAGClient",
+        "DAGValidationError",
+        "NonDeterminismError",
+        "NotReady",
+        "Registry",
+        "Replayer",
+        "RetryPolicy",
+        "Skip",
+        "TaskContext",
+        "Worker",
+        "WorkflowCancelledError",
+        "WorkflowContext",
+        "WorkflowFailedError",
+        "activity",
+        "attach_dags",
+        "workflow",
+    ]
+    for name in ("DAG", "DAGClient", "DAGValidationError", "NotReady", "Skip", "TaskContext"):
+        assert getattr(azync_flow, name) is getattr(dag_pkg, name)
+    assert azync_flow.attach_dags is dag_pkg.attach_dags
+    assert azync_flow.Worker is worker_pkg.Worker
+    # the top-level Skip is the DAG handler's; queue handlers use azync_flow.worker.Skip
+    assert azync_flow.Skip is not worker_pkg.Skip
