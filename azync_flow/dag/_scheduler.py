@@ -20,8 +20,11 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 import asyncpg
+from opentelemetry.trace import TracerProvider
 
+from ..store.postgres.dag import ReapedTask
 from ..store.types import DAGFailure
+from ..telemetry import ATTR_ATTEMPT, ATTR_TASK_KEY, RunEvent, RunTracer
 
 log = logging.getLogger("azync_flow.dag")
 
@@ -36,7 +39,7 @@ class SchedulerStore(Protocol):
     async def complete_dags(self, *, since: datetime | None = None) -> int: ...
     async def dag_clock(self) -> datetime: ...
     async def dag_promote_due(self) -> int: ...
-    async def dag_reap_expired(self, max_reaps: int = 5) -> tuple[int, int]: ...
+    async def dag_reap_expired_tasks(self, max_reaps: int = 5) -> list[ReapedTask]: ...
 
 
 @dataclass
@@ -80,6 +83,8 @@ class DAGScheduler:
         max_reaps: lease expiries a task survives before it is dead-lettered.
         full_scan_interval: wall time between full passes.
         overlap: how far before the previous tick's start incremental passes look.
+        tracer_provider: where ``lease.expired`` run events go (None: the
+            global provider): one short span per reaped task, in its run's trace.
     """
 
     def __init__(
@@ -89,8 +94,10 @@ class DAGScheduler:
         max_reaps: int = 5,
         full_scan_interval: timedelta = timedelta(seconds=5),
         overlap: timedelta = timedelta(seconds=2),
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.store = store
+        self.tracer = RunTracer(tracer_provider)
         self.max_reaps = max_reaps
         self.full_scan_interval = full_scan_interval
         self.overlap = overlap
@@ -124,7 +131,20 @@ class DAGScheduler:
         s.signals = await self.store.deliver_buffered_signals()
         s.sleeps = await self.store.complete_due_sleeps()
         s.due = await self.store.dag_promote_due()
-        s.reaped, _ = await self.store.dag_reap_expired(self.max_reaps)
+        reaped = await self.store.dag_reap_expired_tasks(self.max_reaps)
+        s.reaped = len(reaped)
+        for r in reaped:
+            if r.meta.get("traceparent"):
+                self.tracer.run_event(
+                    r.meta,
+                    RunEvent.LEASE_EXPIRED,
+                    run_id=r.dag_id,
+                    attributes={
+                        ATTR_TASK_KEY: r.task_key,
+                        ATTR_ATTEMPT: r.attempt,
+                        "azync.dead_lettered": r.dead,
+                    },
+                )
         s.failures = await self.store.apply_failure_policy()
         s.settled = await self.store.complete_dags(since=since)
         self._prev = now

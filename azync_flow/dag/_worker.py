@@ -83,7 +83,9 @@ class DAGWorkerBinding:
             release_on_cancel=False,
             tracer_provider=tracer_provider,
         )
-        self.scheduler = DAGScheduler(worker.store, max_reaps=max_reaps)
+        self.scheduler = DAGScheduler(
+            worker.store, max_reaps=max_reaps, tracer_provider=tracer_provider
+        )
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task[None] | None = None
         self._fast: asyncio.Task[None] | None = None

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from azync_flow.dag import DAG, DAGClient, DAGRunner, NotReady, Skip, TaskContext, attach_dags
+from azync_flow.dag import (
+    DAG,
+    DAGClient,
+    DAGRunner,
+    DAGScheduler,
+    NotReady,
+    Outcome,
+    Skip,
+    TaskContext,
+    attach_dags,
+)
 from azync_flow.store import DAGState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.telemetry import (
@@ -29,6 +39,7 @@ from azync_flow.telemetry import (
     ATTR_RUN_ID,
     ATTR_TASK_KEY,
 )
+from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, parent_id
 from azync_flow.worker import Worker
 from tests.e2e.dag_util import FAST, settle
@@ -315,3 +326,34 @@ async def test_worker_attempts_join_the_run_trace_started_elsewhere(
         ("dag.task b", 2, "succeeded"),
     ]
     assert {(_tid(s), parent_id(s)) for s in spans} == {(_tid(start), _sid(start))}
+
+
+async def test_reaped_lease_is_a_run_event_and_the_stale_attempt_has_no_outcome(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    cap = SpanCapture()
+    d = DAG("reaped")
+
+    @d.task
+    async def a(ctx: TaskContext) -> None:
+        return None
+
+    clock.set(datetime(2030, 1, 1, tzinfo=UTC))
+    run = await DAGClient(store, tracer_provider=cap.provider).run(d)
+    r = _runner(store, cap, d)
+    (first,) = await store.dag_dequeue(r.kinds, 1, timedelta(seconds=30))
+    clock.advance(timedelta(seconds=31))  # the worker holding `first` went silent
+    stats = await DAGScheduler(store, tracer_provider=cap.provider).tick()
+    assert stats.reaped == 1
+    [start] = cap.named("dag.start reaped")
+    [expired] = cap.named("lease.expired")
+    assert parent_id(expired) == _sid(start)
+    a_ = _attrs(expired)
+    assert (a_[ATTR_RUN_ID], a_[ATTR_TASK_KEY], a_[ATTR_ATTEMPT]) == (str(run.id), "a", 1)
+    assert a_["azync.dead_lettered"] is False
+    (second,) = await store.dag_dequeue(r.kinds, 1, timedelta(seconds=30))
+    assert await r.run_task(first) is Outcome.STALE
+    assert await r.run_task(second) is Outcome.SUCCEEDED
+    stale, ok = cap.named("dag.task a")
+    assert ATTR_OUTCOME not in _attrs(stale)  # the lease was lost: no outcome
+    assert (_attrs(ok)[ATTR_ATTEMPT], _attrs(ok)[ATTR_OUTCOME]) == (2, "succeeded")

@@ -37,6 +37,27 @@ from ._queries import QUERIES
 
 _ZERO = timedelta(0)
 
+
+class ReapedTask(msgspec.Struct, kw_only=True, frozen=True):
+    """A DAG task whose lease expired, as :meth:`DAGMixin.dag_reap_expired_tasks` left it.
+
+    Attributes:
+        dag_id: the run.
+        task_key: the task.
+        attempt: the attempt whose lease expired.
+        dead: True when it was dead-lettered (reaped too often), else pending again.
+        meta: the task's meta (with the run's W3C trace carrier).
+    """
+
+    dag_id: uuid.UUID
+    task_key: str
+    attempt: int
+    dead: bool
+    meta: dict[str, str]
+
+
+_reaped_decoder = msgspec.json.Decoder(list[ReapedTask])
+
 # Ledger fan-out of DAG lifecycle events, spliced into the DAG statements that
 # change a header's state (marker line ``-- @publish_dag_events $N``, $N = the
 # NOTIFY channel), so the event rows and every subscriber's delivery job commit
@@ -404,9 +425,15 @@ class DAGMixin(PgBase):
 
     async def dag_reap_expired(self, max_reaps: int = 5) -> tuple[int, int]:
         """Reclaim expired DAG task leases; ``(reaped, killed)``."""
+        reaped = await self.dag_reap_expired_tasks(max_reaps)
+        return len(reaped), sum(1 for r in reaped if r.dead)
+
+    async def dag_reap_expired_tasks(self, max_reaps: int = 5) -> list[ReapedTask]:
+        """Reclaim expired DAG task leases and say which: back to pending with
+        ``reap_count + 1``, or dead once ``reap_count`` reaches ``max_reaps``."""
         row = await self._fetchrow("dag_reap_expired", max_reaps)
         assert row is not None
-        return int(row["reaped"]), int(row["killed"])
+        return _reaped_decoder.decode(row["expired"])
 
     async def apply_failure_policy(self) -> list[DAGFailure]:
         """Apply each running DAG's on-failure policy to its triggering dead tasks.

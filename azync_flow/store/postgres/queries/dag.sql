@@ -721,12 +721,16 @@ WITH clock AS (
         lease_until = NULL, lease_token = NULL, run_at = c.t, updated_at = c.t
     FROM clock c
     WHERE j.state = 'active' AND j.source = 'dag' AND j.lease_until < c.t
-    RETURNING j.id, j.attempt, j.state, j.last_error
+    RETURNING j.id, j.attempt, j.state, j.last_error, j.dag_id, j.task_key, j.meta
 ), a AS (
     INSERT INTO azync_job_attempts (job_id, attempt, error, at)
     SELECT id, attempt, last_error, (SELECT t FROM clock) FROM upd WHERE state = 'dead'
 )
-SELECT (SELECT count(*) FROM upd) AS reaped, (SELECT count(*) FROM upd WHERE state = 'dead') AS killed
+SELECT (SELECT count(*) FROM upd) AS reaped, (SELECT count(*) FROM upd WHERE state = 'dead') AS killed,
+       (SELECT coalesce(json_agg(json_build_object(
+                   'dag_id', dag_id, 'task_key', task_key, 'attempt', attempt,
+                   'dead', state = 'dead', 'meta', meta) ORDER BY dag_id, task_key), '[]'::json)
+        FROM upd)::text AS expired
 
 -- name: dag_trace_context
 -- $2 dag_id: the W3C carrier recorded when the run started (no row: no DAG).
