@@ -376,3 +376,26 @@ async def test_signal_during_uncommitted_promotion_buffers_then_delivers(
     assert await store.deliver_buffered_signals() == 1
     ok = (await tasks_by_key(store, dag_id))["ok"]
     assert (ok.state, ok.result) == (JobState.SUCCEEDED, b'"raced"')
+
+
+async def test_trace_context_goes_to_the_header_and_every_task_and_survives_dedupe(
+    store: PostgresStore,
+) -> None:
+    carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    p = params([task("a"), task("b")], [("b", "a")], key="k", meta={"tenant": "t1"})
+    assert await store.create_dag(p, trace_context=carrier) == (True, None)
+    assert await store.dag_trace_context(p.id) == carrier
+    assert (await store.get_dag(p.id)).meta == {"tenant": "t1"}  # the header keeps user meta
+    for j in await store.dag_tasks(p.id):
+        assert j.meta == {"tenant": "t1", **carrier}
+    # a deduplicated start leaves the live run's carrier alone
+    other = {"traceparent": "00-11111111111111111111111111111111-2222222222222222-01"}
+    again = params([task("a")], key="k")
+    assert await store.create_dag(again, trace_context=other) == (False, p.id)
+    assert await store.dag_trace_context(p.id) == carrier
+    # without a carrier nothing is stored
+    plain = params([task("a")])
+    await store.create_dag(plain)
+    assert await store.dag_trace_context(plain.id) == {}
+    with pytest.raises(NotFoundError):
+        await store.dag_trace_context(uuid.uuid4())
