@@ -430,3 +430,36 @@ async def test_scheduler_falls_back_to_a_full_pass_when_the_clock_moves_back(
     stats = await sched.tick()
     assert sched.full_ticks == 2
     assert stats.promoted == 1
+
+
+async def test_dead_compensation_mid_chain_suspends_and_retry_finishes_the_chain(
+    store: PostgresStore,
+) -> None:
+    dag_id = await create(
+        store, params([_comp("a"), _comp("b"), task("c")], [("b", "a"), ("c", "b")])
+    )
+    await succeed(store, dag_id, "a")
+    await store.promote_unblocked()
+    await succeed(store, dag_id, "b")
+    await store.promote_unblocked()
+    await kill(store, dag_id, "c")
+    await store.apply_failure_policy()
+    await kill(store, dag_id, "comp:b", "undo b failed")
+    # comp:a waits behind the dead comp:b: nothing can run, so the run suspends
+    assert await store.complete_dags() == 1
+    view = await store.get_dag(dag_id)
+    assert view.state == DAGState.SUSPENDED
+    assert "dead compensation tasks: comp:b" in view.failure_reason
+    assert (await states(store, dag_id))["comp:a"] == JobState.BLOCKED
+    # a manual compensate keeps the chain intact (comp:a is not cancelled)
+    await store.compensate_dag(dag_id)
+    assert (await states(store, dag_id))["comp:a"] == JobState.BLOCKED
+    assert await store.complete_dags() == 1
+    assert (await store.get_dag(dag_id)).state == DAGState.SUSPENDED
+    await store.retry_dag(dag_id)
+    await succeed(store, dag_id, "comp:b")
+    assert await store.promote_unblocked() == 1
+    assert await store.complete_dags() == 0  # comp:a still to run
+    await succeed(store, dag_id, "comp:a")
+    assert await store.complete_dags() == 1
+    assert (await store.get_dag(dag_id)).state == DAGState.FAILED

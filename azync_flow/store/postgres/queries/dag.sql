@@ -286,6 +286,7 @@ WITH clock AS (
     FROM clock c
     WHERE j.dag_id IN (SELECT id FROM targets)
       AND j.state IN ('pending', 'scheduled', 'blocked', 'waiting')
+      AND j.task_key NOT LIKE 'comp:%' -- a manual compensate keeps an existing chain
     RETURNING j.id
 ), src AS (
     SELECT j.dag_id, j.task_key, j.compensation_kind, j.compensation_payload,
@@ -402,8 +403,13 @@ WITH clock AS (
     FROM azync_dags d
     WHERE d.state = 'compensating'
       AND ($3::timestamptz IS NULL OR d.id IN (SELECT dag_id FROM changed))
+      -- every compensation is terminal, or blocked behind a dead one (the
+      -- chain is linear: nothing can run until retry resets the dead one)
       AND NOT EXISTS (SELECT 1 FROM azync_jobs j WHERE j.dag_id = d.id AND j.task_key LIKE 'comp:%'
-                      AND j.state NOT IN ('succeeded', 'skipped', 'dead', 'cancelled'))
+                      AND j.state NOT IN ('succeeded', 'skipped', 'dead', 'cancelled')
+                      AND NOT (j.state = 'blocked' AND EXISTS (
+                          SELECT 1 FROM azync_jobs x WHERE x.dag_id = d.id
+                            AND x.task_key LIKE 'comp:%' AND x.state = 'dead')))
 ), run_upd AS (
     UPDATE azync_dags d
     SET state = CASE WHEN r.dead_keys IS NULL THEN 'succeeded' ELSE 'failed' END,
