@@ -42,7 +42,7 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
         """
         reaped = killed = 0
         for job_id in await self._expired(True, limit):
-            async with self.transaction() as conn:
+            async with self._wtx() as conn:
                 row = await self._fetchrow("workflow_lock_expired", job_id, conn=conn)
                 if row is None:
                     continue
@@ -52,7 +52,7 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
                         "(a pass keeps crashing or stalling its worker); fix and resume"
                     )
                     token = row["lease_token"]
-                    await self._must("job_dead", job_id, token, why, what="dead", conn=conn)
+                    await self._settle_job(conn, job_id, token, dead=True, last_error=why)
                     await self._fetchrow("workflow_lock", row["run_id"], conn=conn)
                     await self._fetchrow("workflow_suspend", row["run_id"], why, conn=conn)
                     killed += 1
@@ -80,7 +80,7 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
         """
         reaped = killed = 0
         for job_id in await self._expired(False, limit):
-            async with self.transaction() as conn:
+            async with self._wtx() as conn:
                 row = await self._fetchrow("workflow_lock_expired", job_id, conn=conn)
                 if row is None:
                     continue
