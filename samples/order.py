@@ -12,8 +12,7 @@ from typing import Any
 
 import msgspec
 
-from azync_flow import ActivityError, Registry, RetryPolicy, WorkflowContext, activity, workflow
-from azync_flow.runtime import LocalRuntime
+from azync_flow import ActivityError, RetryPolicy, WorkflowContext, activity, workflow
 from azync_flow.worker import Worker
 
 
@@ -127,7 +126,6 @@ def make_worker(store: Any, *, after_settle: Callable[[Any, str], Any] | None = 
         maintenance_interval=timedelta(milliseconds=200),
         handle_signals=False,
     )
-    runtime = LocalRuntime(store, Registry(WORKFLOWS, ACTIVITIES))
+    runtime = worker.register_workflows(WORKFLOWS, ACTIVITIES)
     runtime.activities.after_settle = after_settle
-    runtime.attach(worker)
     return worker
