@@ -69,6 +69,8 @@ from azync_flow.worker import Worker
 
 HERE = Path(__file__).resolve().parent
 FLOW_DB, DBOS_DB = "azb_flow", "azb_dbos"
+#: Worker concurrency (per lease loop) and pool size of the azync_flow side.
+CONCURRENCY = int(os.environ.get("AZB_CONCURRENCY", "32"))
 
 
 @activity(name="step_a")
@@ -149,10 +151,10 @@ async def db_counters(dsn: str, db: str) -> tuple[int, int]:
 
 @contextlib.asynccontextmanager
 async def flow_worker(dsn: str, *, migrate: bool = False) -> AsyncIterator[PostgresStore]:
-    store = await open_store(dsn, Config(max_pool_size=40), migrate=migrate)
+    store = await open_store(dsn, Config(max_pool_size=CONCURRENCY + 8), migrate=migrate)
     worker = Worker(
         store,
-        concurrency=64,
+        concurrency=CONCURRENCY,
         poll_interval=timedelta(seconds=1),
         maintenance_interval=timedelta(seconds=1),
         handle_signals=False,
@@ -247,8 +249,11 @@ async def flow_commits_run(dsn: str, k: int) -> None:
             "SELECT count(*) FROM azync_workflow_executions"
             " WHERE id = any($1::uuid[]) AND state = 'succeeded'"
         )
-        while await store.pool.fetchval(query, ids) < k:
+        for _ in range(6000):
+            if await store.pool.fetchval(query, ids) == k:
+                return
             await asyncio.sleep(0.1)
+        raise TimeoutError("workflows of the commit count did not finish in 10 min")
 
 
 def run_flow_commits_process(dsn: str, k: int) -> None:
