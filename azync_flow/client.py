@@ -15,7 +15,7 @@ import time
 import typing
 import uuid
 from datetime import timedelta
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from azync_flow.errors import (
     WorkflowCancelledError,
@@ -34,7 +34,11 @@ from azync_flow.store.types import (
     WorkflowStartParams,
     WorkflowState,
 )
+from azync_flow.telemetry import RunKind, RunTracer
 from azync_flow.workflow import WorkflowDefinition
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["Client", "IdempotencyConflictError", "WorkflowHandle"]
 
@@ -72,10 +76,15 @@ class Client:
     """
 
     def __init__(
-        self, store: ClientStore, *, poll_interval: timedelta = timedelta(milliseconds=200)
+        self,
+        store: ClientStore,
+        *,
+        poll_interval: timedelta = timedelta(milliseconds=200),
+        tracer_provider: TracerProvider | None = None,
     ):
         self.store = store
         self.poll_interval = poll_interval.total_seconds()
+        self.tracer = RunTracer(tracer_provider)
 
     async def start(
         self,
@@ -98,15 +107,19 @@ class Client:
             PayloadEncodeError: the input is not JSON-encodable.
         """
         data = workflow.encode_input(input)
+        run_id = id or uuid.uuid4()
         params = WorkflowStartParams(
-            id=id or uuid.uuid4(),
+            id=run_id,
             name=workflow.name,
             input=data,
             version=workflow.version,
             business_idempotency_key=idempotency_key,
             meta=meta or {},
         )
-        inserted, wid = await self.store.start_workflow(params)
+        # The run's trace: a short start span under the caller's span; its context
+        # is stored with the execution (a deduplicated start keeps the stored one).
+        carrier = self.tracer.start_run_span(RunKind.WORKFLOW, workflow.name, run_id)
+        inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
         if not inserted:
             existing = await self.store.get_workflow_execution(wid)
             if existing.name != workflow.name or existing.input != data:
