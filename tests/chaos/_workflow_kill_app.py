@@ -50,7 +50,7 @@ def record(event: str, step: str, order_id: str) -> None:
 
 def step(name: str, order_id: str) -> str:
     record("start", name, order_id)
-    if MODE == f"during:{name}":
+    if f"during:{name}" == MODE:
         die()
     record("done", name, order_id)
     return f"{name}-done"
@@ -99,7 +99,7 @@ ACTIVITIES = [reserve, charge, ship, wire]
 
 def install_faults(runtime: Any) -> None:
     def after_settle(job: Any, event_type: str) -> None:
-        if MODE == f"after:{job.meta.get('activity')}":
+        if f"after:{job.meta.get('activity')}" == MODE:
             die()
 
     runtime.activities.after_settle = after_settle
@@ -145,7 +145,7 @@ async def main(dsn: str, schema: str, run_id: str) -> None:
     handle = Client(store).get_handle(uuid.UUID(run_id))
     async with worker:
         if os.environ.get("UNTIL", "done") == "suspended":
-            while (await handle.describe()).state != WorkflowState.SUSPENDED:
+            while (await handle.describe()).state != WorkflowState.SUSPENDED:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
         else:
             await handle.result(timeout=30)

@@ -16,8 +16,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
-
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
