@@ -11,11 +11,13 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 import typing
 import uuid
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from azync_flow.errors import (
     WorkflowCancelledError,
@@ -40,7 +42,12 @@ from azync_flow.workflow import WorkflowDefinition
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-__all__ = ["Client", "IdempotencyConflictError", "WorkflowHandle"]
+__all__ = ["Client", "ExecutionPage", "IdempotencyConflictError", "WorkflowHandle"]
+
+log = logging.getLogger("azync_flow.client")
+
+#: Sent by the done-stream after a reconnect: re-check every waiter.
+RESET = uuid.UUID(int=0)
 
 R = TypeVar("R")
 
@@ -67,6 +74,13 @@ class ClientStore(Protocol):
     ) -> list[Any]: ...
 
 
+class ExecutionPage(NamedTuple):
+    """One page of :meth:`Client.list`."""
+
+    executions: list[WorkflowExecutionView]
+    next_cursor: tuple[datetime, uuid.UUID] | None
+
+
 class Client:
     """Starts and addresses workflow executions through a store.
 
@@ -80,11 +94,58 @@ class Client:
         store: ClientStore,
         *,
         poll_interval: timedelta = timedelta(milliseconds=200),
+        fallback_poll: timedelta = timedelta(seconds=5),
         tracer_provider: TracerProvider | None = None,
     ):
         self.store = store
         self.poll_interval = poll_interval.total_seconds()
+        self.fallback_poll = fallback_poll.total_seconds()
         self.tracer = RunTracer(tracer_provider)
+        self._watcher = _DoneWatcher(store)
+        #: ``result`` waits ended by a wake-up (not by the fallback re-read); a test hook.
+        self.wakeups = 0
+
+    async def close(self) -> None:
+        """Release the LISTEN connection used by :meth:`WorkflowHandle.result`."""
+        await self._watcher.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def list(
+        self,
+        workflow: WorkflowDefinition[Any, Any] | str | None = None,
+        *,
+        state: WorkflowState | str | None = None,
+        limit: int = 50,
+        cursor: tuple[datetime, uuid.UUID] | None = None,
+    ) -> ExecutionPage:
+        """Executions, newest first, optionally of one workflow and/or state.
+
+        Args:
+            workflow: a ``@workflow`` definition or a workflow name.
+            state: running, suspended, succeeded, failed or cancelled.
+            limit: page size.
+            cursor: ``page.next_cursor`` of the previous page.
+
+        Returns:
+            An :class:`ExecutionPage`; ``next_cursor`` is None on the last page.
+
+        Raises:
+            ValueError: an unknown state or ``limit`` < 1.
+        """
+        name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
+        rows = await self.store.list_workflow_executions(  # type: ignore[attr-defined]
+            name=name, state=state, limit=limit + 1, before=cursor
+        )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = rows[-1] if rows else None
+        next_cursor = (last.created_at, last.id) if more and last is not None else None
+        return ExecutionPage(rows, next_cursor)
 
     async def start(
         self,
@@ -247,7 +308,11 @@ class WorkflowHandle(Generic[R]):
     async def result(self, timeout: timedelta | float | None = None) -> R:  # noqa: ASYNC109
         """Wait for the execution to finish and return its result.
 
-        Polls with a growing pause (up to the client's ``poll_interval``).
+        Waits on change wake-ups: a terminal transition commits a
+        ``NOTIFY 'workflow.done:<id>'`` that the client's shared LISTEN
+        connection turns into a wake-up of this waiter. The row is re-read
+        every ``fallback_poll`` seconds in case a notification was lost (and
+        with a growing pause up to ``poll_interval`` when the store cannot listen).
 
         Raises:
             WorkflowFailedError: the workflow raised.
@@ -256,18 +321,101 @@ class WorkflowHandle(Generic[R]):
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         deadline = None if seconds is None else time.monotonic() + seconds
+        watcher = self.client._watcher
+        listening = await watcher.ensure()
+        woken = watcher.register(self.id)
         pause = 0.002
-        while True:
-            view = await self.describe()
-            if view.state == WorkflowState.SUCCEEDED:
-                result_type = self.workflow.result_type if self.workflow else Any
-                value = decode_value(view.result or b"null", result_type, "workflow result")
-                return typing.cast(R, value)
-            if view.state == WorkflowState.FAILED:
-                raise WorkflowFailedError(self.id, "WorkflowFailed", view.failure_reason)
-            if view.state == WorkflowState.CANCELLED:
-                raise WorkflowCancelledError(self.id, view.failure_reason)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"workflow {self.id} still {view.state} after {seconds}s")
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, self.client.poll_interval)
+        try:
+            while True:
+                woken.clear()
+                view = await self.describe()
+                if view.state == WorkflowState.SUCCEEDED:
+                    result_type = self.workflow.result_type if self.workflow else Any
+                    value = decode_value(view.result or b"null", result_type, "workflow result")
+                    return typing.cast(R, value)
+                if view.state == WorkflowState.FAILED:
+                    raise WorkflowFailedError(self.id, "WorkflowFailed", view.failure_reason)
+                if view.state == WorkflowState.CANCELLED:
+                    raise WorkflowCancelledError(self.id, view.failure_reason)
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    raise TimeoutError(f"workflow {self.id} still {view.state} after {seconds}s")
+                if listening:
+                    wait = self.client.fallback_poll
+                else:
+                    wait = pause
+                    pause = min(pause * 2, self.client.poll_interval)
+                if deadline is not None:
+                    wait = min(wait, deadline - now)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await woken.wait()
+                if woken.is_set():
+                    self.client.wakeups += 1
+        finally:
+            watcher.unregister(self.id, woken)
+
+
+class _DoneWatcher:
+    """One LISTEN connection per client, fanning ``workflow.done`` notifications
+    out to the handles waiting in :meth:`WorkflowHandle.result`."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.waiters: dict[uuid.UUID, set[asyncio.Event]] = {}
+        self.sub: Any = None
+        self.task: asyncio.Task[None] | None = None
+        self.unavailable = False
+        self._lock = asyncio.Lock()
+
+    async def ensure(self) -> bool:
+        """Start listening if not yet; False when the store cannot (poll instead)."""
+        if self.task is not None and not self.task.done():
+            return True
+        if self.unavailable:
+            return False
+        async with self._lock:
+            if self.task is not None and not self.task.done():
+                return True
+            subscribe = getattr(self.store, "workflow_done_events", None)
+            try:
+                self.sub = await subscribe() if subscribe is not None else None
+            except Exception as err:
+                log.warning("cannot LISTEN for finished workflows (%s); polling instead", err)
+                self.sub = None
+            if self.sub is None:
+                self.unavailable = True
+                return False
+            self.task = asyncio.create_task(self._pump(), name="azync-client-done-pump")
+            return True
+
+    async def _pump(self) -> None:
+        async for run_id in self.sub:
+            targets = (
+                [e for events in self.waiters.values() for e in events]
+                if run_id == RESET
+                else list(self.waiters.get(run_id, ()))
+            )
+            for event in targets:
+                event.set()
+
+    def register(self, run_id: uuid.UUID) -> asyncio.Event:
+        event = asyncio.Event()
+        self.waiters.setdefault(run_id, set()).add(event)
+        return event
+
+    def unregister(self, run_id: uuid.UUID, event: asyncio.Event) -> None:
+        events = self.waiters.get(run_id)
+        if events is not None:
+            events.discard(event)
+            if not events:
+                del self.waiters[run_id]
+
+    async def close(self) -> None:
+        if self.sub is not None:
+            await self.sub.close()
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        self.sub = self.task = None

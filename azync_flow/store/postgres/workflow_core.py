@@ -361,6 +361,7 @@ class WorkflowCoreMixin(PgBase):
         reason = clean_text(reason)
         if await self._fetchrow("workflow_finish", id, state.value, result, reason, conn=conn):
             await self._fetch("workflow_retire_jobs", id, conn=conn)
+            await self._fetch("workflow_done_notify", self.channel, id, conn=conn)
             return
         raise NotFoundError(await self._state_message(conn, id, f"{state.value} transition", ""))
 

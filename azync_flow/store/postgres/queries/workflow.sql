@@ -506,3 +506,18 @@ ON CONFLICT (source, kind, day, shard) DO UPDATE
     SET enqueued = s.enqueued + EXCLUDED.enqueued,
         processed = s.processed + EXCLUDED.processed,
         failed = s.failed + EXCLUDED.failed
+
+-- name: workflow_list
+-- $2 name (NULL = any), $3 state (NULL = any), $4 limit, $5 before created_at,
+-- $6 before id (keyset cursor; NULL = from the newest). Newest first.
+SELECT * FROM azync_workflow_executions
+WHERE ($2::text IS NULL OR name = $2)
+  AND ($3::text IS NULL OR state = $3)
+  AND ($5::timestamptz IS NULL OR (created_at, id) < ($5::timestamptz, $6::uuid))
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+ORDER BY created_at DESC, id DESC
+LIMIT $4
+
+-- name: workflow_done_notify
+-- $2 channel, $3 execution id: announce a terminal transition to waiting clients.
+SELECT pg_notify($2, 'workflow.done:' || $3::uuid::text), $1::timestamptz AS at
