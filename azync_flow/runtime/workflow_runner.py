@@ -99,6 +99,7 @@ class WorkflowRunner:
         self.tracer = tracer or RunTracer()
         self.passes = 0
         self.conflicts = 0
+        self._warned: set[str] = set()
 
     async def run(self, job: Job, lease: Any) -> None:
         """``JobRunner`` signature for ``Worker.add_loop``: ``lease.token`` fences."""
@@ -262,6 +263,18 @@ class WorkflowRunner:
             instance.close()
             raise
         self.passes += 1
+        for command in outcome.activities:
+            kind = f"$op:{command.name}@{command.version}"
+            if kind not in self.registry.activities and kind not in self._warned:
+                self._warned.add(kind)
+                log.warning(
+                    "workflow %s scheduled activity %r (version %s), which is not registered "
+                    "on this worker: its operation stays pending until a worker that registers "
+                    "it runs (the execution waits; nothing is lost)",
+                    instance.info.name,
+                    command.name,
+                    command.version,
+                )
         if outcome.status is PassStatus.NONDETERMINISM:
             log.error("workflow %s suspended: %s", run_id, outcome.error)
         self.cache.put(run_id, instance)
