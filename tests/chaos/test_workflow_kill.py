@@ -19,6 +19,7 @@ from typing import Any
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
+from azync_flow.testing_otel import OtlpHttpReceiver, SpanCapture
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("_workflow_kill_app.py")
@@ -162,3 +163,47 @@ async def test_durable_timer_survives_a_worker_kill(
     assert view.completed_at is not None
     assert (view.completed_at - view.created_at).total_seconds() >= 2
     assert done_steps(ledger) == ["done:reserve:o-11", "done:ship:o-11"]
+
+
+async def test_span_tree_across_two_worker_processes_and_a_crash(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    """Worker 1 runs reserve then dies inside charge; worker 2 (another process)
+    re-runs charge and finishes. Both export over real OTLP/HTTP to an in-test
+    receiver: one trace under the caller's start span, one span per attempt that
+    ended, the crashed attempt absent, no duplicate span for replayed steps (C28)."""
+    ledger = tmp_path / "ledger"
+    capture = SpanCapture(service_name="api")
+    client = Client(store, tracer_provider=capture.provider)
+    with OtlpHttpReceiver() as rx:
+        handle = await client.start(APP_MODULE.killable_order, "o-12")
+        [start] = capture.named("workflow.start killable_order")
+        env = {"OTLP_ENDPOINT": rx.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        code = await run_worker(
+            pg_dsn, schema, handle.id, ledger, "during:charge", WORKER_NAME="worker-1", **env
+        )
+        assert code == -signal.SIGKILL
+        code = await run_worker(pg_dsn, schema, handle.id, ledger, WORKER_NAME="worker-2", **env)
+        assert code == 0
+        spans = await asyncio.to_thread(
+            rx.wait_for, lambda got: any(s.name == "activity ship" for s in got)
+        )
+    assert await handle.result(timeout=5) == ["reserve-done", "charge-done", "ship-done"]
+    assert {s.trace_id for s in spans} == {start.context.trace_id}
+    for s in spans:
+        assert s.parent_span_id == start.context.span_id, s.name
+    by_name: dict[str, list[Any]] = {}
+    for s in spans:
+        by_name.setdefault(s.name, []).append(s)
+    assert [s.service_name for s in by_name["activity reserve"]] == ["worker-1"]
+    # the killed attempt 1 of charge never ended: only attempt 2 (worker 2) is exported
+    [charge] = by_name["activity charge"]
+    assert (charge.service_name, charge.attributes["azync.attempt"]) == ("worker-2", 2)
+    assert charge.attributes["azync.outcome"] == "succeeded"
+    assert [s.service_name for s in by_name["activity ship"]] == ["worker-2"]
+    passes = by_name["workflow.task killable_order"]
+    assert {s.service_name for s in passes} == {"worker-1", "worker-2"}
+    assert all(s.attributes["azync.outcome"] == "succeeded" for s in passes)
+    # every pass wrote new events; worker 2 replayed worker 1's history
+    first_seqs = [s.attributes["azync.seq"] for s in passes]
+    assert len(first_seqs) == len(set(first_seqs))
