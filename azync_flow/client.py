@@ -28,9 +28,11 @@ from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.events import HistoryEntry
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
+from azync_flow.runtime.job_tracing import traced_meta
 from azync_flow.runtime.uncertain import resolution_events, seq_of_execution_key
 from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
+    EnqueueParams,
     SignalParams,
     WorkflowExecutionView,
     WorkflowStartParams,
@@ -114,6 +116,41 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    async def enqueue(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        meta: dict[str, str] | None = None,
+        **options: Any,
+    ) -> uuid.UUID | None:
+        """Enqueue a plain queue job, carrying the caller's trace context in ``meta``
+        (a worker with ``trace_jobs()`` makes its attempt spans children of the caller's).
+
+        Args:
+            kind: the handler kind.
+            payload: a msgspec-encodable value.
+            meta: string annotations.
+            **options: more ``EnqueueParams`` fields (``delay``, ``run_at``,
+                ``max_attempts``, ``idempotency_key``, ...).
+
+        Returns:
+            The job id, or None when deduplicated by its idempotency key.
+
+        Raises:
+            PayloadEncodeError: ``payload`` is not JSON-encodable.
+        """
+        job_id = options.pop("id", None) or uuid.uuid4()
+        params = EnqueueParams(
+            id=job_id,
+            kind=kind,
+            payload=encode_value(payload, f"payload of job {kind!r}"),
+            meta=traced_meta(meta),
+            **options,
+        )
+        inserted = await self.store.enqueue(params)  # type: ignore[attr-defined]
+        return job_id if inserted else None
 
     async def list(
         self,

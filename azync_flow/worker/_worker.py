@@ -303,6 +303,18 @@ class Worker:
 
         return register_workflows(self, workflows, activities, **options)
 
+    def trace_jobs(self, tracer_provider: Any = None) -> None:
+        """Record every queue handler attempt as a ``job <kind>`` span, a child of
+        the enqueuer's span when its trace context is in ``job.meta`` (see
+        ``Client.enqueue`` / ``azync_flow.runtime.job_tracing.traced_meta``).
+
+        Args:
+            tracer_provider: OpenTelemetry provider (None = the global one).
+        """
+        from ..runtime.job_tracing import job_span_interceptor
+
+        self.add_interceptor(job_span_interceptor(self, tracer_provider))
+
     def add_maintenance(
         self,
         step: MaintenanceStep,
