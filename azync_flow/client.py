@@ -38,7 +38,7 @@ from azync_flow.store.types import (
     WorkflowStartParams,
     WorkflowState,
 )
-from azync_flow.telemetry import RunKind, RunTracer
+from azync_flow.telemetry import RunEvent, RunKind, RunTracer
 from azync_flow.workflow import WorkflowDefinition
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ class Client:
         resolved, outcome = resolution_events(
             seq, decision, result=data, error=error, decided_by=decided_by, note=note or ""
         )
-        await self.store.resolve_uncertain(
+        resolved_op = await self.store.resolve_uncertain(
             operation.job_id,
             decision,
             data,
@@ -269,6 +269,22 @@ class Client:
             decided_by,
             resolved_event=resolved,
             outcome_event=outcome,
+        )
+        await self._uncertain_resolved_event(resolved_op, operation, decision)
+
+    async def _uncertain_resolved_event(self, resolved: Any, operation: Any, decision: str) -> None:
+        """Record the decision as an ``uncertain.resolved`` run event on the run's trace."""
+        run_id = getattr(resolved, "workflow_id", None) or getattr(operation, "workflow_id", None)
+        load = getattr(self.store, "load_workflow_task", None)
+        if run_id is None or load is None:
+            return
+        state = await load(run_id, after_seq=2**31 - 1)  # the row only, no history
+        self.tracer.run_event(
+            state.trace_context,
+            RunEvent.UNCERTAIN_RESOLVED,
+            run_id=run_id,
+            subject=getattr(operation, "activity", None) or None,
+            attributes={"azync.resolution": decision},
         )
 
     def get_handle(

@@ -34,7 +34,7 @@ from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.uncertain import resolution_events, uncertain_event
 from azync_flow.store.errors import is_not_found
 from azync_flow.store.types import Job
-from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunTracer
+from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunEvent, RunTracer
 from azync_flow.workflow import Registry
 
 __all__ = ["ActivityInfo", "ActivityRunner", "current_activity"]
@@ -318,6 +318,13 @@ class ActivityRunner:
                 err,
             )
             return False
+        self.tracer.run_event(
+            job.meta,
+            RunEvent.UNCERTAIN_RESOLVED,
+            run_id=job.run_id or job.id,
+            subject=op.activity,
+            attributes={"azync.resolution": "fail" if dead else "complete", "azync.seq": op.seq},
+        )
         log.warning(
             "late report of attempt %d resolved uncertain operation %s (%s) as %s",
             job.attempt,

@@ -12,6 +12,7 @@ Environment:
                   "after_pass:<n>"      right after the n-th pass committed
     UNTIL         "done" (default: wait for the run's result) or "suspended"
     OTLP_ENDPOINT export spans there (service name WORKER_NAME); flushed before a kill
+    CACHE_SIZE    sticky-cache size (0 = full replay on every pass)
 """
 
 from __future__ import annotations
@@ -140,7 +141,9 @@ async def main(dsn: str, schema: str, run_id: str) -> None:
         maintain=(),
         handle_signals=False,
     )
-    runtime = worker.register_workflows(WORKFLOWS, ACTIVITIES)
+    runtime = worker.register_workflows(
+        WORKFLOWS, ACTIVITIES, cache_size=int(os.environ.get("CACHE_SIZE", "1000"))
+    )
     install_faults(runtime)
     handle = Client(store).get_handle(uuid.UUID(run_id))
     async with worker:

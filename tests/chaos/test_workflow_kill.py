@@ -3,7 +3,8 @@
 during a non-idempotent one (uncertain, never re-run), in the middle of a
 workflow pass (reaped and re-run) and while a durable timer is pending.
 
-Every scenario checks that each COMPLETED activity ran exactly once."""
+Every scenario checks that each COMPLETED activity ran exactly once, in both
+cache modes."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
+
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
+from azync_flow.telemetry import RunTracer
 from azync_flow.testing_otel import OtlpHttpReceiver, SpanCapture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +39,13 @@ def load_app() -> ModuleType:
 
 
 APP_MODULE = load_app()
+
+
+@pytest.fixture(autouse=True, params=["1000", "0"], ids=["sticky", "full"])
+def cache_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every scenario runs with the sticky cache on and off (full replay each pass)."""
+    monkeypatch.setenv("CACHE_SIZE", request.param)
+    return str(request.param)
 
 
 async def run_worker(
@@ -120,7 +131,11 @@ async def test_sigkill_during_non_idempotent_activity_parks_it_uncertain_never_r
     assert lines(ledger) == ["start:wire:o-9"]
     [op] = await client.list_uncertain(handle.id)
     assert "lease" in op.reason
+    capture = SpanCapture()
+    client.tracer = RunTracer(capture.provider)
     await client.resolve_uncertain(op, "complete", result="wired-by-hand", decided_by="ops")
+    [event] = capture.named("uncertain.resolved wire")
+    assert event.attributes["azync.resolution"] == "complete"
     assert await run_worker(pg_dsn, schema, handle.id, ledger) == 0
     assert await handle.result(timeout=10) == "wired-by-hand"
     assert lines(ledger) == ["start:wire:o-9"]

@@ -19,6 +19,7 @@ from azync_flow.runtime.worker_runtime import lease_expired_event
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import DequeueParams, Source, WorkflowState
 from azync_flow.testing import MovableClock
+from azync_flow.testing_otel import SpanCapture, parent_id
 from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
 
 CALLS: list[int] = []
@@ -79,8 +80,11 @@ async def _types(handle: object) -> list[str]:
 async def test_late_report_of_an_uncertain_attempt_resolves_it_once(
     store: PostgresStore, clock: MovableClock
 ) -> None:
-    runtime = LocalRuntime(store, Registry([late_wire_wf], [late_wire]))
-    handle = await Client(store).start(late_wire_wf, 7)
+    capture = SpanCapture()
+    runtime = LocalRuntime(
+        store, Registry([late_wire_wf], [late_wire]), tracer_provider=capture.provider
+    )
+    handle = await Client(store, tracer_provider=capture.provider).start(late_wire_wf, 7)
     attempt = await _start_first_attempt(store, runtime, handle, "$op:late_wire@1")
     clock.advance(timedelta(minutes=1))  # the attempt's lease expires: its worker looks dead
     assert len(await store.reap_uncertain_operations(uncertain_event)) == 1
@@ -88,6 +92,12 @@ async def test_late_report_of_an_uncertain_attempt_resolves_it_once(
     GATE["release"].set()  # ...but it was alive and now reports success
     await attempt
     assert runtime.activities.late_ignored == 0
+    [event] = capture.named("uncertain.resolved late_wire")
+    [start] = capture.named("workflow.start late_wire_wf")
+    assert parent_id(event) == start.context.span_id
+    # the attempt's own span records its outcome: it completed (late)
+    [wire_span] = capture.named("activity late_wire")
+    assert wire_span.attributes["azync.outcome"] == "succeeded"
     history = await handle.history()
     resolved = [e.event for e in history if type(e.event).__name__ == "OperationResolved"]
     assert [r.decided_by for r in resolved] == ["late report of attempt 1"]
