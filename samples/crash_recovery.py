@@ -39,6 +39,8 @@ from azync_flow.store import Config, Job, WorkflowState
 from azync_flow.store.postgres import open_store
 
 SCHEMA = os.environ.get("AZYNC_SCHEMA", "")
+#: Short leases: a job the killed worker had just leased is re-run within ~LEASE.
+LEASE = timedelta(seconds=2)
 
 
 async def worker_process(dsn: str, execution: uuid.UUID, kill_after: str) -> None:
@@ -50,7 +52,7 @@ async def worker_process(dsn: str, execution: uuid.UUID, kill_after: str) -> Non
             os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no lease release, no ack
 
     try:
-        async with make_worker(store, after_settle=fault):
+        async with make_worker(store, lease=LEASE, after_settle=fault):
             while True:
                 view = await store.get_workflow_execution(execution)
                 if view.state not in (WorkflowState.RUNNING, WorkflowState.SUSPENDED):
@@ -97,7 +99,10 @@ async def main() -> int:
         print(f"           ledger so far: {dict(ledger_counts(ledger))}")
 
         second = await spawn_worker(dsn, handle.id, ledger)
-        print(f"worker 2:  pid {second.pid} takes over")
+        print(
+            f"worker 2:  pid {second.pid} takes over (anything worker 1 still had leased "
+            f"is re-run once its {LEASE.total_seconds():g}s lease expires)"
+        )
         await handle.signal("approve", {"by": "crash_recovery"}, message_id=f"ok-{order.id}")
         print("signalled: approve")
         receipt = await handle.result(timeout=60)

@@ -111,17 +111,25 @@ WORKFLOWS = [order_workflow]
 ACTIVITIES = [reserve_stock, release_stock, charge_card, refund, ship]
 
 
-def make_worker(store: Any, *, after_settle: Callable[[Any, str], Any] | None = None) -> Worker:
+def make_worker(
+    store: Any,
+    *,
+    lease: timedelta = timedelta(seconds=30),
+    after_settle: Callable[[Any, str], Any] | None = None,
+) -> Worker:
     """A real :class:`~azync_flow.worker.Worker` running the order workflow and its activities.
 
     Args:
         store: an open ``PostgresStore``.
+        lease: lease of each workflow task and activity attempt (renewed while it
+            runs); a crashed worker's leased jobs are re-run after it expires.
         after_settle: fault-injection hook called right after an activity's
             completion is committed (``crash_recovery.py`` SIGKILLs itself there).
     """
     worker = Worker(
         store,
         concurrency=8,
+        lease=lease,
         poll_interval=timedelta(milliseconds=200),
         maintenance_interval=timedelta(milliseconds=200),
         handle_signals=False,
