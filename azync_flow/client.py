@@ -11,6 +11,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 import time
@@ -229,7 +230,7 @@ class Client:
 
     async def list_uncertain(
         self, workflow_id: uuid.UUID | None = None, limit: int = 100
-    ) -> list[Any]:
+    ) -> builtins.list[Any]:
         """Operations waiting for a decision (oldest first), optionally of one execution."""
         return await self.store.list_uncertain_operations(limit=limit, workflow_id=workflow_id)
 
