@@ -79,8 +79,8 @@ async def main() -> int:
     store = await open_store(dsn, Config(schema=SCHEMA))  # migrates
     ledger = Path(tempfile.mkdtemp(prefix="azync_crash_")) / "ledger.txt"
     print(f"ledger:    {ledger}")
+    client = Client(store)
     try:
-        client = Client(store, poll_interval=timedelta(milliseconds=100))
         order = Order(f"o-{uuid.uuid4().hex[:6]}", "sku-7", 1, 1999, "4242424242424242", 60.0)
         handle = await client.start(order_workflow, order)
         print(f"started:   order {order.id} as execution {handle.id}")
@@ -122,6 +122,7 @@ async def main() -> int:
         print(f"\nevery completed activity executed exactly once: {'yes' if once else 'NO'}")
         return 0 if once and receipt.status == "shipped" else 1
     finally:
+        await client.close()
         await store.close()
 
 

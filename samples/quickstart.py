@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import uuid
-from datetime import timedelta
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,7 +27,7 @@ from order import Order, make_worker, order_workflow
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
 from azync_flow.store import Config
-from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.postgres import open_store
 
 
 def parse_args() -> argparse.Namespace:
@@ -43,19 +43,20 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-async def earlier_executions(store: PostgresStore) -> dict[str, int]:
+async def earlier_executions(client: Client) -> Counter[str]:
     """Executions of the ``order`` workflow already in this database, by state."""
-    rows = await store.pool.fetch(
-        "SELECT state, count(*) AS n FROM azync_workflow_executions"
-        " WHERE name = $1 GROUP BY state ORDER BY state",
-        order_workflow.name,
-    )
-    return {row["state"]: row["n"] for row in rows}
+    states: Counter[str] = Counter()
+    page = await client.list(order_workflow, limit=500)
+    while True:
+        states.update(str(view.state) for view in page.executions)
+        if page.next_cursor is None:
+            return states
+        page = await client.list(order_workflow, limit=500, cursor=page.next_cursor)
 
 
-async def print_history(store: PostgresStore, workflow_id: uuid.UUID) -> None:
-    rows = await store.list_history(workflow_id)
-    entries = await Client(store).get_handle(workflow_id).history()
+async def print_history(client: Client, workflow_id: uuid.UUID) -> None:
+    rows = await client.store.list_history(workflow_id)
+    entries = await client.get_handle(workflow_id).history()
     t0 = rows[0].created_at if rows else None
     print(f"\n  {'seq':>3}  {'+ms':>6}  {'event':<20}  detail")
     print(f"  {'-' * 3}  {'-' * 6}  {'-' * 20}  {'-' * 44}")
@@ -75,16 +76,16 @@ async def main() -> None:
     dsn, where = resolve_dsn()
     print(f"database:  {where}")
     store = await open_store(dsn, Config(schema=os.environ.get("AZYNC_SCHEMA", "")))
+    client = Client(store)
     try:
-        before = await earlier_executions(store)
-        total = sum(before.values())
-        summary = ", ".join(f"{n} {state}" for state, n in before.items()) or "none"
+        before = await earlier_executions(client)
+        total = before.total()
+        summary = ", ".join(f"{n} {state}" for state, n in sorted(before.items())) or "none"
         print(f"earlier executions of workflow '{order_workflow.name}': {total} ({summary})")
 
         timeout = args.approval_timeout or (3.0 if args.no_approve else 60.0)
         card = "0000000000000002" if args.decline else "4242424242424242"
         order = Order(f"o-{uuid.uuid4().hex[:6]}", "sku-42", 2, 4999, card, timeout)
-        client = Client(store, poll_interval=timedelta(milliseconds=100))
         async with make_worker(store):
             started = time.perf_counter()
             handle = await client.start(order_workflow, order, idempotency_key=order.id)
@@ -101,8 +102,9 @@ async def main() -> None:
         for field in ("charge_id", "tracking", "approved_by"):
             if value := getattr(receipt, field):
                 print(f"           {field} = {value}")
-        await print_history(store, handle.id)
+        await print_history(client, handle.id)
     finally:
+        await client.close()
         await store.close()
 
 
