@@ -19,8 +19,8 @@ from azync_flow.store.postgres import PostgresStore, open_store
 
 from ._workflow_helpers import LEASE, op_params, started
 
-RUNS = 24
-ROUNDS = 4
+RUNS = 12
+ROUNDS = 6
 
 
 async def _commit_round(s: PostgresStore, runs: list[uuid.UUID]) -> None:
@@ -63,7 +63,7 @@ async def _commit_round(s: PostgresStore, runs: list[uuid.UUID]) -> None:
 async def test_concurrent_pass_commits_and_completions_do_not_deadlock_on_stats(
     store: PostgresStore, pg_dsn: str, schema: str
 ) -> None:
-    s = await open_store(pg_dsn, Config(schema=schema, max_pool_size=RUNS * 2), migrate=False)
+    s = await open_store(pg_dsn, Config(schema=schema, max_pool_size=RUNS + 8), migrate=False)
     try:
         runs = [await started(s) for _ in range(RUNS)]
         for _ in range(ROUNDS):
