@@ -12,7 +12,8 @@ share one event loop; DBOS runs in a subprocess, ``bench/_dbos_workload.py``):
 * throughput: N workflows of 3 activities (steps), all started, then all awaited;
   workflows/s, and start-to-finish p50/p99 from each side's own row timestamps.
 * sequential: one 3-activity workflow at a time, start -> result seen by the
-  client (azync_flow polls the execution row every 1 ms; DBOS calls in-process).
+  client (azync_flow: ``handle.result()``, woken by the terminal commit's NOTIFY;
+  DBOS: a direct in-process call).
 * signal -> resume: a workflow parked in ``wait_signal``/``recv``; signal/send ->
   result seen by the client.
 * commits per 3-activity workflow: ``pg_stat_database.xact_commit`` delta of the
@@ -63,7 +64,7 @@ from azync_flow.replay import (
     WorkflowInstance,
     run_pass,
 )
-from azync_flow.store import Config, WorkflowState
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.worker import Worker
 
@@ -167,17 +168,6 @@ async def flow_worker(dsn: str, *, migrate: bool = False) -> AsyncIterator[Postg
         await store.close()
 
 
-async def wait_done(store: PostgresStore, wid: uuid.UUID) -> Any:
-    """Poll the execution row every 1 ms until it is terminal; return the decoded result."""
-    while True:
-        view = await store.get_workflow_execution(wid)
-        if view.state == WorkflowState.SUCCEEDED:
-            return msgspec.json.decode(view.result or b"null")
-        if view.state != WorkflowState.RUNNING:
-            raise RuntimeError(f"{wid} ended {view.state}: {view.failure_reason}")
-        await asyncio.sleep(0.001)
-
-
 async def parked(store: PostgresStore, wid: uuid.UUID) -> None:
     """Until the first pass of ``wid`` has committed (it then waits in ``wait_signal``)."""
     query = (
@@ -195,10 +185,9 @@ async def parked(store: PostgresStore, wid: uuid.UUID) -> None:
 
 
 async def flow_throughput(dsn: str, n: int) -> dict[str, Any]:
-    async with flow_worker(dsn) as store:
-        client = Client(store, poll_interval=timedelta(milliseconds=50))
+    async with flow_worker(dsn) as store, Client(store) as client:
         for i in range(20):  # warm-up
-            assert (await wait_done(store, (await client.start(three, -i - 1)).id))["c"] == 3
+            assert (await (await client.start(three, -i - 1)).result(timeout=60))["c"] == 3
         t0 = time.perf_counter()
         handles = [await client.start(three, i) for i in range(n)]
         results = [await h.result(timeout=300) for h in handles]
@@ -213,21 +202,19 @@ async def flow_throughput(dsn: str, n: int) -> dict[str, Any]:
 
 
 async def flow_sequential(dsn: str, n: int) -> dict[str, Any]:
-    async with flow_worker(dsn) as store:
-        client = Client(store)
+    async with flow_worker(dsn) as store, Client(store) as client:
         lat = []
         for i in range(n + 10):
             a = time.perf_counter()
             handle = await client.start(three, i)
-            assert (await wait_done(store, handle.id))["c"] == 3
+            assert (await handle.result(timeout=60))["c"] == 3
             if i >= 10:  # the first ten warm up
                 lat.append((time.perf_counter() - a) * 1000)
     return {"latencies_ms": lat}
 
 
 async def flow_signal(dsn: str, n: int) -> dict[str, Any]:
-    async with flow_worker(dsn) as store:
-        client = Client(store)
+    async with flow_worker(dsn) as store, Client(store) as client:
         lat = []
         for i in range(n):
             handle = await client.start(waiter, None)
@@ -235,7 +222,7 @@ async def flow_signal(dsn: str, n: int) -> dict[str, Any]:
             await asyncio.sleep(0.005)
             a = time.perf_counter()
             await handle.signal("go", {"k": i})
-            assert await wait_done(store, handle.id) == {"k": i}
+            assert await handle.result(timeout=60) == {"k": i}
             lat.append((time.perf_counter() - a) * 1000)
     return {"latencies_ms": lat}
 
