@@ -109,7 +109,7 @@ class Client:
         self.wakeups = 0
 
     async def close(self) -> None:
-        """Release the LISTEN connection used by :meth:`WorkflowHandle.result`."""
+        """Release the LISTEN connection (only open while a ``result`` waits)."""
         await self._watcher.close()
 
     async def __aenter__(self) -> Client:
@@ -375,22 +375,18 @@ class WorkflowHandle(Generic[R]):
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         deadline = None if seconds is None else time.monotonic() + seconds
+        view = await self.describe()
+        if view.state in _TERMINAL:
+            return self._outcome(view)
         watcher = self.client._watcher
-        listening = await watcher.ensure()
-        woken = watcher.register(self.id)
+        woken, listening = await watcher.acquire(self.id)
         pause = 0.002
         try:
             while True:
                 woken.clear()
                 view = await self.describe()
-                if view.state == WorkflowState.SUCCEEDED:
-                    result_type = self.workflow.result_type if self.workflow else Any
-                    value = decode_value(view.result or b"null", result_type, "workflow result")
-                    return typing.cast(R, value)
-                if view.state == WorkflowState.FAILED:
-                    raise WorkflowFailedError(self.id, "WorkflowFailed", view.failure_reason)
-                if view.state == WorkflowState.CANCELLED:
-                    raise WorkflowCancelledError(self.id, view.failure_reason)
+                if view.state in _TERMINAL:
+                    return self._outcome(view)
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
                     raise TimeoutError(f"workflow {self.id} still {view.state} after {seconds}s")
@@ -407,12 +403,25 @@ class WorkflowHandle(Generic[R]):
                 if woken.is_set():
                     self.client.wakeups += 1
         finally:
-            watcher.unregister(self.id, woken)
+            await watcher.release(self.id, woken)
+
+    def _outcome(self, view: WorkflowExecutionView) -> R:
+        if view.state == WorkflowState.SUCCEEDED:
+            result_type = self.workflow.result_type if self.workflow else Any
+            value = decode_value(view.result or b"null", result_type, "workflow result")
+            return typing.cast(R, value)
+        if view.state == WorkflowState.FAILED:
+            raise WorkflowFailedError(self.id, "WorkflowFailed", view.failure_reason)
+        raise WorkflowCancelledError(self.id, view.failure_reason)
+
+
+_TERMINAL = (WorkflowState.SUCCEEDED, WorkflowState.FAILED, WorkflowState.CANCELLED)
 
 
 class _DoneWatcher:
-    """One LISTEN connection per client, fanning ``workflow.done`` notifications
-    out to the handles waiting in :meth:`WorkflowHandle.result`."""
+    """One LISTEN connection per client while handles wait in
+    :meth:`WorkflowHandle.result`, fanning ``workflow.done`` notifications out to
+    them; it is closed again when the last waiter leaves (no idle connection)."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
@@ -422,26 +431,40 @@ class _DoneWatcher:
         self.unavailable = False
         self._lock = asyncio.Lock()
 
-    async def ensure(self) -> bool:
-        """Start listening if not yet; False when the store cannot (poll instead)."""
+    async def acquire(self, run_id: uuid.UUID) -> tuple[asyncio.Event, bool]:
+        """Register a waiter; returns its event and whether wake-ups will come
+        (False: the store cannot LISTEN, poll instead)."""
+        async with self._lock:
+            event = asyncio.Event()
+            self.waiters.setdefault(run_id, set()).add(event)
+            return event, await self._ensure()
+
+    async def release(self, run_id: uuid.UUID, event: asyncio.Event) -> None:
+        async with self._lock:
+            events = self.waiters.get(run_id)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del self.waiters[run_id]
+            if not self.waiters:
+                await self._close()
+
+    async def _ensure(self) -> bool:
         if self.task is not None and not self.task.done():
             return True
         if self.unavailable:
             return False
-        async with self._lock:
-            if self.task is not None and not self.task.done():
-                return True
-            subscribe = getattr(self.store, "workflow_done_events", None)
-            try:
-                self.sub = await subscribe() if subscribe is not None else None
-            except Exception as err:
-                log.warning("cannot LISTEN for finished workflows (%s); polling instead", err)
-                self.sub = None
-            if self.sub is None:
-                self.unavailable = True
-                return False
-            self.task = asyncio.create_task(self._pump(), name="azync-client-done-pump")
-            return True
+        subscribe = getattr(self.store, "workflow_done_events", None)
+        try:
+            self.sub = await subscribe() if subscribe is not None else None
+        except Exception as err:
+            log.warning("cannot LISTEN for finished workflows (%s); polling instead", err)
+            self.sub = None
+        if self.sub is None:
+            self.unavailable = True
+            return False
+        self.task = asyncio.create_task(self._pump(), name="azync-client-done-pump")
+        return True
 
     async def _pump(self) -> None:
         async for run_id in self.sub:
@@ -453,23 +476,16 @@ class _DoneWatcher:
             for event in targets:
                 event.set()
 
-    def register(self, run_id: uuid.UUID) -> asyncio.Event:
-        event = asyncio.Event()
-        self.waiters.setdefault(run_id, set()).add(event)
-        return event
-
-    def unregister(self, run_id: uuid.UUID, event: asyncio.Event) -> None:
-        events = self.waiters.get(run_id)
-        if events is not None:
-            events.discard(event)
-            if not events:
-                del self.waiters[run_id]
+    async def _close(self) -> None:
+        sub, task = self.sub, self.task
+        self.sub = self.task = None
+        if sub is not None:
+            await sub.close()
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def close(self) -> None:
-        if self.sub is not None:
-            await self.sub.close()
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
-        self.sub = self.task = None
+        async with self._lock:
+            await self._close()

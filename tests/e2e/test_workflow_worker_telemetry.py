@@ -194,4 +194,6 @@ async def test_result_wakes_on_the_terminal_notify_not_by_polling(store: Postgre
         assert await waiter == 42
         assert time.monotonic() - began < 5
     assert client.wakeups >= 1
-    await client.close()
+    assert client._watcher.sub is None  # the LISTEN connection closed with the last waiter
+    assert await handle.result(timeout=1) == 42  # finished: answered without listening
+    assert client._watcher.sub is None
