@@ -22,11 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from order import Order, make_worker, order_workflow
+import msgspec
+from order import Order, Receipt, make_worker, order_workflow
 
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
-from azync_flow.store import Config
+from azync_flow.store import Config, WorkflowExecutionView, WorkflowState
 from azync_flow.store.postgres import open_store
 
 
@@ -43,12 +44,19 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def outcome(view: WorkflowExecutionView) -> str:
+    """A finished order's receipt status, else the execution state."""
+    if view.state == WorkflowState.SUCCEEDED and view.result:
+        return msgspec.json.decode(view.result, type=Receipt).status
+    return str(view.state)
+
+
 async def earlier_executions(client: Client) -> Counter[str]:
-    """Executions of the ``order`` workflow already in this database, by state."""
+    """Executions of the ``order`` workflow already in this database, by outcome."""
     states: Counter[str] = Counter()
     page = await client.list(order_workflow, limit=500)
     while True:
-        states.update(str(view.state) for view in page.executions)
+        states.update(outcome(view) for view in page.executions)
         if page.next_cursor is None:
             return states
         page = await client.list(order_workflow, limit=500, cursor=page.next_cursor)

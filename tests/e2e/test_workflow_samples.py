@@ -58,7 +58,7 @@ async def test_quickstart_ships_an_approved_order_and_a_second_run_sees_the_firs
     assert events.count("ActivityCompleted") == 3  # reserve, charge, ship
 
     second = await run_sample(pg_dsn, sample_schema, "quickstart.py")
-    assert "earlier executions of workflow 'order': 1 (1 succeeded)" in second
+    assert "earlier executions of workflow 'order': 1 (1 shipped)" in second
 
 
 async def test_quickstart_decline_releases_the_reserved_stock(
