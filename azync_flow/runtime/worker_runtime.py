@@ -98,6 +98,12 @@ class WorkflowRuntime:
         max_reaps: int | None = None,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
+        if Source.WORKFLOW in getattr(worker, "_maintained", ()):
+            raise ValueError(
+                "worker.maintain_source(Source.WORKFLOW) adds the generic reaper, which would "
+                "re-run non-idempotent operations and drop lease-expired ones without history; "
+                "register_workflows adds the workflow maintenance itself"
+            )
         store: Any = worker.store
         self.worker = worker
         self.store = store

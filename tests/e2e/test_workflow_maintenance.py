@@ -11,7 +11,7 @@ from azync_flow.client import Client
 from azync_flow.runtime import WORKFLOW_LEADERSHIP
 from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.types import Source, WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.worker import Worker
 from azync_flow.workflow import WorkflowContext, workflow
@@ -71,3 +71,9 @@ def test_workflow_maintenance_has_its_own_election(store: PostgresStore) -> None
     }
     assert names == {WORKFLOW_LEADERSHIP}
     assert WORKFLOW_LEADERSHIP == "azync_flow.workflow"
+
+
+def test_generic_workflow_maintenance_is_refused(store: PostgresStore) -> None:
+    worker = Worker(store, maintain=(Source.WORKFLOW,), handle_signals=False)
+    with pytest.raises(ValueError, match="generic reaper"):
+        worker.register_workflows([m_double], [])
