@@ -32,7 +32,7 @@ from azync_flow.runtime.activity_runner import ActivityRunner
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.types import Job, Source
-from azync_flow.telemetry import RunTracer
+from azync_flow.telemetry import ATTR_ATTEMPT, RunEvent, RunTracer
 from azync_flow.workflow import Registry
 
 if TYPE_CHECKING:
@@ -169,19 +169,48 @@ class WorkflowRuntime:
 
     async def reap_tasks(self) -> int:
         """Workflow tasks whose worker died: back to pending (re-run), or dead and the
-        execution suspended after ``max_reaps`` expiries."""
-        report = await self.store.reap_workflow_tasks(self.max_reaps)
+        execution suspended after ``max_reaps`` expiries. Each is a ``lease.expired``
+        run event."""
+        jobs: list[Job] = []
+        report = await self.store.reap_workflow_tasks(self.max_reaps, on_reaped=jobs.append)
+        for job in jobs:
+            assert job.run_id is not None
+            state = await self.store.load_workflow_task(job.run_id, after_seq=2**31 - 1)
+            self._lease_expired(state.trace_context, job, "workflow.task")
         return int(report.reaped + report.killed)
 
     async def reap_operations(self) -> int:
         """Idempotent operations whose worker died: re-run (or failed after ``max_reaps``)."""
-        report = await self.store.reap_expired_operations(lease_expired_event, self.max_reaps)
+        jobs: list[Job] = []
+        report = await self.store.reap_expired_operations(
+            lease_expired_event, self.max_reaps, on_reaped=jobs.append
+        )
+        for job in jobs:
+            self._lease_expired(job.meta, job, job.meta.get("activity", "operation"))
         return int(report.reaped + report.killed)
 
     async def reap_uncertain(self) -> int:
         """Non-idempotent operations whose worker died: uncertain (never re-run)."""
-        await self.store.reap_uncertain_operations(uncertain_event)
+        jobs: list[Job] = []
+
+        def encode(job: Job, reason: str) -> tuple[str, bytes]:
+            jobs.append(job)
+            return uncertain_event(job, reason)
+
+        marked = set(await self.store.reap_uncertain_operations(encode))
+        for job in jobs:
+            if job.id in marked:
+                self._lease_expired(job.meta, job, job.meta.get("activity", "operation"))
         return 0
+
+    def _lease_expired(self, carrier: dict[str, str] | None, job: Job, subject: str) -> None:
+        self.tracer.run_event(
+            carrier,
+            RunEvent.LEASE_EXPIRED,
+            run_id=job.run_id or job.id,
+            subject=subject,
+            attributes={ATTR_ATTEMPT: job.attempt},
+        )
 
     async def repair_stalled(self) -> int:
         """Running executions with nothing scheduled get a workflow task."""

@@ -216,6 +216,9 @@ async def test_span_tree_across_two_worker_processes_and_a_crash(
     assert (charge.service_name, charge.attributes["azync.attempt"]) == ("worker-2", 2)
     assert charge.attributes["azync.outcome"] == "succeeded"
     assert [s.service_name for s in by_name["activity ship"]] == ["worker-2"]
+    # worker 2's leader reaped the dead attempt: a lease.expired run event
+    [expired] = by_name["lease.expired charge"]
+    assert (expired.service_name, expired.attributes["azync.attempt"]) == ("worker-2", 1)
     passes = by_name["workflow.task killable_order"]
     assert {s.service_name for s in passes} == {"worker-1", "worker-2"}
     assert all(s.attributes["azync.outcome"] == "succeeded" for s in passes)
