@@ -47,6 +47,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import msgspec
@@ -124,8 +125,8 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def with_db(dsn: str, db: str) -> str:
-    base, _, _ = dsn.rpartition("/")
-    return f"{base}/{db}"
+    """``dsn`` pointing at database ``db`` (keeps the query, e.g. ``?host=/socket/dir``)."""
+    return urlsplit(dsn)._replace(path=f"/{db}").geturl()
 
 
 async def recreate(dsn: str, db: str) -> None:
