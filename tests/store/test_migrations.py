@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from azync_flow.store import Config, StoreError
+from azync_flow.store import Config, MigrationError, StoreError
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres._migrate import migration_files
 from azync_flow.store.postgres._queries import QUERIES
@@ -109,3 +109,22 @@ async def test_bad_config_identifier_raises_value_error(pg_dsn: str, config: Con
 async def test_bad_dsn_raises_store_error_with_clear_message(dsn: str) -> None:
     with pytest.raises(StoreError, match="cannot connect to PostgreSQL"):
         await open_store(dsn, Config(schema=unique_schema()))
+
+
+async def test_changed_applied_migration_is_refused(
+    pg_dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await open_store(pg_dsn, Config(schema=schema))
+    try:
+        from azync_flow.store.postgres import _migrate
+
+        original = _migrate.migration_files()
+        edited = [(v, n, sql + "\n-- edited after release\n") for v, n, sql in original]
+        monkeypatch.setattr(_migrate, "migration_files", lambda: edited)
+        with pytest.raises(MigrationError, match="applied .* with different contents"):
+            await store.migrate()
+        monkeypatch.setattr(_migrate, "migration_files", lambda: original)
+        assert await store.migrate() == []
+    finally:
+        await store.close()
+        await drop_schema(pg_dsn, schema)

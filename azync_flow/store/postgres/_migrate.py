@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from importlib import resources
 
@@ -37,17 +38,21 @@ async def migrate(conn: asyncpg.Connection, schema: str, table: str) -> list[int
     version is recorded in ``table`` in the same transaction as its DDL.
     """
     applied: list[int] = []
+    tracking = f'"{schema}"."{table}"'
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", _LOCK_SALT, schema)
         await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         await conn.execute(
-            f'CREATE TABLE IF NOT EXISTS "{schema}"."{table}" ('
+            f"CREATE TABLE IF NOT EXISTS {tracking} ("
             "version int PRIMARY KEY, name text NOT NULL, "
             "applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        done = {r[0] for r in await conn.fetch(f'SELECT version FROM "{schema}"."{table}"')}
+        await conn.execute(f"ALTER TABLE {tracking} ADD COLUMN IF NOT EXISTS checksum text")
+        done = {r[0]: r[1] for r in await conn.fetch(f"SELECT version, checksum FROM {tracking}")}
         for version, name, sql in migration_files():
+            checksum = hashlib.sha256(sql.encode()).hexdigest()
             if version in done:
+                _check_unchanged(name, done[version], checksum, schema)
                 continue
             await conn.execute(f'SET LOCAL search_path TO "{schema}"')
             try:
@@ -55,7 +60,25 @@ async def migrate(conn: asyncpg.Connection, schema: str, table: str) -> list[int
             except asyncpg.PostgresError as exc:
                 raise MigrationError(f"migration {name} failed: {exc}") from exc
             await conn.execute(
-                f'INSERT INTO "{schema}"."{table}" (version, name) VALUES ($1, $2)', version, name
+                f"INSERT INTO {tracking} (version, name, checksum) VALUES ($1, $2, $3)",
+                version,
+                name,
+                checksum,
             )
             applied.append(version)
     return applied
+
+
+def _check_unchanged(name: str, recorded: str | None, checksum: str, schema: str) -> None:
+    """Refuse to run against a schema migrated with a different text of ``name``.
+
+    Migrations are forward-only: editing an applied one would leave databases
+    that ran the old text silently without the change. Rows recorded before
+    checksums existed (NULL) are trusted.
+    """
+    if recorded is not None and recorded != checksum:
+        raise MigrationError(
+            f"migration {name} was applied to schema {schema!r} with different contents; "
+            "applied migrations must never change. Add the change as a new numbered "
+            "migration, or migrate a fresh schema."
+        )
