@@ -121,7 +121,7 @@ async def test_changed_applied_migration_is_refused(
         original = _migrate.migration_files()
         edited = [(v, n, sql + "\n-- edited after release\n") for v, n, sql in original]
         monkeypatch.setattr(_migrate, "migration_files", lambda: edited)
-        with pytest.raises(MigrationError, match="applied .* with different contents"):
+        with pytest.raises(MigrationError, match=r"applied .* with different contents"):
             await store.migrate()
         monkeypatch.setattr(_migrate, "migration_files", lambda: original)
         assert await store.migrate() == []
