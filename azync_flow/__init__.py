@@ -4,11 +4,13 @@ from azync_flow.errors import (
     ActivityError,
     AzyncError,
     NonDeterminismError,
+    Uncertain,
     WorkflowCancelledError,
     WorkflowFailedError,
 )
 from azync_flow.replay import Replayer
 from azync_flow.retry import RetryPolicy
+from azync_flow.runtime.uncertain import Reconciled
 from azync_flow.workflow import (
     ActivityOptions,
     Registry,
@@ -24,7 +26,9 @@ __all__ = [
     "NonDeterminismError",
     "Registry",
     "Replayer",
+    "Reconciled",
     "RetryPolicy",
+    "Uncertain",
     "WorkflowCancelledError",
     "WorkflowContext",
     "WorkflowFailedError",

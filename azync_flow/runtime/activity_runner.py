@@ -8,6 +8,14 @@ Per attempt::
                 RETRY          -> store.reschedule(delay)           (backoff, same job)
                 DEAD / NON_RETRYABLE -> complete_operation(ActivityFailed, dead=True)
 
+Non-idempotent activities (``idempotent=False``, issue 5): an attempt that
+overruns its ``start_to_close`` is parked as uncertain (like one raising
+``Uncertain``), never retried blindly; the operation's reconcile hook (if any)
+is asked at once. A report arriving after the attempt was parked (its lease
+expired meanwhile, scenario C20) resolves the operation if nobody decided yet
+(``accept_late_report``); otherwise it is refused by the fence and kept as a
+``late outcome ignored`` ledger event — the recorded outcome never changes.
+
 A result that cannot be encoded (``PayloadEncodeError``, e.g. a lone surrogate)
 or is over the size limit fails the step at once as non-retryable, recorded
 with a sanitised message, so a bad value never leaves a run stuck (C26, C27).
@@ -26,12 +34,17 @@ from typing import Any, Protocol
 import msgspec
 
 from azync_flow.errors import PayloadError, Uncertain, UnknownWorkflowError
-from azync_flow.replay.events import ActivityCompleted, ActivityFailed, encode_event
+from azync_flow.replay.events import (
+    ActivityCompleted,
+    ActivityFailed,
+    OperationResolved,
+    encode_event,
+)
 from azync_flow.replay.outcome import sanitize_text
 from azync_flow.retry import RetryDecision, describe_error
 from azync_flow.runtime._operations import OperationPayload, decode_operation
 from azync_flow.runtime._transient import retry_transient
-from azync_flow.runtime.uncertain import uncertain_event
+from azync_flow.runtime.uncertain import Reconciler, uncertain_event
 from azync_flow.store.errors import is_not_found
 from azync_flow.store.types import Job
 from azync_flow.workflow import Registry
@@ -81,6 +94,8 @@ def current_activity() -> ActivityInfo | None:
 class OperationStore(Protocol):
     async def complete_operation(self, *args: Any, **kwargs: Any) -> int: ...
     async def mark_uncertain(self, *args: Any, **kwargs: Any) -> int: ...
+    async def accept_late_report(self, *args: Any, **kwargs: Any) -> Any: ...
+    async def record_late_outcome(self, *args: Any, **kwargs: Any) -> Any: ...
     async def extend_lease(
         self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta
     ) -> None: ...
@@ -96,14 +111,22 @@ class ActivityRunner:
         store: the store.
         registry: activity definitions (looked up by job kind).
         max_payload_bytes: results larger than this fail the step (non-retryable).
+        reconciler: asks reconcile hooks of operations this runner parks
+            (default: one over ``registry``).
     """
 
     def __init__(
-        self, store: OperationStore, registry: Registry, *, max_payload_bytes: int | None = None
+        self,
+        store: OperationStore,
+        registry: Registry,
+        *,
+        max_payload_bytes: int | None = None,
+        reconciler: Reconciler | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.max_payload_bytes = max_payload_bytes
+        self.reconciler = reconciler or Reconciler(store, registry)  # type: ignore[arg-type]
         self.attempts = 0
         #: Fault-injection point for tests: called with (job, event type) right
         #: after an operation's outcome was committed.
@@ -126,12 +149,19 @@ class ActivityRunner:
             return
         info = ActivityInfo(job, op, lease, self.store, token)
         reset = _current.set(info)
+        limit = op.start_to_close.total_seconds() if op.start_to_close is not None else None
+        timer = asyncio.timeout(limit)
         try:
-            coro = defn.run(bytes(op.input))
-            if op.start_to_close is not None:
-                result = await asyncio.wait_for(coro, op.start_to_close.total_seconds())
-            else:
-                result = await coro
+            try:
+                async with timer:
+                    result = await defn.run(bytes(op.input))
+            except TimeoutError:
+                if timer.expired() and not op.idempotent:
+                    raise Uncertain(
+                        f"start_to_close of {limit}s elapsed mid-call; "
+                        "the call may or may not have taken effect"
+                    ) from None
+                raise
             if self.max_payload_bytes is not None and len(result) > self.max_payload_bytes:
                 raise PayloadError(
                     f"result of activity {op.activity!r} is {len(result)} bytes, "
@@ -150,7 +180,7 @@ class ActivityRunner:
         event = ActivityCompleted(
             scheduled_seq=op.seq, result=msgspec.Raw(result), attempts=job.attempt
         )
-        await self._settle(job, token, *encode_event(event))
+        await self._settle(job, token, *encode_event(event), op=op, result=result)
 
     async def _failed(
         self, job: Job, token: uuid.UUID, op: OperationPayload, exc: Exception
@@ -170,6 +200,16 @@ class ActivityRunner:
             except Exception as err:
                 if not is_not_found(err):
                     raise
+                if not op.idempotent:  # parked meanwhile: keep the report, decide nothing
+                    event = ActivityFailed(
+                        scheduled_seq=op.seq,
+                        error_type=type(exc).__name__,
+                        message=sanitize_text(str(exc))[:8192],
+                        attempts=job.attempt,
+                    )
+                    await self._late_ignored(
+                        job, *encode_event(event), why="retryable failure reported late"
+                    )
             return
         event = ActivityFailed(
             scheduled_seq=op.seq,
@@ -177,10 +217,13 @@ class ActivityRunner:
             message=sanitize_text(str(exc))[:8192],
             attempts=job.attempt,
         )
-        await self._settle(job, token, *encode_event(event), dead=True, last_error=description)
+        await self._settle(
+            job, token, *encode_event(event), dead=True, last_error=description, op=op
+        )
 
     async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> None:
-        """Park the operation as uncertain (suspends the execution), never retry it."""
+        """Park the operation as uncertain (suspends the execution), never retry it;
+        then ask its reconcile hook, if it has one."""
         reason = describe_error(exc)
         try:
             event_type, payload = uncertain_event(job, reason)
@@ -190,6 +233,12 @@ class ActivityRunner:
         except Exception as err:
             if not is_not_found(err):
                 raise
+            return
+        if self.reconciler is not None and job.kind in self.reconciler.kinds():
+            try:
+                await self.reconciler.reconcile_id(job.id)
+            except Exception:  # the leader's maintenance retries the hook later
+                log.exception("inline reconcile of operation %s failed", job.id)
 
     async def _settle(
         self,
@@ -200,6 +249,8 @@ class ActivityRunner:
         *,
         dead: bool = False,
         last_error: str = "",
+        op: OperationPayload | None = None,
+        result: bytes | None = None,
     ) -> None:
         try:
             await retry_transient(
@@ -208,9 +259,67 @@ class ActivityRunner:
                 )
             )
         except Exception as err:
-            if is_not_found(err):  # stale report: another attempt owns the job now
+            if not is_not_found(err):
+                raise
+            if op is None or op.idempotent:  # stale report: another attempt owns the job now
                 log.warning("stale completion of operation %s dropped: %s", job.id, err)
                 return
-            raise
+            await self._late_report(job, token, op, event_type, payload, dead, last_error, result)
+            return
         if self.after_settle is not None:
             self.after_settle(job, event_type)
+
+    async def _late_report(
+        self,
+        job: Job,
+        token: uuid.UUID,
+        op: OperationPayload,
+        event_type: str,
+        payload: bytes,
+        dead: bool,
+        last_error: str,
+        result: bytes | None,
+    ) -> None:
+        """A non-idempotent attempt reports after losing its lease (C20).
+
+        Still uncertain under this attempt's token (nobody decided yet): the
+        report IS the answer — resolve with it, atomically. Otherwise the fence
+        refuses it and it is kept as a ledger event for a person to reconcile.
+        """
+        resolved = encode_event(
+            OperationResolved(
+                scheduled_seq=op.seq,
+                decision="fail" if dead else "complete",
+                decided_by=f"late report of attempt {job.attempt}",
+                note="the attempt reported after its lease had expired",
+            )
+        )
+        try:
+            await retry_transient(
+                lambda: self.store.accept_late_report(
+                    job.id,
+                    token,
+                    event_type,
+                    payload,
+                    resolved_event=resolved,
+                    dead=dead,
+                    last_error=last_error,
+                    result=result,
+                )
+            )
+        except Exception as err:
+            if not is_not_found(err):
+                raise
+            await self._late_ignored(job, event_type, payload, why=str(err))
+            return
+        log.warning("late report of operation %s accepted (nobody had decided)", job.id)
+        if self.after_settle is not None:
+            self.after_settle(job, event_type)
+
+    async def _late_ignored(self, job: Job, event_type: str, payload: bytes, *, why: str) -> None:
+        log.warning("late outcome of operation %s ignored: %s", job.id, why)
+        await retry_transient(
+            lambda: self.store.record_late_outcome(
+                job.id, job.attempt, event_type, payload, why=why
+            )
+        )

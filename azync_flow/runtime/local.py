@@ -77,7 +77,8 @@ class LocalRuntime:
 
     async def maintain_once(self, stalled_after: timedelta = timedelta(minutes=5)) -> int:
         """One round of the workflow maintenance a leader runs: promote due jobs,
-        park lease-expired non-idempotent operations as uncertain, and give
+        park lease-expired non-idempotent operations as uncertain (and ask their
+        reconcile hooks), and give
         stalled executions (running, nothing scheduled) a workflow task.
 
         Returns:
@@ -85,6 +86,7 @@ class LocalRuntime:
         """
         done = int(await self.store.promote_workflow_jobs())
         done += len(await self.store.reap_uncertain_operations(uncertain_event))
+        done += await self.activities.reconciler.run_once()
         for stalled in await self.store.list_stalled_workflows(stalled_after, 100):
             await self.store.schedule_task(stalled.id)
             done += 1
@@ -124,7 +126,8 @@ class LocalRuntime:
         worker.maintain_source(Source.WORKFLOW)
 
         async def reap_uncertain() -> int:
-            return len(await self.store.reap_uncertain_operations(uncertain_event))
+            parked = len(await self.store.reap_uncertain_operations(uncertain_event))
+            return parked + await self.activities.reconciler.run_once()  # reconcile hooks
 
         async def repair_stalled() -> int:
             stalled = await self.store.list_stalled_workflows(timedelta(minutes=5), 100)
