@@ -16,12 +16,13 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from azync_flow.errors import AzyncError, PayloadError
+from azync_flow.errors import AzyncError, PayloadError, UnknownWorkflowError
 from azync_flow.store.errors import ConflictError, NotFoundError, StoreError
 
 from . import _ops, _worker, _workflow
 from ._common import (
     EXIT_CONFLICT,
+    EXIT_FAILED,
     EXIT_INTERNAL,
     EXIT_NOT_FOUND,
     EXIT_TIMEOUT,
@@ -56,7 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
 def _replay(rest: list[str]) -> int:
     from azync_flow.replay.__main__ import main as replay_main
 
-    return int(replay_main(rest) or 0)
+    try:
+        return int(replay_main(rest) or 0)
+    except (KeyError, UnknownWorkflowError) as exc:
+        raise CliError(
+            f"a history names workflow {exc}, which the given definitions do not include",
+            EXIT_FAILED,
+        ) from None
+    except (ImportError, AttributeError) as exc:
+        raise CliError(f"cannot load the workflow definitions: {exc}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
