@@ -139,7 +139,9 @@ async def _cancel(args: argparse.Namespace) -> int:
 async def _result(args: argparse.Namespace) -> int:
     async with connect(args) as store:
         try:
-            value = await Client(store).get_handle(parse_id(args.id)).result(timeout=args.timeout)
+            value: Any = (
+                await Client(store).get_handle(parse_id(args.id)).result(timeout=args.timeout)
+            )
         except (WorkflowFailedError, WorkflowCancelledError) as exc:
             emit(
                 {
