@@ -168,7 +168,12 @@ class ActivityRunner:
                     f"over the limit of {self.max_payload_bytes}"
                 )
         except asyncio.CancelledError:
-            raise  # lease lost or shutdown: do not settle
+            # lease lost or shutdown: do not settle. A non-idempotent call cut off
+            # mid-flight may have taken effect: park it instead of letting the
+            # worker release it for a blind re-run.
+            if not op.idempotent:
+                await self._park_cancelled(job, token)
+            raise
         except Uncertain as exc:
             await self._uncertain(job, token, exc)
             return
@@ -220,6 +225,16 @@ class ActivityRunner:
         await self._settle(
             job, token, *encode_event(event), dead=True, last_error=description, op=op
         )
+
+    async def _park_cancelled(self, job: Job, token: uuid.UUID) -> None:
+        reason = "the attempt was cancelled mid-call (worker shutdown or lost lease)"
+        try:
+            event_type, payload = uncertain_event(job, reason)
+            await self.store.mark_uncertain(
+                job.id, token, reason, event_type=event_type, payload=payload
+            )
+        except Exception as err:  # lease already gone: the reaper decides
+            log.info("could not park cancelled operation %s: %s", job.id, err)
 
     async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> None:
         """Park the operation as uncertain (suspends the execution), never retry it;
