@@ -16,6 +16,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+import asyncpg
+
 from azync_flow.errors import AzyncError, PayloadError, UnknownWorkflowError
 from azync_flow.store.errors import ConflictError, NotFoundError, StoreError
 
@@ -93,6 +95,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), EXIT_USAGE, debug)
     except TimeoutError as exc:
         return _fail(str(exc) or "timed out", EXIT_TIMEOUT, debug)
+    except asyncpg.UndefinedTableError:
+        where = f"schema {args.schema!r}" if getattr(args, "schema", "") else "the database"
+        return _fail(
+            f"{where} has no azync_flow tables; run `azync-flow migrate` first (or check --schema)",
+            EXIT_UNAVAILABLE,
+            debug,
+        )
+    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as exc:
+        return _fail(f"database connection failed: {exc}", EXIT_UNAVAILABLE, debug)
     except KeyboardInterrupt:
         return 130
     except SystemExit as exc:  # replay's own usage errors

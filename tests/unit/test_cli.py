@@ -180,19 +180,21 @@ async def test_unknown_and_malformed_ids_are_clear_errors(cli: Cli) -> None:
     assert code == 3
 
 
-async def test_bad_or_missing_dsn_is_exit_5_without_traceback(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+async def test_bad_or_missing_dsn_or_unmigrated_schema_is_exit_5_without_traceback(
+    pg_dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AZYNC_DSN", raising=False)
     for argv in (
         ["uncertain", "list", "--dsn", "postgresql://nobody@127.0.0.1:1/none"],
         ["uncertain", "list", "--dsn", "this is not a dsn"],
         ["queue", "stats"],
+        ["uncertain", "list", "--dsn", pg_dsn, "--schema", "no_such_schema_here"],
     ):
         assert await asyncio.to_thread(main, argv) == 5
         err = capsys.readouterr().err
         assert err.startswith("azync-flow: error: ")
         assert "Traceback" not in err
+    assert "run `azync-flow migrate` first" in err
 
 
 async def test_workflow_start_signal_describe_history_result_list(
