@@ -1,5 +1,14 @@
 """azync_flow: durable execution for Python on PostgreSQL."""
 
+from azync_flow.dag import (
+    DAG,
+    DAGClient,
+    DAGValidationError,
+    NotReady,
+    Skip,
+    TaskContext,
+    attach_dags,
+)
 from azync_flow.errors import (
     ActivityError,
     AzyncError,
@@ -11,6 +20,7 @@ from azync_flow.errors import (
 from azync_flow.replay import Replayer
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.uncertain import Reconciled
+from azync_flow.worker import Worker
 from azync_flow.workflow import (
     ActivityOptions,
     Registry,
@@ -20,18 +30,26 @@ from azync_flow.workflow import (
 )
 
 __all__ = [
+    "DAG",
     "ActivityError",
     "ActivityOptions",
     "AzyncError",
+    "DAGClient",
+    "DAGValidationError",
     "NonDeterminismError",
+    "NotReady",
     "Reconciled",
     "Registry",
     "Replayer",
     "RetryPolicy",
+    "Skip",
+    "TaskContext",
     "Uncertain",
+    "Worker",
     "WorkflowCancelledError",
     "WorkflowContext",
     "WorkflowFailedError",
     "activity",
+    "attach_dags",
     "workflow",
 ]

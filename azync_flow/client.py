@@ -11,11 +11,14 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import builtins
+import contextlib
+import logging
 import time
 import typing
 import uuid
-from datetime import timedelta
-from typing import Any, Generic, Protocol, TypeVar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from azync_flow.errors import (
     WorkflowCancelledError,
@@ -26,17 +29,28 @@ from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.events import HistoryEntry
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
+from azync_flow.runtime.job_tracing import traced_meta
 from azync_flow.runtime.uncertain import UncertainOperationView, resolve_operation
 from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
+    EnqueueParams,
     SignalParams,
     WorkflowExecutionView,
     WorkflowStartParams,
     WorkflowState,
 )
+from azync_flow.telemetry import RunEvent, RunKind, RunTracer
 from azync_flow.workflow import WorkflowDefinition
 
-__all__ = ["Client", "IdempotencyConflictError", "WorkflowHandle"]
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+__all__ = ["Client", "ExecutionPage", "IdempotencyConflictError", "WorkflowHandle"]
+
+log = logging.getLogger("azync_flow.client")
+
+#: Sent by the done-stream after a reconnect: re-check every waiter.
+RESET = uuid.UUID(int=0)
 
 R = TypeVar("R")
 
@@ -49,7 +63,9 @@ class IdempotencyConflictError(ConflictError, WorkflowError):
 
 
 class ClientStore(Protocol):
-    async def start_workflow(self, p: WorkflowStartParams, **kw: Any) -> tuple[bool, uuid.UUID]: ...
+    async def start_workflow(
+        self, p: WorkflowStartParams, *, trace_context: dict[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID]: ...
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView: ...
     async def signal_workflow(self, p: SignalParams) -> bool: ...
     async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
@@ -63,6 +79,13 @@ class ClientStore(Protocol):
     ) -> list[Any]: ...
 
 
+class ExecutionPage(NamedTuple):
+    """One page of :meth:`Client.list`."""
+
+    executions: list[WorkflowExecutionView]
+    next_cursor: tuple[datetime, uuid.UUID] | None
+
+
 class Client:
     """Starts and addresses workflow executions through a store.
 
@@ -72,10 +95,97 @@ class Client:
     """
 
     def __init__(
-        self, store: ClientStore, *, poll_interval: timedelta = timedelta(milliseconds=200)
+        self,
+        store: ClientStore,
+        *,
+        poll_interval: timedelta = timedelta(milliseconds=200),
+        fallback_poll: timedelta = timedelta(seconds=5),
+        tracer_provider: TracerProvider | None = None,
     ):
         self.store = store
         self.poll_interval = poll_interval.total_seconds()
+        self.fallback_poll = fallback_poll.total_seconds()
+        self.tracer = RunTracer(tracer_provider)
+        self._watcher = _DoneWatcher(store)
+        #: ``result`` waits ended by a wake-up (not by the fallback re-read); a test hook.
+        self.wakeups = 0
+
+    async def close(self) -> None:
+        """Release the LISTEN connection (only open while a ``result`` waits)."""
+        await self._watcher.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def enqueue(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        meta: dict[str, str] | None = None,
+        **options: Any,
+    ) -> uuid.UUID | None:
+        """Enqueue a plain queue job, carrying the caller's trace context in ``meta``
+        (a worker with ``trace_jobs()`` makes its attempt spans children of the caller's).
+
+        Args:
+            kind: the handler kind.
+            payload: a msgspec-encodable value.
+            meta: string annotations.
+            **options: more ``EnqueueParams`` fields (``delay``, ``run_at``,
+                ``max_attempts``, ``idempotency_key``, ...).
+
+        Returns:
+            The job id, or None when deduplicated by its idempotency key.
+
+        Raises:
+            PayloadEncodeError: ``payload`` is not JSON-encodable.
+        """
+        job_id = options.pop("id", None) or uuid.uuid4()
+        params = EnqueueParams(
+            id=job_id,
+            kind=kind,
+            payload=encode_value(payload, f"payload of job {kind!r}"),
+            meta=traced_meta(meta),
+            **options,
+        )
+        inserted = await self.store.enqueue(params)  # type: ignore[attr-defined]
+        return job_id if inserted else None
+
+    async def list(
+        self,
+        workflow: WorkflowDefinition[Any, Any] | str | None = None,
+        *,
+        state: WorkflowState | str | None = None,
+        limit: int = 50,
+        cursor: tuple[datetime, uuid.UUID] | None = None,
+    ) -> ExecutionPage:
+        """Executions, newest first, optionally of one workflow and/or state.
+
+        Args:
+            workflow: a ``@workflow`` definition or a workflow name.
+            state: running, suspended, succeeded, failed or cancelled.
+            limit: page size.
+            cursor: ``page.next_cursor`` of the previous page.
+
+        Returns:
+            An :class:`ExecutionPage`; ``next_cursor`` is None on the last page.
+
+        Raises:
+            ValueError: an unknown state or ``limit`` < 1.
+        """
+        name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
+        rows = await self.store.list_workflow_executions(  # type: ignore[attr-defined]
+            name=name, state=state, limit=limit + 1, before=cursor
+        )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = rows[-1] if rows else None
+        next_cursor = (last.created_at, last.id) if more and last is not None else None
+        return ExecutionPage(rows, next_cursor)
 
     async def start(
         self,
@@ -98,15 +208,19 @@ class Client:
             PayloadEncodeError: the input is not JSON-encodable.
         """
         data = workflow.encode_input(input)
+        run_id = id or uuid.uuid4()
         params = WorkflowStartParams(
-            id=id or uuid.uuid4(),
+            id=run_id,
             name=workflow.name,
             input=data,
             version=workflow.version,
             business_idempotency_key=idempotency_key,
             meta=meta or {},
         )
-        inserted, wid = await self.store.start_workflow(params)
+        # The run's trace: a short start span under the caller's span; its context
+        # is stored with the execution (a deduplicated start keeps the stored one).
+        carrier = self.tracer.start_run_span(RunKind.WORKFLOW, workflow.name, run_id)
+        inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
         if not inserted:
             existing = await self.store.get_workflow_execution(wid)
             if existing.name != workflow.name or existing.input != data:
@@ -118,7 +232,7 @@ class Client:
 
     async def list_uncertain(
         self, workflow_id: uuid.UUID | None = None, limit: int = 100
-    ) -> list[UncertainOperationView]:
+    ) -> builtins.list[UncertainOperationView]:
         """Operations waiting for a decision (oldest first), optionally of one
         execution: workflow, activity, input, since when and why (docs/uncertain.md)."""
         ops = await self.store.list_uncertain_operations(limit=limit, workflow_id=workflow_id)
@@ -152,7 +266,7 @@ class Client:
             ConflictError: already resolved (e.g. by a concurrent resolver); nothing changed.
         """
         op_id = getattr(operation_id, "job_id", operation_id)
-        await resolve_operation(
+        resolved_op = await resolve_operation(
             self.store,  # type: ignore[arg-type]
             op_id,
             decision,
@@ -160,6 +274,22 @@ class Client:
             error=error,
             note=note,
             decided_by=decided_by,
+        )
+        await self._uncertain_resolved_event(resolved_op, operation_id, decision)
+
+    async def _uncertain_resolved_event(self, resolved: Any, operation: Any, decision: str) -> None:
+        """Record the decision as an ``uncertain.resolved`` run event on the run's trace."""
+        run_id = getattr(resolved, "workflow_id", None) or getattr(operation, "workflow_id", None)
+        load = getattr(self.store, "load_workflow_task", None)
+        if run_id is None or load is None:
+            return
+        state = await load(run_id, after_seq=2**31 - 1)  # the row only, no history
+        self.tracer.run_event(
+            state.trace_context,
+            RunEvent.UNCERTAIN_RESOLVED,
+            run_id=run_id,
+            subject=getattr(operation, "activity", None) or None,
+            attributes={"azync.resolution": decision},
         )
 
     def get_handle(
@@ -236,7 +366,11 @@ class WorkflowHandle(Generic[R]):
     async def result(self, timeout: timedelta | float | None = None) -> R:  # noqa: ASYNC109
         """Wait for the execution to finish and return its result.
 
-        Polls with a growing pause (up to the client's ``poll_interval``).
+        Waits on change wake-ups: a terminal transition commits a
+        ``NOTIFY 'workflow.done:<id>'`` that the client's shared LISTEN
+        connection turns into a wake-up of this waiter. The row is re-read
+        every ``fallback_poll`` seconds in case a notification was lost (and
+        with a growing pause up to ``poll_interval`` when the store cannot listen).
 
         Raises:
             WorkflowFailedError: the workflow raised.
@@ -245,18 +379,117 @@ class WorkflowHandle(Generic[R]):
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         deadline = None if seconds is None else time.monotonic() + seconds
+        view = await self.describe()
+        if view.state in _TERMINAL:
+            return self._outcome(view)
+        watcher = self.client._watcher
+        woken, listening = await watcher.acquire(self.id)
         pause = 0.002
-        while True:
-            view = await self.describe()
-            if view.state == WorkflowState.SUCCEEDED:
-                result_type = self.workflow.result_type if self.workflow else Any
-                value = decode_value(view.result or b"null", result_type, "workflow result")
-                return typing.cast(R, value)
-            if view.state == WorkflowState.FAILED:
-                raise WorkflowFailedError(self.id, "WorkflowFailed", view.failure_reason)
-            if view.state == WorkflowState.CANCELLED:
-                raise WorkflowCancelledError(self.id, view.failure_reason)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"workflow {self.id} still {view.state} after {seconds}s")
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, self.client.poll_interval)
+        try:
+            while True:
+                woken.clear()
+                view = await self.describe()
+                if view.state in _TERMINAL:
+                    return self._outcome(view)
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    raise TimeoutError(f"workflow {self.id} still {view.state} after {seconds}s")
+                if listening:
+                    wait = self.client.fallback_poll
+                else:
+                    wait = pause
+                    pause = min(pause * 2, self.client.poll_interval)
+                if deadline is not None:
+                    wait = min(wait, deadline - now)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await woken.wait()
+                if woken.is_set():
+                    self.client.wakeups += 1
+        finally:
+            await watcher.release(self.id, woken)
+
+    def _outcome(self, view: WorkflowExecutionView) -> R:
+        if view.state == WorkflowState.SUCCEEDED:
+            result_type = self.workflow.result_type if self.workflow else Any
+            value = decode_value(view.result or b"null", result_type, "workflow result")
+            return typing.cast(R, value)
+        if view.state == WorkflowState.FAILED:
+            raise WorkflowFailedError(self.id, "WorkflowFailed", view.failure_reason)
+        raise WorkflowCancelledError(self.id, view.failure_reason)
+
+
+_TERMINAL = (WorkflowState.SUCCEEDED, WorkflowState.FAILED, WorkflowState.CANCELLED)
+
+
+class _DoneWatcher:
+    """One LISTEN connection per client while handles wait in
+    :meth:`WorkflowHandle.result`, fanning ``workflow.done`` notifications out to
+    them; it is closed again when the last waiter leaves (no idle connection)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.waiters: dict[uuid.UUID, set[asyncio.Event]] = {}
+        self.sub: Any = None
+        self.task: asyncio.Task[None] | None = None
+        self.unavailable = False
+        self._lock = asyncio.Lock()
+
+    async def acquire(self, run_id: uuid.UUID) -> tuple[asyncio.Event, bool]:
+        """Register a waiter; returns its event and whether wake-ups will come
+        (False: the store cannot LISTEN, poll instead)."""
+        async with self._lock:
+            event = asyncio.Event()
+            self.waiters.setdefault(run_id, set()).add(event)
+            return event, await self._ensure()
+
+    async def release(self, run_id: uuid.UUID, event: asyncio.Event) -> None:
+        async with self._lock:
+            events = self.waiters.get(run_id)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del self.waiters[run_id]
+            if not self.waiters:
+                await self._close()
+
+    async def _ensure(self) -> bool:
+        if self.task is not None and not self.task.done():
+            return True
+        if self.unavailable:
+            return False
+        subscribe = getattr(self.store, "workflow_done_events", None)
+        try:
+            self.sub = await subscribe() if subscribe is not None else None
+        except Exception as err:
+            log.warning("cannot LISTEN for finished workflows (%s); polling instead", err)
+            self.sub = None
+        if self.sub is None:
+            self.unavailable = True
+            return False
+        self.task = asyncio.create_task(self._pump(), name="azync-client-done-pump")
+        return True
+
+    async def _pump(self) -> None:
+        async for run_id in self.sub:
+            targets = (
+                [e for events in self.waiters.values() for e in events]
+                if run_id == RESET
+                else list(self.waiters.get(run_id, ()))
+            )
+            for event in targets:
+                event.set()
+
+    async def _close(self) -> None:
+        sub, task = self.sub, self.task
+        self.sub = self.task = None
+        if sub is not None:
+            await sub.close()
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._close()

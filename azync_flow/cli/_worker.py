@@ -23,7 +23,6 @@ import types
 from datetime import timedelta
 from typing import Any
 
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store import Config, Source
 from azync_flow.store.postgres import open_store
 from azync_flow.worker import Worker
@@ -93,7 +92,7 @@ async def build_worker(obj: Any, args: argparse.Namespace) -> Worker:
     worker = Worker(store, concurrency=args.concurrency, lease=lease, maintain=(Source.QUEUE,))
     try:
         if workflows or activities:
-            LocalRuntime(store, Registry(workflows, activities), lease=lease).attach(worker)
+            worker.register_workflows(workflows, activities)
         for kind, handler in handlers.items():
             worker.register(kind, handler)
     except (TypeError, ValueError) as exc:

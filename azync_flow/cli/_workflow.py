@@ -158,21 +158,8 @@ async def _list(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError("--limit must be at least 1")
     async with connect(args) as store:
-        lister = getattr(Client(store), "list", None)
-        if lister is not None:  # the client's listing, when it has one
-            views = await lister(state=args.state, name=args.name or None, limit=args.limit)
-            emit(views)
-            return EXIT_OK
-        rows = await store.pool.fetch(
-            "SELECT id, name, version, state, created_at, updated_at, completed_at,"
-            " suspend_reason FROM azync_workflow_executions"
-            " WHERE ($1::text IS NULL OR state = $1) AND ($2 = '' OR name = $2)"
-            " ORDER BY created_at DESC, id LIMIT $3",
-            args.state,
-            args.name,
-            args.limit,
-        )
-    emit([dict(r) for r in rows])
+        page = await Client(store).list(args.name or None, state=args.state, limit=args.limit)
+    emit(page.executions)
     return EXIT_OK
 
 

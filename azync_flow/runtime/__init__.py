@@ -1,7 +1,24 @@
-"""Runtime glue between the store and the replay engine: workflow tasks and activities."""
+"""Runtime glue between the store and the replay engine: workflow tasks and activities.
+
+The one way to run workflows is a :class:`~azync_flow.worker.Worker` with the
+workflow runtime registered: ``worker.register_workflows(workflows, activities)``.
+"""
 
 from azync_flow.runtime.activity_runner import ActivityRunner, current_activity
 from azync_flow.runtime.local import LocalRuntime
+from azync_flow.runtime.worker_runtime import (
+    WORKFLOW_LEADERSHIP,
+    WorkflowRuntime,
+    register_workflows,
+)
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 
-__all__ = ["ActivityRunner", "LocalRuntime", "WorkflowRunner", "current_activity"]
+__all__ = [
+    "WORKFLOW_LEADERSHIP",
+    "ActivityRunner",
+    "LocalRuntime",
+    "WorkflowRunner",
+    "WorkflowRuntime",
+    "current_activity",
+    "register_workflows",
+]

@@ -39,9 +39,15 @@ def decode_operation(payload: bytes) -> OperationPayload:
 
 
 def operation_params(
-    workflow_id: object, workflow_name: str, command: ScheduleActivity
+    workflow_id: object,
+    workflow_name: str,
+    command: ScheduleActivity,
+    carrier: dict[str, str] | None = None,
 ) -> ScheduleOperationParams:
-    """Build the ``schedule_operation`` arguments for one ScheduleActivity command."""
+    """Build the ``schedule_operation`` arguments for one ScheduleActivity command.
+
+    ``carrier`` (the run's W3C trace context) travels in the job's meta so each
+    attempt's span joins the run's trace without another read."""
     options = command.options
     payload = OperationPayload(
         seq=command.seq,
@@ -59,6 +65,7 @@ def operation_params(
         payload=msgspec.json.encode(payload),
         execution_key=f"{workflow_id}/{command.seq}",
         meta={
+            **(carrier or {}),
             "workflow_name": workflow_name,
             "activity": command.name,
             "idempotent": "true" if payload.idempotent else "false",

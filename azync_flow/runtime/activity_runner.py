@@ -37,16 +37,16 @@ from azync_flow.errors import PayloadError, Uncertain, UnknownWorkflowError
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
-    OperationResolved,
     encode_event,
 )
 from azync_flow.replay.outcome import sanitize_text
 from azync_flow.retry import RetryDecision, describe_error
 from azync_flow.runtime._operations import OperationPayload, decode_operation
 from azync_flow.runtime._transient import retry_transient
-from azync_flow.runtime.uncertain import Reconciler, uncertain_event
+from azync_flow.runtime.uncertain import Reconciler, resolution_events, uncertain_event
 from azync_flow.store.errors import is_not_found
 from azync_flow.store.types import Job
+from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunEvent, RunTracer
 from azync_flow.workflow import Registry
 
 __all__ = ["ActivityInfo", "ActivityRunner", "current_activity"]
@@ -72,6 +72,7 @@ class ActivityInfo:
         self._lease = lease
         self._store = store
         self._token = token
+        self._heartbeat_timeout = op.heartbeat_timeout
         self._extend_by = op.heartbeat_timeout or op.start_to_close or timedelta(seconds=30)
 
     async def heartbeat(self) -> None:
@@ -81,7 +82,8 @@ class ActivityInfo:
             NotFoundError / LeaseLost: the attempt no longer owns the job; stop.
         """
         if self._lease is not None:
-            await self._lease.extend()
+            # the activity's own heartbeat timeout, else the loop's lease
+            await self._lease.extend(self._heartbeat_timeout)
         else:
             await self._store.extend_lease(self.job.id, self._token, self._extend_by)
 
@@ -122,12 +124,18 @@ class ActivityRunner:
         *,
         max_payload_bytes: int | None = None,
         reconciler: Reconciler | None = None,
+        tracer: RunTracer | None = None,
     ) -> None:
         self.store = store
+        self.tracer = tracer or RunTracer()
         self.registry = registry
         self.max_payload_bytes = max_payload_bytes
-        self.reconciler = reconciler or Reconciler(store, registry)  # type: ignore[arg-type]
+        #: Reconcile hooks (inline after parking; the leader's maintenance runs
+        #: ``reconciler.run_once``). None: park only, never call hooks.
+        self.reconciler: Reconciler | None = reconciler or Reconciler(store, registry)  # type: ignore[arg-type]
         self.attempts = 0
+        #: Reports dropped because another attempt or a decision owned the operation (C20).
+        self.late_ignored = 0
         #: Fault-injection point for tests: called with (job, event type) right
         #: after an operation's outcome was committed.
         self.after_settle: Callable[[Job, str], Any] | None = None
@@ -137,15 +145,40 @@ class ActivityRunner:
         await self.run_operation(job, lease.token, lease)
 
     async def run_operation(self, job: Job, token: uuid.UUID, lease: Any = None) -> None:
-        """Run one attempt of a leased operation job and settle it."""
+        """Run one attempt of a leased operation job and settle it.
+
+        The attempt is one ``activity <name>`` span (child of the run's start
+        span, from the trace context in the job's meta) with its outcome:
+        succeeded, retried (with the delay), dead or uncertain. The activity
+        runs inside it, so its own spans nest under the attempt.
+        """
         assert job.run_id is not None
         assert job.payload is not None
         op = decode_operation(job.payload)
         self.attempts += 1
+        async with self.tracer.attempt_span(
+            AttemptKind.ACTIVITY,
+            op.activity,
+            carrier=job.meta,
+            run_id=job.run_id,
+            attempt=job.attempt,
+            workflow_name=job.meta.get("workflow_name"),
+            seq=op.seq,
+        ) as span:
+            await self._attempt(job, token, op, lease, span)
+
+    async def _attempt(
+        self, job: Job, token: uuid.UUID, op: OperationPayload, lease: Any, span: AttemptSpan
+    ) -> None:
         try:
             defn = self.registry.activity(job.kind)
         except UnknownWorkflowError as err:
-            await self.store.reschedule(job.id, token, timedelta(seconds=5), describe_error(err))
+            # Not registered on this worker (a loop only leases registered kinds,
+            # so this is a version skew): leave it for a worker that has it.
+            span.record_failure(err)
+            delay = timedelta(seconds=5)
+            await self.store.reschedule(job.id, token, delay, describe_error(err))
+            span.set_outcome(Outcome.RETRIED, retry_delay=delay)
             return
         info = ActivityInfo(job, op, lease, self.store, token)
         reset = _current.set(info)
@@ -175,20 +208,24 @@ class ActivityRunner:
                 await self._park_cancelled(job, token)
             raise
         except Uncertain as exc:
-            await self._uncertain(job, token, exc)
+            span.record_failure(exc)
+            if await self._uncertain(job, token, exc):
+                span.set_outcome(Outcome.UNCERTAIN)
             return
         except Exception as exc:
-            await self._failed(job, token, op, exc)
+            span.record_failure(exc)
+            await self._failed(job, token, op, exc, span)
             return
         finally:
             _current.reset(reset)
         event = ActivityCompleted(
             scheduled_seq=op.seq, result=msgspec.Raw(result), attempts=job.attempt
         )
-        await self._settle(job, token, *encode_event(event), op=op, result=result)
+        if await self._settle(job, token, *encode_event(event), op=op, result=result):
+            span.set_outcome(Outcome.SUCCEEDED)
 
     async def _failed(
-        self, job: Job, token: uuid.UUID, op: OperationPayload, exc: Exception
+        self, job: Job, token: uuid.UUID, op: OperationPayload, exc: Exception, span: AttemptSpan
     ) -> None:
         retry = op.retry
         if isinstance(exc, PayloadError):
@@ -213,8 +250,10 @@ class ActivityRunner:
                         attempts=job.attempt,
                     )
                     await self._late_ignored(
-                        job, *encode_event(event), why="retryable failure reported late"
+                        job, op, *encode_event(event), why="retryable failure reported late"
                     )
+                return
+            span.set_outcome(Outcome.RETRIED, retry_delay=delay)
             return
         event = ActivityFailed(
             scheduled_seq=op.seq,
@@ -222,9 +261,10 @@ class ActivityRunner:
             message=sanitize_text(str(exc))[:8192],
             attempts=job.attempt,
         )
-        await self._settle(
+        if await self._settle(
             job, token, *encode_event(event), dead=True, last_error=description, op=op
-        )
+        ):
+            span.set_outcome(Outcome.DEAD)
 
     async def _park_cancelled(self, job: Job, token: uuid.UUID) -> None:
         reason = "the attempt was cancelled mid-call (worker shutdown or lost lease)"
@@ -236,9 +276,9 @@ class ActivityRunner:
         except Exception as err:  # lease already gone: the reaper decides
             log.info("could not park cancelled operation %s: %s", job.id, err)
 
-    async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> None:
+    async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> bool:
         """Park the operation as uncertain (suspends the execution), never retry it;
-        then ask its reconcile hook, if it has one."""
+        then ask its reconcile hook, if it has one. Returns False when the lease was lost."""
         reason = describe_error(exc)
         try:
             event_type, payload = uncertain_event(job, reason)
@@ -248,12 +288,13 @@ class ActivityRunner:
         except Exception as err:
             if not is_not_found(err):
                 raise
-            return
+            return False
         if self.reconciler is not None and job.kind in self.reconciler.kinds():
             try:
                 await self.reconciler.reconcile_id(job.id)
             except Exception:  # the leader's maintenance retries the hook later
                 log.exception("inline reconcile of operation %s failed", job.id)
+        return True
 
     async def _settle(
         self,
@@ -266,7 +307,17 @@ class ActivityRunner:
         last_error: str = "",
         op: OperationPayload | None = None,
         result: bytes | None = None,
-    ) -> None:
+    ) -> bool:
+        """Record the attempt's outcome. Returns False when the report came too late.
+
+        A late report (scenario C20) is never applied twice: when the attempt
+        was parked uncertain (its worker was presumed dead) and no decision was
+        made yet, the attempt's real outcome resolves it, atomically
+        (``store.accept_late_report``); when the operation was re-leased, reaped
+        or already resolved, the report is dropped and logged as "late outcome
+        ignored" (``late_ignored`` counts them) and, for a non-idempotent
+        operation, kept as a ledger event for a person (``record_late_outcome``).
+        """
         try:
             await retry_transient(
                 lambda: self.store.complete_operation(
@@ -276,38 +327,33 @@ class ActivityRunner:
         except Exception as err:
             if not is_not_found(err):
                 raise
-            if op is None or op.idempotent:  # stale report: another attempt owns the job now
-                log.warning("stale completion of operation %s dropped: %s", job.id, err)
-                return
-            await self._late_report(job, token, op, event_type, payload, dead, last_error, result)
-            return
+            return await self._late_report(
+                job, token, op, event_type, payload, dead, last_error, result
+            )
         if self.after_settle is not None:
             self.after_settle(job, event_type)
+        return True
 
     async def _late_report(
         self,
         job: Job,
         token: uuid.UUID,
-        op: OperationPayload,
+        op: OperationPayload | None,
         event_type: str,
         payload: bytes,
         dead: bool,
         last_error: str,
         result: bytes | None,
-    ) -> None:
-        """A non-idempotent attempt reports after losing its lease (C20).
-
-        Still uncertain under this attempt's token (nobody decided yet): the
-        report IS the answer — resolve with it, atomically. Otherwise the fence
-        refuses it and it is kept as a ledger event for a person to reconcile.
-        """
-        resolved = encode_event(
-            OperationResolved(
-                scheduled_seq=op.seq,
-                decision="fail" if dead else "complete",
-                decided_by=f"late report of attempt {job.attempt}",
-                note="the attempt reported after its lease had expired",
-            )
+    ) -> bool:
+        if op is None:
+            op = decode_operation(job.payload or b"{}")
+        resolved, _ = resolution_events(
+            op.seq,
+            "fail" if dead else "complete",
+            result=b"null" if dead else (result if result is not None else b"null"),
+            error=last_error,
+            decided_by=f"late report of attempt {job.attempt}",
+            note="the attempt reported after its lease had expired",
         )
         try:
             await retry_transient(
@@ -319,22 +365,50 @@ class ActivityRunner:
                     resolved_event=resolved,
                     dead=dead,
                     last_error=last_error,
-                    result=result,
+                    result=None if dead else result,
                 )
             )
         except Exception as err:
             if not is_not_found(err):
                 raise
-            await self._late_ignored(job, event_type, payload, why=str(err))
-            return
-        log.warning("late report of operation %s accepted (nobody had decided)", job.id)
+            await self._late_ignored(job, op, event_type, payload, why=str(err))
+            return False
+        self.tracer.run_event(
+            job.meta,
+            RunEvent.UNCERTAIN_RESOLVED,
+            run_id=job.run_id or job.id,
+            subject=op.activity,
+            attributes={"azync.resolution": "fail" if dead else "complete", "azync.seq": op.seq},
+        )
+        log.warning(
+            "late report of attempt %d resolved uncertain operation %s (%s) as %s",
+            job.attempt,
+            job.id,
+            op.activity,
+            "failed" if dead else "completed",
+        )
         if self.after_settle is not None:
             self.after_settle(job, event_type)
+        return True
 
-    async def _late_ignored(self, job: Job, event_type: str, payload: bytes, *, why: str) -> None:
-        log.warning("late outcome of operation %s ignored: %s", job.id, why)
-        await retry_transient(
-            lambda: self.store.record_late_outcome(
-                job.id, job.attempt, event_type, payload, why=why
-            )
+    async def _late_ignored(
+        self, job: Job, op: OperationPayload, event_type: str, payload: bytes, *, why: str
+    ) -> None:
+        """Drop a report another attempt or a decision owns (C20); a non-idempotent
+        operation's report is kept as a ``late_outcome_ignored`` ledger event."""
+        self.late_ignored += 1
+        log.warning(
+            "late outcome ignored: attempt %d of operation %s (%s) reported %s after "
+            "its lease was lost; another attempt or a decision owns it (%s)",
+            job.attempt,
+            job.id,
+            op.activity,
+            event_type,
+            why,
         )
+        if not op.idempotent:
+            await retry_transient(
+                lambda: self.store.record_late_outcome(
+                    job.id, job.attempt, event_type, payload, why=why
+                )
+            )

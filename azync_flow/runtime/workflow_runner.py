@@ -22,6 +22,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol
 
+from opentelemetry import context as otel_context
+
 from azync_flow.errors import UnknownWorkflowError
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.outcome import BufferedSignal, PassOutcome, PassStatus, WorkflowInfo
@@ -31,6 +33,15 @@ from azync_flow.runtime._operations import operation_params
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.store.errors import ConflictError, is_not_found
 from azync_flow.store.types import Job, WorkflowState
+from azync_flow.telemetry import (
+    ATTR_SEQ,
+    AttemptKind,
+    AttemptSpan,
+    Outcome,
+    RunEvent,
+    RunTracer,
+    suppressed_context,
+)
 from azync_flow.workflow import Registry
 
 __all__ = ["WorkflowRunner", "WorkflowTaskStore"]
@@ -78,14 +89,17 @@ class WorkflowRunner:
         cache_size: int = 1000,
         max_payload_bytes: int | None = None,
         task_context: Callable[[], contextvars.Context] | None = None,
+        tracer: RunTracer | None = None,
     ) -> None:
         self.store = store
-        self.task_context = task_context
+        self.task_context = task_context or suppressed_task_context
         self.registry = registry
         self.cache = InstanceCache(cache_size)
         self.max_payload_bytes = max_payload_bytes
+        self.tracer = tracer or RunTracer()
         self.passes = 0
         self.conflicts = 0
+        self._warned: set[str] = set()
 
     async def run(self, job: Job, lease: Any) -> None:
         """``JobRunner`` signature for ``Worker.add_loop``: ``lease.token`` fences."""
@@ -93,7 +107,12 @@ class WorkflowRunner:
 
     async def run_task(self, job: Job, token: uuid.UUID) -> PassOutcome | None:
         """Run one leased workflow task and settle it. Returns the pass outcome
-        (None when no pass ran: execution not running or commit lost)."""
+        (None when no pass ran: execution not running or commit lost).
+
+        A pass that runs makes exactly one ``workflow.task`` attempt span (child
+        of the run's start span) with its replay statistics; workflow code runs
+        with spans suppressed. After the commit, consumed signals, fired timers
+        and a cancellation are recorded as run events."""
         assert job.run_id is not None
         run_id = job.run_id
         cached = self.cache.take(run_id)
@@ -113,17 +132,40 @@ class WorkflowRunner:
                 cached.close()
             await self.store.ack(job.id, token)  # suspended or finished: nothing to do
             return None
+        async with self.tracer.attempt_span(
+            AttemptKind.WORKFLOW_TASK,
+            execution.name,
+            carrier=state.trace_context,
+            run_id=run_id,
+            attempt=job.attempt,
+            workflow_name=execution.name,
+            seq=state.next_seq,
+        ) as span:
+            outcome = await self._pass(job, token, state, cached, span)
+        if outcome is not None:
+            self._run_events(state, outcome)
+        return outcome
+
+    async def _pass(
+        self, job: Job, token: uuid.UUID, state: Any, cached: Any, span: AttemptSpan
+    ) -> PassOutcome | None:
+        execution = state.execution
+        run_id = execution.id
         try:
             defn = self.registry.workflow(execution.name)
         except UnknownWorkflowError as err:
-            await self._retry_later(job, token, err)
+            if cached is not None:
+                cached.close()
+            span.record_failure(err)
+            delay = await self._retry_later(job, token, err)
+            span.set_outcome(Outcome.RETRIED, retry_delay=delay)
             return None
         instance = cached or WorkflowInstance(
             defn,
             execution.input,
             WorkflowInfo(run_id, execution.name, execution.version, job.attempt),
             max_payload_bytes=self.max_payload_bytes,
-            task_context=self.task_context() if self.task_context else None,
+            task_context=self.task_context(),
         )
         try:
             outcome = instance.advance(
@@ -139,9 +181,46 @@ class WorkflowRunner:
         except Exception as err:  # a bug outside user code: retry the task with backoff
             instance.close()
             log.exception("workflow task %s of %s crashed", job.id, run_id)
-            await self._retry_later(job, token, err)
+            span.record_failure(err)
+            delay = await self._retry_later(job, token, err)
+            span.set_outcome(Outcome.RETRIED, retry_delay=delay)
             return None
-        return await self._commit(job, token, instance, outcome, state.next_seq)
+        span.set_pass_stats(
+            history_length=state.next_seq - 1,
+            events_replayed=outcome.events_replayed,
+            new_commands=len(outcome.new_events),
+        )
+        committed = await self._commit(
+            job, token, instance, outcome, state.next_seq, state.trace_context
+        )
+        if committed is None:
+            span.add_event("pass.conflict")
+        else:
+            span.set_outcome(Outcome.SUCCEEDED)
+            if outcome.status is PassStatus.FAILED and outcome.error is not None:
+                span.add_event("workflow.failed", {"reason": outcome.failure_reason[:1024]})
+        return committed
+
+    def _run_events(self, state: Any, outcome: PassOutcome) -> None:
+        carrier = state.trace_context
+        run_id = state.execution.id
+        names = {s.signal_id: s.name for s in state.signals}
+        for signal_id, seq in outcome.consumed_signals:
+            self.tracer.run_event(
+                carrier,
+                RunEvent.SIGNAL,
+                run_id=run_id,
+                subject=names.get(signal_id, "?"),
+                attributes={ATTR_SEQ: seq},
+            )
+        due = set(state.due_timers)
+        for seq in outcome.fired_timers:
+            if seq in due:  # cancelled timers are marked fired too; they did not fire
+                self.tracer.run_event(
+                    carrier, RunEvent.TIMER_FIRED, run_id=run_id, attributes={ATTR_SEQ: seq}
+                )
+        if outcome.status is PassStatus.CANCELLED:
+            self.tracer.run_event(carrier, RunEvent.CANCEL_REQUESTED, run_id=run_id)
 
     async def _commit(
         self,
@@ -150,11 +229,12 @@ class WorkflowRunner:
         instance: WorkflowInstance,
         outcome: PassOutcome,
         expected_next_seq: int,
+        carrier: dict[str, str] | None = None,
     ) -> PassOutcome | None:
         run_id = instance.info.execution_id
         try:
             operations = [
-                operation_params(run_id, instance.info.name, c) for c in outcome.activities
+                operation_params(run_id, instance.info.name, c, carrier) for c in outcome.activities
             ]
             await retry_transient(
                 lambda: self.store.commit_workflow_task(
@@ -183,14 +263,35 @@ class WorkflowRunner:
             instance.close()
             raise
         self.passes += 1
+        for command in outcome.activities:
+            kind = f"$op:{command.name}@{command.version}"
+            if kind not in self.registry.activities and kind not in self._warned:
+                self._warned.add(kind)
+                log.warning(
+                    "workflow %s scheduled activity %r (version %s), which is not registered "
+                    "on this worker: its operation stays pending until a worker that registers "
+                    "it runs (the execution waits; nothing is lost)",
+                    instance.info.name,
+                    command.name,
+                    command.version,
+                )
         if outcome.status is PassStatus.NONDETERMINISM:
             log.error("workflow %s suspended: %s", run_id, outcome.error)
         self.cache.put(run_id, instance)
         return outcome
 
-    async def _retry_later(self, job: Job, token: uuid.UUID, err: BaseException) -> None:
+    async def _retry_later(self, job: Job, token: uuid.UUID, err: BaseException) -> timedelta:
         delay = TASK_RETRY.delay(job.attempt)
         await self.store.reschedule(job.id, token, delay, describe_error(err))
+        return delay
+
+
+def suppressed_task_context() -> contextvars.Context:
+    """A context for a workflow's root task in which spans are dropped
+    (workflow code is replayed code; it must never emit spans)."""
+    ctx = contextvars.copy_context()
+    ctx.run(otel_context.attach, suppressed_context())
+    return ctx
 
 
 def _store_outcome(outcome: PassOutcome) -> tuple[str, Any] | None:

@@ -46,6 +46,9 @@ CANCEL_WAIT = 5.0
 #: the runner must not settle then.
 JobRunner = Callable[[Job, LeaseHandle], Awaitable[None]]
 
+#: ``async def dequeue(limit, lease) -> list[Job]``: a loop's own lease query.
+Dequeue = Callable[[int, timedelta], Awaitable[list[Job]]]
+
 
 class LoopStats:
     """Counters of one loop, for tests and metrics."""
@@ -79,6 +82,9 @@ class LeaseLoop:
         poll_interval: fallback polling period when no wake-up arrives.
         default_max_attempts: retry budget applied durably on the first lease.
         override_default: see ``DequeueParams.override_default``.
+        dequeue: ``async def (limit, lease) -> list[Job]`` replacing the
+            generic ``dequeue_batch`` (e.g. ``dequeue_workflow_tasks``, which
+            never leases two workflow tasks of one execution at once).
     """
 
     def __init__(
@@ -94,6 +100,7 @@ class LeaseLoop:
         poll_interval: timedelta,
         default_max_attempts: int = 25,
         override_default: bool = True,
+        dequeue: Dequeue | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -109,6 +116,7 @@ class LeaseLoop:
         self.poll_interval = poll_interval.total_seconds()
         self.default_max_attempts = default_max_attempts
         self.override_default = override_default
+        self.custom_dequeue = dequeue
         self.stats = LoopStats()
         self.in_flight: dict[asyncio.Task[None], LeaseHandle] = {}
         self.wake = asyncio.Event()
@@ -193,8 +201,20 @@ class LeaseLoop:
             await self._sleep_or_wake(self.poll_interval)
 
     async def _dequeue(self, limit: int) -> list[Job]:
+        if self.custom_dequeue is not None:
+            jobs = await self.custom_dequeue(limit, self.lease)
+        else:
+            jobs = await self._dequeue_batch(limit)
+        # counted once the answer is in: run_until_idle waits for a lease round
+        # to FINISH (a count taken before the await let it see a stale idle flag)
         self.stats.dequeues += 1
-        jobs = await self.store.dequeue_batch(
+        if not jobs:
+            self.stats.empty_dequeues += 1
+        self.stats.leased += len(jobs)
+        return jobs
+
+    async def _dequeue_batch(self, limit: int) -> list[Job]:
+        return await self.store.dequeue_batch(
             self.source,
             DequeueParams(
                 kind=self.kind,
@@ -204,10 +224,6 @@ class LeaseLoop:
                 override_default=self.override_default,
             ),
         )
-        if not jobs:
-            self.stats.empty_dequeues += 1
-        self.stats.leased += len(jobs)
-        return jobs
 
     async def _sleep_or_wake(self, seconds: float) -> None:
         if self._stopping or self.wake.is_set():

@@ -8,7 +8,7 @@ import functools
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 from ..retry import RetryPolicy
 from ..store.types import Source
 from ._acker import AckBatcher
-from ._loop import JobRunner, LeaseLoop
+from ._loop import Dequeue, JobRunner, LeaseLoop
 from ._maintenance import (
     DEFAULT_LEADERSHIP,
     Maintenance,
@@ -28,6 +28,7 @@ from ._queue import Handler, Interceptor, QueueHandler, QueueRunner
 from ._wake import WakeHub
 
 if TYPE_CHECKING:
+    from ..runtime.worker_runtime import WorkflowRuntime
     from ._store import WorkerStore
 
 __all__ = ["Worker"]
@@ -230,6 +231,7 @@ class Worker:
         poll_interval: timedelta | None = None,
         default_max_attempts: int | None = None,
         override_default: bool = True,
+        dequeue: Dequeue | None = None,
     ) -> LeaseLoop:
         """Lease jobs of ``(source, kind)`` and run each through ``runner``.
 
@@ -241,6 +243,9 @@ class Worker:
         what is still running. ``runner(job, lease)`` must settle the job
         itself with ``lease.token`` (ack, reschedule, dead, snooze, release or
         a transaction of its own); it may use :attr:`acks` to batch plain acks.
+        ``dequeue(limit, lease)``, when given, replaces the generic
+        ``dequeue_batch`` lease query (the workflow runtime leases with
+        ``dequeue_workflow_tasks`` so passes of one execution never overlap).
 
         Returns:
             The loop (its ``stats`` and ``in_flight`` are useful in tests).
@@ -264,10 +269,51 @@ class Worker:
             poll_interval=poll_interval or self.poll_interval,
             default_max_attempts=default_max_attempts or self.max_attempts,
             override_default=override_default,
+            dequeue=dequeue,
         )
         self.loops[(source, kind)] = loop
         self.wakeups.route(source, kind, loop.poke)
         return loop
+
+    def register_workflows(
+        self, workflows: Iterable[Any] = (), activities: Iterable[Any] = (), **options: Any
+    ) -> WorkflowRuntime:
+        """Run workflows and activities on this worker (the one way to run them).
+
+        Adds the ``$wft`` loop (replay passes, leased so passes of one execution
+        never overlap), one loop per activity, and the leader-only workflow
+        maintenance (election ``azync_flow.workflow``): promote, reap expired
+        workflow tasks and idempotent operations, park expired non-idempotent
+        operations as uncertain, repair stalled executions, vacuum.
+
+        Args:
+            workflows: ``@workflow`` definitions, or a ``Registry``.
+            activities: ``@activity`` definitions.
+            **options: ``WorkflowRuntime`` options (``cache_size``,
+                ``max_payload_bytes``, ``concurrency``, ``activity_concurrency``,
+                ``stalled_after``, ``retention``, ``max_reaps``, ``tracer_provider``).
+
+        Returns:
+            The :class:`~azync_flow.runtime.WorkflowRuntime` (its runners and loops).
+
+        Raises:
+            ValueError: the worker runs already, or a kind is registered twice.
+        """
+        from ..runtime.worker_runtime import register_workflows
+
+        return register_workflows(self, workflows, activities, **options)
+
+    def trace_jobs(self, tracer_provider: Any = None) -> None:
+        """Record every queue handler attempt as a ``job <kind>`` span, a child of
+        the enqueuer's span when its trace context is in ``job.meta`` (see
+        ``Client.enqueue`` / ``azync_flow.runtime.job_tracing.traced_meta``).
+
+        Args:
+            tracer_provider: OpenTelemetry provider (None = the global one).
+        """
+        from ..runtime.job_tracing import job_span_interceptor
+
+        self.add_interceptor(job_span_interceptor(self, tracer_provider))
 
     def add_maintenance(
         self,
@@ -446,6 +492,9 @@ class Worker:
     async def _until_idle(self) -> None:
         while True:
             await self._all_loops_idle()
+            # Jobs leased from here on (a wake-up's lease may still be in flight)
+            # mean another round is needed.
+            leased = sum(lp.stats.leased for lp in self.loops.values())
             await self.acks.flush()
             made_runnable = await self.maintenance.tick(force=True)
             # One more lease round on every loop: work committed before it is seen.
@@ -453,7 +502,10 @@ class Worker:
             for lp in self.loops.values():
                 lp.poke()
             await self._all_loops_idle(after=marks)
-            if made_runnable == 0 and all(lp.idle for lp in self.loops.values()):
+            # A job run in that round may have made work for a loop that had
+            # already looked (a workflow pass scheduling an activity): go again.
+            ran = sum(lp.stats.leased for lp in self.loops.values()) - leased
+            if made_runnable == 0 and ran == 0 and all(lp.idle for lp in self.loops.values()):
                 await self.acks.flush()
                 return
 

@@ -1,6 +1,19 @@
-"""Worker process for the workflow kill test: runs an order workflow whose
-activities append to a ledger file, and SIGKILLs itself right after the charge
-step's completion is committed (a named fault-injection point)."""
+"""Worker process for the workflow chaos tests: a real Worker with the workflow
+runtime, short leases, and named fault-injection points that SIGKILL the process.
+
+    python _workflow_kill_app.py DSN SCHEMA RUN_ID
+
+Environment:
+    KILL_LEDGER   file the activities append ``<event>:<step>:<order>`` lines to
+    KILL_MODE     ""                    no fault
+                  "after:<activity>"    right after the activity's completion committed
+                  "during:<activity>"   inside the activity body, after it started
+                  "in_pass:<n>"         in the n-th workflow pass, before its commit
+                  "after_pass:<n>"      right after the n-th pass committed
+    UNTIL         "done" (default: wait for the run's result) or "suspended"
+    OTLP_ENDPOINT export spans there (service name WORKER_NAME); flushed before a kill
+    CACHE_SIZE    sticky-cache size (0 = full replay on every pass)
+"""
 
 from __future__ import annotations
 
@@ -8,36 +21,60 @@ import asyncio
 import os
 import signal
 import sys
+import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from azync_flow import Registry, WorkflowContext, activity, workflow
-from azync_flow.runtime import LocalRuntime
+from azync_flow import WorkflowContext, activity, workflow
+from azync_flow.client import Client
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
+from azync_flow.store.types import WorkflowState
+from azync_flow.worker import Worker
 
 LEDGER = Path(os.environ.get("KILL_LEDGER", "/tmp/ledger"))
+MODE = os.environ.get("KILL_MODE", "")
+PROVIDER: Any = None
 
 
-def record(step: str, order_id: str) -> str:
+def die() -> None:
+    if PROVIDER is not None:
+        PROVIDER.force_flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def record(event: str, step: str, order_id: str) -> None:
     with LEDGER.open("a") as f:
-        f.write(f"{step}:{order_id}\n")
-    return f"{step}-done"
+        f.write(f"{event}:{step}:{order_id}\n")
+
+
+def step(name: str, order_id: str) -> str:
+    record("start", name, order_id)
+    if f"during:{name}" == MODE:
+        die()
+    record("done", name, order_id)
+    return f"{name}-done"
 
 
 @activity(name="reserve")
 def reserve(order_id: str) -> str:
-    return record("reserve", order_id)
+    return step("reserve", order_id)
 
 
 @activity(name="charge")
 def charge(order_id: str) -> str:
-    return record("charge", order_id)
+    return step("charge", order_id)
 
 
 @activity(name="ship")
 def ship(order_id: str) -> str:
-    return record("ship", order_id)
+    return step("ship", order_id)
+
+
+@activity(name="wire", idempotent=False)
+def wire(order_id: str) -> str:
+    return step("wire", order_id)
 
 
 @workflow(name="killable_order")
@@ -45,21 +82,80 @@ async def killable_order(ctx: WorkflowContext, order_id: str) -> list[str]:
     return [await reserve(order_id), await charge(order_id), await ship(order_id)]
 
 
-REGISTRY_ARGS: tuple[list[Any], list[Any]] = ([killable_order], [reserve, charge, ship])
+@workflow(name="sleepy_order")
+async def sleepy_order(ctx: WorkflowContext, order_id: str) -> list[str]:
+    first = await reserve(order_id)
+    await ctx.sleep(timedelta(seconds=2))
+    return [first, await ship(order_id)]
 
 
-async def main(dsn: str, schema: str, kill_after: str) -> None:
+@workflow(name="wire_order")
+async def wire_order(ctx: WorkflowContext, order_id: str) -> str:
+    return await wire(order_id)
+
+
+WORKFLOWS = [killable_order, sleepy_order, wire_order]
+ACTIVITIES = [reserve, charge, ship, wire]
+
+
+def install_faults(runtime: Any) -> None:
+    def after_settle(job: Any, event_type: str) -> None:
+        if f"after:{job.meta.get('activity')}" == MODE:
+            die()
+
+    runtime.activities.after_settle = after_settle
+    if not MODE.startswith(("in_pass:", "after_pass:")):
+        return
+    where, n = MODE.split(":")
+    passes = 0
+    commit = runtime.workflows._commit
+
+    async def faulty_commit(*args: Any, **kwargs: Any) -> Any:
+        nonlocal passes
+        passes += 1
+        if where == "in_pass" and passes == int(n):
+            die()
+        result = await commit(*args, **kwargs)
+        if where == "after_pass" and passes == int(n):
+            die()
+        return result
+
+    runtime.workflows._commit = faulty_commit
+
+
+async def main(dsn: str, schema: str, run_id: str) -> None:
+    global PROVIDER
+    if os.environ.get("OTLP_ENDPOINT"):
+        from azync_flow.otlp import configure_otlp
+
+        PROVIDER = configure_otlp(
+            service_name=os.environ.get("WORKER_NAME", "worker"),
+            endpoint=os.environ["OTLP_ENDPOINT"],
+        )
     store = await open_store(dsn, Config(schema=schema), migrate=False)
-    runtime = LocalRuntime(store, Registry(*REGISTRY_ARGS))
-
-    def fault(job: Any, event_type: str) -> None:
-        if kill_after and job.kind == f"$op:{kill_after}@1":
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    runtime.activities.after_settle = fault
-    await runtime.run_until_idle()
+    worker = Worker(
+        store,
+        lease=timedelta(seconds=1.5),
+        poll_interval=timedelta(milliseconds=100),
+        maintenance_interval=timedelta(milliseconds=100),
+        maintain=(),
+        handle_signals=False,
+    )
+    runtime = worker.register_workflows(
+        WORKFLOWS, ACTIVITIES, cache_size=int(os.environ.get("CACHE_SIZE", "1000"))
+    )
+    install_faults(runtime)
+    handle = Client(store).get_handle(uuid.UUID(run_id))
+    async with worker:
+        if os.environ.get("UNTIL", "done") == "suspended":
+            while (await handle.describe()).state != WorkflowState.SUSPENDED:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        else:
+            await handle.result(timeout=30)
+    if PROVIDER is not None:
+        PROVIDER.force_flush()
     await store.close()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else ""))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))

@@ -1,5 +1,10 @@
-"""SIGKILL of a worker between activities: the run completes on a new worker and
-every completed activity ran exactly once."""
+"""Real SIGKILLs of worker processes (a real Worker with the workflow runtime,
+1.5 s leases): between activities, during an idempotent activity (re-run once),
+during a non-idempotent one (uncertain, never re-run), in the middle of a
+workflow pass (reaped and re-run) and while a durable timer is pending.
+
+Every scenario checks that each COMPLETED activity ran exactly once, in both
+cache modes."""
 
 from __future__ import annotations
 
@@ -9,44 +14,214 @@ import os
 import signal
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
 
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
+from azync_flow.telemetry import RunTracer
+from azync_flow.testing_otel import OtlpHttpReceiver, SpanCapture
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("_workflow_kill_app.py")
 
 
-async def run_worker(pg_dsn: str, schema: str, ledger: Path, kill_after: str) -> int:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(APP),
-        pg_dsn,
-        schema,
-        kill_after,
-        env={**os.environ, "KILL_LEDGER": str(ledger), "PYTHONPATH": str(ROOT)},
-    )
-    return await asyncio.wait_for(proc.wait(), 60)
-
-
-async def test_sigkill_after_charge_then_new_worker_completes_each_step_once(
-    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
-) -> None:
+def load_app() -> ModuleType:
     spec = importlib.util.spec_from_file_location("_workflow_kill_app", APP)
     assert spec is not None
     assert spec.loader is not None
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
-    killable_order = app.killable_order
+    return app
+
+
+APP_MODULE = load_app()
+
+
+@pytest.fixture(autouse=True, params=["1000", "0"], ids=["sticky", "full"])
+def cache_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every scenario runs with the sticky cache on and off (full replay each pass)."""
+    monkeypatch.setenv("CACHE_SIZE", request.param)
+    return str(request.param)
+
+
+async def run_worker(
+    pg_dsn: str, schema: str, run_id: Any, ledger: Path, mode: str = "", **env: str
+) -> int:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(APP),
+        pg_dsn,
+        schema,
+        str(run_id),
+        env={
+            **os.environ,
+            "KILL_LEDGER": str(ledger),
+            "KILL_MODE": mode,
+            "PYTHONPATH": str(ROOT),
+            **env,
+        },
+    )
+    return await asyncio.wait_for(proc.wait(), 60)
+
+
+def lines(ledger: Path) -> list[str]:
+    return ledger.read_text().splitlines()
+
+
+def done_steps(ledger: Path) -> list[str]:
+    return [line for line in lines(ledger) if line.startswith("done:")]
+
+
+async def event_types(handle: Any) -> list[str]:
+    return [type(e.event).__name__ for e in await handle.history()]
+
+
+async def test_sigkill_between_activities_then_new_worker_completes_each_step_once(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
     ledger = tmp_path / "ledger"
-    handle = await Client(store).start(killable_order, "o-7")
-    code = await run_worker(pg_dsn, schema, ledger, kill_after="charge")
+    handle = await Client(store).start(APP_MODULE.killable_order, "o-7")
+    code = await run_worker(pg_dsn, schema, handle.id, ledger, "after:charge")
     assert code == -signal.SIGKILL
-    assert ledger.read_text().splitlines() == ["reserve:o-7", "charge:o-7"]
+    assert done_steps(ledger) == ["done:reserve:o-7", "done:charge:o-7"]
     assert (await handle.describe()).state == WorkflowState.RUNNING
-    types = [type(e.event).__name__ for e in await handle.history()]
-    assert types[-1] == "ActivityCompleted"  # charge's completion survived the kill
-    assert await run_worker(pg_dsn, schema, ledger, kill_after="") == 0
+    assert (await event_types(handle))[-1] == "ActivityCompleted"  # survived the kill
+    assert await run_worker(pg_dsn, schema, handle.id, ledger) == 0
     assert await handle.result(timeout=10) == ["reserve-done", "charge-done", "ship-done"]
-    assert ledger.read_text().splitlines() == ["reserve:o-7", "charge:o-7", "ship:o-7"]
+    assert done_steps(ledger) == ["done:reserve:o-7", "done:charge:o-7", "done:ship:o-7"]
+
+
+async def test_sigkill_during_idempotent_activity_reruns_it_once_after_lease_expiry(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    handle = await Client(store).start(APP_MODULE.killable_order, "o-8")
+    code = await run_worker(pg_dsn, schema, handle.id, ledger, "during:charge")
+    assert code == -signal.SIGKILL
+    assert lines(ledger)[-1] == "start:charge:o-8"  # died inside the activity
+    assert await run_worker(pg_dsn, schema, handle.id, ledger) == 0
+    assert await handle.result(timeout=10) == ["reserve-done", "charge-done", "ship-done"]
+    # the killed attempt started, the re-run (after the reaper) completed: once each
+    assert lines(ledger).count("start:charge:o-8") == 2
+    assert done_steps(ledger) == ["done:reserve:o-8", "done:charge:o-8", "done:ship:o-8"]
+    completed = [
+        e.event for e in await handle.history() if type(e.event).__name__ == "ActivityCompleted"
+    ]
+    assert len(completed) == 3
+    charge_job = await store.pool.fetchrow(
+        "SELECT attempt, reap_count, state FROM azync_jobs WHERE kind = '$op:charge@1'"
+    )
+    assert charge_job["state"] == "succeeded"
+    assert charge_job["reap_count"] == 1
+
+
+async def test_sigkill_during_non_idempotent_activity_parks_it_uncertain_never_reruns(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    client = Client(store)
+    handle = await client.start(APP_MODULE.wire_order, "o-9")
+    assert await run_worker(pg_dsn, schema, handle.id, ledger, "during:wire") == -signal.SIGKILL
+    # a new worker's leader parks the expired attempt as uncertain; nothing re-runs it
+    assert await run_worker(pg_dsn, schema, handle.id, ledger, UNTIL="suspended") == 0
+    assert lines(ledger) == ["start:wire:o-9"]
+    [op] = await client.list_uncertain(handle.id)
+    assert "lease" in op.reason
+    capture = SpanCapture()
+    client.tracer = RunTracer(capture.provider)
+    await client.resolve_uncertain(op, "complete", result="wired-by-hand", decided_by="ops")
+    [event] = capture.named("uncertain.resolved wire")
+    assert event.attributes["azync.resolution"] == "complete"
+    assert await run_worker(pg_dsn, schema, handle.id, ledger) == 0
+    assert await handle.result(timeout=10) == "wired-by-hand"
+    assert lines(ledger) == ["start:wire:o-9"]
+
+
+async def test_workflow_task_of_a_killed_worker_is_reaped_and_rerun(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    handle = await Client(store).start(APP_MODULE.killable_order, "o-10")
+    # dies in its 2nd pass (after reserve), before committing it: the task stays active
+    assert await run_worker(pg_dsn, schema, handle.id, ledger, "in_pass:2") == -signal.SIGKILL
+    active = await store.pool.fetchval(
+        "SELECT count(*) FROM azync_jobs WHERE kind = '$wft' AND state = 'active'"
+    )
+    assert active == 1
+    assert await run_worker(pg_dsn, schema, handle.id, ledger) == 0
+    assert await handle.result(timeout=10) == ["reserve-done", "charge-done", "ship-done"]
+    reaped = await store.pool.fetchval(
+        "SELECT count(*) FROM azync_jobs WHERE kind = '$wft' AND reap_count = 1"
+    )
+    assert reaped == 1
+    assert done_steps(ledger) == ["done:reserve:o-10", "done:charge:o-10", "done:ship:o-10"]
+
+
+async def test_durable_timer_survives_a_worker_kill(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    handle = await Client(store).start(APP_MODULE.sleepy_order, "o-11")
+    # pass 2 starts the 2 s timer; the worker dies right after committing it
+    assert await run_worker(pg_dsn, schema, handle.id, ledger, "after_pass:2") == -signal.SIGKILL
+    assert "TimerStarted" in await event_types(handle)
+    assert done_steps(ledger) == ["done:reserve:o-11"]
+    assert await run_worker(pg_dsn, schema, handle.id, ledger) == 0
+    assert await handle.result(timeout=10) == ["reserve-done", "ship-done"]
+    types = await event_types(handle)
+    assert types.index("TimerFired") > types.index("TimerStarted")
+    view = await handle.describe()
+    assert view.completed_at is not None
+    assert (view.completed_at - view.created_at).total_seconds() >= 2
+    assert done_steps(ledger) == ["done:reserve:o-11", "done:ship:o-11"]
+
+
+async def test_span_tree_across_two_worker_processes_and_a_crash(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    """Worker 1 runs reserve then dies inside charge; worker 2 (another process)
+    re-runs charge and finishes. Both export over real OTLP/HTTP to an in-test
+    receiver: one trace under the caller's start span, one span per attempt that
+    ended, the crashed attempt absent, no duplicate span for replayed steps (C28)."""
+    ledger = tmp_path / "ledger"
+    capture = SpanCapture(service_name="api")
+    client = Client(store, tracer_provider=capture.provider)
+    with OtlpHttpReceiver() as rx:
+        handle = await client.start(APP_MODULE.killable_order, "o-12")
+        [start] = capture.named("workflow.start killable_order")
+        env = {"OTLP_ENDPOINT": rx.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        code = await run_worker(
+            pg_dsn, schema, handle.id, ledger, "during:charge", WORKER_NAME="worker-1", **env
+        )
+        assert code == -signal.SIGKILL
+        code = await run_worker(pg_dsn, schema, handle.id, ledger, WORKER_NAME="worker-2", **env)
+        assert code == 0
+        spans = await asyncio.to_thread(
+            rx.wait_for, lambda got: any(s.name == "activity ship" for s in got)
+        )
+    assert await handle.result(timeout=5) == ["reserve-done", "charge-done", "ship-done"]
+    assert {s.trace_id for s in spans} == {start.context.trace_id}
+    for s in spans:
+        assert s.parent_span_id == start.context.span_id, s.name
+    by_name: dict[str, list[Any]] = {}
+    for s in spans:
+        by_name.setdefault(s.name, []).append(s)
+    assert [s.service_name for s in by_name["activity reserve"]] == ["worker-1"]
+    # the killed attempt 1 of charge never ended: only attempt 2 (worker 2) is exported
+    [charge] = by_name["activity charge"]
+    assert (charge.service_name, charge.attributes["azync.attempt"]) == ("worker-2", 2)
+    assert charge.attributes["azync.outcome"] == "succeeded"
+    assert [s.service_name for s in by_name["activity ship"]] == ["worker-2"]
+    # worker 2's leader reaped the dead attempt: a lease.expired run event
+    [expired] = by_name["lease.expired charge"]
+    assert (expired.service_name, expired.attributes["azync.attempt"]) == ("worker-2", 1)
+    passes = by_name["workflow.task killable_order"]
+    assert {s.service_name for s in passes} == {"worker-1", "worker-2"}
+    assert all(s.attributes["azync.outcome"] == "succeeded" for s in passes)
+    # every pass wrote new events; worker 2 replayed worker 1's history
+    first_seqs = [s.attributes["azync.seq"] for s in passes]
+    assert len(first_seqs) == len(set(first_seqs))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import timedelta
 from typing import Any
 
 from azync_flow.runtime import LocalRuntime
+from azync_flow.runtime.worker_runtime import WORKFLOW_TASK_KIND
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.types import DequeueParams, Source
 from azync_flow.workflow import Registry
 
 
@@ -18,6 +21,31 @@ def local_runtime(
     lease: timedelta = timedelta(seconds=30),
 ) -> LocalRuntime:
     return LocalRuntime(store, Registry(workflows, activities), lease=lease, cache_size=0)
+
+
+async def silent_worker_until_idle(runtime: LocalRuntime, lease: timedelta) -> int:
+    """A worker cut off from PostgreSQL mid-call: it leases and runs workflow tasks
+    and activity attempts with ``runtime``'s runners but never renews a lease (no
+    heartbeat reaches the database), so a long call's lease really expires.
+    Runs rounds until one leases nothing; returns the jobs run."""
+    store: Any = runtime.store
+    total = 0
+    while True:
+        await store.promote_workflow_jobs()
+        tasks = await store.dequeue_workflow_tasks(10, lease, WORKFLOW_TASK_KIND)
+        await asyncio.gather(*(runtime.workflows.run_task(j, j.lease_token) for j in tasks))
+        ran = len(tasks)
+        for kind in runtime.registry.activities:
+            jobs = await store.dequeue_batch(
+                Source.WORKFLOW, DequeueParams(kind=kind, limit=10, lease=lease)
+            )
+            await asyncio.gather(
+                *(runtime.activities.run_operation(j, j.lease_token) for j in jobs)
+            )
+            ran += len(jobs)
+        if ran == 0:
+            return total
+        total += ran
 
 
 def event_types(history: list[Any]) -> list[str]:

@@ -20,8 +20,16 @@ from azync_flow.client import Client
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store import ConflictError, WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.testing import MovableClock
 
-from ._uncertain_helpers import event_types, ledger, local_runtime, op_row, snapshot
+from ._uncertain_helpers import (
+    event_types,
+    ledger,
+    local_runtime,
+    op_row,
+    silent_worker_until_idle,
+    snapshot,
+)
 
 LATE = "azync.operation.late_outcome_ignored"
 STEPS: list[str] = []
@@ -80,14 +88,16 @@ def _runtime(store: PostgresStore) -> LocalRuntime:
     return local_runtime(store, [c20_order], [reserve, release, charge, ship], lease=LEASE)
 
 
-async def _cut_off_charge(store: PostgresStore) -> tuple[object, asyncio.Task[int], object]:
+async def _cut_off_charge(
+    store: PostgresStore, clock: MovableClock
+) -> tuple[object, asyncio.Task[int], object]:
     """Start W, let Charge start on a worker that then goes silent; the lease expires
-    and the leader parks Charge as uncertain."""
+    (on the backend clock) and the leader's maintenance parks Charge as uncertain."""
     handle = await Client(store).start(c20_order, "o-20")
-    old_worker = asyncio.create_task(_runtime(store).run_until_idle())
+    old_worker = asyncio.create_task(silent_worker_until_idle(_runtime(store), LEASE))
     await asyncio.wait_for(GATE["started"].wait(), 5)
-    await asyncio.sleep(LEASE.total_seconds() + 0.15)
-    assert await _runtime(store).maintain_once() >= 1
+    clock.advance(LEASE * 10)  # no heartbeat arrived: the lease is over
+    await _runtime(store).run_until_idle()  # a worker elected leader reaps it
     assert (await handle.describe()).state == WorkflowState.SUSPENDED
     (op,) = await Client(store).list_uncertain()
     assert "lease expired" in op.reason
@@ -95,9 +105,9 @@ async def _cut_off_charge(store: PostgresStore) -> tuple[object, asyncio.Task[in
 
 
 async def test_late_success_after_an_operator_fail_is_fenced_out_and_kept_in_the_ledger(
-    store: PostgresStore,
+    store: PostgresStore, clock: MovableClock
 ) -> None:
-    handle, old_worker, op = await _cut_off_charge(store)
+    handle, old_worker, op = await _cut_off_charge(store, clock)
     client = Client(store)
     await client.resolve_uncertain(op, "fail", error="no charge at the provider", decided_by="op")
     await _runtime(store).run_until_idle()
@@ -129,9 +139,9 @@ async def test_late_success_after_an_operator_fail_is_fenced_out_and_kept_in_the
 
 
 async def test_late_success_before_any_decision_resolves_it_and_a_later_fail_is_rejected(
-    store: PostgresStore,
+    store: PostgresStore, clock: MovableClock
 ) -> None:
-    handle, old_worker, op = await _cut_off_charge(store)
+    handle, old_worker, op = await _cut_off_charge(store, clock)
     GATE["heal"].set()
     await old_worker  # the late success resolves Charge as complete, atomically
     row = await op_row(store, op.operation_id)

@@ -16,9 +16,16 @@ from azync_flow.client import Client
 from azync_flow.runtime.uncertain import Reconciler
 from azync_flow.store import Config, WorkflowState
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.testing import MovableClock
 from azync_flow.workflow import Registry
 
-from ._uncertain_helpers import event_types, local_runtime, op_audit, op_row
+from ._uncertain_helpers import (
+    event_types,
+    local_runtime,
+    op_audit,
+    op_row,
+    silent_worker_until_idle,
+)
 
 
 class Card(msgspec.Struct):
@@ -125,7 +132,7 @@ async def test_unknown_or_a_hook_error_leaves_it_for_a_person_and_is_asked_once(
     audit = await op_audit(store, op.operation_id)
     assert audit[-1][1].startswith(label)
     for _ in range(3):  # the leader's maintenance does not ask the hook again
-        await runtime.maintain_once()
+        await runtime.run_until_idle()
     assert len(HOOK_CALLS) == 1
     await client.resolve_uncertain(op, "complete", result="by hand", decided_by="ops")
     await runtime.run_until_idle()
@@ -134,7 +141,7 @@ async def test_unknown_or_a_hook_error_leaves_it_for_a_person_and_is_asked_once(
 
 
 async def test_leader_maintenance_reconciles_after_a_real_lease_expiry(
-    store: PostgresStore,
+    store: PostgresStore, clock: MovableClock
 ) -> None:
     gate = asyncio.Event()
     started = asyncio.Event()
@@ -164,11 +171,10 @@ async def test_leader_maintenance_reconciles_after_a_real_lease_expiry(
     worker = local_runtime(store, [stuck], [stuck_charge], lease=lease)
     leader = local_runtime(store, [stuck], [stuck_charge], lease=lease)
     handle = await Client(store).start(stuck, 12)
-    cut_off = asyncio.create_task(worker.run_until_idle())
+    cut_off = asyncio.create_task(silent_worker_until_idle(worker, lease))
     await asyncio.wait_for(started.wait(), 5)
-    await asyncio.sleep(0.4)  # the lease expires on the backend clock
-    assert await leader.maintain_once() >= 2  # parked + reconciled (completed)
-    await leader.run_until_idle()
+    clock.advance(lease * 10)  # no heartbeat arrived: the lease expires on the backend clock
+    await leader.run_until_idle()  # its maintenance parks it, the hook completes it
     assert await handle.result(timeout=5) == "charged 12"
     gate.set()  # the late report is refused and kept in the ledger
     await cut_off

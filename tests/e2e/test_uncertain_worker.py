@@ -8,11 +8,9 @@ from datetime import timedelta
 
 from azync_flow import WorkflowContext, activity, workflow
 from azync_flow.client import Client
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store import WorkflowState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.worker import Worker
-from azync_flow.workflow import Registry
 
 from ._uncertain_helpers import op_row
 
@@ -47,7 +45,7 @@ async def _stop_mid_call(store: PostgresStore, kind: str) -> tuple[object, objec
         poll_interval=timedelta(milliseconds=50),
         handle_signals=False,
     )
-    LocalRuntime(store, Registry([wire_run], [send_wire, slow_lookup])).attach(worker)
+    worker.register_workflows([wire_run], [send_wire, slow_lookup])
     handle = await Client(store).start(wire_run, kind)
     async with worker:
         for _ in range(500):

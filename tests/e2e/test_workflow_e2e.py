@@ -1,4 +1,5 @@
-"""Workflows end to end on a real PostgreSQL with the local runtime (lease, pass, commit).
+"""Workflows end to end on a real PostgreSQL on a real Worker (``LocalRuntime`` is a
+Worker with ``register_workflows``): lease, pass, commit.
 
 Each test runs with the sticky cache on and off (``cache_size`` 1000 / 0).
 """
@@ -97,6 +98,14 @@ ACTIVITIES = [reserve, charge, refund, ship, echo]
 def runtime(request: pytest.FixtureRequest, store: PostgresStore) -> LocalRuntime:
     CALLS.clear()
     return LocalRuntime(store, Registry(WORKFLOWS, ACTIVITIES), cache_size=request.param)
+
+
+def _with_activity(store: PostgresStore, runtime: LocalRuntime, defn: Any) -> LocalRuntime:
+    """A runtime like ``runtime`` (same cache mode) that also runs ``defn``: a
+    Worker's activity loops are fixed when the workflows are registered."""
+    registry = runtime.registry
+    registry.add_activity(defn)
+    return LocalRuntime(store, registry, cache_size=runtime.workflows.cache.max_size)
 
 
 async def test_order_completes_after_signal_and_durable_sleep(
@@ -312,7 +321,7 @@ async def test_uncertain_activity_suspends_until_an_operator_decides(
         return await wire(amount)
 
     runtime.registry.add_workflow(payout)
-    runtime.registry.add_activity(wire)
+    runtime = _with_activity(store, runtime, wire)
     client = Client(store)
     handle = await client.start(payout, 70)
     await runtime.run_until_idle()
@@ -433,7 +442,7 @@ async def test_activity_heartbeat_extends_its_lease(
         return await long_haul(n)
 
     runtime.registry.add_workflow(hauler)
-    runtime.registry.add_activity(long_haul)
+    runtime = _with_activity(store, runtime, long_haul)
     handle = await Client(store).start(hauler, 5)
     await runtime.run_until_idle()
     assert await handle.result(timeout=5) == 5

@@ -1,34 +1,101 @@
-"""The README's main command: samples/quickstart.py runs an order to completion."""
+"""The samples run as users run them: quickstart (approve, decline, approval
+timeout, a second run seeing the first) and crash recovery (SIGKILL + new worker)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from azync_flow.testing import drop_schema, unique_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def test_quickstart_prints_a_shipped_order_and_its_history(pg_dsn: str) -> None:
-    schema = unique_schema("qs")
+@pytest.fixture
+async def sample_schema(pg_dsn: str) -> AsyncIterator[str]:
+    schema = unique_schema("sample")
+    yield schema
+    await drop_schema(pg_dsn, schema)
+
+
+async def run_sample(pg_dsn: str, schema: str, script: str, *args: str) -> str:
     env = {**os.environ, "AZYNC_DSN": pg_dsn, "AZYNC_SCHEMA": schema, "PYTHONPATH": str(ROOT)}
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(ROOT / "samples" / "quickstart.py"),
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 120)
-    finally:
-        await drop_schema(pg_dsn, schema)
-    stdout = out.decode()
-    assert proc.returncode == 0, err.decode()
-    assert "status='shipped'" in stdout
-    assert "approved_by='quickstart'" in stdout
-    assert "SignalReceived(approve" in stdout
-    assert stdout.rstrip().endswith("WorkflowCompleted")
+    env.pop("ORDER_LEDGER", None)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "samples" / script),
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, out.decode() + err.decode()
+    return out.decode()
+
+
+def history_events(stdout: str) -> list[str]:
+    """The event column of the printed history table."""
+    rows = stdout.split("  ---  ------")[1].splitlines()[1:]
+    return [line.split()[2] for line in rows if line.strip()]
+
+
+async def test_quickstart_ships_an_approved_order_and_a_second_run_sees_the_first(
+    pg_dsn: str, sample_schema: str
+) -> None:
+    first = await run_sample(pg_dsn, sample_schema, "quickstart.py")
+    assert "earlier executions of workflow 'order': 0 (none)" in first
+    assert "result:    shipped" in first
+    assert "approved_by = quickstart" in first
+    events = history_events(first)
+    assert events[-1] == "WorkflowCompleted"
+    assert "SignalReceived" in events
+    assert events.count("ActivityCompleted") == 3  # reserve, charge, ship
+
+    second = await run_sample(pg_dsn, sample_schema, "quickstart.py")
+    assert "earlier executions of workflow 'order': 1 (1 shipped)" in second
+
+
+async def test_quickstart_decline_releases_the_reserved_stock(
+    pg_dsn: str, sample_schema: str
+) -> None:
+    out = await run_sample(pg_dsn, sample_schema, "quickstart.py", "--decline")
+    assert "result:    payment failed: card declined" in out
+    events = history_events(out)
+    assert "ActivityFailed" in events
+    assert "release_stock," in out.split("ActivityFailed")[1]
+    assert "refund," not in out
+    assert events[-1] == "WorkflowCompleted"
+
+
+async def test_quickstart_approval_timeout_refunds_then_releases(
+    pg_dsn: str, sample_schema: str
+) -> None:
+    out = await run_sample(
+        pg_dsn, sample_schema, "quickstart.py", "--no-approve", "--approval-timeout", "1"
+    )
+    assert "result:    approval timed out" in out, out
+    after_timeout = out.split("TimerFired")[1]
+    assert after_timeout.index("refund,") < after_timeout.index("release_stock,"), out
+    assert "SignalReceived" not in history_events(out), out
+
+
+async def test_crash_recovery_sample_runs_each_completed_activity_exactly_once(
+    pg_dsn: str, sample_schema: str
+) -> None:
+    out = await run_sample(pg_dsn, sample_schema, "crash_recovery.py")
+    assert "worker 1:  killed by SIGKILL; execution running" in out
+    assert "ledger so far: {'reserve_stock': 1, 'charge_card': 1}" in out
+    assert "result:    shipped" in out
+    table = out.split("  -------------- ----------\n")[1].split("\n\n")[0].splitlines()
+    assert [line.split() for line in table] == [
+        ["reserve_stock", "1"],
+        ["charge_card", "1"],
+        ["ship", "1"],
+    ], out
+    assert "every completed activity executed exactly once: yes" in out

@@ -50,7 +50,10 @@ class PgBase:
     async def _fetch(
         self, name: str, *args: Any, conn: asyncpg.Connection | None = None
     ) -> list[asyncpg.Record]:
-        return await (conn or self.pool).fetch(QUERIES[name], self.now(), *args)
+        rows: list[asyncpg.Record] = await (conn or self.pool).fetch(
+            QUERIES[name], self.now(), *args
+        )
+        return rows
 
     async def _fetchrow(
         self, name: str, *args: Any, conn: asyncpg.Connection | None = None

@@ -10,6 +10,7 @@ from ._base import Clock, PgBase, validate_identifier
 from ._migrate import migrate
 from .admin import AdminMixin
 from .changes import ChangeMixin
+from .dag import DAGMixin
 from .events import EventMixin
 from .leader import LeaderMixin
 from .notify import NotifyMixin
@@ -19,6 +20,7 @@ from .workflow import WorkflowMixin
 
 class PostgresStore(
     QueueMixin,
+    DAGMixin,
     AdminMixin,
     EventMixin,
     NotifyMixin,

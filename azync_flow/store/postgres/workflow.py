@@ -10,6 +10,7 @@ API agreed in ``notes/workflow_store_api.md``.
 from __future__ import annotations
 
 from .workflow_core import WORKFLOW_TASK
+from .workflow_listing import WorkflowDoneSubscription, WorkflowListingMixin
 from .workflow_reaper import ReapReport, WorkflowReaperMixin
 from .workflow_runtime import BufferedSignal, Outcome, WorkflowTaskState
 from .workflow_uncertain import (
@@ -27,10 +28,11 @@ __all__ = [
     "ReapReport",
     "ResolvedOperation",
     "UncertainOperation",
+    "WorkflowDoneSubscription",
     "WorkflowMixin",
     "WorkflowTaskState",
 ]
 
 
-class WorkflowMixin(UncertainMixin, WorkflowReaperMixin):
+class WorkflowMixin(UncertainMixin, WorkflowReaperMixin, WorkflowListingMixin):
     """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""

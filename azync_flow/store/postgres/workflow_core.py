@@ -15,6 +15,8 @@ races and writers of one execution serialise. History payloads are opaque bytes.
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -35,9 +37,73 @@ from ._base import PgBase, decode_meta, encode_meta
 WORKFLOW_TASK = "$wft"
 LIVE_WORKFLOW_STATES = ("running", "suspended")
 
+#: Columns of a pending stats delta (see ``WorkflowCoreMixin._wtx``).
+ENQUEUED, PROCESSED, FAILED = 0, 1, 2
+
 
 class WorkflowCoreMixin(PgBase):
     """Contract ``WorkflowStore`` verbs (all but the uncertain ones)."""
+
+    # --- transactions and stats -------------------------------------------------
+
+    @asynccontextmanager
+    async def _wtx(self) -> AsyncIterator[asyncpg.Connection]:
+        """A workflow transaction whose stats counters are written LAST, in one
+        statement, in kind order (``workflow_stats_bump``).
+
+        The scheduling and settling statements used inside do not touch
+        ``azync_job_stats`` themselves; they record deltas with :meth:`_count`.
+        Upserting random stats shards in statement order (ack, then schedule)
+        made two concurrent commits lock the same rows in opposite orders and
+        deadlock; with one sorted write after every other lock no cycle can form.
+        """
+        registry: dict[int, dict[str, list[int]]] = self.__dict__.setdefault("_wf_tx_stats", {})
+        async with self.pool.acquire() as conn, conn.transaction():
+            stats: dict[str, list[int]] = {}
+            registry[id(conn)] = stats
+            try:
+                yield conn
+                if stats:
+                    kinds = sorted(stats)
+                    await self._fetch(
+                        "workflow_stats_bump",
+                        kinds,
+                        [stats[k][ENQUEUED] for k in kinds],
+                        [stats[k][PROCESSED] for k in kinds],
+                        [stats[k][FAILED] for k in kinds],
+                        conn=conn,
+                    )
+            finally:
+                del registry[id(conn)]
+
+    def _count(self, conn: asyncpg.Connection, kind: str, column: int, n: int = 1) -> None:
+        """Record a stats delta for the enclosing :meth:`_wtx` transaction."""
+        if n:
+            self.__dict__["_wf_tx_stats"][id(conn)].setdefault(kind, [0, 0, 0])[column] += n
+
+    async def _settle_job(
+        self,
+        conn: asyncpg.Connection,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        *,
+        dead: bool = False,
+        last_error: str = "",
+    ) -> None:
+        """Ack (or dead-letter) an active workflow job under ``lease_token`` inside
+        :meth:`_wtx`. Raises NotFoundError when it is not active under the token."""
+        if dead:
+            kind = await self._fetchval(
+                "workflow_job_dead", job_id, lease_token, clean_text(last_error), conn=conn
+            )
+        else:
+            kind = await self._fetchval("workflow_job_ack", job_id, lease_token, conn=conn)
+        if kind is None:
+            raise NotFoundError(
+                f"job {job_id} is not active under this lease token (settled, reaped or "
+                "re-leased); nothing was written"
+            )
+        self._count(conn, kind, FAILED if dead else PROCESSED)
 
     # --- executions ---------------------------------------------------------------
 
@@ -97,7 +163,7 @@ class WorkflowCoreMixin(PgBase):
         Runnable tasks and operations of the execution are cancelled with it.
         Raises NotFoundError when the execution is missing or already terminal.
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             await self._finish(conn, id, WorkflowState.SUCCEEDED, result, "")
 
     async def fail_workflow(self, id: uuid.UUID, reason: str) -> None:
@@ -105,7 +171,7 @@ class WorkflowCoreMixin(PgBase):
 
         Raises NotFoundError when the execution is missing or already terminal.
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             await self._finish(conn, id, WorkflowState.FAILED, None, reason)
 
     async def cancel_workflow_execution(self, id: uuid.UUID) -> None:
@@ -115,7 +181,7 @@ class WorkflowCoreMixin(PgBase):
         the workflow sees ``CancelledError`` at its current await. Raises
         NotFoundError when the execution is missing or terminal.
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             await self._lock_live(conn, id, "cancel")
             state = await self._fetchval("workflow_cancel_request", id, conn=conn)
             if state == WorkflowState.RUNNING:
@@ -138,7 +204,7 @@ class WorkflowCoreMixin(PgBase):
             ConflictError: an operation of the execution is still uncertain
                 (resolve it with ``resolve_uncertain``, which resumes).
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             await self._lock_live(conn, id, "resume")
             ops = await self._fetch("workflow_uncertain_ops", id, conn=conn)
             if ops:
@@ -193,7 +259,7 @@ class WorkflowCoreMixin(PgBase):
         Raises:
             NotFoundError: no such execution, or it is terminal (nothing written).
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             if p.message_id and await self._fetchval(
                 "workflow_signal_duplicate", p.workflow_id, p.name, p.message_id, conn=conn
             ):
@@ -228,7 +294,7 @@ class WorkflowCoreMixin(PgBase):
 
         Raises NotFoundError when the execution is missing.
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             if await self._fetchrow("workflow_lock", p.workflow_id, conn=conn) is None:
                 raise NotFoundError(f"workflow execution {p.workflow_id} does not exist")
             (job_id,) = await self._schedule_ops(conn, p.workflow_id, [p])
@@ -243,7 +309,7 @@ class WorkflowCoreMixin(PgBase):
         ``least(existing, run_at)`` instead of a second one being inserted.
         Raises NotFoundError when the execution is missing.
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             if await self._fetchrow("workflow_lock", workflow_id, conn=conn) is None:
                 raise NotFoundError(f"workflow execution {workflow_id} does not exist")
             await self._schedule_task(conn, workflow_id, kind, run_at)
@@ -295,6 +361,7 @@ class WorkflowCoreMixin(PgBase):
         reason = clean_text(reason)
         if await self._fetchrow("workflow_finish", id, state.value, result, reason, conn=conn):
             await self._fetch("workflow_retire_jobs", id, conn=conn)
+            await self._fetch("workflow_done_notify", self.channel, id, conn=conn)
             return
         raise NotFoundError(await self._state_message(conn, id, f"{state.value} transition", ""))
 
@@ -320,9 +387,11 @@ class WorkflowCoreMixin(PgBase):
     async def _schedule_task(
         self, conn: asyncpg.Connection, run_id: uuid.UUID, kind: str, run_at: datetime | None
     ) -> None:
-        await self._fetchrow(
+        row = await self._fetchrow(
             "workflow_task_schedule", run_id, kind, run_at, self.channel, conn=conn
         )
+        if row is not None and row["inserted"]:
+            self._count(conn, row["kind"], ENQUEUED)
 
     async def _schedule_ops(
         self, conn: asyncpg.Connection, run_id: uuid.UUID, ops: list[ScheduleOperationParams]
@@ -339,6 +408,9 @@ class WorkflowCoreMixin(PgBase):
             self.channel,
             conn=conn,
         )
+        for r in rows:
+            if r["inserted"]:
+                self._count(conn, r["kind"], ENQUEUED)
         return [r["id"] for r in rows]
 
 

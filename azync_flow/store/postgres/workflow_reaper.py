@@ -32,17 +32,25 @@ class ReapReport(NamedTuple):
 
 
 class WorkflowReaperMixin(WorkflowRuntimeMixin):
-    async def reap_workflow_tasks(self, max_reaps: int = 5, *, limit: int = 100) -> ReapReport:
+    async def reap_workflow_tasks(
+        self,
+        max_reaps: int = 5,
+        *,
+        limit: int = 100,
+        on_reaped: Callable[[Job], None] | None = None,
+    ) -> ReapReport:
         """Reclaim workflow tasks whose lease expired (backend clock).
 
         Each returns to pending with ``reap_count`` + 1; once ``reap_count``
         would reach ``max_reaps`` (> 0) the task is dead-lettered and a
         running execution suspended with a reason naming it. Each job is
         handled in its own transaction under ``FOR UPDATE SKIP LOCKED``.
+        ``on_reaped(job)`` is called after the commit for each job reaped or
+        dead-lettered (the job as it was when its lease expired).
         """
         reaped = killed = 0
         for job_id in await self._expired(True, limit):
-            async with self.transaction() as conn:
+            async with self._wtx() as conn:
                 row = await self._fetchrow("workflow_lock_expired", job_id, conn=conn)
                 if row is None:
                     continue
@@ -52,13 +60,15 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
                         "(a pass keeps crashing or stalling its worker); fix and resume"
                     )
                     token = row["lease_token"]
-                    await self._must("job_dead", job_id, token, why, what="dead", conn=conn)
+                    await self._settle_job(conn, job_id, token, dead=True, last_error=why)
                     await self._fetchrow("workflow_lock", row["run_id"], conn=conn)
                     await self._fetchrow("workflow_suspend", row["run_id"], why, conn=conn)
                     killed += 1
                 else:
                     await self._fetchrow("workflow_job_reap", job_id, conn=conn)
                     reaped += 1
+            if on_reaped is not None:
+                on_reaped(job_from_row(row))
         return ReapReport(reaped, killed)
 
     async def reap_expired_operations(
@@ -67,6 +77,7 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
         max_reaps: int = 5,
         *,
         limit: int = 100,
+        on_reaped: Callable[[Job], None] | None = None,
     ) -> ReapReport:
         """Reclaim idempotent operations whose lease expired (backend clock).
 
@@ -76,11 +87,11 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
         ActivityFailed event ``(type, payload)`` — appended with a workflow
         task scheduled, in one transaction (as ``complete_operation(dead=True)``).
         Operations with meta ``idempotent="false"`` are skipped (they turn
-        uncertain instead).
+        uncertain instead). ``on_reaped(job)`` is called after each commit.
         """
         reaped = killed = 0
         for job_id in await self._expired(False, limit):
-            async with self.transaction() as conn:
+            async with self._wtx() as conn:
                 row = await self._fetchrow("workflow_lock_expired", job_id, conn=conn)
                 if row is None:
                     continue
@@ -101,6 +112,8 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
                 else:
                     await self._fetchrow("workflow_job_reap", job_id, conn=conn)
                     reaped += 1
+            if on_reaped is not None:
+                on_reaped(job_from_row(row))
         return ReapReport(reaped, killed)
 
     async def _expired(self, tasks: bool, limit: int) -> list[uuid.UUID]:

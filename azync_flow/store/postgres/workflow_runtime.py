@@ -27,6 +27,7 @@ from ..types import (
 )
 from ._base import decode_meta, job_from_row
 from .workflow_core import (
+    ENQUEUED,
     LIVE_WORKFLOW_STATES,
     WORKFLOW_TASK,
     WorkflowCoreMixin,
@@ -168,7 +169,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
                 pass or a completion won), the execution is terminal, or a
                 signal was already consumed. Nothing is written in any case.
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             await self._lock_task(conn, job_id, lease_token, run_id)
             ex = await self._fetchrow("workflow_lock", run_id, conn=conn)
             if ex is None:
@@ -186,7 +187,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
                     "job_extend_lease", job_id, lease_token, keep_lease, what="lease", conn=conn
                 )
                 return new_next
-            await self._must("job_ack", job_id, lease_token, what="ack", conn=conn)
+            await self._settle_job(conn, job_id, lease_token)
             if state == WorkflowState.RUNNING:
                 await self._schedule_next(conn, run_id, next_task_at)
             return new_next
@@ -203,11 +204,11 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         Raises:
             NotFoundError: the task is no longer active under ``lease_token``.
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             job = await self._lock_task(conn, job_id, lease_token, None)
             await self._fetchrow("workflow_lock", job["run_id"], conn=conn)
             if await self._fetchrow("workflow_job_runnable_task", job["run_id"], conn=conn):
-                await self._must("job_ack", job_id, lease_token, what="ack", conn=conn)
+                await self._settle_job(conn, job_id, lease_token)
                 return False
             await self._must("job_release", job_id, lease_token, what="release", conn=conn)
             return True
@@ -237,7 +238,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             NotFoundError: the job is not an active operation of ``run_id``
                 under ``lease_token`` (stale report); nothing is written.
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             await self._lock_op(conn, job_id, lease_token, run_id)
             return await self._settle_op(
                 conn, job_id, lease_token, run_id, event_type, payload, dead, last_error
@@ -257,9 +258,9 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         """Settle a locked active operation and record its outcome (see complete_operation)."""
         if dead:
             last_error = clean_text(last_error)
-            await self._must("job_dead", job_id, lease_token, last_error, what="dead", conn=conn)
+            await self._settle_job(conn, job_id, lease_token, dead=True, last_error=last_error)
         else:
-            await self._must("job_ack", job_id, lease_token, what="ack", conn=conn)
+            await self._settle_job(conn, job_id, lease_token)
         ex = await self._fetchrow("workflow_lock", run_id, conn=conn)
         if ex is None or ex["state"] not in LIVE_WORKFLOW_STATES:
             return 0
@@ -378,7 +379,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         if next_task_at == "now":
             await self._schedule_task(conn, run_id, WORKFLOW_TASK, None)
             return
-        await self._fetchrow(
+        row = await self._fetchrow(
             "workflow_task_schedule_next",
             run_id,
             WORKFLOW_TASK,
@@ -386,6 +387,8 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             self.channel,
             conn=conn,
         )
+        if row is not None and row["inserted"]:
+            self._count(conn, row["kind"], ENQUEUED)
 
 
 def _check_seq(run_id: uuid.UUID, ex: asyncpg.Record, expected: int) -> None:

@@ -97,7 +97,7 @@ class UncertainMixin(WorkflowCoreMixin):
             NotFoundError: the job is not an active operation under
                 ``lease_token``; nothing is written.
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             return await self._mark(
                 conn, operation_job_id, lease_token, reason, event_type, payload
             )
@@ -125,7 +125,7 @@ class UncertainMixin(WorkflowCoreMixin):
         ids = [r["id"] for r in await self._fetch("workflow_op_expired_nonidempotent", limit)]
         marked: list[uuid.UUID] = []
         for job_id in ids:
-            async with self.transaction() as conn:
+            async with self._wtx() as conn:
                 row = await self._fetchrow("workflow_op_lock_expired", job_id, conn=conn)
                 if row is None:
                     continue  # settled, re-leased or taken by another reaper meanwhile
@@ -172,7 +172,7 @@ class UncertainMixin(WorkflowCoreMixin):
                 is uncertain at another attempt (a later episode); nothing changed.
         """
         dec = _check_decision(decision, result, error, outcome_event)
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             op = _check_resolvable(
                 operation_job_id,
                 await self._fetchrow("workflow_op_lock", operation_job_id, conn=conn),
@@ -228,7 +228,7 @@ class UncertainMixin(WorkflowCoreMixin):
             NotFoundError: the operation is not uncertain under ``lease_token``
                 (already resolved, or a different attempt); nothing changed.
         """
-        async with self.transaction() as conn:
+        async with self._wtx() as conn:
             op = await self._fetchrow(
                 "workflow_op_lock_uncertain_attempt", operation_job_id, lease_token, conn=conn
             )

@@ -120,16 +120,10 @@ WITH clock AS (
                          THEN 'scheduled' ELSE 'pending' END,
             updated_at = EXCLUDED.updated_at
     RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
-), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
-    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, count(*) FROM up WHERE inserted GROUP BY kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
 ), wake AS (
     SELECT pg_notify($5, 'workflow:' || kind) FROM up WHERE state = 'pending'
 )
-SELECT id, state, (SELECT count(*) FROM wake) AS woken FROM up
+SELECT id, state, kind, inserted, (SELECT count(*) FROM wake) AS woken FROM up
 
 -- name: workflow_task_dequeue
 -- $2 kind, $3 limit, $4 lease. Due pending (or due scheduled) workflow tasks
@@ -264,17 +258,11 @@ WITH clock AS (
     FROM req r
     WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
     RETURNING id, task_key, kind, state
-), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
-    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, count(*) FROM ins GROUP BY kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
 ), wake AS (
     SELECT pg_notify($9, 'workflow:' || k.kind)
     FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
 )
-SELECT r.key, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS inserted,
+SELECT r.key, r.kind, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS inserted,
        (SELECT count(*) FROM wake) AS woken
 FROM req r
 LEFT JOIN ins i ON i.task_key = r.key
@@ -475,13 +463,61 @@ WITH clock AS (
                          THEN 'scheduled' ELSE 'pending' END,
             updated_at = EXCLUDED.updated_at
     RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
-), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
-    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, count(*) FROM up WHERE inserted GROUP BY kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
 ), wake AS (
     SELECT pg_notify($5, 'workflow:' || kind) FROM up WHERE state = 'pending'
 )
-SELECT (SELECT count(*) FROM up) AS scheduled, (SELECT count(*) FROM wake) AS woken
+SELECT kind, inserted, (SELECT count(*) FROM wake) AS woken FROM up
+
+-- name: workflow_job_ack
+-- $2 id, $3 lease_token. Like job_ack without the stats upsert: workflow
+-- transactions count into one sorted workflow_stats_bump at their end.
+UPDATE azync_jobs
+SET state = 'succeeded', completed_at = coalesce($1::timestamptz, now()),
+    lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND lease_token = $3 AND state = 'active'
+RETURNING kind
+
+-- name: workflow_job_dead
+-- $2 id, $3 lease_token, $4 last_error. Like job_dead without the stats upsert.
+WITH j AS (
+    UPDATE azync_jobs
+    SET state = 'dead', last_error = $4, failed_at = coalesce($1::timestamptz, now()),
+        lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
+    WHERE id = $2 AND lease_token = $3 AND state = 'active'
+    RETURNING id, attempt, kind
+), a AS (
+    INSERT INTO azync_job_attempts (job_id, attempt, error, at)
+    SELECT id, attempt, $4, coalesce($1::timestamptz, now()) FROM j
+)
+SELECT kind FROM j
+
+-- name: workflow_stats_bump
+-- $2 kinds text[] (sorted, distinct), $3 enqueued, $4 processed, $5 failed
+-- bigint[]. The ONLY stats write of a multi-statement workflow transaction,
+-- its last statement: stats rows are locked in kind order after every other
+-- lock, so two transactions can never wait on each other's stats rows
+-- (the random-shard upserts spread through a commit used to deadlock).
+INSERT INTO azync_job_stats AS s (source, kind, day, shard, enqueued, processed, failed)
+SELECT 'workflow', u.kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
+       (random() * 7)::int, u.enq, u.proc, u.failed
+FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(kind, enq, proc, failed)
+ORDER BY u.kind
+ON CONFLICT (source, kind, day, shard) DO UPDATE
+    SET enqueued = s.enqueued + EXCLUDED.enqueued,
+        processed = s.processed + EXCLUDED.processed,
+        failed = s.failed + EXCLUDED.failed
+
+-- name: workflow_list
+-- $2 name (NULL = any), $3 state (NULL = any), $4 limit, $5 before created_at,
+-- $6 before id (keyset cursor; NULL = from the newest). Newest first.
+SELECT * FROM azync_workflow_executions
+WHERE ($2::text IS NULL OR name = $2)
+  AND ($3::text IS NULL OR state = $3)
+  AND ($5::timestamptz IS NULL OR (created_at, id) < ($5::timestamptz, $6::uuid))
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+ORDER BY created_at DESC, id DESC
+LIMIT $4
+
+-- name: workflow_done_notify
+-- $2 channel, $3 execution id: announce a terminal transition to waiting clients.
+SELECT pg_notify($2, 'workflow.done:' || $3::uuid::text), $1::timestamptz AS at

@@ -1,0 +1,35 @@
+"""Static DAGs with sagas: decorator-built task graphs, compensation, failure policies."""
+
+from ._client import DAGClient, DAGRun, SignalReceipt
+from ._context import TaskContext, TaskOutcome
+from ._definition import DAG, RESERVED_PREFIXES, TaskSpec
+from ._errors import DAGValidationError, NotReady, Skip
+from ._events import DAGEvent
+from ._runner import DAGRunner, Outcome, RetryPolicy
+from ._scheduler import DAGScheduler, TickStats
+from ._testing import run_until_settled
+from ._worker import DAG_LEADERSHIP, DAGWorkerBinding, attach_dags
+
+__all__ = [
+    "DAG",
+    "DAG_LEADERSHIP",
+    "RESERVED_PREFIXES",
+    "DAGClient",
+    "DAGEvent",
+    "DAGRun",
+    "DAGRunner",
+    "DAGScheduler",
+    "DAGValidationError",
+    "DAGWorkerBinding",
+    "NotReady",
+    "Outcome",
+    "RetryPolicy",
+    "SignalReceipt",
+    "Skip",
+    "TaskContext",
+    "TaskOutcome",
+    "TaskSpec",
+    "TickStats",
+    "attach_dags",
+    "run_until_settled",
+]

@@ -1,0 +1,268 @@
+"""Client verbs for DAG runs: start, signal, inspect and administer."""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+import asyncpg
+import msgspec
+from opentelemetry.trace import TracerProvider
+
+from ..store.errors import NotFoundError
+from ..store.types import (
+    DAGDep,
+    DAGFilter,
+    DAGParams,
+    DAGSignalParams,
+    DAGState,
+    DAGView,
+    Job,
+    JobState,
+)
+from ..telemetry import RunEvent, RunKind, RunTracer
+from ._context import TaskOutcome
+from ._definition import DAG
+
+
+class ClientStore(Protocol):
+    """The ``DAGStore`` + ``TxDAGStore`` verbs the client uses."""
+
+    async def create_dag(
+        self, p: DAGParams, *, trace_context: Mapping[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID | None]: ...
+    async def create_dag_tx(
+        self,
+        tx: asyncpg.Connection,
+        p: DAGParams,
+        *,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> tuple[bool, uuid.UUID | None]: ...
+    async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]: ...
+    async def signal(self, p: DAGSignalParams) -> tuple[int, bool]: ...
+    async def find_dag_by_key(self, name: str, idempotency_key: str) -> uuid.UUID: ...
+    async def get_dag(self, id: uuid.UUID) -> DAGView: ...
+    async def list_dags(
+        self, filter: DAGFilter, offset: int, limit: int
+    ) -> tuple[list[DAGView], int]: ...
+    async def dag_tasks(self, id: uuid.UUID) -> list[Job]: ...
+    async def dag_deps(self, id: uuid.UUID) -> list[DAGDep]: ...
+    async def dag_name_state_counts(self) -> dict[str, dict[DAGState, int]]: ...
+    async def dag_task_counts(
+        self, ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, dict[JobState, int]]: ...
+    async def task_results(self, dag_id: uuid.UUID, keys: Sequence[str]) -> Any: ...
+    async def pause_dag(self, id: uuid.UUID, reason: str) -> None: ...
+    async def retry_dag(self, id: uuid.UUID) -> None: ...
+    async def compensate_dag(self, id: uuid.UUID) -> None: ...
+    async def cancel_dag(self, id: uuid.UUID) -> None: ...
+    async def vacuum_dags(self, retention: timedelta) -> int: ...
+
+
+@dataclass(frozen=True)
+class DAGRun:
+    """Handle returned by :meth:`DAGClient.run`.
+
+    Attributes:
+        id: the run id (the existing run's id when deduplicated).
+        inserted: False when a live run of the same DAG held the idempotency key.
+    """
+
+    id: uuid.UUID
+    inserted: bool
+
+
+@dataclass(frozen=True)
+class SignalReceipt:
+    """Outcome of :meth:`DAGClient.signal`.
+
+    Attributes:
+        delivered: tasks completed or woken now (0 = buffered for later).
+        deduplicated: the message id was seen before; nothing happened.
+    """
+
+    delivered: int
+    deduplicated: bool
+
+
+class DAGClient:
+    """Start and administer DAG runs.
+
+    Args:
+        store: a store implementing ``DAGStore`` and ``TxDAGStore``.
+        tracer_provider: where run spans go (None: the global provider).
+            Starting a run records a ``dag.start <name>`` span under the
+            caller's active span (a new trace without one) and stores its W3C
+            context with the run; every task attempt is its child. Signals and
+            cancellations are short spans in the run's trace.
+    """
+
+    def __init__(
+        self, store: ClientStore, *, tracer_provider: TracerProvider | None = None
+    ) -> None:
+        self.store = store
+        self.tracer = RunTracer(tracer_provider)
+
+    async def run(
+        self,
+        dag: DAG,
+        input: Any = None,
+        *,
+        idempotency_key: str = "",
+        meta: Mapping[str, str] | None = None,
+        payloads: Mapping[str, Any] | None = None,
+        id: uuid.UUID | None = None,
+    ) -> DAGRun:
+        """Validate ``dag`` and start a run of it (one transaction).
+
+        Args:
+            dag: the definition.
+            input: JSON-encodable run input (default payload of every task).
+            idempotency_key: while a live run of this DAG holds the key, no new
+                run starts and that run's id is returned.
+            meta: string annotations copied to every task.
+            payloads: per-task payload overrides.
+            id: run id (default: fresh uuid4).
+
+        Raises:
+            DAGValidationError: the graph is invalid (nothing is stored).
+        """
+        p = dag.params(input, id=id, idempotency_key=idempotency_key, meta=meta, payloads=payloads)
+        carrier = self.tracer.start_run_span(RunKind.DAG, dag.name, p.id)
+        inserted, existing = await self.store.create_dag(p, trace_context=carrier)
+        return DAGRun(id=p.id if inserted else existing, inserted=inserted)  # type: ignore[arg-type]
+
+    async def run_tx(
+        self,
+        tx: asyncpg.Connection,
+        dag: DAG,
+        input: Any = None,
+        *,
+        idempotency_key: str = "",
+        meta: Mapping[str, str] | None = None,
+        payloads: Mapping[str, Any] | None = None,
+        id: uuid.UUID | None = None,
+    ) -> DAGRun:
+        """:meth:`run` inside the caller's open asyncpg transaction (``create_dag_tx``)."""
+        p = dag.params(input, id=id, idempotency_key=idempotency_key, meta=meta, payloads=payloads)
+        carrier = self.tracer.start_run_span(RunKind.DAG, dag.name, p.id)
+        inserted, existing = await self.store.create_dag_tx(tx, p, trace_context=carrier)
+        return DAGRun(id=p.id if inserted else existing, inserted=inserted)  # type: ignore[arg-type]
+
+    async def signal(
+        self, run_id: uuid.UUID, name: str, payload: Any = None, *, message_id: str = ""
+    ) -> SignalReceipt:
+        """Send signal ``name`` to a live run; buffered if its task is not yet waiting.
+
+        An accepted (not deduplicated) signal is a ``signal <name>`` span in
+        the run's trace, linked to the caller's span when that belongs to
+        another trace.
+
+        Args:
+            message_id: dedupes repeats within (run, name); use the sender's event id.
+
+        Raises:
+            NotFoundError: the run is missing or terminal.
+        """
+        delivered, dup = await self.store.signal(
+            DAGSignalParams(
+                dag_id=run_id,
+                name=name,
+                payload=msgspec.json.encode(payload),
+                message_id=message_id,
+            )
+        )
+        if not dup:
+            await self._run_event(
+                run_id, RunEvent.SIGNAL, name, {"azync.signal.delivered": delivered}
+            )
+        return SignalReceipt(delivered=delivered, deduplicated=dup)
+
+    async def find_by_key(self, dag: DAG | str, idempotency_key: str) -> uuid.UUID:
+        """The live run holding the business key. Raises NotFoundError when none."""
+        return await self.store.find_dag_by_key(_name(dag), idempotency_key)
+
+    async def get(self, run_id: uuid.UUID) -> DAGView:
+        """The run header. Raises NotFoundError when none."""
+        return await self.store.get_dag(run_id)
+
+    async def list(
+        self,
+        *,
+        dag: DAG | str = "",
+        state: DAGState | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[DAGView], int]:
+        """Runs newest first, filtered by definition name and state; with the total."""
+        return await self.store.list_dags(DAGFilter(name=_name(dag), state=state), offset, limit)
+
+    async def tasks(self, run_id: uuid.UUID) -> builtins.list[Job]:
+        """Every task of the run (compensations last). Raises NotFoundError when none."""
+        return await self.store.dag_tasks(run_id)
+
+    async def deps(self, run_id: uuid.UUID) -> builtins.list[DAGDep]:
+        """Every edge of the run, compensation chain included."""
+        return await self.store.dag_deps(run_id)
+
+    async def results(self, run_id: uuid.UUID, keys: Sequence[str] = ()) -> dict[str, TaskOutcome]:
+        """Settled (succeeded or skipped) task outcomes, keyed by task key."""
+        found = await self.store.task_results(run_id, list(keys))
+        return {k: TaskOutcome.from_store(v) for k, v in found.items()}
+
+    async def name_state_counts(self) -> dict[str, dict[DAGState, int]]:
+        """Run counts per definition name and state."""
+        return await self.store.dag_name_state_counts()
+
+    async def task_counts(
+        self, run_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, dict[JobState, int]]:
+        """Task counts per state for each run."""
+        return await self.store.dag_task_counts(run_ids)
+
+    async def pause(self, run_id: uuid.UUID, reason: str = "") -> None:
+        """Freeze a running run (resume with :meth:`retry`). NotFoundError unless running."""
+        await self.store.pause_dag(run_id, reason)
+
+    async def retry(self, run_id: uuid.UUID) -> None:
+        """The one resume verb: reset dead tasks, release paused ones, resume."""
+        await self.store.retry_dag(run_id)
+
+    async def compensate(self, run_id: uuid.UUID) -> None:
+        """Start compensation of a running or suspended run by hand."""
+        await self.store.compensate_dag(run_id)
+
+    async def cancel(self, run_id: uuid.UUID) -> None:
+        """Cancel a live run without compensating (a compensating run finishes first).
+
+        Recorded as a ``cancel.requested`` span in the run's trace.
+        """
+        await self.store.cancel_dag(run_id)
+        await self._run_event(run_id, RunEvent.CANCEL_REQUESTED)
+
+    async def vacuum(self, retention: timedelta) -> int:
+        """Delete settled runs completed more than ``retention`` ago; return how many."""
+        return await self.store.vacuum_dags(retention)
+
+    async def _run_event(
+        self,
+        run_id: uuid.UUID,
+        event: RunEvent,
+        subject: str | None = None,
+        attributes: Mapping[str, int | str] | None = None,
+    ) -> None:
+        try:
+            carrier = await self.store.dag_trace_context(run_id)
+        except NotFoundError:  # vacuumed meanwhile: nothing to attach to
+            return
+        if not carrier:  # started untraced: no trace to add to
+            return
+        self.tracer.run_event(carrier, event, run_id=run_id, subject=subject, attributes=attributes)
+
+
+def _name(dag: DAG | str) -> str:
+    return dag if isinstance(dag, str) else dag.name

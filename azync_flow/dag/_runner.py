@@ -1,0 +1,334 @@
+"""Executes leased DAG task jobs: calls the handler and settles the job.
+
+:meth:`DAGRunner.run_task` is the unit a worker loop calls per leased job
+(``worker.add_loop(Source.DAG, kind, runner.run_task, concurrency)``);
+:meth:`DAGRunner.run_batch` leases and runs a batch itself for standalone use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+import msgspec
+from opentelemetry.trace import TracerProvider
+
+from ..store.errors import NotFoundError
+from ..store.types import Job, TaskResult
+from ..telemetry import AttemptKind, AttemptSpan, RunTracer
+from ..telemetry import Outcome as SpanOutcome
+from ._context import TaskContext, TaskOutcome
+from ._definition import DAG, Handler, TaskSpec
+from ._errors import NotReady, Skip
+
+log = logging.getLogger("azync_flow.dag")
+
+
+class RunnerStore(Protocol):
+    """The store verbs the runner needs (a subset of the contract)."""
+
+    async def task_results(
+        self, dag_id: uuid.UUID, keys: Sequence[str]
+    ) -> dict[str, TaskResult]: ...
+
+    async def ack_task_result(
+        self, id: uuid.UUID, lease_token: uuid.UUID, result: bytes | None
+    ) -> None: ...
+
+    async def dag_snooze_task(
+        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, deadline_error: str
+    ) -> bool: ...
+
+    async def dag_skip_task(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None: ...
+
+    async def reschedule(
+        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
+    ) -> None: ...
+
+    async def dead(self, id: uuid.UUID, lease_token: uuid.UUID, last_error: str) -> None: ...
+
+    async def release(self, id: uuid.UUID, lease_token: uuid.UUID) -> None: ...
+
+    async def extend_lease(
+        self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta
+    ) -> None: ...
+
+    async def dag_notify_tick(self) -> None: ...
+
+    async def dag_dequeue(
+        self, kinds: Sequence[str], limit: int, lease: timedelta, default_max_attempts: int = 25
+    ) -> list[Job]: ...
+
+
+class Outcome(enum.StrEnum):
+    """How :meth:`DAGRunner.run_task` settled a job."""
+
+    SUCCEEDED = "succeeded"
+    SKIPPED = "skipped"
+    SNOOZED = "snoozed"
+    DEADLINED = "deadlined"
+    RETRY = "retry"
+    DEAD = "dead"
+    STALE = "stale"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff between failed attempts of a task.
+
+    Attributes:
+        initial: delay after the first failure.
+        coefficient: growth factor per further failure.
+        maximum: cap on any single delay.
+    """
+
+    initial: timedelta = timedelta(seconds=1)
+    coefficient: float = 2.0
+    maximum: timedelta = timedelta(minutes=5)
+
+    def delay(self, attempt: int) -> timedelta:
+        """Delay after failed attempt number ``attempt`` (1-based)."""
+        seconds = self.initial.total_seconds() * self.coefficient ** max(attempt - 1, 0)
+        return min(timedelta(seconds=seconds), self.maximum)
+
+
+class DAGRunner:
+    """Runs DAG task handlers of the registered definitions.
+
+    Args:
+        store: the store (DAG verbs plus plain settle verbs).
+        dags: the definitions whose handlers this runner executes.
+        default_max_attempts: retry budget for tasks that declared none.
+        retry: backoff between attempts.
+        lease: lease taken by :meth:`run_batch` and renewed while a handler runs.
+        release_on_cancel: hand the job back (release) when the handler is
+            cancelled. A Worker releases jobs itself on shutdown, so the
+            worker binding turns this off.
+        tracer_provider: where attempt spans go (None: the global provider).
+            Every attempt is a ``dag.task <key>`` or ``dag.compensation <key>``
+            span, a child of the run's start span (the W3C carrier in the
+            task's meta), current while the handler runs.
+    """
+
+    def __init__(
+        self,
+        store: RunnerStore,
+        dags: Iterable[DAG],
+        *,
+        default_max_attempts: int = 25,
+        retry: RetryPolicy | None = None,
+        lease: timedelta = timedelta(seconds=60),
+        release_on_cancel: bool = True,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
+        self.store = store
+        self.tracer = RunTracer(tracer_provider)
+        self.release_on_cancel = release_on_cancel
+        self.default_max_attempts = default_max_attempts
+        self.retry = retry or RetryPolicy()
+        self.lease = lease
+        self._handlers: dict[str, tuple[TaskSpec, Handler, bool]] = {}
+        self._dag_names: dict[str, str] = {}
+        for dag in dags:
+            dag.validate()
+            found = dag.handlers()
+            self._handlers.update(found)
+            self._dag_names.update(dict.fromkeys(found, dag.name))
+
+    @property
+    def kinds(self) -> list[str]:
+        """Every handler kind this runner executes (one leasing loop each)."""
+        return sorted(self._handlers)
+
+    async def run_batch(self, limit: int = 32) -> int:
+        """Lease up to ``limit`` due tasks of this runner's kinds, run them concurrently.
+
+        Returns the number of jobs run.
+        """
+        jobs = await self.store.dag_dequeue(
+            self.kinds, limit, self.lease, self.default_max_attempts
+        )
+        if jobs:
+            await asyncio.gather(*(self.run_task(j, self.lease) for j in jobs))
+        return len(jobs)
+
+    async def run_task(self, job: Job, lease: timedelta | None = None) -> Outcome:
+        """Run the handler of one leased task job and settle it (lease-fenced).
+
+        Returning a value acks with it as the task result (None: no result);
+        raising :class:`NotReady` snoozes, :class:`Skip` skips, anything else
+        retries with backoff until the budget is spent, then dead-letters.
+        A settle whose lease was lost (reaped, cancelled) is dropped: STALE.
+
+        The attempt is one span (see :class:`DAGRunner`) whose ``azync.outcome``
+        is the settle: succeeded, retried (with the delay), dead, snoozed (with
+        the delay) or skipped; none when the settle was STALE. A failed or
+        deadlined attempt has error status and an exception event.
+        """
+        assert job.lease_token is not None
+        assert job.dag_id is not None
+        entry = self._handlers.get(job.kind)
+        is_comp = entry[2] if entry else job.task_key.startswith("comp:")
+        span_name = entry[0].key if entry else job.task_key.removeprefix("comp:")
+        async with self.tracer.attempt_span(
+            AttemptKind.DAG_COMPENSATION if is_comp else AttemptKind.DAG_TASK,
+            span_name,
+            carrier=job.meta,
+            run_id=job.dag_id,
+            attempt=job.attempt,
+            dag_name=self._dag_names.get(job.kind, job.kind.partition("/")[0]),
+            task_key=job.task_key,
+        ) as span:
+            if entry is None:
+                err = LookupError(f"no handler registered for kind {job.kind!r}")
+                span.record_failure(err)
+                return _traced(span, await self._dead(job, str(err)))
+            return await self._attempt(job, lease, entry, span)
+
+    async def _attempt(
+        self,
+        job: Job,
+        lease: timedelta | None,
+        entry: tuple[TaskSpec, Handler, bool],
+        span: AttemptSpan,
+    ) -> Outcome:
+        assert job.lease_token is not None
+        spec, handler, is_comp = entry
+        try:
+            ctx = await self._context(job, spec, is_comp)
+            if (
+                not is_comp
+                and spec.skip_when_upstream_skipped
+                and spec.after
+                and all(k in ctx.task_results and ctx.task_results[k].skipped for k in spec.after)
+            ):
+                raise Skip("every upstream task was skipped")
+            async with self._heartbeat(job, lease):
+                value = await handler(ctx)
+            raw = None if value is None else msgspec.json.encode(value)
+        except NotReady as e:
+            outcome = await self._snooze(job, e)
+            if outcome is Outcome.DEADLINED:
+                span.record_failure(e)
+            return _traced(span, outcome, e.delay)
+        except Skip as e:
+            skipped = self.store.dag_skip_task(job.id, job.lease_token, _clean(e.reason))
+            return _traced(span, await self._settle(Outcome.SKIPPED, skipped))
+        except asyncio.CancelledError:
+            if not self.release_on_cancel:
+                raise
+            with contextlib.suppress(NotFoundError):
+                await asyncio.shield(self.store.release(job.id, job.lease_token))
+            raise
+        except Exception as e:
+            span.record_failure(e)
+            return await self._failed(job, e, span)
+        acked = self.store.ack_task_result(job.id, job.lease_token, raw)
+        return _traced(span, await self._settle(Outcome.SUCCEEDED, acked))
+
+    # --- internals --------------------------------------------------------------
+
+    async def _context(self, job: Job, spec: TaskSpec, is_comp: bool) -> TaskContext:
+        keys = [spec.key] if is_comp else list(spec.after)
+        results: dict[str, TaskOutcome] = {}
+        if keys:
+            found = await self.store.task_results(job.dag_id, keys)  # type: ignore[arg-type]
+            results = {k: TaskOutcome.from_store(v) for k, v in found.items()}
+        return TaskContext(
+            run_id=job.dag_id,  # type: ignore[arg-type]
+            key=job.task_key,
+            kind=job.kind,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            raw_payload=job.payload or b"null",
+            meta=job.meta,
+            task_results=results,
+            compensates=spec.key if is_comp else "",
+            _store=self.store,
+        )
+
+    @contextlib.asynccontextmanager
+    async def _heartbeat(self, job: Job, lease: timedelta | None) -> Any:
+        if lease is None or lease <= timedelta(0):
+            yield
+            return
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(lease.total_seconds() / 3)
+                with contextlib.suppress(NotFoundError):
+                    await self.store.extend_lease(job.id, job.lease_token, lease)  # type: ignore[arg-type]
+
+        task = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _snooze(self, job: Job, e: NotReady) -> Outcome:
+        try:
+            deadlined = await self.store.dag_snooze_task(
+                job.id,
+                job.lease_token,  # type: ignore[arg-type]
+                e.delay,
+                _clean(f"deadline exceeded: {e.reason}"),
+            )
+        except NotFoundError:
+            return Outcome.STALE
+        return Outcome.DEADLINED if deadlined else Outcome.SNOOZED
+
+    async def _failed(self, job: Job, e: Exception, span: AttemptSpan) -> Outcome:
+        msg = _clean(f"{type(e).__name__}: {e}")
+        if job.attempt >= max(job.max_attempts, 1):
+            return _traced(span, await self._dead(job, msg))
+        delay = self.retry.delay(job.attempt)
+        rescheduled = self.store.reschedule(job.id, job.lease_token, delay, msg)  # type: ignore[arg-type]
+        return _traced(span, await self._settle(Outcome.RETRY, rescheduled), delay)
+
+    async def _dead(self, job: Job, msg: str) -> Outcome:
+        out = await self._settle(Outcome.DEAD, self.store.dead(job.id, job.lease_token, msg))  # type: ignore[arg-type]
+        if out is Outcome.DEAD:
+            await self.store.dag_notify_tick()
+        return out
+
+    @staticmethod
+    async def _settle(outcome: Outcome, op: Any) -> Outcome:
+        try:
+            await op
+        except NotFoundError:
+            log.info("dag task settle dropped: lease no longer held")
+            return Outcome.STALE
+        return outcome
+
+
+_SPAN_OUTCOMES = {
+    Outcome.SUCCEEDED: SpanOutcome.SUCCEEDED,
+    Outcome.SKIPPED: SpanOutcome.SKIPPED,
+    Outcome.SNOOZED: SpanOutcome.SNOOZED,
+    Outcome.DEADLINED: SpanOutcome.DEAD,
+    Outcome.RETRY: SpanOutcome.RETRIED,
+    Outcome.DEAD: SpanOutcome.DEAD,
+}
+
+
+def _traced(span: AttemptSpan, outcome: Outcome, delay: timedelta | None = None) -> Outcome:
+    """Record the settled outcome on the attempt span (nothing for a stale settle)."""
+    mapped = _SPAN_OUTCOMES.get(outcome)
+    if mapped is not None:
+        delayed = outcome in (Outcome.RETRY, Outcome.SNOOZED)
+        span.set_outcome(mapped, retry_delay=delay if delayed else None)
+    return outcome
+
+
+def _clean(text: str) -> str:
+    """Make an error text storable in a Postgres text column (NUL escaped)."""
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")

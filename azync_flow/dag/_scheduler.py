@@ -1,0 +1,227 @@
+"""The DAG scheduler tick, and a leader-only loop woken by NOTIFY with a polling fallback.
+
+The tick runs, in this order, ``promote_unblocked``,
+``deliver_buffered_signals``, ``complete_due_sleeps``, the DAG-task
+housekeeping ``dag_promote_due`` and ``dag_reap_expired``, then
+``apply_failure_policy`` and ``complete_dags``. Each step is its own
+transaction and correctness does not depend on their order: the store
+re-checks everything it acts on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import asyncpg
+from opentelemetry.trace import TracerProvider
+
+from ..store.postgres.dag import ReapedTask
+from ..store.types import DAGFailure
+from ..telemetry import ATTR_ATTEMPT, ATTR_TASK_KEY, RunEvent, RunTracer
+
+log = logging.getLogger("azync_flow.dag")
+
+
+class SchedulerStore(Protocol):
+    """The store verbs one tick uses."""
+
+    async def promote_unblocked(self, *, since: datetime | None = None) -> int: ...
+    async def deliver_buffered_signals(self) -> int: ...
+    async def complete_due_sleeps(self) -> int: ...
+    async def apply_failure_policy(self) -> list[DAGFailure]: ...
+    async def complete_dags(self, *, since: datetime | None = None) -> int: ...
+    async def dag_clock(self) -> datetime: ...
+    async def dag_promote_due(self) -> int: ...
+    async def dag_reap_expired_tasks(self, max_reaps: int = 5) -> list[ReapedTask]: ...
+
+
+@dataclass
+class TickStats:
+    """What one tick did."""
+
+    promoted: int = 0
+    signals: int = 0
+    sleeps: int = 0
+    due: int = 0
+    reaped: int = 0
+    failures: list[DAGFailure] = field(default_factory=list)
+    settled: int = 0
+
+    @property
+    def changed(self) -> bool:
+        """True when the tick moved anything (another tick may find more to do)."""
+        return bool(
+            self.promoted
+            or self.signals
+            or self.sleeps
+            or self.due
+            or self.reaped
+            or self.failures
+            or self.settled
+        )
+
+
+class DAGScheduler:
+    """Drives DAG runs forward. Run :meth:`tick` on the elected leader only.
+
+    Incremental passes: between full passes (every ``full_scan_interval``,
+    on the first tick, and whenever the clock moved backwards), promotion and
+    completion only examine DAGs whose header or a task changed since the
+    previous tick started, minus ``overlap`` (covering transactions that
+    committed late). The periodic full pass is the safety net for anything
+    older.
+
+    Args:
+        store: the store.
+        max_reaps: lease expiries a task survives before it is dead-lettered.
+        full_scan_interval: wall time between full passes.
+        overlap: how far before the previous tick's start incremental passes look.
+        tracer_provider: where ``lease.expired`` run events go (None: the
+            global provider): one short span per reaped task, in its run's trace.
+    """
+
+    def __init__(
+        self,
+        store: SchedulerStore,
+        *,
+        max_reaps: int = 5,
+        full_scan_interval: timedelta = timedelta(seconds=5),
+        overlap: timedelta = timedelta(seconds=2),
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
+        self.store = store
+        self.tracer = RunTracer(tracer_provider)
+        self.max_reaps = max_reaps
+        self.full_scan_interval = full_scan_interval
+        self.overlap = overlap
+        self.ticks = 0
+        self.full_ticks = 0
+        self._prev: datetime | None = None
+        self._last_full = 0.0
+
+    async def tick(self, *, full: bool = False) -> TickStats:
+        """Run one scheduler pass (the maintenance step a Worker registers).
+
+        Args:
+            full: examine every DAG, not only recently changed ones.
+        """
+        now = await self.store.dag_clock()
+        mono = time.monotonic()
+        if (
+            full
+            or self._prev is None
+            or now < self._prev
+            or mono - self._last_full >= self.full_scan_interval.total_seconds()
+        ):
+            since = None
+            self._last_full = mono
+            self.full_ticks += 1
+        else:
+            since = self._prev - self.overlap
+        s = TickStats()
+        # Promotion first: it is what the next task waits for (latency).
+        s.promoted = await self.store.promote_unblocked(since=since)
+        s.signals = await self.store.deliver_buffered_signals()
+        s.sleeps = await self.store.complete_due_sleeps()
+        s.due = await self.store.dag_promote_due()
+        reaped = await self.store.dag_reap_expired_tasks(self.max_reaps)
+        s.reaped = len(reaped)
+        for r in reaped:
+            if r.meta.get("traceparent"):
+                self.tracer.run_event(
+                    r.meta,
+                    RunEvent.LEASE_EXPIRED,
+                    run_id=r.dag_id,
+                    attributes={
+                        ATTR_TASK_KEY: r.task_key,
+                        ATTR_ATTEMPT: r.attempt,
+                        "azync.dead_lettered": r.dead,
+                    },
+                )
+        s.failures = await self.store.apply_failure_policy()
+        s.settled = await self.store.complete_dags(since=since)
+        self._prev = now
+        self.ticks += 1
+        return s
+
+    async def promote_now(self) -> int:
+        """Fast path for a wake-up: an incremental :meth:`SchedulerStore.promote_unblocked`.
+
+        Safe next to a running :meth:`tick` (the store re-checks every row it
+        moves); it only lets the next task start without waiting for the
+        rest of a tick. Returns the number promoted.
+        """
+        since = None if self._prev is None else self._prev - self.overlap
+        return await self.store.promote_unblocked(since=since)
+
+    async def run(
+        self,
+        stop: asyncio.Event,
+        *,
+        dsn: str,
+        channel: str = "azync_wake",
+        schema: str = "public",
+        poll_interval: timedelta = timedelta(seconds=1),
+    ) -> None:
+        """Tick while leading until ``stop`` is set.
+
+        Leadership is a session advisory lock (one leader per schema); a
+        non-leader retries every ``poll_interval``. The leader LISTENs on
+        ``channel`` and ticks on any ``dag:`` notification, else every
+        ``poll_interval`` (the correctness fallback), and again at once after a
+        tick that changed something.
+        """
+        wake = asyncio.Event()
+
+        def on_notify(_c: object, _pid: int, _ch: str, payload: str) -> None:
+            if payload.startswith("dag:"):
+                wake.set()
+
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.add_listener(channel, on_notify)
+            lock = zlib.crc32(f"azync-dag-scheduler:{schema}".encode())
+            while not stop.is_set():
+                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", lock):
+                    await _wait(stop, wake, poll_interval)
+                    continue
+                await self._lead(stop, wake, poll_interval, conn)
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def _lead(
+        self, stop: asyncio.Event, wake: asyncio.Event, poll: timedelta, conn: asyncpg.Connection
+    ) -> None:
+        while not stop.is_set():
+            if conn.is_closed():
+                raise ConnectionError("dag scheduler lost its leadership session")
+            wake.clear()
+            try:
+                changed = (await self.tick()).changed
+            except (asyncpg.PostgresError, OSError) as e:
+                log.warning("dag scheduler tick failed: %s", e)
+                changed = False
+            if not changed:
+                await _wait(stop, wake, poll)
+
+
+async def _wait(stop: asyncio.Event, wake: asyncio.Event, poll: timedelta) -> None:
+    deadline = time.monotonic() + poll.total_seconds()
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(
+            waiters,
+            timeout=max(deadline - time.monotonic(), 0),
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    finally:
+        for w in waiters:
+            w.cancel()

@@ -1,0 +1,67 @@
+"""Spans for plain queue jobs: one ``job <kind>`` attempt span per handler call,
+a child of the enqueuer's span (trace context carried in ``job.meta``).
+
+Enqueue with :func:`traced_meta` (``Client.enqueue`` does it for you); turn the
+spans on in a worker with ``worker.trace_jobs()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from azync_flow.retry import RetryDecision
+from azync_flow.telemetry import AttemptKind, Outcome, RunTracer, capture_trace_context
+from azync_flow.worker import JobContext, Skip, Snooze
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+__all__ = ["job_span_interceptor", "traced_meta"]
+
+
+def traced_meta(meta: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``meta`` plus the caller's W3C trace context (``traceparent``/``tracestate``)."""
+    return {**capture_trace_context(), **(meta or {})}
+
+
+def job_span_interceptor(
+    worker: Any, tracer_provider: TracerProvider | None = None
+) -> Callable[[JobContext, Callable[[], Awaitable[None]]], Awaitable[None]]:
+    """A Worker interceptor recording each queue handler attempt as a span.
+
+    Outcome: ``succeeded``; ``snoozed`` (with the delay); ``skipped``;
+    ``retried`` or ``dead`` as the handler's retry policy decides for the
+    raised error (the error is recorded on the span).
+    """
+    tracer = RunTracer(tracer_provider)
+
+    async def intercept(ctx: JobContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        async with tracer.attempt_span(
+            AttemptKind.JOB, ctx.kind, carrier=ctx.meta, run_id=ctx.id, attempt=ctx.attempt
+        ) as span:
+            try:
+                await call_next()
+            except Snooze as snooze:
+                span.set_outcome(Outcome.SNOOZED, retry_delay=snooze.delay)
+                raise
+            except Skip:
+                span.set_outcome(Outcome.SKIPPED)
+                raise
+            except Exception as exc:
+                span.record_failure(exc)
+                handler = worker.handlers.get(ctx.kind)
+                retry = handler.retry if handler is not None else None
+                decision = (
+                    retry.decide(exc, ctx.attempt, ctx.max_attempts)
+                    if retry is not None
+                    else RetryDecision.DEAD
+                )
+                if decision is RetryDecision.RETRY:
+                    span.set_outcome(Outcome.RETRIED)
+                else:
+                    span.set_outcome(Outcome.DEAD)
+                raise
+            span.set_outcome(Outcome.SUCCEEDED)
+
+    return intercept

@@ -1,0 +1,262 @@
+"""The workflow runtime on the real :class:`~azync_flow.worker.Worker` — the one way
+to run workflows and activities.
+
+Usage::
+
+    worker = Worker(store)
+    worker.register_workflows([order], [reserve, charge, ship])
+    await worker.run()                 # or: async with worker: ... / run_until_idle()
+
+This adds to the worker:
+
+* a ``$wft`` lease loop that leases with ``store.dequeue_workflow_tasks`` (never
+  two passes of one execution at once) and runs each task as one replay pass
+  (:class:`WorkflowRunner`);
+* one lease loop per registered activity (``$op:<name>@<version>``), one attempt
+  per lease (:class:`ActivityRunner`);
+* leader-only maintenance under its own election (``azync_flow.workflow``):
+  promote due workflow jobs, reap expired workflow tasks (re-run) and
+  idempotent operations (re-run), park expired non-idempotent operations as
+  uncertain (never re-run) and run the ``reconcile=`` hooks of uncertain
+  operations (:class:`~azync_flow.runtime.uncertain.Reconciler`), repair stalled
+  executions, vacuum finished ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from azync_flow.replay.events import ActivityFailed, encode_event
+from azync_flow.runtime._operations import decode_operation
+from azync_flow.runtime.activity_runner import ActivityRunner
+from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
+from azync_flow.runtime.workflow_runner import WorkflowRunner
+from azync_flow.store.types import Job, Source
+from azync_flow.telemetry import ATTR_ATTEMPT, RunEvent, RunTracer
+from azync_flow.workflow import Registry
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from azync_flow.worker import Worker
+
+__all__ = ["WORKFLOW_LEADERSHIP", "WORKFLOW_TASK_KIND", "WorkflowRuntime", "register_workflows"]
+
+WORKFLOW_TASK_KIND = "$wft"
+#: Election of the workflow maintenance steps (workers without workflows never win it).
+WORKFLOW_LEADERSHIP = "azync_flow.workflow"
+
+
+def lease_expired_event(job: Job, reason: str) -> tuple[str, bytes]:
+    """ActivityFailed ``(type, payload)`` for an operation given up by the reaper."""
+    seq = (
+        decode_operation(job.payload).seq
+        if job.payload is not None
+        else seq_of_execution_key(job.task_key)
+    )
+    event = ActivityFailed(
+        scheduled_seq=seq, error_type="LeaseExpired", message=reason, attempts=job.attempt
+    )
+    return encode_event(event)
+
+
+class WorkflowRuntime:
+    """Workflows and activities of a registry, running on a Worker.
+
+    Build it with :meth:`Worker.register_workflows` (or :func:`register_workflows`)
+    before the worker starts.
+
+    Args:
+        worker: the worker to add loops and maintenance steps to.
+        registry: workflow and activity definitions.
+        cache_size: sticky-cache size of replayed instances (0 = full replay
+            on every pass; results are identical).
+        max_payload_bytes: per-value limit for workflow writes and activity
+            results (None = no limit of ours; PostgreSQL's 1 GiB bytea applies).
+        concurrency: concurrent workflow tasks (default: the worker's).
+        activity_concurrency: concurrent attempts per activity kind (default: the worker's).
+        stalled_after: a running execution with nothing scheduled for this
+            long gets a workflow task (leader).
+        retention: finished executions older than this are deleted with their
+            history (leader; ``<= 0`` keeps them forever).
+        max_reaps: lease expiries a workflow task or idempotent operation
+            survives (default: the worker's).
+        tracer_provider: OpenTelemetry provider (None = the global one).
+    """
+
+    def __init__(
+        self,
+        worker: Worker,
+        registry: Registry,
+        *,
+        cache_size: int = 1000,
+        max_payload_bytes: int | None = None,
+        concurrency: int | None = None,
+        activity_concurrency: int | None = None,
+        stalled_after: timedelta = timedelta(minutes=5),
+        retention: timedelta = timedelta(days=7),
+        max_reaps: int | None = None,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
+        if Source.WORKFLOW in getattr(worker, "_maintained", ()):
+            raise ValueError(
+                "worker.maintain_source(Source.WORKFLOW) adds the generic reaper, which would "
+                "re-run non-idempotent operations and drop lease-expired ones without history; "
+                "register_workflows adds the workflow maintenance itself"
+            )
+        store: Any = worker.store
+        self.worker = worker
+        self.store = store
+        self.registry = registry
+        self.tracer = RunTracer(tracer_provider)
+        self.stalled_after = stalled_after
+        self.retention = retention
+        self.max_reaps = worker.max_reaps if max_reaps is None else max_reaps
+        self.workflows = WorkflowRunner(
+            store,
+            registry,
+            cache_size=cache_size,
+            max_payload_bytes=max_payload_bytes,
+            tracer=self.tracer,
+        )
+        self.activities = ActivityRunner(
+            store, registry, max_payload_bytes=max_payload_bytes, tracer=self.tracer
+        )
+
+        async def dequeue_tasks(limit: int, lease: timedelta) -> list[Job]:
+            return list(await store.dequeue_workflow_tasks(limit, lease, WORKFLOW_TASK_KIND))
+
+        self.task_loop = worker.add_loop(
+            Source.WORKFLOW,
+            WORKFLOW_TASK_KIND,
+            self.workflows.run,
+            concurrency=concurrency,
+            dequeue=dequeue_tasks,
+        )
+        self.activity_loops = [
+            worker.add_loop(
+                Source.WORKFLOW, kind, self.activities.run, concurrency=activity_concurrency
+            )
+            for kind in registry.activities
+        ]
+        tick = timedelta(seconds=worker.maintenance.tick_seconds)
+        steps = [
+            ("workflow.promote", self.promote, tick),
+            ("workflow.reap_tasks", self.reap_tasks, tick),
+            ("workflow.reap_operations", self.reap_operations, tick),
+            ("workflow.reap_uncertain", self.reap_uncertain, tick),
+            (
+                "workflow.repair_stalled",
+                self.repair_stalled,
+                max(tick, min(stalled_after, timedelta(seconds=30))),
+            ),
+            ("workflow.vacuum", self.vacuum, worker.vacuum_interval),
+        ]
+        for name, step, interval in steps:
+            worker.add_maintenance(
+                step,
+                name=name,
+                interval=interval,
+                leadership=WORKFLOW_LEADERSHIP,
+                source=Source.WORKFLOW,
+            )
+
+    # --- maintenance steps (leader only; each returns what it made runnable) ---------
+
+    async def promote(self) -> int:
+        """Due scheduled workflow jobs (retries after backoff, timers) -> pending."""
+        return int(await self.store.promote_workflow_jobs())
+
+    async def reap_tasks(self) -> int:
+        """Workflow tasks whose worker died: back to pending (re-run), or dead and the
+        execution suspended after ``max_reaps`` expiries. Each is a ``lease.expired``
+        run event."""
+        jobs: list[Job] = []
+        report = await self.store.reap_workflow_tasks(self.max_reaps, on_reaped=jobs.append)
+        for job in jobs:
+            assert job.run_id is not None
+            state = await self.store.load_workflow_task(job.run_id, after_seq=2**31 - 1)
+            self._lease_expired(state.trace_context, job, "workflow.task")
+        return int(report.reaped + report.killed)
+
+    async def reap_operations(self) -> int:
+        """Idempotent operations whose worker died: re-run (or failed after ``max_reaps``)."""
+        jobs: list[Job] = []
+        report = await self.store.reap_expired_operations(
+            lease_expired_event, self.max_reaps, on_reaped=jobs.append
+        )
+        for job in jobs:
+            self._lease_expired(job.meta, job, job.meta.get("activity", "operation"))
+        return int(report.reaped + report.killed)
+
+    async def reap_uncertain(self) -> int:
+        """Non-idempotent operations whose worker died: uncertain (never re-run);
+        then the reconcile hooks of every uncertain operation without a verdict
+        (these just parked, and any whose inline reconcile was missed by a crash).
+
+        Returns:
+            How many operations the hooks decided (their executions resumed).
+        """
+        jobs: list[Job] = []
+
+        def encode(job: Job, reason: str) -> tuple[str, bytes]:
+            jobs.append(job)
+            return uncertain_event(job, reason)
+
+        marked = set(await self.store.reap_uncertain_operations(encode))
+        for job in jobs:
+            if job.id in marked:
+                self._lease_expired(job.meta, job, job.meta.get("activity", "operation"))
+        reconciler = self.activities.reconciler
+        return 0 if reconciler is None else await reconciler.run_once()
+
+    def _lease_expired(self, carrier: dict[str, str] | None, job: Job, subject: str) -> None:
+        self.tracer.run_event(
+            carrier,
+            RunEvent.LEASE_EXPIRED,
+            run_id=job.run_id or job.id,
+            subject=subject,
+            attributes={ATTR_ATTEMPT: job.attempt},
+        )
+
+    async def repair_stalled(self) -> int:
+        """Running executions with nothing scheduled get a workflow task."""
+        stalled = await self.store.list_stalled_workflows(self.stalled_after, 100)
+        for execution in stalled:
+            await self.store.schedule_task(execution.id)
+        return len(stalled)
+
+    async def vacuum(self) -> int:
+        """Delete finished executions older than ``retention`` (with their history)."""
+        if self.retention > timedelta(0):
+            await self.store.vacuum_workflows(self.retention)
+        return 0
+
+
+def register_workflows(
+    worker: Worker,
+    workflows: Iterable[Any] | Registry = (),
+    activities: Iterable[Any] = (),
+    **options: Any,
+) -> WorkflowRuntime:
+    """Run ``workflows`` and ``activities`` on ``worker`` (see :class:`WorkflowRuntime`).
+
+    Args:
+        worker: a Worker that has not started.
+        workflows: ``@workflow`` definitions, or a ready :class:`Registry`
+            (then ``activities`` must be empty).
+        activities: ``@activity`` definitions.
+        **options: :class:`WorkflowRuntime` options.
+
+    Raises:
+        ValueError: the worker already runs, or a loop for one of the kinds exists.
+    """
+    if isinstance(workflows, Registry):
+        if activities:
+            raise ValueError("pass activities inside the Registry, not next to it")
+        registry = workflows
+    else:
+        registry = Registry(workflows, activities)
+    return WorkflowRuntime(worker, registry, **options)

@@ -1,0 +1,92 @@
+"""Listing executions and announcing finished ones (client ``list`` / ``result``).
+
+Terminal transitions (succeeded, failed, cancelled) send
+``NOTIFY <channel>, 'workflow.done:<id>'`` in the transaction that makes them,
+so a client waiting for a result wakes when it commits. Workers ignore the
+payload (it is not a ``<source>:<kind>`` wake).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import asyncpg
+
+from ..types import WorkflowExecutionView, WorkflowState
+from .notify import ListenSubscription
+from .workflow_core import WorkflowCoreMixin, execution_from_row
+
+__all__ = ["DONE_PREFIX", "RESET", "WorkflowDoneSubscription", "WorkflowListingMixin"]
+
+DONE_PREFIX = "workflow.done:"
+#: Item sent once LISTEN is live again after a reconnect: re-check every waiter.
+RESET = uuid.UUID(int=0)
+
+
+class WorkflowDoneSubscription(ListenSubscription[uuid.UUID]):
+    """Ids of executions that reached a terminal state; :data:`RESET` after a
+    reconnect (notifications may have been missed: re-read)."""
+
+    _task_name = "azync-workflow-done-listener"
+
+    def _decode(self, payload: str) -> uuid.UUID | None:
+        if not payload.startswith(DONE_PREFIX):
+            return None
+        try:
+            return uuid.UUID(payload[len(DONE_PREFIX) :])
+        except ValueError:
+            return None
+
+    async def _after_connect(self, conn: asyncpg.Connection, *, reconnected: bool) -> None:
+        if reconnected:
+            self._put(RESET)
+
+
+class WorkflowListingMixin(WorkflowCoreMixin):
+    async def list_workflow_executions(
+        self,
+        *,
+        name: str | None = None,
+        state: WorkflowState | str | None = None,
+        limit: int = 50,
+        before: tuple[datetime, uuid.UUID] | None = None,
+    ) -> list[WorkflowExecutionView]:
+        """Executions, newest first (``created_at``, then id, descending).
+
+        Args:
+            name: only this workflow name.
+            state: only this state (running, suspended, succeeded, failed, cancelled).
+            limit: page size (>= 1).
+            before: keyset cursor ``(created_at, id)`` of the last row of the
+                previous page; None starts at the newest.
+
+        Raises:
+            ValueError: ``limit`` < 1 or an unknown state.
+        """
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        state_value = None if state is None else WorkflowState(state).value
+        rows = await self._fetch(
+            "workflow_list",
+            name,
+            state_value,
+            limit,
+            before[0] if before else None,
+            before[1] if before else None,
+        )
+        return [execution_from_row(r) for r in rows]
+
+    async def workflow_done_events(self) -> WorkflowDoneSubscription | None:
+        """A stream of ids of executions that just finished (None when poll-only).
+
+        LISTEN is live when this returns. Close it to release its dedicated connection.
+
+        Raises:
+            StoreError: the listening connection cannot be opened.
+        """
+        if self.config.poll_only:
+            return None
+        sub = WorkflowDoneSubscription(self)
+        await sub.start()
+        return sub
