@@ -15,6 +15,7 @@ import inspect
 import logging
 import socket
 import uuid
+from collections import OrderedDict
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -262,6 +263,10 @@ async def resolve_operation(
 # --- reconcile hooks ---------------------------------------------------------------------
 
 
+#: Uncertain episodes a Reconciler remembers having asked (oldest forgotten first).
+_ASKED_MAX = 10_000
+
+
 class Reconciler:
     """Calls the ``reconcile=`` hooks of uncertain operations and applies their verdicts.
 
@@ -298,6 +303,11 @@ class Reconciler:
         self.hook_timeout = hook_timeout.total_seconds()
         #: verdicts applied by this reconciler, for tests and metrics
         self.outcomes: list[str] = []
+        # (operation, attempt) episodes this process is asking or has asked: the
+        # inline path and the leader's tick share one Reconciler, so a hook is
+        # never asked twice for one episode by one process (the store fences
+        # writes across processes).
+        self._asked: OrderedDict[tuple[uuid.UUID, int], None] = OrderedDict()
 
     def kinds(self) -> list[str]:
         """Operation kinds of this registry that declare a reconcile hook."""
@@ -330,12 +340,27 @@ class Reconciler:
 
         Returns:
             "complete" / "fail" / "retry" (applied), "unknown" / "error" (left
-            for a person), "no-hook", or "lost" (someone else decided first).
+            for a person), "no-hook", "lost" (someone else decided first), or
+            "asked" (this reconciler already asks or asked the hook for this
+            uncertain attempt).
         """
         defn = self.registry.activities.get(op.kind)
         hook = defn.options.reconcile if defn is not None else None
         if defn is None or hook is None:
             return "no-hook"
+        episode = (op.job_id, op.attempt)
+        if episode in self._asked:
+            return "asked"
+        self._asked[episode] = None
+        if len(self._asked) > _ASKED_MAX:
+            self._asked.popitem(last=False)
+        try:
+            return await self._ask(op, defn, hook)
+        except BaseException:  # nothing durable recorded (e.g. the store failed): ask again later
+            self._asked.pop(episode, None)
+            raise
+
+    async def _ask(self, op: Any, defn: Any, hook: Any) -> str:
         try:
             value = _hook_input(defn, op.input)
             async with asyncio.timeout(self.hook_timeout):
