@@ -13,11 +13,13 @@ from azync_flow.errors import (
     ActivityError,
     AzyncError,
     NonDeterminismError,
+    Uncertain,
     WorkflowCancelledError,
     WorkflowFailedError,
 )
 from azync_flow.replay import Replayer
 from azync_flow.retry import RetryPolicy
+from azync_flow.runtime.uncertain import Reconciled
 from azync_flow.worker import Worker
 from azync_flow.workflow import (
     ActivityOptions,
@@ -36,11 +38,13 @@ __all__ = [
     "DAGValidationError",
     "NonDeterminismError",
     "NotReady",
+    "Reconciled",
     "Registry",
     "Replayer",
     "RetryPolicy",
     "Skip",
     "TaskContext",
+    "Uncertain",
     "Worker",
     "WorkflowCancelledError",
     "WorkflowContext",

@@ -30,7 +30,7 @@ from azync_flow.replay.events import HistoryEntry
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.runtime.job_tracing import traced_meta
-from azync_flow.runtime.uncertain import resolution_events, seq_of_execution_key
+from azync_flow.runtime.uncertain import UncertainOperationView, resolve_operation
 from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
     EnqueueParams,
@@ -63,7 +63,9 @@ class IdempotencyConflictError(ConflictError, WorkflowError):
 
 
 class ClientStore(Protocol):
-    async def start_workflow(self, p: WorkflowStartParams, **kw: Any) -> tuple[bool, uuid.UUID]: ...
+    async def start_workflow(
+        self, p: WorkflowStartParams, *, trace_context: dict[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID]: ...
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView: ...
     async def signal_workflow(self, p: SignalParams) -> bool: ...
     async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
@@ -230,48 +232,50 @@ class Client:
 
     async def list_uncertain(
         self, workflow_id: uuid.UUID | None = None, limit: int = 100
-    ) -> builtins.list[Any]:
-        """Operations waiting for a decision (oldest first), optionally of one execution."""
-        return await self.store.list_uncertain_operations(limit=limit, workflow_id=workflow_id)
+    ) -> builtins.list[UncertainOperationView]:
+        """Operations waiting for a decision (oldest first), optionally of one
+        execution: workflow, activity, input, since when and why (docs/uncertain.md)."""
+        ops = await self.store.list_uncertain_operations(limit=limit, workflow_id=workflow_id)
+        return [UncertainOperationView.from_store(op) for op in ops]
 
     async def resolve_uncertain(
         self,
-        operation: Any,
+        operation_id: Any,
         decision: str,
-        *,
         result: Any = None,
         error: str | None = None,
         note: str | None = None,
-        decided_by: str = "",
+        decided_by: str | None = None,
     ) -> None:
-        """Decide an uncertain operation: ``complete`` (with ``result``, the value the
-        activity would have returned), ``fail`` (the workflow sees ``ActivityError``
-        of type ``Uncertain``) or ``retry`` (run it again).
+        """Decide an uncertain operation, audited, in one transaction with the
+        execution's resume and its next workflow task (docs/uncertain.md).
 
         Args:
-            operation: an ``UncertainOperation`` from :meth:`list_uncertain`.
+            operation_id: the operation id (UUID or its string), or an item of
+                :meth:`list_uncertain`.
+            decision: ``complete`` (the workflow gets ``result`` as if the
+                activity returned it), ``fail`` (the workflow sees ``ActivityError``
+                of type ``Uncertain`` with ``error``) or ``retry`` (run it again;
+                the uncertain attempt stays recorded).
+            note: why; kept in history (``OperationResolved``) and on the operation.
+            decided_by: who (default: ``user@host`` of this process).
 
         Raises:
-            NotFoundError / ConflictError: not uncertain / already decided.
+            ValueError: unknown decision or malformed id.
+            NotFoundError: no such operation, or it is not uncertain; nothing changed.
+            ConflictError: already resolved (e.g. by a concurrent resolver); nothing changed.
         """
-        seq = seq_of_execution_key(operation.execution_key)
-        data = (
-            encode_value(result, "uncertain operation result") if decision == "complete" else None
-        )
-        resolved, outcome = resolution_events(
-            seq, decision, result=data, error=error, decided_by=decided_by, note=note or ""
-        )
-        resolved_op = await self.store.resolve_uncertain(
-            operation.job_id,
+        op_id = getattr(operation_id, "job_id", operation_id)
+        resolved_op = await resolve_operation(
+            self.store,  # type: ignore[arg-type]
+            op_id,
             decision,
-            data,
-            error,
-            note,
-            decided_by,
-            resolved_event=resolved,
-            outcome_event=outcome,
+            result=result,
+            error=error,
+            note=note,
+            decided_by=decided_by,
         )
-        await self._uncertain_resolved_event(resolved_op, operation, decision)
+        await self._uncertain_resolved_event(resolved_op, operation_id, decision)
 
     async def _uncertain_resolved_event(self, resolved: Any, operation: Any, decision: str) -> None:
         """Record the decision as an ``uncertain.resolved`` run event on the run's trace."""

@@ -8,6 +8,14 @@ Per attempt::
                 RETRY          -> store.reschedule(delay)           (backoff, same job)
                 DEAD / NON_RETRYABLE -> complete_operation(ActivityFailed, dead=True)
 
+Non-idempotent activities (``idempotent=False``, issue 5): an attempt that
+overruns its ``start_to_close`` is parked as uncertain (like one raising
+``Uncertain``), never retried blindly; the operation's reconcile hook (if any)
+is asked at once. A report arriving after the attempt was parked (its lease
+expired meanwhile, scenario C20) resolves the operation if nobody decided yet
+(``accept_late_report``); otherwise it is refused by the fence and kept as a
+``late outcome ignored`` ledger event — the recorded outcome never changes.
+
 A result that cannot be encoded (``PayloadEncodeError``, e.g. a lone surrogate)
 or is over the size limit fails the step at once as non-retryable, recorded
 with a sanitised message, so a bad value never leaves a run stuck (C26, C27).
@@ -26,12 +34,16 @@ from typing import Any, Protocol
 import msgspec
 
 from azync_flow.errors import PayloadError, Uncertain, UnknownWorkflowError
-from azync_flow.replay.events import ActivityCompleted, ActivityFailed, encode_event
+from azync_flow.replay.events import (
+    ActivityCompleted,
+    ActivityFailed,
+    encode_event,
+)
 from azync_flow.replay.outcome import sanitize_text
 from azync_flow.retry import RetryDecision, describe_error
 from azync_flow.runtime._operations import OperationPayload, decode_operation
 from azync_flow.runtime._transient import retry_transient
-from azync_flow.runtime.uncertain import resolution_events, uncertain_event
+from azync_flow.runtime.uncertain import Reconciler, resolution_events, uncertain_event
 from azync_flow.store.errors import is_not_found
 from azync_flow.store.types import Job
 from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunEvent, RunTracer
@@ -85,6 +97,7 @@ class OperationStore(Protocol):
     async def complete_operation(self, *args: Any, **kwargs: Any) -> int: ...
     async def mark_uncertain(self, *args: Any, **kwargs: Any) -> int: ...
     async def accept_late_report(self, *args: Any, **kwargs: Any) -> Any: ...
+    async def record_late_outcome(self, *args: Any, **kwargs: Any) -> Any: ...
     async def extend_lease(
         self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta
     ) -> None: ...
@@ -100,6 +113,8 @@ class ActivityRunner:
         store: the store.
         registry: activity definitions (looked up by job kind).
         max_payload_bytes: results larger than this fail the step (non-retryable).
+        reconciler: asks reconcile hooks of operations this runner parks
+            (default: one over ``registry``).
     """
 
     def __init__(
@@ -108,12 +123,16 @@ class ActivityRunner:
         registry: Registry,
         *,
         max_payload_bytes: int | None = None,
+        reconciler: Reconciler | None = None,
         tracer: RunTracer | None = None,
     ) -> None:
         self.store = store
         self.tracer = tracer or RunTracer()
         self.registry = registry
         self.max_payload_bytes = max_payload_bytes
+        #: Reconcile hooks (inline after parking; the leader's maintenance runs
+        #: ``reconciler.run_once``). None: park only, never call hooks.
+        self.reconciler: Reconciler | None = reconciler or Reconciler(store, registry)  # type: ignore[arg-type]
         self.attempts = 0
         #: Reports dropped because another attempt or a decision owned the operation (C20).
         self.late_ignored = 0
@@ -163,19 +182,31 @@ class ActivityRunner:
             return
         info = ActivityInfo(job, op, lease, self.store, token)
         reset = _current.set(info)
+        limit = op.start_to_close.total_seconds() if op.start_to_close is not None else None
+        timer = asyncio.timeout(limit)
         try:
-            coro = defn.run(bytes(op.input))
-            if op.start_to_close is not None:
-                result = await asyncio.wait_for(coro, op.start_to_close.total_seconds())
-            else:
-                result = await coro
+            try:
+                async with timer:
+                    result = await defn.run(bytes(op.input))
+            except TimeoutError:
+                if timer.expired() and not op.idempotent:
+                    raise Uncertain(
+                        f"start_to_close of {limit}s elapsed mid-call; "
+                        "the call may or may not have taken effect"
+                    ) from None
+                raise
             if self.max_payload_bytes is not None and len(result) > self.max_payload_bytes:
                 raise PayloadError(
                     f"result of activity {op.activity!r} is {len(result)} bytes, "
                     f"over the limit of {self.max_payload_bytes}"
                 )
         except asyncio.CancelledError:
-            raise  # lease lost or shutdown: do not settle
+            # lease lost or shutdown: do not settle. A non-idempotent call cut off
+            # mid-flight may have taken effect: park it instead of letting the
+            # worker release it for a blind re-run.
+            if not op.idempotent:
+                await self._park_cancelled(job, token)
+            raise
         except Uncertain as exc:
             span.record_failure(exc)
             if await self._uncertain(job, token, exc):
@@ -190,7 +221,7 @@ class ActivityRunner:
         event = ActivityCompleted(
             scheduled_seq=op.seq, result=msgspec.Raw(result), attempts=job.attempt
         )
-        if await self._settle(job, token, *encode_event(event), result=result):
+        if await self._settle(job, token, *encode_event(event), op=op, result=result):
             span.set_outcome(Outcome.SUCCEEDED)
 
     async def _failed(
@@ -211,6 +242,16 @@ class ActivityRunner:
             except Exception as err:
                 if not is_not_found(err):
                     raise
+                if not op.idempotent:  # parked meanwhile: keep the report, decide nothing
+                    event = ActivityFailed(
+                        scheduled_seq=op.seq,
+                        error_type=type(exc).__name__,
+                        message=sanitize_text(str(exc))[:8192],
+                        attempts=job.attempt,
+                    )
+                    await self._late_ignored(
+                        job, op, *encode_event(event), why="retryable failure reported late"
+                    )
                 return
             span.set_outcome(Outcome.RETRIED, retry_delay=delay)
             return
@@ -220,11 +261,24 @@ class ActivityRunner:
             message=sanitize_text(str(exc))[:8192],
             attempts=job.attempt,
         )
-        if await self._settle(job, token, *encode_event(event), dead=True, last_error=description):
+        if await self._settle(
+            job, token, *encode_event(event), dead=True, last_error=description, op=op
+        ):
             span.set_outcome(Outcome.DEAD)
 
+    async def _park_cancelled(self, job: Job, token: uuid.UUID) -> None:
+        reason = "the attempt was cancelled mid-call (worker shutdown or lost lease)"
+        try:
+            event_type, payload = uncertain_event(job, reason)
+            await self.store.mark_uncertain(
+                job.id, token, reason, event_type=event_type, payload=payload
+            )
+        except Exception as err:  # lease already gone: the reaper decides
+            log.info("could not park cancelled operation %s: %s", job.id, err)
+
     async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> bool:
-        """Park the operation as uncertain (suspends the execution), never retry it."""
+        """Park the operation as uncertain (suspends the execution), never retry it;
+        then ask its reconcile hook, if it has one. Returns False when the lease was lost."""
         reason = describe_error(exc)
         try:
             event_type, payload = uncertain_event(job, reason)
@@ -235,6 +289,11 @@ class ActivityRunner:
             if not is_not_found(err):
                 raise
             return False
+        if self.reconciler is not None and job.kind in self.reconciler.kinds():
+            try:
+                await self.reconciler.reconcile_id(job.id)
+            except Exception:  # the leader's maintenance retries the hook later
+                log.exception("inline reconcile of operation %s failed", job.id)
         return True
 
     async def _settle(
@@ -246,16 +305,18 @@ class ActivityRunner:
         *,
         dead: bool = False,
         last_error: str = "",
+        op: OperationPayload | None = None,
         result: bytes | None = None,
     ) -> bool:
         """Record the attempt's outcome. Returns False when the report came too late.
 
         A late report (scenario C20) is never applied twice: when the attempt
         was parked uncertain (its worker was presumed dead) and no decision was
-        made yet, the attempt's real outcome resolves it
+        made yet, the attempt's real outcome resolves it, atomically
         (``store.accept_late_report``); when the operation was re-leased, reaped
-        or already resolved, the report is dropped and logged as
-        "late outcome ignored" (``late_ignored`` counts them).
+        or already resolved, the report is dropped and logged as "late outcome
+        ignored" (``late_ignored`` counts them) and, for a non-idempotent
+        operation, kept as a ledger event for a person (``record_late_outcome``).
         """
         try:
             await retry_transient(
@@ -267,7 +328,7 @@ class ActivityRunner:
             if not is_not_found(err):
                 raise
             return await self._late_report(
-                job, token, event_type, payload, dead, last_error, result
+                job, token, op, event_type, payload, dead, last_error, result
             )
         if self.after_settle is not None:
             self.after_settle(job, event_type)
@@ -277,19 +338,22 @@ class ActivityRunner:
         self,
         job: Job,
         token: uuid.UUID,
+        op: OperationPayload | None,
         event_type: str,
         payload: bytes,
         dead: bool,
         last_error: str,
         result: bytes | None,
     ) -> bool:
-        op = decode_operation(job.payload or b"{}")
+        if op is None:
+            op = decode_operation(job.payload or b"{}")
         resolved, _ = resolution_events(
             op.seq,
             "fail" if dead else "complete",
             result=b"null" if dead else (result if result is not None else b"null"),
             error=last_error,
             decided_by=f"late report of attempt {job.attempt}",
+            note="the attempt reported after its lease had expired",
         )
         try:
             await retry_transient(
@@ -307,16 +371,7 @@ class ActivityRunner:
         except Exception as err:
             if not is_not_found(err):
                 raise
-            self.late_ignored += 1
-            log.warning(
-                "late outcome ignored: attempt %d of operation %s (%s) reported %s after "
-                "its lease was lost; another attempt or a decision owns it (%s)",
-                job.attempt,
-                job.id,
-                op.activity,
-                event_type,
-                err,
-            )
+            await self._late_ignored(job, op, event_type, payload, why=str(err))
             return False
         self.tracer.run_event(
             job.meta,
@@ -332,4 +387,28 @@ class ActivityRunner:
             op.activity,
             "failed" if dead else "completed",
         )
+        if self.after_settle is not None:
+            self.after_settle(job, event_type)
         return True
+
+    async def _late_ignored(
+        self, job: Job, op: OperationPayload, event_type: str, payload: bytes, *, why: str
+    ) -> None:
+        """Drop a report another attempt or a decision owns (C20); a non-idempotent
+        operation's report is kept as a ``late_outcome_ignored`` ledger event."""
+        self.late_ignored += 1
+        log.warning(
+            "late outcome ignored: attempt %d of operation %s (%s) reported %s after "
+            "its lease was lost; another attempt or a decision owns it (%s)",
+            job.attempt,
+            job.id,
+            op.activity,
+            event_type,
+            why,
+        )
+        if not op.idempotent:
+            await retry_transient(
+                lambda: self.store.record_late_outcome(
+                    job.id, job.attempt, event_type, payload, why=why
+                )
+            )

@@ -17,7 +17,9 @@ This adds to the worker:
 * leader-only maintenance under its own election (``azync_flow.workflow``):
   promote due workflow jobs, reap expired workflow tasks (re-run) and
   idempotent operations (re-run), park expired non-idempotent operations as
-  uncertain (never re-run), repair stalled executions, vacuum finished ones.
+  uncertain (never re-run) and run the ``reconcile=`` hooks of uncertain
+  operations (:class:`~azync_flow.runtime.uncertain.Reconciler`), repair stalled
+  executions, vacuum finished ones.
 """
 
 from __future__ import annotations
@@ -190,7 +192,13 @@ class WorkflowRuntime:
         return int(report.reaped + report.killed)
 
     async def reap_uncertain(self) -> int:
-        """Non-idempotent operations whose worker died: uncertain (never re-run)."""
+        """Non-idempotent operations whose worker died: uncertain (never re-run);
+        then the reconcile hooks of every uncertain operation without a verdict
+        (these just parked, and any whose inline reconcile was missed by a crash).
+
+        Returns:
+            How many operations the hooks decided (their executions resumed).
+        """
         jobs: list[Job] = []
 
         def encode(job: Job, reason: str) -> tuple[str, bytes]:
@@ -201,7 +209,8 @@ class WorkflowRuntime:
         for job in jobs:
             if job.id in marked:
                 self._lease_expired(job.meta, job, job.meta.get("activity", "operation"))
-        return 0
+        reconciler = self.activities.reconciler
+        return 0 if reconciler is None else await reconciler.run_once()
 
     def _lease_expired(self, carrier: dict[str, str] | None, job: Job, subject: str) -> None:
         self.tracer.run_event(

@@ -50,7 +50,12 @@ async def resolve_worker(obj: Any) -> Worker:
 
 
 async def serve(target: str) -> None:
-    worker = await resolve_worker(load(target))
+    """Load ``target``, build its Worker and :func:`run_worker` it."""
+    await run_worker(await resolve_worker(load(target)))
+
+
+async def run_worker(worker: Worker) -> None:
+    """Run ``worker`` until SIGTERM/SIGINT (graceful shutdown), then close its store."""
     try:
         await worker.run()
     finally:

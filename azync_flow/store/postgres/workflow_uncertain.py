@@ -16,9 +16,12 @@ import asyncpg
 import msgspec
 
 from ..errors import ConflictError, NotFoundError
-from ..types import Job, UncertainDecision, WorkflowState
+from ..types import Job, PublishParams, UncertainDecision, WorkflowState
 from ._base import decode_meta, job_from_row
 from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin, clean_text
+
+#: Ledger event type of a late report refused by the fence (scenario C20).
+LATE_OUTCOME_EVENT = "azync.operation.late_outcome_ignored"
 
 #: Reason the reaper records for an expired non-idempotent operation.
 LEASE_EXPIRED_REASON = (
@@ -51,6 +54,7 @@ class UncertainOperation(msgspec.Struct, kw_only=True):
         input: the operation payload, byte for byte.
         attempt: attempts leased so far.
         since / reason: when and why it turned uncertain.
+        state: the job state ('uncertain' in listings; any from ``get_operation``).
     """
 
     job_id: uuid.UUID
@@ -61,9 +65,10 @@ class UncertainOperation(msgspec.Struct, kw_only=True):
     execution_key: str
     input: bytes
     attempt: int
-    since: datetime
+    since: datetime | None
     reason: str
     meta: dict[str, str]
+    state: str = "uncertain"
 
 
 class UncertainMixin(WorkflowCoreMixin):
@@ -140,6 +145,7 @@ class UncertainMixin(WorkflowCoreMixin):
         *,
         resolved_event: tuple[str, bytes],
         outcome_event: tuple[str, bytes] | None = None,
+        expected_attempt: int | None = None,
     ) -> ResolvedOperation:
         """Contract ``ResolveUncertain``: apply an audited decision, in one transaction.
 
@@ -162,7 +168,8 @@ class UncertainMixin(WorkflowCoreMixin):
             NotFoundError: no such operation, or it is not uncertain (and was
                 never resolved); nothing changed.
             ConflictError: it was already resolved (possibly by a concurrent
-                resolver); nothing changed.
+                resolver), or ``expected_attempt`` is given and the operation
+                is uncertain at another attempt (a later episode); nothing changed.
         """
         dec = _check_decision(decision, result, error, outcome_event)
         async with self._wtx() as conn:
@@ -170,6 +177,11 @@ class UncertainMixin(WorkflowCoreMixin):
                 operation_job_id,
                 await self._fetchrow("workflow_op_lock", operation_job_id, conn=conn),
             )
+            if expected_attempt is not None and op["attempt"] != expected_attempt:
+                raise ConflictError(
+                    f"operation {operation_job_id} is uncertain at attempt {op['attempt']}, "
+                    f"not {expected_attempt} (decided and re-run meanwhile); nothing changed"
+                )
             await self._fetchrow(
                 "workflow_op_resolve",
                 operation_job_id,
@@ -250,6 +262,103 @@ class UncertainMixin(WorkflowCoreMixin):
         """Operations waiting for a decision, oldest first (optionally of one execution)."""
         rows = await self._fetch("workflow_op_list_uncertain", limit, workflow_id)
         return [_uncertain_from_row(r) for r in rows]
+
+    async def get_operation(self, operation_job_id: uuid.UUID) -> UncertainOperation:
+        """One operation (any state) in the listing's shape; ``since``/``reason``
+        are those of its last uncertain episode (None/"" if it never was).
+
+        Raises:
+            NotFoundError: no workflow operation has this id.
+        """
+        row = await self._fetchrow("uncertain_op_get", operation_job_id)
+        if row is None:
+            raise NotFoundError(f"operation {operation_job_id} does not exist")
+        return _uncertain_from_row(row)
+
+    async def list_unreconciled_operations(
+        self, kinds: list[str], limit: int = 100
+    ) -> list[UncertainOperation]:
+        """Uncertain operations of ``kinds`` whose reconcile hook has not given a
+        verdict for the current uncertain attempt yet, oldest first.
+
+        A verdict is recorded by :meth:`record_reconcile_verdict` (unknown, hook
+        error) or implied by a decision (the operation is no longer uncertain).
+        """
+        rows = await self._fetch("uncertain_list_unreconciled", list(kinds), limit)
+        return [_uncertain_from_row(r) for r in rows]
+
+    async def record_reconcile_verdict(
+        self, operation_job_id: uuid.UUID, attempt: int, verdict: str
+    ) -> bool:
+        """Record that the reconcile hook left the operation undecided (``verdict``:
+        "unknown ..." or "error ..."), so it waits for a person and the hook is not
+        called again for this uncertain attempt.
+
+        Fenced: written only while the operation is still uncertain at
+        ``attempt``, and at most once per attempt (a racing second call is a no-op).
+
+        Returns:
+            True when this call recorded the verdict.
+        """
+        async with self.transaction() as conn:
+            if (
+                await self._fetchrow("uncertain_lock_episode", operation_job_id, attempt, conn=conn)
+                is None
+            ):
+                return False
+            row = await self._fetchrow(
+                "uncertain_record_verdict",
+                operation_job_id,
+                attempt,
+                clean_text(verdict)[:8192],
+                conn=conn,
+            )
+            return row is not None
+
+    async def record_late_outcome(
+        self,
+        operation_job_id: uuid.UUID,
+        attempt: int,
+        event_type: str,
+        payload: bytes,
+        *,
+        why: str,
+    ) -> uuid.UUID:
+        """Keep a refused late report (scenario C20): an attempt row on the
+        operation and a :data:`LATE_OUTCOME_EVENT` ledger event carrying the
+        report's payload, in one transaction. Nothing else changes.
+
+        Returns:
+            The ledger event id.
+        """
+        event_id = uuid.uuid4()
+        async with self.transaction() as conn:
+            op = await self._fetchrow("uncertain_op_get", operation_job_id, conn=conn)
+            run_id = "" if op is None else str(op["run_id"])
+            text = clean_text(f"{event_type} of attempt {attempt} ({why})")
+            if op is not None:
+                await self._fetchrow(
+                    "uncertain_record_late_outcome", operation_job_id, attempt, text, conn=conn
+                )
+            await self.publish_tx(  # type: ignore[attr-defined]
+                conn,
+                PublishParams(
+                    id=event_id,
+                    type=LATE_OUTCOME_EVENT,
+                    payload=payload,
+                    aggregate_type="workflow",
+                    aggregate_id=run_id,
+                    meta={
+                        "operation": str(operation_job_id),
+                        "attempt": str(attempt),
+                        "event_type": event_type,
+                        "kind": "" if op is None else op["kind"],
+                        "execution_key": "" if op is None else op["task_key"],
+                        "why": clean_text(why)[:500],
+                    },
+                ),
+            )
+        return event_id
 
     # --- helpers ------------------------------------------------------------------
 
@@ -353,5 +462,6 @@ def _uncertain_from_row(r: asyncpg.Record) -> UncertainOperation:
         attempt=r["attempt"],
         since=r["uncertain_since"],
         reason=r["uncertain_reason"],
+        state=r.get("state") or "uncertain",
         meta=meta,
     )

@@ -1,0 +1,7 @@
+"""``python -m azync_flow.cli``."""
+
+import sys
+
+from azync_flow.cli import main
+
+sys.exit(main())

@@ -1,0 +1,166 @@
+"""``azync-flow workflow start|signal|describe|history|cancel|result|list``."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from typing import Any
+
+from azync_flow.client import Client
+from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
+from azync_flow.replay.codec import encode_value
+from azync_flow.store import WorkflowStartParams, WorkflowState
+
+from ._common import (
+    EXIT_CONFLICT,
+    EXIT_FAILED,
+    EXIT_OK,
+    CliError,
+    add_db_args,
+    connect,
+    emit,
+    parse_id,
+    parse_json,
+    payload_json,
+    to_plain,
+)
+
+
+def register(sub: Any) -> None:
+    wf = sub.add_parser("workflow", help="start and inspect workflow executions")
+    verbs = wf.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    p = verbs.add_parser("start", help="start an execution by workflow name")
+    p.add_argument("name", help="registered workflow name")
+    p.add_argument("--input", help="input as JSON (default: null)")
+    p.add_argument("--id", help="execution id (default: a new UUID)")
+    p.add_argument("--key", default="", help="business idempotency key")
+    p.add_argument("--version", default="", help="workflow version to record")
+    p.set_defaults(run=_start)
+
+    p = verbs.add_parser("signal", help="send a signal to an execution")
+    p.add_argument("id")
+    p.add_argument("name")
+    p.add_argument("--payload", help="payload as JSON (default: null)")
+    p.add_argument("--message-id", default="", help="deduplication id")
+    p.set_defaults(run=_signal)
+
+    for verb, fn, text in (
+        ("describe", _describe, "show an execution's state, input and result"),
+        ("history", _history, "print an execution's history, one event per line"),
+        ("cancel", _cancel, "request cancellation"),
+    ):
+        p = verbs.add_parser(verb, help=text)
+        p.add_argument("id")
+        p.set_defaults(run=fn)
+
+    p = verbs.add_parser("result", help="wait for an execution's result")
+    p.add_argument("id")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait (default: ever)")
+    p.set_defaults(run=_result)
+
+    p = verbs.add_parser("list", help="list executions, newest first")
+    p.add_argument("--state", choices=[s.value for s in WorkflowState])
+    p.add_argument("--name", default="")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(run=_list)
+
+    for parser in verbs.choices.values():
+        add_db_args(parser, embedded_fallback=False)
+
+
+async def _start(args: argparse.Namespace) -> int:
+    data = encode_value(parse_json(args.input, "--input"), "workflow input")
+    wid = parse_id(args.id, "--id") if args.id else uuid.uuid4()
+    async with connect(args) as store:
+        inserted, wid = await store.start_workflow(
+            WorkflowStartParams(
+                id=wid,
+                name=args.name,
+                input=data,
+                version=args.version,
+                business_idempotency_key=args.key,
+            )
+        )
+        if not inserted:
+            existing = await store.get_workflow_execution(wid)
+            if existing.name != args.name or existing.input != data:
+                raise CliError(
+                    f"execution {wid} already holds this id/key with workflow "
+                    f"{existing.name!r} and different input; nothing started",
+                    EXIT_CONFLICT,
+                )
+    emit({"id": wid, "started": inserted})
+    return EXIT_OK
+
+
+async def _signal(args: argparse.Namespace) -> int:
+    payload = parse_json(args.payload, "--payload")
+    async with connect(args) as store:
+        accepted = (
+            await Client(store)
+            .get_handle(parse_id(args.id))
+            .signal(args.name, payload, message_id=args.message_id)
+        )
+    emit({"accepted": accepted})
+    return EXIT_OK
+
+
+async def _describe(args: argparse.Namespace) -> int:
+    async with connect(args) as store:
+        emit(await Client(store).get_handle(parse_id(args.id)).describe())
+    return EXIT_OK
+
+
+async def _history(args: argparse.Namespace) -> int:
+    async with connect(args) as store:
+        rows = await store.list_history(parse_id(args.id))
+        if not rows:
+            await store.get_workflow_execution(parse_id(args.id))  # NotFoundError if none
+    for row in rows:
+        emit_line = {"seq": row.seq, "type": row.type, "event": payload_json(row.payload)}
+        print(to_json_line(emit_line))
+    return EXIT_OK
+
+
+def to_json_line(value: Any) -> str:
+    import json
+
+    return json.dumps(to_plain(value), ensure_ascii=False, separators=(",", ":"))
+
+
+async def _cancel(args: argparse.Namespace) -> int:
+    async with connect(args) as store:
+        await Client(store).get_handle(parse_id(args.id)).cancel()
+    emit({"cancel_requested": True})
+    return EXIT_OK
+
+
+async def _result(args: argparse.Namespace) -> int:
+    async with connect(args) as store:
+        try:
+            value: Any = (
+                await Client(store).get_handle(parse_id(args.id)).result(timeout=args.timeout)
+            )
+        except (WorkflowFailedError, WorkflowCancelledError) as exc:
+            emit(
+                {
+                    "state": "failed" if isinstance(exc, WorkflowFailedError) else "cancelled",
+                    "error": str(exc),
+                }
+            )
+            return EXIT_FAILED
+    emit(value)
+    return EXIT_OK
+
+
+async def _list(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise CliError("--limit must be at least 1")
+    async with connect(args) as store:
+        page = await Client(store).list(args.name or None, state=args.state, limit=args.limit)
+    emit(page.executions)
+    return EXIT_OK
+
+
+__all__ = ["register"]

@@ -1,0 +1,291 @@
+"""The ``azync-flow`` CLI through ``main([...])`` against a real PostgreSQL: every
+subcommand's happy path, and clear errors with exit codes (never tracebacks)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from azync_flow import Uncertain, WorkflowContext, activity, workflow
+from azync_flow.cli import main
+from azync_flow.client import Client
+from azync_flow.runtime import LocalRuntime
+from azync_flow.store import EnqueueParams, JobState, Source, WorkflowState
+from azync_flow.store.postgres import PostgresStore
+from azync_flow.workflow import Registry
+
+
+@activity(name="cli_wire", idempotent=False)
+def cli_wire(amount: int) -> str:
+    raise Uncertain("bank timed out")
+
+
+@workflow(name="cli_payout")
+async def cli_payout(ctx: WorkflowContext, amount: int) -> dict[str, Any]:
+    receipt = await cli_wire(amount)
+    return {"receipt": receipt, "amount": amount}
+
+
+@workflow(name="cli_greeter")
+async def cli_greeter(ctx: WorkflowContext, name: str) -> str:
+    greeting = await ctx.wait_signal("greeting")
+    return f"{greeting}, {name}"
+
+
+@workflow(name="cli_greeter")
+async def cli_greeter_changed(ctx: WorkflowContext, name: str) -> str:
+    await ctx.sleep(1)  # inserted before the recorded signal: non-deterministic
+    greeting = await ctx.wait_signal("greeting")
+    return f"{greeting}, {name}"
+
+
+class Cli:
+    def __init__(self, dsn: str, schema: str, capsys: pytest.CaptureFixture[str]) -> None:
+        self.base = ["--dsn", dsn, "--schema", schema]
+        self.capsys = capsys
+
+    async def __call__(self, *argv: str, db: bool = True) -> tuple[int, Any, str]:
+        args = list(argv) + (self.base if db else [])
+        self.capsys.readouterr()
+        code = await asyncio.to_thread(main, args)
+        out, err = self.capsys.readouterr()
+        assert "Traceback" not in err
+        try:
+            parsed = json.loads(out) if out.strip() else None
+        except json.JSONDecodeError:
+            parsed = out
+        return code, parsed, err
+
+
+@pytest.fixture
+def cli(pg_dsn: str, store: PostgresStore, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(pg_dsn, store.schema, capsys)
+
+
+async def _uncertain_run(store: PostgresStore) -> tuple[Any, LocalRuntime]:
+    runtime = LocalRuntime(store, Registry([cli_payout], [cli_wire]))
+    handle = await Client(store).start(cli_payout, 70)
+    await runtime.run_until_idle()
+    assert (await handle.describe()).state == WorkflowState.SUSPENDED
+    return handle, runtime
+
+
+async def test_migrate_creates_the_tables_in_a_fresh_schema(
+    pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from azync_flow.testing import drop_schema, unique_schema
+
+    schema = unique_schema("cli")
+    try:
+        code = await asyncio.to_thread(main, ["migrate", "--dsn", pg_dsn, "--schema", schema])
+        assert code == 0
+        assert json.loads(capsys.readouterr().out) == {"schema": schema, "migrated": True}
+        again = await asyncio.to_thread(main, ["migrate", "--dsn", pg_dsn, "--schema", schema])
+        assert again == 0
+    finally:
+        await drop_schema(pg_dsn, schema)
+
+
+async def test_uncertain_list_and_resolve_complete_resumes_the_run(
+    cli: Cli, store: PostgresStore
+) -> None:
+    handle, runtime = await _uncertain_run(store)
+    code, ops, _ = await cli("uncertain", "list")
+    assert code == 0
+    (op,) = ops
+    assert (op["workflow_name"], op["activity"], op["input"]) == ("cli_payout", "cli_wire", [70])
+    assert op["reason"].endswith("bank timed out")
+    assert op["since"]
+    code, out, _ = await cli(
+        "uncertain", "resolve", op["operation_id"], "--decision", "complete",
+        "--result", '"wired-70"', "--note", "bank statement shows it", "--by", "ann",
+    )  # fmt: skip
+    assert code == 0
+    assert (out["decision"], out["state"], out["decided_by"]) == ("complete", "succeeded", "ann")
+    await runtime.run_until_idle()
+    assert await handle.result(timeout=5) == {"receipt": "wired-70", "amount": 70}
+    code, _, err = await cli(
+        "uncertain", "resolve", op["operation_id"], "--decision", "fail",
+        "--error", "x", "--note", "n", "--by", "bob",
+    )  # fmt: skip
+    assert code == 4
+    assert "already resolved 'complete' by ann" in err
+    code, ops, _ = await cli("uncertain", "list")
+    assert (code, ops) == (0, [])
+
+
+async def test_uncertain_resolve_fail_and_retry_paths(cli: Cli, store: PostgresStore) -> None:
+    handle, runtime = await _uncertain_run(store)
+    (op,) = await Client(store).list_uncertain()
+    code, out, _ = await cli(
+        "uncertain", "resolve", str(op.operation_id), "--decision", "retry",
+        "--note", "nothing arrived", "--by", "cy",
+    )  # fmt: skip
+    assert (code, out["state"]) == (0, "pending")
+    await runtime.run_until_idle()  # the retry raises Uncertain again: parked again
+    (again,) = await Client(store).list_uncertain()
+    assert (again.operation_id, again.attempt) == (op.operation_id, 2)
+    code, out, _ = await cli(
+        "uncertain", "resolve", str(op.operation_id), "--decision", "fail",
+        "--error", "bank refused", "--note", "called the bank", "--by", "cy",
+    )  # fmt: skip
+    assert (code, out["state"]) == (0, "dead")
+    await runtime.run_until_idle()
+    assert (await handle.describe()).state == WorkflowState.FAILED
+    code, out, _ = await cli("workflow", "result", str(handle.id), "--timeout", "2")
+    assert code == 1
+    assert out["state"] == "failed"
+    assert "bank refused" in out["error"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--decision", "complete", "--result", "{nope", "--note", "n", "--by", "b"], 2, "JSON"),
+        (["--decision", "complete", "--note", "n", "--by", "b"], 2, "needs --result"),
+        (["--decision", "fail", "--note", "n", "--by", "b"], 2, "needs --error"),
+        (["--decision", "maybe", "--note", "n", "--by", "b"], 2, "invalid choice"),
+        (["--decision", "retry", "--by", "b"], 2, "--note"),
+    ],
+    ids=["bad-json", "no-result", "no-error", "bad-decision", "no-note"],
+)
+async def test_resolve_rejects_bad_input_and_changes_nothing(
+    cli: Cli, store: PostgresStore, argv: list[str], code: int, message: str
+) -> None:
+    _, _ = await _uncertain_run(store)
+    (op,) = await Client(store).list_uncertain()
+    got, _, err = await cli("uncertain", "resolve", str(op.operation_id), *argv)
+    assert got == code
+    assert message in err
+    (still,) = await Client(store).list_uncertain()
+    assert still.operation_id == op.operation_id
+
+
+async def test_unknown_and_malformed_ids_are_clear_errors(cli: Cli) -> None:
+    missing = str(uuid.uuid4())
+    resolve = ["--decision", "retry", "--note", "n", "--by", "b"]
+    code, _, err = await cli("uncertain", "resolve", missing, *resolve)
+    assert code == 3
+    assert "does not exist" in err
+    code, _, err = await cli("uncertain", "resolve", "not-a-uuid", *resolve)
+    assert code == 2
+    assert "not a valid UUID" in err
+    code, _, err = await cli("workflow", "describe", missing)
+    assert code == 3
+    code, _, err = await cli("workflow", "history", missing)
+    assert code == 3
+
+
+async def test_bad_or_missing_dsn_or_unmigrated_schema_is_exit_5_without_traceback(
+    pg_dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AZYNC_DSN", raising=False)
+    for argv in (
+        ["uncertain", "list", "--dsn", "postgresql://nobody@127.0.0.1:1/none"],
+        ["uncertain", "list", "--dsn", "this is not a dsn"],
+        ["queue", "stats"],
+        ["uncertain", "list", "--dsn", pg_dsn, "--schema", "no_such_schema_here"],
+    ):
+        assert await asyncio.to_thread(main, argv) == 5
+        err = capsys.readouterr().err
+        assert err.startswith("azync-flow: error: ")
+        assert "Traceback" not in err
+    assert "run `azync-flow migrate` first" in err
+
+
+async def test_workflow_start_signal_describe_history_result_list(
+    cli: Cli, store: PostgresStore
+) -> None:
+    code, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"ann"', "--key", "k1")
+    assert code == 0
+    assert out["started"] is True
+    wid = out["id"]
+    code, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"ann"', "--key", "k1")
+    assert (code, out) == (0, {"id": wid, "started": False})
+    code, _, err = await cli("workflow", "start", "cli_greeter", "--input", '"bo"', "--key", "k1")
+    assert code == 4
+    assert "different input" in err
+    code, _, err = await cli("workflow", "start", "cli_greeter", "--input", "{bad")
+    assert code == 2
+    assert "--input is not valid JSON" in err
+    runtime = LocalRuntime(store, Registry([cli_greeter], []))
+    await runtime.run_until_idle()
+    code, out, _ = await cli("workflow", "signal", wid, "greeting", "--payload", '"hello"')
+    assert (code, out) == (0, {"accepted": True})
+    await runtime.run_until_idle()
+    code, out, _ = await cli("workflow", "result", wid, "--timeout", "5")
+    assert (code, out) == (0, "hello, ann")
+    code, out, _ = await cli("workflow", "describe", wid)
+    assert (out["state"], out["input"], out["result"]) == ("succeeded", "ann", "hello, ann")
+    code, out, _ = await cli("workflow", "history", wid)
+    lines = [json.loads(line) for line in out.splitlines()] if isinstance(out, str) else [out]
+    assert [e["type"] for e in lines] == ["SignalReceived", "WorkflowCompleted"]
+    code, out, _ = await cli("workflow", "list", "--state", "succeeded")
+    assert code == 0
+    assert [str(e["id"]) for e in out] == [wid]
+
+
+async def test_workflow_cancel_and_result_timeout(cli: Cli, store: PostgresStore) -> None:
+    code, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"zed"')
+    wid = out["id"]
+    code, _, err = await cli("workflow", "result", wid, "--timeout", "0.1")
+    assert code == 6
+    assert "still" in err
+    code, out, _ = await cli("workflow", "cancel", wid)
+    assert (code, out) == (0, {"cancel_requested": True})
+    await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
+    code, out, _ = await cli("workflow", "result", wid, "--timeout", "5")
+    assert code == 1
+    assert out["state"] == "cancelled"
+
+
+async def test_queue_stats_dead_and_retry(cli: Cli, store: PostgresStore) -> None:
+    from datetime import timedelta
+
+    from azync_flow.store import DequeueParams
+
+    await store.enqueue(EnqueueParams(id=uuid.uuid4(), kind="email", payload=b'{"to":"a"}'))
+    (job,) = await store.dequeue_batch(
+        Source.QUEUE, DequeueParams(kind="email", limit=1, lease=timedelta(seconds=30))
+    )
+    await store.dead(job.id, job.lease_token, "smtp down")  # type: ignore[arg-type]
+    code, out, _ = await cli("queue", "stats")
+    assert code == 0
+    assert out["email"]["dead"] == 1
+    code, out, _ = await cli("queue", "stats", "--kind", "email")
+    assert out["depths"]["dead"] == 1
+    code, out, _ = await cli("queue", "dead")
+    assert out["total"] == 1
+    assert (out["jobs"][0]["last_error"], out["jobs"][0]["payload"]) == ("smtp down", {"to": "a"})
+    code, out, _ = await cli("queue", "retry", str(job.id))
+    assert (code, out) == (0, {"retried": 1})
+    assert (await store.get_job(Source.QUEUE, job.id)).state == JobState.PENDING
+    code, _, _ = await cli("queue", "retry", str(job.id))
+    assert code in (3, 4)
+    code, _, _err = await cli("queue", "retry")
+    assert code == 2
+
+
+async def test_replay_subcommand_reuses_the_replay_cli(
+    cli: Cli, store: PostgresStore, tmp_path: Any
+) -> None:
+    handle = await Client(store).start(cli_greeter, "rp")
+    await handle.signal("greeting", "hi")
+    await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
+    path = tmp_path / "h.json"
+    path.write_bytes((await handle.recorded_history()).to_json())
+    target = "tests.unit.test_cli:cli_greeter"
+    code, out, _ = await cli("replay", target, str(path), db=False)
+    assert code == 0
+    assert "ok" in out
+    changed = "tests.unit.test_cli:cli_greeter_changed"
+    code, out, _ = await cli("replay", changed, str(path), db=False)
+    assert code == 1
+    assert "FAIL" in out
+    code, _, err = await cli("replay", "tests.unit.test_cli:cli_payout", str(path), db=False)
+    assert code == 1
+    assert "cli_greeter" in err
