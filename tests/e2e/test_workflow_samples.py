@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
+from azync_flow.client import Client
+from azync_flow.store import Config
+from azync_flow.store.postgres import open_store
 from azync_flow.testing import drop_schema, unique_schema
+
+from ..unit.test_docs_snippets import BLOCKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,9 +30,13 @@ async def sample_schema(pg_dsn: str) -> AsyncIterator[str]:
     await drop_schema(pg_dsn, schema)
 
 
-async def run_sample(pg_dsn: str, schema: str, script: str, *args: str) -> str:
-    env = {**os.environ, "AZYNC_DSN": pg_dsn, "AZYNC_SCHEMA": schema, "PYTHONPATH": str(ROOT)}
+async def run_sample(pg_dsn: str, schema: str | None, script: str, *args: str) -> str:
+    """Run a sample as a user would; ``schema=None`` leaves ``AZYNC_SCHEMA`` unset."""
+    env = {**os.environ, "AZYNC_DSN": pg_dsn, "PYTHONPATH": str(ROOT)}
     env.pop("ORDER_LEDGER", None)
+    env.pop("AZYNC_SCHEMA", None)
+    if schema is not None:
+        env["AZYNC_SCHEMA"] = schema
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(ROOT / "samples" / script),
@@ -99,3 +110,81 @@ async def test_crash_recovery_sample_runs_each_completed_activity_exactly_once(
         ["ship", "1"],
     ], out
     assert "every completed activity executed exactly once: yes" in out
+
+
+async def test_crash_recovery_ignores_an_unfinished_order_in_the_same_schema(
+    pg_dsn: str, sample_schema: str
+) -> None:
+    sys.path.insert(0, str(ROOT / "samples"))
+    from order import Order, order_workflow
+
+    store = await open_store(pg_dsn, Config(schema=sample_schema))
+    try:
+        async with Client(store) as client:
+            other = Order("o-leftover", "sku-1", 1, 500, "4242424242424242", 3600.0)
+            leftover = await client.start(order_workflow, other)
+        out = await run_sample(pg_dsn, sample_schema, "crash_recovery.py")
+        assert "every completed activity executed exactly once: yes" in out, out
+        assert "ledger so far: {'reserve_stock': 1, 'charge_card': 1}" in out, out
+        # Still unfinished (no approval came). Suspended when worker 1 died holding its
+        # non-idempotent charge: that charge is parked uncertain, never re-run blindly.
+        state = (await store.get_workflow_execution(leftover.id)).state
+        assert state in ("running", "suspended"), state
+    finally:
+        await store.close()
+
+
+async def test_crash_recovery_uses_and_drops_a_fresh_schema_by_default(pg_dsn: str) -> None:
+    out = await run_sample(pg_dsn, None, "crash_recovery.py")
+    assert "every completed activity executed exactly once: yes" in out, out
+    schema = re.search(r"schema:    (crash_[0-9a-f]{12}) \(fresh", out)
+    assert schema is not None, out
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        found = await conn.fetchval(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema.group(1)
+        )
+    finally:
+        await conn.close()
+    assert found == 0, f"{schema.group(1)} left behind"
+
+
+DOC_PROGRAMS = {where: source for where, source in BLOCKS if "asyncio.run(main())" in source}
+
+
+@pytest.mark.parametrize("where", sorted(DOC_PROGRAMS))
+async def test_complete_programs_in_the_docs_run_as_written(
+    pg_dsn: str, sample_schema: str, where: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "program.py"
+    script.write_text(DOC_PROGRAMS[where])
+    env = {**os.environ, "AZYNC_DSN": pg_dsn, "AZYNC_SCHEMA": sample_schema}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, f"{where}:\n{out.decode()}"
+    expected = {
+        "docs/workflows.md": "ch_o-1_1999",
+        "docs/dags.md": "succeeded {'tracking': 'TRK-1'}",
+        "docs/queue.md": "dead: {'customer': 'bad', 'cents': -1} ValueError: negative amount -1",
+    }[where.split(":")[0]]
+    assert expected in out.decode(), out.decode()
+
+
+def test_the_docs_contain_the_three_complete_programs() -> None:
+    assert sorted(w.split(":")[0] for w in DOC_PROGRAMS) == [
+        "docs/dags.md",
+        "docs/queue.md",
+        "docs/workflows.md",
+    ]
