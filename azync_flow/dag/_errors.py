@@ -16,7 +16,7 @@ class NotReady(BaseException):
 
     The task is snoozed for ``delay``. When the task declared a ``deadline``
     (its snooze budget), the first snooze stamps the deadline on the backend
-    clock and a snooze at or past it dead-letters the task, which triggers the
+    clock and a snooze settled past it dead-letters the task, which triggers the
     DAG's failure policy.
 
     Args:

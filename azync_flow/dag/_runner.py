@@ -42,11 +42,11 @@ class RunnerStore(Protocol):
         self, id: uuid.UUID, lease_token: uuid.UUID, result: bytes | None
     ) -> None: ...
 
-    async def dag_snooze_task(
+    async def snooze(
         self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, deadline_error: str
     ) -> bool: ...
 
-    async def dag_skip_task(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None: ...
+    async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None: ...
 
     async def reschedule(
         self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
@@ -219,8 +219,11 @@ class DAGRunner:
                 span.record_failure(e)
             return _traced(span, outcome, e.delay)
         except Skip as e:
-            skipped = self.store.dag_skip_task(job.id, job.lease_token, _clean(e.reason))
-            return _traced(span, await self._settle(Outcome.SKIPPED, skipped))
+            skipped = self.store.skip(job.id, job.lease_token, _clean(e.reason))
+            outcome = await self._settle(Outcome.SKIPPED, skipped)
+            if outcome is Outcome.SKIPPED:  # dependents may start: wake the scheduler
+                await self.store.dag_notify_tick()
+            return _traced(span, outcome)
         except asyncio.CancelledError:
             if not self.release_on_cancel:
                 raise
@@ -276,7 +279,7 @@ class DAGRunner:
 
     async def _snooze(self, job: Job, e: NotReady) -> Outcome:
         try:
-            deadlined = await self.store.dag_snooze_task(
+            deadlined = await self.store.snooze(
                 job.id,
                 job.lease_token,  # type: ignore[arg-type]
                 e.delay,
@@ -284,7 +287,10 @@ class DAGRunner:
             )
         except NotFoundError:
             return Outcome.STALE
-        return Outcome.DEADLINED if deadlined else Outcome.SNOOZED
+        if not deadlined:
+            return Outcome.SNOOZED
+        await self.store.dag_notify_tick()  # the failure policy may fire: wake the scheduler
+        return Outcome.DEADLINED
 
     async def _failed(self, job: Job, e: Exception, span: AttemptSpan) -> Outcome:
         msg = _clean(f"{type(e).__name__}: {e}")

@@ -2,7 +2,7 @@
 
 The tick runs, in this order, ``promote_unblocked``,
 ``deliver_buffered_signals``, ``complete_due_sleeps``, the DAG-task
-housekeeping ``dag_promote_due`` and ``dag_reap_expired``, then
+housekeeping ``promote_due(Source.DAG)`` and ``dag_reap_expired_tasks``, then
 ``apply_failure_policy`` and ``complete_dags``. Each step is its own
 transaction and correctness does not depend on their order: the store
 re-checks everything it acts on.
@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -23,7 +24,7 @@ import asyncpg
 from opentelemetry.trace import TracerProvider
 
 from ..store.postgres.dag import ReapedTask
-from ..store.types import DAGFailure
+from ..store.types import DAGFailure, Source
 from ..telemetry import ATTR_ATTEMPT, ATTR_TASK_KEY, RunEvent, RunTracer
 
 log = logging.getLogger("azync_flow.dag")
@@ -38,7 +39,7 @@ class SchedulerStore(Protocol):
     async def apply_failure_policy(self) -> list[DAGFailure]: ...
     async def complete_dags(self, *, since: datetime | None = None) -> int: ...
     async def dag_clock(self) -> datetime: ...
-    async def dag_promote_due(self) -> int: ...
+    async def promote_due(self, source: Source, kinds: Sequence[str] | None = None) -> int: ...
     async def dag_reap_expired_tasks(self, max_reaps: int = 5) -> list[ReapedTask]: ...
 
 
@@ -130,7 +131,7 @@ class DAGScheduler:
         s.promoted = await self.store.promote_unblocked(since=since)
         s.signals = await self.store.deliver_buffered_signals()
         s.sleeps = await self.store.complete_due_sleeps()
-        s.due = await self.store.dag_promote_due()
+        s.due = await self.store.promote_due(Source.DAG)
         reaped = await self.store.dag_reap_expired_tasks(self.max_reaps)
         s.reaped = len(reaped)
         for r in reaped:

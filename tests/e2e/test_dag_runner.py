@@ -6,8 +6,19 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from azync_flow.dag import DAG, DAGClient, DAGRunner, DAGScheduler, Outcome, TaskContext
-from azync_flow.store import DAGState, JobState
+import asyncpg
+
+from azync_flow.dag import (
+    DAG,
+    DAGClient,
+    DAGRunner,
+    DAGScheduler,
+    NotReady,
+    Outcome,
+    Skip,
+    TaskContext,
+)
+from azync_flow.store import DAGState, DequeueParams, JobState, Source
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
 from tests.e2e.dag_util import FAST, settle, task_states
@@ -104,3 +115,56 @@ async def test_settle_after_the_lease_was_reaped_and_retaken_is_stale(
     assert await r.run_task(second) is Outcome.SUCCEEDED
     (j,) = await store.dag_tasks(run.id)
     assert (j.state, j.reap_count, ran) == (JobState.SUCCEEDED, 1, [1, 2])
+
+
+async def test_skip_and_deadlined_snooze_wake_the_scheduler(
+    store: PostgresStore, pg_dsn: str, clock: MovableClock
+) -> None:
+    """The runner's extra over the shared skip/snooze verbs: a ``dag:$tick`` NOTIFY."""
+    d = DAG("wakes")
+
+    @d.task
+    async def skipper(ctx: TaskContext) -> None:
+        raise Skip("nothing to do")
+
+    @d.task(deadline=timedelta(seconds=10))
+    async def poller(ctx: TaskContext) -> None:
+        raise NotReady(timedelta(seconds=1), "never ready")
+
+    ticks: asyncio.Queue[str] = asyncio.Queue()
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.add_listener(
+            store.channel, lambda _c, _p, _ch, payload: ticks.put_nowait(payload)
+        )
+        clock.set(datetime(2030, 1, 1, tzinfo=UTC))
+        await DAGClient(store).run(d)
+        r = DAGRunner(store, [d])
+
+        async def run_kind(suffix: str) -> Outcome:
+            (kind,) = [k for k in r.kinds if k.endswith(suffix)]
+            p = DequeueParams(kind=kind, limit=1, lease=timedelta(seconds=30))
+            (job,) = await store.dequeue_batch(Source.DAG, p)
+            return await r.run_task(job)
+
+        async def drain() -> None:  # drop wakes of earlier statements (e.g. the run's start)
+            await asyncio.sleep(0.3)
+            while not ticks.empty():
+                ticks.get_nowait()
+
+        async def next_tick() -> None:
+            async with asyncio.timeout(5):
+                while (await ticks.get()) != "dag:$tick":
+                    pass
+
+        await drain()
+        assert await run_kind("skipper") is Outcome.SKIPPED
+        await next_tick()
+        assert await run_kind("poller") is Outcome.SNOOZED  # stamps the deadline
+        clock.advance(timedelta(seconds=11))
+        assert await store.promote_due(Source.DAG) == 1
+        await drain()
+        assert await run_kind("poller") is Outcome.DEADLINED
+        await next_tick()
+    finally:
+        await conn.close()

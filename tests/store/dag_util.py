@@ -98,5 +98,5 @@ async def kill(store: PostgresStore, dag_id: uuid.UUID, key: str, error: str = "
 
 async def skip(store: PostgresStore, dag_id: uuid.UUID, key: str, reason: str = "nah") -> Job:
     j = await lease(store, dag_id, key)
-    await store.dag_skip_task(j.id, j.lease_token, reason)  # type: ignore[arg-type]
+    await store.skip(j.id, j.lease_token, reason)  # type: ignore[arg-type]
     return j

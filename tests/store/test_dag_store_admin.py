@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from azync_flow.store import DAGFilter, DAGSignalParams, DAGState, JobState, NotFoundError
+from azync_flow.store import DAGFilter, DAGSignalParams, DAGState, JobState, NotFoundError, Source
 from azync_flow.store import OnFailurePolicy as P
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
@@ -89,7 +89,7 @@ async def test_time_spent_paused_does_not_burn_the_snooze_budget(
     clock.set(T0)
     dag_id = await create(store, params([task("poll", deadline=timedelta(minutes=10))]))
     j = await lease(store, dag_id, "poll")
-    assert not await store.dag_snooze_task(j.id, j.lease_token, timedelta(seconds=30), "late")  # type: ignore[arg-type]
+    assert not await store.snooze(j.id, j.lease_token, timedelta(seconds=30), "late")  # type: ignore[arg-type]
     stamped = (await tasks_by_key(store, dag_id))["poll"]
     assert stamped.deadline_at == T0 + timedelta(minutes=10)
     await store.pause_dag(dag_id, "hold")
@@ -99,7 +99,7 @@ async def test_time_spent_paused_does_not_burn_the_snooze_budget(
     assert t.state == JobState.PENDING
     assert t.deadline_at is None
     j = await lease(store, dag_id, "poll")
-    assert not await store.dag_snooze_task(j.id, j.lease_token, timedelta(0), "late")  # type: ignore[arg-type]
+    assert not await store.snooze(j.id, j.lease_token, timedelta(0), "late")  # type: ignore[arg-type]
     assert (await tasks_by_key(store, dag_id))["poll"].deadline_at == clock() + timedelta(
         minutes=10
     )
@@ -116,17 +116,21 @@ async def test_snooze_keeps_attempts_and_dies_past_the_deadline(
     for i in range(3):
         j = await lease(store, dag_id, "poll")
         assert j.attempt == 1
-        assert not await store.dag_snooze_task(j.id, j.lease_token, timedelta(seconds=10), "x")  # type: ignore[arg-type]
+        assert not await store.snooze(j.id, j.lease_token, timedelta(seconds=10), "x")  # type: ignore[arg-type]
         clock.set(T0 + timedelta(seconds=10 * (i + 1)))
-        assert await store.dag_promote_due() == 1
-    clock.set(T0 + timedelta(seconds=60))
+        assert await store.promote_due(Source.DAG) == 1
+    clock.set(T0 + timedelta(seconds=60))  # exactly at the deadline: not yet past it
     j = await lease(store, dag_id, "poll")
-    assert await store.dag_snooze_task(j.id, j.lease_token, timedelta(seconds=10), "deadline gone")  # type: ignore[arg-type]
+    assert not await store.snooze(j.id, j.lease_token, timedelta(seconds=10), "x")  # type: ignore[arg-type]
+    clock.set(T0 + timedelta(seconds=70))
+    assert await store.promote_due(Source.DAG) == 1
+    j = await lease(store, dag_id, "poll")
+    assert await store.snooze(j.id, j.lease_token, timedelta(seconds=10), "deadline gone")  # type: ignore[arg-type]
     t = (await tasks_by_key(store, dag_id))["poll"]
     assert t.state == JobState.DEAD
     assert t.last_error == "deadline gone"
     with pytest.raises(NotFoundError):
-        await store.dag_snooze_task(j.id, j.lease_token, timedelta(0), "x")  # type: ignore[arg-type]
+        await store.snooze(j.id, j.lease_token, timedelta(0), "x")  # type: ignore[arg-type]
     # RetryDAG gives the dead task a fresh budget: the stamped deadline is cleared
     await store.retry_dag(dag_id)
     t = (await tasks_by_key(store, dag_id))["poll"]
@@ -214,6 +218,22 @@ async def test_retry_resumes_paused_dag_releasing_tasks_by_run_at(
     assert t["now"].state == JobState.PENDING
     assert t["nap"].state == JobState.SCHEDULED
     assert t["nap"].run_at == T0 + timedelta(seconds=60)
+
+
+async def test_promote_due_leaves_a_paused_dags_rescheduled_task_until_retry(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    """A task leased before PauseDAG settles scheduled; the shared PromoteDue keeps it parked."""
+    clock.set(T0)
+    dag_id = await create(store, params([task("a")]))
+    j = await lease(store, dag_id, "a")
+    await store.pause_dag(dag_id, "hold")
+    await store.reschedule(j.id, j.lease_token, timedelta(seconds=5), "boom")  # type: ignore[arg-type]
+    clock.set(T0 + timedelta(minutes=1))
+    assert await store.promote_due(Source.DAG) == 0
+    assert (await states(store, dag_id))["a"] == JobState.SCHEDULED
+    await store.retry_dag(dag_id)
+    assert (await states(store, dag_id))["a"] == JobState.PENDING
 
 
 # --- CompensateDAG -----------------------------------------------------------------

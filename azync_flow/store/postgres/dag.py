@@ -1,11 +1,13 @@
 """DAG verbs of the storage contract (``DAGStore`` / ``TxDAGStore``).
 
 Every verb is one transaction. DAG tasks are ``azync_jobs`` rows with
-``source = 'dag'``; they are leased and settled through the plain queue verbs
-(plus :meth:`DAGMixin.ack_task_result`). A few DAG-only settle/maintenance
-statements (``dag_snooze_task``, ``dag_skip_task``, ``dag_promote_due``,
-``dag_reap_expired``, ``dag_dequeue``) exist so the DAG runtime does not
-depend on queue verbs that are still being built.
+``source = 'dag'``; they are settled through the plain queue verbs
+(``snooze``, ``skip``, ``reschedule``, ``dead``, ``release``, ``extend_lease``,
+plus :meth:`DAGMixin.ack_task_result`) and promoted by ``promote_due(Source.DAG)``
+(which leaves ``$sleep`` tasks and paused DAGs alone). DAG-only statements
+remain where the semantics differ: ``dag_dequeue`` (leases across several
+kinds, oldest first) and ``dag_reap_expired`` (keeps the attempt, reports
+each reaped task for the ``lease.expired`` run event).
 """
 
 from __future__ import annotations
@@ -346,27 +348,6 @@ class DAGMixin(PgBase):
         """
         await self._must("dag_ack_result", id, lease_token, result, self.channel, what=_stale(id))
 
-    async def dag_snooze_task(
-        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, deadline_error: str
-    ) -> bool:
-        """Contract ``Store.Snooze`` for a DAG task; returns True when it was deadlined.
-
-        Raises:
-            NotFoundError: the lease token no longer owns an active row.
-        """
-        row = await self._must(
-            "dag_snooze", id, lease_token, delay, deadline_error, self.channel, what=_stale(id)
-        )
-        return bool(row["expired"])
-
-    async def dag_skip_task(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
-        """Contract ``Store.Skip`` for a DAG task (terminal, satisfies dependents).
-
-        Raises:
-            NotFoundError: the lease token no longer owns an active row.
-        """
-        await self._must("dag_skip", id, lease_token, reason, self.channel, what=_stale(id))
-
     async def dag_dequeue(
         self, kinds: Sequence[str], limit: int, lease: timedelta, default_max_attempts: int = 25
     ) -> list[Job]:
@@ -417,11 +398,6 @@ class DAGMixin(PgBase):
         """Succeed every scheduled ``$sleep`` task whose run_at is due; return the count."""
         row = await self._fetchrow("dag_complete_due_sleeps", self.channel)
         return int(row["completed"]) if row else 0
-
-    async def dag_promote_due(self) -> int:
-        """Move due scheduled handler tasks (retries, snoozes) to pending, except in paused DAGs."""
-        row = await self._fetchrow("dag_promote_due", self.channel)
-        return int(row["promoted"]) if row else 0
 
     async def dag_reap_expired(self, max_reaps: int = 5) -> tuple[int, int]:
         """Reclaim expired DAG task leases; ``(reaped, killed)``."""

@@ -171,7 +171,8 @@ class QueueMixin(PgBase):
         """Move due scheduled jobs of ``kinds`` (None or empty: every kind) to pending.
 
         Workers of each promoted kind are woken on commit. DAG sleep tasks are
-        left to the DAG scheduler. Returns the number of jobs promoted.
+        left to the DAG scheduler, and tasks of a paused DAG stay scheduled
+        until ``retry_dag`` releases them. Returns the number of jobs promoted.
         """
         row = await self._fetchrow("job_promote_due", source.value, _kinds(kinds), self.channel)
         assert row is not None

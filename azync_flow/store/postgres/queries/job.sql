@@ -215,7 +215,9 @@ SELECT state FROM j
 
 -- name: job_promote_due
 -- $2 source, $3 kinds text[] (NULL = every kind), $4 channel. DAG sleep tasks
--- are completed by the DAG scheduler, never promoted to pending here.
+-- are completed by the DAG scheduler, never promoted to pending here, and a
+-- paused DAG's tasks stay scheduled (a task leased when the DAG was paused
+-- may settle scheduled; RetryDAG releases it).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), due AS (
@@ -223,6 +225,8 @@ WITH clock AS (
     WHERE state = 'scheduled' AND run_at <= clock.t AND source = $2
       AND ($3::text[] IS NULL OR kind = ANY ($3::text[]))
       AND NOT (source = 'dag' AND kind = '$sleep')
+      AND NOT (source = 'dag' AND EXISTS (
+          SELECT 1 FROM azync_dags d WHERE d.id = azync_jobs.dag_id AND d.state = 'paused'))
     FOR UPDATE SKIP LOCKED
 ), up AS (
     UPDATE azync_jobs j SET state = 'pending', updated_at = c.t
