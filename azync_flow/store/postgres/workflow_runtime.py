@@ -253,6 +253,24 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             NotFoundError: the job is not an active operation of ``run_id``
                 under ``lease_token`` (stale report); nothing is written.
         """
+        if not dead:
+            # The common path: one statement, one implicit transaction.
+            row = await self._fetchrow(
+                "workflow_op_complete",
+                job_id,
+                lease_token,
+                run_id,
+                event_type,
+                payload,
+                self.channel,
+            )
+            if row is None:
+                async with self.pool.acquire() as conn:  # say why (nothing was written)
+                    await self._fence(conn, job_id, lease_token, run_id, task=False)
+                raise NotFoundError(_stale(job_id, "operation"))
+            if not row["acked"]:
+                raise AssertionError(f"fenced operation {job_id} was not acked")
+            return 0 if row["seq"] is None else int(row["seq"])
         async with self._wtx() as conn:
             ex = await self._fence(conn, job_id, lease_token, run_id, task=False)
             live = ex["state"] in LIVE_WORKFLOW_STATES
@@ -326,6 +344,30 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         if job["run_id"] != run_id:
             raise NotFoundError(f"job {job_id} is an operation of {job['run_id']}, not {run_id}")
         return job
+
+    async def _finish_locked(
+        self,
+        conn: asyncpg.Connection,
+        run_id: uuid.UUID,
+        state: WorkflowState,
+        result: bytes | None,
+        reason: str,
+    ) -> None:
+        """``_finish`` in one statement, for a transaction that already holds the
+        execution row lock (the fenced pass commit)."""
+        row = await self._fetchrow(
+            "workflow_finish_retire",
+            run_id,
+            state.value,
+            result,
+            clean_text(reason),
+            self.channel,
+            conn=conn,
+        )
+        if row is None:
+            raise NotFoundError(
+                await self._state_message(conn, run_id, f"{state.value} transition", "")
+            )
 
     async def _schedule_last(
         self,
@@ -454,11 +496,11 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         kind, value = outcome
         if kind == "complete":
             assert isinstance(value, bytes)
-            await self._finish(conn, run_id, WorkflowState.SUCCEEDED, value, "")
+            await self._finish_locked(conn, run_id, WorkflowState.SUCCEEDED, value, "")
             return WorkflowState.SUCCEEDED
         if kind in ("fail", "cancelled"):
             target = WorkflowState.FAILED if kind == "fail" else WorkflowState.CANCELLED
-            await self._finish(conn, run_id, target, None, str(value))
+            await self._finish_locked(conn, run_id, target, None, str(value))
             return target
         if kind == "suspend":
             if state == WorkflowState.RUNNING:

@@ -650,3 +650,110 @@ WITH clock AS (
 )
 SELECT (SELECT count(*) FROM up) AS scheduled, (SELECT count(*) FROM wake) AS woken,
        (SELECT count(*) FROM stat) AS stats_rows
+
+-- name: workflow_op_complete
+-- $2 job id, $3 lease_token, $4 run id, $5 event type, $6 payload, $7 channel.
+-- complete_operation (ack path) as ONE statement = one implicit transaction:
+-- fence (lock the active operation under the token, THEN its execution —
+-- the lateral forces the order), ack it, append ($5, $6) at next_seq when
+-- the execution is live, schedule a workflow task when running, and LAST
+-- the stats (grouped, in kind order, after every other write: delta reads
+-- every write CTE). No row = stale token: nothing written.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), f AS (
+    SELECT j.id, j.kind, j.task_key, j.run_id, x.state, x.next_seq
+    FROM (
+        SELECT id, kind, task_key, run_id FROM azync_jobs
+        WHERE id = $2 AND lease_token = $3 AND state = 'active' AND source = 'workflow'
+          AND task_key <> '$wft' AND run_id = $4
+        FOR UPDATE
+    ) j
+    CROSS JOIN LATERAL (
+        SELECT state, next_seq FROM azync_workflow_executions
+        WHERE id = j.run_id
+        FOR NO KEY UPDATE
+    ) x
+), ack AS (
+    UPDATE azync_jobs a
+    SET state = 'succeeded', completed_at = c.t, lease_until = NULL, updated_at = c.t
+    FROM f, clock c
+    WHERE a.id = f.id AND a.lease_token = $3 AND a.state = 'active'
+    RETURNING a.kind
+), ev AS (
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    SELECT f.run_id, f.next_seq, $5, $6, c.t
+    FROM f, clock c
+    WHERE f.state IN ('running', 'suspended')
+    RETURNING seq
+), ex AS (
+    UPDATE azync_workflow_executions e
+    SET next_seq = f.next_seq + 1, updated_at = c.t
+    FROM f, clock c
+    WHERE e.id = f.run_id AND f.state IN ('running', 'suspended')
+    RETURNING e.next_seq
+), up AS (
+    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
+                                 enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', c.t, f.run_id, '$wft', c.t, c.t
+    FROM f, clock c
+    WHERE f.state = 'running'
+    ON CONFLICT (run_id)
+        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
+        DO UPDATE SET
+            run_at = least(j.run_at, EXCLUDED.run_at),
+            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
+                         THEN 'scheduled' ELSE 'pending' END,
+            updated_at = EXCLUDED.updated_at
+    RETURNING j.state, j.kind, (j.xmax = 0) AS inserted
+), wake AS (
+    SELECT pg_notify($7, 'workflow:' || kind) FROM up WHERE state = 'pending'
+), delta AS (
+    SELECT d.kind, sum(d.enq)::bigint AS enq, sum(d.proc)::bigint AS proc
+    FROM (
+        SELECT kind, 0 AS enq, 1 AS proc FROM ack
+        UNION ALL
+        SELECT kind, 1, 0 FROM up WHERE inserted
+    ) d
+    WHERE (SELECT count(*) FROM ev) >= 0 AND (SELECT count(*) FROM ex) >= 0
+    GROUP BY d.kind
+), stat AS (
+    INSERT INTO azync_job_stats AS s (source, kind, day, shard, enqueued, processed, failed)
+    SELECT 'workflow', x.kind, (c.t AT TIME ZONE 'UTC')::date, (random() * 7)::int,
+           x.enq, x.proc, 0
+    FROM delta x, clock c
+    ORDER BY x.kind
+    ON CONFLICT (source, kind, day, shard) DO UPDATE
+        SET enqueued = s.enqueued + EXCLUDED.enqueued,
+            processed = s.processed + EXCLUDED.processed
+    RETURNING 1
+)
+SELECT f.state, (SELECT max(seq) FROM ev) AS seq, (SELECT count(*) FROM ack) AS acked,
+       (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM stat) AS stats_rows
+FROM f
+
+-- name: workflow_finish_retire
+-- $2 id, $3 terminal state, $4 result, $5 failure reason, $6 channel:
+-- workflow_finish + workflow_retire_jobs + workflow_done_notify in one
+-- statement. ONLY for a transaction that already holds the execution row
+-- lock (a fenced pass commit): no writer of the execution can have inserted
+-- a job after that lock, so this statement's snapshot sees every runnable one.
+WITH fin AS (
+    UPDATE azync_workflow_executions
+    SET state = $3, result = $4, failure_reason = $5,
+        completed_at = coalesce($1::timestamptz, now()),
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE id = $2 AND state IN ('running', 'suspended')
+    RETURNING id
+), ret AS (
+    UPDATE azync_jobs
+    SET state = 'cancelled', completed_at = coalesce($1::timestamptz, now()),
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE run_id IN (SELECT id FROM fin) AND source = 'workflow'
+      AND state IN ('pending', 'scheduled', 'paused')
+    RETURNING 1
+), done AS (
+    SELECT pg_notify($6, 'workflow.done:' || id::text) FROM fin
+)
+SELECT id, (SELECT count(*) FROM ret) AS retired, (SELECT count(*) FROM done) AS notified
+FROM fin
