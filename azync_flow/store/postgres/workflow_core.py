@@ -126,27 +126,28 @@ class WorkflowCoreMixin(PgBase):
             ``(inserted, id)`` — ``(True, p.id)``, or ``(False, existing id)``.
         """
         for _ in range(5):
-            async with self.transaction() as conn:
-                inserted = await self._fetchval(
-                    "workflow_start",
-                    p.id,
-                    p.name,
-                    p.version,
-                    p.input,
-                    p.business_idempotency_key,
-                    p.task_queue,
-                    encode_meta(p.meta),
-                    encode_meta(trace_context),
-                    self.channel,
-                    conn=conn,
-                )
-                if inserted:
-                    return True, p.id
-                existing = await self._fetchval(
-                    "workflow_existing", p.id, p.name, p.business_idempotency_key, conn=conn
-                )
-                if existing is not None:
-                    return False, existing
+            # One statement = one implicit transaction (one round trip) when it
+            # inserts; under READ COMMITTED the lookup of the winner took its own
+            # snapshot inside the old explicit transaction too.
+            inserted = await self._fetchval(
+                "workflow_start",
+                p.id,
+                p.name,
+                p.version,
+                p.input,
+                p.business_idempotency_key,
+                p.task_queue,
+                encode_meta(p.meta),
+                encode_meta(trace_context),
+                self.channel,
+            )
+            if inserted:
+                return True, p.id
+            existing = await self._fetchval(
+                "workflow_existing", p.id, p.name, p.business_idempotency_key
+            )
+            if existing is not None:
+                return False, existing
             # The conflicting execution finished between the two reads: try again.
         raise ConflictError(f"start of workflow {p.name!r} ({p.id}) kept conflicting; retry")
 

@@ -28,12 +28,13 @@ from ..types import (
 from ._base import decode_meta, job_from_row
 from .workflow_core import (
     ENQUEUED,
+    FAILED,
     LIVE_WORKFLOW_STATES,
+    PROCESSED,
     WORKFLOW_TASK,
     WorkflowCoreMixin,
     clean_text,
     execution_from_row,
-    history_from_row,
 )
 
 #: A pass outcome: ("complete", result bytes) | ("fail", reason) |
@@ -97,34 +98,41 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
 
     async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> WorkflowTaskState:
         """Read the execution, its history past ``after_seq``, buffered signals and
-        due timers from one repeatable-read snapshot.
+        due timers in one statement (one snapshot, one round trip).
 
         Raises NotFoundError when the execution does not exist.
         """
-        async with (
-            self.pool.acquire() as conn,
-            conn.transaction(isolation="repeatable_read", readonly=True),
-        ):
-            row = await self._fetchrow("workflow_get", run_id, conn=conn)
-            if row is None:
-                raise NotFoundError(f"workflow execution {run_id} does not exist")
-            history = await self._fetch("workflow_history_list", run_id, after_seq, None, conn=conn)
-            signals = await self._fetch("workflow_signals_buffered", run_id, conn=conn)
-            timers = await self._fetch("workflow_timers_due", run_id, conn=conn)
-            now = await self._fetchval("workflow_clock", conn=conn)
+        row = await self._fetchrow("workflow_task_load", run_id, after_seq)
+        if row is None:
+            raise NotFoundError(f"workflow execution {run_id} does not exist")
+        h_seq = row["h_seq"] or []
+        s_id = row["s_id"] or []
         return WorkflowTaskState(
             execution=execution_from_row(row),
             next_seq=row["next_seq"],
             cancel_requested=row["cancel_requested"],
             suspend_reason=row["suspend_reason"],
             trace_context=decode_meta(row["trace_context"]),
-            history=[history_from_row(r) for r in history],
+            history=[
+                HistoryEvent(
+                    workflow_id=run_id, seq=seq, type=type_, payload=bytes(payload), created_at=at
+                )
+                for seq, type_, payload, at in zip(
+                    h_seq, row["h_type"], row["h_payload"], row["h_created"], strict=True
+                )
+            ]
+            if h_seq
+            else [],
             signals=[
-                BufferedSignal(r["id"], r["name"], r["message_id"], bytes(r["payload"]))
-                for r in signals
-            ],
-            due_timers=[r["seq"] for r in timers],
-            now=now,
+                BufferedSignal(i, name, message_id, bytes(payload))
+                for i, name, message_id, payload in zip(
+                    s_id, row["s_name"], row["s_message_id"], row["s_payload"], strict=True
+                )
+            ]
+            if s_id
+            else [],
+            due_timers=list(row["due_timer_seqs"]),
+            now=row["load_now"],
         )
 
     async def commit_workflow_task(
@@ -170,26 +178,33 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
                 signal was already consumed. Nothing is written in any case.
         """
         async with self._wtx() as conn:
-            await self._lock_task(conn, job_id, lease_token, run_id)
-            ex = await self._fetchrow("workflow_lock", run_id, conn=conn)
-            if ex is None:
-                raise NotFoundError(f"workflow execution {run_id} does not exist")
+            ex = await self._fence(conn, job_id, lease_token, run_id, task=True)
             _check_seq(run_id, ex, expected_next_seq)
             new_next = expected_next_seq + len(events)
-            await self._write_pass(conn, run_id, expected_next_seq, events)
+            # The state after the outcome is known up front: only "no outcome"
+            # keeps a running execution running.
+            stays_running = outcome is None and ex["state"] == WorkflowState.RUNNING
+            checkpoint = keep_lease is not None and stays_running
+            # Events + ack of the (fenced, locked) task in one statement.
+            ack = None if checkpoint else (job_id, lease_token)
+            await self._write_pass(conn, run_id, expected_next_seq, events, ack)
             if operations:
                 await self._schedule_ops(conn, run_id, list(operations))
             await self._write_timers(conn, run_id, timers, fired_timers)
             await self._consume_signals(conn, run_id, consumed_signals)
             state = await self._apply_outcome(conn, run_id, ex["state"], outcome)
-            if keep_lease is not None and state == WorkflowState.RUNNING:
+            assert (state == WorkflowState.RUNNING) == stays_running
+            if checkpoint:
                 await self._must(
                     "job_extend_lease", job_id, lease_token, keep_lease, what="lease", conn=conn
                 )
                 return new_next
-            await self._settle_job(conn, job_id, lease_token)
             if state == WorkflowState.RUNNING:
-                await self._schedule_next(conn, run_id, next_task_at)
+                # Next task + this transaction's stats in one (last) statement.
+                if next_task_at == "now":
+                    await self._schedule_last(conn, run_id, None, timers_only=False)
+                else:
+                    await self._schedule_last(conn, run_id, next_task_at, timers_only=True)
             return new_next
 
     async def abandon_workflow_task(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> bool:
@@ -238,11 +253,44 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             NotFoundError: the job is not an active operation of ``run_id``
                 under ``lease_token`` (stale report); nothing is written.
         """
-        async with self._wtx() as conn:
-            await self._lock_op(conn, job_id, lease_token, run_id)
-            return await self._settle_op(
-                conn, job_id, lease_token, run_id, event_type, payload, dead, last_error
+        if not dead:
+            # The common path: one statement, one implicit transaction.
+            row = await self._fetchrow(
+                "workflow_op_complete",
+                job_id,
+                lease_token,
+                run_id,
+                event_type,
+                payload,
+                self.channel,
             )
+            if row is None:
+                async with self.pool.acquire() as conn:  # say why (nothing was written)
+                    await self._fence(conn, job_id, lease_token, run_id, task=False)
+                raise NotFoundError(_stale(job_id, "operation"))
+            if not row["acked"]:
+                raise AssertionError(f"fenced operation {job_id} was not acked")
+            return 0 if row["seq"] is None else int(row["seq"])
+        async with self._wtx() as conn:
+            ex = await self._fence(conn, job_id, lease_token, run_id, task=False)
+            live = ex["state"] in LIVE_WORKFLOW_STATES
+            if dead or not live:
+                if dead:
+                    last_error = clean_text(last_error)
+                await self._settle_job(conn, job_id, lease_token, dead=dead, last_error=last_error)
+                if not live:
+                    return 0
+                seq = int(ex["next_seq"])
+                await self._write_pass(conn, run_id, seq, [(event_type, payload)])
+            else:
+                seq = int(ex["next_seq"])
+                # Event + ack of the (fenced, locked) operation in one statement.
+                await self._write_pass(
+                    conn, run_id, seq, [(event_type, payload)], (job_id, lease_token)
+                )
+            if ex["state"] == WorkflowState.RUNNING:
+                await self._schedule_last(conn, run_id, None, timers_only=False)
+            return seq
 
     async def _settle_op(
         self,
@@ -297,21 +345,111 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             raise NotFoundError(f"job {job_id} is an operation of {job['run_id']}, not {run_id}")
         return job
 
+    async def _finish_locked(
+        self,
+        conn: asyncpg.Connection,
+        run_id: uuid.UUID,
+        state: WorkflowState,
+        result: bytes | None,
+        reason: str,
+    ) -> None:
+        """``_finish`` in one statement, for a transaction that already holds the
+        execution row lock (the fenced pass commit)."""
+        row = await self._fetchrow(
+            "workflow_finish_retire",
+            run_id,
+            state.value,
+            result,
+            clean_text(reason),
+            self.channel,
+            conn=conn,
+        )
+        if row is None:
+            raise NotFoundError(
+                await self._state_message(conn, run_id, f"{state.value} transition", "")
+            )
+
+    async def _schedule_last(
+        self,
+        conn: asyncpg.Connection,
+        run_id: uuid.UUID,
+        run_at: datetime | None,
+        *,
+        timers_only: bool,
+    ) -> None:
+        """Schedule the execution's workflow task and write the transaction's stats
+        deltas in ONE statement; must be the last statement of the :meth:`_wtx`.
+
+        ``timers_only`` False: at ``run_at`` (None = now), like ``_schedule_task``;
+        True: at least(``run_at``, earliest unfired timer), nothing when both are
+        None, like ``_schedule_next``. The stats rows are still written after
+        every other lock and in kind order (see ``workflow_task_schedule_stats``),
+        and the :meth:`_wtx` end-of-transaction bump is skipped.
+        """
+        stats: dict[str, list[int]] = self.__dict__["_wf_tx_stats"][id(conn)]
+        kinds = sorted(stats)
+        await self._fetchrow(
+            "workflow_task_schedule_stats",
+            run_id,
+            WORKFLOW_TASK,
+            run_at,
+            self.channel,
+            timers_only,
+            kinds,
+            [stats[k][ENQUEUED] for k in kinds],
+            [stats[k][PROCESSED] for k in kinds],
+            [stats[k][FAILED] for k in kinds],
+            conn=conn,
+        )
+        stats.clear()
+
+    async def _fence(
+        self,
+        conn: asyncpg.Connection,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        *,
+        task: bool,
+    ) -> asyncpg.Record:
+        """Lock the active job under ``lease_token``, then its execution row, in one
+        statement. Returns the job's kind/run and the execution's state/next_seq.
+
+        Raises NotFoundError when the job is not an active workflow task
+        (``task``) / operation of ``run_id`` under the token.
+        """
+        row = await self._fetchrow("workflow_fence", job_id, lease_token, conn=conn)
+        what = "workflow task" if task else "operation"
+        if row is None or (row["task_key"] == WORKFLOW_TASK) != task:
+            raise NotFoundError(_stale(job_id, what))
+        if row["run_id"] != run_id:
+            raise NotFoundError(f"job {job_id} is a {what} of {row['run_id']}, not {run_id}")
+        return row
+
     async def _write_pass(
         self,
         conn: asyncpg.Connection,
         run_id: uuid.UUID,
         first: int,
         events: Sequence[tuple[str, bytes]],
+        ack: tuple[uuid.UUID, uuid.UUID] | None = None,
     ) -> None:
-        await self._fetchrow(
-            "workflow_pass_write",
+        """Append ``events`` at ``first``.. and, with ``ack`` = (job id, lease token),
+        ack that job (already fenced and locked by :meth:`_fence`), one statement."""
+        row = await self._fetchrow(
+            "workflow_pass_write_ack",
             run_id,
             first,
             [t for t, _ in events],
             [p for _, p in events],
+            None if ack is None else ack[0],
+            None if ack is None else ack[1],
             conn=conn,
         )
+        if ack is not None:
+            if row is None or row["acked_kind"] is None:
+                raise NotFoundError(_stale(ack[0], "job"))
+            self._count(conn, row["acked_kind"], PROCESSED)
 
     async def _write_timers(
         self,
@@ -358,11 +496,11 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         kind, value = outcome
         if kind == "complete":
             assert isinstance(value, bytes)
-            await self._finish(conn, run_id, WorkflowState.SUCCEEDED, value, "")
+            await self._finish_locked(conn, run_id, WorkflowState.SUCCEEDED, value, "")
             return WorkflowState.SUCCEEDED
         if kind in ("fail", "cancelled"):
             target = WorkflowState.FAILED if kind == "fail" else WorkflowState.CANCELLED
-            await self._finish(conn, run_id, target, None, str(value))
+            await self._finish_locked(conn, run_id, target, None, str(value))
             return target
         if kind == "suspend":
             if state == WorkflowState.RUNNING:

@@ -521,3 +521,239 @@ LIMIT $4
 -- name: workflow_done_notify
 -- $2 channel, $3 execution id: announce a terminal transition to waiting clients.
 SELECT pg_notify($2, 'workflow.done:' || $3::uuid::text), $1::timestamptz AS at
+
+-- name: workflow_task_load
+-- $2 workflow id, $3 after seq: everything a replay pass reads, in ONE
+-- statement (one snapshot): the execution row, its history past $3 and
+-- buffered signals as parallel arrays (in order), due timer seqs, and the
+-- clock. No row when the execution does not exist.
+SELECT e.*, coalesce($1::timestamptz, now()) AS load_now,
+       h.h_seq, h.h_type, h.h_payload, h.h_created,
+       s.s_id, s.s_name, s.s_message_id, s.s_payload,
+       ARRAY(SELECT t.seq FROM azync_workflow_timers t
+             WHERE t.workflow_id = e.id AND t.fired_at IS NULL
+               AND t.fire_at <= coalesce($1::timestamptz, now())
+             ORDER BY t.fire_at, t.seq) AS due_timer_seqs
+FROM azync_workflow_executions e
+CROSS JOIN LATERAL (
+    SELECT array_agg(x.seq ORDER BY x.seq) AS h_seq, array_agg(x.type ORDER BY x.seq) AS h_type,
+           array_agg(x.payload ORDER BY x.seq) AS h_payload,
+           array_agg(x.created_at ORDER BY x.seq) AS h_created
+    FROM azync_workflow_history x
+    WHERE x.workflow_id = e.id AND x.seq > $3
+) h
+CROSS JOIN LATERAL (
+    SELECT array_agg(g.id ORDER BY g.id) AS s_id, array_agg(g.name ORDER BY g.id) AS s_name,
+           array_agg(g.message_id ORDER BY g.id) AS s_message_id,
+           array_agg(g.payload ORDER BY g.id) AS s_payload
+    FROM azync_workflow_signals g
+    WHERE g.workflow_id = e.id AND g.consumed_seq IS NULL
+) s
+WHERE e.id = $2
+
+-- name: workflow_fence
+-- $2 job id, $3 lease_token: the fence of a runtime settle in one statement —
+-- locks the active workflow job (FOR UPDATE) and THEN its execution row
+-- (FOR NO KEY UPDATE; the lateral forces that order). No row = stale token.
+SELECT j.id, j.kind, j.task_key, j.run_id, x.state, x.next_seq
+FROM (
+    SELECT id, kind, task_key, run_id FROM azync_jobs
+    WHERE id = $2 AND lease_token = $3 AND state = 'active' AND source = 'workflow'
+    FOR UPDATE
+) j
+CROSS JOIN LATERAL (
+    SELECT state, next_seq FROM azync_workflow_executions
+    WHERE id = j.run_id AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+    FOR NO KEY UPDATE
+) x
+
+-- name: workflow_pass_write_ack
+-- $2 workflow id, $3 first seq, $4 types text[], $5 payloads bytea[], $6 job
+-- id to ack (NULL = none), $7 its lease_token: workflow_pass_write plus the
+-- ack of the (already fenced and locked) job, one statement. acked_kind is
+-- NULL when nothing was acked.
+WITH ev AS (
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    SELECT $2, $3 + u.ord - 1, u.type, u.payload, coalesce($1::timestamptz, now())
+    FROM unnest($4::text[], $5::bytea[]) WITH ORDINALITY AS u(type, payload, ord)
+    RETURNING seq
+), ack AS (
+    UPDATE azync_jobs
+    SET state = 'succeeded', completed_at = coalesce($1::timestamptz, now()),
+        lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
+    WHERE id = $6 AND lease_token = $7 AND state = 'active'
+    RETURNING kind
+)
+UPDATE azync_workflow_executions
+SET next_seq = $3 + cardinality($4::text[]), updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2
+RETURNING next_seq, (SELECT count(*) FROM ev) AS written, (SELECT kind FROM ack) AS acked_kind
+
+-- name: workflow_task_schedule_stats
+-- $2 run id, $3 kind, $4 run_at, $5 channel, $6 timers_only: false =
+-- workflow_task_schedule ($4 NULL = now), true = workflow_task_schedule_next
+-- (at least($4, earliest unfired timer); nothing when both are NULL).
+-- $7 kinds text[], $8 enqueued, $9 processed, $10 failed bigint[]: the
+-- transaction's pending stats deltas. Schedules the task, THEN writes the
+-- deltas plus its own enqueue as the transaction's one stats write, grouped
+-- and sorted by kind (the sort needs every scheduled row first, so the stats
+-- rows are still locked last and in kind order — see workflow_stats_bump).
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), want AS (
+    SELECT CASE WHEN $6::boolean
+                THEN least($4::timestamptz,
+                           (SELECT min(fire_at) FROM azync_workflow_timers
+                            WHERE workflow_id = $2 AND fired_at IS NULL))
+                ELSE coalesce($4::timestamptz, c.t) END AS at
+    FROM clock c
+), up AS (
+    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
+                                 enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', $3,
+           CASE WHEN w.at > c.t THEN 'scheduled' ELSE 'pending' END,
+           w.at, $2, '$wft', c.t, c.t
+    FROM clock c, want w
+    WHERE w.at IS NOT NULL
+    ON CONFLICT (run_id)
+        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
+        DO UPDATE SET
+            run_at = least(j.run_at, EXCLUDED.run_at),
+            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
+                         THEN 'scheduled' ELSE 'pending' END,
+            updated_at = EXCLUDED.updated_at
+    RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
+), wake AS (
+    SELECT pg_notify($5, 'workflow:' || kind) FROM up WHERE state = 'pending'
+), delta AS (
+    SELECT d.kind, sum(d.enq)::bigint AS enq, sum(d.proc)::bigint AS proc,
+           sum(d.failed)::bigint AS failed
+    FROM (
+        SELECT u.kind, u.enq, u.proc, u.failed
+        FROM unnest($7::text[], $8::bigint[], $9::bigint[], $10::bigint[])
+             AS u(kind, enq, proc, failed)
+        UNION ALL
+        SELECT kind, 1, 0, 0 FROM up WHERE inserted
+    ) d
+    GROUP BY d.kind
+), stat AS (
+    INSERT INTO azync_job_stats AS s (source, kind, day, shard, enqueued, processed, failed)
+    SELECT 'workflow', x.kind, (c.t AT TIME ZONE 'UTC')::date, (random() * 7)::int,
+           x.enq, x.proc, x.failed
+    FROM delta x, clock c
+    ORDER BY x.kind
+    ON CONFLICT (source, kind, day, shard) DO UPDATE
+        SET enqueued = s.enqueued + EXCLUDED.enqueued,
+            processed = s.processed + EXCLUDED.processed,
+            failed = s.failed + EXCLUDED.failed
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM up) AS scheduled, (SELECT count(*) FROM wake) AS woken,
+       (SELECT count(*) FROM stat) AS stats_rows
+
+-- name: workflow_op_complete
+-- $2 job id, $3 lease_token, $4 run id, $5 event type, $6 payload, $7 channel.
+-- complete_operation (ack path) as ONE statement = one implicit transaction:
+-- fence (lock the active operation under the token, THEN its execution —
+-- the lateral forces the order), ack it, append ($5, $6) at next_seq when
+-- the execution is live, schedule a workflow task when running, and LAST
+-- the stats (grouped, in kind order, after every other write: delta reads
+-- every write CTE). No row = stale token: nothing written.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), f AS (
+    SELECT j.id, j.kind, j.task_key, j.run_id, x.state, x.next_seq
+    FROM (
+        SELECT id, kind, task_key, run_id FROM azync_jobs
+        WHERE id = $2 AND lease_token = $3 AND state = 'active' AND source = 'workflow'
+          AND task_key <> '$wft' AND run_id = $4
+        FOR UPDATE
+    ) j
+    CROSS JOIN LATERAL (
+        SELECT state, next_seq FROM azync_workflow_executions
+        WHERE id = j.run_id
+        FOR NO KEY UPDATE
+    ) x
+), ack AS (
+    UPDATE azync_jobs a
+    SET state = 'succeeded', completed_at = c.t, lease_until = NULL, updated_at = c.t
+    FROM f, clock c
+    WHERE a.id = f.id AND a.lease_token = $3 AND a.state = 'active'
+    RETURNING a.kind
+), ev AS (
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    SELECT f.run_id, f.next_seq, $5, $6, c.t
+    FROM f, clock c
+    WHERE f.state IN ('running', 'suspended')
+    RETURNING seq
+), ex AS (
+    UPDATE azync_workflow_executions e
+    SET next_seq = f.next_seq + 1, updated_at = c.t
+    FROM f, clock c
+    WHERE e.id = f.run_id AND f.state IN ('running', 'suspended')
+    RETURNING e.next_seq
+), up AS (
+    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
+                                 enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', c.t, f.run_id, '$wft', c.t, c.t
+    FROM f, clock c
+    WHERE f.state = 'running'
+    ON CONFLICT (run_id)
+        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
+        DO UPDATE SET
+            run_at = least(j.run_at, EXCLUDED.run_at),
+            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
+                         THEN 'scheduled' ELSE 'pending' END,
+            updated_at = EXCLUDED.updated_at
+    RETURNING j.state, j.kind, (j.xmax = 0) AS inserted
+), wake AS (
+    SELECT pg_notify($7, 'workflow:' || kind) FROM up WHERE state = 'pending'
+), delta AS (
+    SELECT d.kind, sum(d.enq)::bigint AS enq, sum(d.proc)::bigint AS proc
+    FROM (
+        SELECT kind, 0 AS enq, 1 AS proc FROM ack
+        UNION ALL
+        SELECT kind, 1, 0 FROM up WHERE inserted
+    ) d
+    WHERE (SELECT count(*) FROM ev) >= 0 AND (SELECT count(*) FROM ex) >= 0
+    GROUP BY d.kind
+), stat AS (
+    INSERT INTO azync_job_stats AS s (source, kind, day, shard, enqueued, processed, failed)
+    SELECT 'workflow', x.kind, (c.t AT TIME ZONE 'UTC')::date, (random() * 7)::int,
+           x.enq, x.proc, 0
+    FROM delta x, clock c
+    ORDER BY x.kind
+    ON CONFLICT (source, kind, day, shard) DO UPDATE
+        SET enqueued = s.enqueued + EXCLUDED.enqueued,
+            processed = s.processed + EXCLUDED.processed
+    RETURNING 1
+)
+SELECT f.state, (SELECT max(seq) FROM ev) AS seq, (SELECT count(*) FROM ack) AS acked,
+       (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM stat) AS stats_rows
+FROM f
+
+-- name: workflow_finish_retire
+-- $2 id, $3 terminal state, $4 result, $5 failure reason, $6 channel:
+-- workflow_finish + workflow_retire_jobs + workflow_done_notify in one
+-- statement. ONLY for a transaction that already holds the execution row
+-- lock (a fenced pass commit): no writer of the execution can have inserted
+-- a job after that lock, so this statement's snapshot sees every runnable one.
+WITH fin AS (
+    UPDATE azync_workflow_executions
+    SET state = $3, result = $4, failure_reason = $5,
+        completed_at = coalesce($1::timestamptz, now()),
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE id = $2 AND state IN ('running', 'suspended')
+    RETURNING id
+), ret AS (
+    UPDATE azync_jobs
+    SET state = 'cancelled', completed_at = coalesce($1::timestamptz, now()),
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE run_id IN (SELECT id FROM fin) AND source = 'workflow'
+      AND state IN ('pending', 'scheduled', 'paused')
+    RETURNING 1
+), done AS (
+    SELECT pg_notify($6, 'workflow.done:' || id::text) FROM fin
+)
+SELECT id, (SELECT count(*) FROM ret) AS retired, (SELECT count(*) FROM done) AS notified
+FROM fin
