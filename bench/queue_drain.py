@@ -1,6 +1,6 @@
 """Queue throughput: the full Worker against a bare asyncpg SKIP LOCKED loop.
 
-    python bench/queue.py [--jobs 20000] [--dsn postgresql://...]
+    python bench/queue_drain.py [--jobs 20000] [--dsn postgresql://...]
 
 DSN: ``--dsn``, else ``$AZYNC_DSN``, else 127.0.0.1:5432/test when it answers,
 else an embedded server. Every drain gets a fresh schema with the real
