@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 
 from azync_flow.retry import RetryPolicy
-from azync_flow.store import Source
-from azync_flow.store.postgres import PostgresStore
+from azync_flow.store import Config, Source
+from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.testing import unique_schema
 from azync_flow.worker import Worker
 
 from .helpers import job
@@ -53,3 +54,19 @@ async def test_worker_rejects_attempt_budget_below_one(store: PostgresStore, att
 def test_retry_policy_rejects_negative_maximum_attempts() -> None:
     with pytest.raises(ValueError, match="maximum_attempts must be >= 0"):
         RetryPolicy(maximum_attempts=-1, initial_interval=timedelta(seconds=1))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [Config(schema="pg_catalog"), Config(schema="pg_mine"), Config(notify_channel="pg_wake")],
+    ids=["pg_catalog", "pg_schema", "pg_channel"],
+)
+async def test_open_store_rejects_reserved_pg_names(pg_dsn: str, config: Config) -> None:
+    with pytest.raises(ValueError, match="reserved by PostgreSQL"):
+        await open_store(pg_dsn, config)
+
+
+@pytest.mark.parametrize("dsn", ["", "   "], ids=["empty", "blank"])
+async def test_open_store_rejects_empty_dsn_and_names_azync_dsn(dsn: str) -> None:
+    with pytest.raises(ValueError, match="AZYNC_DSN"):
+        await open_store(dsn, Config(schema=unique_schema()))
