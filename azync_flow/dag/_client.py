@@ -10,9 +10,9 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 import asyncpg
-import msgspec
 from opentelemetry.trace import TracerProvider
 
+from .._payload import encode_value
 from ..store.errors import NotFoundError
 from ..store.types import (
     DAGDep,
@@ -139,6 +139,8 @@ class DAGClient:
 
         Raises:
             DAGValidationError: the graph is invalid (nothing is stored).
+            PayloadEncodeError: ``input`` or a payload is not JSON-encodable (an
+                unsupported type, a lone surrogate, nesting over ~1000 levels, NaN/±Inf).
             DAGIdempotencyConflictError: a live run holds ``idempotency_key`` with
                 different tasks, payloads or meta (nothing is stored).
             ValueError: a name, key or meta entry contains NUL, or a name is too long.
@@ -214,12 +216,14 @@ class DAGClient:
 
         Raises:
             NotFoundError: the run is missing or terminal.
+            PayloadEncodeError: ``payload`` is not JSON-encodable (nothing is sent).
+            ValueError: ``name`` or ``message_id`` contain NUL, or ``name`` is too long.
         """
         delivered, dup = await self.store.signal(
             DAGSignalParams(
                 dag_id=run_id,
                 name=name,
-                payload=msgspec.json.encode(payload),
+                payload=encode_value(payload, f"payload of signal {name!r}"),
                 message_id=message_id,
             )
         )
