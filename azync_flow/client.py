@@ -20,12 +20,13 @@ import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
+from azync_flow._payload import encode_value
 from azync_flow.errors import (
     WorkflowCancelledError,
     WorkflowError,
     WorkflowFailedError,
 )
-from azync_flow.replay.codec import decode_value, encode_value
+from azync_flow.replay.codec import decode_value
 from azync_flow.replay.events import HistoryEntry
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory

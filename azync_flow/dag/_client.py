@@ -10,9 +10,9 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 import asyncpg
-import msgspec
 from opentelemetry.trace import TracerProvider
 
+from .._payload import encode_value
 from ..store.errors import NotFoundError
 from ..store.types import (
     DAGDep,
@@ -27,6 +27,14 @@ from ..store.types import (
 from ..telemetry import RunEvent, RunKind, RunTracer
 from ._context import TaskOutcome
 from ._definition import DAG
+from ._errors import DAGIdempotencyConflictError
+
+#: Trace-carrier keys merged into every task's meta at start; not part of the request.
+_CARRIER_KEYS = frozenset({"traceparent", "tracestate", "baggage"})
+
+
+def _strip(meta: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in meta.items() if k not in _CARRIER_KEYS}
 
 
 class ClientStore(Protocol):
@@ -123,18 +131,59 @@ class DAGClient:
             dag: the definition.
             input: JSON-encodable run input (default payload of every task).
             idempotency_key: while a live run of this DAG holds the key, no new
-                run starts and that run's id is returned.
+                run starts and that run's id is returned (``inserted`` False) —
+                when the request is the same (task kinds, payloads, meta).
             meta: string annotations copied to every task.
             payloads: per-task payload overrides.
             id: run id (default: fresh uuid4).
 
         Raises:
             DAGValidationError: the graph is invalid (nothing is stored).
+            PayloadEncodeError: ``input`` or a payload is not JSON-encodable (an
+                unsupported type, a lone surrogate, nesting over ~1000 levels, NaN/±Inf).
+            DAGIdempotencyConflictError: a live run holds ``idempotency_key`` with
+                different tasks, payloads or meta (nothing is stored).
+            ValueError: a name, key or meta entry contains NUL, or a name is too long.
         """
         p = dag.params(input, id=id, idempotency_key=idempotency_key, meta=meta, payloads=payloads)
         carrier = self.tracer.start_run_span(RunKind.DAG, dag.name, p.id)
         inserted, existing = await self.store.create_dag(p, trace_context=carrier)
-        return DAGRun(id=p.id if inserted else existing, inserted=inserted)  # type: ignore[arg-type]
+        return await self._deduped(p, inserted, existing)
+
+    async def _deduped(self, p: DAGParams, inserted: bool, existing: uuid.UUID | None) -> DAGRun:
+        """The run of a create; on dedupe, check the live run holds the same request.
+
+        Contract ``CreateDAG`` returns the holder's id whatever it holds, so the
+        comparison is the client's: one extra read (``dag_tasks``), only when
+        deduplicated. Compared: the set of task keys, each task's kind and
+        payload bytes, and the run meta (task meta minus the stored trace carrier).
+        """
+        if inserted or existing is None:
+            return DAGRun(id=p.id, inserted=True)
+        stored = {j.task_key: j for j in await self.store.dag_tasks(existing) if j.task_key}
+        differs: list[str] = []
+        for t in p.tasks:
+            j = stored.get(t.key)
+            if j is None or j.kind != t.kind:
+                differs.append(f"task {t.key!r} (kind)")
+            elif j.payload != t.payload:
+                differs.append(f"task {t.key!r} (payload)")
+            elif _strip(j.meta) != _strip(p.meta):
+                differs.append(f"task {t.key!r} (meta)")
+        requested = {t.key for t in p.tasks}
+        differs += [
+            f"task {k!r} (not requested)"
+            for k in sorted(stored)
+            if k not in requested and not k.startswith("comp:")
+        ]
+        if differs:
+            raise DAGIdempotencyConflictError(
+                f"dag {p.name!r}: live run {existing} already holds idempotency key "
+                f"{p.idempotency_key!r} with a different request ({', '.join(differs[:5])}); "
+                "nothing started",
+                existing,
+            )
+        return DAGRun(id=existing, inserted=False)
 
     async def run_tx(
         self,
@@ -151,7 +200,7 @@ class DAGClient:
         p = dag.params(input, id=id, idempotency_key=idempotency_key, meta=meta, payloads=payloads)
         carrier = self.tracer.start_run_span(RunKind.DAG, dag.name, p.id)
         inserted, existing = await self.store.create_dag_tx(tx, p, trace_context=carrier)
-        return DAGRun(id=p.id if inserted else existing, inserted=inserted)  # type: ignore[arg-type]
+        return await self._deduped(p, inserted, existing)
 
     async def signal(
         self, run_id: uuid.UUID, name: str, payload: Any = None, *, message_id: str = ""
@@ -167,12 +216,14 @@ class DAGClient:
 
         Raises:
             NotFoundError: the run is missing or terminal.
+            PayloadEncodeError: ``payload`` is not JSON-encodable (nothing is sent).
+            ValueError: ``name`` or ``message_id`` contain NUL, or ``name`` is too long.
         """
         delivered, dup = await self.store.signal(
             DAGSignalParams(
                 dag_id=run_id,
                 name=name,
-                payload=msgspec.json.encode(payload),
+                payload=encode_value(payload, f"payload of signal {name!r}"),
                 message_id=message_id,
             )
         )

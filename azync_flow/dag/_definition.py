@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import msgspec
-
+from .._payload import encode_value
 from ..store.types import KIND_SIGNAL, KIND_SLEEP, DAGDep, DAGParams, DAGTask, OnFailurePolicy
 from ._errors import DAGValidationError
 
@@ -23,7 +22,6 @@ H = TypeVar("H", bound=Handler)
 RESERVED_PREFIXES = ("$", "comp:")
 
 _UNSET: Any = object()
-_encode = msgspec.json.encode
 
 
 @dataclass(frozen=True)
@@ -247,7 +245,7 @@ class DAG:
         """
         if not self._validated:
             self.validate()
-        raw_input = _encode(input)
+        raw_input = encode_value(input, f"input of dag {self.name!r}")
         overrides = dict(payloads or {})
         for k in overrides:
             if k not in self.tasks:
@@ -332,16 +330,17 @@ class DAG:
 
     def _task_params(self, s: TaskSpec, raw_input: bytes, overrides: dict[str, Any]) -> DAGTask:
         if s.key in overrides:
-            payload = _encode(overrides[s.key])
+            payload = encode_value(overrides[s.key], f"payload of task {s.key!r}")
         elif s.payload is not _UNSET:
-            payload = _encode(s.payload)
+            payload = encode_value(s.payload, f"payload of task {s.key!r}")
         else:
             payload = raw_input
         comp_payload: bytes | None = None
         if s.compensate is not None:
-            comp_payload = (
-                raw_input if s.compensation_payload is _UNSET else _encode(s.compensation_payload)
-            )
+            comp_payload = raw_input
+            if s.compensation_payload is not _UNSET:
+                what = f"compensation payload of task {s.key!r}"
+                comp_payload = encode_value(s.compensation_payload, what)
         return DAGTask(
             key=s.key,
             kind=s.kind,

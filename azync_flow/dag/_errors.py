@@ -6,9 +6,10 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
-from ..store.errors import AzyncError
+from ..store.errors import AzyncError, ConflictError
 
 
 class NotReady(BaseException):
@@ -59,3 +60,18 @@ class DAGValidationError(AzyncError, ValueError):
         super().__init__(f"dag {dag!r}, task {task!r}: {problem}")
         self.dag = dag
         self.task = task
+
+
+class DAGIdempotencyConflictError(ConflictError):
+    """A run reused the idempotency key of a live run of the same DAG with
+    different tasks, task payloads or meta. Nothing was started.
+
+    Attributes:
+        existing_id: the live run holding the key.
+    """
+
+    code = "idempotency_conflict"
+
+    def __init__(self, message: str, existing_id: uuid.UUID) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id

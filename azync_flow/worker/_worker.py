@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from ..retry import RetryPolicy
 from ..store.types import Source
+from ..store.validate import check_max_attempts
 from ._acker import AckBatcher
 from ._loop import Dequeue, JobRunner, LeaseLoop
 from ._maintenance import (
@@ -94,6 +95,7 @@ class Worker:
         maintain: tuple[Source, ...] = (Source.QUEUE,),
         handle_signals: bool = True,
     ) -> None:
+        check_max_attempts(max_attempts)
         self.store = store
         self.concurrency = concurrency
         self.batch_size = batch_size
@@ -184,6 +186,9 @@ class Worker:
             TypeError: the handler is not an async function of 1 or 2 arguments.
             ValueError: ``kind`` is already registered, or the worker is running.
         """
+
+        if max_attempts is not None:
+            check_max_attempts(max_attempts)
 
         def add(fn: H) -> H:
             policy = retry or self.retry

@@ -22,11 +22,19 @@ Clock = Callable[[], datetime | None]
 
 
 def validate_identifier(value: str, what: str) -> str:
-    """Return ``value`` if it is a safe lower-case SQL identifier, else raise ValueError."""
+    """Return ``value`` if it is a safe lower-case SQL identifier, else raise ValueError.
+
+    Names starting with ``pg_`` (``pg_catalog``, ``pg_temp`` ...) are reserved by
+    PostgreSQL and refused too.
+    """
     if not _IDENT.match(value):
         raise ValueError(
             f"invalid {what} {value!r}: use 1-63 lower-case letters, digits or '_', "
             "starting with a letter or '_'"
+        )
+    if value.startswith("pg_"):
+        raise ValueError(
+            f"invalid {what} {value!r}: names starting with 'pg_' are reserved by PostgreSQL"
         )
     return value
 

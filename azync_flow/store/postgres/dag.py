@@ -34,6 +34,7 @@ from ..types import (
     OnFailurePolicy,
     TaskResult,
 )
+from ..validate import check_meta, check_name, check_text
 from ._base import PgBase, decode_meta, encode_meta, job_from_row
 from ._queries import QUERIES
 
@@ -135,7 +136,9 @@ class DAGMixin(PgBase):
             holds ``p.idempotency_key``.
 
         Raises:
-            ValueError: duplicate task keys or an edge naming an unknown task.
+            ValueError: duplicate task keys, an edge naming an unknown task, a
+                name, kind, key or meta entry containing NUL, or a name or kind
+                longer than 255 characters (nothing written).
         """
         async with self.transaction() as conn:
             return await self.create_dag_tx(conn, p, trace_context=trace_context)
@@ -218,7 +221,11 @@ class DAGMixin(PgBase):
 
         Raises:
             NotFoundError: the DAG is missing or terminal.
+            ValueError: the signal name or ``message_id`` contain NUL, or the name
+                is too long (nothing written).
         """
+        check_name(p.name, "DAG signal name")
+        check_text(p.message_id, "DAG signal message_id")
         async with self.transaction() as conn:
             row = await self._fetchrow("dag_lock_live", p.dag_id, conn=conn)
             if row is None:
@@ -544,6 +551,14 @@ class DAGMixin(PgBase):
 
 
 def _check_params(p: DAGParams) -> None:
+    check_name(p.name, "DAG name")
+    check_text(p.idempotency_key, "DAG idempotency_key")
+    check_meta(p.meta, "DAG meta")
+    for t in p.tasks:
+        check_text(t.key, "DAG task key")
+        check_name(t.kind, f"DAG task {t.key!r} kind")
+        check_name(t.compensation_kind, f"DAG task {t.key!r} compensation_kind")
+        check_name(t.signal_name, f"DAG task {t.key!r} signal_name")
     keys = [t.key for t in p.tasks]
     seen: set[str] = set()
     for k in keys:

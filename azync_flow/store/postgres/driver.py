@@ -65,9 +65,16 @@ async def open_store(
         migrate: apply pending migrations before returning.
 
     Raises:
-        ValueError: a Config identifier is not a safe SQL identifier.
+        ValueError: ``dsn`` is empty, or a Config identifier is not a safe SQL
+            identifier (or starts with the reserved ``pg_``).
         StoreError: the server cannot be reached or rejects the DSN.
     """
+    if not dsn or not dsn.strip():
+        raise ValueError(
+            "open_store needs a DSN, got an empty string: pass a libpq URI such as "
+            "'postgresql://user@host:5432/db' or set AZYNC_DSN and use "
+            "azync_flow.embedded.resolve_dsn()"
+        )
     config = config or Config()
     schema = validate_identifier(config.schema or "public", "schema")
     validate_identifier(config.notify_channel or "azync_wake", "notify channel")

@@ -10,6 +10,7 @@ import asyncpg
 
 from ..errors import ConflictError
 from ..types import AttemptError, DequeueParams, EnqueueParams, Job, Source
+from ..validate import check_max_attempts, check_meta, check_name, check_text
 from ._base import PgBase, encode_meta, job_from_row
 from ._text import clean_text
 
@@ -39,9 +40,16 @@ class QueueMixin(PgBase):
 
         Raises:
             ConflictError: a job with the same ``id`` already exists.
+            ValueError: ``max_attempts_explicit`` with ``max_attempts`` < 1; ``kind``,
+                ``idempotency_key`` or ``meta`` contain NUL; ``kind`` is too long.
         """
         if p.payload is None:
             raise ValueError("EnqueueParams.payload is required (JSON bytes, e.g. b'null')")
+        if p.max_attempts_explicit:
+            check_max_attempts(p.max_attempts, "EnqueueParams.max_attempts")
+        check_name(p.kind, "EnqueueParams.kind")
+        check_text(p.idempotency_key, "EnqueueParams.idempotency_key")
+        check_meta(p.meta, "EnqueueParams.meta")
         try:
             row = await self._fetchrow(
                 "job_enqueue",

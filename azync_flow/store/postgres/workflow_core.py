@@ -31,6 +31,7 @@ from ..types import (
     WorkflowStartParams,
     WorkflowState,
 )
+from ..validate import check_meta, check_name, check_text
 from ._base import PgBase, decode_meta, encode_meta
 
 #: Kind and task key of a workflow task (one task queue for now).
@@ -124,7 +125,16 @@ class WorkflowCoreMixin(PgBase):
 
         Returns:
             ``(inserted, id)`` — ``(True, p.id)``, or ``(False, existing id)``.
+
+        Raises:
+            ValueError: ``name``, ``version``, ``task_queue``, the idempotency key
+                or ``meta`` contain NUL, or a name is too long (nothing written).
         """
+        check_name(p.name, "workflow name")
+        check_name(p.task_queue, "workflow task_queue")
+        check_text(p.version, "workflow version")
+        check_text(p.business_idempotency_key, "workflow idempotency_key")
+        check_meta(p.meta, "workflow meta")
         for _ in range(5):
             # One statement = one implicit transaction (one round trip) when it
             # inserts; under READ COMMITTED the lookup of the winner took its own
@@ -259,7 +269,11 @@ class WorkflowCoreMixin(PgBase):
 
         Raises:
             NotFoundError: no such execution, or it is terminal (nothing written).
+            ValueError: the signal name or ``message_id`` contain NUL, or the name
+                is too long (nothing written).
         """
+        check_name(p.name, "signal name")
+        check_text(p.message_id, "signal message_id")
         async with self._wtx() as conn:
             if p.message_id and await self._fetchval(
                 "workflow_signal_duplicate", p.workflow_id, p.name, p.message_id, conn=conn

@@ -1,0 +1,61 @@
+"""Boundary checks for caller-supplied identifiers (one helper for every entry point).
+
+Postgres ``text`` rejects NUL and ``pg_notify`` payloads are capped near 8000
+bytes, so bad identifiers are refused here with a ``ValueError`` naming the
+field instead of surfacing as raw driver errors after partial work. Payloads
+are JSON and keep round-tripping NUL (it is escaped as ``\\u0000``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+#: Longest accepted name (job kind, workflow/DAG name, signal name), in characters.
+MAX_NAME_LENGTH = 255
+
+
+def check_text(value: str, field: str) -> str:
+    """Return ``value`` if a Postgres ``text`` column can store it.
+
+    Raises:
+        ValueError: ``value`` contains NUL (``\\x00``).
+    """
+    if "\x00" in value:
+        raise ValueError(f"{field} must not contain NUL (\\x00): {value!r}")
+    return value
+
+
+def check_name(value: str, field: str) -> str:
+    """Return ``value`` if it is a storable name of at most :data:`MAX_NAME_LENGTH` characters.
+
+    Raises:
+        ValueError: ``value`` contains NUL or is longer than :data:`MAX_NAME_LENGTH`.
+    """
+    check_text(value, field)
+    if len(value) > MAX_NAME_LENGTH:
+        raise ValueError(
+            f"{field} is {len(value)} characters long; at most {MAX_NAME_LENGTH} are allowed"
+        )
+    return value
+
+
+def check_meta(meta: Mapping[str, str] | None, field: str = "meta") -> None:
+    """Check every key and value of a string map with :func:`check_text`.
+
+    Raises:
+        ValueError: a key or value contains NUL.
+    """
+    for key, value in (meta or {}).items():
+        check_text(key, f"{field} key")
+        check_text(value, f"{field}[{key!r}]")
+
+
+def check_max_attempts(value: int, field: str = "max_attempts") -> int:
+    """Return an explicit attempt budget if it allows at least one attempt.
+
+    Raises:
+        ValueError: ``value`` is below 1 (it would retry forever, never dead-lettering).
+    """
+    if value < 1:
+        raise ValueError(f"{field} must be >= 1 (the first try included), got {value}")
+    return value
