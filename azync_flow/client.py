@@ -342,8 +342,16 @@ class WorkflowHandle(Generic[R]):
         )
 
     async def cancel(self) -> None:
-        """Request cancellation: the workflow sees ``asyncio.CancelledError`` at its
-        current await and may clean up (durably) before it ends."""
+        """Cancel the execution.
+
+        A running execution sees ``asyncio.CancelledError`` at its current
+        await and may clean up (durably) before it ends. A suspended one cannot
+        run code: it is settled cancelled at once, without cleanup code, and its
+        uncertain operations are cancelled with it (docs/workflows.md).
+
+        Raises:
+            NotFoundError: the execution is missing or already finished.
+        """
         await self.client.store.cancel_workflow_execution(self.id)
 
     async def resume(self) -> None:
@@ -373,10 +381,17 @@ class WorkflowHandle(Generic[R]):
         every ``fallback_poll`` seconds in case a notification was lost (and
         with a growing pause up to ``poll_interval`` when the store cannot listen).
 
+        A **suspended** execution is not finished: ``result()`` keeps waiting
+        through a suspension (a reconcile hook or operator may resolve its
+        uncertain operation, or a fixed deploy resume it, and then it finishes).
+        Pass a ``timeout`` (and check ``describe().state``) to notice a stuck
+        run; ``cancel()`` ends a suspended run at once.
+
         Raises:
             WorkflowFailedError: the workflow raised.
             WorkflowCancelledError: it was cancelled.
-            TimeoutError: ``timeout`` elapsed first (the execution keeps running).
+            TimeoutError: ``timeout`` elapsed first (the execution keeps running;
+                the message names its state, e.g. ``suspended``).
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -416,7 +431,10 @@ class WorkflowHandle(Generic[R]):
             value = decode_value(view.result or b"null", result_type, "workflow result")
             return typing.cast(R, value)
         if view.state == WorkflowState.FAILED:
-            raise WorkflowFailedError(self.id, "WorkflowFailed", view.failure_reason)
+            error_type, sep, message = view.failure_reason.partition(": ")
+            if not (sep and error_type.isidentifier()):  # a reason set by an operator
+                error_type, message = "", view.failure_reason
+            raise WorkflowFailedError(self.id, error_type, message)
         raise WorkflowCancelledError(self.id, view.failure_reason)
 
 

@@ -122,7 +122,8 @@ class WorkflowFailedError(WorkflowError):
         self.workflow_id = workflow_id
         self.error_type = error_type
         self.message = message
-        super().__init__(f"workflow {workflow_id} failed: {error_type}: {message}")
+        cause = f"{error_type}: {message}" if error_type else message
+        super().__init__(f"workflow {workflow_id} failed: {cause}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.workflow_id, self.error_type, self.message))
@@ -136,7 +137,9 @@ class WorkflowCancelledError(WorkflowError):
     def __init__(self, workflow_id: uuid.UUID | None, reason: str = "") -> None:
         self.workflow_id = workflow_id
         self.reason = reason
-        super().__init__(f"workflow {workflow_id} was cancelled {reason}".rstrip())
+        super().__init__(
+            f"workflow {workflow_id} was cancelled" + (f": {reason}" if reason else "")
+        )
 
 
 class WorkflowSuspendedError(WorkflowError):

@@ -38,7 +38,13 @@ from azync_flow.replay.outcome import (
     WorkflowInfo,
 )
 from azync_flow.replay.passes import InstanceCache, run_pass, to_entries
-from azync_flow.replay.replayer import RecordedEvent, RecordedHistory, Replayer, ReplayResult
+from azync_flow.replay.replayer import (
+    HistoryFileError,
+    RecordedEvent,
+    RecordedHistory,
+    Replayer,
+    ReplayResult,
+)
 
 __all__ = [
     "ActivityCompleted",
@@ -50,6 +56,7 @@ __all__ = [
     "Command",
     "Event",
     "HistoryEntry",
+    "HistoryFileError",
     "InstanceCache",
     "OperationResolved",
     "OperationUncertain",

@@ -14,7 +14,7 @@ import importlib
 import sys
 from typing import Any
 
-from azync_flow.replay.replayer import Replayer
+from azync_flow.replay.replayer import HistoryFileError, Replayer
 
 
 def _load(spec: str) -> list[Any]:
@@ -35,7 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     replayer = Replayer(_load(args.workflows))
     failed = 0
     for path in args.histories:
-        result = replayer.replay(path)
+        try:
+            result = replayer.replay(path)
+        except (HistoryFileError, OSError) as err:
+            failed += 1
+            print(f"ERROR {path}: {err}")
+            continue
         if result.ok:
             print(f"ok    {path}")
         else:

@@ -1,8 +1,10 @@
 """Process-wide tripwires for calls that break determinism inside workflow code.
 
 While a pass runs workflow code (:func:`active` is True on that thread),
-``time.time``, ``time.time_ns``, ``time.sleep`` and ``threading.Thread.start``
-raise :class:`~azync_flow.errors.ForbiddenCallError`. Outside passes, and
+``time.time``, ``time.time_ns``, ``time.monotonic(_ns)``,
+``time.perf_counter(_ns)``, ``time.sleep``, the module-level ``random``
+functions (``random.random``, ``randint``, ``choice``, ...) and
+``threading.Thread.start`` raise :class:`~azync_flow.errors.ForbiddenCallError`. Outside passes, and
 for callers in the ``logging`` package (log records carry a timestamp), the
 original functions run unchanged. Functions imported by name before the
 guard was installed (``from time import time``) and ``datetime.now()`` cannot
@@ -11,6 +13,7 @@ be intercepted; the docs tell users to use ``ctx.now()``.
 
 from __future__ import annotations
 
+import random
 import sys
 import threading
 import time
@@ -24,6 +27,17 @@ __all__ = ["active", "enter", "exit", "install"]
 _state = threading.local()
 _installed = False
 _ALLOWED_CALLERS = ("logging", "azync_flow.replay", "opentelemetry", "_pytest", "pytest")
+_RANDOM_FUNCTIONS = (
+    "random",
+    "randint",
+    "randrange",
+    "uniform",
+    "choice",
+    "choices",
+    "shuffle",
+    "sample",
+    "getrandbits",
+)
 _on_violation: list[Callable[[ForbiddenCallError], None]] = []
 
 
@@ -78,10 +92,20 @@ def install() -> None:
     if _installed:
         return
     _installed = True
-    clock_hint = "use ctx.now() for the time"
+    clock_hint = "use ctx.now() for the time (durable timers: ctx.sleep())"
     time.time = _wrap(time.time, "time.time()", clock_hint)
     time.time_ns = _wrap(time.time_ns, "time.time_ns()", clock_hint)
     time.sleep = _wrap(time.sleep, "time.sleep()", "use ctx.sleep() or asyncio.sleep()")
+    # Monotonic clocks: asyncio's real loop reads time.monotonic() too, but it
+    # never runs while a pass is active on this thread (passes are synchronous,
+    # and the deterministic loop keeps its own virtual time()).
+    for name in ("monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"):
+        setattr(time, name, _wrap(getattr(time, name), f"time.{name}()", clock_hint))
+    # The module-level PRNG (a hidden Random instance): ctx.random() / ctx.rng
+    # give the same sequence on every replay.
+    random_hint = "use ctx.random() or ctx.rng (seeded, the same on every replay)"
+    for name in _RANDOM_FUNCTIONS:
+        setattr(random, name, _wrap(getattr(random, name), f"random.{name}()", random_hint))
     threading.Thread.start = _wrap(  # type: ignore[method-assign]
         threading.Thread.start, "threading.Thread.start()", "move the work into an @activity"
     )

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
+
 __all__ = [
     "BufferedSignal",
     "CancelTimer",
@@ -127,9 +129,19 @@ class PassOutcome:
     def failure_reason(self) -> str:
         """``error`` as text safe for a Postgres ``text`` column (NUL and lone
         surrogates escaped)."""
-        if self.error is None:
+        error = self.error
+        if error is None:
             return ""
-        return sanitize_text(str(self.error))
+        # The stored reason is the cause alone: the client wraps it in
+        # WorkflowFailedError / WorkflowCancelledError again (said once).
+        if isinstance(error, WorkflowFailedError):
+            text = f"{error.error_type}: {error.message}" if error.error_type else error.message
+            return sanitize_text(text)
+        if isinstance(error, WorkflowCancelledError):
+            return sanitize_text(
+                error.reason or "requested by the client; the code ended with CancelledError"
+            )
+        return sanitize_text(str(error))
 
     @property
     def activities(self) -> list[ScheduleActivity]:

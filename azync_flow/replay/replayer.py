@@ -82,6 +82,21 @@ class RecordedHistory(msgspec.Struct, kw_only=True):
         return msgspec.json.decode(data, type=cls)
 
 
+class HistoryFileError(ValueError):
+    """A recorded history (file or JSON bytes) is malformed: not JSON, not the
+    ``RecordedHistory`` shape, or an event payload that does not match its type.
+
+    Attributes:
+        source: the file path, or ``"<json>"`` for in-memory JSON.
+        problem: what is wrong, as the decoder reported it (with a JSON path).
+    """
+
+    def __init__(self, source: str, problem: str) -> None:
+        self.source = source
+        self.problem = problem
+        super().__init__(f"malformed history {source}: {problem}")
+
+
 @dataclass
 class ReplayResult:
     """Verdict of one replay.
@@ -127,16 +142,19 @@ class Replayer:
         list of entries with ``workflow_name``/``input_bytes``) and report the verdict.
 
         Raises:
+            HistoryFileError: the file or JSON is not a valid recorded history.
+            OSError: the file cannot be read.
             KeyError: the history's workflow is not among the definitions.
         """
         recorded = self._load(history, workflow_name, input_bytes, workflow_id)
+        entries = recorded.entries()
         defn = self._workflows[recorded.workflow_name]
         info = WorkflowInfo(
             execution_id=recorded.workflow_id, name=recorded.workflow_name, version=defn.version
         )
         instance = WorkflowInstance(defn, bytes(recorded.input), info)
         try:
-            outcome = instance.advance(recorded.entries())
+            outcome = instance.advance(entries)
         finally:
             instance.close()
         error = outcome.error if outcome.status is PassStatus.NONDETERMINISM else None
@@ -151,9 +169,25 @@ class Replayer:
         if isinstance(history, Path) or (
             isinstance(history, str) and not history.lstrip().startswith("{")
         ):
-            return RecordedHistory.from_json(Path(history).read_bytes())
+            return _parse(Path(history).read_bytes(), str(history))
         if isinstance(history, (bytes, str)):
-            return RecordedHistory.from_json(history)
+            return _parse(history, "<json>")
         if name is None:
             raise ValueError("workflow_name is required when replaying a list of events")
         return RecordedHistory.from_rows(name, input_bytes, history, workflow_id)
+
+
+def _parse(data: bytes | str, source: str) -> RecordedHistory:
+    """Decode a history file's JSON, events included, naming ``source`` on error."""
+    try:
+        recorded = RecordedHistory.from_json(data)
+    except msgspec.ValidationError as exc:
+        raise HistoryFileError(source, f"not a recorded history: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise HistoryFileError(source, f"not valid JSON: {exc}") from exc
+    for event in recorded.events:
+        try:
+            decode_event(event.type, bytes(event.payload))
+        except ValueError as exc:
+            raise HistoryFileError(source, f"event seq {event.seq}: {exc}") from exc
+    return recorded

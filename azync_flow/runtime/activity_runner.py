@@ -194,6 +194,11 @@ class ActivityRunner:
                         f"start_to_close of {limit}s elapsed mid-call; "
                         "the call may or may not have taken effect"
                     ) from None
+                if timer.expired():
+                    raise TimeoutError(
+                        f"activity {op.activity} exceeded start_to_close={limit:g}s "
+                        f"(attempt {job.attempt})"
+                    ) from None
                 raise
             if self.max_payload_bytes is not None and len(result) > self.max_payload_bytes:
                 raise PayloadError(

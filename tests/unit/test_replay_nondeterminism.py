@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 from typing import Any
 
@@ -377,6 +378,10 @@ def test_removed_patch_call_replays_cleanly() -> None:
         ("to_thread", "loop.run_in_executor"),
         ("thread", "threading.Thread.start()"),
         ("socket", "loop.create_connection"),
+        ("monotonic", "time.monotonic()"),
+        ("perf_counter", "time.perf_counter()"),
+        ("random", "random.random()"),
+        ("choice", "random.choice()"),
     ],
 )
 def test_forbidden_calls_name_the_call_and_suspend_even_if_swallowed(body: str, call: str) -> None:
@@ -401,6 +406,14 @@ def test_forbidden_calls_name_the_call_and_suspend_even_if_swallowed(body: str, 
                 threading.Thread(target=print).start()
             elif body == "socket":
                 await asyncio.open_connection("127.0.0.1", 5432)
+            elif body == "monotonic":
+                time.monotonic()
+            elif body == "perf_counter":
+                time.perf_counter()
+            elif body == "random":
+                random.random()
+            elif body == "choice":
+                random.choice([1, 2])
         except ForbiddenCallError as err:
             caught.append(str(err))
         return "swallowed"
@@ -413,6 +426,10 @@ def test_forbidden_calls_name_the_call_and_suspend_even_if_swallowed(body: str, 
     assert len(caught) == 1
     assert call in caught[0]
     assert "forbidden inside a workflow" in caught[0]
+    if body in ("random", "choice"):
+        assert "ctx.random()" in caught[0]
+    if body in ("monotonic", "perf_counter"):
+        assert "ctx.now()" in caught[0]
 
 
 def test_time_functions_work_again_outside_workflow_code() -> None:
@@ -420,6 +437,20 @@ def test_time_functions_work_again_outside_workflow_code() -> None:
 
     assert time.time() > 0
     time.sleep(0)
+    assert time.monotonic() > 0
+    assert time.perf_counter() > 0
+    assert 0 <= random.random() < 1
+
+
+def test_asyncio_timers_and_ctx_random_inside_a_workflow_are_not_forbidden() -> None:
+    @workflow(name="allowed")
+    async def wf(ctx: WorkflowContext, _: None) -> float:
+        async with asyncio.timeout(60):  # durable timer on the virtual clock
+            await asyncio.sleep(0)
+        return ctx.random()
+
+    out = Sim(wf, None).run_pass()
+    assert out.status is not PassStatus.NONDETERMINISM, out.error
 
 
 def test_replayer_command_line_reports_each_history(tmp_path: Path) -> None:

@@ -188,15 +188,38 @@ class WorkflowCoreMixin(PgBase):
     async def cancel_workflow_execution(self, id: uuid.UUID) -> None:
         """Contract ``CancelWorkflowExecution``: request cancellation.
 
-        Sets ``cancel_requested`` and, when running, schedules a workflow task;
-        the workflow sees ``CancelledError`` at its current await. Raises
-        NotFoundError when the execution is missing or terminal.
+        A running execution gets ``cancel_requested`` and a workflow task; the
+        workflow sees ``CancelledError`` at its current await and may run
+        cleanup code before it ends cancelled.
+
+        A suspended execution (non-determinism, a forbidden call, an uncertain
+        operation) cannot run code, so it is settled here in one transaction
+        WITHOUT running cleanup code: state ``cancelled`` with the reason
+        recorded, ``completed_at`` set, its pending/scheduled workflow task
+        and operations cancelled, and the terminal NOTIFY sent. Its uncertain
+        operations are cancelled too: nobody can decide them any more (their
+        code will never read a decision), and a left-over uncertain job would
+        keep an idempotency slot and show up in ``list_uncertain`` forever. An
+        operator who needs the external effect reconciled does that from the
+        job's ``uncertain_reason`` and ``last_error``. No history event is
+        appended: history records what the code did, and it did not run.
+
+        Raises NotFoundError when the execution is missing or terminal.
         """
         async with self._wtx() as conn:
-            await self._lock_live(conn, id, "cancel")
-            state = await self._fetchval("workflow_cancel_request", id, conn=conn)
+            state = await self._lock_live(conn, id, "cancel")
+            await self._fetchval("workflow_cancel_request", id, conn=conn)
             if state == WorkflowState.RUNNING:
                 await self._schedule_task(conn, id, WORKFLOW_TASK, None)
+                return
+            await self._fetch("workflow_cancel_uncertain_ops", id, conn=conn)
+            await self._finish(
+                conn,
+                id,
+                WorkflowState.CANCELLED,
+                None,
+                "ended while suspended; no cleanup code ran",
+            )
 
     async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None:
         """Contract ``SuspendWorkflow``: running -> suspended (no passes run).

@@ -73,6 +73,15 @@ SET state = 'cancelled', completed_at = coalesce($1::timestamptz, now()),
     updated_at = coalesce($1::timestamptz, now())
 WHERE run_id = $2 AND source = 'workflow' AND state IN ('pending', 'scheduled', 'paused')
 
+-- name: workflow_cancel_uncertain_ops
+-- $2 run id: a suspended execution cancelled by the client settles its
+-- uncertain operations as cancelled (its code will never decide them).
+UPDATE azync_jobs
+SET state = 'cancelled', lease_token = NULL, lease_until = NULL,
+    last_error = 'cancelled with its suspended workflow execution',
+    completed_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
+WHERE run_id = $2 AND source = 'workflow' AND state = 'uncertain'
+
 -- name: workflow_cancel_request
 -- $2 id
 UPDATE azync_workflow_executions

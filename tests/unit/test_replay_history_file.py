@@ -1,0 +1,64 @@
+"""A malformed history file is reported as HistoryFileError naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from azync_flow.replay import HistoryFileError, Replayer
+from azync_flow.replay.__main__ import main
+from azync_flow.workflow import WorkflowContext, workflow
+
+
+@workflow(name="hf_noop")
+async def noop(ctx: WorkflowContext, n: int) -> int:
+    return n
+
+
+GOOD = b'{"workflow_name": "hf_noop", "input": [1], "events": []}'
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b'{"workflow_name": 5, "events": []}', "not a recorded history"),
+        (
+            b'{"workflow_name": "hf_noop", "events": [{"seq": 1, "type": "Nope", "payload": {}}]}',
+            "event seq 1",
+        ),
+        (
+            b'{"workflow_name": "hf_noop", "events": '
+            b'[{"seq": 1, "type": "TimerFired", "payload": {"timer_seq": "y"}}]}',
+            "event seq 1",
+        ),
+    ],
+    ids=["not-json", "wrong-shape", "unknown-event", "bad-payload"],
+)
+def test_malformed_history_file_names_the_file_and_the_problem(
+    tmp_path: Path, content: bytes, problem: str
+) -> None:
+    path = tmp_path / "history.json"
+    path.write_bytes(content)
+    with pytest.raises(HistoryFileError) as caught:
+        Replayer([noop]).replay(path)
+    assert caught.value.source == str(path)
+    assert str(path) in str(caught.value)
+    assert problem in caught.value.problem
+
+
+def test_well_formed_history_file_still_replays(tmp_path: Path) -> None:
+    path = tmp_path / "ok.json"
+    path.write_bytes(GOOD)
+    assert Replayer([noop]).replay(path).ok
+
+
+def test_cli_reports_a_malformed_file_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"[]")
+    assert main([f"{__name__}:noop", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"ERROR {bad}: malformed history {bad}: ")
