@@ -335,16 +335,6 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             raise NotFoundError(f"job {job_id} is a workflow task of {job['run_id']}, not {run_id}")
         return job
 
-    async def _lock_op(
-        self, conn: asyncpg.Connection, job_id: uuid.UUID, lease_token: uuid.UUID, run_id: uuid.UUID
-    ) -> asyncpg.Record:
-        job = await self._fetchrow("workflow_job_lock", job_id, lease_token, conn=conn)
-        if job is None or job["task_key"] == WORKFLOW_TASK:
-            raise NotFoundError(_stale(job_id, "operation"))
-        if job["run_id"] != run_id:
-            raise NotFoundError(f"job {job_id} is an operation of {job['run_id']}, not {run_id}")
-        return job
-
     async def _finish_locked(
         self,
         conn: asyncpg.Connection,
@@ -382,7 +372,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
 
         ``timers_only`` False: at ``run_at`` (None = now), like ``_schedule_task``;
         True: at least(``run_at``, earliest unfired timer), nothing when both are
-        None, like ``_schedule_next``. The stats rows are still written after
+        None. The stats rows are still written after
         every other lock and in kind order (see ``workflow_task_schedule_stats``),
         and the :meth:`_wtx` end-of-transaction bump is skipped.
         """
@@ -507,26 +497,6 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
                 await self._fetchrow("workflow_suspend", run_id, clean_text(str(value)), conn=conn)
             return WorkflowState.SUSPENDED
         raise ValueError(f"unknown pass outcome {kind!r}")
-
-    async def _schedule_next(
-        self,
-        conn: asyncpg.Connection,
-        run_id: uuid.UUID,
-        next_task_at: datetime | Literal["now"] | None,
-    ) -> None:
-        if next_task_at == "now":
-            await self._schedule_task(conn, run_id, WORKFLOW_TASK, None)
-            return
-        row = await self._fetchrow(
-            "workflow_task_schedule_next",
-            run_id,
-            WORKFLOW_TASK,
-            next_task_at,
-            self.channel,
-            conn=conn,
-        )
-        if row is not None and row["inserted"]:
-            self._count(conn, row["kind"], ENQUEUED)
 
 
 def _check_seq(run_id: uuid.UUID, ex: asyncpg.Record, expected: int) -> None:
