@@ -23,6 +23,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -118,6 +119,18 @@ class Maintenance:
     def is_leader(self, leadership: str = DEFAULT_LEADERSHIP) -> bool:
         group = self.groups.get(leadership)
         return group is not None and group.lease is not None
+
+    def fenced(self, leadership: str) -> AbstractContextManager[None]:
+        """Fence the store statements made in the block (and by tasks created in
+        it) by this worker's current term of ``leadership``, as the steps are.
+
+        Raises:
+            LeadershipLostError: this worker does not lead ``leadership``.
+        """
+        group = self.groups.get(leadership)
+        if group is None or group.lease is None:
+            raise LeadershipLostError(f"this worker does not lead {leadership!r}")
+        return group.lease.fenced()
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick every ``tick`` until ``stopping`` is set, then give up leadership."""

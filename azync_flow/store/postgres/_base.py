@@ -107,6 +107,17 @@ class PgBase:
         return row
 
     @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """Yield a pooled connection (autocommit); under a leadership fence, one
+        inside a fenced :meth:`transaction` instead."""
+        if CURRENT_FENCE.get() is not None:
+            async with self.transaction() as conn:
+                yield conn
+            return
+        async with self.pool.acquire() as conn:
+            yield conn
+
+    @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
         """Yield a pooled connection inside one transaction.
 
