@@ -226,8 +226,7 @@ class WorkflowCoreMixin(PgBase):
 
         Raises NotFoundError when the execution is missing or not running.
         """
-        row = await self._fetchrow("workflow_suspend", id, clean_text(reason))
-        if row is None:
+        if not await self._suspend(None, id, reason):
             raise NotFoundError(await self._state_message(None, id, "suspend", "running"))
 
     async def resume_workflow(self, id: uuid.UUID) -> None:
@@ -395,13 +394,44 @@ class WorkflowCoreMixin(PgBase):
         state: WorkflowState,
         result: bytes | None,
         reason: str,
-    ) -> None:
-        reason = clean_text(reason)
-        if await self._fetchrow("workflow_finish", id, state.value, result, reason, conn=conn):
-            await self._fetch("workflow_retire_jobs", id, conn=conn)
-            await self._fetch("workflow_done_notify", self.channel, id, conn=conn)
-            return
-        raise NotFoundError(await self._state_message(conn, id, f"{state.value} transition", ""))
+    ) -> int:
+        """The terminal transition shared by every verb that ends an execution, in
+        the caller's transaction: state, result and reason set, runnable tasks and
+        operations cancelled, waiters notified, and every signal still unconsumed
+        recorded as undelivered (one ``SignalsUndelivered`` history event after
+        the outcome's events, the execution's ``signals_undelivered`` count and one
+        ``azync.workflow.signals_undelivered`` ledger event). One statement
+        (``azync_workflow_finish``), which locks the execution row first.
+
+        Returns:
+            The number of signals recorded undelivered.
+
+        Raises:
+            NotFoundError: the execution is missing or already terminal.
+        """
+        row = await self._fetchrow(
+            "workflow_finish", id, state.value, result, clean_text(reason), self.channel, conn=conn
+        )
+        if row is None:
+            raise NotFoundError(
+                await self._state_message(conn, id, f"{state.value} transition", "")
+            )
+        return int(row["undelivered"])
+
+    async def _suspend(
+        self,
+        conn: asyncpg.Connection | None,
+        id: uuid.UUID,
+        reason: str,
+        seq: int | None = None,
+        operation_id: uuid.UUID | None = None,
+    ) -> bool:
+        """running -> suspended with ``reason`` and the history ``seq`` / operation
+        it concerns. Returns False when the execution is not running."""
+        row = await self._fetchrow(
+            "workflow_suspend", id, clean_text(reason), seq, operation_id, conn=conn
+        )
+        return row is not None
 
     async def _lock_live(self, conn: asyncpg.Connection, id: uuid.UUID, verb: str) -> str:
         row = await self._fetchrow("workflow_lock", id, conn=conn)
@@ -485,6 +515,10 @@ def execution_from_row(row: asyncpg.Record) -> WorkflowExecutionView:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         completed_at=row["completed_at"],
+        suspend_reason=row["suspend_reason"],
+        suspend_seq=row["suspend_seq"],
+        suspend_operation_id=row["suspend_operation_id"],
+        signals_undelivered=row["signals_undelivered"],
     )
 
 

@@ -383,14 +383,15 @@ class UncertainMixin(WorkflowCoreMixin):
         ex = await self._fetchrow("workflow_lock", op["run_id"], conn=conn)
         if ex is None or ex["state"] not in LIVE_WORKFLOW_STATES:
             return 0
-        if ex["state"] == WorkflowState.RUNNING:
-            why = f"operation {op['kind']} ({op['task_key']}, job {job_id}) is uncertain: {reason}"
-            await self._fetchrow("workflow_suspend", op["run_id"], why, conn=conn)
-        return int(
+        seq = int(
             await self._fetchval(
                 "workflow_history_append", op["run_id"], event_type, payload, conn=conn
             )
         )
+        if ex["state"] == WorkflowState.RUNNING:
+            why = f"operation {op['kind']} ({op['task_key']}, job {job_id}) is uncertain: {reason}"
+            await self._suspend(conn, op["run_id"], why, seq, job_id)
+        return seq
 
     async def _record_resolution(
         self,
