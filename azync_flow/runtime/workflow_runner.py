@@ -294,7 +294,7 @@ def suppressed_task_context() -> contextvars.Context:
     return ctx
 
 
-def _store_outcome(outcome: PassOutcome) -> tuple[str, Any] | None:
+def _store_outcome(outcome: PassOutcome) -> tuple[Any, ...] | None:
     status = outcome.status
     if status is PassStatus.COMPLETED:
         return ("complete", outcome.result)

@@ -95,6 +95,19 @@ async def test_mark_uncertain_parks_the_op_suspends_the_run_and_records_history(
     assert [(e.type, e.payload) for e in state.history][-1] == (UNCERTAIN, b'{"seq":1}')
 
 
+async def test_suspension_by_an_uncertain_operation_names_it_on_the_view(
+    store: PostgresStore,
+) -> None:
+    wid, op = await _running_op(store)
+    seq = await store.mark_uncertain(
+        op.id, op.lease_token, "gateway timeout", event_type=UNCERTAIN, payload=b'{"seq":1}'
+    )
+    view = await store.get_workflow_execution(wid)
+    assert view.state == WorkflowState.SUSPENDED
+    assert "gateway timeout" in view.suspend_reason
+    assert (view.suspend_seq, view.suspend_operation_id) == (seq, op.id)
+
+
 async def test_mark_uncertain_with_a_stale_token_is_not_found_and_changes_nothing(
     store: PostgresStore,
 ) -> None:
