@@ -91,6 +91,16 @@ SET state = 'suspended', suspend_reason = $3, suspend_seq = $4::bigint,
 WHERE id = $2 AND state = 'running'
 RETURNING id
 
+-- name: workflow_suspend_retarget
+-- $2 id, $3 reason, $4 operation job id: a suspended execution whose
+-- operation was decided while another still waits now names that one (the
+-- history seq of its OperationUncertain event is not known here: NULL).
+UPDATE azync_workflow_executions
+SET suspend_reason = $3, suspend_seq = NULL, suspend_operation_id = $4::uuid,
+    updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND state = 'suspended' AND suspend_operation_id IS NOT NULL
+RETURNING id
+
 -- name: workflow_resume
 -- $2 id
 UPDATE azync_workflow_executions
@@ -101,7 +111,7 @@ RETURNING id
 
 -- name: workflow_uncertain_ops
 -- $2 run id: operations of the execution still waiting for a decision.
-SELECT id, kind, task_key, $1::timestamptz AS at FROM azync_jobs
+SELECT id, kind, task_key, uncertain_reason, $1::timestamptz AS at FROM azync_jobs
 WHERE run_id = $2 AND source = 'workflow' AND state = 'uncertain'
 ORDER BY uncertain_since, id
 
