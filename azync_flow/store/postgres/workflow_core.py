@@ -287,7 +287,11 @@ class WorkflowCoreMixin(PgBase):
         A repeated ``(name, message_id)`` is dropped and reported (False) — even
         after the execution finished, so a retried send gets the same answer.
         The signal stays buffered until a pass consumes it; a suspended
-        execution buffers it and is woken by its resume.
+        execution buffers it and is woken by its resume. The execution row is
+        locked before the state check and the insert, so a signal racing the
+        terminal transition (:meth:`_finish`, which locks that row first)
+        either commits before it — and is recorded undelivered if no pass
+        consumed it — or waits and is refused as finished.
 
         Raises:
             NotFoundError: no such execution, or it is terminal (nothing written).
