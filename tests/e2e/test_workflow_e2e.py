@@ -277,6 +277,27 @@ async def test_changed_code_suspends_and_resume_after_fix_continues(
     assert CALLS == ["reserve:e1", "ship:e1"]
 
 
+async def test_a_forbidden_call_suspends_and_describe_says_which_call(
+    store: PostgresStore, runtime: LocalRuntime
+) -> None:
+    import time
+
+    @workflow(name="clock_reader")
+    async def clock_reader(ctx: WorkflowContext, _: None) -> float:
+        return time.time()  # wall clock inside a workflow: forbidden
+
+    runtime.registry.add_workflow(clock_reader)
+    handle = await Client(store).start(clock_reader, None)
+    await runtime.run_until_idle()
+    view = await handle.describe()
+    assert view.state == WorkflowState.SUSPENDED
+    assert "time.time" in view.suspend_reason
+    assert "forbidden" in view.suspend_reason
+    assert (view.suspend_seq, view.suspend_operation_id) == (None, None)
+    (listed,) = (await Client(store).list(clock_reader, state="suspended")).executions
+    assert listed.suspend_reason == view.suspend_reason
+
+
 async def test_idempotent_start_returns_the_live_execution_and_rejects_other_input(
     store: PostgresStore, runtime: LocalRuntime
 ) -> None:
