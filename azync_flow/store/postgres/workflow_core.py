@@ -171,14 +171,16 @@ class WorkflowCoreMixin(PgBase):
     async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None:
         """Contract ``CompleteWorkflow``: running/suspended -> succeeded with ``result``.
 
-        Runnable tasks and operations of the execution are cancelled with it.
+        Runnable tasks and operations of the execution are cancelled with it and
+        unconsumed signals recorded undelivered (see :meth:`_finish`).
         Raises NotFoundError when the execution is missing or already terminal.
         """
         async with self._wtx() as conn:
             await self._finish(conn, id, WorkflowState.SUCCEEDED, result, "")
 
     async def fail_workflow(self, id: uuid.UUID, reason: str) -> None:
-        """Contract ``FailWorkflow``: running/suspended -> failed with ``reason``.
+        """Contract ``FailWorkflow``: running/suspended -> failed with ``reason``
+        (the same terminal transition as :meth:`complete_workflow`).
 
         Raises NotFoundError when the execution is missing or already terminal.
         """
@@ -201,8 +203,9 @@ class WorkflowCoreMixin(PgBase):
         code will never read a decision), and a left-over uncertain job would
         keep an idempotency slot and show up in ``list_uncertain`` forever. An
         operator who needs the external effect reconciled does that from the
-        job's ``uncertain_reason`` and ``last_error``. No history event is
-        appended: history records what the code did, and it did not run.
+        job's ``uncertain_reason`` and ``last_error``. No outcome event is
+        appended (history records what the code did, and it did not run);
+        signals it never consumed get the ``SignalsUndelivered`` record.
 
         Raises NotFoundError when the execution is missing or terminal.
         """
