@@ -423,12 +423,15 @@ WHERE id = $2 AND state = 'active' AND source = 'workflow'
 FOR UPDATE SKIP LOCKED
 
 -- name: workflow_job_reap
--- $2 id: back to pending with reap_count + 1 (the attempt is kept). A
--- workflow task with a runnable sibling is merged into it by the trigger of
--- migration 0002.
+-- $2 id, $3 retry delay (NULL or <= 0: run again now): back to pending, or
+-- scheduled after the delay, with reap_count + 1 (the attempt is kept, so
+-- the next lease is attempt + 1). A workflow task with a runnable sibling is
+-- merged into it by the trigger of migration 0002.
 UPDATE azync_jobs
-SET state = 'pending', reap_count = reap_count + 1, lease_until = NULL,
-    run_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
+SET state = CASE WHEN $3::interval > interval '0' THEN 'scheduled' ELSE 'pending' END,
+    reap_count = reap_count + 1, lease_until = NULL,
+    run_at = coalesce($1::timestamptz, now()) + greatest(coalesce($3::interval, interval '0'), interval '0'),
+    updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'active'
 RETURNING state
 
