@@ -366,14 +366,23 @@ WITH d AS (
 SELECT count(*) FROM d
 
 -- name: workflow_list_stalled
--- $2 older_than, $3 limit
-SELECT e.id, e.name FROM azync_workflow_executions e
+-- $2 older_than, $3 limit. Running executions with nothing pending: no live
+-- workflow job (task or operation), no unfired timer, and not blocked on a
+-- signal — unless a signal it waits for is already buffered (its task is lost).
+SELECT e.id, e.name, e.updated_at FROM azync_workflow_executions e
 WHERE e.state = 'running'
   AND e.updated_at <= coalesce($1::timestamptz, now()) - $2::interval
   AND NOT EXISTS (
       SELECT 1 FROM azync_jobs j
       WHERE j.run_id = e.id AND j.source = 'workflow'
         AND j.state IN ('pending', 'scheduled', 'active', 'uncertain'))
+  AND NOT EXISTS (
+      SELECT 1 FROM azync_workflow_timers t
+      WHERE t.workflow_id = e.id AND t.fired_at IS NULL)
+  AND (cardinality(e.awaited_signals) = 0 OR EXISTS (
+      SELECT 1 FROM azync_workflow_signals s
+      WHERE s.workflow_id = e.id AND s.consumed_seq IS NULL
+        AND s.name = ANY (e.awaited_signals)))
 ORDER BY e.updated_at, e.id
 LIMIT $3
 
@@ -536,9 +545,9 @@ CROSS JOIN LATERAL (
 
 -- name: workflow_pass_write_ack
 -- $2 workflow id, $3 first seq, $4 types text[], $5 payloads bytea[], $6 job
--- id to ack (NULL = none), $7 its lease_token: workflow_pass_write plus the
--- ack of the (already fenced and locked) job, one statement. acked_kind is
--- NULL when nothing was acked.
+-- id to ack (NULL = none), $7 its lease_token, $8 awaited signal names text[]
+-- (NULL = unchanged): workflow_pass_write plus the ack of the (already fenced
+-- and locked) job, one statement. acked_kind is NULL when nothing was acked.
 WITH ev AS (
     INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
     SELECT $2, $3 + u.ord - 1, u.type, u.payload, coalesce($1::timestamptz, now())
@@ -552,7 +561,8 @@ WITH ev AS (
     RETURNING kind
 )
 UPDATE azync_workflow_executions
-SET next_seq = $3 + cardinality($4::text[]), updated_at = coalesce($1::timestamptz, now())
+SET next_seq = $3 + cardinality($4::text[]), updated_at = coalesce($1::timestamptz, now()),
+    awaited_signals = coalesce($8::text[], awaited_signals)
 WHERE id = $2
 RETURNING next_seq, (SELECT count(*) FROM ev) AS written, (SELECT kind FROM ack) AS acked_kind
 
