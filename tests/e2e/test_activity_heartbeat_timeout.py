@@ -88,24 +88,14 @@ async def long_export(n: int) -> int:
     return info.attempt
 
 
-@workflow(name="quote_run")
-async def quote_run(ctx: WorkflowContext, n: int) -> str:
-    return await fetch_quote(n)
+ACTIVITIES = {a.name: a for a in (fetch_quote, stubborn_quote, send_payment, long_export)}
 
 
-@workflow(name="stubborn_run")
-async def stubborn_run(ctx: WorkflowContext, n: int) -> str:
-    return await stubborn_quote(n)
-
-
-@workflow(name="payment_run")
-async def payment_run(ctx: WorkflowContext, n: int) -> str:
-    return await send_payment(n)
-
-
-@workflow(name="export_run")
-async def export_run(ctx: WorkflowContext, n: int) -> int:
-    return await long_export(n)
+@workflow(name="one_call")
+async def one_call(ctx: WorkflowContext, call: tuple[str, int]) -> Any:
+    """Calls the activity named ``call[0]`` with ``call[1]`` and returns its result."""
+    name, n = call
+    return await ACTIVITIES[name](n)
 
 
 @pytest.fixture(autouse=True)
@@ -128,10 +118,7 @@ def _worker(store: PostgresStore) -> _Worker:
         shutdown_grace=timedelta(milliseconds=200),
         handle_signals=False,
     )
-    worker.runtime = worker.register_workflows(
-        [quote_run, stubborn_run, payment_run, export_run],
-        [fetch_quote, stubborn_quote, send_payment, long_export],
-    )
+    worker.runtime = worker.register_workflows([one_call], list(ACTIVITIES.values()))
     return worker
 
 
@@ -149,7 +136,7 @@ async def test_a_silent_attempt_is_reaped_and_retried_after_backoff(
     store: PostgresStore,
 ) -> None:
     worker = _worker(store)
-    handle = await Client(store).start(quote_run, 7)
+    handle = await Client(store).start(one_call, ("fetch_quote", 7))
     async with worker:
         result = await handle.result(timeout=15)
     assert result == "quote 7 on attempt 2"
@@ -171,7 +158,7 @@ async def test_the_lost_attempt_late_heartbeat_and_completion_are_refused(
     LATE["retry_done"] = asyncio.Event()
     worker = _worker(store)
     runtime = worker.runtime
-    handle = await Client(store).start(stubborn_run, 3)
+    handle = await Client(store).start(one_call, ("stubborn_quote", 3))
     async with worker:
         result = await handle.result(timeout=15)
         old = LATE["job"]
@@ -196,7 +183,7 @@ async def test_a_silent_non_idempotent_attempt_is_parked_uncertain_and_the_run_s
 ) -> None:
     worker = _worker(store)
     client = Client(store)
-    handle = await client.start(payment_run, 9)
+    handle = await client.start(one_call, ("send_payment", 9))
     async with worker:
         for _ in range(150):
             if (await handle.describe()).state == WorkflowState.SUSPENDED:
@@ -217,7 +204,7 @@ async def test_a_heartbeating_attempt_outlives_several_timeouts_as_attempt_one(
     store: PostgresStore,
 ) -> None:
     worker = _worker(store)
-    handle = await Client(store).start(export_run, 1)
+    handle = await Client(store).start(one_call, ("long_export", 1))
     async with worker:
         assert await handle.result(timeout=15) == 1
     assert _loop(worker, "long_export").stats.lost == 0
