@@ -446,6 +446,23 @@ class WorkflowStartParams(msgspec.Struct, kw_only=True):
 
 
 class WorkflowExecutionView(msgspec.Struct, kw_only=True):
+    """One workflow execution as ``describe()``, ``list()`` and the CLI show it.
+
+    Attributes:
+        suspend_reason: why the execution is suspended (non-determinism, a
+            forbidden call, an uncertain operation, a workflow task that kept
+            losing its lease, an operator); '' when it never was or was
+            resumed. Kept when a suspended execution is cancelled.
+        suspend_seq: the history seq the suspension concerns: where replay
+            disagreed with the code, or the ``OperationUncertain`` event of an
+            uncertain operation; None when not tied to one (a forbidden call).
+        suspend_operation_id: the operation job the suspension concerns (an
+            uncertain operation, to pass to ``resolve_uncertain``), else None.
+        signals_undelivered: signals accepted (``signal()`` returned True) but
+            never consumed by the code before the execution finished; each is
+            listed in the history's terminal ``SignalsUndelivered`` event.
+    """
+
     id: uuid.UUID
     name: str
     version: str
@@ -459,6 +476,10 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     created_at: datetime
     updated_at: datetime
     completed_at: datetime | None = None
+    suspend_reason: str = ""
+    suspend_seq: int | None = None
+    suspend_operation_id: uuid.UUID | None = None
+    signals_undelivered: int = 0
 
 
 class HistoryEvent(msgspec.Struct, kw_only=True):
