@@ -13,6 +13,7 @@ import asyncpg
 from opentelemetry.trace import TracerProvider
 
 from .._payload import encode_value
+from ..runtime.run_span import end_dag_run_span
 from ..store.errors import NotFoundError
 from ..store.types import (
     DAGDep,
@@ -24,13 +25,13 @@ from ..store.types import (
     Job,
     JobState,
 )
-from ..telemetry import RunEvent, RunKind, RunTracer
+from ..telemetry import RUN_PARENT_KEY, RunEvent, RunKind, RunTracer
 from ._context import TaskOutcome
 from ._definition import DAG
 from ._errors import DAGIdempotencyConflictError
 
 #: Trace-carrier keys merged into every task's meta at start; not part of the request.
-_CARRIER_KEYS = frozenset({"traceparent", "tracestate", "baggage"})
+_CARRIER_KEYS = frozenset({"traceparent", "tracestate", "baggage", RUN_PARENT_KEY})
 
 
 def _strip(meta: Mapping[str, str]) -> dict[str, str]:
@@ -67,7 +68,7 @@ class ClientStore(Protocol):
     async def pause_dag(self, id: uuid.UUID, reason: str) -> None: ...
     async def retry_dag(self, id: uuid.UUID) -> None: ...
     async def compensate_dag(self, id: uuid.UUID) -> None: ...
-    async def cancel_dag(self, id: uuid.UUID) -> None: ...
+    async def cancel_dag(self, id: uuid.UUID) -> DAGState | None: ...
     async def vacuum_dags(self, retention: timedelta) -> int: ...
 
 
@@ -290,14 +291,34 @@ class DAGClient:
     async def cancel(self, run_id: uuid.UUID) -> None:
         """Cancel a live run without compensating (a compensating run finishes first).
 
-        Recorded as a ``cancel.requested`` span in the run's trace.
+        Recorded as a ``cancel.requested`` span in the run's trace; a run that
+        this call ended (it was not compensating) also exports its run span.
         """
-        await self.store.cancel_dag(run_id)
+        state = await self.store.cancel_dag(run_id)
         await self._run_event(run_id, RunEvent.CANCEL_REQUESTED)
+        if state == DAGState.CANCELLED:  # this call ended it: its commit won
+            await self._end_run(run_id)
 
     async def vacuum(self, retention: timedelta) -> int:
         """Delete settled runs completed more than ``retention`` ago; return how many."""
         return await self.store.vacuum_dags(retention)
+
+    async def _end_run(self, run_id: uuid.UUID) -> None:
+        """Export the run span of a run this client just ended."""
+        try:
+            view = await self.store.get_dag(run_id)
+            carrier = await self.store.dag_trace_context(run_id)
+        except NotFoundError:  # vacuumed meanwhile
+            return
+        end_dag_run_span(
+            self.tracer,
+            view.name,
+            run_id,
+            carrier,
+            view.created_at,
+            view.state,
+            view.failure_reason,
+        )
 
     async def _run_event(
         self,

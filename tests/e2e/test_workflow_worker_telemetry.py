@@ -17,7 +17,8 @@ from azync_flow.client import Client
 from azync_flow.retry import RetryPolicy
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
-from azync_flow.testing_otel import SpanCapture, parent_id
+from azync_flow.telemetry import run_span_id
+from azync_flow.testing_otel import SpanCapture, nesting_violations, parent_id
 from azync_flow.worker import Worker
 from azync_flow.workflow import WorkflowContext, activity, workflow
 
@@ -88,15 +89,24 @@ async def test_span_tree_of_a_workflow_run_one_span_per_attempt(
         assert await handle.result(timeout=10) == ["reserved o1", "charged o1", "yes"]
     await client.close()
 
-    [start] = CAPTURE.named("workflow.start t_order")
+    # one run span, exported once, covering the run: every attempt nests inside it
+    [run] = CAPTURE.named("workflow t_order")
+    assert run.context.span_id == run_span_id(handle.id)
+    assert run.parent is None
+    assert run.attributes["azync.state"] == "succeeded"
+    view = await handle.describe()
+    assert run.start_time == int(view.created_at.timestamp() * 1e6) * 1000
     spans = CAPTURE.spans()
+    assert nesting_violations(spans) == []
     assert {s.context.trace_id for s in spans if s.name != "POST /reserve"} == {
-        start.context.trace_id
+        run.context.trace_id
     }
-    # every attempt and run event is a child of the start span, whichever pass made it
+    # every attempt and run event is a child of the run span, whichever pass made it
     for s in spans:
         if s.name.startswith(("workflow.task", "activity", "signal", "timer.fired")):
-            assert parent_id(s) == start.context.span_id, s.name
+            assert parent_id(s) == run.context.span_id, s.name
+    # the run span is the last span to end
+    assert max(s.end_time for s in spans) == run.end_time
     # one span per attempt: the retried charge has two, with outcomes
     charges = CAPTURE.named("activity t_charge")
     assert [s.attributes["azync.outcome"] for s in charges] == ["retried", "succeeded"]
@@ -107,6 +117,13 @@ async def test_span_tree_of_a_workflow_run_one_span_per_attempt(
     assert len(CAPTURE.named("activity t_reserve")) == 1
     passes = CAPTURE.named("workflow.task t_order")
     assert len(passes) == runtime.workflows.passes
+    # the completing pass has its span: it wrote the WorkflowCompleted event
+    [completed] = [
+        e for e in await handle.history() if type(e.event).__name__ == "WorkflowCompleted"
+    ]
+    assert max(
+        p.attributes["azync.seq"] + p.attributes["azync.new_commands"] - 1 for p in passes
+    ) == (completed.seq)
     assert all(p.attributes["azync.outcome"] == "succeeded" for p in passes)
     replayed = [p.attributes["azync.events_replayed"] for p in passes]
     if cache_size == 0:
@@ -136,8 +153,11 @@ async def test_cancellation_is_a_run_event(store: PostgresStore) -> None:
     await worker.run_until_idle()
     assert (await handle.describe()).state == WorkflowState.CANCELLED
     [event] = CAPTURE.named("cancel.requested")
-    [start] = CAPTURE.named("workflow.start t_order")
-    assert parent_id(event) == start.context.span_id
+    [run] = CAPTURE.named("workflow t_order")
+    assert parent_id(event) == run.context.span_id
+    assert run.attributes["azync.state"] == "cancelled"
+    assert run.status.status_code.name == "UNSET"
+    assert nesting_violations(CAPTURE.spans()) == []
 
 
 @workflow(name="t_quick")

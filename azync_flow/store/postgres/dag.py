@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -50,6 +50,9 @@ class ReapedTask(msgspec.Struct, kw_only=True, frozen=True):
         attempt: the attempt whose lease expired.
         dead: True when it was dead-lettered (reaped too often), else pending again.
         meta: the task's meta (with the run's W3C trace carrier).
+        kind: the task's handler kind.
+        started_at: when the lost attempt was leased.
+        dag_name: the run's DAG name.
     """
 
     dag_id: uuid.UUID
@@ -57,9 +60,35 @@ class ReapedTask(msgspec.Struct, kw_only=True, frozen=True):
     attempt: int
     dead: bool
     meta: dict[str, str]
+    kind: str = ""
+    started_at: datetime | None = None
+    dag_name: str = ""
 
 
 _reaped_decoder = msgspec.json.Decoder(list[ReapedTask])
+
+
+class SettledDAG(msgspec.Struct, kw_only=True, frozen=True):
+    """A DAG run that :meth:`DAGMixin.complete_dags` just made terminal.
+
+    Attributes:
+        id: the run.
+        name: the DAG name.
+        state: its terminal state.
+        reason: its failure reason ('' when it succeeded).
+        created_at: when it started.
+        trace_context: the W3C carrier recorded when it started.
+    """
+
+    id: uuid.UUID
+    name: str
+    state: DAGState
+    reason: str = ""
+    created_at: datetime
+    trace_context: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+_settled_decoder = msgspec.json.Decoder(list[SettledDAG])
 
 # Ledger fan-out of DAG lifecycle events, spliced into the DAG statements that
 # change a header's state (marker line ``-- @publish_dag_events $N``, $N = the
@@ -467,7 +496,12 @@ class DAGMixin(PgBase):
                 )
         return failures
 
-    async def complete_dags(self, *, since: datetime | None = None) -> int:
+    async def complete_dags(
+        self,
+        *,
+        since: datetime | None = None,
+        on_settled: Callable[[SettledDAG], None] | None = None,
+    ) -> int:
         """Settle DAGs whose work is finished; return the number transitioned.
 
         Contract ``CompleteDAGs``, including its authoritative tolerance
@@ -479,9 +513,17 @@ class DAGMixin(PgBase):
         that became succeeded, failed or cancelled, and
         ``azync.dag.compensation_failed`` per compensating DAG suspended by a
         dead compensation.
+
+        ``on_settled(run)`` is called after the commit for each DAG that became
+        succeeded, failed or cancelled (for its run span).
         """
         row = await self._fetchrow("dag_complete", self.channel, since)
-        return int(row["settled"]) if row else 0
+        if row is None:
+            return 0
+        if on_settled is not None:
+            for run in _settled_decoder.decode(row["settled_runs"]):
+                on_settled(run)
+        return int(row["settled"])
 
     # --- admin verbs --------------------------------------------------------------
 
@@ -528,17 +570,24 @@ class DAGMixin(PgBase):
                 "dag_compensate_many", [id], [reason], self.channel, False, ["[]"], conn=conn
             )
 
-    async def cancel_dag(self, id: uuid.UUID) -> None:
+    async def cancel_dag(self, id: uuid.UUID) -> DAGState:
         """Cancel a live DAG without compensating.
 
         A compensating DAG keeps compensating and lands cancelled once its
         compensation settles. A DAG cancelled now publishes
         ``azync.dag.settled`` in the same statement.
 
+        Returns:
+            The DAG's state after the call: ``cancelled`` when this call ended
+            it, ``compensating`` when it lands cancelled later.
+
         Raises:
             NotFoundError: the DAG is missing or already terminal.
         """
-        await self._must("dag_cancel", id, self.channel, what=f"dag {id} is missing or terminal")
+        row = await self._must(
+            "dag_cancel", id, self.channel, what=f"dag {id} is missing or terminal"
+        )
+        return DAGState(row["state"])
 
     async def vacuum_dags(self, retention: timedelta) -> int:
         """Delete terminal DAGs completed before ``retention`` ago, cascading.
