@@ -25,13 +25,13 @@ from ..store.types import (
     Job,
     JobState,
 )
-from ..telemetry import RUN_PARENT_KEY, RunEvent, RunKind, RunTracer
+from ..telemetry import RUN_CALLER_KEY, RunEvent, RunKind, RunTracer
 from ._context import TaskOutcome
 from ._definition import DAG
 from ._errors import DAGIdempotencyConflictError
 
 #: Trace-carrier keys merged into every task's meta at start; not part of the request.
-_CARRIER_KEYS = frozenset({"traceparent", "tracestate", "baggage", RUN_PARENT_KEY})
+_CARRIER_KEYS = frozenset({"traceparent", "tracestate", "baggage", RUN_CALLER_KEY})
 
 
 def _strip(meta: Mapping[str, str]) -> dict[str, str]:

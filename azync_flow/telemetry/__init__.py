@@ -70,7 +70,7 @@ from azync_flow.telemetry._names import (
     RunEvent,
     RunKind,
 )
-from azync_flow.telemetry._run_span import RUN_PARENT_KEY, run_span_id
+from azync_flow.telemetry._run_span import RUN_CALLER_KEY, run_span_id
 from azync_flow.telemetry._tracer import (
     RunTracer,
     attempt_span,
@@ -95,7 +95,7 @@ __all__ = [
     "ATTR_WORKFLOW_NAME",
     "INSTRUMENTATION_NAME",
     "LEASE_EXPIRED",
-    "RUN_PARENT_KEY",
+    "RUN_CALLER_KEY",
     "AttemptKind",
     "AttemptSpan",
     "Outcome",

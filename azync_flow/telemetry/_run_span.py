@@ -8,7 +8,11 @@ written, whole, by whichever process commits the run's terminal outcome:
   attempt on any worker names it as parent before it exists;
 * the trace id and the sampling decision are taken at the start and stored in
   the run's carrier (``traceparent``), together with the caller's span id
-  (:data:`RUN_PARENT_KEY`), the run span's own parent.
+  (:data:`RUN_CALLER_KEY`).
+
+The run span is a root span in the caller's trace, linked to the caller's
+span rather than its child: the run outlives the request that started it, and
+a child may not end after its parent.
 
 Writing a span with given ids is not part of the OpenTelemetry API, so the
 run span needs the OpenTelemetry SDK's tracer (any ``opentelemetry.sdk``
@@ -33,8 +37,8 @@ from opentelemetry.util.types import AttributeValue
 
 from azync_flow.telemetry._carrier import capture_trace_context, context_from_carrier
 
-#: Carrier key holding the caller's span id (16 hex digits): the run span's parent.
-RUN_PARENT_KEY = "azync-run-parent"
+#: Carrier key holding the caller's span id (16 hex digits): the run span links to it.
+RUN_CALLER_KEY = "azync-run-caller"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -79,8 +83,9 @@ def reserve(
 ) -> dict[str, str]:
     """The carrier of a run whose run span is reserved (see the module docstring).
 
-    The caller's active span is the run span's parent (none: the run span is a
-    trace root with a fresh trace id). The SDK's sampler decides once, here.
+    The run joins the caller's trace (none: a fresh trace id) and its span
+    will link to the caller's span. The SDK's sampler decides once, here,
+    with the caller's span as parent context (``ParentBased`` follows it).
     """
     sdk = sdk_tracer(tracer)
     current = otel_context.get_current()
@@ -105,7 +110,7 @@ def reserve(
         trace.set_span_in_context(trace.NonRecordingSpan(reserved), current)
     )
     if caller.is_valid:
-        carrier[RUN_PARENT_KEY] = f"{caller.span_id:016x}"
+        carrier[RUN_CALLER_KEY] = f"{caller.span_id:016x}"
     return carrier
 
 
@@ -138,16 +143,17 @@ def emit(
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-    parent_hex = (carrier or {}).get(RUN_PARENT_KEY, "")
-    parent = None
-    if parent_hex:
-        parent = trace.SpanContext(
+    caller_hex = (carrier or {}).get(RUN_CALLER_KEY, "")
+    links = []
+    if caller_hex:
+        caller = trace.SpanContext(
             reserved.trace_id,
-            int(parent_hex, 16),
+            int(caller_hex, 16),
             is_remote=True,
             trace_flags=reserved.trace_flags,
             trace_state=reserved.trace_state,
         )
+        links.append(trace.Link(caller))
     own = trace.SpanContext(
         reserved.trace_id,
         reserved.span_id,
@@ -159,8 +165,9 @@ def emit(
     span = ReadableSpan(
         name=name,
         context=own,
-        parent=parent,
+        parent=None,
         resource=sdk.resource,
+        links=links,
         attributes=dict(attributes),
         kind=SpanKind.INTERNAL,
         status=Status(StatusCode.ERROR, error) if error is not None else Status(StatusCode.UNSET),

@@ -97,9 +97,11 @@ class RunTracer:
         The run span (``workflow <name>`` or ``dag <name>``) covers the whole
         run. It is not exported now: its span id is derived from ``run_id``,
         its trace id and sampling decision are fixed here, and it is exported
-        once, whole, by :meth:`end_run_span` when the run finishes. Its parent
-        is the caller's active span (none: it is the root of a new trace).
-        Every attempt and run event names it as parent through the carrier.
+        once, whole, by :meth:`end_run_span` when the run finishes. It joins
+        the caller's trace as a root span linked to the caller's active span
+        (the run outlives the caller's span, so it cannot be its child); with
+        no active span it starts a new trace. Every attempt and run event
+        names it as parent through the carrier.
 
         Args:
             kind: Workflow or DAG.
@@ -110,7 +112,7 @@ class RunTracer:
 
         Returns:
             The W3C carrier naming the run span (``traceparent``), plus the
-            caller's span id under ``azync-run-parent``: store it with the run
+            caller's span id under ``azync-run-caller``: store it with the run
             (the ``trace_context`` column). Without an OpenTelemetry SDK
             provider it is the caller's own context, or ``{}`` when the caller
             has none (the run then has no run span). A run the sampler dropped
