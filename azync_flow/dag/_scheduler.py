@@ -37,7 +37,9 @@ class SchedulerStore(Protocol):
     async def promote_unblocked(self, *, since: datetime | None = None) -> int: ...
     async def deliver_buffered_signals(self) -> int: ...
     async def complete_due_sleeps(self) -> int: ...
-    async def apply_failure_policy(self) -> list[DAGFailure]: ...
+    async def apply_failure_policy(
+        self, *, on_settled: Callable[[SettledDAG], None] | None = None
+    ) -> list[DAGFailure]: ...
     async def complete_dags(
         self,
         *,
@@ -144,7 +146,7 @@ class DAGScheduler:
         for r in reaped:
             if r.meta.get("traceparent"):
                 self._lost_attempt(r)
-        s.failures = await self.store.apply_failure_policy()
+        s.failures = await self.store.apply_failure_policy(on_settled=self._settled)
         s.settled = await self.store.complete_dags(since=since, on_settled=self._settled)
         self._prev = now
         self.ticks += 1

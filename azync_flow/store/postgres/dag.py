@@ -90,6 +90,19 @@ class SettledDAG(msgspec.Struct, kw_only=True, frozen=True):
 
 _settled_decoder = msgspec.json.Decoder(list[SettledDAG])
 
+
+def _settled(row: asyncpg.Record) -> SettledDAG:
+    """A :class:`SettledDAG` from a row with the header's columns."""
+    return SettledDAG(
+        id=row["id"],
+        name=row["name"],
+        state=DAGState(row["state"]),
+        reason=row["failure_reason"] or "",
+        created_at=row["created_at"],
+        trace_context=decode_meta(row["trace_context"]),
+    )
+
+
 # Ledger fan-out of DAG lifecycle events, spliced into the DAG statements that
 # change a header's state (marker line ``-- @publish_dag_events $N``, $N = the
 # NOTIFY channel), so the event rows and every subscriber's delivery job commit
@@ -447,7 +460,9 @@ class DAGMixin(PgBase):
         assert row is not None
         return _reaped_decoder.decode(row["expired"])
 
-    async def apply_failure_policy(self) -> list[DAGFailure]:
+    async def apply_failure_policy(
+        self, *, on_settled: Callable[[SettledDAG], None] | None = None
+    ) -> list[DAGFailure]:
         """Apply each running DAG's on-failure policy to its triggering dead tasks.
 
         Contract ``ApplyFailurePolicy``: a dead task triggers unless it has
@@ -460,8 +475,12 @@ class DAGMixin(PgBase):
         Ledger events, in the same transaction: one ``azync.dag.failed`` per
         DAG acted on, plus ``azync.dag.compensation_started`` (cancel, with a
         chain) or ``azync.dag.settled`` (cancel, nothing to compensate).
+
+        ``on_settled(run)`` is called after the commit for each DAG that failed
+        outright (nothing to compensate).
         """
         failures: list[DAGFailure] = []
+        settled: list[SettledDAG] = []
         async with self.transaction() as conn:
             rows = await self._fetch("dag_failure_candidates", conn=conn)
             for r in rows:
@@ -485,7 +504,7 @@ class DAGMixin(PgBase):
                     conn=conn,
                 )
             if cancel:
-                await self._fetch(
+                rows = await self._fetch(
                     "dag_compensate_many",
                     [f.dag_id for f in cancel],
                     [_reason(f.dead_tasks) for f in cancel],
@@ -494,6 +513,10 @@ class DAGMixin(PgBase):
                     [_json_keys(f.dead_tasks) for f in cancel],
                     conn=conn,
                 )
+                settled = [_settled(r) for r in rows if r["state"] == DAGState.FAILED]
+        if on_settled is not None:
+            for run in settled:
+                on_settled(run)
         return failures
 
     async def complete_dags(
@@ -549,12 +572,16 @@ class DAGMixin(PgBase):
         """
         await self._must("dag_retry", id, self.channel, what=f"dag {id} is missing or terminal")
 
-    async def compensate_dag(self, id: uuid.UUID) -> None:
+    async def compensate_dag(self, id: uuid.UUID) -> SettledDAG | None:
         """Manually start compensation of a running or suspended DAG.
 
         Publishes ``azync.dag.compensation_started`` (trigger ``manual``), or
         ``azync.dag.settled`` when there is nothing to compensate, in the same
         transaction.
+
+        Returns:
+            The run when it failed outright (nothing to compensate), else None
+            (it compensates now).
 
         Raises:
             NotFoundError: the DAG is missing or in any other state.
@@ -566,9 +593,11 @@ class DAGMixin(PgBase):
             view = await self._fetchrow("dag_get", id, conn=conn)
             assert view is not None
             reason = view["failure_reason"] or "compensation requested"
-            await self._fetch(
+            rows = await self._fetch(
                 "dag_compensate_many", [id], [reason], self.channel, False, ["[]"], conn=conn
             )
+        failed = [_settled(r) for r in rows if r["state"] == DAGState.FAILED]
+        return failed[0] if failed else None
 
     async def cancel_dag(self, id: uuid.UUID) -> DAGState:
         """Cancel a live DAG without compensating.

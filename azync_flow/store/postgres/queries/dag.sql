@@ -320,7 +320,8 @@ WITH clock AS (
         failure_reason = r.reason, updated_at = c.t
     FROM targets r, clock c
     WHERE d.id = r.id
-    RETURNING d.id, d.name, d.state, d.on_failure, d.failure_reason, r.triggered
+    RETURNING d.id, d.name, d.state, d.on_failure, d.failure_reason, r.triggered, d.created_at,
+              d.trace_context
 ), wake AS (
     SELECT pg_notify($4, 'dag:' || kind) FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
 ), dead AS (
@@ -354,7 +355,8 @@ WITH clock AS (
     WHERE h.state = 'failed'
 )
 -- @publish_dag_events $4
-SELECT id, state, (SELECT count(*) FROM cancelled) AS cancelled,
+SELECT id, name, state, failure_reason, created_at, trace_context,
+       (SELECT count(*) FROM cancelled) AS cancelled,
        (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM dag_ev) AS events,
        (SELECT count(*) FROM dag_ev_wake) AS ev_woken
 FROM hdr
