@@ -218,8 +218,9 @@ class Client:
             business_idempotency_key=idempotency_key,
             meta=meta or {},
         )
-        # The run's trace: a short start span under the caller's span; its context
-        # is stored with the execution (a deduplicated start keeps the stored one).
+        # The run's trace: the run span is reserved in the caller's trace (exported
+        # when the run ends); its context is stored with the execution (a
+        # deduplicated start keeps the stored one).
         carrier = self.tracer.start_run_span(RunKind.WORKFLOW, workflow.name, run_id)
         inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
         if not inserted:

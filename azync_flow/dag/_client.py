@@ -104,10 +104,11 @@ class DAGClient:
     Args:
         store: a store implementing ``DAGStore`` and ``TxDAGStore``.
         tracer_provider: where run spans go (None: the global provider).
-            Starting a run records a ``dag.start <name>`` span under the
-            caller's active span (a new trace without one) and stores its W3C
+            Starting a run reserves its run span ``dag <name>`` in the
+            caller's trace (a new trace without one) and stores its W3C
             context with the run; every task attempt is its child. Signals and
-            cancellations are short spans in the run's trace.
+            cancellations are short spans in the run's trace; a ``cancel`` or
+            ``compensate`` that ends the run at once exports the run span.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""RunTracer: the start span, attempt spans and run events of runs."""
+"""RunTracer: the run span, attempt spans and run events of runs."""
 
 from __future__ import annotations
 
@@ -304,7 +304,7 @@ class RunTracer:
         """Record a run event as a short span on the run's trace.
 
         The span is named ``"<event>"`` or ``"<event> <subject>"`` and is a child
-        of the run's start span. When the calling code has an active span of a
+        of the run span. When the calling code has an active span of a
         different trace (a client sending a signal from its own request), the
         event span links to it.
 

@@ -7,7 +7,7 @@ plus :meth:`DAGMixin.ack_task_result`) and promoted by ``promote_due(Source.DAG)
 (which leaves ``$sleep`` tasks and paused DAGs alone). DAG-only statements
 remain where the semantics differ: ``dag_dequeue`` (leases across several
 kinds, oldest first) and ``dag_reap_expired`` (keeps the attempt, reports
-each reaped task for the ``lease.expired`` run event).
+each reaped task so the lost attempt's span can be closed).
 """
 
 from __future__ import annotations
