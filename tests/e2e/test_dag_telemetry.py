@@ -382,3 +382,21 @@ async def test_reaped_attempt_is_closed_with_lease_expired_and_the_stale_one_has
     _, stale, ok = cap.named("dag.task a")
     assert ATTR_OUTCOME not in _attrs(stale)  # the lease was lost: no outcome
     assert (_attrs(ok)[ATTR_ATTEMPT], _attrs(ok)[ATTR_OUTCOME]) == (2, "succeeded")
+
+
+async def test_manual_compensate_with_nothing_to_undo_ends_the_run_and_exports_its_span(
+    store: PostgresStore,
+) -> None:
+    cap = SpanCapture()
+    d = DAG("undoable")
+    d.signal("go")  # the run waits: nothing has succeeded, nothing to compensate
+    client = DAGClient(store, tracer_provider=cap.provider)
+    run = await client.run(d)
+    await client.compensate(run.id)
+    assert (await client.get(run.id)).state == DAGState.FAILED
+    [span] = cap.named("dag undoable")
+    assert (_sid(span), _attrs(span)["azync.state"]) == (run_span_id(run.id), "failed")
+    assert span.status.status_code is StatusCode.ERROR
+    # settled once: a scheduler tick afterwards exports nothing more
+    await DAGScheduler(store, tracer_provider=cap.provider).tick(full=True)
+    assert len(cap.named("dag undoable")) == 1

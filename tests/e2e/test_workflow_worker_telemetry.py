@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,12 +15,15 @@ from opentelemetry import trace
 
 from azync_flow.client import Client
 from azync_flow.retry import RetryPolicy
+from azync_flow.runtime.workflow_runner import WorkflowRunner
+from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
-from azync_flow.telemetry import run_span_id
+from azync_flow.telemetry import RunTracer, run_span_id
+from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, nesting_violations, parent_id
 from azync_flow.worker import Worker
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
 
 SEEN: dict[str, Any] = {}
 CAPTURE = SpanCapture(service_name="wf-test")
@@ -217,3 +220,52 @@ async def test_result_wakes_on_the_terminal_notify_not_by_polling(store: Postgre
     assert client._watcher.sub is None  # the LISTEN connection closed with the last waiter
     assert await handle.result(timeout=1) == 42  # finished: answered without listening
     assert client._watcher.sub is None
+
+
+class HeldCommitStore:
+    """The real store, with each pass commit held until ``release`` is set."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def commit_workflow_task(self, *args: Any, **kwargs: Any) -> int:
+        self.reached.set()
+        await self.release.wait()
+        return int(await self._store.commit_workflow_task(*args, **kwargs))
+
+
+async def test_run_span_is_exported_once_by_the_pass_whose_completion_commit_won(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    """Worker A's completing pass stalls before its commit; its lease expires, worker
+    B re-runs the task and completes the run. A's late commit is refused: only B
+    exports the run span, and A's own (losing) pass span exports no run span."""
+    cap_a, cap_b = SpanCapture("worker-a"), SpanCapture("worker-b")
+    clock.set(datetime(2030, 1, 1, tzinfo=UTC))
+    handle = await Client(store, tracer_provider=SpanCapture("api").provider).start(t_quick, 21)
+    registry = Registry([t_quick], [])
+    held = HeldCommitStore(store)
+    runner_a = WorkflowRunner(held, registry, tracer=RunTracer(cap_a.provider))
+    runner_b = WorkflowRunner(store, registry, tracer=RunTracer(cap_b.provider))
+    [task] = await store.dequeue_workflow_tasks(1, timedelta(seconds=30))
+    assert task.lease_token is not None
+    stalled = asyncio.create_task(runner_a.run_task(task, task.lease_token))
+    await held.reached.wait()
+    clock.advance(timedelta(seconds=31))  # A looks dead: its lease expires
+    assert (await store.reap_workflow_tasks()).reaped == 1
+    [again] = await store.dequeue_workflow_tasks(1, timedelta(seconds=30))
+    assert again.lease_token is not None
+    await runner_b.run_task(again, again.lease_token)
+    assert await handle.result(timeout=5) == 42
+    held.release.set()
+    with pytest.raises(NotFoundError):  # the fence refuses A's commit
+        await stalled
+    [run] = cap_b.named("workflow t_quick")
+    assert run.attributes["azync.state"] == "succeeded"
+    assert cap_a.named("workflow t_quick") == []
+    assert [s.name for s in cap_a.spans()] == ["workflow.task t_quick"]
