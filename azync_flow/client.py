@@ -31,6 +31,7 @@ from azync_flow.replay.events import HistoryEntry
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.runtime.job_tracing import traced_meta
+from azync_flow.runtime.run_span import end_finished_workflow_run_span
 from azync_flow.runtime.uncertain import UncertainOperationView, resolve_operation
 from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
@@ -69,7 +70,7 @@ class ClientStore(Protocol):
     ) -> tuple[bool, uuid.UUID]: ...
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView: ...
     async def signal_workflow(self, p: SignalParams) -> bool: ...
-    async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState | None: ...
     async def resume_workflow(self, id: uuid.UUID) -> None: ...
     async def list_uncertain_operations(
         self, limit: int = 100, workflow_id: uuid.UUID | None = None
@@ -330,12 +331,18 @@ class WorkflowHandle(Generic[R]):
     async def signal(self, name: str, payload: Any = None, *, message_id: str = "") -> bool:
         """Send signal ``name``; buffered until a ``ctx.wait_signal(name)`` takes it.
 
+        An accepted signal is either consumed by a ``wait_signal`` (a
+        ``SignalReceived`` event) or, when the execution finishes first, recorded
+        as undelivered with the completion (``SignalsUndelivered`` event,
+        ``describe().signals_undelivered``); it is never dropped silently.
+
         Returns:
             True when accepted, False when ``message_id`` was already accepted
             (the duplicate is dropped; a retried send gets this same answer).
 
         Raises:
-            NotFoundError: no such execution, or it finished.
+            NotFoundError: no such execution, or it finished (the message says
+                "finished"; a send racing the completion gets this too).
         """
         data = encode_value(payload, f"payload of signal {name!r}")
         return await self.client.store.signal_workflow(
@@ -348,12 +355,15 @@ class WorkflowHandle(Generic[R]):
         A running execution sees ``asyncio.CancelledError`` at its current
         await and may clean up (durably) before it ends. A suspended one cannot
         run code: it is settled cancelled at once, without cleanup code, and its
-        uncertain operations are cancelled with it (docs/workflows.md).
+        uncertain operations are cancelled with it (docs/workflows.md); this
+        call then exports the run's span.
 
         Raises:
             NotFoundError: the execution is missing or already finished.
         """
-        await self.client.store.cancel_workflow_execution(self.id)
+        state = await self.client.store.cancel_workflow_execution(self.id)
+        if state == WorkflowState.CANCELLED:  # ended by this call: its commit won
+            await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
 
     async def resume(self) -> None:
         """Resume a suspended execution (e.g. after fixing non-deterministic code)."""

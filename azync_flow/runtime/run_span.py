@@ -12,11 +12,13 @@ import logging
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
+from azync_flow.store.errors import NotFoundError
 from azync_flow.store.types import WorkflowExecutionView
 from azync_flow.telemetry import RunKind, RunTracer
 
-__all__ = ["end_dag_run_span", "end_workflow_run_span"]
+__all__ = ["end_dag_run_span", "end_finished_workflow_run_span", "end_workflow_run_span"]
 
 log = logging.getLogger("azync_flow.telemetry")
 
@@ -60,6 +62,34 @@ def end_workflow_run_span(
         execution.created_at,
         state,
         reason,
+    )
+
+
+async def end_finished_workflow_run_span(tracer: RunTracer, store: Any, run_id: uuid.UUID) -> bool:
+    """Export the run span of a workflow execution that a verb (not a pass) just ended.
+
+    For paths that end a run without a pass (cancel of a suspended run, a
+    terminate verb): call it after the commit, in the process that made it.
+    It reads the execution's row (state, failure reason, start, trace
+    context) from ``store`` (``load_workflow_task``) and calls
+    :func:`end_workflow_run_span`.
+
+    Args:
+        tracer: The client's tracer.
+        store: The store (``PostgresStore``).
+        run_id: The execution that just finished.
+
+    Returns:
+        True when exported. Never raises for telemetry; the execution vanished
+        meanwhile (vacuumed) gives False.
+    """
+    try:
+        state = await store.load_workflow_task(run_id, after_seq=2**31 - 1)  # the row only
+    except NotFoundError:
+        return False
+    execution = state.execution
+    return end_workflow_run_span(
+        tracer, execution, state.trace_context, execution.state, execution.failure_reason
     )
 
 

@@ -318,7 +318,7 @@ _FINISHED = {
 }
 
 
-def _store_outcome(outcome: PassOutcome) -> tuple[str, Any] | None:
+def _store_outcome(outcome: PassOutcome) -> tuple[Any, ...] | None:
     status = outcome.status
     if status is PassStatus.COMPLETED:
         return ("complete", outcome.result)
@@ -327,5 +327,5 @@ def _store_outcome(outcome: PassOutcome) -> tuple[str, Any] | None:
     if status is PassStatus.CANCELLED:
         return ("cancelled", outcome.failure_reason)
     if status is PassStatus.NONDETERMINISM:
-        return ("suspend", outcome.failure_reason)
+        return ("suspend", outcome.failure_reason, getattr(outcome.error, "seq", None))
     return None

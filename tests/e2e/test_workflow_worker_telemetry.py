@@ -269,3 +269,25 @@ async def test_run_span_is_exported_once_by_the_pass_whose_completion_commit_won
     assert run.attributes["azync.state"] == "succeeded"
     assert cap_a.named("workflow t_quick") == []
     assert [s.name for s in cap_a.spans()] == ["workflow.task t_quick"]
+
+
+async def test_cancel_of_a_suspended_run_ends_it_and_exports_the_run_span(
+    store: PostgresStore,
+) -> None:
+    cap = SpanCapture()
+    client = Client(store, tracer_provider=cap.provider)
+    handle = await client.start(t_waits, 1)
+    worker = Worker(store, maintain=(), handle_signals=False)
+    worker.register_workflows([t_waits], [], tracer_provider=cap.provider)
+    await worker.run_until_idle()  # waits for "go"
+    await store.suspend_workflow(handle.id, "held by an operator")
+    await handle.cancel()  # a suspended run cannot run code: settled here, no pass
+    assert (await handle.describe()).state == WorkflowState.CANCELLED
+    [run] = cap.named("workflow t_waits")
+    assert (run.context.span_id, run.attributes["azync.state"]) == (
+        run_span_id(handle.id),
+        "cancelled",
+    )
+    assert nesting_violations(cap.spans()) == []
+    await worker.run_until_idle()  # nothing left to run: no second run span
+    assert len(cap.named("workflow t_waits")) == 1
