@@ -24,6 +24,7 @@ from azync_flow.replay.events import (
     WorkflowCancelled,
     WorkflowCompleted,
     WorkflowFailed,
+    WorkflowTerminated,
     decode_event,
     encode_event,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "WorkflowFailed",
     "WorkflowInfo",
     "WorkflowInstance",
+    "WorkflowTerminated",
     "current_instance",
     "decode_event",
     "encode_event",

@@ -20,6 +20,9 @@ Two families:
   :class:`OperationResolved` (appended by the activity runtime / operators) and
   :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested` (appended
   by the pass that delivered them).
+
+:class:`WorkflowTerminated` ends a history without the code's say: an operator's
+``terminate`` appends it; replay reads it as the end of the recorded history.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ __all__ = [
     "WorkflowCancelled",
     "WorkflowCompleted",
     "WorkflowFailed",
+    "WorkflowTerminated",
     "decode_event",
     "encode_event",
 ]
@@ -244,6 +248,18 @@ class OperationResolved(Event):
     note: str = ""
 
 
+class WorkflowTerminated(Event):
+    """An operator ended the execution (``terminate``) without running its code:
+    who (``terminated_by``) and why (``reason``). Always the last event."""
+
+    is_external: ClassVar[bool] = True
+    reason: str = ""
+    terminated_by: str = ""
+
+    def describe(self) -> str:
+        return f"WorkflowTerminated(by {self.terminated_by}: {self.reason[:60]})"
+
+
 class HistoryEntry(msgspec.Struct, frozen=True):
     """One stored history row: position, decoded event."""
 
@@ -267,6 +283,7 @@ AnyEvent = (
     | ActivityFailed
     | OperationUncertain
     | OperationResolved
+    | WorkflowTerminated
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -287,11 +304,14 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ActivityFailed,
         OperationUncertain,
         OperationResolved,
+        WorkflowTerminated,
     )
 }
 COMMAND_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_command)
 EXTERNAL_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_external)
-TERMINAL_TYPES = frozenset({"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled"})
+TERMINAL_TYPES = frozenset(
+    {"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled", "WorkflowTerminated"}
+)
 
 _ENCODER = msgspec.json.Encoder()
 _DECODERS: dict[str, msgspec.json.Decoder[Any]] = {

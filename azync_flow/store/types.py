@@ -117,6 +117,8 @@ class WorkflowState(enum.StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    #: ended by an operator's ``terminate``: no workflow code ran to end it
+    TERMINATED = "terminated"
 
 
 class OnFailurePolicy(enum.StrEnum):
@@ -459,6 +461,10 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     created_at: datetime
     updated_at: datetime
     completed_at: datetime | None = None
+    #: Why a running execution is not progressing: its workflow task keeps
+    #: failing (e.g. no worker registers the workflow) — the last error and
+    #: the attempts made. "" when nothing is known to hold it up.
+    blocked_reason: str = ""
 
 
 class HistoryEvent(msgspec.Struct, kw_only=True):

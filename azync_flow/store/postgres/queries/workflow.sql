@@ -53,6 +53,22 @@ LIMIT 1
 -- $2 id
 SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions WHERE id = $2
 
+-- name: workflow_describe
+-- $2 id: the execution row plus its live workflow task's attempt and last
+-- error (NULL when it has none): a task that keeps failing says why the run
+-- is not progressing.
+SELECT e.*, coalesce($1::timestamptz, now()) AS at,
+       t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error
+FROM azync_workflow_executions e
+LEFT JOIN LATERAL (
+    SELECT j.attempt, j.last_error, j.state FROM azync_jobs j
+    WHERE j.run_id = e.id AND j.source = 'workflow' AND j.task_key = '$wft'
+      AND j.state IN ('pending', 'scheduled', 'active')
+    ORDER BY j.state = 'active' DESC, j.attempt DESC
+    LIMIT 1
+) t ON true
+WHERE e.id = $2
+
 -- name: workflow_lock
 -- $2 id. Serialises writers of one execution (see header).
 SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions
@@ -359,7 +375,7 @@ LIMIT $2
 -- cascade to history, signals, timers and jobs (and their attempts).
 WITH d AS (
     DELETE FROM azync_workflow_executions
-    WHERE state IN ('succeeded', 'failed', 'cancelled')
+    WHERE state IN ('succeeded', 'failed', 'cancelled', 'terminated')
       AND completed_at < coalesce($1::timestamptz, now()) - $2::interval
     RETURNING 1
 )
@@ -721,3 +737,62 @@ WITH fin AS (
 )
 SELECT id, (SELECT count(*) FROM ret) AS retired, (SELECT count(*) FROM done) AS notified
 FROM fin
+
+-- name: workflow_terminate_lock_jobs
+-- $2 id: lock the execution's live jobs BEFORE its row (workflow_lock next):
+-- every fenced settle locks its job first, then the execution, so terminate
+-- takes the same order and cannot deadlock with a worker committing a pass
+-- or completing an operation of this execution.
+SELECT id FROM azync_jobs
+WHERE run_id = $2 AND source = 'workflow'
+  AND state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+ORDER BY id
+FOR UPDATE
+
+-- name: workflow_terminate
+-- $2 id, $3 failure reason, $4 history event type, $5 its payload, $6 the
+-- cancelled jobs' last_error, $7 channel. ONLY after workflow_lock in the
+-- same transaction (this statement's snapshot then sees every job of the
+-- execution). A live execution ends 'terminated': the terminal event is
+-- appended at next_seq, its live jobs are cancelled with their lease token
+-- cleared (a worker holding its workflow task or an operation loses the
+-- fence: its commit or completion writes nothing), its unfired timers are
+-- marked fired (never delivered) and result() waiters are notified.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), fin AS (
+    UPDATE azync_workflow_executions e
+    SET state = 'terminated', failure_reason = $3, next_seq = e.next_seq + 1,
+        completed_at = c.t, updated_at = c.t
+    FROM clock c
+    WHERE e.id = $2 AND e.state IN ('running', 'suspended')
+    RETURNING e.id, e.next_seq - 1 AS seq
+), ev AS (
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    SELECT f.id, f.seq, $4, $5, c.t FROM fin f, clock c
+    RETURNING seq
+), jobs AS (
+    UPDATE azync_jobs j
+    SET state = 'cancelled', lease_token = NULL, lease_until = NULL, last_error = $6,
+        completed_at = c.t, updated_at = c.t
+    FROM fin f, clock c
+    WHERE j.run_id = f.id AND j.source = 'workflow'
+      AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+    RETURNING j.kind, j.task_key
+), tmr AS (
+    UPDATE azync_workflow_timers tm
+    SET fired_at = c.t
+    FROM fin f, clock c
+    WHERE tm.workflow_id = f.id AND tm.fired_at IS NULL
+    RETURNING tm.seq
+), done AS (
+    SELECT pg_notify($7, 'workflow.done:' || id::text) FROM fin
+)
+SELECT f.seq, (SELECT count(*) FROM ev) AS written,
+       ARRAY(SELECT o.task_key || ' ' || o.kind FROM jobs o WHERE o.task_key <> '$wft'
+             ORDER BY o.task_key) AS operations,
+       (SELECT count(*) FROM jobs WHERE task_key = '$wft') AS tasks,
+       ARRAY(SELECT seq FROM tmr ORDER BY seq) AS timers,
+       (SELECT count(*) FROM done) AS notified
+FROM fin f

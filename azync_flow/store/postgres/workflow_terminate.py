@@ -1,0 +1,142 @@
+"""``terminate_workflow``: end any live execution at once, without its code.
+
+The operator's verb for a run that cannot or should not finish by itself (its
+workflow is registered by no worker, it waits on something that will never
+come). ``cancel`` stays the cooperative verb: it asks the code to clean up.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import NamedTuple
+
+import msgspec
+
+from ..errors import NotFoundError
+from ._base import decode_meta, encode_meta
+from .workflow_core import LIVE_WORKFLOW_STATES, WorkflowCoreMixin, clean_text
+
+#: Ledger event type published by :meth:`WorkflowTerminateMixin.terminate_workflow`.
+WORKFLOW_TERMINATED_EVENT = "azync.workflow.terminated"
+
+
+class TerminatedExecution(NamedTuple):
+    """What a terminate ended.
+
+    Attributes:
+        seq: history seq of the terminal event.
+        previous_state: ``running`` or ``suspended``.
+        operations: cancelled operations, ``"<execution key> <kind>"`` each.
+        workflow_tasks: workflow tasks cancelled (a leased one included).
+        timers: seqs of the timers cancelled (never delivered).
+        trace_context: the run's W3C trace context.
+    """
+
+    seq: int
+    previous_state: str
+    operations: list[str]
+    workflow_tasks: int
+    timers: list[int]
+    trace_context: dict[str, str]
+
+
+class _LedgerBody(msgspec.Struct):
+    workflow_id: uuid.UUID
+    name: str
+    reason: str
+    terminated_by: str
+    previous_state: str
+    cancelled_operations: list[str]
+    cancelled_timers: list[int]
+
+
+class WorkflowTerminateMixin(WorkflowCoreMixin):
+    async def terminate_workflow(
+        self,
+        id: uuid.UUID,
+        reason: str,
+        terminated_by: str,
+        event: tuple[str, bytes],
+    ) -> TerminatedExecution:
+        """End a running or suspended execution now, in one transaction, without
+        running workflow code.
+
+        The execution becomes ``terminated`` (``failure_reason`` =
+        ``terminated by <terminated_by>: <reason>``); ``event`` (the encoded
+        ``WorkflowTerminated`` history event) is appended at its next seq; its
+        pending, scheduled, leased, paused and uncertain jobs (workflow tasks
+        and operations) are cancelled with their lease tokens cleared, so a
+        worker still holding one loses its fence (its pass commit or activity
+        completion writes nothing); its unfired timers are cancelled; one
+        ``azync.workflow.terminated`` ledger event is published (payload:
+        ``workflow_id``, ``name``, ``reason``, ``terminated_by``,
+        ``previous_state``, ``cancelled_operations``, ``cancelled_timers``;
+        meta: the run's trace context) and ``result()`` waiters are woken.
+
+        Args:
+            id: the execution.
+            reason: why (free text, kept in history, on the row and the ledger).
+            terminated_by: who (free text, e.g. ``user@host``).
+            event: ``(type, payload)`` of the terminal history event.
+
+        Returns:
+            A :class:`TerminatedExecution`.
+
+        Raises:
+            NotFoundError: the execution is missing or already finished
+                (succeeded, failed, cancelled or terminated); nothing written.
+        """
+        reason, terminated_by = clean_text(reason), clean_text(terminated_by)
+        async with self.transaction() as conn:
+            await self._fetch("workflow_terminate_lock_jobs", id, conn=conn)
+            row = await self._fetchrow("workflow_lock", id, conn=conn)
+            if row is None:
+                raise NotFoundError(f"workflow execution {id} does not exist; cannot terminate")
+            if row["state"] not in LIVE_WORKFLOW_STATES:
+                raise NotFoundError(
+                    f"workflow execution {id} is {row['state']} (finished); cannot terminate"
+                )
+            done = await self._fetchrow(
+                "workflow_terminate",
+                id,
+                f"terminated by {terminated_by}: {reason}",
+                event[0],
+                event[1],
+                f"cancelled: workflow execution terminated by {terminated_by}: {reason}",
+                self.channel,
+                conn=conn,
+            )
+            assert done is not None, "locked live execution was not terminated"
+            # Undelivered buffered signals are to be recorded here, in this
+            # transaction, by the terminal-transition signals step.
+            trace = decode_meta(row["trace_context"])
+            body = _LedgerBody(
+                workflow_id=id,
+                name=row["name"],
+                reason=reason,
+                terminated_by=terminated_by,
+                previous_state=row["state"],
+                cancelled_operations=list(done["operations"]),
+                cancelled_timers=list(done["timers"]),
+            )
+            await self._fetchrow(
+                "event_publish",
+                uuid.uuid4(),
+                WORKFLOW_TERMINATED_EVENT,
+                "workflow",
+                str(id),
+                0,
+                None,
+                msgspec.json.encode(body),
+                encode_meta(trace),
+                self.channel,
+                conn=conn,
+            )
+        return TerminatedExecution(
+            seq=int(done["seq"]),
+            previous_state=row["state"],
+            operations=body.cancelled_operations,
+            workflow_tasks=int(done["tasks"]),
+            timers=body.cancelled_timers,
+            trace_context=trace,
+        )
