@@ -55,5 +55,5 @@ class RunEvent(StrEnum):
     TIMER_FIRED = "timer.fired"
     UNCERTAIN_RESOLVED = "uncertain.resolved"
     CANCEL_REQUESTED = "cancel.requested"
-    TERMINATED = "workflow.terminated"
     LEASE_EXPIRED = "lease.expired"
+    TERMINATED = "workflow.terminated"

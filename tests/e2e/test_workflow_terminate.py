@@ -26,6 +26,7 @@ from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import EventFilter, WorkflowState
 from azync_flow.testing import MovableClock
+from azync_flow.testing_otel import SpanCapture, parent_id
 from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
 
 CALLS: list[str] = []
@@ -101,7 +102,8 @@ async def test_terminate_ends_a_sleeping_run_without_running_its_code(
 ) -> None:
     CALLS.clear()
     runtime = LocalRuntime(store, Registry([sleeper], [note]))
-    client = Client(store)
+    capture = SpanCapture()
+    client = Client(store, tracer_provider=capture.provider)
     handle = await client.start(sleeper, "s1")
     await runtime.run_until_idle()
     assert await _types(handle) == ["TimerStarted"]
@@ -135,6 +137,10 @@ async def test_terminate_ends_a_sleeping_run_without_running_its_code(
     assert body["terminated_by"] == "ops@desk"
     assert body["previous_state"] == "running"
     assert body["cancelled_timers"] == [1]
+    [span] = capture.named("workflow.terminated")  # on the run's trace
+    [start] = capture.named("workflow.start term_sleeper")
+    assert parent_id(span) == start.context.span_id
+    assert span.attributes["azync.terminated_by"] == "ops@desk"
 
     clock.advance(timedelta(hours=2))  # the timer's time comes: nothing runs
     await runtime.run_until_idle()

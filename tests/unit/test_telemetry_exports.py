@@ -61,4 +61,5 @@ def test_span_names_and_outcomes_are_the_documented_values() -> None:
         "uncertain.resolved",
         "cancel.requested",
         "lease.expired",
+        "workflow.terminated",
     ]
