@@ -42,6 +42,7 @@ from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
     EnqueueParams,
     SignalParams,
+    TerminatedExecution,
     WorkflowExecutionView,
     WorkflowStartParams,
     WorkflowState,
@@ -78,7 +79,7 @@ class ClientStore(Protocol):
     async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
     async def terminate_workflow(
         self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
-    ) -> Any: ...
+    ) -> TerminatedExecution: ...
     async def resume_workflow(self, id: uuid.UUID) -> None: ...
     async def list_uncertain_operations(
         self, limit: int = 100, workflow_id: uuid.UUID | None = None

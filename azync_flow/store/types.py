@@ -54,6 +54,7 @@ __all__ = [
     "Subscriber",
     "SubscriberView",
     "TaskResult",
+    "TerminatedExecution",
     "UncertainDecision",
     "Wake",
     "WorkflowExecutionView",
@@ -465,6 +466,26 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     #: failing (e.g. no worker registers the workflow) — the last error and
     #: the attempts made. "" when nothing is known to hold it up.
     blocked_reason: str = ""
+
+
+class TerminatedExecution(msgspec.Struct, kw_only=True):
+    """What ``terminate_workflow`` ended.
+
+    Attributes:
+        seq: history seq of the terminal ``WorkflowTerminated`` event.
+        previous_state: ``running`` or ``suspended``.
+        operations: the cancelled operations, ``"<execution key> <kind>"`` each.
+        workflow_tasks: workflow tasks cancelled (a leased one included).
+        timers: seqs of the cancelled (never delivered) timers.
+        trace_context: the run's W3C trace context.
+    """
+
+    seq: int
+    previous_state: WorkflowState
+    operations: list[str]
+    workflow_tasks: int
+    timers: list[int]
+    trace_context: dict[str, str]
 
 
 class HistoryEvent(msgspec.Struct, kw_only=True):

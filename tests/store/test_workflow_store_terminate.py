@@ -12,7 +12,7 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from azync_flow.store import NotFoundError, Subscriber, WorkflowState
+from azync_flow.store import NotFoundError, Subscriber, TerminatedExecution, WorkflowState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import EventFilter
 
@@ -22,7 +22,9 @@ EVENT = ("WorkflowTerminated", b'{"type":"WorkflowTerminated","reason":"r"}')
 TERMINATED = "azync.workflow.terminated"
 
 
-async def _terminate(store: PostgresStore, wid: uuid.UUID, reason: str = "r") -> object:
+async def _terminate(
+    store: PostgresStore, wid: uuid.UUID, reason: str = "r"
+) -> TerminatedExecution:
     return await store.terminate_workflow(wid, reason, "ops@host", EVENT)
 
 
@@ -33,8 +35,8 @@ async def test_terminate_ends_a_run_holding_a_leased_task_whose_commit_then_writ
     task = await lease_task(store, wid)
     assert task.lease_token is not None
     done = await _terminate(store, wid, "stuck")
-    assert done.workflow_tasks == 1  # type: ignore[attr-defined]
-    assert done.seq == 1  # type: ignore[attr-defined]
+    assert done.workflow_tasks == 1
+    assert done.seq == 1
     before = await snapshot(store, wid)
     with pytest.raises(NotFoundError):
         await store.commit_workflow_task(
@@ -74,8 +76,8 @@ async def test_terminate_a_suspended_run_cancels_its_uncertain_operation(
     )
     await store.suspend_workflow(wid, "uncertain operation")
     done = await _terminate(store, wid)
-    assert done.previous_state == "suspended"  # type: ignore[attr-defined]
-    assert done.operations == [f"{wid}/1 $op:charge@1"]  # type: ignore[attr-defined]
+    assert done.previous_state == "suspended"
+    assert done.operations == [f"{wid}/1 $op:charge@1"]
     [op] = [j for j in await jobs_of(store, wid) if j["id"] == op_id]
     assert op["state"] == "cancelled"
     assert op["uncertain_reason"] == "gateway timeout"  # the audit trail stays

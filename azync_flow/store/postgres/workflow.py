@@ -13,11 +13,7 @@ from .workflow_core import WORKFLOW_TASK
 from .workflow_listing import WorkflowDoneSubscription, WorkflowListingMixin
 from .workflow_reaper import ReapReport, WorkflowReaperMixin
 from .workflow_runtime import BufferedSignal, Outcome, WorkflowTaskState
-from .workflow_terminate import (
-    WORKFLOW_TERMINATED_EVENT,
-    TerminatedExecution,
-    WorkflowTerminateMixin,
-)
+from .workflow_terminate import WORKFLOW_TERMINATED_EVENT, WorkflowTerminateMixin
 from .workflow_uncertain import (
     LEASE_EXPIRED_REASON,
     ResolvedOperation,
@@ -33,7 +29,6 @@ __all__ = [
     "Outcome",
     "ReapReport",
     "ResolvedOperation",
-    "TerminatedExecution",
     "UncertainOperation",
     "WorkflowDoneSubscription",
     "WorkflowMixin",

@@ -8,36 +8,16 @@ come). ``cancel`` stays the cooperative verb: it asks the code to clean up.
 from __future__ import annotations
 
 import uuid
-from typing import NamedTuple
 
 import msgspec
 
 from ..errors import NotFoundError
+from ..types import TerminatedExecution, WorkflowState
 from ._base import decode_meta, encode_meta
 from .workflow_core import LIVE_WORKFLOW_STATES, WorkflowCoreMixin, clean_text
 
 #: Ledger event type published by :meth:`WorkflowTerminateMixin.terminate_workflow`.
 WORKFLOW_TERMINATED_EVENT = "azync.workflow.terminated"
-
-
-class TerminatedExecution(NamedTuple):
-    """What a terminate ended.
-
-    Attributes:
-        seq: history seq of the terminal event.
-        previous_state: ``running`` or ``suspended``.
-        operations: cancelled operations, ``"<execution key> <kind>"`` each.
-        workflow_tasks: workflow tasks cancelled (a leased one included).
-        timers: seqs of the timers cancelled (never delivered).
-        trace_context: the run's W3C trace context.
-    """
-
-    seq: int
-    previous_state: str
-    operations: list[str]
-    workflow_tasks: int
-    timers: list[int]
-    trace_context: dict[str, str]
 
 
 class _LedgerBody(msgspec.Struct):
@@ -134,7 +114,7 @@ class WorkflowTerminateMixin(WorkflowCoreMixin):
             )
         return TerminatedExecution(
             seq=int(done["seq"]),
-            previous_state=row["state"],
+            previous_state=WorkflowState(row["state"]),
             operations=body.cancelled_operations,
             workflow_tasks=int(done["tasks"]),
             timers=body.cancelled_timers,
