@@ -1,4 +1,5 @@
-"""Client of workflow executions: start, signal, result, cancel, describe, history.
+"""Client of workflow executions: start, signal, result, cancel, terminate, describe,
+history.
 
 Example::
 
