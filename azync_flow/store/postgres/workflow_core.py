@@ -174,7 +174,8 @@ class WorkflowCoreMixin(PgBase):
         view = execution_from_row(row)
         failures, error = row["task_failures"], row["task_error"]
         if view.state == WorkflowState.RUNNING and failures and error:
-            view.blocked_reason = f"{error} (after {failures} workflow task attempts)"
+            plural = "s" if failures != 1 else ""
+            view.blocked_reason = f"{error} (after {failures} workflow task attempt{plural})"
         return view
 
     async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None:
