@@ -17,7 +17,9 @@ Two families:
   :class:`WorkflowCompleted`, :class:`WorkflowFailed`, :class:`WorkflowCancelled`.
 * **Inputs** — delivered to the code when the replay reaches them:
   :class:`ActivityCompleted`, :class:`ActivityFailed`, :class:`OperationUncertain`,
-  :class:`OperationResolved` (appended by the activity runtime / operators) and
+  :class:`OperationResolved` (appended by the activity runtime / operators),
+  :class:`SignalsUndelivered` (appended by the store when the execution finishes
+  with signals its code never consumed) and
   :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested` (appended
   by the pass that delivered them).
 
@@ -47,9 +49,11 @@ __all__ = [
     "PatchMarker",
     "SideEffectRecorded",
     "SignalReceived",
+    "SignalsUndelivered",
     "TimerCancelled",
     "TimerFired",
     "TimerStarted",
+    "UndeliveredSignal",
     "WorkflowCancelled",
     "WorkflowCompleted",
     "WorkflowFailed",
@@ -250,7 +254,8 @@ class OperationResolved(Event):
 
 class WorkflowTerminated(Event):
     """An operator ended the execution (``terminate``) without running its code:
-    who (``terminated_by``) and why (``reason``). Always the last event."""
+    who (``terminated_by``) and why (``reason``). The terminal event: only a
+    :class:`SignalsUndelivered` record may follow it."""
 
     is_external: ClassVar[bool] = True
     reason: str = ""
@@ -258,6 +263,33 @@ class WorkflowTerminated(Event):
 
     def describe(self) -> str:
         return f"WorkflowTerminated(by {self.terminated_by}: {self.reason[:60]})"
+
+
+class UndeliveredSignal(msgspec.Struct, kw_only=True):
+    """One signal listed by :class:`SignalsUndelivered`."""
+
+    signal_id: int
+    name: str
+    message_id: str = ""
+
+
+class SignalsUndelivered(Event):
+    """Signals accepted (``signal()`` returned True) but never consumed by the code
+    when the execution finished, in arrival order.
+
+    Appended by the store in the same transaction as the terminal transition,
+    after the outcome's events (so it is the last event of a finished
+    history). Replay ignores it: the code never saw these signals.
+    """
+
+    is_external: ClassVar[bool] = True
+    seq: int
+    signals: list[UndeliveredSignal] = msgspec.field(default_factory=list)
+
+    def describe(self) -> str:
+        names = ", ".join(s.name for s in self.signals[:5])
+        more = f", +{len(self.signals) - 5} more" if len(self.signals) > 5 else ""
+        return f"SignalsUndelivered({len(self.signals)}: {names}{more})"
 
 
 class HistoryEntry(msgspec.Struct, frozen=True):
@@ -284,6 +316,7 @@ AnyEvent = (
     | OperationUncertain
     | OperationResolved
     | WorkflowTerminated
+    | SignalsUndelivered
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -305,6 +338,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         OperationUncertain,
         OperationResolved,
         WorkflowTerminated,
+        SignalsUndelivered,
     )
 }
 COMMAND_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_command)

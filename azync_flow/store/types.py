@@ -449,6 +449,23 @@ class WorkflowStartParams(msgspec.Struct, kw_only=True):
 
 
 class WorkflowExecutionView(msgspec.Struct, kw_only=True):
+    """One workflow execution as ``describe()``, ``list()`` and the CLI show it.
+
+    Attributes:
+        suspend_reason: why the execution is suspended (non-determinism, a
+            forbidden call, an uncertain operation, a workflow task that kept
+            losing its lease, an operator); '' when it never was or was
+            resumed. Kept when a suspended execution is cancelled.
+        suspend_seq: the history seq the suspension concerns: where replay
+            disagreed with the code, or the ``OperationUncertain`` event of an
+            uncertain operation; None when not tied to one (a forbidden call).
+        suspend_operation_id: the operation job the suspension concerns (an
+            uncertain operation, to pass to ``resolve_uncertain``), else None.
+        signals_undelivered: signals accepted (``signal()`` returned True) but
+            never consumed by the code before the execution finished; each is
+            listed in the history's terminal ``SignalsUndelivered`` event.
+    """
+
     id: uuid.UUID
     name: str
     version: str
@@ -462,6 +479,10 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     created_at: datetime
     updated_at: datetime
     completed_at: datetime | None = None
+    suspend_reason: str = ""
+    suspend_seq: int | None = None
+    suspend_operation_id: uuid.UUID | None = None
+    signals_undelivered: int = 0
     #: Why a running execution is not progressing: its workflow task keeps
     #: failing (e.g. no worker registers the workflow) — the last error and
     #: the attempts made. "" when nothing is known to hold it up.
@@ -477,6 +498,8 @@ class TerminatedExecution(msgspec.Struct, kw_only=True):
         operations: the cancelled operations, ``"<execution key> <kind>"`` each.
         workflow_tasks: workflow tasks cancelled (a leased one included).
         timers: seqs of the cancelled (never delivered) timers.
+        signals_undelivered: accepted signals its code never consumed, recorded
+            undelivered after the terminal event.
         trace_context: the run's W3C trace context.
     """
 
@@ -485,6 +508,7 @@ class TerminatedExecution(msgspec.Struct, kw_only=True):
     operations: list[str]
     workflow_tasks: int
     timers: list[int]
+    signals_undelivered: int
     trace_context: dict[str, str]
 
 

@@ -12,7 +12,13 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from azync_flow.store import NotFoundError, Subscriber, TerminatedExecution, WorkflowState
+from azync_flow.store import (
+    NotFoundError,
+    SignalParams,
+    Subscriber,
+    TerminatedExecution,
+    WorkflowState,
+)
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import EventFilter
 
@@ -145,3 +151,20 @@ async def test_a_terminated_run_is_vacuumed_like_other_finished_runs(
     assert await store.vacuum_workflows(timedelta(days=1)) == 1
     with pytest.raises(NotFoundError):
         await store.get_workflow_execution(wid)
+
+
+async def test_terminate_records_signals_the_code_never_consumed_after_its_event(
+    store: PostgresStore,
+) -> None:
+    wid = await started(store)
+    assert await store.signal_workflow(SignalParams(workflow_id=wid, name="go", message_id="m1"))
+    done = await _terminate(store, wid)
+    assert done.signals_undelivered == 1
+    assert [h.type for h in await store.list_history(wid)] == [
+        "WorkflowTerminated",
+        "SignalsUndelivered",
+    ]
+    view = await store.get_workflow_execution(wid)
+    assert (view.state, view.signals_undelivered) == (WorkflowState.TERMINATED, 1)
+    types = sorted(r.type for r in (await store.list_events(EventFilter(), 0, 10))[0])
+    assert types == ["azync.workflow.signals_undelivered", TERMINATED]

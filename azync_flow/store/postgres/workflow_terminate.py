@@ -47,7 +47,9 @@ class WorkflowTerminateMixin(WorkflowCoreMixin):
         pending, scheduled, leased, paused and uncertain jobs (workflow tasks
         and operations) are cancelled with their lease tokens cleared, so a
         worker still holding one loses its fence (its pass commit or activity
-        completion writes nothing); its unfired timers are cancelled; one
+        completion writes nothing); its unfired timers are cancelled; signals
+        it never consumed are recorded undelivered after that event (the
+        terminal transition every finishing verb shares); one
         ``azync.workflow.terminated`` ledger event is published (payload:
         ``workflow_id``, ``name``, ``reason``, ``terminated_by``,
         ``previous_state``, ``cancelled_operations``, ``cancelled_timers``;
@@ -79,16 +81,20 @@ class WorkflowTerminateMixin(WorkflowCoreMixin):
             done = await self._fetchrow(
                 "workflow_terminate",
                 id,
-                f"terminated by {terminated_by}: {reason}",
                 event[0],
                 event[1],
                 f"cancelled: workflow execution terminated by {terminated_by}: {reason}",
-                self.channel,
                 conn=conn,
             )
             assert done is not None, "locked live execution was not terminated"
-            # Undelivered buffered signals are to be recorded here, in this
-            # transaction, by the terminal-transition signals step.
+            # The one terminal transition: state, undelivered signals, waiters.
+            undelivered = await self._finish(
+                conn,
+                id,
+                WorkflowState.TERMINATED,
+                None,
+                f"terminated by {terminated_by}: {reason}",
+            )
             trace = decode_meta(row["trace_context"])
             body = _LedgerBody(
                 workflow_id=id,
@@ -118,5 +124,6 @@ class WorkflowTerminateMixin(WorkflowCoreMixin):
             operations=body.cancelled_operations,
             workflow_tasks=int(done["tasks"]),
             timers=body.cancelled_timers,
+            signals_undelivered=undelivered,
             trace_context=trace,
         )

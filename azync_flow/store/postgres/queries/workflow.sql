@@ -75,19 +75,12 @@ SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions
 WHERE id = $2 FOR NO KEY UPDATE
 
 -- name: workflow_finish
--- $2 id, $3 terminal state, $4 result, $5 failure reason. Only from a live state.
-UPDATE azync_workflow_executions
-SET state = $3, result = $4, failure_reason = $5, completed_at = coalesce($1::timestamptz, now()),
-    updated_at = coalesce($1::timestamptz, now())
-WHERE id = $2 AND state IN ('running', 'suspended')
-RETURNING id
-
--- name: workflow_retire_jobs
--- $2 id: a terminal execution's runnable tasks and operations will never run.
-UPDATE azync_jobs
-SET state = 'cancelled', completed_at = coalesce($1::timestamptz, now()),
-    updated_at = coalesce($1::timestamptz, now())
-WHERE run_id = $2 AND source = 'workflow' AND state IN ('pending', 'scheduled', 'paused')
+-- $2 id, $3 terminal state, $4 result, $5 failure reason, $6 channel: the one
+-- terminal transition (azync_workflow_finish, migration 0004): finish, retire
+-- runnable jobs, record unconsumed signals as undelivered, notify waiters.
+-- It locks the execution row itself first. No row = missing or not live.
+SELECT retired, undelivered, $1::timestamptz AS at
+FROM azync_workflow_finish($2, $3, $4, $5, coalesce($1::timestamptz, now()), $6)
 
 -- name: workflow_cancel_uncertain_ops
 -- $2 run id: a suspended execution cancelled by the client settles its
@@ -106,22 +99,35 @@ WHERE id = $2 AND state IN ('running', 'suspended')
 RETURNING state
 
 -- name: workflow_suspend
--- $2 id, $3 reason
+-- $2 id, $3 reason, $4 history seq it concerns (NULL = none), $5 operation
+-- job id it concerns (NULL = none)
 UPDATE azync_workflow_executions
-SET state = 'suspended', suspend_reason = $3, updated_at = coalesce($1::timestamptz, now())
+SET state = 'suspended', suspend_reason = $3, suspend_seq = $4::bigint,
+    suspend_operation_id = $5::uuid, updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'running'
+RETURNING id
+
+-- name: workflow_suspend_retarget
+-- $2 id, $3 reason, $4 operation job id: a suspended execution whose
+-- operation was decided while another still waits now names that one (the
+-- history seq of its OperationUncertain event is not known here: NULL).
+UPDATE azync_workflow_executions
+SET suspend_reason = $3, suspend_seq = NULL, suspend_operation_id = $4::uuid,
+    updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND state = 'suspended' AND suspend_operation_id IS NOT NULL
 RETURNING id
 
 -- name: workflow_resume
 -- $2 id
 UPDATE azync_workflow_executions
-SET state = 'running', suspend_reason = '', updated_at = coalesce($1::timestamptz, now())
+SET state = 'running', suspend_reason = '', suspend_seq = NULL, suspend_operation_id = NULL,
+    updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'suspended'
 RETURNING id
 
 -- name: workflow_uncertain_ops
 -- $2 run id: operations of the execution still waiting for a decision.
-SELECT id, kind, task_key, $1::timestamptz AS at FROM azync_jobs
+SELECT id, kind, task_key, uncertain_reason, $1::timestamptz AS at FROM azync_jobs
 WHERE run_id = $2 AND source = 'workflow' AND state = 'uncertain'
 ORDER BY uncertain_since, id
 
@@ -498,10 +504,6 @@ WHERE ($2::text IS NULL OR name = $2)
 ORDER BY created_at DESC, id DESC
 LIMIT $4
 
--- name: workflow_done_notify
--- $2 channel, $3 execution id: announce a terminal transition to waiting clients.
-SELECT pg_notify($2, 'workflow.done:' || $3::uuid::text), $1::timestamptz AS at
-
 -- name: workflow_task_load
 -- $2 workflow id, $3 after seq: everything a replay pass reads, in ONE
 -- statement (one snapshot): the execution row, its history past $3 and
@@ -711,33 +713,6 @@ WITH clock AS (
 SELECT f.state, (SELECT max(seq) FROM ev) AS seq, (SELECT count(*) FROM ack) AS acked,
        (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM stat) AS stats_rows
 FROM f
-
--- name: workflow_finish_retire
--- $2 id, $3 terminal state, $4 result, $5 failure reason, $6 channel:
--- workflow_finish + workflow_retire_jobs + workflow_done_notify in one
--- statement. ONLY for a transaction that already holds the execution row
--- lock (a fenced pass commit): no writer of the execution can have inserted
--- a job after that lock, so this statement's snapshot sees every runnable one.
-WITH fin AS (
-    UPDATE azync_workflow_executions
-    SET state = $3, result = $4, failure_reason = $5,
-        completed_at = coalesce($1::timestamptz, now()),
-        updated_at = coalesce($1::timestamptz, now())
-    WHERE id = $2 AND state IN ('running', 'suspended')
-    RETURNING id
-), ret AS (
-    UPDATE azync_jobs
-    SET state = 'cancelled', completed_at = coalesce($1::timestamptz, now()),
-        updated_at = coalesce($1::timestamptz, now())
-    WHERE run_id IN (SELECT id FROM fin) AND source = 'workflow'
-      AND state IN ('pending', 'scheduled', 'paused')
-    RETURNING 1
-), done AS (
-    SELECT pg_notify($6, 'workflow.done:' || id::text) FROM fin
-)
-SELECT id, (SELECT count(*) FROM ret) AS retired, (SELECT count(*) FROM done) AS notified
-FROM fin
-
 -- name: workflow_terminate_lock_jobs
 -- $2 id: lock the execution's live jobs BEFORE its row (workflow_lock next):
 -- every fenced settle locks its job first, then the execution, so terminate
@@ -751,48 +726,44 @@ ORDER BY id
 FOR UPDATE
 
 -- name: workflow_terminate
--- $2 id, $3 failure reason, $4 history event type, $5 its payload, $6 the
--- cancelled jobs' last_error, $7 channel. ONLY after workflow_lock in the
--- same transaction (this statement's snapshot then sees every job of the
--- execution). A live execution ends 'terminated': the terminal event is
--- appended at next_seq, its live jobs are cancelled with their lease token
--- cleared (a worker holding its workflow task or an operation loses the
--- fence: its commit or completion writes nothing), its unfired timers are
--- marked fired (never delivered) and result() waiters are notified.
+-- $2 id, $3 history event type, $4 its payload, $5 the cancelled jobs'
+-- last_error. ONLY after workflow_lock in the same transaction (this
+-- statement's snapshot then sees every job of the execution), and followed
+-- by workflow_finish (state 'terminated', undelivered signals, waiters). The
+-- terminal event is appended at next_seq; the live jobs are cancelled with
+-- their lease token cleared (a worker holding the workflow task or an
+-- operation loses the fence: its commit or completion writes nothing); the
+-- unfired timers are marked fired (never delivered).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
-), fin AS (
+), ex AS (
     UPDATE azync_workflow_executions e
-    SET state = 'terminated', failure_reason = $3, next_seq = e.next_seq + 1,
-        completed_at = c.t, updated_at = c.t
+    SET next_seq = e.next_seq + 1, updated_at = c.t
     FROM clock c
     WHERE e.id = $2 AND e.state IN ('running', 'suspended')
     RETURNING e.id, e.next_seq - 1 AS seq
 ), ev AS (
     INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
-    SELECT f.id, f.seq, $4, $5, c.t FROM fin f, clock c
+    SELECT x.id, x.seq, $3, $4, c.t FROM ex x, clock c
     RETURNING seq
 ), jobs AS (
     UPDATE azync_jobs j
-    SET state = 'cancelled', lease_token = NULL, lease_until = NULL, last_error = $6,
+    SET state = 'cancelled', lease_token = NULL, lease_until = NULL, last_error = $5,
         completed_at = c.t, updated_at = c.t
-    FROM fin f, clock c
-    WHERE j.run_id = f.id AND j.source = 'workflow'
+    FROM ex x, clock c
+    WHERE j.run_id = x.id AND j.source = 'workflow'
       AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
     RETURNING j.kind, j.task_key
 ), tmr AS (
     UPDATE azync_workflow_timers tm
     SET fired_at = c.t
-    FROM fin f, clock c
-    WHERE tm.workflow_id = f.id AND tm.fired_at IS NULL
+    FROM ex x, clock c
+    WHERE tm.workflow_id = x.id AND tm.fired_at IS NULL
     RETURNING tm.seq
-), done AS (
-    SELECT pg_notify($7, 'workflow.done:' || id::text) FROM fin
 )
-SELECT f.seq, (SELECT count(*) FROM ev) AS written,
+SELECT x.seq, (SELECT count(*) FROM ev) AS written,
        ARRAY(SELECT o.task_key || ' ' || o.kind FROM jobs o WHERE o.task_key <> '$wft'
              ORDER BY o.task_key) AS operations,
        (SELECT count(*) FROM jobs WHERE task_key = '$wft') AS tasks,
-       ARRAY(SELECT seq FROM tmr ORDER BY seq) AS timers,
-       (SELECT count(*) FROM done) AS notified
-FROM fin f
+       ARRAY(SELECT seq FROM tmr ORDER BY seq) AS timers
+FROM ex x
