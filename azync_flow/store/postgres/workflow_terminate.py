@@ -11,10 +11,9 @@ import uuid
 
 import msgspec
 
-from ..errors import NotFoundError
 from ..types import TerminatedExecution, WorkflowState
 from ._base import decode_meta, encode_meta
-from .workflow_core import LIVE_WORKFLOW_STATES, WorkflowCoreMixin, clean_text
+from .workflow_core import WorkflowCoreMixin, clean_text
 
 #: Ledger event type published by :meth:`WorkflowTerminateMixin.terminate_workflow`.
 WORKFLOW_TERMINATED_EVENT = "azync.workflow.terminated"
@@ -71,13 +70,7 @@ class WorkflowTerminateMixin(WorkflowCoreMixin):
         reason, terminated_by = clean_text(reason), clean_text(terminated_by)
         async with self.transaction() as conn:
             await self._fetch("workflow_terminate_lock_jobs", id, conn=conn)
-            row = await self._fetchrow("workflow_lock", id, conn=conn)
-            if row is None:
-                raise NotFoundError(f"workflow execution {id} does not exist; cannot terminate")
-            if row["state"] not in LIVE_WORKFLOW_STATES:
-                raise NotFoundError(
-                    f"workflow execution {id} is {row['state']} (finished); cannot terminate"
-                )
+            state = await self._lock_live(conn, id, "terminate")
             done = await self._fetchrow(
                 "workflow_terminate",
                 id,
@@ -95,13 +88,13 @@ class WorkflowTerminateMixin(WorkflowCoreMixin):
                 None,
                 f"terminated by {terminated_by}: {reason}",
             )
-            trace = decode_meta(row["trace_context"])
+            trace = decode_meta(done["trace_context"])
             body = _LedgerBody(
                 workflow_id=id,
-                name=row["name"],
+                name=done["name"],
                 reason=reason,
                 terminated_by=terminated_by,
-                previous_state=row["state"],
+                previous_state=state,
                 cancelled_operations=list(done["operations"]),
                 cancelled_timers=list(done["timers"]),
             )
@@ -120,7 +113,7 @@ class WorkflowTerminateMixin(WorkflowCoreMixin):
             )
         return TerminatedExecution(
             seq=int(done["seq"]),
-            previous_state=WorkflowState(row["state"]),
+            previous_state=WorkflowState(state),
             operations=body.cancelled_operations,
             workflow_tasks=int(done["tasks"]),
             timers=body.cancelled_timers,

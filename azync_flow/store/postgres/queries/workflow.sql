@@ -741,7 +741,7 @@ WITH clock AS (
     SET next_seq = e.next_seq + 1, updated_at = c.t
     FROM clock c
     WHERE e.id = $2 AND e.state IN ('running', 'suspended')
-    RETURNING e.id, e.next_seq - 1 AS seq
+    RETURNING e.id, e.next_seq - 1 AS seq, e.name, e.trace_context
 ), ev AS (
     INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
     SELECT x.id, x.seq, $3, $4, c.t FROM ex x, clock c
@@ -761,7 +761,7 @@ WITH clock AS (
     WHERE tm.workflow_id = x.id AND tm.fired_at IS NULL
     RETURNING tm.seq
 )
-SELECT x.seq, (SELECT count(*) FROM ev) AS written,
+SELECT x.seq, x.name, x.trace_context, (SELECT count(*) FROM ev) AS written,
        ARRAY(SELECT o.task_key || ' ' || o.kind FROM jobs o WHERE o.task_key <> '$wft'
              ORDER BY o.task_key) AS operations,
        (SELECT count(*) FROM jobs WHERE task_key = '$wft') AS tasks,
