@@ -162,7 +162,9 @@ class Config(msgspec.Struct, kw_only=True):
     Attributes:
         schema: Postgres schema to isolate the tables in; empty means ``public``.
             Validated as an identifier and quoted.
-        notify_channel: LISTEN/NOTIFY channel; empty means ``azync_wake``.
+        notify_channel: LISTEN/NOTIFY channel; empty means ``azync_wake_<schema>``
+            (one channel per schema, so other schemas' traffic never wakes
+            this store's workers).
         migrations_table: version-tracking table; empty means ``azync_migrations``.
         poll_only: disable push wake-ups, forcing the polling path.
         min_pool_size / max_pool_size: asyncpg pool bounds.

@@ -59,7 +59,7 @@ class WorkflowCoreMixin(PgBase):
         deadlock; with one sorted write after every other lock no cycle can form.
         """
         registry: dict[int, dict[str, list[int]]] = self.__dict__.setdefault("_wf_tx_stats", {})
-        async with self.pool.acquire() as conn, conn.transaction():
+        async with self.transaction() as conn:
             stats: dict[str, list[int]] = {}
             registry[id(conn)] = stats
             try:
