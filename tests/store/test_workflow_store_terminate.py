@@ -133,7 +133,7 @@ async def test_concurrent_terminates_end_the_run_once(store: PostgresStore) -> N
     )
     ok = [r for r in results if not isinstance(r, BaseException)]
     assert len(ok) == 1
-    assert all(isinstance(r, NotFoundError) for r in results if r not in ok)
+    assert all(isinstance(r, NotFoundError) for r in results if r not in ok), results
     assert [h.type for h in await store.list_history(wid)] == ["WorkflowTerminated"]
     assert (await store.list_events(EventFilter(type=TERMINATED), 0, 10))[1] == 1
 
@@ -168,3 +168,30 @@ async def test_terminate_records_signals_the_code_never_consumed_after_its_event
     assert (view.state, view.signals_undelivered) == (WorkflowState.TERMINATED, 1)
     types = sorted(r.type for r in (await store.list_events(EventFilter(), 0, 10))[0])
     assert types == ["azync.workflow.signals_undelivered", TERMINATED]
+
+
+async def test_signals_racing_a_terminate_are_accepted_or_refused_never_a_driver_error(
+    store: PostgresStore,
+) -> None:
+    """Signals lock the execution before the runnable workflow task; terminate
+    must take its locks in an order that cannot deadlock with them."""
+    for round_ in range(10):
+        wid = await started(store)
+
+        async def send(i: int, wid: uuid.UUID = wid) -> bool | None:
+            try:
+                return await store.signal_workflow(
+                    SignalParams(workflow_id=wid, name="go", message_id=f"m{i}")
+                )
+            except NotFoundError:
+                return None  # refused: the run had finished
+
+        results = await asyncio.gather(
+            *(send(i) for i in range(10)),
+            _terminate(store, wid, f"r{round_}"),
+            *(send(i) for i in range(10, 20)),
+        )
+        done = results[10]
+        assert isinstance(done, TerminatedExecution)
+        accepted = sum(1 for r in results[:10] + results[11:] if r is True)
+        assert done.signals_undelivered == accepted

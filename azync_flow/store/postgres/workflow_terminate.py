@@ -7,13 +7,19 @@ come). ``cancel`` stays the cooperative verb: it asks the code to clean up.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+import asyncpg
 import msgspec
 
+from ..errors import ConflictError
 from ..types import TerminatedExecution, WorkflowState
 from ._base import decode_meta, encode_meta
 from .workflow_core import WorkflowCoreMixin, clean_text
+
+#: Lock attempts before giving up (backoff 2 ms doubling to 100 ms: about 5 s).
+_LOCK_ATTEMPTS = 55
 
 #: Ledger event type published by :meth:`WorkflowTerminateMixin.terminate_workflow`.
 WORKFLOW_TERMINATED_EVENT = "azync.workflow.terminated"
@@ -66,11 +72,30 @@ class WorkflowTerminateMixin(WorkflowCoreMixin):
         Raises:
             NotFoundError: the execution is missing or already finished
                 (succeeded, failed, cancelled or terminated); nothing written.
+            ConflictError: its jobs stayed locked by other transactions for
+                every attempt (about 5 s); nothing written, retry.
         """
         reason, terminated_by = clean_text(reason), clean_text(terminated_by)
+        pause = 0.002
+        for _ in range(_LOCK_ATTEMPTS):
+            try:
+                return await self._terminate_once(id, reason, terminated_by, event)
+            except asyncpg.LockNotAvailableError:
+                # a job of the run is held by a transaction that needs the run's
+                # row next (a pass or an activity settling): let it finish
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.1)
+        raise ConflictError(
+            f"workflow execution {id}: its jobs stayed locked by other transactions "
+            f"through {_LOCK_ATTEMPTS} attempts; not terminated, retry"
+        )
+
+    async def _terminate_once(
+        self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
+    ) -> TerminatedExecution:
         async with self.transaction() as conn:
-            await self._fetch("workflow_terminate_lock_jobs", id, conn=conn)
             state = await self._lock_live(conn, id, "terminate")
+            await self._fetch("workflow_terminate_lock_jobs", id, conn=conn)
             done = await self._fetchrow(
                 "workflow_terminate",
                 id,

@@ -714,16 +714,18 @@ SELECT f.state, (SELECT max(seq) FROM ev) AS seq, (SELECT count(*) FROM ack) AS 
        (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM stat) AS stats_rows
 FROM f
 -- name: workflow_terminate_lock_jobs
--- $2 id: lock the execution's live jobs BEFORE its row (workflow_lock next):
--- every fenced settle locks its job first, then the execution, so terminate
--- takes the same order and cannot deadlock with a worker committing a pass
--- or completing an operation of this execution.
+-- $2 id: lock every live job of the execution WITHOUT waiting, after its
+-- row (workflow_lock). A fenced settle (pass commit, operation completion,
+-- reap, resolve) locks its job and then the execution, while signal,
+-- schedule and the terminal transition lock the execution first: no single
+-- order fits both, so a job held by another transaction fails this lock at
+-- once (lock_not_available) and terminate rolls back and retries, instead of
+-- deadlocking with that transaction.
 SELECT id FROM azync_jobs
 WHERE run_id = $2 AND source = 'workflow'
   AND state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
   AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
-ORDER BY id
-FOR UPDATE
+FOR UPDATE NOWAIT
 
 -- name: workflow_terminate
 -- $2 id, $3 history event type, $4 its payload, $5 the cancelled jobs'
