@@ -195,3 +195,21 @@ async def test_signals_racing_a_terminate_are_accepted_or_refused_never_a_driver
         assert isinstance(done, TerminatedExecution)
         accepted = sum(1 for r in results[:10] + results[11:] if r is True)
         assert done.signals_undelivered == accepted
+
+
+async def test_terminate_waits_out_a_transaction_holding_a_job_then_ends_the_run(
+    store: PostgresStore,
+) -> None:
+    """A job locked by another transaction (a worker settling it) makes terminate
+    back off and retry, not wait on the lock (which could deadlock) nor fail."""
+    wid = await started(store)
+    task = await lease_task(store, wid)
+    async with store.pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT 1 FROM azync_jobs WHERE id = $1 FOR UPDATE", task.id)
+        ending = asyncio.create_task(_terminate(store, wid))
+        await asyncio.sleep(0.3)
+        assert not ending.done()
+        assert (await store.get_workflow_execution(wid)).state == WorkflowState.RUNNING
+    done = await asyncio.wait_for(ending, 5)
+    assert done.workflow_tasks == 1
+    assert (await store.get_workflow_execution(wid)).state == WorkflowState.TERMINATED
