@@ -392,6 +392,8 @@ class WorkflowHandle(Generic[R]):
         Raises:
             NotFoundError: the execution is missing or already finished
                 (succeeded, failed, cancelled or terminated); nothing changed.
+            ConflictError: workers kept its jobs busy for about 5 s (it backs
+                off and retries meanwhile); nothing changed, call it again.
         """
         who = terminated_by or default_decider()
         event = encode_event(WorkflowTerminated(reason=reason, terminated_by=who))
