@@ -415,8 +415,8 @@ class WorkflowHandle(Generic[R]):
     async def describe(self) -> WorkflowExecutionView:
         """The execution row: state, result, failure reason, timestamps, and
         ``blocked_reason`` when a running execution's workflow task keeps
-        failing (e.g. ``no worker has registered workflow 'x' (after 4 workflow
-        task attempts)``).
+        failing (e.g. ``UnknownWorkflowError: no worker has registered workflow
+        'x' (after 4 workflow task attempts)``).
 
         Raises:
             NotFoundError: no such execution.

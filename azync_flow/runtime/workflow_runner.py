@@ -162,7 +162,7 @@ class WorkflowRunner:
                 cached.close()
             self._warn_unregistered(execution.name, run_id)
             span.record_failure(err)
-            why = f"no worker has registered workflow {execution.name!r}"
+            why = f"{type(err).__name__}: no worker has registered workflow {execution.name!r}"
             delay = await self._retry_later(job, token, err, why)
             span.set_outcome(Outcome.RETRIED, retry_delay=delay)
             return None

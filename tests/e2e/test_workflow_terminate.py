@@ -216,7 +216,9 @@ async def test_a_run_no_worker_can_run_says_why_and_terminate_ends_it(
         assert (await handle.describe()).state == WorkflowState.RUNNING
         await handle.terminate("workflow was removed from the code base", terminated_by="ops")
     assert view.state == WorkflowState.RUNNING
-    assert view.blocked_reason.startswith("no worker has registered workflow 'term_nosuch' (after")
+    assert view.blocked_reason.startswith(
+        "UnknownWorkflowError: no worker has registered workflow 'term_nosuch' (after"
+    )
     assert _failed_attempts(view.blocked_reason) >= 3
     warnings = [r for r in caplog.records if "term_nosuch" in r.getMessage()]
     assert len(warnings) == 1  # once per workflow name, however many runs and attempts
