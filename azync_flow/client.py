@@ -34,6 +34,7 @@ from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.job_tracing import traced_meta
+from azync_flow.runtime.run_span import end_finished_workflow_run_span
 from azync_flow.runtime.uncertain import (
     UncertainOperationView,
     default_decider,
@@ -43,6 +44,7 @@ from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
     EnqueueParams,
     SignalParams,
+    StalledWorkflow,
     TerminatedExecution,
     WorkflowExecutionView,
     WorkflowStartParams,
@@ -77,7 +79,7 @@ class ClientStore(Protocol):
     ) -> tuple[bool, uuid.UUID]: ...
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView: ...
     async def signal_workflow(self, p: SignalParams) -> bool: ...
-    async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState | None: ...
     async def terminate_workflow(
         self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
     ) -> TerminatedExecution: ...
@@ -89,6 +91,9 @@ class ClientStore(Protocol):
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
     ) -> list[Any]: ...
+    async def list_stalled_workflows(
+        self, older_than: timedelta, limit: int
+    ) -> list[StalledWorkflow]: ...
 
 
 class ExecutionPage(NamedTuple):
@@ -229,8 +234,9 @@ class Client:
             business_idempotency_key=idempotency_key,
             meta=meta or {},
         )
-        # The run's trace: a short start span under the caller's span; its context
-        # is stored with the execution (a deduplicated start keeps the stored one).
+        # The run's trace: the run span is reserved in the caller's trace (exported
+        # when the run ends); its context is stored with the execution (a
+        # deduplicated start keeps the stored one).
         carrier = self.tracer.start_run_span(RunKind.WORKFLOW, workflow.name, run_id)
         inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
         if not inserted:
@@ -249,6 +255,32 @@ class Client:
         execution: workflow, activity, input, since when and why (docs/uncertain.md)."""
         ops = await self.store.list_uncertain_operations(limit=limit, workflow_id=workflow_id)
         return [UncertainOperationView.from_store(op) for op in ops]
+
+    async def list_stalled(
+        self, older_than: timedelta = timedelta(0), limit: int = 100
+    ) -> builtins.list[StalledWorkflow]:
+        """Running executions with nothing pending, oldest change first: no live
+        workflow task or operation, no unfired timer, and not waiting on a
+        signal (or waiting on one that is already buffered). Such a run will
+        not move on its own — its task or operation was lost — so it is listed
+        here instead of waiting silently; the leader's ``repair_stalled`` step
+        gives each a workflow task once it is ``stalled_after`` old.
+
+        Args:
+            older_than: only executions unchanged for at least this long.
+            limit: most executions returned (>= 1).
+
+        Returns:
+            ``StalledWorkflow`` rows (``id``, ``name``, ``updated_at``).
+
+        Raises:
+            ValueError: ``limit`` < 1 or ``older_than`` negative.
+        """
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        if older_than < timedelta(0):
+            raise ValueError("older_than must not be negative")
+        return await self.store.list_stalled_workflows(older_than, limit)
 
     async def resolve_uncertain(
         self,
@@ -364,12 +396,15 @@ class WorkflowHandle(Generic[R]):
         A running execution sees ``asyncio.CancelledError`` at its current
         await and may clean up (durably) before it ends. A suspended one cannot
         run code: it is settled cancelled at once, without cleanup code, and its
-        uncertain operations are cancelled with it (docs/workflows.md).
+        uncertain operations are cancelled with it (docs/workflows.md); this
+        call then exports the run's span.
 
         Raises:
             NotFoundError: the execution is missing or already finished.
         """
-        await self.client.store.cancel_workflow_execution(self.id)
+        state = await self.client.store.cancel_workflow_execution(self.id)
+        if state == WorkflowState.CANCELLED:  # ended by this call: its commit won
+            await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
 
     async def terminate(self, reason: str, *, terminated_by: str | None = None) -> None:
         """End the execution now, whatever it is doing, without running its code.
@@ -400,13 +435,14 @@ class WorkflowHandle(Generic[R]):
         done = await retry_transient(
             lambda: self.client.store.terminate_workflow(self.id, reason, who, event)
         )
-        # The run-level span, once runs emit one at their end, is emitted here too.
         self.client.tracer.run_event(
             done.trace_context,
             RunEvent.TERMINATED,
             run_id=self.id,
             attributes={"azync.terminated_by": who, "azync.reason": reason[:1024]},
         )
+        # This call's commit ended the run: it exports the run span (after the event).
+        await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
 
     async def resume(self) -> None:
         """Resume a suspended execution (e.g. after fixing non-deterministic code)."""

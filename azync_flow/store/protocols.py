@@ -550,7 +550,8 @@ class WorkflowStore(Protocol):
     async def list_stalled_workflows(
         self, older_than: timedelta, limit: int
     ) -> list[StalledWorkflow]:
-        """Running executions with no live workflow job, updated >= older_than ago."""
+        """Running executions with nothing pending (no live workflow job, no unfired
+        timer, not blocked on a signal), updated >= older_than ago."""
         ...
 
 
@@ -618,9 +619,11 @@ class LeaseElector(Protocol):
     """Contract ``LeaseElector``."""
 
     async def acquire_leadership_lease(
-        self, name: str, ttl: timedelta = ...
+        self, name: str, ttl: timedelta = ..., *, holder: str = ...
     ) -> LeadershipLease | None:
         """Try to take the named leadership; None when another instance leads.
+
+        ``holder`` names the process for operators (default ``"<host>:<pid>"``).
 
         A leadership is a lease on the backend clock: free or lapsed for
         ``ttl`` since its last renewal, it is taken with a higher term. Renew

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from opentelemetry.trace import StatusCode
 
 from azync_flow.client import Client, WorkflowHandle
 from azync_flow.errors import WorkflowTerminatedError
@@ -140,10 +141,16 @@ async def test_terminate_ends_a_sleeping_run_without_running_its_code(
     assert body["terminated_by"] == "ops@desk"
     assert body["previous_state"] == "running"
     assert body["cancelled_timers"] == [1]
-    [span] = capture.named("workflow.terminated")  # on the run's trace
-    [start] = capture.named("workflow.start term_sleeper")
-    assert parent_id(span) == start.context.span_id
-    assert span.attributes["azync.terminated_by"] == "ops@desk"
+    # the run's trace: the terminate event, then the run span, exported once,
+    # ending after every attempt, ERROR with the recorded reason
+    [event_span] = capture.named("workflow.terminated")
+    [run] = capture.named("workflow term_sleeper")
+    assert parent_id(event_span) == run.context.span_id
+    assert event_span.attributes["azync.terminated_by"] == "ops@desk"
+    assert run.attributes["azync.state"] == "terminated"
+    assert run.status.status_code is StatusCode.ERROR
+    assert "customer closed the account" in (run.status.description or "")
+    assert all(s.end_time <= run.end_time for s in capture.spans() if s is not run)
 
     clock.advance(timedelta(hours=2))  # the timer's time comes: nothing runs
     await runtime.run_until_idle()

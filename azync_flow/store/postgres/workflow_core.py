@@ -197,7 +197,7 @@ class WorkflowCoreMixin(PgBase):
         async with self._wtx() as conn:
             await self._finish(conn, id, WorkflowState.FAILED, None, reason)
 
-    async def cancel_workflow_execution(self, id: uuid.UUID) -> None:
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState:
         """Contract ``CancelWorkflowExecution``: request cancellation.
 
         A running execution gets ``cancel_requested`` and a workflow task; the
@@ -217,6 +217,9 @@ class WorkflowCoreMixin(PgBase):
         appended (history records what the code did, and it did not run);
         signals it never consumed get the ``SignalsUndelivered`` record.
 
+        Returns ``running`` when cancellation was requested (a pass ends the
+        execution), ``cancelled`` when this call ended it.
+
         Raises NotFoundError when the execution is missing or terminal.
         """
         async with self._wtx() as conn:
@@ -224,7 +227,7 @@ class WorkflowCoreMixin(PgBase):
             await self._fetchval("workflow_cancel_request", id, conn=conn)
             if state == WorkflowState.RUNNING:
                 await self._schedule_task(conn, id, WORKFLOW_TASK, None)
-                return
+                return WorkflowState.RUNNING
             await self._fetch("workflow_cancel_uncertain_ops", id, conn=conn)
             await self._finish(
                 conn,
@@ -233,6 +236,7 @@ class WorkflowCoreMixin(PgBase):
                 None,
                 "ended while suspended; no cleanup code ran",
             )
+        return WorkflowState.CANCELLED
 
     async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None:
         """Contract ``SuspendWorkflow``: running -> suspended (no passes run).
@@ -394,13 +398,18 @@ class WorkflowCoreMixin(PgBase):
         self, older_than: timedelta, limit: int
     ) -> list[StalledWorkflow]:
         """Contract ``ListStalledWorkflows``: running executions updated at least
-        ``older_than`` ago (inclusive) with no pending, scheduled, active or
-        uncertain workflow job. Oldest first, at most ``limit``.
+        ``older_than`` ago (inclusive) with nothing pending — no pending,
+        scheduled, active or uncertain workflow job, no unfired timer, and not
+        blocked on a signal (an execution whose awaited signal is already
+        buffered counts as stalled: its task was lost). Oldest first, at most
+        ``limit``.
         """
         if limit <= 0:
             return []
         rows = await self._fetch("workflow_list_stalled", older_than, limit)
-        return [StalledWorkflow(id=r["id"], name=r["name"]) for r in rows]
+        return [
+            StalledWorkflow(id=r["id"], name=r["name"], updated_at=r["updated_at"]) for r in rows
+        ]
 
     # --- helpers shared with the runtime mixin --------------------------------------
 
