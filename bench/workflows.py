@@ -3,9 +3,10 @@
     python bench/workflows.py [--rounds 3] [-n 1000] [--seq 200] [--signals 100]
                               [--gather 200] [--commit-runs 200] [--quick] [--no-dbos]
 
-DSN: ``--dsn``, else ``$AZYNC_DSN``, else an embedded server. The bench drops and
-recreates three databases on that server, ``azb_flow``, ``azb_dbos`` and
-``azb_floor``, so ``pg_stat_database`` of each sees only its side.
+DSN: ``--dsn``, else ``$AZYNC_DSN``, else an embedded server. The bench creates three
+databases on that server for the run and drops them at its end, ``azb_<pid>_flow``,
+``azb_<pid>_dbos`` and ``azb_<pid>_floor`` (named per run: runs sharing a server
+leave each other alone), so the statistics of each see only its side.
 
 Rounds. Each round runs every workload on azync_flow, then on DBOS, workload by
 workload (azync_flow, DBOS, azync_flow, DBOS, ...), so a load swing on the machine
@@ -40,14 +41,17 @@ Rows:
 * scale-out, workflows/s: the 3-activity throughput run with 2 worker processes and
   the client in this (third) process. DBOS: 2 processes dequeuing from a DBOS queue
   (polling every 0.1 s) and a ``DBOSClient`` process that enqueues and waits.
-* commits / write txns per 3-activity workflow: ``pg_stat_database.xact_commit``
-  delta of the side's database over a fresh process that runs K workflows
-  (azync_flow: worker and remote-path client in one process, all started, then
-  awaited with one aggregate query per 100 ms; DBOS: in-process calls), minus a
-  K = 0 process (baseline measured once per side; stats are flushed when backends
-  exit). ``xact_commit`` counts read-only transactions too; ``write txns`` is the
-  ``txid_current()`` delta over the same window (cluster-wide: run on an otherwise
-  idle server; every workload process is stopped during these windows).
+* commits / write txns per 3-activity workflow: over a fresh process that runs K
+  workflows (azync_flow: worker and remote-path client in one process, all started,
+  then awaited with one aggregate query per 100 ms; DBOS: in-process calls), minus a
+  K = 0 process (measured once per side), with no other process of the run
+  connected. ``commits`` is the ``pg_stat_database.xact_commit`` delta of the
+  side's database (read-only transactions too; stats are flushed when the
+  backends exit). ``write txns`` counts the WAL's COMMIT records of transactions
+  that wrote a block of the side's database (``pg_walinspect``, PostgreSQL 15+,
+  superuser: exact on a shared server); where that extension cannot be created, the
+  ``txid_current()`` advance (cluster-wide, so other clients add to it: the row
+  then shows the minimum over rounds).
 * floor: the same 3 steps as plain asyncpg commits and no engine, 5 commits per
   workflow (start insert, 3 step results, finish update), N workflows over the
   worker's concurrency in connections, and one at a time; rows give azync_flow's
@@ -55,6 +59,9 @@ Rows:
 * replay (azync_flow only, no database, once): a full replay of histories of 100,
   1,000 and 10,000 events, and a cached pass (one new event) at that length, as a
   ratio to the cached pass at event 10.
+
+``--quick`` runs small sizes (``QUICK``) and runs scale-out and the commit windows,
+which start five processes per side, in round 1 only; about 1.5 minutes.
 
 Targets: >= 3x DBOS workflows/s; start-to-finish, sequential and signal -> resume
 p50 <= 0.5x DBOS; <= 6 write transactions per workflow with a remote client (<= 4
@@ -82,15 +89,14 @@ from urllib.parse import urlsplit
 import asyncpg
 import msgspec
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _flow_workload import DEFAULT_CONCURRENCY, fan, long, three, waiter  # noqa: E402
+from _flow_workload import DEFAULT_CONCURRENCY, fan, long, three, waiter
 
-from azync_flow.client import Client  # noqa: E402
-from azync_flow.embedded import resolve_dsn  # noqa: E402
-from azync_flow.replay import (  # noqa: E402
+from azync_flow.client import Client
+from azync_flow.embedded import resolve_dsn
+from azync_flow.replay import (
     ActivityCompleted,
     ActivityScheduled,
     HistoryEntry,
@@ -98,14 +104,15 @@ from azync_flow.replay import (  # noqa: E402
     WorkflowInstance,
     run_pass,
 )
-from azync_flow.store import Config  # noqa: E402
-from azync_flow.store.postgres import PostgresStore, open_store  # noqa: E402
+from azync_flow.store import Config
+from azync_flow.store.postgres import PostgresStore, open_store
 
+HERE = Path(__file__).resolve().parent
 FLOW_SCRIPT, DBOS_SCRIPT = HERE / "_flow_workload.py", HERE / "_dbos_workload.py"
 #: Worker concurrency (per lease loop) of the azync_flow side, DBOS queue worker
 #: concurrency, and the floor's connection count.
 CONCURRENCY = int(os.environ.get("AZB_CONCURRENCY", str(DEFAULT_CONCURRENCY)))
-#: Sizes of ``--quick``: every workload small, three rounds.
+#: Sizes of ``--quick`` (rounds stay as given).
 QUICK = {"n": 80, "seq": 20, "signals": 15, "gather": 15, "commit_runs": 20}
 
 Sample = dict[str, Any]
@@ -700,7 +707,7 @@ def compare(
     ours: list[float],
     other: list[float],
     target: str = "",
-    ok: Callable[[float, float | None], bool] | None = None,
+    ok: Callable[[float, float | None], bool | None] | None = None,
     *,
     additive_noise: bool = False,
 ) -> Row:
@@ -717,7 +724,7 @@ def compare(
         ratios = [x / y for x, y in zip(ours, other, strict=False) if y]
         row = Row(label, median_or_none(ours), median_or_none(other), median_or_none(ratios))
         row.target = target
-    if ok is not None and row.ours is not None and (row.ratio is not None or not other):
+    if ok is not None and row.ours is not None:
         row.met = ok(row.ours, row.ratio)
     return row
 
@@ -737,7 +744,7 @@ def build_rows(
         workload: str,
         fn: Callable[[Sample], float],
         target: str = "",
-        ok: Callable[[float, float | None], bool] | None = None,
+        ok: Callable[[float, float | None], bool | None] | None = None,
         other: str = "dbos",
     ) -> Row:
         return compare(label, series(workload, "flow", fn), series(workload, other, fn), target, ok)
@@ -748,11 +755,11 @@ def build_rows(
     def p(q: float) -> Callable[[Sample], float]:
         return lambda x: pct(x["latencies_ms"], q)
 
-    def ratio_at_least(t: float) -> Callable[[float, float | None], bool]:
-        return lambda _ours, ratio: ratio is not None and ratio >= t
+    def ratio_at_least(t: float) -> Callable[[float, float | None], bool | None]:
+        return lambda _ours, ratio: None if ratio is None else ratio >= t
 
-    def ratio_at_most(t: float) -> Callable[[float, float | None], bool]:
-        return lambda _ours, ratio: ratio is not None and ratio <= t
+    def ratio_at_most(t: float) -> Callable[[float, float | None], bool | None]:
+        return lambda _ours, ratio: None if ratio is None else ratio <= t
 
     def per_wf(key: str, side: str) -> Callable[[Sample], float]:
         b = base.get("commits0", side)[0][key]
@@ -829,9 +836,13 @@ def print_table(rows: list[Row], rounds: int, background: list[float], quick: bo
 
     head = ("metric", "azync_flow", "DBOS*", "ratio", "target", "met")
     w = (40, 11, 9, 7, 8, 4)
-    line = lambda cells: "  ".join(  # noqa: E731
-        c.ljust(w[i]) if i in (0, 4, 5) else c.rjust(w[i]) for i, c in enumerate(cells)
-    ).rstrip()
+
+    def line(cells: tuple[str, ...]) -> str:
+        left = (0, 4, 5)  # text columns; numbers align right
+        return "  ".join(
+            c.ljust(w[i]) if i in left else c.rjust(w[i]) for i, c in enumerate(cells)
+        ).rstrip()
+
     print(line(head))
     print(line(tuple("-" * x for x in w)))
     for r in rows:
@@ -839,7 +850,7 @@ def print_table(rows: list[Row], rounds: int, background: list[float], quick: bo
         met = "" if r.met is None else ("yes" if r.met else "NO")
         print(line((r.label, num(r.ours), num(r.other), ratio, r.target, met)))
     notes = [
-        f"Medians over {rounds} rounds; ratio = median over rounds of azync_flow / DBOS"
+        f"Medians over {rounds} round(s); ratio = median over rounds of azync_flow / DBOS"
         " (per round, so machine noise falls on both sides)."
         + (" --quick: scale-out and commit rows from round 1 only." if quick else ""),
         "* floor rows: the DBOS* column is the floor, plain asyncpg with 5 commits per"
