@@ -36,6 +36,7 @@ from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
     EnqueueParams,
     SignalParams,
+    StalledWorkflow,
     WorkflowExecutionView,
     WorkflowStartParams,
     WorkflowState,
@@ -78,6 +79,9 @@ class ClientStore(Protocol):
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
     ) -> list[Any]: ...
+    async def list_stalled_workflows(
+        self, older_than: timedelta, limit: int
+    ) -> list[StalledWorkflow]: ...
 
 
 class ExecutionPage(NamedTuple):
@@ -239,6 +243,32 @@ class Client:
         ops = await self.store.list_uncertain_operations(limit=limit, workflow_id=workflow_id)
         return [UncertainOperationView.from_store(op) for op in ops]
 
+    async def list_stalled(
+        self, older_than: timedelta = timedelta(0), limit: int = 100
+    ) -> builtins.list[StalledWorkflow]:
+        """Running executions with nothing pending, oldest change first: no live
+        workflow task or operation, no unfired timer, and not waiting on a
+        signal (or waiting on one that is already buffered). Such a run will
+        not move on its own — its task or operation was lost — so it is listed
+        here instead of waiting silently; the leader's ``repair_stalled`` step
+        gives each a workflow task once it is ``stalled_after`` old.
+
+        Args:
+            older_than: only executions unchanged for at least this long.
+            limit: most executions returned (>= 1).
+
+        Returns:
+            ``StalledWorkflow`` rows (``id``, ``name``, ``updated_at``).
+
+        Raises:
+            ValueError: ``limit`` < 1 or ``older_than`` negative.
+        """
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        if older_than < timedelta(0):
+            raise ValueError("older_than must not be negative")
+        return await self.store.list_stalled_workflows(older_than, limit)
+
     async def resolve_uncertain(
         self,
         operation_id: Any,
@@ -329,12 +359,18 @@ class WorkflowHandle(Generic[R]):
     async def signal(self, name: str, payload: Any = None, *, message_id: str = "") -> bool:
         """Send signal ``name``; buffered until a ``ctx.wait_signal(name)`` takes it.
 
+        An accepted signal is either consumed by a ``wait_signal`` (a
+        ``SignalReceived`` event) or, when the execution finishes first, recorded
+        as undelivered with the completion (``SignalsUndelivered`` event,
+        ``describe().signals_undelivered``); it is never dropped silently.
+
         Returns:
             True when accepted, False when ``message_id`` was already accepted
             (the duplicate is dropped; a retried send gets this same answer).
 
         Raises:
-            NotFoundError: no such execution, or it finished.
+            NotFoundError: no such execution, or it finished (the message says
+                "finished"; a send racing the completion gets this too).
         """
         data = encode_value(payload, f"payload of signal {name!r}")
         return await self.client.store.signal_workflow(
