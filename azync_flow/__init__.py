@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         Uncertain,
         WorkflowCancelledError,
         WorkflowFailedError,
+        WorkflowTerminatedError,
     )
     from azync_flow.replay import Replayer
     from azync_flow.retry import RetryPolicy
@@ -57,6 +58,7 @@ _HOMES = {
     "Uncertain": "azync_flow.errors",
     "WorkflowCancelledError": "azync_flow.errors",
     "WorkflowFailedError": "azync_flow.errors",
+    "WorkflowTerminatedError": "azync_flow.errors",
     "Replayer": "azync_flow.replay",
     "RetryPolicy": "azync_flow.retry",
     "Reconciled": "azync_flow.runtime.uncertain",
@@ -87,6 +89,7 @@ __all__ = [
     "WorkflowCancelledError",
     "WorkflowContext",
     "WorkflowFailedError",
+    "WorkflowTerminatedError",
     "activity",
     "attach_dags",
     "workflow",

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from azync_flow.client import Client, WorkflowHandle
-from azync_flow.store.types import Source, WorkflowState
+from azync_flow.client import _TERMINAL, Client, WorkflowHandle
+from azync_flow.store.types import Source
 from azync_flow.worker import Worker
 
 from ._clock import MovableClock
@@ -34,7 +34,6 @@ __all__ = ["TestClient", "TestWorkflowHandle", "WorkflowEnvironment"]
 
 R = TypeVar("R")
 
-_TERMINAL = (WorkflowState.SUCCEEDED, WorkflowState.FAILED, WorkflowState.CANCELLED)
 #: Real-time pause between two looks while a result waits on something outside time.
 _OUTSIDE_TIME_POLL = 0.05
 
