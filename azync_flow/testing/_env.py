@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from azync_flow.client import _TERMINAL, Client, WorkflowHandle
 from azync_flow.store.types import Source
-from azync_flow.worker import Worker
+from azync_flow.worker import Retention, Worker
 
 from ._clock import MovableClock
 
@@ -34,6 +34,8 @@ __all__ = ["TestClient", "TestWorkflowHandle", "WorkflowEnvironment"]
 
 R = TypeVar("R")
 
+#: Period of the worker's own maintenance passes in the environment (see __init__).
+_QUIET = timedelta(hours=1)
 #: Real-time pause between two looks while a result waits on something outside time.
 _OUTSIDE_TIME_POLL = 0.05
 
@@ -84,12 +86,18 @@ class WorkflowEnvironment:
         options: dict[str, Any] = {
             "concurrency": 10,
             "poll_interval": timedelta(milliseconds=200),
-            "maintenance_interval": timedelta(milliseconds=200),
+            # With the clock pinned nothing becomes due between skips, and every
+            # skip runs a forced maintenance pass: periodic passes would only load
+            # the database.
+            "maintenance_interval": _QUIET,
             "shutdown_grace": timedelta(seconds=5),
             "handle_signals": False,
             # queue maintenance only once queue handlers are registered (start()):
             # every maintenance step is one more statement per time skip
             "maintain": (),
+            # keep what finished: a skip past the retention must not vacuum what
+            # the test still reads
+            "retention": Retention(completed=timedelta(0), stats=timedelta(0)),
             **worker_options,
         }
         self.worker = Worker(store, **options)
@@ -131,6 +139,7 @@ class WorkflowEnvironment:
             raise RuntimeError("the environment is already started")
         workflows, activities = list(workflows), list(activities)
         if workflows or activities or not self.worker.loops:
+            runtime_options.setdefault("retention", timedelta(0))  # see __init__
             self.runtime = self.worker.register_workflows(workflows, activities, **runtime_options)
         if self.worker.handlers:
             self.worker.maintain_source(Source.QUEUE)
@@ -139,9 +148,7 @@ class WorkflowEnvironment:
             from azync_flow.dag import attach_dags
 
             worker: Any = self.worker  # WorkerLike spells its verbs loosely
-            self.dag_binding = attach_dags(
-                worker, dag_list, tick_interval=timedelta(milliseconds=200)
-            )
+            self.dag_binding = attach_dags(worker, dag_list, tick_interval=_QUIET)
         subs = list(subscribers)
         if subs:
             _attach_subscribers(self.worker, subs)
@@ -210,9 +217,9 @@ class WorkflowEnvironment:
         target = self.now + duration
         await self.settle()
         while (due := await self.store.next_due_at()) is not None and due <= target:
-            self.clock.set(due)
+            await self._move_clock(due)
             await self.settle()
-        self.clock.set(target)
+        await self._move_clock(target)
         await self.settle()
 
     async def skip_to_next_due(self) -> bool:
@@ -227,9 +234,15 @@ class WorkflowEnvironment:
         due = await self.store.next_due_at()
         if due is None:
             return False
-        self.clock.set(due)
+        await self._move_clock(due)
         await self.settle()
         return True
+
+    async def _move_clock(self, when: datetime) -> None:
+        # A jump lapses the worker's maintenance leaderships (leases on this clock):
+        # hand them back first so they are re-acquired, not reported as lost.
+        await self.worker.maintenance.release()
+        self.clock.set(when)
 
     async def settle(self) -> None:
         """Wait until the worker finds nothing runnable at the current time.

@@ -250,3 +250,13 @@ async def test_run_until_settled_returns_for_a_signal_wait_without_timeout_and_f
     assert (await long.describe()).state == "running"
     await waiting.signal("go", "now")
     assert await waiting.result(timeout=5) == "now"
+
+
+async def test_executions_finished_before_a_long_skip_are_kept_for_the_test(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    env = await workflow_env.start([sleeper], [])
+    quick = await env.client.start(sleeper, 0)
+    assert await quick.result(timeout=5) == "slept 0d"
+    await env.sleep(timedelta(days=365))  # far past the production retention of 7 days
+    assert await quick.result(timeout=1) == "slept 0d"
