@@ -13,7 +13,7 @@ before it moves on, so timed things run in time order.
 from __future__ import annotations
 
 import asyncio
-import time
+import contextlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -349,31 +349,31 @@ class TestWorkflowHandle(WorkflowHandle[R]):
             timeout: bound in real seconds (or a timedelta); None waits forever.
 
         Raises:
-            WorkflowFailedError / WorkflowCancelledError: as ``WorkflowHandle.result``.
-            TimeoutError: ``timeout`` elapsed first.
+            WorkflowFailedError / WorkflowCancelledError / WorkflowTerminatedError:
+                as ``WorkflowHandle.result``.
+            TimeoutError: ``timeout`` elapsed first (the message names the state).
         """
-        env = self.client.env
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        deadline = None if seconds is None else time.monotonic() + seconds
-        skipping = env.auto_time_skipping and env.started
-        if skipping:
+        bound = asyncio.timeout(seconds)
+        try:
+            async with bound:
+                return await self._drive()
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            state = (await self.describe()).state
+            raise TimeoutError(f"workflow {self.id} still {state} after {seconds}s") from None
+
+    async def _drive(self) -> R:
+        env = self.client.env
+        if env.started:
             await env.settle()
         while True:
             if await _is_terminal(self):
                 return await super().result()
-            if skipping and await env.skip_to_next_due():
+            if env.started and env.auto_time_skipping and await env.skip_to_next_due():
                 continue
-            wait = _OUTSIDE_TIME_POLL
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    state = (await self.describe()).state
-                    raise TimeoutError(f"workflow {self.id} still {state} after {seconds}s")
-                wait = min(wait, left)
-            try:
-                return await super().result(timeout=wait)
-            except TimeoutError:
-                pass
-            skipping = env.auto_time_skipping and env.started
-            if skipping:  # something outside time (a signal) may have made work
+            with contextlib.suppress(TimeoutError):
+                return await super().result(timeout=_OUTSIDE_TIME_POLL)
+            if env.started:  # something outside time (a signal) may have made work
                 await env.settle()
