@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 __all__ = ["MovableClock"]
@@ -15,17 +16,27 @@ class MovableClock:
     snoozes due (and leases expire) without waiting.
 
     Until :meth:`set` or :meth:`advance` is called it returns None, so the
-    backend clock rules. ``advance`` starts from the real UTC time.
+    backend clock rules. ``advance`` starts from the real UTC time. Once set,
+    the clock stands still unless :attr:`flowing` is True: then it runs at
+    real speed from the last time it was set (time ordering between
+    statements is kept, as on a real clock).
+
+    Args:
+        flowing: run at real speed between moves (see above).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, flowing: bool = False) -> None:
         self._now: datetime | None = None
+        self._set_at = 0.0
+        self.flowing = flowing
 
     def __call__(self) -> datetime | None:
-        return self._now
+        if self._now is None or not self.flowing:
+            return self._now
+        return self._now + timedelta(seconds=time.monotonic() - self._set_at)
 
     def set(self, when: datetime | None) -> None:
-        """Pin the clock to ``when`` (UTC-aware), or None to return to the backend clock.
+        """Move the clock to ``when`` (UTC-aware), or None to return to the backend clock.
 
         Raises:
             ValueError: ``when`` is naive.
@@ -33,8 +44,10 @@ class MovableClock:
         if when is not None and when.tzinfo is None:
             raise ValueError("MovableClock needs a timezone-aware datetime (UTC)")
         self._now = when
+        self._set_at = time.monotonic()
 
     def advance(self, delta: timedelta) -> datetime:
         """Move the clock forward by ``delta`` and return the new time."""
-        self._now = (self._now or datetime.now(UTC)) + delta
-        return self._now
+        when = (self() or datetime.now(UTC)) + delta
+        self.set(when)
+        return when

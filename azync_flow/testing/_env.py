@@ -1,9 +1,10 @@
 """``WorkflowEnvironment``: a real worker on a real store whose time tests can skip.
 
-The store reads "now" from a :class:`MovableClock` pinned when the environment
-starts, so time stands still in a test until it is skipped: by
-:meth:`WorkflowEnvironment.sleep`, by :meth:`WorkflowEnvironment.run_until_settled`,
-or automatically while ``handle.result()`` waits and nothing is runnable.
+The store reads "now" from a :class:`MovableClock` that runs at real speed
+from the current time when the environment starts, and that tests skip
+forward: by :meth:`WorkflowEnvironment.sleep`, by
+:meth:`WorkflowEnvironment.run_until_settled`, or automatically while
+``handle.result()`` waits and nothing is runnable.
 A skip always goes to the next due moment the store reports
 (``next_due_at``: timers, sleeps, signal-wait timeouts, retry backoffs,
 snoozes, DAG sleep tasks) and lets the worker run everything that became due
@@ -34,8 +35,6 @@ __all__ = ["TestClient", "TestWorkflowHandle", "WorkflowEnvironment"]
 
 R = TypeVar("R")
 
-#: Period of the worker's own maintenance passes in the environment (see __init__).
-_QUIET = timedelta(hours=1)
 #: Real-time pause between two looks while a result waits on something outside time.
 _OUTSIDE_TIME_POLL = 0.05
 
@@ -55,8 +54,9 @@ class WorkflowEnvironment:
 
     Args:
         store: an open ``PostgresStore`` whose clock is ``clock``.
-        clock: the store's :class:`MovableClock`; pinned to the current UTC
-            time at :meth:`start` unless already set.
+        clock: the store's :class:`MovableClock`; set to the current UTC time
+            at :meth:`start` unless already set, and made to flow at real speed
+            from there (``clock.flowing``).
         auto_time_skipping: ``handle.result()`` skips to the next due moment
             whenever nothing is runnable (switch off with
             :meth:`auto_time_skipping_disabled` or this flag).
@@ -86,10 +86,6 @@ class WorkflowEnvironment:
         options: dict[str, Any] = {
             "concurrency": 10,
             "poll_interval": timedelta(milliseconds=200),
-            # With the clock pinned nothing becomes due between skips, and every
-            # skip runs a forced maintenance pass: periodic passes would only load
-            # the database.
-            "maintenance_interval": _QUIET,
             "shutdown_grace": timedelta(seconds=5),
             "handle_signals": False,
             # queue maintenance only once queue handlers are registered (start()):
@@ -148,12 +144,13 @@ class WorkflowEnvironment:
             from azync_flow.dag import attach_dags
 
             worker: Any = self.worker  # WorkerLike spells its verbs loosely
-            self.dag_binding = attach_dags(worker, dag_list, tick_interval=_QUIET)
+            self.dag_binding = attach_dags(worker, dag_list)
         subs = list(subscribers)
         if subs:
             _attach_subscribers(self.worker, subs)
         if self.clock() is None:
             self.clock.set(datetime.now(UTC))
+        self.clock.flowing = True
         self._bg = asyncio.create_task(self.worker.run(), name="azync test worker")
         started = asyncio.create_task(self.worker.started())
         await asyncio.wait({self._bg, started}, return_when=asyncio.FIRST_COMPLETED)
@@ -192,8 +189,8 @@ class WorkflowEnvironment:
 
     @contextmanager
     def auto_time_skipping_disabled(self) -> Iterator[None]:
-        """Within the block ``handle.result()`` waits in real time (time stands
-        still unless :meth:`sleep` moves it)."""
+        """Within the block ``handle.result()`` waits in real time (the clock only
+        runs at real speed unless :meth:`sleep` moves it)."""
         before, self.auto_time_skipping = self.auto_time_skipping, False
         try:
             yield
