@@ -35,6 +35,8 @@ __all__ = ["TestClient", "TestWorkflowHandle", "WorkflowEnvironment"]
 
 R = TypeVar("R")
 
+#: Ledger retention in the environment: longer than any skip a test makes.
+_KEEP_EVENTS = timedelta(days=36500)
 #: Real-time pause between two looks while a result waits on something outside time.
 _OUTSIDE_TIME_POLL = 0.05
 
@@ -120,8 +122,8 @@ class WorkflowEnvironment:
             workflows: ``@workflow`` definitions (or a ``Registry``).
             activities: ``@activity`` definitions.
             dags: ``DAG`` definitions whose tasks this worker runs.
-            subscribers: event-ledger subscribers (needs
-                ``azync_flow.worker.attach_subscribers``).
+            subscribers: ``@subscriber`` definitions of the event ledger
+                (``azync_flow.events``); events are kept for the whole test.
             **runtime_options: ``WorkflowRuntime`` options (``cache_size``, ...).
 
         Returns:
@@ -129,7 +131,7 @@ class WorkflowEnvironment:
 
         Raises:
             RuntimeError: already started, or subscribers given but this
-                version has no ``attach_subscribers``.
+                version has no event ledger.
         """
         if self._bg is not None:
             raise RuntimeError("the environment is already started")
@@ -296,13 +298,13 @@ async def _is_terminal(handle: WorkflowHandle[Any]) -> bool:
 
 def _attach_subscribers(worker: Worker, subscribers: list[Any]) -> None:
     try:
-        from azync_flow.worker import attach_subscribers  # type: ignore[attr-defined]
+        from azync_flow import events
     except ImportError as exc:
         raise RuntimeError(
-            "this version of azync_flow cannot run event-ledger subscribers in the test "
-            "environment (azync_flow.worker.attach_subscribers is missing)"
+            "this version of azync_flow has no event-ledger subscribers (azync_flow.events)"
         ) from exc
-    attach_subscribers(worker, subscribers)
+    # the ledger retention must not drop what a skip made old while the test reads it
+    events.attach_subscribers(worker, subscribers, keep=_KEEP_EVENTS)
 
 
 class TestClient(Client):
