@@ -3,7 +3,8 @@
 Tree::
 
     AzyncError                          (azync_flow.store.errors)
-    ├── StoreError                      (NotFoundError, ConflictError, MigrationError)
+    ├── StoreError                      (NotFoundError, ConflictError, MigrationError,
+    │                                    SchemaNotMigratedError, StoreUnavailableError)
     ├── WorkflowError
     │   ├── NonDeterminismError         (seq, recorded, new) — execution is suspended
     │   │   └── ForbiddenCallError      (call) — real I/O, threads, wall clock in a workflow
@@ -29,7 +30,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from azync_flow.store.errors import AzyncError, ConflictError, NotFoundError, StoreError
+from azync_flow.store.errors import (
+    AzyncError,
+    ConflictError,
+    NotFoundError,
+    SchemaNotMigratedError,
+    StoreError,
+    StoreUnavailableError,
+)
 
 __all__ = [
     "ActivityError",
@@ -41,7 +49,9 @@ __all__ = [
     "PayloadEncodeError",
     "PayloadError",
     "PayloadTooLargeError",
+    "SchemaNotMigratedError",
     "StoreError",
+    "StoreUnavailableError",
     "Uncertain",
     "UnknownWorkflowError",
     "WorkflowAbort",

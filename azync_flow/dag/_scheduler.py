@@ -23,6 +23,8 @@ from typing import Protocol
 import asyncpg
 from opentelemetry.trace import TracerProvider
 
+from .._logging import log_failure
+from ..store.errors import StoreError
 from ..store.postgres.dag import ReapedTask
 from ..store.types import DAGFailure, Source
 from ..telemetry import ATTR_ATTEMPT, ATTR_TASK_KEY, RunEvent, RunTracer
@@ -207,8 +209,10 @@ class DAGScheduler:
             wake.clear()
             try:
                 changed = (await self.tick()).changed
-            except (asyncpg.PostgresError, OSError) as e:
-                log.warning("dag scheduler tick failed: %s", e)
+            except (StoreError, asyncpg.PostgresError, OSError) as e:
+                log_failure(
+                    log, e, "dag scheduler tick failed", level=logging.WARNING, traceback=False
+                )
                 changed = False
             if not changed:
                 await _wait(stop, wake, poll)

@@ -5,7 +5,9 @@ from .errors import (
     ConflictError,
     MigrationError,
     NotFoundError,
+    SchemaNotMigratedError,
     StoreError,
+    StoreUnavailableError,
     is_not_found,
 )
 from .protocols import *
@@ -19,7 +21,9 @@ __all__ = sorted(
         "ConflictError",
         "MigrationError",
         "NotFoundError",
+        "SchemaNotMigratedError",
         "StoreError",
+        "StoreUnavailableError",
         "is_not_found",
         *_protocols_all,
         *_types_all,

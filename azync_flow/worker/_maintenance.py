@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .._logging import log_failure
 from ..store.types import Source
 
 if TYPE_CHECKING:
@@ -142,7 +143,8 @@ class Maintenance:
         if group.lease is not None:
             if await group.lease.valid():
                 return True
-            log.warning("lost leadership %r; maintenance paused here", group.name)
+            # INFO: a database restart ends every session; the store reports outages
+            log.info("lost leadership %r; maintenance paused here", group.name)
             group.lease = None
         if not force and loop.time() < group.next_try:
             return False
@@ -151,7 +153,14 @@ class Maintenance:
         try:
             group.lease = await self.store.acquire_leadership_lease(group.name)
         except Exception as exc:
-            log.warning("leadership %r: acquire failed: %s", group.name, exc)
+            log_failure(
+                log,
+                exc,
+                "leadership %r: acquire failed",
+                group.name,
+                level=logging.WARNING,
+                traceback=False,
+            )
             return False
         if group.lease is not None:
             log.info("acquired leadership %r", group.name)
@@ -166,8 +175,8 @@ class Maintenance:
             step.next_due = now + step.interval
             try:
                 result = await step.fn()
-            except Exception:
-                log.exception("maintenance step %r failed", step.name)
+            except Exception as exc:
+                log_failure(log, exc, "maintenance step %r failed", step.name)
                 continue
             count = _count(result)
             if count > 0:

@@ -1,0 +1,174 @@
+"""Driver errors become product errors at one boundary: the pool every statement uses.
+
+* A connection-class failure (refused or reset socket, the server starting up
+  or shutting down, a connection closed mid-call, too many connections) raises
+  :class:`StoreUnavailableError`;
+* a missing table raises :class:`SchemaNotMigratedError` with the migrate hint.
+
+Both keep the driver error as ``__cause__``. The pool also reports outages
+once: one WARNING when the database becomes unreachable and one INFO when a
+statement started after that succeeds ("reconnected after 0.4 s"), so the
+loops of a worker retrying through a restart do not each log a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from types import TracebackType
+from typing import Any
+
+import asyncpg
+
+from ..errors import AzyncError, SchemaNotMigratedError, StoreUnavailableError
+
+__all__ = ["Availability", "GuardedPool", "is_unavailable", "translate"]
+
+log = logging.getLogger("azync_flow.store")
+
+#: admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections
+#: (class 08, connection exceptions, is matched by its prefix).
+_UNAVAILABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True when ``exc`` means the database cannot be reached right now."""
+    if isinstance(exc, TimeoutError):  # a statement timeout, not a lost server
+        return False
+    if isinstance(exc, OSError | asyncpg.PostgresConnectionError):
+        return True
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    if sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith("08"):
+        return True
+    # asyncpg's InterfaceError also covers misuse; only a closed connection counts.
+    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
+
+
+def translate(exc: BaseException, schema: str) -> AzyncError | None:
+    """The product error for a driver error, or None to let ``exc`` through."""
+    if isinstance(exc, AzyncError):
+        return None
+    if is_unavailable(exc):
+        return StoreUnavailableError(f"database unavailable ({type(exc).__name__}: {exc})")
+    if isinstance(exc, asyncpg.UndefinedTableError):
+        return SchemaNotMigratedError(schema, str(exc))
+    return None
+
+
+class Availability:
+    """Whether the database answered the last statements; logs the transitions.
+
+    ``epoch`` grows at each outage, so a statement that started before the
+    outage and finished after it does not count as a reconnection.
+
+    Attributes:
+        outages: outages seen so far (a test hook).
+    """
+
+    def __init__(self) -> None:
+        self.down_since: float | None = None
+        self.epoch = 0
+        self.outages = 0
+
+    def failed(self, exc: BaseException) -> None:
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            self.epoch += 1
+            self.outages += 1
+            log.warning("database unavailable, retrying: %s: %s", type(exc).__name__, exc)
+
+    def succeeded(self, epoch: int) -> None:
+        if self.down_since is not None and epoch == self.epoch:
+            log.info("database reconnected after %.1f s", time.monotonic() - self.down_since)
+            self.down_since = None
+
+
+class GuardedPool:
+    """An ``asyncpg.Pool`` whose statements and acquired connections raise product errors.
+
+    ``fetch``/``fetchrow``/``fetchval``/``execute``/``executemany`` and the body
+    of ``async with pool.acquire() as conn`` are translated by :func:`translate`;
+    any other attribute is the pool's own.
+    """
+
+    def __init__(self, pool: Any, schema: str, availability: Availability) -> None:
+        self.raw = pool
+        self.schema = schema
+        self.availability = availability
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+    async def fail(self, exc: BaseException) -> AzyncError | None:
+        """Translate ``exc``; an unavailable database is reported and the pool's
+        connections are replaced on their next use (they may all be dead)."""
+        err = translate(exc, self.schema)
+        if isinstance(err, StoreUnavailableError):
+            self.availability.failed(exc)
+            await self.raw.expire_connections()
+        return err
+
+    async def _call(self, method: Any, query: str, args: Any, kwargs: Any) -> Any:
+        epoch = self.availability.epoch
+        try:
+            result = await method(query, *args, **kwargs)
+        except Exception as exc:
+            if (err := await self.fail(exc)) is None:
+                raise
+            raise err from exc
+        self.availability.succeeded(epoch)
+        return result
+
+    async def fetch(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(self.raw.fetch, query, args, kwargs)
+
+    async def fetchrow(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(self.raw.fetchrow, query, args, kwargs)
+
+    async def fetchval(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(self.raw.fetchval, query, args, kwargs)
+
+    async def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(self.raw.execute, query, args, kwargs)
+
+    async def executemany(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(self.raw.executemany, query, args, kwargs)
+
+    def acquire(self, *, timeout: float | None = None) -> _Acquire:
+        """``async with pool.acquire() as conn:``; errors in the body are translated."""
+        return _Acquire(self, self.raw.acquire(timeout=timeout))
+
+
+class _Acquire:
+    __slots__ = ("_cm", "_epoch", "_guard")
+
+    def __init__(self, guard: GuardedPool, cm: Any) -> None:
+        self._guard = guard
+        self._cm = cm
+        self._epoch = 0
+
+    async def __aenter__(self) -> Any:
+        self._epoch = self._guard.availability.epoch
+        try:
+            return await self._cm.__aenter__()
+        except Exception as exc:
+            if (err := await self._guard.fail(exc)) is None:
+                raise
+            raise err from exc
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self._cm.__aexit__(exc_type, exc, tb)
+        except Exception as release_exc:  # releasing a broken connection
+            if (err := await self._guard.fail(release_exc)) is None:
+                raise
+            raise err from release_exc
+        if exc is None:
+            self._guard.availability.succeeded(self._epoch)
+        elif isinstance(exc, Exception) and (err := await self._guard.fail(exc)) is not None:
+            raise err from exc
