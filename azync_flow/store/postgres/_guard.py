@@ -35,7 +35,9 @@ def is_unavailable(exc: BaseException) -> bool:
     """True when ``exc`` means the database cannot be reached right now."""
     if isinstance(exc, TimeoutError):  # a statement timeout, not a lost server
         return False
-    if isinstance(exc, OSError | asyncpg.PostgresConnectionError):
+    # InternalClientError: the protocol state of a connection the server ended while
+    # it sat idle in the pool ("another operation is in progress"); a fresh one works.
+    if isinstance(exc, OSError | asyncpg.PostgresConnectionError | asyncpg.InternalClientError):
         return True
     sqlstate = getattr(exc, "sqlstate", None) or ""
     if sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith("08"):
@@ -53,6 +55,23 @@ def translate(exc: BaseException, schema: str) -> AzyncError | None:
     if isinstance(exc, asyncpg.UndefinedTableError):
         return SchemaNotMigratedError(schema, str(exc))
     return None
+
+
+class _QuietPoolFloor(logging.Filter):
+    """asyncpg's pool logs a WARNING with a traceback each time it fails to
+    reconnect its minimum connections; during an outage that is noise next to
+    the one WARNING :class:`Availability` logs, so those records become DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and is_unavailable(exc):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            record.exc_info = record.exc_text = None
+            record.msg = f"{record.msg} ({type(exc).__name__}: {exc})"
+        return True
+
+
+logging.getLogger("asyncpg.pool").addFilter(_QuietPoolFloor())
 
 
 class Availability:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 
 from ._base import PgBase
+from ._guard import translate
 from .notify import connect_dedicated
 
 #: Bound on the liveness ping of ``valid()`` (seconds).
@@ -79,14 +80,17 @@ class LeaderMixin(PgBase):
             The lease when acquired, None when another instance leads.
 
         Raises:
+            StoreUnavailableError: the database cannot be reached right now.
             StoreError: the dedicated connection cannot be opened.
         """
         conn = await connect_dedicated(self)
         try:
             key = await conn.fetchval("SELECT hashtextextended($1, 0)", f"{self.schema}/{name}")
             got = await conn.fetchval("SELECT pg_try_advisory_lock($1)", key)
-        except BaseException:
+        except BaseException as exc:
             conn.terminate()
+            if (err := translate(exc, self.schema)) is not None:
+                raise err from exc
             raise
         if not got:
             await conn.close()
