@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from azync_flow import ActivityError, Uncertain, WorkflowContext, activity, workflow
+from azync_flow import ActivityError, RetryPolicy, Uncertain, WorkflowContext, activity, workflow
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.errors import PayloadEncodeError
@@ -199,3 +199,11 @@ async def test_client_start_takes_a_workflow_name_and_refuses_other_things(
     with pytest.raises(TypeError, match="a @workflow definition or a workflow name"):
         await client.start(None, 1)  # type: ignore[call-overload]
     assert await _executions(store) == 1
+
+
+@pytest.mark.parametrize("coefficient", [math.nan, math.inf])
+def test_a_retry_policy_refuses_a_backoff_coefficient_json_cannot_store(
+    coefficient: float,
+) -> None:
+    with pytest.raises(ValueError, match="backoff_coefficient must be a finite number"):
+        RetryPolicy(backoff_coefficient=coefficient)
