@@ -90,6 +90,11 @@ class ExecutionPage(NamedTuple):
 class Client:
     """Starts and addresses workflow executions through a store.
 
+    Every call that reaches the database (here and on :class:`WorkflowHandle`)
+    may raise :class:`~azync_flow.StoreUnavailableError` (the database cannot be
+    reached; retryable) or :class:`~azync_flow.SchemaNotMigratedError` (run
+    ``azync-flow migrate``), never a raw driver error.
+
     Args:
         store: the store (``PostgresStore``).
         poll_interval: longest pause between two reads while waiting for a result.
@@ -389,6 +394,9 @@ class WorkflowHandle(Generic[R]):
 
         Raises:
             NotFoundError: no such execution, or it finished.
+            ValueError: ``name`` or ``message_id`` contains NUL or is not valid
+                UTF-8, or ``name`` is over 255 characters.
+            PayloadEncodeError: ``payload`` is not JSON-encodable.
         """
         data = encode_value(payload, f"payload of signal {name!r}")
         return await self.client.store.signal_workflow(
