@@ -22,7 +22,7 @@ import pytest
 from azync_flow import StoreUnavailableError, WorkflowContext, activity, workflow
 from azync_flow.client import Client
 from azync_flow.embedded import start_embedded
-from azync_flow.store import Config
+from azync_flow.store import Config, JobState, Source
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.types import WorkflowState
 from azync_flow.worker import JobContext, Worker
@@ -131,15 +131,25 @@ async def test_database_restart_logs_one_warning_per_store_and_client_calls_rais
     async def note(payload: Any, ctx: JobContext) -> None:
         done.append(payload)
 
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @worker.register("rs.slow")
+    async def slow(payload: Any, ctx: JobContext) -> None:
+        started.set()
+        await release.wait()  # finishes during the outage: its ack is retried
+
     worker.register_workflows([rs_flow], [rs_double])
     caplog.set_level(logging.DEBUG, logger="azync_flow")
     async with worker:
         await client.enqueue("rs.note", "before")
         await _until(lambda: done == ["before"])
+        in_flight = await client.enqueue("rs.slow")
+        await asyncio.wait_for(started.wait(), 10)
         caplog.clear()
 
         await asyncio.to_thread(private_pg.stop)
         down = time.monotonic()
+        release.set()
         with pytest.raises(StoreUnavailableError):
             await client.start(rs_flow, 1)
         with pytest.raises(StoreUnavailableError):
@@ -154,6 +164,9 @@ async def test_database_restart_logs_one_warning_per_store_and_client_calls_rais
         assert await asyncio.wait_for(handle.result(), 20) == 41
         await _until(lambda: done == ["before", "after"])
         await _until(lambda: "reconnected after" in caplog.text)
+        await worker.acks.flush()
+        job = await client_store.get_job(Source.QUEUE, in_flight)
+        assert job.state == JobState.SUCCEEDED
 
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.getMessage().split(":")[0] for r in loud] == ["database unavailable, retrying"] * 2
