@@ -388,12 +388,18 @@ class WorkflowHandle(Generic[R]):
     async def signal(self, name: str, payload: Any = None, *, message_id: str = "") -> bool:
         """Send signal ``name``; buffered until a ``ctx.wait_signal(name)`` takes it.
 
+        An accepted signal is either consumed by a ``wait_signal`` (a
+        ``SignalReceived`` event) or, when the execution finishes first, recorded
+        as undelivered with the completion (``SignalsUndelivered`` event,
+        ``describe().signals_undelivered``); it is never dropped silently.
+
         Returns:
             True when accepted, False when ``message_id`` was already accepted
             (the duplicate is dropped; a retried send gets this same answer).
 
         Raises:
-            NotFoundError: no such execution, or it finished.
+            NotFoundError: no such execution, or it finished (the message says
+                "finished"; a send racing the completion gets this too).
             ValueError: ``name`` or ``message_id`` contains NUL or is not valid
                 UTF-8, or ``name`` is over 255 characters.
             PayloadEncodeError: ``payload`` is not JSON-encodable.

@@ -3,8 +3,9 @@
 Tree::
 
     AzyncError                          (azync_flow.store.errors)
-    ├── StoreError                      (NotFoundError, ConflictError, MigrationError,
-    │                                    SchemaNotMigratedError, StoreUnavailableError)
+    ├── StoreError                      (NotFoundError, ConflictError, LeadershipLostError,
+    │                                    MigrationError, SchemaNotMigratedError,
+    │                                    StoreUnavailableError)
     ├── WorkflowError
     │   ├── NonDeterminismError         (seq, recorded, new) — execution is suspended
     │   │   └── ForbiddenCallError      (call) — real I/O, threads, wall clock in a workflow
@@ -33,6 +34,7 @@ from typing import Any
 from azync_flow.store.errors import (
     AzyncError,
     ConflictError,
+    LeadershipLostError,
     NotFoundError,
     SchemaNotMigratedError,
     StoreError,
@@ -44,6 +46,7 @@ __all__ = [
     "AzyncError",
     "ConflictError",
     "ForbiddenCallError",
+    "LeadershipLostError",
     "NonDeterminismError",
     "NotFoundError",
     "PayloadEncodeError",

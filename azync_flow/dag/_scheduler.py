@@ -25,6 +25,7 @@ from opentelemetry.trace import TracerProvider
 
 from .._logging import log_failure
 from ..store.errors import StoreError
+from ..store.postgres._base import default_channel
 from ..store.postgres.dag import ReapedTask
 from ..store.types import DAGFailure, Source
 from ..telemetry import ATTR_ATTEMPT, ATTR_TASK_KEY, RunEvent, RunTracer
@@ -169,7 +170,7 @@ class DAGScheduler:
         stop: asyncio.Event,
         *,
         dsn: str,
-        channel: str = "azync_wake",
+        channel: str = "",
         schema: str = "public",
         poll_interval: timedelta = timedelta(seconds=1),
     ) -> None:
@@ -179,7 +180,8 @@ class DAGScheduler:
         non-leader retries every ``poll_interval``. The leader LISTENs on
         ``channel`` and ticks on any ``dag:`` notification, else every
         ``poll_interval`` (the correctness fallback), and again at once after a
-        tick that changed something.
+        tick that changed something. An empty ``channel`` means the store's
+        default for ``schema`` (``azync_wake_<schema>``).
         """
         wake = asyncio.Event()
 
@@ -189,7 +191,7 @@ class DAGScheduler:
 
         conn = await asyncpg.connect(dsn)
         try:
-            await conn.add_listener(channel, on_notify)
+            await conn.add_listener(channel or default_channel(schema), on_notify)
             lock = zlib.crc32(f"azync-dag-scheduler:{schema}".encode())
             while not stop.is_set():
                 if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", lock):

@@ -294,7 +294,7 @@ def suppressed_task_context() -> contextvars.Context:
     return ctx
 
 
-def _store_outcome(outcome: PassOutcome) -> tuple[str, Any] | None:
+def _store_outcome(outcome: PassOutcome) -> tuple[Any, ...] | None:
     status = outcome.status
     if status is PassStatus.COMPLETED:
         return ("complete", outcome.result)
@@ -303,5 +303,5 @@ def _store_outcome(outcome: PassOutcome) -> tuple[str, Any] | None:
     if status is PassStatus.CANCELLED:
         return ("cancelled", outcome.failure_reason)
     if status is PassStatus.NONDETERMINISM:
-        return ("suspend", outcome.failure_reason)
+        return ("suspend", outcome.failure_reason, getattr(outcome.error, "seq", None))
     return None

@@ -3,6 +3,7 @@
 from .errors import (
     AzyncError,
     ConflictError,
+    LeadershipLostError,
     MigrationError,
     NotFoundError,
     SchemaNotMigratedError,
@@ -19,6 +20,7 @@ __all__ = sorted(
     [
         "AzyncError",
         "ConflictError",
+        "LeadershipLostError",
         "MigrationError",
         "NotFoundError",
         "SchemaNotMigratedError",

@@ -159,7 +159,9 @@ class Config(msgspec.Struct, kw_only=True):
     Attributes:
         schema: Postgres schema to isolate the tables in; empty means ``public``.
             Validated as an identifier and quoted.
-        notify_channel: LISTEN/NOTIFY channel; empty means ``azync_wake``.
+        notify_channel: LISTEN/NOTIFY channel; empty means ``azync_wake_<schema>``
+            (one channel per schema, so other schemas' traffic never wakes
+            this store's workers).
         migrations_table: version-tracking table; empty means ``azync_migrations``.
         poll_only: disable push wake-ups, forcing the polling path.
         min_pool_size / max_pool_size: asyncpg pool bounds.
@@ -446,6 +448,23 @@ class WorkflowStartParams(msgspec.Struct, kw_only=True):
 
 
 class WorkflowExecutionView(msgspec.Struct, kw_only=True):
+    """One workflow execution as ``describe()``, ``list()`` and the CLI show it.
+
+    Attributes:
+        suspend_reason: why the execution is suspended (non-determinism, a
+            forbidden call, an uncertain operation, a workflow task that kept
+            losing its lease, an operator); '' when it never was or was
+            resumed. Kept when a suspended execution is cancelled.
+        suspend_seq: the history seq the suspension concerns: where replay
+            disagreed with the code, or the ``OperationUncertain`` event of an
+            uncertain operation; None when not tied to one (a forbidden call).
+        suspend_operation_id: the operation job the suspension concerns (an
+            uncertain operation, to pass to ``resolve_uncertain``), else None.
+        signals_undelivered: signals accepted (``signal()`` returned True) but
+            never consumed by the code before the execution finished; each is
+            listed in the history's terminal ``SignalsUndelivered`` event.
+    """
+
     id: uuid.UUID
     name: str
     version: str
@@ -459,6 +478,10 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     created_at: datetime
     updated_at: datetime
     completed_at: datetime | None = None
+    suspend_reason: str = ""
+    suspend_seq: int | None = None
+    suspend_operation_id: uuid.UUID | None = None
+    signals_undelivered: int = 0
 
 
 class HistoryEvent(msgspec.Struct, kw_only=True):

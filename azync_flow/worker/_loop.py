@@ -11,6 +11,7 @@ Loop cycle::
     jobs = dequeue_batch(limit=min(free, batch_size))
     for job in jobs: spawn runner(job, LeaseHandle)
     if nothing leased: wait for a wake-up (NOTIFY) or poll_interval
+    if the dequeue failed: back off (doubling up to 5 s); wake-ups do not cut it short
 
 An idle loop makes one ``dequeue_batch`` per ``poll_interval`` and otherwise
 sleeps on its wake event; it never spins.
@@ -123,6 +124,7 @@ class LeaseLoop:
         self.wake = asyncio.Event()
         self.idle = False
         self._stopping = False
+        self._stop_requested = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._changed: asyncio.Event | None = None
         self._beats: asyncio.Task[None] | None = None
@@ -137,11 +139,13 @@ class LeaseLoop:
     def reset(self) -> None:
         """Make a stopped loop ready to :meth:`run` again."""
         self._stopping = False
+        self._stop_requested.clear()
         self.idle = False
 
     def stop(self) -> None:
         """Stop leasing; jobs already leased keep running (see :meth:`drain`)."""
         self._stopping = True
+        self._stop_requested.set()
         self.wake.set()
         self._slot_freed.set()
 
@@ -188,7 +192,7 @@ class LeaseLoop:
             except Exception as exc:
                 self.stats.errors += 1
                 log_failure(log, exc, "%r: dequeue failed; retrying in %.2fs", self, error_backoff)
-                await self._sleep_or_wake(error_backoff)
+                await self._back_off(error_backoff)
                 error_backoff = min(error_backoff * 2, 5.0)
                 continue
             error_backoff = 0.05
@@ -234,6 +238,17 @@ class LeaseLoop:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):
                 await self.wake.wait()
+
+    async def _back_off(self, seconds: float) -> None:
+        """Sleep after a failed dequeue; only :meth:`stop` cuts it short.
+
+        Wake-ups do not: they keep arriving while the store fails (other
+        producers, other runtimes), and retrying on each would turn the
+        backoff into a busy loop.
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stop_requested.wait()
 
     def _set_idle(self, idle: bool) -> None:
         if self.idle != idle:

@@ -367,3 +367,40 @@ async def test_shutdown_grace_lets_in_flight_job_finish_with_its_lease_still_ren
 
 async def test_postgres_store_provides_every_verb_the_worker_uses(store: PostgresStore) -> None:
     assert isinstance(store, WorkerStore)
+
+
+async def test_leader_ttl_shorter_than_two_maintenance_ticks_is_refused(
+    store: PostgresStore,
+) -> None:
+    with pytest.raises(ValueError, match="at least twice the maintenance tick"):
+        Worker(store, maintenance_interval=timedelta(seconds=1), leader_ttl=timedelta(seconds=1.5))
+    w = Worker(store, maintenance_interval=timedelta(seconds=30))
+    assert w.maintenance.leader_ttl == timedelta(seconds=90)  # default: max(10 s, 3 ticks)
+
+
+async def test_leader_keeps_its_lease_through_a_tick_longer_than_the_ttl(
+    store: PostgresStore,
+) -> None:
+    """The lease is renewed between steps, so slow steps do not lose it."""
+    runs: list[str] = []
+    w = Worker(
+        store,
+        maintenance_interval=timedelta(milliseconds=200),
+        leader_ttl=timedelta(seconds=1),
+        handle_signals=False,
+    )
+    for i in range(4):
+
+        async def slow(name: str = f"slow{i}") -> None:
+            await asyncio.sleep(0.4)
+            await store.promote_due(Source.QUEUE)  # a fenced statement after the sleep
+            runs.append(name)
+
+        w.add_maintenance(slow, name=f"slow{i}", leadership="test.slow")
+    async with w:
+        for _ in range(400):
+            if len(runs) >= 8:
+                break
+            await asyncio.sleep(0.02)
+        assert w.maintenance.is_leader("test.slow")
+    assert runs[:8] == [f"slow{i}" for i in range(4)] * 2  # two ticks of 1.6 s, no loss

@@ -229,6 +229,37 @@ async def test_workflow_start_signal_describe_history_result_list(
     assert [str(e["id"]) for e in out] == [wid]
 
 
+async def test_describe_and_list_show_why_a_run_is_suspended(
+    cli: Cli, store: PostgresStore
+) -> None:
+    handle, _ = await _uncertain_run(store)
+    (op,) = await Client(store).list_uncertain()
+    code, out, _ = await cli("workflow", "describe", str(handle.id))
+    assert (code, out["state"]) == (0, "suspended")
+    assert "bank timed out" in out["suspend_reason"]
+    assert out["suspend_operation_id"] == str(op.operation_id)
+    assert out["suspend_seq"] >= 1
+    code, out, _ = await cli("workflow", "list", "--state", "suspended")
+    assert [(e["id"], e["suspend_operation_id"]) for e in out] == [
+        (str(handle.id), str(op.operation_id))
+    ]
+
+
+async def test_describe_and_history_show_signals_left_undelivered(
+    cli: Cli, store: PostgresStore
+) -> None:
+    handle = await Client(store).start(cli_greeter, "ann")
+    await handle.signal("greeting", "hello", message_id="g1")
+    await handle.signal("greeting", "hi again", message_id="g2")  # never consumed
+    await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
+    code, out, _ = await cli("workflow", "describe", str(handle.id))
+    assert (code, out["state"], out["signals_undelivered"]) == (0, "succeeded", 1)
+    code, out, _ = await cli("workflow", "history", str(handle.id))
+    last = json.loads(out.splitlines()[-1])
+    assert last["type"] == "SignalsUndelivered"
+    assert [(s["name"], s["message_id"]) for s in last["event"]["signals"]] == [("greeting", "g2")]
+
+
 async def test_workflow_cancel_and_result_timeout(cli: Cli, store: PostgresStore) -> None:
     code, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"zed"')
     wid = out["id"]

@@ -118,13 +118,16 @@ class GuardedPool:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.raw, name)
 
-    async def fail(self, exc: BaseException) -> AzyncError | None:
-        """Translate ``exc``; an unavailable database is reported and the pool's
-        connections are replaced on their next use (they may all be dead)."""
+    def fail(self, exc: BaseException) -> AzyncError | None:
+        """Translate ``exc``; an unavailable database is reported to ``availability``.
+
+        The pool replaces connections the server closed by itself on their next
+        acquire (``expire_connections`` is not used: asyncpg closes expired ones
+        in tasks whose errors on a dead socket are never retrieved).
+        """
         err = translate(exc, self.schema)
         if isinstance(err, StoreUnavailableError):
             self.availability.failed(exc)
-            await self.raw.expire_connections()
         return err
 
     async def _call(self, method: Any, query: str, args: Any, kwargs: Any) -> Any:
@@ -132,7 +135,7 @@ class GuardedPool:
         try:
             result = await method(query, *args, **kwargs)
         except Exception as exc:
-            if (err := await self.fail(exc)) is None:
+            if (err := self.fail(exc)) is None:
                 raise
             raise err from exc
         self.availability.succeeded(epoch)
@@ -171,7 +174,7 @@ class _Acquire:
         try:
             return await self._cm.__aenter__()
         except Exception as exc:
-            if (err := await self._guard.fail(exc)) is None:
+            if (err := self._guard.fail(exc)) is None:
                 raise
             raise err from exc
 
@@ -184,10 +187,10 @@ class _Acquire:
         try:
             await self._cm.__aexit__(exc_type, exc, tb)
         except Exception as release_exc:  # releasing a broken connection
-            if (err := await self._guard.fail(release_exc)) is None:
+            if (err := self._guard.fail(release_exc)) is None:
                 raise
             raise err from release_exc
         if exc is None:
             self._guard.availability.succeeded(self._epoch)
-        elif isinstance(exc, Exception) and (err := await self._guard.fail(exc)) is not None:
+        elif isinstance(exc, Exception) and (err := self._guard.fail(exc)) is not None:
             raise err from exc

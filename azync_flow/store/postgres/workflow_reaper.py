@@ -62,7 +62,7 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
                     token = row["lease_token"]
                     await self._settle_job(conn, job_id, token, dead=True, last_error=why)
                     await self._fetchrow("workflow_lock", row["run_id"], conn=conn)
-                    await self._fetchrow("workflow_suspend", row["run_id"], why, conn=conn)
+                    await self._suspend(conn, row["run_id"], why)
                     killed += 1
                 else:
                     await self._fetchrow("workflow_job_reap", job_id, conn=conn)

@@ -38,8 +38,13 @@ from .workflow_core import (
 )
 
 #: A pass outcome: ("complete", result bytes) | ("fail", reason) |
-#: ("cancelled", reason) | ("suspend", reason); None = keep running.
-Outcome = tuple[Literal["complete"], bytes] | tuple[Literal["fail", "cancelled", "suspend"], str]
+#: ("cancelled", reason) | ("suspend", reason[, history seq it concerns or
+#: None]); None = keep running.
+Outcome = (
+    tuple[Literal["complete"], bytes]
+    | tuple[Literal["fail", "cancelled", "suspend"], str]
+    | tuple[Literal["suspend"], str, int | None]
+)
 
 
 class BufferedSignal(NamedTuple):
@@ -343,21 +348,9 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         result: bytes | None,
         reason: str,
     ) -> None:
-        """``_finish`` in one statement, for a transaction that already holds the
-        execution row lock (the fenced pass commit)."""
-        row = await self._fetchrow(
-            "workflow_finish_retire",
-            run_id,
-            state.value,
-            result,
-            clean_text(reason),
-            self.channel,
-            conn=conn,
-        )
-        if row is None:
-            raise NotFoundError(
-                await self._state_message(conn, run_id, f"{state.value} transition", "")
-            )
+        """The shared terminal transition (:meth:`_finish`: retire, record
+        undelivered signals, notify) inside a fenced pass commit."""
+        await self._finish(conn, run_id, state, result, reason)
 
     async def _schedule_last(
         self,
@@ -483,7 +476,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
     ) -> str:
         if outcome is None:
             return state
-        kind, value = outcome
+        kind, value = outcome[0], outcome[1]
         if kind == "complete":
             assert isinstance(value, bytes)
             await self._finish_locked(conn, run_id, WorkflowState.SUCCEEDED, value, "")
@@ -494,7 +487,8 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             return target
         if kind == "suspend":
             if state == WorkflowState.RUNNING:
-                await self._fetchrow("workflow_suspend", run_id, clean_text(str(value)), conn=conn)
+                seq = outcome[2] if len(outcome) == 3 else None
+                await self._suspend(conn, run_id, str(value), seq)
             return WorkflowState.SUSPENDED
         raise ValueError(f"unknown pass outcome {kind!r}")
 

@@ -59,19 +59,12 @@ SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions
 WHERE id = $2 FOR NO KEY UPDATE
 
 -- name: workflow_finish
--- $2 id, $3 terminal state, $4 result, $5 failure reason. Only from a live state.
-UPDATE azync_workflow_executions
-SET state = $3, result = $4, failure_reason = $5, completed_at = coalesce($1::timestamptz, now()),
-    updated_at = coalesce($1::timestamptz, now())
-WHERE id = $2 AND state IN ('running', 'suspended')
-RETURNING id
-
--- name: workflow_retire_jobs
--- $2 id: a terminal execution's runnable tasks and operations will never run.
-UPDATE azync_jobs
-SET state = 'cancelled', completed_at = coalesce($1::timestamptz, now()),
-    updated_at = coalesce($1::timestamptz, now())
-WHERE run_id = $2 AND source = 'workflow' AND state IN ('pending', 'scheduled', 'paused')
+-- $2 id, $3 terminal state, $4 result, $5 failure reason, $6 channel: the one
+-- terminal transition (azync_workflow_finish, migration 0004): finish, retire
+-- runnable jobs, record unconsumed signals as undelivered, notify waiters.
+-- It locks the execution row itself first. No row = missing or not live.
+SELECT retired, undelivered, $1::timestamptz AS at
+FROM azync_workflow_finish($2, $3, $4, $5, coalesce($1::timestamptz, now()), $6)
 
 -- name: workflow_cancel_uncertain_ops
 -- $2 run id: a suspended execution cancelled by the client settles its
@@ -90,22 +83,35 @@ WHERE id = $2 AND state IN ('running', 'suspended')
 RETURNING state
 
 -- name: workflow_suspend
--- $2 id, $3 reason
+-- $2 id, $3 reason, $4 history seq it concerns (NULL = none), $5 operation
+-- job id it concerns (NULL = none)
 UPDATE azync_workflow_executions
-SET state = 'suspended', suspend_reason = $3, updated_at = coalesce($1::timestamptz, now())
+SET state = 'suspended', suspend_reason = $3, suspend_seq = $4::bigint,
+    suspend_operation_id = $5::uuid, updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'running'
+RETURNING id
+
+-- name: workflow_suspend_retarget
+-- $2 id, $3 reason, $4 operation job id: a suspended execution whose
+-- operation was decided while another still waits now names that one (the
+-- history seq of its OperationUncertain event is not known here: NULL).
+UPDATE azync_workflow_executions
+SET suspend_reason = $3, suspend_seq = NULL, suspend_operation_id = $4::uuid,
+    updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND state = 'suspended' AND suspend_operation_id IS NOT NULL
 RETURNING id
 
 -- name: workflow_resume
 -- $2 id
 UPDATE azync_workflow_executions
-SET state = 'running', suspend_reason = '', updated_at = coalesce($1::timestamptz, now())
+SET state = 'running', suspend_reason = '', suspend_seq = NULL, suspend_operation_id = NULL,
+    updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'suspended'
 RETURNING id
 
 -- name: workflow_uncertain_ops
 -- $2 run id: operations of the execution still waiting for a decision.
-SELECT id, kind, task_key, $1::timestamptz AS at FROM azync_jobs
+SELECT id, kind, task_key, uncertain_reason, $1::timestamptz AS at FROM azync_jobs
 WHERE run_id = $2 AND source = 'workflow' AND state = 'uncertain'
 ORDER BY uncertain_since, id
 
@@ -482,10 +488,6 @@ WHERE ($2::text IS NULL OR name = $2)
 ORDER BY created_at DESC, id DESC
 LIMIT $4
 
--- name: workflow_done_notify
--- $2 channel, $3 execution id: announce a terminal transition to waiting clients.
-SELECT pg_notify($2, 'workflow.done:' || $3::uuid::text), $1::timestamptz AS at
-
 -- name: workflow_task_load
 -- $2 workflow id, $3 after seq: everything a replay pass reads, in ONE
 -- statement (one snapshot): the execution row, its history past $3 and
@@ -695,29 +697,3 @@ WITH clock AS (
 SELECT f.state, (SELECT max(seq) FROM ev) AS seq, (SELECT count(*) FROM ack) AS acked,
        (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM stat) AS stats_rows
 FROM f
-
--- name: workflow_finish_retire
--- $2 id, $3 terminal state, $4 result, $5 failure reason, $6 channel:
--- workflow_finish + workflow_retire_jobs + workflow_done_notify in one
--- statement. ONLY for a transaction that already holds the execution row
--- lock (a fenced pass commit): no writer of the execution can have inserted
--- a job after that lock, so this statement's snapshot sees every runnable one.
-WITH fin AS (
-    UPDATE azync_workflow_executions
-    SET state = $3, result = $4, failure_reason = $5,
-        completed_at = coalesce($1::timestamptz, now()),
-        updated_at = coalesce($1::timestamptz, now())
-    WHERE id = $2 AND state IN ('running', 'suspended')
-    RETURNING id
-), ret AS (
-    UPDATE azync_jobs
-    SET state = 'cancelled', completed_at = coalesce($1::timestamptz, now()),
-        updated_at = coalesce($1::timestamptz, now())
-    WHERE run_id IN (SELECT id FROM fin) AND source = 'workflow'
-      AND state IN ('pending', 'scheduled', 'paused')
-    RETURNING 1
-), done AS (
-    SELECT pg_notify($6, 'workflow.done:' || id::text) FROM fin
-)
-SELECT id, (SELECT count(*) FROM ret) AS retired, (SELECT count(*) FROM done) AS notified
-FROM fin
