@@ -26,9 +26,11 @@ __all__ = ["Availability", "GuardedPool", "is_unavailable", "translate"]
 
 log = logging.getLogger("azync_flow.store")
 
-#: admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections
-#: (class 08, connection exceptions, is matched by its prefix).
-_UNAVAILABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+#: admin_shutdown, crash_shutdown, cannot_connect_now, idle_session_timeout,
+#: idle_in_transaction_session_timeout (the server ended the session; a fresh
+#: one works), too_many_connections. Class 08 (connection exceptions) is
+#: matched by its prefix.
+_UNAVAILABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03", "53300"})
 
 
 def is_unavailable(exc: BaseException) -> bool:
