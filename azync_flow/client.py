@@ -36,6 +36,7 @@ from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
     EnqueueParams,
     SignalParams,
+    StalledWorkflow,
     WorkflowExecutionView,
     WorkflowStartParams,
     WorkflowState,
@@ -78,6 +79,9 @@ class ClientStore(Protocol):
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
     ) -> list[Any]: ...
+    async def list_stalled_workflows(
+        self, older_than: timedelta, limit: int
+    ) -> list[StalledWorkflow]: ...
 
 
 class ExecutionPage(NamedTuple):
@@ -297,6 +301,32 @@ class Client:
         execution: workflow, activity, input, since when and why (docs/uncertain.md)."""
         ops = await self.store.list_uncertain_operations(limit=limit, workflow_id=workflow_id)
         return [UncertainOperationView.from_store(op) for op in ops]
+
+    async def list_stalled(
+        self, older_than: timedelta = timedelta(0), limit: int = 100
+    ) -> builtins.list[StalledWorkflow]:
+        """Running executions with nothing pending, oldest change first: no live
+        workflow task or operation, no unfired timer, and not waiting on a
+        signal (or waiting on one that is already buffered). Such a run will
+        not move on its own — its task or operation was lost — so it is listed
+        here instead of waiting silently; the leader's ``repair_stalled`` step
+        gives each a workflow task once it is ``stalled_after`` old.
+
+        Args:
+            older_than: only executions unchanged for at least this long.
+            limit: most executions returned (>= 1).
+
+        Returns:
+            ``StalledWorkflow`` rows (``id``, ``name``, ``updated_at``).
+
+        Raises:
+            ValueError: ``limit`` < 1 or ``older_than`` negative.
+        """
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        if older_than < timedelta(0):
+            raise ValueError("older_than must not be negative")
+        return await self.store.list_stalled_workflows(older_than, limit)
 
     async def resolve_uncertain(
         self,

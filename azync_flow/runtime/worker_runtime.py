@@ -62,6 +62,13 @@ def lease_expired_event(job: Job, reason: str) -> tuple[str, bytes]:
     return encode_event(event)
 
 
+def lost_attempt_delay(job: Job) -> timedelta:
+    """The retry backoff after a lost attempt: the operation's own policy."""
+    if job.payload is None:
+        return timedelta(0)
+    return decode_operation(job.payload).retry.delay(max(job.attempt, 1))
+
+
 class WorkflowRuntime:
     """Workflows and activities of a registry, running on a Worker.
 
@@ -182,10 +189,15 @@ class WorkflowRuntime:
         return int(report.reaped + report.killed)
 
     async def reap_operations(self) -> int:
-        """Idempotent operations whose worker died: re-run (or failed after ``max_reaps``)."""
+        """Idempotent operations whose attempt was lost (worker died, or no heartbeat
+        within ``heartbeat_timeout``): re-run as attempt + 1 after the activity's
+        retry backoff (or failed after ``max_reaps``)."""
         jobs: list[Job] = []
         report = await self.store.reap_expired_operations(
-            lease_expired_event, self.max_reaps, on_reaped=jobs.append
+            lease_expired_event,
+            self.max_reaps,
+            on_reaped=jobs.append,
+            retry_delay=lost_attempt_delay,
         )
         for job in jobs:
             self._lease_expired(job.meta, job, job.meta.get("activity", "operation"))

@@ -248,6 +248,7 @@ class WorkflowRunner:
                     consumed_signals=outcome.consumed_signals,
                     fired_timers=outcome.fired_timers,
                     outcome=_store_outcome(outcome),
+                    awaited_signals=outcome.awaited_signals,
                 )
             )
         except ConflictError:

@@ -541,7 +541,8 @@ class WorkflowStore(Protocol):
     async def list_stalled_workflows(
         self, older_than: timedelta, limit: int
     ) -> list[StalledWorkflow]:
-        """Running executions with no live workflow job, updated >= older_than ago."""
+        """Running executions with nothing pending (no live workflow job, no unfired
+        timer, not blocked on a signal), updated >= older_than ago."""
         ...
 
 

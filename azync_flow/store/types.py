@@ -510,5 +510,14 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
 
 
 class StalledWorkflow(msgspec.Struct, kw_only=True):
+    """A running execution with nothing pending (see ``list_stalled_workflows``).
+
+    Attributes:
+        id: the execution id.
+        name: its workflow name.
+        updated_at: its last change (nothing has moved it since).
+    """
+
     id: uuid.UUID
     name: str
+    updated_at: datetime | None = None

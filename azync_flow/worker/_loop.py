@@ -128,6 +128,7 @@ class LeaseLoop:
         self._slot_freed = asyncio.Event()
         self._changed: asyncio.Event | None = None
         self._beats: asyncio.Task[None] | None = None
+        self._rearm = asyncio.Event()
 
     def __repr__(self) -> str:
         return f"<LeaseLoop {self.source}:{self.kind} concurrency={self.concurrency}>"
@@ -258,7 +259,7 @@ class LeaseLoop:
 
     def _spawn(self, job: Job) -> None:
         loop = asyncio.get_running_loop()
-        handle = LeaseHandle(self.store, job, self.lease, loop.time())
+        handle = LeaseHandle(self.store, job, self.lease, loop.time(), self._rearm)
         task = loop.create_task(self._run_one(job, handle))
         handle._task = task
         self.in_flight[task] = handle
@@ -285,15 +286,45 @@ class LeaseLoop:
                 self._changed.set()
 
     async def _heartbeat_loop(self) -> None:
-        """Renew every in-flight lease that is due (about every ``lease / 3``)."""
-        tick = max(self.lease.total_seconds() / 6, 0.01)
+        """Renew every in-flight lease that is due (about every ``lease / 3``).
+
+        Heartbeat-only leases are never renewed here; once one lapsed, its
+        runner is cancelled (its job belongs to the reaper now).
+        """
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(tick)
+            self._rearm.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._tick(loop.time())):
+                    await self._rearm.wait()
             now = loop.time()
-            due = [h for h in self.in_flight.values() if h.next_beat <= now and not h.lost]
+            due: list[LeaseHandle] = []
+            for h in list(self.in_flight.values()):
+                if h.lapsed(now):
+                    self._lapse(h)
+                elif not (h.heartbeat_only or h.lost) and h.next_beat <= now:
+                    due.append(h)
             if due:
                 await asyncio.gather(*(self._beat(h) for h in due))
+
+    def _tick(self, now: float) -> float:
+        """Seconds until the next check: a sixth of the lease, or sooner when a
+        heartbeat-only lease may lapse first."""
+        tick = self.lease.total_seconds() / 6
+        for h in self.in_flight.values():
+            if h.heartbeat_only and not h.lost:
+                tick = min(tick, h.expires_at - now)
+        return max(tick, 0.01)
+
+    def _lapse(self, handle: LeaseHandle) -> None:
+        self.stats.lost += 1
+        log.warning(
+            "%r: job %s sent no heartbeat within %.3gs; its lease lapsed and its run was cancelled",
+            self,
+            handle.id,
+            handle.lease.total_seconds(),
+        )
+        handle.mark_lost()
 
     async def _beat(self, handle: LeaseHandle) -> None:
         try:

@@ -251,7 +251,10 @@ class Worker:
         The extension point of the workflow, activity, DAG and event
         runtimes: the worker leases in batches within ``concurrency``, wakes
         the loop on NOTIFY (polling as fallback), renews each lease every
-        ~lease/3 while ``runner`` works (cancelling it if the lease is lost),
+        ~lease/3 while ``runner`` works (cancelling it if the lease is lost;
+        a runner that called ``lease.renew_only_by_heartbeats(silence)`` is
+        renewed only by its own ``lease.extend()`` calls and cancelled once
+        silent for longer),
         and on shutdown stops leasing, waits ``shutdown_grace`` and releases
         what is still running. ``runner(job, lease)`` must settle the job
         itself with ``lease.token`` (ack, reschedule, dead, snooze, release or

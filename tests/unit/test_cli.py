@@ -274,6 +274,26 @@ async def test_workflow_cancel_and_result_timeout(cli: Cli, store: PostgresStore
     assert out["state"] == "cancelled"
 
 
+async def test_workflow_stalled_lists_a_run_whose_task_was_lost(
+    cli: Cli, store: PostgresStore
+) -> None:
+    _, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"ann"')
+    lost = out["id"]
+    _, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"bo"')
+    waiting = out["id"]
+    await store.pool.execute("DELETE FROM azync_jobs WHERE run_id = $1", uuid.UUID(lost))
+    await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
+    code, out, _ = await cli("workflow", "stalled")
+    assert code == 0
+    assert [(e["id"], e["name"]) for e in out] == [(lost, "cli_greeter")]
+    assert waiting not in {e["id"] for e in out}  # it waits for its signal: healthy
+    code, out, _ = await cli("workflow", "stalled", "--older-than", "3600")
+    assert (code, out) == (0, [])
+    code, _, err = await cli("workflow", "stalled", "--limit", "0")
+    assert code == 2
+    assert "--limit" in err
+
+
 async def test_queue_stats_dead_and_retry(cli: Cli, store: PostgresStore) -> None:
     from datetime import timedelta
 

@@ -384,13 +384,18 @@ class WorkflowCoreMixin(PgBase):
         self, older_than: timedelta, limit: int
     ) -> list[StalledWorkflow]:
         """Contract ``ListStalledWorkflows``: running executions updated at least
-        ``older_than`` ago (inclusive) with no pending, scheduled, active or
-        uncertain workflow job. Oldest first, at most ``limit``.
+        ``older_than`` ago (inclusive) with nothing pending — no pending,
+        scheduled, active or uncertain workflow job, no unfired timer, and not
+        blocked on a signal (an execution whose awaited signal is already
+        buffered counts as stalled: its task was lost). Oldest first, at most
+        ``limit``.
         """
         if limit <= 0:
             return []
         rows = await self._fetch("workflow_list_stalled", older_than, limit)
-        return [StalledWorkflow(id=r["id"], name=r["name"]) for r in rows]
+        return [
+            StalledWorkflow(id=r["id"], name=r["name"], updated_at=r["updated_at"]) for r in rows
+        ]
 
     # --- helpers shared with the runtime mixin --------------------------------------
 

@@ -154,6 +154,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         outcome: Outcome | None = None,
         next_task_at: datetime | Literal["now"] | None = None,
         keep_lease: timedelta | None = None,
+        awaited_signals: Sequence[str] | None = None,
     ) -> int:
         """Commit one replay pass atomically and ack its workflow task.
 
@@ -171,6 +172,11 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         the task is not acked but stays active under the same token with its
         lease renewed to backend now + ``keep_lease``, and no next task is
         scheduled — the pass goes on and commits again at the new seq.
+
+        ``awaited_signals`` (the signal names the pass left the workflow
+        blocked on) replaces the execution's recorded set; None keeps it. It
+        tells a signal-waiting execution from a stalled one
+        (``list_stalled_workflows``).
 
         Returns:
             The execution's new ``next_seq``.
@@ -192,7 +198,9 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             checkpoint = keep_lease is not None and stays_running
             # Events + ack of the (fenced, locked) task in one statement.
             ack = None if checkpoint else (job_id, lease_token)
-            await self._write_pass(conn, run_id, expected_next_seq, events, ack)
+            await self._write_pass(
+                conn, run_id, expected_next_seq, events, ack, awaited_signals=awaited_signals
+            )
             if operations:
                 await self._schedule_ops(conn, run_id, list(operations))
             await self._write_timers(conn, run_id, timers, fired_timers)
@@ -416,9 +424,12 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         first: int,
         events: Sequence[tuple[str, bytes]],
         ack: tuple[uuid.UUID, uuid.UUID] | None = None,
+        *,
+        awaited_signals: Sequence[str] | None = None,
     ) -> None:
         """Append ``events`` at ``first``.. and, with ``ack`` = (job id, lease token),
-        ack that job (already fenced and locked by :meth:`_fence`), one statement."""
+        ack that job (already fenced and locked by :meth:`_fence`), one statement;
+        ``awaited_signals`` (None = unchanged) is recorded on the execution."""
         row = await self._fetchrow(
             "workflow_pass_write_ack",
             run_id,
@@ -427,6 +438,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             [p for _, p in events],
             None if ack is None else ack[0],
             None if ack is None else ack[1],
+            None if awaited_signals is None else list(awaited_signals),
             conn=conn,
         )
         if ack is not None:

@@ -372,14 +372,23 @@ WITH d AS (
 SELECT count(*) FROM d
 
 -- name: workflow_list_stalled
--- $2 older_than, $3 limit
-SELECT e.id, e.name FROM azync_workflow_executions e
+-- $2 older_than, $3 limit. Running executions with nothing pending: no live
+-- workflow job (task or operation), no unfired timer, and not blocked on a
+-- signal — unless a signal it waits for is already buffered (its task is lost).
+SELECT e.id, e.name, e.updated_at FROM azync_workflow_executions e
 WHERE e.state = 'running'
   AND e.updated_at <= coalesce($1::timestamptz, now()) - $2::interval
   AND NOT EXISTS (
       SELECT 1 FROM azync_jobs j
       WHERE j.run_id = e.id AND j.source = 'workflow'
         AND j.state IN ('pending', 'scheduled', 'active', 'uncertain'))
+  AND NOT EXISTS (
+      SELECT 1 FROM azync_workflow_timers t
+      WHERE t.workflow_id = e.id AND t.fired_at IS NULL)
+  AND (cardinality(e.awaited_signals) = 0 OR EXISTS (
+      SELECT 1 FROM azync_workflow_signals s
+      WHERE s.workflow_id = e.id AND s.consumed_seq IS NULL
+        AND s.name = ANY (e.awaited_signals)))
 ORDER BY e.updated_at, e.id
 LIMIT $3
 
@@ -429,12 +438,15 @@ WHERE id = $2 AND state = 'active' AND source = 'workflow'
 FOR UPDATE SKIP LOCKED
 
 -- name: workflow_job_reap
--- $2 id: back to pending with reap_count + 1 (the attempt is kept). A
--- workflow task with a runnable sibling is merged into it by the trigger of
--- migration 0002.
+-- $2 id, $3 retry delay (NULL or <= 0: run again now): back to pending, or
+-- scheduled after the delay, with reap_count + 1 (the attempt is kept, so
+-- the next lease is attempt + 1). A workflow task with a runnable sibling is
+-- merged into it by the trigger of migration 0002.
 UPDATE azync_jobs
-SET state = 'pending', reap_count = reap_count + 1, lease_until = NULL,
-    run_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
+SET state = CASE WHEN $3::interval > interval '0' THEN 'scheduled' ELSE 'pending' END,
+    reap_count = reap_count + 1, lease_until = NULL,
+    run_at = coalesce($1::timestamptz, now()) + greatest(coalesce($3::interval, interval '0'), interval '0'),
+    updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'active'
 RETURNING state
 
@@ -535,9 +547,9 @@ CROSS JOIN LATERAL (
 
 -- name: workflow_pass_write_ack
 -- $2 workflow id, $3 first seq, $4 types text[], $5 payloads bytea[], $6 job
--- id to ack (NULL = none), $7 its lease_token: workflow_pass_write plus the
--- ack of the (already fenced and locked) job, one statement. acked_kind is
--- NULL when nothing was acked.
+-- id to ack (NULL = none), $7 its lease_token, $8 awaited signal names text[]
+-- (NULL = unchanged): workflow_pass_write plus the ack of the (already fenced
+-- and locked) job, one statement. acked_kind is NULL when nothing was acked.
 WITH ev AS (
     INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
     SELECT $2, $3 + u.ord - 1, u.type, u.payload, coalesce($1::timestamptz, now())
@@ -551,7 +563,8 @@ WITH ev AS (
     RETURNING kind
 )
 UPDATE azync_workflow_executions
-SET next_seq = $3 + cardinality($4::text[]), updated_at = coalesce($1::timestamptz, now())
+SET next_seq = $3 + cardinality($4::text[]), updated_at = coalesce($1::timestamptz, now()),
+    awaited_signals = coalesce($8::text[], awaited_signals)
 WHERE id = $2
 RETURNING next_seq, (SELECT count(*) FROM ev) AS written, (SELECT kind FROM ack) AS acked_kind
 
