@@ -171,6 +171,11 @@ class _Acquire:
         self._cm = cm
         self._epoch = 0
 
+    def __await__(self) -> Any:
+        """``conn = await pool.acquire()`` (release it with ``pool.release(conn)``):
+        acquiring is translated, the statements on ``conn`` are not."""
+        return self.__aenter__().__await__()
+
     async def __aenter__(self) -> Any:
         self._epoch = self._guard.availability.epoch
         try:
