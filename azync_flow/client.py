@@ -31,6 +31,7 @@ from azync_flow.replay.events import HistoryEntry
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.runtime.job_tracing import traced_meta
+from azync_flow.runtime.run_span import end_finished_workflow_run_span
 from azync_flow.runtime.uncertain import UncertainOperationView, resolve_operation
 from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
@@ -70,7 +71,7 @@ class ClientStore(Protocol):
     ) -> tuple[bool, uuid.UUID]: ...
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView: ...
     async def signal_workflow(self, p: SignalParams) -> bool: ...
-    async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState | None: ...
     async def resume_workflow(self, id: uuid.UUID) -> None: ...
     async def list_uncertain_operations(
         self, limit: int = 100, workflow_id: uuid.UUID | None = None
@@ -280,8 +281,9 @@ class Client:
             business_idempotency_key=idempotency_key,
             meta=meta or {},
         )
-        # The run's trace: a short start span under the caller's span; its context
-        # is stored with the execution (a deduplicated start keeps the stored one).
+        # The run's trace: the run span is reserved in the caller's trace (exported
+        # when the run ends); its context is stored with the execution (a
+        # deduplicated start keeps the stored one).
         carrier = self.tracer.start_run_span(RunKind.WORKFLOW, name, run_id)
         inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
         if not inserted:
@@ -445,12 +447,15 @@ class WorkflowHandle(Generic[R]):
         A running execution sees ``asyncio.CancelledError`` at its current
         await and may clean up (durably) before it ends. A suspended one cannot
         run code: it is settled cancelled at once, without cleanup code, and its
-        uncertain operations are cancelled with it (docs/workflows.md).
+        uncertain operations are cancelled with it (docs/workflows.md); this
+        call then exports the run's span.
 
         Raises:
             NotFoundError: the execution is missing or already finished.
         """
-        await self.client.store.cancel_workflow_execution(self.id)
+        state = await self.client.store.cancel_workflow_execution(self.id)
+        if state == WorkflowState.CANCELLED:  # ended by this call: its commit won
+            await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
 
     async def resume(self) -> None:
         """Resume a suspended execution (e.g. after fixing non-deterministic code)."""

@@ -163,8 +163,8 @@ class ActivityRunner:
     async def run_operation(self, job: Job, token: uuid.UUID, lease: Any = None) -> None:
         """Run one attempt of a leased operation job and settle it.
 
-        The attempt is one ``activity <name>`` span (child of the run's start
-        span, from the trace context in the job's meta) with its outcome:
+        The attempt is one ``activity <name>`` span (child of the run span,
+        from the trace context in the job's meta) with its outcome:
         succeeded, retried (with the delay), dead or uncertain. The activity
         runs inside it, so its own spans nest under the attempt.
         """

@@ -31,6 +31,7 @@ from azync_flow.replay.passes import InstanceCache, to_entries
 from azync_flow.retry import RetryPolicy, describe_error
 from azync_flow.runtime._operations import operation_params
 from azync_flow.runtime._transient import retry_transient
+from azync_flow.runtime.run_span import end_workflow_run_span
 from azync_flow.store.errors import ConflictError, is_not_found
 from azync_flow.store.types import Job, WorkflowState
 from azync_flow.telemetry import (
@@ -110,9 +111,10 @@ class WorkflowRunner:
         (None when no pass ran: execution not running or commit lost).
 
         A pass that runs makes exactly one ``workflow.task`` attempt span (child
-        of the run's start span) with its replay statistics; workflow code runs
-        with spans suppressed. After the commit, consumed signals, fired timers
-        and a cancellation are recorded as run events."""
+        of the run span) with its replay statistics; workflow code runs with
+        spans suppressed. After the commit, consumed signals, fired timers and
+        a cancellation are recorded as run events, and a pass that finished the
+        execution exports the run span."""
         assert job.run_id is not None
         run_id = job.run_id
         cached = self.cache.take(run_id)
@@ -144,7 +146,21 @@ class WorkflowRunner:
             outcome = await self._pass(job, token, state, cached, span)
         if outcome is not None:
             self._run_events(state, outcome)
+            self._end_run(state, outcome)
         return outcome
+
+    def _end_run(self, state: Any, outcome: PassOutcome) -> None:
+        """A pass whose commit made the execution terminal exports the run span
+        (after its own span ended, so the run span ends last)."""
+        finished = _FINISHED.get(outcome.status)
+        if finished is not None:
+            end_workflow_run_span(
+                self.tracer,
+                state.execution,
+                state.trace_context,
+                finished,
+                outcome.failure_reason,
+            )
 
     async def _pass(
         self, job: Job, token: uuid.UUID, state: Any, cached: Any, span: AttemptSpan
@@ -293,6 +309,14 @@ def suppressed_task_context() -> contextvars.Context:
     ctx = contextvars.copy_context()
     ctx.run(otel_context.attach, suppressed_context())
     return ctx
+
+
+#: Pass statuses that finish the execution, and the state they finish it in.
+_FINISHED = {
+    PassStatus.COMPLETED: WorkflowState.SUCCEEDED,
+    PassStatus.FAILED: WorkflowState.FAILED,
+    PassStatus.CANCELLED: WorkflowState.CANCELLED,
+}
 
 
 def _store_outcome(outcome: PassOutcome) -> tuple[Any, ...] | None:

@@ -610,9 +610,11 @@ class LeaseElector(Protocol):
     """Contract ``LeaseElector``."""
 
     async def acquire_leadership_lease(
-        self, name: str, ttl: timedelta = ...
+        self, name: str, ttl: timedelta = ..., *, holder: str = ...
     ) -> LeadershipLease | None:
         """Try to take the named leadership; None when another instance leads.
+
+        ``holder`` names the process for operators (default ``"<host>:<pid>"``).
 
         A leadership is a lease on the backend clock: free or lapsed for
         ``ttl`` since its last renewal, it is taken with a higher term. Renew

@@ -10,6 +10,8 @@ Environment:
                   "during:<activity>"   inside the activity body, after it started
                   "in_pass:<n>"         in the n-th workflow pass, before its commit
                   "after_pass:<n>"      right after the n-th pass committed
+                  "sleeping:<n>"        after the n-th pass finished (its span ended),
+                                        e.g. while the workflow waits on ctx.sleep
     UNTIL         "done" (default: wait for the run's result) or "suspended"
     OTLP_ENDPOINT export spans there (service name WORKER_NAME); flushed before a kill
     CACHE_SIZE    sticky-cache size (0 = full replay on every pass)
@@ -104,6 +106,20 @@ def install_faults(runtime: Any) -> None:
             die()
 
     runtime.activities.after_settle = after_settle
+    if MODE.startswith("sleeping:"):
+        finished = 0
+        run_task = runtime.workflows.run_task
+
+        async def then_die(*args: Any, **kwargs: Any) -> Any:
+            nonlocal finished
+            result = await run_task(*args, **kwargs)
+            finished += 1
+            if finished == int(MODE.split(":")[1]):
+                die()
+            return result
+
+        runtime.workflows.run_task = then_die
+        return
     if not MODE.startswith(("in_pass:", "after_pass:")):
         return
     where, n = MODE.split(":")

@@ -187,7 +187,7 @@ class WorkflowCoreMixin(PgBase):
         async with self._wtx() as conn:
             await self._finish(conn, id, WorkflowState.FAILED, None, reason)
 
-    async def cancel_workflow_execution(self, id: uuid.UUID) -> None:
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState:
         """Contract ``CancelWorkflowExecution``: request cancellation.
 
         A running execution gets ``cancel_requested`` and a workflow task; the
@@ -207,6 +207,9 @@ class WorkflowCoreMixin(PgBase):
         appended (history records what the code did, and it did not run);
         signals it never consumed get the ``SignalsUndelivered`` record.
 
+        Returns ``running`` when cancellation was requested (a pass ends the
+        execution), ``cancelled`` when this call ended it.
+
         Raises NotFoundError when the execution is missing or terminal.
         """
         async with self._wtx() as conn:
@@ -214,7 +217,7 @@ class WorkflowCoreMixin(PgBase):
             await self._fetchval("workflow_cancel_request", id, conn=conn)
             if state == WorkflowState.RUNNING:
                 await self._schedule_task(conn, id, WORKFLOW_TASK, None)
-                return
+                return WorkflowState.RUNNING
             await self._fetch("workflow_cancel_uncertain_ops", id, conn=conn)
             await self._finish(
                 conn,
@@ -223,6 +226,7 @@ class WorkflowCoreMixin(PgBase):
                 None,
                 "ended while suspended; no cleanup code ran",
             )
+        return WorkflowState.CANCELLED
 
     async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None:
         """Contract ``SuspendWorkflow``: running -> suspended (no passes run).
