@@ -33,8 +33,12 @@ log = logging.getLogger("azync_flow.store")
 _UNAVAILABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03", "53300"})
 
 
-def is_unavailable(exc: BaseException) -> bool:
-    """True when ``exc`` means the database cannot be reached right now."""
+def is_unavailable(exc: BaseException, *, in_body: bool = False) -> bool:
+    """True when ``exc`` means the database cannot be reached right now.
+
+    ``in_body``: ``exc`` was raised inside ``async with pool.acquire()``, where
+    asyncpg reports a connection the server closed as "released back to the pool".
+    """
     if isinstance(exc, TimeoutError):  # a statement timeout, not a lost server
         return False
     # InternalClientError: the protocol state of a connection the server ended while
@@ -45,14 +49,18 @@ def is_unavailable(exc: BaseException) -> bool:
     if sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith("08"):
         return True
     # asyncpg's InterfaceError also covers misuse; only a closed connection counts.
-    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
+    if not isinstance(exc, asyncpg.InterfaceError):
+        return False
+    text = str(exc)
+    return "closed" in text or (in_body and "released back to the pool" in text)
 
 
-def translate(exc: BaseException, schema: str) -> AzyncError | None:
-    """The product error for a driver error, or None to let ``exc`` through."""
+def translate(exc: BaseException, schema: str, *, in_body: bool = False) -> AzyncError | None:
+    """The product error for a driver error, or None to let ``exc`` through
+    (``in_body``: see :func:`is_unavailable`)."""
     if isinstance(exc, AzyncError):
         return None
-    if is_unavailable(exc):
+    if is_unavailable(exc, in_body=in_body):
         return StoreUnavailableError(f"database unavailable ({type(exc).__name__}: {exc})")
     if isinstance(exc, asyncpg.UndefinedTableError):
         return SchemaNotMigratedError(schema, str(exc))
@@ -120,14 +128,14 @@ class GuardedPool:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.raw, name)
 
-    def fail(self, exc: BaseException) -> AzyncError | None:
+    def fail(self, exc: BaseException, *, in_body: bool = False) -> AzyncError | None:
         """Translate ``exc``; an unavailable database is reported to ``availability``.
 
         The pool replaces connections the server closed by itself on their next
         acquire (``expire_connections`` is not used: asyncpg closes expired ones
         in tasks whose errors on a dead socket are never retrieved).
         """
-        err = translate(exc, self.schema)
+        err = translate(exc, self.schema, in_body=in_body)
         if isinstance(err, StoreUnavailableError):
             self.availability.failed(exc)
         return err
@@ -199,5 +207,5 @@ class _Acquire:
             raise err from release_exc
         if exc is None:
             self._guard.availability.succeeded(self._epoch)
-        elif isinstance(exc, Exception) and (err := self._guard.fail(exc)) is not None:
+        elif isinstance(exc, Exception) and (err := self._guard.fail(exc, in_body=True)):
             raise err from exc
