@@ -18,6 +18,7 @@ from azync_flow.errors import (
     Uncertain,
     WorkflowCancelledError,
     WorkflowFailedError,
+    WorkflowTerminatedError,
 )
 from azync_flow.replay import Replayer
 from azync_flow.retry import RetryPolicy
@@ -53,6 +54,7 @@ __all__ = [
     "WorkflowCancelledError",
     "WorkflowContext",
     "WorkflowFailedError",
+    "WorkflowTerminatedError",
     "activity",
     "attach_dags",
     "workflow",
