@@ -29,7 +29,6 @@ from ._clock import MovableClock
 if TYPE_CHECKING:
     from azync_flow.dag import DAG, DAGClient, DAGWorkerBinding
     from azync_flow.runtime.worker_runtime import WorkflowRuntime
-    from azync_flow.workflow import WorkflowDefinition
 
 __all__ = ["TestClient", "TestWorkflowHandle", "WorkflowEnvironment"]
 
@@ -154,12 +153,11 @@ class WorkflowEnvironment:
             self.clock.set(datetime.now(UTC))
         self.clock.flowing = True
         self._bg = asyncio.create_task(self.worker.run(), name="azync test worker")
-        started = asyncio.create_task(self.worker.started())
-        await asyncio.wait({self._bg, started}, return_when=asyncio.FIRST_COMPLETED)
-        if self._bg.done():  # the worker failed to start: surface why
-            started.cancel()
-            bg, self._bg = self._bg, None
-            await bg
+        try:
+            await self.worker._started_or_failed(self._bg)  # surfaces a failed start
+        except BaseException:
+            self._bg = None
+            raise
         return self
 
     async def close(self) -> None:
@@ -238,6 +236,10 @@ class WorkflowEnvironment:
         return True
 
     async def _move_clock(self, when: datetime) -> None:
+        """Jump forward to ``when``; never back (the clock ran on while the worker
+        worked, possibly past ``when`` already)."""
+        if when <= self.now:
+            return
         # A jump lapses the worker's maintenance leaderships (leases on this clock):
         # hand them back first so they are re-acquired, not reported as lost.
         await self.worker.maintenance.release()
@@ -316,18 +318,9 @@ class TestClient(Client):
         super().__init__(store, **options)
         self.env = env
 
-    async def start(
-        self, workflow: WorkflowDefinition[Any, R], input: Any = None, **options: Any
-    ) -> TestWorkflowHandle[R]:
-        """``Client.start``; the handle's ``result()`` skips time (see the environment)."""
-        handle = await super().start(workflow, input, **options)
-        return TestWorkflowHandle(self, handle.id, handle.workflow, started=handle.started)
-
-    def get_handle(
-        self, id: Any, workflow: WorkflowDefinition[Any, R] | None = None
-    ) -> TestWorkflowHandle[R]:
-        """``Client.get_handle`` with a time-skipping ``result()``."""
-        return TestWorkflowHandle(self, id, workflow, started=False)
+    @property
+    def _handle_class(self) -> type[WorkflowHandle[Any]]:
+        return TestWorkflowHandle
 
 
 class TestWorkflowHandle(WorkflowHandle[R]):
