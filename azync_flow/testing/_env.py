@@ -134,19 +134,22 @@ class WorkflowEnvironment:
         """
         if self._bg is not None:
             raise RuntimeError("the environment is already started")
-        workflows, activities = list(workflows), list(activities)
-        if workflows or activities or not self.worker.loops:
+        from azync_flow.workflow import Registry
+
+        workflow_defs = workflows if isinstance(workflows, Registry) else list(workflows)
+        activity_defs, dag_list, subs = list(activities), list(dags), list(subscribers)
+        if workflow_defs or activity_defs or not (dag_list or subs or self.worker.handlers):
             runtime_options.setdefault("retention", timedelta(0))  # see __init__
-            self.runtime = self.worker.register_workflows(workflows, activities, **runtime_options)
+            self.runtime = self.worker.register_workflows(
+                workflow_defs, activity_defs, **runtime_options
+            )
         if self.worker.handlers:
             self.worker.maintain_source(Source.QUEUE)
-        dag_list = list(dags)
         if dag_list:
             from azync_flow.dag import attach_dags
 
             worker: Any = self.worker  # WorkerLike spells its verbs loosely
             self.dag_binding = attach_dags(worker, dag_list)
-        subs = list(subscribers)
         if subs:
             _attach_subscribers(self.worker, subs)
         if self.clock() is None:
