@@ -197,6 +197,30 @@ async def test_a_queue_job_snooze_is_due_after_its_delay(
     assert about(env.now - began_at, timedelta(days=2, hours=23))
 
 
+async def test_a_queue_job_retry_backoff_is_skipped_over(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    attempts: list[int] = []
+
+    @workflow_env.worker.register(
+        "invoice.send",
+        retry=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(hours=2), jitter=0),
+    )
+    async def send(payload: dict[str, str]) -> None:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) < 3:
+            raise ConnectionError("smtp down")
+
+    env = await workflow_env.start()
+    began_at = env.now
+    await env.client.enqueue("invoice.send", {"to": "ann"})
+    await env.sleep(timedelta(hours=1, minutes=59))
+    assert attempts == [1]
+    await env.run_until_settled()
+    assert attempts == [1, 2, 3]
+    assert about(env.now - began_at, timedelta(hours=6))  # 2 h, then 4 h
+
+
 nightly = DAG("nightly")
 DAG_RAN: list[str] = []
 
