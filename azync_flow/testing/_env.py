@@ -103,6 +103,7 @@ class WorkflowEnvironment:
         self.dag_binding: DAGWorkerBinding | None = None
         self._dags: DAGClient | None = None
         self._bg: asyncio.Task[None] | None = None
+        self._skipping = asyncio.Lock()
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -206,7 +207,9 @@ class WorkflowEnvironment:
         The clock jumps from one due moment to the next (timers, sleeps, retry
         backoffs, snoozes, DAG sleep tasks, signal-wait timeouts), letting the
         worker run whatever became runnable at each before moving on, and ends
-        exactly ``duration`` after it started, with nothing runnable left.
+        ``duration`` after it started (plus the milliseconds the worker took),
+        with nothing runnable left. Attempts running when it is called finish
+        first. Skips from other tasks (``handle.result()``) wait for it.
 
         Raises:
             ValueError: ``duration`` is negative.
@@ -216,11 +219,12 @@ class WorkflowEnvironment:
             raise ValueError("env.sleep needs a non-negative duration")
         target = self.now + duration
         await self.settle()
-        while (due := await self.store.next_due_at()) is not None and due <= target:
-            await self._move_clock(due)
+        async with self._skipping:
+            while (due := await self.store.next_due_at()) is not None and due <= target:
+                await self._move_clock(due)
+                await self.settle()
+            await self._move_clock(target)
             await self.settle()
-        await self._move_clock(target)
-        await self.settle()
 
     async def skip_to_next_due(self) -> bool:
         """Jump to the next due moment and run what became runnable there.
@@ -231,12 +235,13 @@ class WorkflowEnvironment:
         Returns:
             False when nothing is waiting on time (the clock did not move).
         """
-        due = await self.store.next_due_at()
-        if due is None:
-            return False
-        await self._move_clock(due)
-        await self.settle()
-        return True
+        async with self._skipping:  # one skip at a time: two would jump twice
+            due = await self.store.next_due_at()
+            if due is None:
+                return False
+            await self._move_clock(due)
+            await self.settle()
+            return True
 
     async def _move_clock(self, when: datetime) -> None:
         """Jump forward to ``when``; never back (the clock ran on while the worker

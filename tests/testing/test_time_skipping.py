@@ -323,3 +323,12 @@ async def test_time_never_runs_backwards_across_skips(workflow_env: WorkflowEnvi
     last_write = await env.store.pool.fetchval("SELECT max(updated_at) FROM azync_jobs")
     assert env.now >= last_write
     assert (await handle.describe()).state == "succeeded"
+
+
+async def test_results_awaited_together_skip_time_once(workflow_env: WorkflowEnvironment) -> None:
+    env = await workflow_env.start([sleeper], [])
+    began_at = env.now
+    short, long = await env.client.start(sleeper, 3), await env.client.start(sleeper, 5)
+    results = await asyncio.gather(long.result(timeout=10), short.result(timeout=10))
+    assert results == ["slept 5d", "slept 3d"]
+    assert about(env.now - began_at, timedelta(days=5))
