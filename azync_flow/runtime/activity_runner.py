@@ -75,6 +75,33 @@ class ActivityInfo:
         self._token = token
         self._heartbeat_timeout = op.heartbeat_timeout
         self._extend_by = op.heartbeat_timeout or op.start_to_close or timedelta(seconds=30)
+        self._published = 0
+
+    async def publish(
+        self,
+        event_type: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        meta: dict[str, str] | None = None,
+    ) -> uuid.UUID:
+        """Publish an event to the ledger from this activity, once per
+        operation: the ``n``-th call of every attempt writes the same event
+        id, so a retried attempt does not publish it again. Arguments as
+        ``Client.publish``.
+
+        Returns:
+            The event id.
+
+        Raises:
+            ValueError, PayloadEncodeError: as ``Client.publish``.
+        """
+        from azync_flow.events._publish import publish_once
+
+        self._published += 1
+        return await publish_once(
+            self._store, self.job.id, self._published, event_type, payload, key=key, meta=meta
+        )
 
     async def heartbeat(self) -> None:
         """Extend this attempt's lease (long activities call it periodically).
