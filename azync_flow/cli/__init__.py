@@ -1,7 +1,8 @@
 """The ``azync-flow`` command line (argparse; see ``azync-flow --help``).
 
 Subcommands: ``migrate``, ``worker APP``, ``workflow start|signal|describe|history|
-cancel|result|list|stalled``, ``replay``, ``uncertain list|resolve``, ``queue stats|dead|retry``.
+cancel|result|list|stalled``, ``replay``, ``uncertain list|resolve``, ``queue stats|dead|retry``,
+``embedded status|stop``.
 The database comes from ``--dsn`` or ``$AZYNC_DSN`` (``--schema`` / ``$AZYNC_SCHEMA``
 for the schema); only ``migrate`` and ``worker`` fall back to the embedded server
 by default, others need ``--embedded`` for that. Errors print one line on stderr
@@ -21,7 +22,7 @@ import asyncpg
 from azync_flow.errors import AzyncError, PayloadError, UnknownWorkflowError
 from azync_flow.store.errors import ConflictError, NotFoundError, StoreError
 
-from . import _ops, _worker, _workflow
+from . import _embedded, _ops, _worker, _workflow
 from ._common import (
     EXIT_CONFLICT,
     EXIT_FAILED,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     _ops.register(sub)
     _worker.register(sub)
     _workflow.register(sub)
+    _embedded.register(sub)
     rp = sub.add_parser(
         "replay",
         help="check recorded histories against current workflow code",
