@@ -5,9 +5,11 @@ stop from the command line; the server's own chatter stays out of INFO logs."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,11 +73,12 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    d = tmp_path / "pgdata"
+def data_dir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="azync-embedded-")) / "pgdata"
     yield d
     if (d / "PG_VERSION").exists():
         stop_embedded(d, force=True)
+    shutil.rmtree(d.parent, ignore_errors=True)
 
 
 def test_server_left_by_a_killed_process_is_reported_reused_and_stopped_by_the_last_user(
