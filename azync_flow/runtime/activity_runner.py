@@ -131,6 +131,18 @@ def _cancel_reason(op: OperationPayload, lease: Any) -> str:
     return "the attempt was cancelled mid-call (worker shutdown or lost lease)"
 
 
+def _log_suspended(job: Job, reason: str) -> None:
+    log.warning(
+        "workflow %s suspended: operation %s (%s, attempt %d) is uncertain: %s; it waits "
+        "for its reconcile hook or an operator (azync-flow uncertain list|resolve)",
+        job.run_id,
+        job.id,
+        job.kind,
+        job.attempt,
+        reason,
+    )
+
+
 def current_activity() -> ActivityInfo | None:
     """The attempt running in this context, or None outside activities."""
     return _current.get()
@@ -286,6 +298,14 @@ class ActivityRunner:
         if decision is RetryDecision.RETRY:
             try:
                 delay = retry.delay(job.attempt)
+                log.info(
+                    "activity %s of workflow %s: attempt %d failed, retrying in %.2fs: %s",
+                    op.activity,
+                    job.run_id,
+                    job.attempt,
+                    delay.total_seconds(),
+                    description,
+                )
                 await retry_transient(
                     lambda: self.store.reschedule(job.id, token, delay, description)
                 )
@@ -350,6 +370,8 @@ class ActivityRunner:
             )
         except Exception as err:  # lease already gone: the reaper decides
             log.info("could not park cancelled operation %s: %s", job.id, err)
+            return
+        _log_suspended(job, reason)
 
     async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> bool:
         """Park the operation as uncertain (suspends the execution), never retry it;
@@ -364,6 +386,7 @@ class ActivityRunner:
             if not is_not_found(err):
                 raise
             return False
+        _log_suspended(job, reason)
         if self.reconciler is not None and job.kind in self.reconciler.kinds():
             try:
                 await self.reconciler.reconcile_id(job.id)

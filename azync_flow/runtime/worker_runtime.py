@@ -24,6 +24,7 @@ This adds to the worker:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,12 @@ __all__ = ["WORKFLOW_LEADERSHIP", "WORKFLOW_TASK_KIND", "WorkflowRuntime", "regi
 WORKFLOW_TASK_KIND = "$wft"
 #: Election of the workflow maintenance steps (workers without workflows never win it).
 WORKFLOW_LEADERSHIP = "azync_flow.workflow"
+
+log = logging.getLogger("azync_flow.workflow")
+
+
+def _named(defn: Any) -> str:
+    return f"{defn.name}@{defn.version}" if defn.version else str(defn.name)
 
 
 def lease_expired_event(job: Job, reason: str) -> tuple[str, bytes]:
@@ -148,6 +155,11 @@ class WorkflowRuntime:
             )
             for kind in registry.activities
         ]
+        log.info(
+            "workflows registered: %s; activities: %s",
+            ", ".join(_named(w) for w in registry.workflows.values()) or "none",
+            ", ".join(_named(a) for a in registry.activities.values()) or "none",
+        )
         tick = timedelta(seconds=worker.maintenance.tick_seconds)
         steps = [
             ("workflow.promote", self.promote, tick),

@@ -243,8 +243,26 @@ class QueueRunner:
         decision = handler.retry.decide(exc, job.attempt, job.max_attempts)
         if decision is RetryDecision.RETRY:
             delay = handler.retry.delay(job.attempt)
+            log.info(
+                "%s %s (job %s): attempt %d failed, retrying in %.2fs: %s",
+                job.source,
+                job.kind,
+                job.id,
+                job.attempt,
+                delay.total_seconds(),
+                error,
+            )
             await self._settle(lease, self.store.reschedule(job.id, lease.token, delay, error))
         else:
+            log.warning(
+                "%s %s (job %s): attempt %d failed, dead-lettered (%s): %s",
+                job.source,
+                job.kind,
+                job.id,
+                job.attempt,
+                decision,
+                error,
+            )
             await self._settle(lease, self.store.dead(job.id, lease.token, error))
 
     async def _settle(self, lease: LeaseHandle, op: Awaitable[Any]) -> None:
