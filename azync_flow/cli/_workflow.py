@@ -1,4 +1,4 @@
-"""``azync-flow workflow start|signal|describe|history|cancel|result|list|stalled``."""
+"""``azync-flow workflow start|signal|describe|history|cancel|terminate|result|list|stalled``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from azync_flow.client import Client
-from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
+from azync_flow.client import Client, WorkflowHandle
+from azync_flow.errors import (
+    WorkflowCancelledError,
+    WorkflowFailedError,
+    WorkflowTerminatedError,
+)
 from azync_flow.replay.codec import encode_value
 from azync_flow.store import WorkflowStartParams, WorkflowState
 
@@ -54,6 +58,15 @@ def register(sub: Any) -> None:
         p = verbs.add_parser(verb, help=text)
         p.add_argument("id")
         p.set_defaults(run=fn)
+
+    p = verbs.add_parser(
+        "terminate",
+        help="end an execution now without running its code (cancel asks it to clean up)",
+    )
+    p.add_argument("id")
+    p.add_argument("--reason", required=True, help="why; recorded in history and on the ledger")
+    p.add_argument("--by", default=None, help="who (default: user@host)")
+    p.set_defaults(run=_terminate)
 
     p = verbs.add_parser("result", help="wait for an execution's result")
     p.add_argument("id")
@@ -151,19 +164,23 @@ async def _cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _terminate(args: argparse.Namespace) -> int:
+    async with connect(args) as store:
+        handle: WorkflowHandle[Any] = Client(store).get_handle(parse_id(args.id))
+        await handle.terminate(args.reason, terminated_by=args.by)
+        view = await handle.describe()
+    emit({"state": view.state, "reason": view.failure_reason})
+    return EXIT_OK
+
+
 async def _result(args: argparse.Namespace) -> int:
     async with connect(args) as store:
         try:
             value: Any = (
                 await Client(store).get_handle(parse_id(args.id)).result(timeout=args.timeout)
             )
-        except (WorkflowFailedError, WorkflowCancelledError) as exc:
-            emit(
-                {
-                    "state": "failed" if isinstance(exc, WorkflowFailedError) else "cancelled",
-                    "error": str(exc),
-                }
-            )
+        except (WorkflowFailedError, WorkflowCancelledError, WorkflowTerminatedError) as exc:
+            emit({"state": _ENDED[type(exc)], "error": str(exc)})
             return EXIT_FAILED
     emit(value)
     return EXIT_OK
@@ -190,5 +207,11 @@ async def _stalled(args: argparse.Namespace) -> int:
     emit(rows)
     return EXIT_OK
 
+
+_ENDED: dict[type[Exception], str] = {
+    WorkflowFailedError: "failed",
+    WorkflowCancelledError: "cancelled",
+    WorkflowTerminatedError: "terminated",
+}
 
 __all__ = ["register"]
