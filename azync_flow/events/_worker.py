@@ -10,6 +10,7 @@ retention run on the event maintenance leader.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
+from ..runtime.job_tracing import job_span_interceptor
 from ..store.types import DequeueParams, Job, Source, Subscriber
 from ..worker._lease import LeaseHandle
 from ..worker._maintenance import DEFAULT_LEADERSHIP
@@ -27,6 +29,8 @@ from ._publish import publish_once
 from ._subscriber import SubscriberDefinition
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
     from ..client import Client
     from ..worker import Worker
 
@@ -154,6 +158,8 @@ class SubscriberBinding:
         subscribers: Iterable[SubscriberDefinition],
         *,
         keep: timedelta = timedelta(days=7),
+        trace: bool = False,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.worker = worker
         self.store: Any = worker.store
@@ -161,8 +167,11 @@ class SubscriberBinding:
         self.handlers: dict[str, QueueHandler] = {}
         self.subscribers: list[SubscriberDefinition] = []
         self.registered = False
+        self._register_lock = asyncio.Lock()
         self._client: Client | None = None
         runner = EventRunner(self)
+        if trace:
+            runner.interceptors.append(job_span_interceptor(self, tracer_provider))
         for sub in subscribers:
             if sub.name in self.handlers:
                 raise ValueError(f"subscriber {sub.name!r} is attached twice")
@@ -219,7 +228,9 @@ class SubscriberBinding:
     def _dequeue_for(self, spec: QueueHandler) -> Any:
         async def dequeue(limit: int, lease: timedelta) -> list[Job]:
             if not self.registered:
-                await self.register()
+                async with self._register_lock:  # every loop's first lease waits for one
+                    if not self.registered:
+                        await self.register()
             jobs: list[Job] = await self.store.dequeue_batch(
                 Source.EVENT,
                 DequeueParams(
@@ -278,6 +289,8 @@ def attach_subscribers(
     subscribers: Iterable[SubscriberDefinition],
     *,
     keep: timedelta = timedelta(days=7),
+    trace: bool = False,
+    tracer_provider: TracerProvider | None = None,
 ) -> SubscriberBinding:
     """Run ``subscribers`` on ``worker`` (before it starts).
 
@@ -291,6 +304,10 @@ def attach_subscribers(
         subscribers: ``@subscriber`` definitions (names must be distinct).
         keep: how long events are kept after they occurred; an event with a
             delivery not yet terminal is kept longer, until it is.
+        trace: record each delivery attempt as a ``job <subscriber>`` span, a
+            child of the publisher's span (its trace context rides in the
+            event's meta), with the outcome (as ``Worker.trace_jobs``).
+        tracer_provider: where those spans go (None: the global provider).
 
     Returns:
         The binding (its ``register()`` and ``retain()`` are useful in tests).
@@ -299,4 +316,6 @@ def attach_subscribers(
         TypeError: a handler is not an async function of 1 or 2 arguments.
         ValueError: a name is attached twice, or the worker is running.
     """
-    return SubscriberBinding(worker, subscribers, keep=keep)
+    return SubscriberBinding(
+        worker, subscribers, keep=keep, trace=trace, tracer_provider=tracer_provider
+    )

@@ -29,6 +29,7 @@ from azync_flow.runtime.activity_runner import current_activity
 from azync_flow.store import EventFilter, ReplayFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
+from azync_flow.testing_otel import SpanCapture, parent_id
 from azync_flow.worker import Worker
 
 FAST = {
@@ -293,3 +294,27 @@ async def test_register_subscribers_before_any_worker_so_early_events_are_delive
     attach_subscribers(worker, [count])
     await run(worker)
     assert got == [1]
+
+
+async def test_traced_delivery_attempts_are_spans_under_the_publishers_span(
+    store: PostgresStore,
+) -> None:
+    capture = SpanCapture()
+
+    @subscriber("invoice.sent", name="bookkeeper", retry=NO_WAIT)
+    async def book(payload: dict[str, int], ctx: EventContext) -> None:
+        if ctx.attempt == 1:
+            raise ConnectionError("ledger busy")
+
+    worker = Worker(store, **FAST)
+    await attach_subscribers(
+        worker, [book], trace=True, tracer_provider=capture.provider
+    ).register()
+    with capture.provider.get_tracer("app").start_as_current_span("POST /invoice") as request:
+        await Client(store).publish("invoice.sent", {"cents": 100})
+    await run(worker)
+
+    spans = capture.named("job bookkeeper")
+    assert [s.attributes["azync.outcome"] for s in spans] == ["retried", "succeeded"]
+    for s in spans:
+        assert parent_id(s) == request.get_span_context().span_id
