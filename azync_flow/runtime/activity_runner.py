@@ -131,7 +131,8 @@ def _cancel_reason(op: OperationPayload, lease: Any) -> str:
     return "the attempt was cancelled mid-call (worker shutdown or lost lease)"
 
 
-def _log_suspended(job: Job, reason: str) -> None:
+def log_suspended(job: Job, reason: str) -> None:
+    """Log (WARNING) that ``job``'s execution is suspended on it, and why."""
     log.warning(
         "workflow %s suspended: operation %s (%s, attempt %d) is uncertain: %s; it waits "
         "for its reconcile hook or an operator (azync-flow uncertain list|resolve)",
@@ -371,7 +372,7 @@ class ActivityRunner:
         except Exception as err:  # lease already gone: the reaper decides
             log.info("could not park cancelled operation %s: %s", job.id, err)
             return
-        _log_suspended(job, reason)
+        log_suspended(job, reason)
 
     async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> bool:
         """Park the operation as uncertain (suspends the execution), never retry it;
@@ -386,7 +387,7 @@ class ActivityRunner:
             if not is_not_found(err):
                 raise
             return False
-        _log_suspended(job, reason)
+        log_suspended(job, reason)
         if self.reconciler is not None and job.kind in self.reconciler.kinds():
             try:
                 await self.reconciler.reconcile_id(job.id)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from azync_flow.replay.events import ActivityFailed, encode_event
 from azync_flow.runtime._operations import decode_operation
-from azync_flow.runtime.activity_runner import ActivityRunner
+from azync_flow.runtime.activity_runner import ActivityRunner, log_suspended
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.types import Job, Source
@@ -233,16 +233,17 @@ class WorkflowRuntime:
         Returns:
             How many operations the hooks decided (their executions resumed).
         """
-        jobs: list[Job] = []
+        jobs: list[tuple[Job, str]] = []
 
         def encode(job: Job, reason: str) -> tuple[str, bytes]:
-            jobs.append(job)
+            jobs.append((job, reason))
             return uncertain_event(job, reason)
 
         marked = set(await self.store.reap_uncertain_operations(encode))
-        for job in jobs:
+        for job, reason in jobs:
             if job.id in marked:
                 self._lost_activity(job, Outcome.UNCERTAIN)
+                log_suspended(job, reason)
         reconciler = self.activities.reconciler
         return 0 if reconciler is None else await reconciler.run_once()
 

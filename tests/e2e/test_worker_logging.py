@@ -14,8 +14,9 @@ from azync_flow import DAG, TaskContext, Uncertain, WorkflowContext, activity, a
 from azync_flow.client import Client
 from azync_flow.events import attach_subscribers, subscriber
 from azync_flow.retry import RetryPolicy
-from azync_flow.store import WorkflowState
+from azync_flow.store import DequeueParams, Source, WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.testing import MovableClock
 from azync_flow.worker import Worker
 
 FAST = {
@@ -91,3 +92,41 @@ async def test_worker_logs_registrations_activity_retries_and_suspensions(
     suspended = next(m for m in info if m.startswith(f"workflow {handle.id} suspended"))
     assert "is uncertain: Uncertain: [uncertain] provider timed out after the request" in suspended
     assert "$op:charge@" in suspended
+
+
+@activity(name="pay", idempotent=False)
+async def pay() -> str:
+    return "paid"
+
+
+@workflow(name="paying")
+async def paying(ctx: WorkflowContext, n: int) -> str:
+    return await pay()
+
+
+async def test_worker_logs_a_run_suspended_because_the_worker_running_its_call_was_lost(
+    store: PostgresStore, clock: MovableClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="azync_flow")
+    first = Worker(store, **FAST)
+    first.register_workflows([paying], [])  # schedules the call, cannot run it
+    handle = await Client(store).start(paying, 1)
+    async with asyncio.timeout(30):
+        await first.run_until_idle()
+    # a worker leases the call and dies: its lease runs out
+    [lost] = await store.dequeue_batch(
+        Source.WORKFLOW, DequeueParams(kind=pay.kind, limit=1, lease=timedelta(seconds=5))
+    )
+    clock.advance(timedelta(minutes=1))
+    second = Worker(store, **FAST)
+    second.register_workflows([paying], [pay])
+    async with asyncio.timeout(30):
+        await second.run_until_idle()
+
+    assert (await handle.describe()).state == WorkflowState.SUSPENDED
+    [line] = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith(f"workflow {handle.id} suspended")
+    ]
+    assert f"operation {lost.id} ($op:pay@1, attempt 1) is uncertain" in line
