@@ -11,6 +11,7 @@ retention run on the event maintenance leader.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
@@ -197,12 +198,14 @@ class SubscriberBinding:
             self.handlers[sub.name] = spec
             self.subscribers.append(sub)
         worker.maintain_source(Source.EVENT)
-        worker.add_maintenance(
-            self.retain,
-            name="event.retain",
-            interval=worker.vacuum_interval,
-            leadership=f"{DEFAULT_LEADERSHIP}.{Source.EVENT}",
-        )
+        # A second attach on the same worker keeps the first one's retention step.
+        with contextlib.suppress(ValueError):
+            worker.add_maintenance(
+                self.retain,
+                name="event.retain",
+                interval=worker.vacuum_interval,
+                leadership=f"{DEFAULT_LEADERSHIP}.{Source.EVENT}",
+            )
         for sub in self.subscribers:
             log.info("subscriber %s registered for events %r", sub.name, sub.event_type)
 
@@ -303,7 +306,8 @@ def attach_subscribers(
         worker: a :class:`~azync_flow.worker.Worker` that has not started.
         subscribers: ``@subscriber`` definitions (names must be distinct).
         keep: how long events are kept after they occurred; an event with a
-            delivery not yet terminal is kept longer, until it is.
+            delivery not yet terminal is kept longer, until it is. (Attaching
+            twice to one worker: the first call's ``keep`` applies.)
         trace: record each delivery attempt as a ``job <subscriber>`` span, a
             child of the publisher's span (its trace context rides in the
             event's meta), with the outcome (as ``Worker.trace_jobs``).

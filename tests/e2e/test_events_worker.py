@@ -318,3 +318,28 @@ async def test_traced_delivery_attempts_are_spans_under_the_publishers_span(
     assert [s.attributes["azync.outcome"] for s in spans] == ["retried", "succeeded"]
     for s in spans:
         assert parent_id(s) == request.get_span_context().span_id
+
+
+async def test_subscribers_attached_in_two_calls_both_run_and_a_duplicate_name_is_refused(
+    store: PostgresStore,
+) -> None:
+    got: list[str] = []
+
+    @subscriber("a", name="one")
+    async def one(payload: Any) -> None:
+        got.append("one")
+
+    @subscriber("a", name="two")
+    async def two(payload: Any) -> None:
+        got.append("two")
+
+    worker = Worker(store, **FAST)
+    first = attach_subscribers(worker, [one])
+    second = attach_subscribers(worker, [two])
+    with pytest.raises(ValueError, match="already registered"):
+        attach_subscribers(worker, [one])
+    await first.register()
+    await second.register()
+    await Client(store).publish("a", None)
+    await run(worker)
+    assert sorted(got) == ["one", "two"]
