@@ -202,7 +202,9 @@ class Client:
             The event id.
 
         Raises:
-            ValueError: ``event_type`` empty, too long or containing NUL; ``key`` with NUL.
+            ValueError: ``event_type`` empty, too long or containing NUL; ``key`` with
+                NUL; ``conn`` without an open transaction.
+            TypeError: ``conn`` is not an asyncpg connection (a pool, ...).
             PayloadEncodeError: ``payload`` is not JSON-encodable.
             ConflictError: an event with this ``id`` exists.
         """

@@ -64,7 +64,9 @@ async def publish_event(
         The event id.
 
     Raises:
-        ValueError: ``event_type`` or ``key`` contains NUL, or the name is too long.
+        ValueError: ``event_type`` or ``key`` contains NUL, or the name is too
+            long; ``conn`` has no open transaction.
+        TypeError: ``conn`` is not an asyncpg connection (a pool, ...).
         PayloadEncodeError: ``payload`` is not JSON-encodable.
         ConflictError: an event with this ``id`` exists (on ``conn`` this also
             aborts the caller's transaction, as any failed statement does).
@@ -86,8 +88,23 @@ async def publish_event(
     if conn is None:
         await store.publish(params)
     else:
+        _check_transaction(conn)
         await store.publish_tx(conn, params)
     return event_id
+
+
+def _check_transaction(conn: Any) -> None:
+    """``conn`` must be one connection inside an open transaction: a pool, or a
+    connection in autocommit, would commit the event on its own."""
+    if isinstance(conn, asyncpg.Pool) or not callable(getattr(conn, "is_in_transaction", None)):
+        raise TypeError(
+            f"conn must be an asyncpg connection inside your transaction, not {type(conn).__name__}"
+        )
+    if not conn.is_in_transaction():
+        raise ValueError(
+            "conn has no open transaction: publish inside `async with conn.transaction():` "
+            "(or call publish without conn)"
+        )
 
 
 def derived_event_id(scope: uuid.UUID, n: int) -> uuid.UUID:

@@ -343,3 +343,15 @@ async def test_subscribers_attached_in_two_calls_both_run_and_a_duplicate_name_i
     await Client(store).publish("a", None)
     await run(worker)
     assert sorted(got) == ["one", "two"]
+
+
+async def test_publish_on_a_connection_without_a_transaction_or_on_a_pool_is_refused(
+    store: PostgresStore, own_conn: asyncpg.Connection
+) -> None:
+    client = Client(store)
+    with pytest.raises(ValueError, match="no open transaction"):
+        await client.publish("order.placed", {}, conn=own_conn)
+    with pytest.raises(TypeError, match="not Pool"):
+        await client.publish("order.placed", {}, conn=store.pool)
+    _, total = await store.list_events(EventFilter(), 0, 10)
+    assert total == 0
