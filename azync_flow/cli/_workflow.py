@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -13,11 +12,9 @@ from azync_flow.errors import (
     WorkflowFailedError,
     WorkflowTerminatedError,
 )
-from azync_flow.replay.codec import encode_value
-from azync_flow.store import WorkflowStartParams, WorkflowState
+from azync_flow.store import WorkflowState
 
 from ._common import (
-    EXIT_CONFLICT,
     EXIT_FAILED,
     EXIT_OK,
     CliError,
@@ -37,7 +34,9 @@ def register(sub: Any) -> None:
 
     p = verbs.add_parser("start", help="start an execution by workflow name")
     p.add_argument("name", help="registered workflow name")
-    p.add_argument("--input", help="input as JSON (default: null)")
+    p.add_argument(
+        "--input", help="input as JSON, @FILE to read it from a file, - for stdin (default: null)"
+    )
     p.add_argument("--id", help="execution id (default: a new UUID)")
     p.add_argument("--key", default="", help="business idempotency key")
     p.add_argument("--version", default="", help="workflow version to record")
@@ -46,7 +45,7 @@ def register(sub: Any) -> None:
     p = verbs.add_parser("signal", help="send a signal to an execution")
     p.add_argument("id")
     p.add_argument("name")
-    p.add_argument("--payload", help="payload as JSON (default: null)")
+    p.add_argument("--payload", help="payload as JSON, @FILE or - for stdin (default: null)")
     p.add_argument("--message-id", default="", help="deduplication id")
     p.set_defaults(run=_signal)
 
@@ -98,27 +97,13 @@ def register(sub: Any) -> None:
 
 
 async def _start(args: argparse.Namespace) -> int:
-    data = encode_value(parse_json(args.input, "--input"), "workflow input")
-    wid = parse_id(args.id, "--id") if args.id else uuid.uuid4()
+    value = parse_json(args.input, "--input")
+    wid = parse_id(args.id, "--id") if args.id else None
     async with connect(args) as store:
-        inserted, wid = await store.start_workflow(
-            WorkflowStartParams(
-                id=wid,
-                name=args.name,
-                input=data,
-                version=args.version,
-                business_idempotency_key=args.key,
-            )
+        handle = await Client(store).start(
+            args.name, value, id=wid, idempotency_key=args.key, version=args.version
         )
-        if not inserted:
-            existing = await store.get_workflow_execution(wid)
-            if existing.name != args.name or existing.input != data:
-                raise CliError(
-                    f"execution {wid} already holds this id/key with workflow "
-                    f"{existing.name!r} and different input; nothing started",
-                    EXIT_CONFLICT,
-                )
-    emit({"id": wid, "started": inserted})
+    emit({"id": handle.id, "started": handle.started})
     return EXIT_OK
 
 

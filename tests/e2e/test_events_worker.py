@@ -17,7 +17,7 @@ import pytest
 
 from azync_flow import WorkflowContext, activity, workflow
 from azync_flow.client import Client
-from azync_flow.errors import NotFoundError, PayloadEncodeError
+from azync_flow.errors import NotFoundError, PayloadEncodeError, StoreUnavailableError
 from azync_flow.events import (
     EventContext,
     attach_subscribers,
@@ -346,12 +346,29 @@ async def test_subscribers_attached_in_two_calls_both_run_and_a_duplicate_name_i
 
 
 async def test_publish_on_a_connection_without_a_transaction_or_on_a_pool_is_refused(
-    store: PostgresStore, own_conn: asyncpg.Connection
+    store: PostgresStore, own_conn: asyncpg.Connection, pg_dsn: str
 ) -> None:
     client = Client(store)
     with pytest.raises(ValueError, match="no open transaction"):
         await client.publish("order.placed", {}, conn=own_conn)
-    with pytest.raises(TypeError, match="not Pool"):
-        await client.publish("order.placed", {}, conn=store.pool)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=1)
+    try:
+        with pytest.raises(TypeError, match="inside your transaction, not Pool"):
+            await client.publish("order.placed", {}, conn=pool)
+    finally:
+        await pool.close()
     _, total = await store.list_events(EventFilter(), 0, 10)
     assert total == 0
+
+
+async def test_publish_on_a_closed_connection_raises_store_unavailable(
+    store: PostgresStore, pg_dsn: str
+) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    tx = conn.transaction()
+    await tx.start()
+    # the server ends the application's session (a restart, an admin, a timeout)
+    await store.pool.execute("SELECT pg_terminate_backend($1)", conn.get_server_pid())
+    with pytest.raises(StoreUnavailableError):
+        await Client(store).publish("order.placed", {}, conn=conn)
+    conn.terminate()

@@ -26,6 +26,7 @@ from ..types import (
     SubscriberView,
 )
 from ._base import PgBase, decode_meta, encode_meta
+from ._guard import translate
 from ._queries import QUERIES
 
 
@@ -67,6 +68,11 @@ class EventMixin(PgBase):
             )
         except asyncpg.UniqueViolationError as exc:
             raise ConflictError(f"event {p.id} already exists") from exc
+        except Exception as exc:  # the caller's connection is not guarded by our pool
+            err = translate(exc, self.schema)
+            if err is None:
+                raise
+            raise err from exc
         assert row is not None
         return int(row["delivered"])
 
