@@ -54,7 +54,9 @@ class EventMixin(PgBase):
             raise ValueError("PublishParams.payload is required (JSON bytes, e.g. b'null')")
         try:
             row = await tx.fetchrow(
-                QUERIES["event_publish"].format(schema=f'"{self.schema}"'),
+                QUERIES["event_publish"].replace(
+                    "SELECT azync_publish_event(", f'SELECT "{self.schema}".azync_publish_event('
+                ),
                 self.now(),
                 p.id,
                 p.type,
