@@ -24,6 +24,7 @@ from azync_flow.events import (
     register_subscribers,
     subscriber,
 )
+from azync_flow.events import _worker as events_worker
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.activity_runner import current_activity
 from azync_flow.store import EventFilter, ReplayFilter, Subscriber
@@ -372,3 +373,17 @@ async def test_publish_on_a_closed_connection_raises_store_unavailable(
     with pytest.raises(StoreUnavailableError):
         await Client(store).publish("order.placed", {}, conn=conn)
     conn.terminate()
+
+
+async def test_one_retention_pass_removes_a_backlog_larger_than_one_batch(
+    store: PostgresStore, clock: MovableClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(events_worker, "RETAIN_BATCH", 2)
+    worker = Worker(store, **FAST)
+    binding = attach_subscribers(worker, [], keep=timedelta(days=1))
+    client = Client(store)
+    old = [await client.publish("nobody.listens", n) for n in range(5)]
+    clock.advance(timedelta(days=2))
+    await binding.retain()
+    _, total = await store.list_events(EventFilter(), 0, 10)
+    assert total == 0, old
