@@ -208,6 +208,8 @@ class WorkflowRuntime:
                 outcome=self._reap_outcome(job),
                 workflow_name=name,
             )
+            if self._reap_outcome(job) is Outcome.DEAD and state.suspend_reason:
+                log.warning("workflow %s suspended: %s", job.run_id, state.suspend_reason)
         return int(report.reaped + report.killed)
 
     async def reap_operations(self) -> int:

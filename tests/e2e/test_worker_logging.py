@@ -14,6 +14,7 @@ from azync_flow import DAG, TaskContext, Uncertain, WorkflowContext, activity, a
 from azync_flow.client import Client
 from azync_flow.events import attach_subscribers, subscriber
 from azync_flow.retry import RetryPolicy
+from azync_flow.runtime.worker_runtime import WORKFLOW_TASK_KIND
 from azync_flow.store import DequeueParams, Source, WorkflowState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
@@ -130,3 +131,25 @@ async def test_worker_logs_a_run_suspended_because_the_worker_running_its_call_w
         if r.getMessage().startswith(f"workflow {handle.id} suspended")
     ]
     assert f"operation {lost.id} ($op:pay@1, attempt 1) is uncertain" in line
+
+
+async def test_worker_logs_a_run_suspended_because_its_workflow_task_kept_losing_its_lease(
+    store: PostgresStore, clock: MovableClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="azync_flow")
+    handle = await Client(store).start(paying, 2)
+    # a worker leases the pass and dies mid-pass
+    [task] = await store.dequeue_workflow_tasks(1, timedelta(seconds=5), WORKFLOW_TASK_KIND)
+    clock.advance(timedelta(minutes=1))
+    worker = Worker(store, **FAST)
+    worker.register_workflows([paying], [pay], max_reaps=1)
+    async with asyncio.timeout(30):
+        await worker.run_until_idle()
+
+    assert (await handle.describe()).state == WorkflowState.SUSPENDED
+    [line] = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith(f"workflow {handle.id} suspended")
+    ]
+    assert f"workflow task {task.id} lost its lease 1 times" in line
