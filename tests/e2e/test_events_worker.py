@@ -27,7 +27,7 @@ from azync_flow.events import (
 from azync_flow.events import _worker as events_worker
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.activity_runner import current_activity
-from azync_flow.store import EventFilter, ReplayFilter, Subscriber
+from azync_flow.store import DequeueParams, EventFilter, ReplayFilter, Source, Subscriber
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, parent_id
@@ -387,3 +387,28 @@ async def test_one_retention_pass_removes_a_backlog_larger_than_one_batch(
     await binding.retain()
     _, total = await store.list_events(EventFilter(), 0, 10)
     assert total == 0, old
+
+
+async def test_a_delivery_whose_worker_died_is_reaped_and_delivered_again(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    got: list[int] = []
+
+    @subscriber("stock.low", name="reorder")
+    async def reorder(payload: int, ctx: EventContext) -> None:
+        got.append(ctx.attempt)
+
+    worker = Worker(store, **FAST)
+    await attach_subscribers(worker, [reorder]).register()
+    event_id = await Client(store).publish("stock.low", 3)
+    # another worker leased the delivery and died: its lease runs out
+    [lost] = await store.dequeue_batch(
+        Source.EVENT, DequeueParams(kind="reorder", limit=1, lease=timedelta(seconds=5))
+    )
+    assert lost.event_id == event_id
+    clock.advance(timedelta(minutes=1))
+    await run(worker)
+
+    assert got == [1]  # the lost attempt was given back, not counted
+    [d] = await deliveries(store, event_id)
+    assert d["state"] == "succeeded"
