@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         WorkflowFailedError,
         WorkflowTerminatedError,
     )
+    from azync_flow.events import EventContext, attach_subscribers, subscriber
     from azync_flow.replay import Replayer
     from azync_flow.retry import RetryPolicy
     from azync_flow.runtime.uncertain import Reconciled
@@ -63,6 +64,9 @@ _HOMES = {
     "WorkflowCancelledError": "azync_flow.errors",
     "WorkflowFailedError": "azync_flow.errors",
     "WorkflowTerminatedError": "azync_flow.errors",
+    "EventContext": "azync_flow.events",
+    "attach_subscribers": "azync_flow.events",
+    "subscriber": "azync_flow.events",
     "Replayer": "azync_flow.replay",
     "RetryPolicy": "azync_flow.retry",
     "Reconciled": "azync_flow.runtime.uncertain",
@@ -80,6 +84,7 @@ __all__ = [
     "AzyncError",
     "DAGClient",
     "DAGValidationError",
+    "EventContext",
     "NonDeterminismError",
     "NotReady",
     "Reconciled",
@@ -98,6 +103,8 @@ __all__ = [
     "WorkflowTerminatedError",
     "activity",
     "attach_dags",
+    "attach_subscribers",
+    "subscriber",
     "workflow",
 ]
 

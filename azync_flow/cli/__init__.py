@@ -2,7 +2,7 @@
 
 Subcommands: ``migrate``, ``worker APP``, ``workflow start|signal|describe|history|
 cancel|terminate|result|list|stalled``, ``replay``, ``uncertain list|resolve``,
-``queue stats|dead|retry``.
+``queue stats|dead|retry``, ``embedded status|stop``.
 The database comes from ``--dsn`` or ``$AZYNC_DSN`` (``--schema`` / ``$AZYNC_SCHEMA``
 for the schema); only ``migrate`` and ``worker`` fall back to the embedded server
 by default, others need ``--embedded`` for that. Errors print one line on stderr
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from azync_flow.errors import AzyncError, PayloadError, UnknownWorkflowError
 from azync_flow.store.errors import ConflictError, NotFoundError, StoreError
 
-from . import _ops, _worker, _workflow
+from . import _embedded, _ops, _worker, _workflow
 from ._common import (
     EXIT_CONFLICT,
     EXIT_FAILED,
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     _ops.register(sub)
     _worker.register(sub)
     _workflow.register(sub)
+    _embedded.register(sub)
     rp = sub.add_parser(
         "replay",
         help="check recorded histories against current workflow code",
