@@ -20,6 +20,7 @@ from azync_flow import (
     workflow,
 )
 from azync_flow.dag import NotReady
+from azync_flow.events import subscriber
 from azync_flow.store.types import DAGState
 from azync_flow.testing import WorkflowEnvironment
 from azync_flow.worker import Snooze
@@ -219,6 +220,36 @@ async def test_a_queue_job_retry_backoff_is_skipped_over(
     await env.run_until_settled()
     assert attempts == [1, 2, 3]
     assert about(env.now - began_at, timedelta(hours=6))  # 2 h, then 4 h
+
+
+MAILED: list[str] = []
+
+
+@subscriber(
+    "invoice.paid",
+    name="receipt_mailer",
+    retry=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(hours=1), jitter=0),
+)
+async def receipt_mailer(payload: dict[str, str]) -> None:
+    MAILED.append(payload["id"])
+    if len(MAILED) < 2:
+        raise ConnectionError("smtp down")
+
+
+async def test_a_subscriber_delivery_retry_is_skipped_over_and_events_outlive_the_skip(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    env = await workflow_env.start(subscribers=[receipt_mailer])
+    MAILED.clear()
+    event_id = await env.client.publish("invoice.paid", {"id": "i-1"})
+    await env.settle()
+    assert MAILED == ["i-1"]
+    await env.sleep(timedelta(minutes=59))
+    assert MAILED == ["i-1"]
+    await env.sleep(timedelta(minutes=1))
+    assert MAILED == ["i-1", "i-1"]
+    await env.sleep(timedelta(days=30))  # past the production ledger retention of 7 days
+    assert (await env.store.get_event(event_id)).id == event_id
 
 
 nightly = DAG("nightly")
