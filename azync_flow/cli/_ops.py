@@ -113,9 +113,11 @@ async def stats(source: str | None, as_json: bool, db: DbOptions) -> int:
     table(
         letters,
         [("SOURCE", lambda r: r[0]), ("KIND", lambda r: r[1]), ("DEAD", lambda r: r[2])],
-        title="Dead letters (azync-flow jobs dead --source SOURCE --kind KIND)",
+        title="Dead letters",
         empty="no dead letters",
     )
+    if letters:
+        click.echo("(list them: azync-flow jobs dead --source SOURCE --kind KIND)")
     return EXIT_OK
 
 

@@ -20,6 +20,9 @@ from rich.table import Table
 #: Characters of a payload shown in a list (`show` prints it whole).
 PREVIEW_CHARS = 48
 
+#: Headers of id columns (kept on one line).
+_ID_HEADERS = frozenset({"ID", "OPERATION"})
+
 #: Columns: (header, how to get the cell text from one row).
 Columns = Sequence[tuple[str, Callable[[Any], Any]]]
 
@@ -107,6 +110,8 @@ def age(value: timedelta | float | None) -> str:
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if seconds <= 0:
         return ""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
     if seconds < 10:
         return f"{seconds:.1f}s"
     out: list[str] = []
@@ -146,7 +151,8 @@ def table(rows: Iterable[Any], columns: Columns, *, title: str = "", empty: str 
         return
     grid = Table(title=title or None, title_justify="left", header_style="bold")
     for header, _ in columns:
-        grid.add_column(header, overflow="fold")
+        # ids are copied into the next command: never wrapped
+        grid.add_column(header, overflow="fold", no_wrap=header in _ID_HEADERS)
     for row in rows:
         grid.add_row(*(short(get(row)) for _, get in columns))
     out.print(grid)

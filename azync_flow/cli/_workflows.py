@@ -221,7 +221,7 @@ async def history(id: str, as_json: bool, db: DbOptions) -> int:
         zip(rows, entries, strict=True),
         [
             ("SEQ", lambda r: r[0].seq),
-            ("+TIME", lambda r: age(r[0].created_at - t0) or "0s"),
+            ("+TIME", lambda r: age(r[0].created_at - t0) or "0ms"),
             ("EVENT", lambda r: r[0].type),
             ("DETAIL", lambda r: _detail(r[0].type, r[1].event.describe())),
         ],
