@@ -16,6 +16,7 @@ from azync_flow.errors import (
     Uncertain,
     WorkflowCancelledError,
     WorkflowFailedError,
+    WorkflowTerminatedError,
 )
 from azync_flow.replay import Replayer
 from azync_flow.retry import RetryPolicy
@@ -49,6 +50,7 @@ __all__ = [
     "WorkflowCancelledError",
     "WorkflowContext",
     "WorkflowFailedError",
+    "WorkflowTerminatedError",
     "activity",
     "attach_dags",
     "workflow",

@@ -1,4 +1,5 @@
-"""Client of workflow executions: start, signal, result, cancel, describe, history.
+"""Client of workflow executions: start, signal, result, cancel, terminate, describe,
+history.
 
 Example::
 
@@ -25,19 +26,26 @@ from azync_flow.errors import (
     WorkflowCancelledError,
     WorkflowError,
     WorkflowFailedError,
+    WorkflowTerminatedError,
 )
 from azync_flow.replay.codec import decode_value
-from azync_flow.replay.events import HistoryEntry
+from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
+from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.job_tracing import traced_meta
 from azync_flow.runtime.run_span import end_finished_workflow_run_span
-from azync_flow.runtime.uncertain import UncertainOperationView, resolve_operation
+from azync_flow.runtime.uncertain import (
+    UncertainOperationView,
+    default_decider,
+    resolve_operation,
+)
 from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
     EnqueueParams,
     SignalParams,
     StalledWorkflow,
+    TerminatedExecution,
     WorkflowExecutionView,
     WorkflowStartParams,
     WorkflowState,
@@ -72,6 +80,9 @@ class ClientStore(Protocol):
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView: ...
     async def signal_workflow(self, p: SignalParams) -> bool: ...
     async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState | None: ...
+    async def terminate_workflow(
+        self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
+    ) -> TerminatedExecution: ...
     async def resume_workflow(self, id: uuid.UUID) -> None: ...
     async def list_uncertain_operations(
         self, limit: int = 100, workflow_id: uuid.UUID | None = None
@@ -395,12 +406,57 @@ class WorkflowHandle(Generic[R]):
         if state == WorkflowState.CANCELLED:  # ended by this call: its commit won
             await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
 
+    async def terminate(self, reason: str, *, terminated_by: str | None = None) -> None:
+        """End the execution now, whatever it is doing, without running its code.
+
+        For a run that cannot finish by itself (no worker registers its
+        workflow, it waits for something that will never come); ``cancel`` is
+        the cooperative verb that lets the code clean up. In one transaction:
+        the execution becomes ``terminated``, a ``WorkflowTerminated`` event
+        (``reason``, ``terminated_by``) ends its history, its pending and
+        in-flight operations, its workflow task and its timers are cancelled
+        (a worker still running one has its late commit or completion
+        refused), an ``azync.workflow.terminated`` ledger event is published
+        and ``result()`` waiters get :class:`WorkflowTerminatedError`.
+        Works on running (even mid-pass) and suspended executions.
+
+        Args:
+            reason: why; recorded in history, on the execution and the ledger.
+            terminated_by: who (default: ``user@host`` of this process).
+
+        Raises:
+            NotFoundError: the execution is missing or already finished
+                (succeeded, failed, cancelled or terminated); nothing changed.
+            ConflictError: workers kept its jobs busy for about 5 s (it backs
+                off and retries meanwhile); nothing changed, call it again.
+        """
+        who = terminated_by or default_decider()
+        event = encode_event(WorkflowTerminated(reason=reason, terminated_by=who))
+        done = await retry_transient(
+            lambda: self.client.store.terminate_workflow(self.id, reason, who, event)
+        )
+        self.client.tracer.run_event(
+            done.trace_context,
+            RunEvent.TERMINATED,
+            run_id=self.id,
+            attributes={"azync.terminated_by": who, "azync.reason": reason[:1024]},
+        )
+        # This call's commit ended the run: it exports the run span (after the event).
+        await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
+
     async def resume(self) -> None:
         """Resume a suspended execution (e.g. after fixing non-deterministic code)."""
         await self.client.store.resume_workflow(self.id)
 
     async def describe(self) -> WorkflowExecutionView:
-        """The execution row: state, result, failure reason, timestamps."""
+        """The execution row: state, result, failure reason, timestamps, and
+        ``blocked_reason`` when a running execution's workflow task keeps
+        failing (e.g. ``UnknownWorkflowError: no worker has registered workflow
+        'x' (after 4 workflow task attempts)``).
+
+        Raises:
+            NotFoundError: no such execution.
+        """
         return await self.client.store.get_workflow_execution(self.id)
 
     async def history(self) -> list[HistoryEntry]:
@@ -431,6 +487,7 @@ class WorkflowHandle(Generic[R]):
         Raises:
             WorkflowFailedError: the workflow raised.
             WorkflowCancelledError: it was cancelled.
+            WorkflowTerminatedError: it was terminated (``terminate``).
             TimeoutError: ``timeout`` elapsed first (the execution keeps running;
                 the message names its state, e.g. ``suspended``).
         """
@@ -476,10 +533,17 @@ class WorkflowHandle(Generic[R]):
             if not (sep and error_type.isidentifier()):  # a reason set by an operator
                 error_type, message = "", view.failure_reason
             raise WorkflowFailedError(self.id, error_type, message)
+        if view.state == WorkflowState.TERMINATED:
+            raise WorkflowTerminatedError(self.id, view.failure_reason)
         raise WorkflowCancelledError(self.id, view.failure_reason)
 
 
-_TERMINAL = (WorkflowState.SUCCEEDED, WorkflowState.FAILED, WorkflowState.CANCELLED)
+_TERMINAL = (
+    WorkflowState.SUCCEEDED,
+    WorkflowState.FAILED,
+    WorkflowState.CANCELLED,
+    WorkflowState.TERMINATED,
+)
 
 
 class _DoneWatcher:

@@ -10,6 +10,7 @@ Tree::
     │   │   └── ForbiddenCallError      (call) — real I/O, threads, wall clock in a workflow
     │   ├── WorkflowFailedError         (workflow_id, error_type, message)
     │   ├── WorkflowCancelledError      (workflow_id)
+    │   ├── WorkflowTerminatedError     (workflow_id, reason) — ended by ``terminate``
     │   ├── WorkflowSuspendedError      (workflow_id, reason)
     │   └── UnknownWorkflowError        (name)
     ├── ActivityError                   (activity, error_type, message, attempts, seq)
@@ -57,6 +58,7 @@ __all__ = [
     "WorkflowError",
     "WorkflowFailedError",
     "WorkflowSuspendedError",
+    "WorkflowTerminatedError",
 ]
 
 
@@ -148,6 +150,27 @@ class WorkflowCancelledError(WorkflowError):
         super().__init__(
             f"workflow {workflow_id} was cancelled" + (f": {reason}" if reason else "")
         )
+
+
+class WorkflowTerminatedError(WorkflowError):
+    """The execution was ended by ``terminate``: no workflow code ran to end it.
+
+    Attributes:
+        workflow_id: the execution.
+        reason: who terminated it and why, as recorded (``terminated by
+            <who>: <reason>``); the ``WorkflowTerminated`` history event holds
+            both separately.
+    """
+
+    code = "workflow_terminated"
+
+    def __init__(self, workflow_id: uuid.UUID | None, reason: str = "") -> None:
+        self.workflow_id = workflow_id
+        self.reason = reason
+        super().__init__(f"workflow {workflow_id} was " + (reason or "terminated"))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.reason))
 
 
 class WorkflowSuspendedError(WorkflowError):

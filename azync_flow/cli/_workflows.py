@@ -13,8 +13,12 @@ from typing import Any
 
 import click
 
-from azync_flow.client import Client, IdempotencyConflictError
-from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
+from azync_flow.client import Client, IdempotencyConflictError, WorkflowHandle
+from azync_flow.errors import (
+    WorkflowCancelledError,
+    WorkflowFailedError,
+    WorkflowTerminatedError,
+)
 from azync_flow.replay.passes import to_entries
 from azync_flow.store import WorkflowExecutionView, WorkflowStartParams, WorkflowState
 from azync_flow.store.validate import check_name, check_text
@@ -90,11 +94,12 @@ def _list_item(v: WorkflowExecutionView) -> dict[str, Any]:
         "result_preview": preview(v.result),
         "failure_reason": v.failure_reason,
         "suspend_reason": v.suspend_reason,
+        "blocked_reason": v.blocked_reason,
     }
 
 
 def _why(v: WorkflowExecutionView) -> str:
-    return v.failure_reason or v.suspend_reason or preview(v.result)
+    return v.failure_reason or v.suspend_reason or v.blocked_reason or preview(v.result)
 
 
 _LIST_OPTIONS = [
@@ -184,6 +189,7 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         ("task queue", v.task_queue),
         ("failure reason", v.failure_reason),
         ("suspend reason", v.suspend_reason),
+        ("blocked", v.blocked_reason),
         ("suspended at seq", v.suspend_seq),
         ("suspended on operation", v.suspend_operation_id),
         ("signals undelivered", v.signals_undelivered or None),
@@ -336,6 +342,34 @@ async def cancel(id: str, as_json: bool, db: DbOptions) -> int:
     return EXIT_OK
 
 
+@click.command(
+    "terminate", epilog=example("azync-flow workflows terminate 3f2a... --reason 'typo in name'")
+)
+@click.argument("id")
+@click.option("--reason", required=True, help="Why (recorded in history and on the ledger).")
+@click.option("--by", default=None, help="Who (default: user@host).")
+@json_option
+@db_options
+@run_async
+async def terminate(id: str, reason: str, by: str | None, as_json: bool, db: DbOptions) -> int:
+    """End an execution now without running its code (for a run that cannot
+    finish by itself; `cancel` lets the code clean up)."""
+    wid = parse_id(id, "execution id")
+    check_text(reason, "--reason")
+    if by is not None:
+        check_name(by, "--by")
+    async with connect(db) as store:
+        handle: WorkflowHandle[Any] = Client(store).get_handle(wid)
+        await handle.terminate(reason, terminated_by=by)
+        view = await handle.describe()
+    _done(
+        as_json,
+        {"state": view.state, "reason": view.failure_reason},
+        f"{view.state}: {view.failure_reason}",
+    )
+    return EXIT_OK
+
+
 @workflows.command("resume", epilog=example("azync-flow workflows resume 3f2a0c9e-..."))
 @click.argument("id")
 @json_option
@@ -356,15 +390,15 @@ async def resume(id: str, as_json: bool, db: DbOptions) -> int:
 @db_options
 @run_async
 async def result(id: str, timeout: float | None, as_json: bool, db: DbOptions) -> int:  # noqa: ASYNC109
-    """Wait for an execution to finish and print its result (exit 1 if it failed
-    or was cancelled, 6 on --timeout)."""
+    """Wait for an execution to finish and print its result (exit 1 if it failed,
+    was cancelled or terminated; 6 on --timeout)."""
     wid = parse_id(id, "execution id")
     async with connect(db) as store:
         client = Client(store)
         try:
             value: Any = await client.get_handle(wid).result(timeout=timeout)
-        except (WorkflowFailedError, WorkflowCancelledError) as exc:
-            state = "failed" if isinstance(exc, WorkflowFailedError) else "cancelled"
+        except (WorkflowFailedError, WorkflowCancelledError, WorkflowTerminatedError) as exc:
+            state = _ENDED[type(exc)]
             _done(as_json, {"state": state, "error": str(exc)}, f"{state}: {exc}")
             return EXIT_FAILED
         finally:
@@ -407,6 +441,14 @@ async def stalled(older_than: float, limit: int, as_json: bool, db: DbOptions) -
     return EXIT_OK
 
 
+#: The state a ``result`` error reports.
+_ENDED: dict[type[Exception], str] = {
+    WorkflowFailedError: "failed",
+    WorkflowCancelledError: "cancelled",
+    WorkflowTerminatedError: "terminated",
+}
+
+
 def _done(as_json: bool, value: dict[str, Any], text: str) -> None:
     if as_json:
         emit(value)
@@ -414,7 +456,7 @@ def _done(as_json: bool, value: dict[str, Any], text: str) -> None:
         click.echo(text)
 
 
-for _cmd in (show, start, signal, cancel, result, stalled):
+for _cmd in (show, start, signal, cancel, terminate, result, stalled):
     workflows.add_command(_cmd)
 
 
@@ -430,6 +472,7 @@ for _name, _cmd in {
     "show": show,
     "history": history,
     "cancel": cancel,
+    "terminate": terminate,
     "resume": resume,
     "result": result,
     "list": legacy_list,

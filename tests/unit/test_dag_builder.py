@@ -219,6 +219,7 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "WorkflowCancelledError",
         "WorkflowContext",
         "WorkflowFailedError",
+        "WorkflowTerminatedError",
         "activity",
         "attach_dags",
         "workflow",

@@ -13,6 +13,7 @@ from .workflow_core import WORKFLOW_TASK
 from .workflow_listing import WorkflowDoneSubscription, WorkflowListingMixin
 from .workflow_reaper import ReapReport, WorkflowReaperMixin
 from .workflow_runtime import BufferedSignal, Outcome, WorkflowTaskState
+from .workflow_terminate import WORKFLOW_TERMINATED_EVENT, WorkflowTerminateMixin
 from .workflow_uncertain import (
     LEASE_EXPIRED_REASON,
     ResolvedOperation,
@@ -23,6 +24,7 @@ from .workflow_uncertain import (
 __all__ = [
     "LEASE_EXPIRED_REASON",
     "WORKFLOW_TASK",
+    "WORKFLOW_TERMINATED_EVENT",
     "BufferedSignal",
     "Outcome",
     "ReapReport",
@@ -34,5 +36,7 @@ __all__ = [
 ]
 
 
-class WorkflowMixin(UncertainMixin, WorkflowReaperMixin, WorkflowListingMixin):
+class WorkflowMixin(
+    UncertainMixin, WorkflowReaperMixin, WorkflowListingMixin, WorkflowTerminateMixin
+):
     """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""
