@@ -324,3 +324,16 @@ def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[st
         out = capsys.readouterr().out
         assert "Example:" in out, path
         assert "  azync-flow " in out.split("Example:")[1], path
+
+
+async def test_workflows_cancel_terminate_and_resume_verbs(cmd: Cmd) -> None:
+    first = (await cmd("workflows", "start", "nobody_runs_this", "--json")).json["id"]
+    second = (await cmd("workflows", "start", "nobody_runs_this", "--input", "2", "--json")).json
+    ended = await cmd("workflows", "terminate", first, "--reason", "typo", "--by", "ann", "--json")
+    assert ended.json == {"state": "terminated", "reason": "terminated by ann: typo"}
+    listed = (await cmd("workflows", "list", "--state", "terminated", "--json")).json
+    assert [i["id"] for i in listed["items"]] == [first]
+    not_suspended = await cmd("workflows", "resume", second["id"])
+    assert not_suspended.code == 3
+    cancelled = await cmd("workflows", "cancel", second["id"])
+    assert (cancelled.code, cancelled.out.strip()) == (0, "cancellation requested")
