@@ -22,6 +22,7 @@ import click
 from azync_flow._payload import encode_value
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.validate import check_name, check_text
 
 #: Exit codes of `azync-flow` (documented in docs/cli.md, "Exit status").
 EXIT_OK = 0
@@ -237,3 +238,50 @@ def positive(ctx: click.Context, param: click.Parameter, value: int) -> int:
 def example(*lines: str) -> str:
     """A command's ``--help`` epilog: the example lines, kept as written."""
     return "Example:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def next_offset_cursor(offset: int, shown: int, total: int) -> str | None:
+    """The cursor of the page after ``shown`` rows from ``offset`` (None on the last page)."""
+    return encode_cursor(str(offset + shown)) if offset + shown < total else None
+
+
+def limit_option(default: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--limit N`` (at least 1): the page size of a list."""
+    return click.option(
+        "--limit", type=int, default=default, show_default=True, callback=positive,
+        help="Rows at most (a page).",
+    )  # fmt: skip
+
+
+#: ``--cursor C``: the next page of a list.
+cursor_option = click.option("--cursor", help="Continue after the page that printed this cursor.")
+
+
+def signal_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``ID NAME [--payload JSON] [--message-id M]`` of a ``signal`` command."""
+    for decorator in reversed(
+        [
+            click.argument("id"),
+            click.argument("name"),
+            click.option(
+                "--payload", metavar="JSON", help="Payload: JSON, @file or - (default: null)."
+            ),
+            click.option("--message-id", default="", help="Deduplication id: a repeat is dropped."),
+        ]
+    ):
+        fn = decorator(fn)
+    return fn
+
+
+def signal_input(
+    id: str, name: str, payload: str | None, message_id: str, what: str
+) -> tuple[uuid.UUID, Any]:
+    """Check a ``signal`` command's arguments; ``(target id, decoded payload)``.
+
+    Raises:
+        CliError: a malformed id or payload. ValueError: a bad name or message id.
+    """
+    target = parse_id(id, what)
+    check_name(name, "signal name")
+    check_text(message_id, "--message-id")
+    return target, read_input(payload, "--payload")

@@ -8,23 +8,36 @@ import click
 
 from azync_flow.dag import DAGClient
 from azync_flow.store import DAGState, DAGView, Job
-from azync_flow.store.validate import check_name, check_text
+from azync_flow.store.validate import check_text
 
 from ._common import (
     EXIT_OK,
     DbOptions,
     StrictChoice,
     connect,
+    cursor_option,
     db_options,
-    encode_cursor,
     example,
+    limit_option,
+    next_offset_cursor,
     offset_cursor,
     parse_id,
-    positive,
-    read_input,
     run_async,
+    signal_input,
+    signal_options,
 )
-from ._output import age, emit, json_option, next_page, page, preview, record, table, when
+from ._output import (
+    age,
+    done,
+    emit,
+    json_option,
+    next_page,
+    page,
+    preview,
+    record,
+    table,
+    when,
+)
 
 
 @click.group("dags", epilog=example("azync-flow dags list --state suspended"))
@@ -49,8 +62,8 @@ def _item(v: DAGView) -> dict[str, Any]:
 @dags.command("list", epilog=example("azync-flow dags list --name checkout --limit 20"))
 @click.option("--name", default="", help="Only runs of this DAG.")
 @click.option("--state", type=StrictChoice([s.value for s in DAGState]), help="Only this state.")
-@click.option("--limit", type=int, default=50, show_default=True, callback=positive)
-@click.option("--cursor", help="Continue after the page that printed this cursor.")
+@limit_option(50)
+@cursor_option
 @json_option
 @db_options
 @run_async
@@ -63,7 +76,7 @@ async def list_cmd(
         rows, total = await DAGClient(store).list(
             dag=name, state=DAGState(state) if state else None, offset=offset, limit=limit
         )
-    nxt = encode_cursor(str(offset + len(rows))) if offset + len(rows) < total else None
+    nxt = next_offset_cursor(offset, len(rows), total)
     if as_json:
         emit(page([_item(v) for v in rows], nxt, total))
         return EXIT_OK
@@ -169,10 +182,7 @@ async def tasks(id: str, as_json: bool, db: DbOptions) -> int:
 @dags.command(
     "signal", epilog=example('azync-flow dags signal 3f2a... approved --payload \'{"by": "ann"}\'')
 )
-@click.argument("id")
-@click.argument("name")
-@click.option("--payload", metavar="JSON", help="Payload: JSON, @file or - (default: null).")
-@click.option("--message-id", default="", help="Deduplication id: a repeat is dropped.")
+@signal_options
 @json_option
 @db_options
 @run_async
@@ -180,10 +190,7 @@ async def signal(
     id: str, name: str, payload: str | None, message_id: str, as_json: bool, db: DbOptions
 ) -> int:
     """Send signal NAME to a live run (buffered until its task waits for it)."""
-    run_id = parse_id(id, "DAG run id")
-    check_name(name, "signal name")
-    check_text(message_id, "--message-id")
-    value = read_input(payload, "--payload")
+    run_id, value = signal_input(id, name, payload, message_id, "DAG run id")
     async with connect(db) as store:
         got = await DAGClient(store).signal(run_id, name, value, message_id=message_id)
     if as_json:
@@ -195,7 +202,7 @@ async def signal(
     return EXIT_OK
 
 
-def _verb(name: str, text: str, done: str, method: str) -> None:
+def _verb(name: str, text: str, past: str, method: str) -> None:
     @dags.command(name, help=text, epilog=example(f"azync-flow dags {name} 3f2a0c9e-..."))
     @click.argument("id")
     @json_option
@@ -205,10 +212,7 @@ def _verb(name: str, text: str, done: str, method: str) -> None:
         run_id = parse_id(id, "DAG run id")
         async with connect(db) as store:
             await getattr(DAGClient(store), method)(run_id)
-        if as_json:
-            emit({"id": run_id, done: True})
-        else:
-            click.echo(f"{done} {run_id}")
+        done(as_json, {"id": run_id, past: True}, f"{past} {run_id}")
         return EXIT_OK
 
 
@@ -234,10 +238,7 @@ async def pause(id: str, reason: str, as_json: bool, db: DbOptions) -> int:
     check_text(reason, "--reason")
     async with connect(db) as store:
         await DAGClient(store).pause(run_id, reason)
-    if as_json:
-        emit({"id": run_id, "paused": True})
-    else:
-        click.echo(f"paused {run_id}")
+    done(as_json, {"id": run_id, "paused": True}, f"paused {run_id}")
     return EXIT_OK
 
 

@@ -14,16 +14,27 @@ from ._common import (
     CliError,
     DbOptions,
     connect,
+    cursor_option,
     db_options,
-    encode_cursor,
     example,
+    limit_option,
+    next_offset_cursor,
     offset_cursor,
     parse_id,
     parse_since,
-    positive,
     run_async,
 )
-from ._output import emit, json_option, next_page, page, preview, record, table, when
+from ._output import (
+    done,
+    emit,
+    json_option,
+    next_page,
+    page,
+    preview,
+    record,
+    table,
+    when,
+)
 
 
 @click.group("events", epilog=example("azync-flow events list --type order.placed --since 1h"))
@@ -56,8 +67,8 @@ _UNTIL = click.option("--until", metavar="TIME|AGE", help="Before this ISO time 
 @_SINCE
 @_UNTIL
 @click.option("--undispatched", is_flag=True, help="Only events not yet fanned out.")
-@click.option("--limit", type=int, default=50, show_default=True, callback=positive)
-@click.option("--cursor", help="Continue after the page that printed this cursor.")
+@limit_option(50)
+@cursor_option
 @json_option
 @db_options
 @run_async
@@ -82,7 +93,7 @@ async def list_cmd(
     )
     async with connect(db) as store:
         rows, total = await store.list_events(flt, offset, limit)
-    nxt = encode_cursor(str(offset + len(rows))) if offset + len(rows) < total else None
+    nxt = next_offset_cursor(offset, len(rows), total)
     if as_json:
         emit(page([_item(e) for e in rows], nxt, total))
         return EXIT_OK
@@ -171,10 +182,7 @@ async def replay(
     )
     async with connect(db) as store:
         n = await store.replay(flt)
-    if as_json:
-        emit({"replayed": n})
-    else:
-        click.echo(f"replayed {n} event(s)")
+    done(as_json, {"replayed": n}, f"replayed {n} event(s)")
     return EXIT_OK
 
 

@@ -20,15 +20,27 @@ from ._common import (
     DbOptions,
     StrictChoice,
     connect,
+    cursor_option,
     db_options,
-    encode_cursor,
     example,
+    limit_option,
+    next_offset_cursor,
     offset_cursor,
     parse_id,
-    positive,
     run_async,
 )
-from ._output import age, emit, json_option, next_page, page, preview, record, table, when
+from ._output import (
+    age,
+    done,
+    emit,
+    json_option,
+    next_page,
+    page,
+    preview,
+    record,
+    table,
+    when,
+)
 
 
 def _source_option(fn: Any) -> Any:
@@ -74,7 +86,7 @@ async def _list(
 
 
 def _print_list(rows: list[Job], total: int, offset: int, as_json: bool, empty: str) -> None:
-    nxt = encode_cursor(str(offset + len(rows))) if offset + len(rows) < total else None
+    nxt = next_offset_cursor(offset, len(rows), total)
     if as_json:
         emit(page([_item(j) for j in rows], nxt, total))
         return
@@ -95,8 +107,7 @@ def _print_list(rows: list[Job], total: int, offset: int, as_json: bool, empty: 
     next_page(nxt, len(rows), total)
 
 
-_LIMIT = click.option("--limit", type=int, default=50, show_default=True, callback=positive)
-_CURSOR = click.option("--cursor", help="Continue after the page that printed this cursor.")
+_LIMIT = limit_option(50)
 _KIND = click.option("--kind", default="", help="Only jobs of this kind.")
 
 
@@ -105,7 +116,7 @@ _KIND = click.option("--kind", default="", help="Only jobs of this kind.")
 @_KIND
 @click.option("--state", type=StrictChoice([s.value for s in JobState]), help="Only this state.")
 @_LIMIT
-@_CURSOR
+@cursor_option
 @json_option
 @db_options
 @run_async
@@ -130,7 +141,7 @@ async def list_cmd(
 @_source_option
 @_KIND
 @_LIMIT
-@_CURSOR
+@cursor_option
 @json_option
 @db_options
 @run_async
@@ -232,14 +243,11 @@ async def retry(
 ) -> int:
     """Put a dead job (or every dead job with --all) back to pending, attempts reset."""
     n = await _retry(db, source, id, all_, kind)
-    if as_json:
-        emit({"retried": n})
-    else:
-        click.echo(f"retried {n} job(s)")
+    done(as_json, {"retried": n}, f"retried {n} job(s)")
     return EXIT_OK
 
 
-def _verb(name: str, text: str, done: str) -> None:
+def _verb(name: str, text: str, past: str) -> None:
     @jobs.command(name, help=text, epilog=example(f"azync-flow jobs {name} 3f2a0c9e-..."))
     @click.argument("id")
     @_source_option
@@ -261,10 +269,7 @@ def _verb(name: str, text: str, done: str) -> None:
                 if job.state == JobState.ACTIVE:
                     raise CliError(f"job {job_id} is running now; delete it once it settles")
                 await store.delete_job(src, job_id, job.state)
-        if as_json:
-            emit({"id": job_id, done: True})
-        else:
-            click.echo(f"{done} {job_id}")
+        done(as_json, {"id": job_id, past: True}, f"{past} {job_id}")
         return EXIT_OK
 
 
@@ -303,7 +308,7 @@ async def queue_stats(kind: str, as_json: bool, db: DbOptions) -> int:
 
 @queue_alias.command("dead")
 @_KIND
-@click.option("--limit", type=int, default=50, callback=positive)
+@_LIMIT
 @json_option
 @db_options
 @run_async

@@ -18,12 +18,20 @@ from ._common import (
     connect,
     db_options,
     example,
+    limit_option,
     parse_id,
-    positive,
     read_input,
     run_async,
 )
-from ._output import age, emit, json_option, preview, table, when
+from ._output import (
+    age,
+    done,
+    emit,
+    json_option,
+    preview,
+    table,
+    when,
+)
 
 
 @click.command("migrate", epilog=example("azync-flow migrate --dsn postgresql://localhost/app"))
@@ -34,10 +42,7 @@ async def migrate(as_json: bool, db: DbOptions) -> int:
     """Create or upgrade the tables in --schema (safe to run again)."""
     async with connect(db, migrate=True) as store:
         schema = store.schema
-    if as_json:
-        emit({"schema": schema, "migrated": True})
-    else:
-        click.echo(f"schema {schema!r} is up to date")
+    done(as_json, {"schema": schema, "migrated": True}, f"schema {schema!r} is up to date")
     return EXIT_OK
 
 
@@ -131,7 +136,7 @@ def uncertain() -> None:
 
 @uncertain.command("list", epilog=example("azync-flow uncertain list --workflow 3f2a0c9e-..."))
 @click.option("--workflow", help="Only this execution's operations.")
-@click.option("--limit", type=int, default=100, show_default=True, callback=positive)
+@limit_option(100)
 @json_option
 @db_options
 @run_async

@@ -190,3 +190,11 @@ def page(items: Sequence[Any], cursor: str | None, total: int | None = None) -> 
     if total is not None:
         out["total"] = total
     return out
+
+
+def done(as_json: bool, value: dict[str, Any], text: str) -> None:
+    """What a verb did: ``value`` as JSON, or ``text`` as one line."""
+    if as_json:
+        emit(value)
+    else:
+        click.echo(text)

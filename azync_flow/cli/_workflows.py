@@ -30,17 +30,21 @@ from ._common import (
     DbOptions,
     StrictChoice,
     connect,
+    cursor_option,
     db_options,
     decode_cursor,
     encode_cursor,
     example,
+    limit_option,
     parse_id,
-    positive,
     read_input,
     run_async,
+    signal_input,
+    signal_options,
 )
 from ._output import (
     age,
+    done,
     emit,
     json_line,
     json_option,
@@ -105,9 +109,7 @@ def _why(v: WorkflowExecutionView) -> str:
 _LIST_OPTIONS = [
     click.option("--name", default="", help="Only executions of this workflow."),
     click.option("--state", type=StrictChoice(STATES), help="Only executions in this state."),
-    click.option(
-        "--limit", type=int, default=50, show_default=True, callback=positive, help="Page size."
-    ),
+    limit_option(50),
 ]
 
 
@@ -121,7 +123,7 @@ def _with_list_options(fn: Any) -> Any:
     "list", epilog=example("azync-flow workflows list --name order --state failed --limit 20")
 )
 @_with_list_options
-@click.option("--cursor", help="Continue after the page that printed this cursor.")
+@cursor_option
 @json_option
 @db_options
 @run_async
@@ -299,7 +301,7 @@ async def start(
                     f"execution {wid} already holds this id/key with workflow "
                     f"{existing.name!r} and different input; nothing started"
                 )
-    _done(as_json, {"id": wid, "started": inserted}, f"{'started' if inserted else 'exists'} {wid}")
+    done(as_json, {"id": wid, "started": inserted}, f"{'started' if inserted else 'exists'} {wid}")
     return EXIT_OK
 
 
@@ -307,10 +309,7 @@ async def start(
     "signal",
     epilog=example('azync-flow workflows signal 3f2a... approve --payload \'{"by": "ann"}\''),
 )
-@click.argument("id")
-@click.argument("name")
-@click.option("--payload", metavar="JSON", help="Payload: JSON, @file or - (default: null).")
-@click.option("--message-id", default="", help="Deduplication id: a repeat is dropped.")
+@signal_options
 @json_option
 @db_options
 @run_async
@@ -318,14 +317,11 @@ async def signal(
     id: str, name: str, payload: str | None, message_id: str, as_json: bool, db: DbOptions
 ) -> int:
     """Send signal NAME to a running execution (buffered until it waits for it)."""
-    wid = parse_id(id, "execution id")
-    check_name(name, "signal name")
-    check_text(message_id, "--message-id")
-    value = read_input(payload, "--payload")
+    wid, value = signal_input(id, name, payload, message_id, "execution id")
     async with connect(db) as store:
         accepted = await Client(store).get_handle(wid).signal(name, value, message_id=message_id)
     text = "signal accepted" if accepted else "duplicate message id: dropped"
-    _done(as_json, {"accepted": accepted}, text)
+    done(as_json, {"accepted": accepted}, text)
     return EXIT_OK
 
 
@@ -338,7 +334,7 @@ async def cancel(id: str, as_json: bool, db: DbOptions) -> int:
     """Request cancellation: the workflow sees it at its current wait and may clean up."""
     async with connect(db) as store:
         await Client(store).get_handle(parse_id(id, "execution id")).cancel()
-    _done(as_json, {"cancel_requested": True}, "cancellation requested")
+    done(as_json, {"cancel_requested": True}, "cancellation requested")
     return EXIT_OK
 
 
@@ -362,7 +358,7 @@ async def terminate(id: str, reason: str, by: str | None, as_json: bool, db: DbO
         handle: WorkflowHandle[Any] = Client(store).get_handle(wid)
         await handle.terminate(reason, terminated_by=by)
         view = await handle.describe()
-    _done(
+    done(
         as_json,
         {"state": view.state, "reason": view.failure_reason},
         f"{view.state}: {view.failure_reason}",
@@ -379,7 +375,7 @@ async def resume(id: str, as_json: bool, db: DbOptions) -> int:
     """Resume a suspended execution (after fixing its code or deciding its operation)."""
     async with connect(db) as store:
         await Client(store).get_handle(parse_id(id, "execution id")).resume()
-    _done(as_json, {"resumed": True}, "resumed")
+    done(as_json, {"resumed": True}, "resumed")
     return EXIT_OK
 
 
@@ -399,7 +395,7 @@ async def result(id: str, timeout: float | None, as_json: bool, db: DbOptions) -
             value: Any = await client.get_handle(wid).result(timeout=timeout)
         except (WorkflowFailedError, WorkflowCancelledError, WorkflowTerminatedError) as exc:
             state = _ENDED[type(exc)]
-            _done(as_json, {"state": state, "error": str(exc)}, f"{state}: {exc}")
+            done(as_json, {"state": state, "error": str(exc)}, f"{state}: {exc}")
             return EXIT_FAILED
         finally:
             await client.close()
@@ -415,7 +411,7 @@ async def result(id: str, timeout: float | None, as_json: bool, db: DbOptions) -
     "--older-than", type=float, default=0.0, show_default=True,
     help="Only executions unchanged for at least this many seconds.",
 )  # fmt: skip
-@click.option("--limit", type=int, default=100, show_default=True, callback=positive)
+@limit_option(100)
 @json_option
 @db_options
 @run_async
@@ -447,13 +443,6 @@ _ENDED: dict[type[Exception], str] = {
     WorkflowCancelledError: "cancelled",
     WorkflowTerminatedError: "terminated",
 }
-
-
-def _done(as_json: bool, value: dict[str, Any], text: str) -> None:
-    if as_json:
-        emit(value)
-    else:
-        click.echo(text)
 
 
 for _cmd in (show, start, signal, cancel, terminate, result, stalled):

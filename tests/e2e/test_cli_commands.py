@@ -223,6 +223,7 @@ async def test_stats_shows_depths_oldest_pending_dead_letters_and_only_busy_days
     assert (email["pending"], email["dead"]) == (1, 1)
     assert email["oldest_pending_age"] >= 0
     assert out["dead_letters"] == {"queue": {"email": 1}}
+    assert (await cmd("--json", "stats")).json["dead_letters"] == out["dead_letters"]
     (day,) = out["daily"]["queue"]  # the window has many days; only the busy one shows
     assert day["enqueued"] == 2
     table = await cmd("stats")
