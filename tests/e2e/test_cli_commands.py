@@ -19,10 +19,11 @@ from typing import Any
 import click
 import pytest
 
-from azync_flow import WorkflowContext, workflow
+from azync_flow import Uncertain, WorkflowContext, activity, workflow
 from azync_flow.cli import cli, main
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
+from azync_flow.runtime import LocalRuntime
 from azync_flow.store import (
     DequeueParams,
     EnqueueParams,
@@ -32,6 +33,7 @@ from azync_flow.store import (
     Subscriber,
 )
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.workflow import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -151,6 +153,8 @@ async def test_worker_imports_the_users_module_and_export_is_what_replay_accepts
     for app in ("shop_flows", "shop_flows:order"):
         verdict = await cmd("replay", app, "run.json", cwd=tmp_path)
         assert (verdict.code, verdict.out.strip()) == (0, "ok    run.json")
+    verdicts = (await cmd("replay", "shop_flows", "run.json", "--json", cwd=tmp_path)).json
+    assert verdicts == [{"file": "run.json", "verdict": "ok", "error": None}]
     lines = await cmd("workflows", "history", wid, "--json")
     (tmp_path / "history.jsonl").write_text(lines.out)
     rejected = await cmd("replay", "shop_flows", "history.jsonl", cwd=tmp_path)
@@ -338,3 +342,29 @@ async def test_workflows_cancel_terminate_and_resume_verbs(cmd: Cmd) -> None:
     assert not_suspended.code == 3
     cancelled = await cmd("workflows", "cancel", second["id"])
     assert (cancelled.code, cancelled.out.strip()) == (0, "cancellation requested")
+
+
+@activity(name="cli_transfer", idempotent=False)
+def cli_transfer(amount: int) -> str:
+    raise Uncertain("bank timed out")
+
+
+@workflow(name="cli_payout_e2e")
+async def cli_payout_e2e(ctx: WorkflowContext, amount: int) -> str:
+    return str(await cli_transfer(amount))
+
+
+async def test_uncertain_list_and_resolve_as_tables(cmd: Cmd, store: PostgresStore) -> None:
+    handle = await Client(store).start(cli_payout_e2e, 70)
+    await LocalRuntime(store, Registry([cli_payout_e2e], [cli_transfer])).run_until_idle()
+    (op,) = await Client(store).list_uncertain()
+    listed = await cmd("uncertain", "list")
+    assert str(op.operation_id) in listed.out
+    assert "bank timed out" in listed.out
+    suspended = await cmd("workflows", "show", str(handle.id))
+    assert "suspended" in suspended.out
+    assert str(op.operation_id) in suspended.out
+    decided = await cmd("uncertain", "resolve", str(op.operation_id), "--decision", "complete",
+                        "--result", '"wired"', "--note", "statement", "--by", "ann")  # fmt: skip
+    assert decided.code == 0
+    assert decided.out.startswith(f"complete: operation {op.operation_id} is succeeded")
