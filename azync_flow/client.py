@@ -106,6 +106,11 @@ class ExecutionPage(NamedTuple):
 class Client:
     """Starts and addresses workflow executions through a store.
 
+    Every call that reaches the database (here and on :class:`WorkflowHandle`)
+    may raise :class:`~azync_flow.StoreUnavailableError` (the database cannot be
+    reached; retryable) or :class:`~azync_flow.SchemaNotMigratedError` (run
+    ``azync-flow migrate``), never a raw driver error.
+
     Args:
         store: the store (``PostgresStore``).
         poll_interval: longest pause between two reads while waiting for a result.
@@ -204,6 +209,7 @@ class Client:
         next_cursor = (last.created_at, last.id) if more and last is not None else None
         return ExecutionPage(rows, next_cursor)
 
+    @typing.overload
     async def start(
         self,
         workflow: WorkflowDefinition[Any, R],
@@ -212,7 +218,31 @@ class Client:
         id: uuid.UUID | None = None,
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
-    ) -> WorkflowHandle[R]:
+        version: str | None = None,
+    ) -> WorkflowHandle[R]: ...
+
+    @typing.overload
+    async def start(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        id: uuid.UUID | None = None,
+        idempotency_key: str = "",
+        meta: dict[str, str] | None = None,
+        version: str | None = None,
+    ) -> WorkflowHandle[Any]: ...
+
+    async def start(
+        self,
+        workflow: WorkflowDefinition[Any, R] | str,
+        input: Any = None,
+        *,
+        id: uuid.UUID | None = None,
+        idempotency_key: str = "",
+        meta: dict[str, str] | None = None,
+        version: str | None = None,
+    ) -> WorkflowHandle[Any]:
         """Start an execution (or return the live one holding ``idempotency_key``).
 
         A start whose ``id`` or live ``idempotency_key`` (scoped to the workflow
@@ -220,33 +250,62 @@ class Client:
         (``handle.started`` is False) when the workflow and the input are the
         same. A finished execution frees its key: a later start runs anew.
 
+        Args:
+            workflow: a ``@workflow`` definition, or a registered workflow's name
+                (a process without the code: ``input`` is then encoded as given,
+                and ``handle.result()`` returns plain JSON values).
+            input: the workflow's input (JSON-encodable).
+            id: the execution id (default: a new UUID).
+            idempotency_key: business key; a live execution holding it is reused.
+            meta: string annotations kept with the execution.
+            version: workflow version to record (default: the definition's; "" for a name).
+
         Raises:
+            TypeError: ``workflow`` is neither a definition nor a name.
+            ValueError: a name, key or meta entry the store refuses (NUL, not
+                valid UTF-8, over 255 characters for a name).
             IdempotencyConflictError: same id/key, different workflow or input.
-            PayloadEncodeError: the input is not JSON-encodable.
+            PayloadEncodeError: the input is not JSON-encodable (NaN/±Inf,
+                nesting over ~1000 levels, lone surrogate, unsupported type).
+            StoreUnavailableError: the database cannot be reached; retry with
+                the same ``id`` or ``idempotency_key``.
+            SchemaNotMigratedError: the store's schema has no azync_flow tables.
         """
-        data = workflow.encode_input(input)
+        if isinstance(workflow, WorkflowDefinition):
+            name, data = workflow.name, workflow.encode_input(input)
+            version = workflow.version if version is None else version
+        elif isinstance(workflow, str):
+            name, data = workflow, encode_value(input, f"input of workflow {workflow!r}")
+            version = version or ""
+        else:
+            hint = "; decorate it with @workflow" if callable(workflow) else ""
+            raise TypeError(
+                "Client.start takes a @workflow definition or a workflow name (str), "
+                f"got {type(workflow).__name__} {workflow!r}{hint}"
+            )
         run_id = id or uuid.uuid4()
         params = WorkflowStartParams(
             id=run_id,
-            name=workflow.name,
+            name=name,
             input=data,
-            version=workflow.version,
+            version=version,
             business_idempotency_key=idempotency_key,
             meta=meta or {},
         )
         # The run's trace: the run span is reserved in the caller's trace (exported
         # when the run ends); its context is stored with the execution (a
         # deduplicated start keeps the stored one).
-        carrier = self.tracer.start_run_span(RunKind.WORKFLOW, workflow.name, run_id)
+        carrier = self.tracer.start_run_span(RunKind.WORKFLOW, name, run_id)
         inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
         if not inserted:
             existing = await self.store.get_workflow_execution(wid)
-            if existing.name != workflow.name or existing.input != data:
+            if existing.name != name or existing.input != data:
                 raise IdempotencyConflictError(
                     f"execution {wid} already holds this id/key with workflow "
                     f"{existing.name!r} and different input; nothing started"
                 )
-        return WorkflowHandle(self, wid, workflow, started=inserted)
+        definition = workflow if isinstance(workflow, WorkflowDefinition) else None
+        return WorkflowHandle(self, wid, definition, started=inserted)
 
     async def list_uncertain(
         self, workflow_id: uuid.UUID | None = None, limit: int = 100
@@ -384,6 +443,9 @@ class WorkflowHandle(Generic[R]):
         Raises:
             NotFoundError: no such execution, or it finished (the message says
                 "finished"; a send racing the completion gets this too).
+            ValueError: ``name`` or ``message_id`` contains NUL or is not valid
+                UTF-8, or ``name`` is over 255 characters.
+            PayloadEncodeError: ``payload`` is not JSON-encodable.
         """
         data = encode_value(payload, f"payload of signal {name!r}")
         return await self.client.store.signal_workflow(

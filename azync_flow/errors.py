@@ -4,7 +4,8 @@ Tree::
 
     AzyncError                          (azync_flow.store.errors)
     ├── StoreError                      (NotFoundError, ConflictError, LeadershipLostError,
-    │                                    MigrationError)
+    │                                    MigrationError, SchemaNotMigratedError,
+    │                                    StoreUnavailableError)
     ├── WorkflowError
     │   ├── NonDeterminismError         (seq, recorded, new) — execution is suspended
     │   │   └── ForbiddenCallError      (call) — real I/O, threads, wall clock in a workflow
@@ -36,7 +37,9 @@ from azync_flow.store.errors import (
     ConflictError,
     LeadershipLostError,
     NotFoundError,
+    SchemaNotMigratedError,
     StoreError,
+    StoreUnavailableError,
 )
 
 __all__ = [
@@ -50,7 +53,9 @@ __all__ = [
     "PayloadEncodeError",
     "PayloadError",
     "PayloadTooLargeError",
+    "SchemaNotMigratedError",
     "StoreError",
+    "StoreUnavailableError",
     "Uncertain",
     "UnknownWorkflowError",
     "WorkflowAbort",

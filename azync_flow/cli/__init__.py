@@ -15,7 +15,6 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-import asyncpg
 import click
 
 from azync_flow.errors import AzyncError, PayloadError
@@ -97,21 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), EXIT_NOT_FOUND, debug)
     except ConflictError as exc:
         return _fail(str(exc), EXIT_CONFLICT, debug)
-    except StoreError as exc:
+    except StoreError as exc:  # unreachable, unmigrated (with the migrate hint), bad DSN
         return _fail(str(exc), EXIT_UNAVAILABLE, debug)
     except (ValueError, PayloadError) as exc:
         return _fail(str(exc), EXIT_USAGE, debug)
     except TimeoutError as exc:
         return _fail(str(exc) or "timed out", EXIT_TIMEOUT, debug)
-    except asyncpg.UndefinedTableError:
-        return _fail(
-            "the schema has no azync_flow tables; run `azync-flow migrate` first "
-            "(or check --schema)",
-            EXIT_UNAVAILABLE,
-            debug,
-        )
-    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as exc:
-        return _fail(f"database connection failed: {exc}", EXIT_UNAVAILABLE, debug)
     except KeyboardInterrupt:
         return 130
     except (AzyncError, Exception) as exc:

@@ -70,7 +70,9 @@ def parse_json(value: str | None, what: str) -> Any:
         decoded = json.loads(value, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise CliError(f"{what} is not valid JSON ({exc.msg} at position {exc.pos})") from None
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise CliError(f"{what} is nested too deeply (over ~1000 levels)") from None
+    except ValueError as exc:  # NaN / Infinity
         raise CliError(f"{what}: {exc}") from None
     encode_value(decoded, what)  # PayloadEncodeError for what JSON cannot round-trip
     return decoded

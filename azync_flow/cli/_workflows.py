@@ -13,14 +13,14 @@ from typing import Any
 
 import click
 
-from azync_flow.client import Client, IdempotencyConflictError, WorkflowHandle
+from azync_flow.client import Client, WorkflowHandle
 from azync_flow.errors import (
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowTerminatedError,
 )
 from azync_flow.replay.passes import to_entries
-from azync_flow.store import WorkflowExecutionView, WorkflowStartParams, WorkflowState
+from azync_flow.store import WorkflowExecutionView, WorkflowState
 from azync_flow.store.validate import check_name, check_text
 
 from ._common import (
@@ -281,27 +281,14 @@ async def start(
 ) -> int:
     """Start an execution of the registered workflow NAME (a worker runs it).
     Starting again with the same --id or --key and input returns the same execution."""
-    from azync_flow._payload import encode_value
-
-    check_name(name, "workflow name")
-    check_text(key, "--key")
-    check_text(version, "--version")
-    data = encode_value(read_input(input_, "--input"), "--input")
-    wid = parse_id(id_, "--id") if id_ else uuid.uuid4()
+    value = read_input(input_, "--input")
+    wid = parse_id(id_, "--id") if id_ else None
     async with connect(db) as store:
-        inserted, wid = await store.start_workflow(
-            WorkflowStartParams(
-                id=wid, name=name, input=data, version=version, business_idempotency_key=key
-            )
+        handle: WorkflowHandle[Any] = await Client(store).start(
+            name, value, id=wid, idempotency_key=key, version=version
         )
-        if not inserted:
-            existing = await store.get_workflow_execution(wid)
-            if existing.name != name or existing.input != data:
-                raise IdempotencyConflictError(
-                    f"execution {wid} already holds this id/key with workflow "
-                    f"{existing.name!r} and different input; nothing started"
-                )
-    done(as_json, {"id": wid, "started": inserted}, f"{'started' if inserted else 'exists'} {wid}")
+    state = "started" if handle.started else "exists"
+    done(as_json, {"id": handle.id, "started": handle.started}, f"{state} {handle.id}")
     return EXIT_OK
 
 
