@@ -14,14 +14,26 @@ from typing import Any
 
 import click
 import msgspec
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
 #: Characters of a payload shown in a list (`show` prints it whole).
 PREVIEW_CHARS = 48
 
-#: Headers of id columns (kept on one line).
-_ID_HEADERS = frozenset({"ID", "OPERATION"})
+#: Headers of free-text columns: cut with "…" to fit the terminal (others never are).
+_FREE_TEXT = frozenset(
+    {
+        "INPUT",
+        "RESULT / REASON",
+        "DETAIL",
+        "PAYLOAD",
+        "LAST ERROR",
+        "REASON",
+        "RESULT / ERROR",
+        "ERROR",
+    }
+)
 
 #: Columns: (header, how to get the cell text from one row).
 Columns = Sequence[tuple[str, Callable[[Any], Any]]]
@@ -143,18 +155,33 @@ def console() -> Console:
 
 
 def table(rows: Iterable[Any], columns: Columns, *, title: str = "", empty: str = "") -> None:
-    """Print `rows` as a table (or `empty` when there are none)."""
+    """Print ``rows`` as a table, one line per row (or ``empty`` when there are none).
+
+    Ids, states, times and counts are shown whole (ids are copied into the next
+    command); free text (payload previews, reasons, details) is cut with ``…``
+    to fit the terminal. On a terminal too narrow for that, cells wrap instead.
+    """
     rows = list(rows)
     out = console()
     if not rows:
         out.print(empty or "(none)", highlight=False)
         return
+    cells = [[short(get(row)) for _, get in columns] for row in rows]
+    headers = [header for header, _ in columns]
+    natural = [max(cell_len(h), *(cell_len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    free = [i for i, h in enumerate(headers) if h in _FREE_TEXT]
+    fixed = sum(w for i, w in enumerate(natural) if i not in free)
+    room = out.width - (3 * len(headers) + 1) - fixed
+    fits = room >= 12 * len(free)
+    widths = [min(w, room // len(free)) if fits and i in free else w for i, w in enumerate(natural)]
     grid = Table(title=title or None, title_justify="left", header_style="bold")
-    for header, _ in columns:
-        # ids are copied into the next command: never wrapped
-        grid.add_column(header, overflow="fold", no_wrap=header in _ID_HEADERS)
-    for row in rows:
-        grid.add_row(*(short(get(row)) for _, get in columns))
+    for i, header in enumerate(headers):
+        if fits:
+            grid.add_column(header, no_wrap=True, width=widths[i], overflow="ellipsis")
+        else:
+            grid.add_column(header, overflow="fold")
+    for r in cells:
+        grid.add_row(*r)
     out.print(grid)
 
 

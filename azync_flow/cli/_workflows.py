@@ -142,7 +142,6 @@ async def list_cmd(
             ("WORKFLOW", lambda v: v.name),
             ("STATE", lambda v: v.state),
             ("CREATED (UTC)", lambda v: when(v.created_at)),
-            ("UPDATED (UTC)", lambda v: when(v.updated_at)),
             ("INPUT", lambda v: preview(v.input)),
             ("RESULT / REASON", _why),
         ],
@@ -241,7 +240,7 @@ async def history(id: str, as_json: bool, db: DbOptions) -> int:
 def _detail(name: str, described: str) -> str:
     if described.startswith(name):
         described = described[len(name) :].strip("()")
-    return described if len(described) <= 100 else described[:99] + "…"
+    return described
 
 
 @workflows.command("export", epilog=example("azync-flow workflows export 3f2a0c9e-... > run.json"))
