@@ -172,7 +172,7 @@ def table(rows: Iterable[Any], columns: Columns, *, title: str = "", empty: str 
     free = [i for i, h in enumerate(headers) if h in _FREE_TEXT]
     fixed = sum(w for i, w in enumerate(natural) if i not in free)
     room = out.width - (3 * len(headers) + 1) - fixed
-    fits = room >= 12 * len(free)
+    fits = room >= 6 * len(free)
     widths = [min(w, room // len(free)) if fits and i in free else w for i, w in enumerate(natural)]
     grid = Table(title=title or None, title_justify="left", header_style="bold")
     for i, header in enumerate(headers):

@@ -368,3 +368,17 @@ async def test_uncertain_list_and_resolve_as_tables(cmd: Cmd, store: PostgresSto
                         "--result", '"wired"', "--note", "statement", "--by", "ann")  # fmt: skip
     assert decided.code == 0
     assert decided.out.startswith(f"complete: operation {op.operation_id} is succeeded")
+
+
+async def test_tables_fit_the_terminal_with_one_line_per_row(
+    cmd: Cmd, store: PostgresStore
+) -> None:
+    client = Client(store)
+    handles = [await client.start(cli_big, {"note": "x" * 300, "n": n}) for n in range(3)]
+    narrow = {**cmd.env, "COLUMNS": "110"}
+    shown = await cmd("workflows", "list", env=narrow)
+    lines = shown.out.splitlines()
+    assert max(len(line) for line in lines) <= 110
+    rows = [line for line in lines if "cli_big" in line]
+    assert sorted(line.split()[1] for line in rows) == sorted(str(h.id) for h in handles)
+    assert all("…" in line for line in rows)  # the input preview was cut to fit
