@@ -15,6 +15,7 @@ from azync_flow.store import Job, JobFilter, JobState, Source
 from azync_flow.store.validate import check_name
 
 from ._common import (
+    EXIT_NOT_FOUND,
     EXIT_OK,
     CliError,
     DbOptions,
@@ -267,7 +268,9 @@ def _verb(name: str, text: str, past: str) -> None:
             else:
                 job = await store.get_job(src, job_id)
                 if job.state == JobState.ACTIVE:
-                    raise CliError(f"job {job_id} is running now; delete it once it settles")
+                    raise CliError(
+                        f"job {job_id} is running now; delete it once it settles", EXIT_NOT_FOUND
+                    )
                 await store.delete_job(src, job_id, job.state)
         done(as_json, {"id": job_id, past: True}, f"{past} {job_id}")
         return EXIT_OK

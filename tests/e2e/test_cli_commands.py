@@ -259,6 +259,13 @@ async def test_jobs_list_show_pause_resume_archive_retry_delete(
     assert dead["items"] == []
     assert (await cmd("jobs", "delete", str(jid))).code == 0
     assert (await cmd("jobs", "show", str(jid))).code == 3
+    await store.enqueue(EnqueueParams(id=jid, kind="report", payload=b"{}"))
+    await store.dequeue_batch(
+        Source.QUEUE, DequeueParams(kind="report", limit=1, lease=timedelta(seconds=30))
+    )
+    running = await cmd("jobs", "delete", str(jid))
+    assert (running.code, "running now" in running.err) == (3, True)
+    assert (await store.get_job(Source.QUEUE, jid)).state == JobState.ACTIVE
 
 
 saga = DAG("cli_saga")
