@@ -31,6 +31,7 @@ from ._common import (
     run_async,
 )
 from ._output import (
+    JSON_BY_DEFAULT,
     age,
     done,
     emit,
@@ -288,8 +289,10 @@ _verb("delete", "Delete a job that is not running (any other state).", "deleted"
 
 
 @click.group("queue", hidden=True)
-def queue_alias() -> None:
+@click.pass_context
+def queue_alias(ctx: click.Context) -> None:
     """Alias kept from earlier versions: `queue stats|dead|retry` (JSON output)."""
+    ctx.meta[JSON_BY_DEFAULT] = True
 
 
 @queue_alias.command("stats")

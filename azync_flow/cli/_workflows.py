@@ -43,6 +43,7 @@ from ._common import (
     signal_options,
 )
 from ._output import (
+    JSON_BY_DEFAULT,
     age,
     done,
     emit,
@@ -436,8 +437,11 @@ for _cmd in (show, start, signal, cancel, terminate, result, stalled):
 
 
 @click.group("workflow", hidden=True)
-def workflow_alias() -> None:
-    """Alias of `workflows` kept from earlier versions (`describe` is `show`)."""
+@click.pass_context
+def workflow_alias(ctx: click.Context) -> None:
+    """Alias of `workflows` kept from earlier versions (`describe` is `show`);
+    prints JSON as those versions did."""
+    ctx.meta[JSON_BY_DEFAULT] = True
 
 
 for _name, _cmd in {
