@@ -1,7 +1,7 @@
 """The `azync-flow` command line (click; see `azync-flow --help` and docs/cli.md).
 
 Commands: `workflows`, `dags`, `jobs`, `events`, `uncertain`, `stats`,
-`replay`, `migrate`, `worker` (and the earlier spellings `workflow` and
+`replay`, `migrate`, `worker`, `embedded` (and the earlier spellings `workflow` and
 `queue` as aliases). Every command that needs the database takes it from
 `--dsn`, else `$AZYNC_DSN`, else the embedded server, and its schema from
 `--schema` / `$AZYNC_SCHEMA`. Output is tables, or JSON with `--json`.
@@ -31,6 +31,7 @@ from ._common import (
     example,
 )
 from ._dags import dags
+from ._embedded import embedded
 from ._events import events
 from ._jobs import jobs, queue_alias
 from ._ops import migrate, stats, uncertain
@@ -67,6 +68,7 @@ for _command in (
     replay_command,
     migrate,
     worker_command,
+    embedded,
     workflow_alias,
     queue_alias,
 ):
