@@ -1,4 +1,4 @@
-"""``azync-flow embedded status|stop``: this user's embedded PostgreSQL.
+"""`azync-flow embedded status|stop`: this user's embedded PostgreSQL.
 
 Thin wrappers over :func:`azync_flow.embedded.embedded_status` and
 :func:`azync_flow.embedded.stop_embedded` (the functions any CLI calls).
@@ -6,47 +6,45 @@ Thin wrappers over :func:`azync_flow.embedded.embedded_status` and
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
+import click
+
 from azync_flow.embedded import embedded_status, stop_embedded
 
-from ._common import EXIT_OK, EXIT_UNAVAILABLE, CliError
+from ._common import EXIT_OK, EXIT_UNAVAILABLE, CliError, example
+
+_DATA_DIR = click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    help="Data directory (default: $AZYNC_EMBEDDED_DIR or the user's).",
+)
 
 
-def register(sub: Any) -> None:
-    em = sub.add_parser(
-        "embedded",
-        help="this user's embedded PostgreSQL (one per user, shared by its processes)",
-    )
-    verbs = em.add_subparsers(dest="verb", required=True, metavar="VERB")
-    p = verbs.add_parser(
-        "status", help="running or not, its DSN, the processes using it or left it running"
-    )
-    p.set_defaults(run=_status)
-    p = verbs.add_parser("stop", help="stop it (refused while processes use it, unless --force)")
-    p.add_argument("--force", action="store_true", help="stop it even while processes use it")
-    p.set_defaults(run=_stop)
-    for parser in verbs.choices.values():
-        parser.add_argument(
-            "--data-dir",
-            type=Path,
-            help="data directory (default: $AZYNC_EMBEDDED_DIR or the user's)",
-        )
+@click.group("embedded", epilog=example("azync-flow embedded status"))
+def embedded() -> None:
+    """This user's embedded PostgreSQL (one per user, shared by its processes)."""
 
 
-async def _status(args: argparse.Namespace) -> int:
-    print(_call(embedded_status, args.data_dir).describe())
+@embedded.command("status", epilog=example("azync-flow embedded status"))
+@_DATA_DIR
+def status(data_dir: Path | None) -> int:
+    """Running or not, its DSN, the processes using it or that left it running."""
+    click.echo(_call(embedded_status, data_dir).describe())
     return EXIT_OK
 
 
-async def _stop(args: argparse.Namespace) -> int:
-    before = _call(stop_embedded, args.data_dir, force=args.force)
+@embedded.command("stop", epilog=example("azync-flow embedded stop"))
+@_DATA_DIR
+@click.option("--force", is_flag=True, help="Stop it even while processes use it.")
+def stop(data_dir: Path | None, force: bool) -> int:
+    """Stop the server (refused while processes use it, unless --force)."""
+    before = _call(stop_embedded, data_dir, force=force)
     if before.running:
-        print(f"stopped the embedded PostgreSQL (pid {before.pid}) in {before.data_dir}")
+        click.echo(f"stopped the embedded PostgreSQL (pid {before.pid}) in {before.data_dir}")
     else:
-        print(f"the embedded PostgreSQL in {before.data_dir} was not running")
+        click.echo(f"the embedded PostgreSQL in {before.data_dir} was not running")
     return EXIT_OK
 
 
@@ -55,3 +53,6 @@ def _call(fn: Any, *args: Any, **kw: Any) -> Any:
         return fn(*args, **kw)
     except RuntimeError as exc:
         raise CliError(str(exc), EXIT_UNAVAILABLE) from None
+
+
+__all__ = ["embedded"]
