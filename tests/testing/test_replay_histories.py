@@ -3,6 +3,9 @@ same code and fails, naming the file, the seq and both commands, against changed
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,8 @@ import pytest
 from azync_flow import NonDeterminismError, WorkflowContext, activity, workflow
 from azync_flow.replay import HistoryFileError
 from azync_flow.testing import WorkflowEnvironment, recorded_histories, replay_histories
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @activity(name="greet")
@@ -88,3 +93,33 @@ def test_recorded_histories_makes_one_parameter_per_file_and_refuses_an_empty_fo
     assert [p.values[0] for p in params] == [tmp_path / "a.json", tmp_path / "b.json"]
     with pytest.raises(FileNotFoundError):
         recorded_histories(tmp_path / "missing")
+
+
+async def test_a_history_written_by_the_cli_export_is_accepted_as_it_is(
+    workflow_env: WorkflowEnvironment, azync_dsn: str, azync_schema: str, tmp_path: Path
+) -> None:
+    env = await workflow_env.start([greeting], [greet])
+    handle = await env.client.start(greeting, "cli")
+    await handle.result(timeout=10)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "azync_flow.cli",
+        "workflows",
+        "export",
+        str(handle.id),
+        "--dsn",
+        azync_dsn,
+        "--schema",
+        azync_schema,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    exported = tmp_path / "exported.json"
+    exported.write_bytes(out)
+    assert replay_histories(exported, workflows=[greeting]) == 1
+    with pytest.raises(NonDeterminismError):
+        replay_histories(exported, workflows=[greeting_changed])
