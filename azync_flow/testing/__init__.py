@@ -4,7 +4,8 @@
   tests skip: ``await env.sleep(timedelta(days=30))``, automatic skipping in
   ``handle.result()``, ``await env.run_until_settled()``.
 * :class:`ActivityEnvironment` — run one activity in isolation (heartbeats
-  recorded, cancellation injected, ``current_activity()`` works).
+  recorded, events published recorded, cancellation injected,
+  ``current_activity()`` works).
 * :func:`replay_histories` / :func:`recorded_histories` — replay recorded
   histories against the current code in CI.
 * :class:`MovableClock`, :func:`unique_schema`, :func:`drop_schema` — the parts.
@@ -21,7 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._activity import ActivityEnvironment, HeartbeatRecord
+    from ._activity import ActivityEnvironment, HeartbeatRecord, PublishedEvent
     from ._clock import MovableClock
     from ._env import TestClient, TestWorkflowHandle, WorkflowEnvironment
     from ._replay import recorded_histories, replay_histories
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "ActivityEnvironment": "._activity",
     "HeartbeatRecord": "._activity",
+    "PublishedEvent": "._activity",
     "MovableClock": "._clock",
     "TestClient": "._env",
     "TestWorkflowHandle": "._env",

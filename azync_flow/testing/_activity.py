@@ -14,7 +14,7 @@ from azync_flow.runtime.activity_runner import ActivityInfo, activity_context
 from azync_flow.store.types import Job, JobState, Source
 from azync_flow.workflow._definitions import ActivityDefinition
 
-__all__ = ["ActivityEnvironment", "HeartbeatRecord"]
+__all__ = ["ActivityEnvironment", "HeartbeatRecord", "PublishedEvent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,22 @@ class HeartbeatRecord:
     at: float
 
 
+@dataclass(frozen=True, slots=True)
+class PublishedEvent:
+    """One ``current_activity().publish(...)`` call of the activity under test.
+
+    Attributes:
+        id: the event id returned to the activity.
+        event_type, payload, key, meta: as passed.
+    """
+
+    id: uuid.UUID
+    event_type: str
+    payload: Any
+    key: str | None
+    meta: dict[str, str] | None
+
+
 class _TestActivityInfo(ActivityInfo):
     """What ``current_activity()`` returns under an :class:`ActivityEnvironment`."""
 
@@ -41,6 +57,19 @@ class _TestActivityInfo(ActivityInfo):
         self.attempt = job.attempt
         self.activity = activity
         self._env = env
+
+    async def publish(
+        self,
+        event_type: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        meta: dict[str, str] | None = None,
+    ) -> uuid.UUID:
+        """Record the event in the environment's ``published`` (no ledger behind it)."""
+        event = PublishedEvent(uuid.uuid4(), event_type, payload, key, meta)
+        self._env.published.append(event)
+        return event.id
 
     async def heartbeat(self) -> None:
         """Record the heartbeat; then call the environment's ``on_heartbeat`` hook."""
@@ -56,7 +85,8 @@ class ActivityEnvironment:
     The arguments and the result make the same JSON round trip as in
     production (typed by the function's annotations), ``current_activity()``
     returns an info naming this attempt, ``heartbeat()`` calls are recorded in
-    :attr:`heartbeats`, and :meth:`cancel` injects the cancellation a worker
+    :attr:`heartbeats` and ``publish()`` calls in :attr:`published`, and
+    :meth:`cancel` injects the cancellation a worker
     delivers on shutdown or a lost lease (``asyncio.CancelledError`` at the
     activity's current await)::
 
@@ -72,6 +102,7 @@ class ActivityEnvironment:
 
     Attributes:
         heartbeats: every heartbeat made, in order.
+        published: every event the activity published, in order.
         on_heartbeat: called with this environment after each heartbeat.
     """
 
@@ -84,6 +115,7 @@ class ActivityEnvironment:
         self.workflow_id = workflow_id or uuid.uuid4()
         self.seq = seq
         self.heartbeats: list[HeartbeatRecord] = []
+        self.published: list[PublishedEvent] = []
         self.on_heartbeat: Callable[[ActivityEnvironment], Any] | None = None
         self._task: asyncio.Task[bytes] | None = None
 

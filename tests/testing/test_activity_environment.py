@@ -108,3 +108,23 @@ async def test_arguments_make_the_production_json_round_trip() -> None:
         env.cancel()  # nothing running
     with pytest.raises(ValueError):
         ActivityEnvironment(attempt=0)
+
+
+@activity(name="announce")
+async def announce(order_id: str) -> str:
+    info = current_activity()
+    assert info is not None
+    event_id = await info.publish("order.announced", {"order": order_id}, key=order_id)
+    return str(event_id)
+
+
+async def test_events_an_activity_publishes_are_recorded() -> None:
+    env = ActivityEnvironment()
+    event_id = await env.run(announce, "o-7")
+    [event] = env.published
+    assert (event.event_type, event.payload, event.key) == (
+        "order.announced",
+        {"order": "o-7"},
+        "o-7",
+    )
+    assert str(event.id) == event_id
