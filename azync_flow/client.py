@@ -200,6 +200,8 @@ class Client:
         Raises:
             ValueError: an unknown state or ``limit`` < 1.
         """
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
         name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
         rows = await self.store.list_workflow_executions(  # type: ignore[attr-defined]
             name=name, state=state, limit=limit + 1, before=cursor
