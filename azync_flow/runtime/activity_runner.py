@@ -96,12 +96,17 @@ class ActivityInfo:
 
 
 def _cancel_reason(op: OperationPayload, lease: Any) -> str:
-    if op.heartbeat_timeout is not None and getattr(lease, "lost", False):
+    if op.heartbeat_timeout is not None and _lease_lost(lease):
         return (
             f"no heartbeat within heartbeat_timeout={op.heartbeat_timeout.total_seconds():g}s; "
             "the attempt was presumed lost mid-call"
         )
     return "the attempt was cancelled mid-call (worker shutdown or lost lease)"
+
+
+def _lease_lost(lease: Any) -> bool:
+    """True when the worker's lease handle says the job was taken from this attempt."""
+    return bool(getattr(lease, "lost", False))
 
 
 def current_activity() -> ActivityInfo | None:
@@ -227,8 +232,12 @@ class ActivityRunner:
             # lease lost or shutdown: do not settle. A non-idempotent call cut off
             # mid-flight may have taken effect: park it instead of letting the
             # worker release it for a blind re-run.
-            if not op.idempotent:
-                await self._park_cancelled(job, token, _cancel_reason(op, lease))
+            if not op.idempotent and await self._park_cancelled(
+                job, token, _cancel_reason(op, lease)
+            ):
+                span.set_outcome(Outcome.UNCERTAIN)
+            elif _lease_lost(lease):
+                span.abandon()  # the reaper records this attempt
             raise
         except Uncertain as exc:
             span.record_failure(exc)
@@ -246,6 +255,8 @@ class ActivityRunner:
         )
         if await self._settle(job, token, *encode_event(event), op=op, result=result):
             span.set_outcome(Outcome.SUCCEEDED)
+        elif _lease_lost(lease):
+            span.abandon()  # fenced off: the reaper recorded this attempt
 
     async def _failed(
         self, job: Job, token: uuid.UUID, op: OperationPayload, exc: Exception, span: AttemptSpan
@@ -315,7 +326,8 @@ class ActivityRunner:
             raise
         return True
 
-    async def _park_cancelled(self, job: Job, token: uuid.UUID, reason: str) -> None:
+    async def _park_cancelled(self, job: Job, token: uuid.UUID, reason: str) -> bool:
+        """Park a cut-off non-idempotent attempt; False when its lease was already gone."""
         try:
             event_type, payload = uncertain_event(job, reason)
             await self.store.mark_uncertain(
@@ -323,6 +335,8 @@ class ActivityRunner:
             )
         except Exception as err:  # lease already gone: the reaper decides
             log.info("could not park cancelled operation %s: %s", job.id, err)
+            return False
+        return True
 
     async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> bool:
         """Park the operation as uncertain (suspends the execution), never retry it;
