@@ -171,7 +171,9 @@ class ActivityRunner:
         The attempt is one ``activity <name>`` span (child of the run span,
         from the trace context in the job's meta) with its outcome:
         succeeded, retried (with the delay), dead or uncertain. The activity
-        runs inside it, so its own spans nest under the attempt.
+        runs inside it, so its own spans nest under the attempt. An attempt
+        whose lease was lost and whose outcome the store refused exports no
+        span: the reaper closes it (ERROR ``lease expired``).
         """
         assert job.run_id is not None
         assert job.payload is not None
@@ -186,7 +188,14 @@ class ActivityRunner:
             workflow_name=job.meta.get("workflow_name"),
             seq=op.seq,
         ) as span:
-            await self._attempt(job, token, op, lease, span)
+            try:
+                await self._attempt(job, token, op, lease, span)
+            finally:
+                # Taken over (lease lost, reaped) with no outcome of ours accepted:
+                # the reaper records this attempt; a second span would show it
+                # twice, or end after the run span once the worker was frozen.
+                if _lease_lost(lease) and span.outcome is None:
+                    span.abandon()
 
     async def _attempt(
         self, job: Job, token: uuid.UUID, op: OperationPayload, lease: Any, span: AttemptSpan
@@ -236,8 +245,6 @@ class ActivityRunner:
                 job, token, _cancel_reason(op, lease)
             ):
                 span.set_outcome(Outcome.UNCERTAIN)
-            elif _lease_lost(lease):
-                span.abandon()  # the reaper records this attempt
             raise
         except Uncertain as exc:
             span.record_failure(exc)
@@ -255,8 +262,6 @@ class ActivityRunner:
         )
         if await self._settle(job, token, *encode_event(event), op=op, result=result):
             span.set_outcome(Outcome.SUCCEEDED)
-        elif _lease_lost(lease):
-            span.abandon()  # fenced off: the reaper recorded this attempt
 
     async def _failed(
         self, job: Job, token: uuid.UUID, op: OperationPayload, exc: Exception, span: AttemptSpan

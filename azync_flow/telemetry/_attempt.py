@@ -38,7 +38,7 @@ class AttemptSpan:
     Create it with :meth:`RunTracer.attempt_span`; do not reuse an instance.
     """
 
-    __slots__ = ("_abandoned", "_ctx", "_failed_with", "_span", "_token")
+    __slots__ = ("_abandoned", "_ctx", "_failed_with", "_outcome", "_span", "_token")
 
     def __init__(self, span: trace.Span, parent: otel_context.Context) -> None:
         self._span = span
@@ -46,6 +46,7 @@ class AttemptSpan:
         self._token: Token[otel_context.Context] | None = None
         self._failed_with: BaseException | None = None
         self._abandoned = False
+        self._outcome: Outcome | None = None
 
     @property
     def span(self) -> trace.Span:
@@ -74,6 +75,7 @@ class AttemptSpan:
                 next attempt; ``timedelta`` or seconds. Recorded as
                 ``azync.retry_delay_s`` (float seconds).
         """
+        self._outcome = outcome
         self._span.set_attribute(ATTR_OUTCOME, outcome.value)
         if retry_delay is not None:
             self._span.set_attribute(ATTR_RETRY_DELAY_S, _seconds(retry_delay))
@@ -119,6 +121,11 @@ class AttemptSpan:
     def add_event(self, name: str, attributes: Mapping[str, AttributeValue] | None = None) -> None:
         """Add a span event (e.g. ``signal.consumed`` during a pass)."""
         self._span.add_event(name, attributes=dict(attributes or {}))
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """The outcome recorded with :meth:`set_outcome`; None while there is none."""
+        return self._outcome
 
     def abandon(self) -> None:
         """Do not export this span: the attempt lost its lease, and whoever took

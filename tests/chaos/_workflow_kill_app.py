@@ -8,6 +8,8 @@ Environment:
     KILL_MODE     ""                    no fault
                   "after:<activity>"    right after the activity's completion committed
                   "during:<activity>"   inside the activity body, after it started
+                  "stall:<activity>"    inside the activity body, a 4 s call (the
+                                        test freezes the process meanwhile)
                   "in_pass:<n>"         in the n-th workflow pass, before its commit
                   "after_pass:<n>"      right after the n-th pass committed
                   "sleeping:<n>"        after the n-th pass finished (its span ended),
@@ -23,6 +25,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -55,6 +58,8 @@ def step(name: str, order_id: str) -> str:
     record("start", name, order_id)
     if f"during:{name}" == MODE:
         die()
+    if f"stall:{name}" == MODE:
+        time.sleep(4)
     record("done", name, order_id)
     return f"{name}-done"
 

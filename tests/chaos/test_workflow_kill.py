@@ -303,6 +303,52 @@ async def test_span_tree_across_a_kill_while_the_workflow_sleeps(
     assert [s for s in spans if s.status_code == PbStatus.STATUS_CODE_ERROR] == []
 
 
+async def test_a_frozen_worker_resumed_after_the_run_ended_exports_no_second_attempt_span(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    """Worker 1 is frozen (SIGSTOP) inside charge; worker 2 takes the maintenance
+    leadership, reaps the lost attempt (closing its span), re-runs charge and
+    finishes the run. Worker 1, resumed, finds its lease lost: its own span of
+    attempt 1 is not exported, so the attempt is shown once and nothing ends
+    after the run span."""
+    ledger = tmp_path / "ledger"
+    client = Client(store, tracer_provider=SpanCapture(service_name="api").provider)
+    handle = await client.start(APP_MODULE.killable_order, "o-15")
+    with OtlpHttpReceiver() as rx:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "KILL_LEDGER": str(ledger)}
+        env.update(OTLP_ENDPOINT=rx.endpoint, OTEL_BSP_SCHEDULE_DELAY="50")
+        frozen = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(APP),
+            pg_dsn,
+            schema,
+            str(handle.id),
+            env={**env, "KILL_MODE": "stall:charge", "WORKER_NAME": "worker-1"},
+        )
+        try:
+            for _ in range(300):
+                if ledger.exists() and "start:charge:o-15" in lines(ledger):
+                    break
+                await asyncio.sleep(0.02)
+            frozen.send_signal(signal.SIGSTOP)
+            code = await run_worker(
+                pg_dsn, schema, handle.id, ledger, WORKER_NAME="worker-2", **env
+            )
+            assert code == 0
+        finally:
+            frozen.send_signal(signal.SIGCONT)
+        assert await asyncio.wait_for(frozen.wait(), 60) == 0  # flushed its spans
+        spans = rx.spans()
+    assert await handle.result(timeout=5) == ["reserve-done", "charge-done", "ship-done"]
+    await assert_one_well_formed_trace(handle, spans, "killable_order")
+    charges = sorted(
+        (s.attributes["azync.attempt"], s.service_name, s.status_message)
+        for s in spans
+        if s.name == "activity charge"
+    )
+    assert charges == [(1, "worker-2", "lease expired"), (2, "worker-2", "")]
+
+
 async def test_a_pass_lost_with_its_worker_is_closed_by_the_reaper(
     store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
 ) -> None:
