@@ -47,7 +47,7 @@ from azync_flow.runtime.uncertain import Reconciler, resolution_events, uncertai
 from azync_flow.store.errors import is_not_found
 from azync_flow.store.types import Job
 from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunEvent, RunTracer
-from azync_flow.worker import LeaseLost
+from azync_flow.worker import LeaseLost, lease_gone
 from azync_flow.workflow import Registry
 
 __all__ = ["ActivityInfo", "ActivityRunner", "current_activity"]
@@ -191,10 +191,10 @@ class ActivityRunner:
             try:
                 await self._attempt(job, token, op, lease, span)
             finally:
-                # Taken over (lease lost, reaped) with no outcome of ours accepted:
+                # Taken over (lease lost or lapsed) with no outcome of ours accepted:
                 # the reaper records this attempt; a second span would show it
                 # twice, or end after the run span once the worker was frozen.
-                if _lease_lost(lease) and span.outcome is None:
+                if span.outcome is None and lease_gone(lease):
                     span.abandon()
 
     async def _attempt(
