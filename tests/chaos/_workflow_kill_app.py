@@ -164,6 +164,8 @@ async def main(dsn: str, schema: str, run_id: str) -> None:
         lease=timedelta(seconds=1.5),
         poll_interval=timedelta(milliseconds=100),
         maintenance_interval=timedelta(milliseconds=100),
+        # a frozen leader is replaced within ~2 s, well inside the 30 s result wait
+        leader_ttl=timedelta(seconds=2),
         maintain=(),
         handle_signals=False,
     )
