@@ -43,6 +43,7 @@ from azync_flow.telemetry import (
     RunTracer,
     suppressed_context,
 )
+from azync_flow.worker import lease_gone
 from azync_flow.workflow import Registry
 
 __all__ = ["WorkflowRunner", "WorkflowTaskStore"]
@@ -104,9 +105,9 @@ class WorkflowRunner:
 
     async def run(self, job: Job, lease: Any) -> None:
         """``JobRunner`` signature for ``Worker.add_loop``: ``lease.token`` fences."""
-        await self.run_task(job, lease.token)
+        await self.run_task(job, lease.token, lease)
 
-    async def run_task(self, job: Job, token: uuid.UUID) -> PassOutcome | None:
+    async def run_task(self, job: Job, token: uuid.UUID, lease: Any = None) -> PassOutcome | None:
         """Run one leased workflow task and settle it. Returns the pass outcome
         (None when no pass ran: execution not running or commit lost).
 
@@ -114,7 +115,9 @@ class WorkflowRunner:
         of the run span) with its replay statistics; workflow code runs with
         spans suppressed. After the commit, consumed signals, fired timers and
         a cancellation are recorded as run events, and a pass that finished the
-        execution exports the run span."""
+        execution exports the run span. With the worker's ``lease`` handle, a
+        pass that did not commit after its lease was lost or lapsed (a frozen
+        worker) exports no span: the reaper closed that attempt."""
         assert job.run_id is not None
         run_id = job.run_id
         cached = self.cache.take(run_id)
@@ -147,7 +150,14 @@ class WorkflowRunner:
             workflow_name=execution.name,
             seq=state.next_seq,
         ) as span:
-            outcome = await self._pass(job, token, state, cached, span)
+            try:
+                outcome = await self._pass(job, token, state, cached, span)
+            finally:
+                # Taken over (lease lost or lapsed: a frozen worker) and not
+                # committed: the reaper records this pass; a second span would
+                # show it twice, or end after the run span.
+                if span.outcome is None and lease_gone(lease):
+                    span.abandon()
         if outcome is not None:
             self._run_events(state, outcome)
             self._end_run(state, outcome)
