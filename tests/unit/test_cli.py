@@ -45,11 +45,14 @@ async def cli_greeter_changed(ctx: WorkflowContext, name: str) -> str:
 
 class Cli:
     def __init__(self, dsn: str, schema: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.base = ["--dsn", dsn, "--schema", schema, "--json"]
+        self.base = ["--dsn", dsn, "--schema", schema]
         self.capsys = capsys
 
-    async def __call__(self, *argv: str, db: bool = True) -> tuple[int, Any, str]:
-        args = list(argv) + (self.base if db else [])
+    async def __call__(
+        self, *argv: str, db: bool = True, as_json: bool = True
+    ) -> tuple[int, Any, str]:
+        """``main(argv + --dsn/--schema [+ --json])``: (status, parsed JSON or text, stderr)."""
+        args = list(argv) + (self.base if db else []) + (["--json"] if db and as_json else [])
         self.capsys.readouterr()
         code = await asyncio.to_thread(main, args)
         out, err = self.capsys.readouterr()
@@ -374,3 +377,16 @@ async def test_replay_subcommand_reuses_the_replay_cli(
     code, _, err = await cli("replay", "tests.unit.test_cli:cli_payout", str(path), db=False)
     assert code == 1
     assert "cli_greeter" in err
+
+
+async def test_events_list_and_show_give_the_key_of_an_event_without_aggregate_type(
+    cli: Cli, store: PostgresStore
+) -> None:
+    keyed = await Client(store).publish("onboarding.started", {"step": 1}, key="ob-1")
+    code, out, _ = await cli("events", "list", as_json=False)
+    assert code == 0
+    (row,) = [line for line in out.splitlines() if str(keyed) in line]
+    assert "ob-1" in row
+    code, out, _ = await cli("events", "show", str(keyed), as_json=False)
+    assert code == 0
+    assert any(line.split()[:2] == ["aggregate", "ob-1"] for line in out.splitlines()), out
