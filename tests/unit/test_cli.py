@@ -77,20 +77,35 @@ async def _uncertain_run(store: PostgresStore) -> tuple[Any, LocalRuntime]:
     return handle, runtime
 
 
-async def test_migrate_creates_the_tables_in_a_fresh_schema(
+async def test_migrate_says_which_migrations_it_applied_then_that_it_is_up_to_date(
     pg_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from azync_flow.store.postgres._migrate import migration_files
     from azync_flow.testing import drop_schema, unique_schema
 
     schema = unique_schema("cli")
+    versions = [v for v, _, _ in migration_files()]
     try:
         code = await asyncio.to_thread(
             main, ["migrate", "--json", "--dsn", pg_dsn, "--schema", schema]
         )
         assert code == 0
-        assert json.loads(capsys.readouterr().out) == {"schema": schema, "migrated": True}
+        assert json.loads(capsys.readouterr().out) == {
+            "schema": schema,
+            "applied": versions,
+            "migrated": True,
+        }
         again = await asyncio.to_thread(main, ["migrate", "--dsn", pg_dsn, "--schema", schema])
         assert again == 0
+        assert "already up to date" in capsys.readouterr().out
+        code = await asyncio.to_thread(
+            main, ["migrate", "--json", "--dsn", pg_dsn, "--schema", schema]
+        )
+        assert json.loads(capsys.readouterr().out) == {
+            "schema": schema,
+            "applied": [],
+            "migrated": False,
+        }
     finally:
         await drop_schema(pg_dsn, schema)
 
