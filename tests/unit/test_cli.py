@@ -405,3 +405,27 @@ async def test_events_list_and_show_give_the_key_of_an_event_without_aggregate_t
     code, out, _ = await cli("events", "show", str(keyed), as_json=False)
     assert code == 0
     assert any(line.split()[:2] == ["aggregate", "ob-1"] for line in out.splitlines()), out
+
+
+async def test_dsn_and_schema_before_the_command_are_used_and_the_commands_own_win(
+    pg_dsn: str,
+    store: PostgresStore,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handle = await Client(store).start(cli_greeter, "dsn")
+    monkeypatch.setenv("AZYNC_DSN", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("AZYNC_SCHEMA", "no_such_schema")
+
+    async def listed(*argv: str) -> tuple[int, list[str]]:
+        capsys.readouterr()
+        code = await asyncio.to_thread(main, [*argv])
+        out = capsys.readouterr().out
+        return code, [i["id"] for i in json.loads(out)["items"]] if code == 0 else []
+
+    group = ["--dsn", pg_dsn, "--schema", store.schema, "--json"]
+    assert await listed(*group, "workflows", "list") == (0, [str(handle.id)])
+    wrong = ["--dsn", "postgresql://nobody@127.0.0.1:1/none", "--schema", "nope", "--json"]
+    own = ["--dsn", pg_dsn, "--schema", store.schema]
+    assert await listed(*wrong, "workflows", "list", *own) == (0, [str(handle.id)])
+    assert (await listed(*wrong, "workflows", "list"))[0] == 5
