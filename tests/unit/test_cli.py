@@ -302,7 +302,13 @@ async def test_workflow_terminate_ends_a_run_no_worker_can_run(
     await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
     code, out, _ = await cli("workflow", "describe", wid)
     assert out["state"] == "running"
+    describe_reason = out["blocked_reason"]
     assert "no worker has registered workflow 'cli_not_registered'" in out["blocked_reason"]
+    code, out, _ = await cli("workflows", "list")
+    assert [i["blocked_reason"] for i in out["items"]] == [describe_reason]
+    code, out, _ = await cli("workflows", "list", as_json=False)
+    (row,) = [line for line in out.splitlines() if wid in line]
+    assert "UnknownWorkflowError" in row
     code, _, err = await cli("workflow", "terminate", wid)
     assert code == 2  # --reason is required
     code, out, _ = await cli(
