@@ -435,3 +435,23 @@ async def test_dsn_and_schema_before_the_command_are_used_and_the_commands_own_w
     own = ["--dsn", pg_dsn, "--schema", store.schema]
     assert await listed(*wrong, "workflows", "list", *own) == (0, [str(handle.id)])
     assert (await listed(*wrong, "workflows", "list"))[0] == 5
+
+
+async def test_jobs_show_of_a_workflow_operation_without_source_names_the_source(
+    cli: Cli, store: PostgresStore
+) -> None:
+    await _uncertain_run(store)
+    (op,) = await Client(store).list_uncertain()
+    code, _, err = await cli("jobs", "show", str(op.operation_id))
+    assert code == 3
+    assert err.strip() == (
+        f"azync-flow: error: [not_found] no queue job {op.operation_id}; "
+        "it is a workflow job: pass --source workflow"
+    )
+    code, out, _ = await cli("jobs", "show", str(op.operation_id), "--source", "workflow")
+    assert (code, out["id"], out["state"]) == (0, str(op.operation_id), "uncertain")
+    code, _, err = await cli("jobs", "show", str(uuid.UUID(int=9)))
+    assert (code, err.strip()) == (
+        3,
+        f"azync-flow: error: [not_found] no queue job {uuid.UUID(int=9)}",
+    )
