@@ -171,12 +171,7 @@ class WorkflowCoreMixin(PgBase):
         row = await self._fetchrow("workflow_describe", id)
         if row is None:
             raise NotFoundError(f"workflow execution {id} does not exist")
-        view = execution_from_row(row)
-        failures, error = row["task_failures"], row["task_error"]
-        if view.state == WorkflowState.RUNNING and failures and error:
-            plural = "s" if failures != 1 else ""
-            view.blocked_reason = f"{error} (after {failures} workflow task attempt{plural})"
-        return view
+        return execution_from_row(row)
 
     async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None:
         """Contract ``CompleteWorkflow``: running/suspended -> succeeded with ``result``.
@@ -526,7 +521,13 @@ def clean_text(value: str) -> str:
 
 
 def execution_from_row(row: asyncpg.Record) -> WorkflowExecutionView:
-    """Build a :class:`WorkflowExecutionView` from an executions row."""
+    """Build a :class:`WorkflowExecutionView` from an executions row; with the
+    ``task_failures``/``task_error`` columns (describe and list queries), a
+    running execution whose workflow task has failed gets its ``blocked_reason``."""
+    failures, error = row.get("task_failures"), row.get("task_error")
+    blocked = ""
+    if row["state"] == WorkflowState.RUNNING.value and failures and error:
+        blocked = f"{error} (after {failures} workflow task attempt{'s' if failures != 1 else ''})"
     return WorkflowExecutionView(
         id=row["id"],
         name=row["name"],
@@ -545,6 +546,7 @@ def execution_from_row(row: asyncpg.Record) -> WorkflowExecutionView:
         suspend_seq=row["suspend_seq"],
         suspend_operation_id=row["suspend_operation_id"],
         signals_undelivered=row["signals_undelivered"],
+        blocked_reason=blocked,
     )
 
 
