@@ -120,6 +120,12 @@ class Client:
         poll_interval: longest pause between two reads while waiting for a result.
     """
 
+    @property
+    def _handle_class(self) -> type[WorkflowHandle[Any]]:
+        """What :meth:`start` and :meth:`get_handle` build (the testing kit's
+        client builds handles whose ``result()`` skips time)."""
+        return WorkflowHandle
+
     def __init__(
         self,
         store: ClientStore,
@@ -356,7 +362,7 @@ class Client:
                     f"{existing.name!r} and different input; nothing started"
                 )
         definition = workflow if isinstance(workflow, WorkflowDefinition) else None
-        return WorkflowHandle(self, wid, definition, started=inserted)
+        return self._handle_class(self, wid, definition, started=inserted)
 
     async def list_uncertain(
         self, workflow_id: uuid.UUID | None = None, limit: int = 100
@@ -452,7 +458,7 @@ class Client:
         workflow: WorkflowDefinition[Any, R] | None = None,
     ) -> WorkflowHandle[R]:
         """A handle on an existing execution (no I/O)."""
-        return WorkflowHandle(self, id, workflow, started=False)
+        return self._handle_class(self, id, workflow, started=False)
 
 
 class WorkflowHandle(Generic[R]):
