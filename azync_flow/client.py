@@ -46,6 +46,8 @@ from azync_flow.workflow import WorkflowDefinition
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from azync_flow.worker import Worker
+
 __all__ = ["Client", "ExecutionPage", "IdempotencyConflictError", "WorkflowHandle"]
 
 log = logging.getLogger("azync_flow.client")
@@ -93,6 +95,12 @@ class Client:
     Args:
         store: the store (``PostgresStore``).
         poll_interval: longest pause between two reads while waiting for a result.
+        worker: a :class:`~azync_flow.worker.Worker` of this process (or use
+            ``worker.client()``). While it runs, a start of a workflow it
+            registers (without ``id`` or ``idempotency_key``) commits the
+            execution together with its first pass, run by that worker, and
+            a signal wakes its workflow-task loop at once. Other starts, and
+            every start of a client without a worker, take the plain path.
     """
 
     def __init__(
@@ -102,8 +110,10 @@ class Client:
         poll_interval: timedelta = timedelta(milliseconds=200),
         fallback_poll: timedelta = timedelta(seconds=5),
         tracer_provider: TracerProvider | None = None,
+        worker: Worker | None = None,
     ):
         self.store = store
+        self.worker = worker
         self.poll_interval = poll_interval.total_seconds()
         self.fallback_poll = fallback_poll.total_seconds()
         self.tracer = RunTracer(tracer_provider)
@@ -221,7 +231,17 @@ class Client:
         # The run's trace: a short start span under the caller's span; its context
         # is stored with the execution (a deduplicated start keeps the stored one).
         carrier = self.tracer.start_run_span(RunKind.WORKFLOW, workflow.name, run_id)
-        inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
+        runtime = self.worker.workflows if self.worker is not None else None
+        if (
+            runtime is not None
+            and id is None
+            and not idempotency_key
+            and runtime.eager.accepts(workflow.name)
+        ):
+            started = await runtime.eager.start(params, trace_context=carrier)
+            inserted, wid = started.inserted, started.id
+        else:
+            inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
         if not inserted:
             existing = await self.store.get_workflow_execution(wid)
             if existing.name != workflow.name or existing.input != data:
@@ -337,9 +357,13 @@ class WorkflowHandle(Generic[R]):
             NotFoundError: no such execution, or it finished.
         """
         data = encode_value(payload, f"payload of signal {name!r}")
-        return await self.client.store.signal_workflow(
+        accepted = await self.client.store.signal_workflow(
             SignalParams(workflow_id=self.id, name=name, payload=data, message_id=message_id)
         )
+        worker = self.client.worker
+        if accepted and worker is not None and worker.workflows is not None:
+            worker.workflows.task_loop.poke()  # no NOTIFY hop for a worker of this process
+        return accepted
 
     async def cancel(self) -> None:
         """Cancel the execution.

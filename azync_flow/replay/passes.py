@@ -94,6 +94,9 @@ class InstanceCache:
     def __len__(self) -> int:
         return len(self._items)
 
+    def __contains__(self, execution_id: object) -> bool:
+        return execution_id in self._items
+
     def take(self, execution_id: uuid.UUID, next_seq: int | None = None) -> WorkflowInstance | None:
         """Remove and return the cached instance, if any.
 

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import logging
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -45,9 +46,13 @@ from azync_flow.runtime._operations import OperationPayload, decode_operation
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.uncertain import Reconciler, resolution_events, uncertain_event
 from azync_flow.store.errors import is_not_found
-from azync_flow.store.types import Job
+from azync_flow.store.protocols import OperationStore
+from azync_flow.store.types import Job, OperationSettle
 from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunEvent, RunTracer
 from azync_flow.workflow import Registry
+
+if TYPE_CHECKING:
+    from azync_flow.runtime.folded_completion import CompletionFolder
 
 __all__ = ["ActivityInfo", "ActivityRunner", "current_activity"]
 
@@ -93,19 +98,6 @@ def current_activity() -> ActivityInfo | None:
     return _current.get()
 
 
-class OperationStore(Protocol):
-    async def complete_operation(self, *args: Any, **kwargs: Any) -> int: ...
-    async def mark_uncertain(self, *args: Any, **kwargs: Any) -> int: ...
-    async def accept_late_report(self, *args: Any, **kwargs: Any) -> Any: ...
-    async def record_late_outcome(self, *args: Any, **kwargs: Any) -> Any: ...
-    async def extend_lease(
-        self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta
-    ) -> None: ...
-    async def reschedule(
-        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
-    ) -> None: ...
-
-
 class ActivityRunner:
     """Executes operation jobs for the activities of ``registry``.
 
@@ -139,6 +131,12 @@ class ActivityRunner:
         #: Fault-injection point for tests: called with (job, event type) right
         #: after an operation's outcome was committed.
         self.after_settle: Callable[[Job, str], Any] | None = None
+        #: Fault-injection point for tests: called with (job, event type) once the
+        #: attempt has ended, before its outcome is committed (may be async).
+        self.before_settle: Callable[[Job, str], Any] | None = None
+        #: Records an outcome together with the next pass of its execution when
+        #: this worker caches it (None: always alone, ``complete_operation``).
+        self.folder: CompletionFolder | None = None
 
     async def run(self, job: Job, lease: Any) -> None:
         """``JobRunner`` signature for ``Worker.add_loop``."""
@@ -323,12 +321,36 @@ class ActivityRunner:
         ignored" (``late_ignored`` counts them) and, for a non-idempotent
         operation, kept as a ledger event for a person (``record_late_outcome``).
         """
-        try:
-            await retry_transient(
-                lambda: self.store.complete_operation(
-                    job.id, token, job.run_id, event_type, payload, dead=dead, last_error=last_error
-                )
+        run_id = job.run_id
+        assert run_id is not None
+        if self.before_settle is not None:
+            hooked = self.before_settle(job, event_type)
+            if inspect.isawaitable(hooked):
+                await hooked
+        folded = False
+        if self.folder is not None:
+            settle = OperationSettle(
+                job_id=job.id,
+                lease_token=token,
+                event_type=event_type,
+                payload=payload,
+                dead=dead,
+                last_error=last_error,
             )
+            folded = await self.folder.settle(job, settle)
+        try:
+            if not folded:
+                await retry_transient(
+                    lambda: self.store.complete_operation(
+                        job.id,
+                        token,
+                        run_id,
+                        event_type,
+                        payload,
+                        dead=dead,
+                        last_error=last_error,
+                    )
+                )
         except Exception as err:
             if not is_not_found(err):
                 raise

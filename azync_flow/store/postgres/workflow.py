@@ -9,10 +9,11 @@ API agreed in ``notes/workflow_store_api.md``.
 
 from __future__ import annotations
 
+from ..types import BufferedSignal, Outcome, WorkflowTaskState
 from .workflow_core import WORKFLOW_TASK
+from .workflow_hotpath import WorkflowHotPathMixin
 from .workflow_listing import WorkflowDoneSubscription, WorkflowListingMixin
 from .workflow_reaper import ReapReport, WorkflowReaperMixin
-from .workflow_runtime import BufferedSignal, Outcome, WorkflowTaskState
 from .workflow_uncertain import (
     LEASE_EXPIRED_REASON,
     ResolvedOperation,
@@ -34,5 +35,7 @@ __all__ = [
 ]
 
 
-class WorkflowMixin(UncertainMixin, WorkflowReaperMixin, WorkflowListingMixin):
+class WorkflowMixin(
+    UncertainMixin, WorkflowReaperMixin, WorkflowListingMixin, WorkflowHotPathMixin
+):
     """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""

@@ -24,6 +24,7 @@ import asyncpg
 from ..errors import ConflictError, NotFoundError
 from ..types import (
     HistoryEvent,
+    OperationLease,
     ScheduleOperationParams,
     SignalParams,
     StalledWorkflow,
@@ -335,7 +336,8 @@ class WorkflowCoreMixin(PgBase):
         async with self._wtx() as conn:
             if await self._fetchrow("workflow_lock", p.workflow_id, conn=conn) is None:
                 raise NotFoundError(f"workflow execution {p.workflow_id} does not exist")
-            (job_id,) = await self._schedule_ops(conn, p.workflow_id, [p])
+            (row,) = await self._schedule_ops(conn, p.workflow_id, [p])
+            job_id: uuid.UUID = row["id"]
             return job_id
 
     async def schedule_task(
@@ -432,8 +434,14 @@ class WorkflowCoreMixin(PgBase):
             self._count(conn, row["kind"], ENQUEUED)
 
     async def _schedule_ops(
-        self, conn: asyncpg.Connection, run_id: uuid.UUID, ops: list[ScheduleOperationParams]
-    ) -> list[uuid.UUID]:
+        self,
+        conn: asyncpg.Connection,
+        run_id: uuid.UUID,
+        ops: list[ScheduleOperationParams],
+        local: OperationLease | None = None,
+    ) -> list[asyncpg.Record]:
+        """Insert (or find) the operations; one row per op with its ``id``, and the
+        lease columns of those inserted leased to the caller (``local``)."""
         rows = await self._fetch(
             "workflow_op_schedule",
             run_id,
@@ -444,12 +452,15 @@ class WorkflowCoreMixin(PgBase):
             [o.run_at for o in ops],
             [o.max_attempts for o in ops],
             self.channel,
+            None if local is None else local.keys,
+            None if local is None else local.lease,
+            25 if local is None else local.default_max_attempts,
             conn=conn,
         )
         for r in rows:
             if r["inserted"]:
                 self._count(conn, r["kind"], ENQUEUED)
-        return [r["id"] for r in rows]
+        return rows
 
 
 def clean_text(value: str) -> str:

@@ -244,12 +244,17 @@ SELECT coalesce($1::timestamptz, now())
 -- name: workflow_op_schedule
 -- $2 run id, $3 kinds text[], $4 payloads bytea[], $5 metas text[] (json),
 -- $6 execution keys text[], $7 run_ats timestamptz[] (NULL = now),
--- $8 max_attempts int[], $9 channel. Dedupes by execution key among the
--- run's non-terminal operations; returns one row per key with its job id.
+-- $8 max_attempts int[], $9 channel, $10 execution keys to insert already
+-- leased (text[]; NULL = none), $11 their lease interval, $12 their attempt
+-- budget when the call set none. Dedupes by execution key among the run's
+-- non-terminal operations; returns one row per key with its job id, and for
+-- a key inserted leased (active, attempt 1, a fresh lease token, lease on the
+-- backend clock; no NOTIFY) its lease columns.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), req AS (
-    SELECT u.*, coalesce(u.run_at, c.t) AS due, c.t
+    SELECT u.*, coalesce(u.run_at, c.t) AS due, c.t,
+           (u.run_at IS NULL AND u.key = ANY(coalesce($10::text[], '{}'))) AS leased
     FROM unnest($3::text[], $4::bytea[], $5::text[], $6::text[], $7::timestamptz[], $8::int[])
          WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, ord),
          clock c
@@ -260,18 +265,28 @@ WITH clock AS (
     ORDER BY j.task_key, j.enqueued_at
 ), ins AS (
     INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
-                            max_attempts_explicit, run_id, task_key, enqueued_at, updated_at)
+                            max_attempts_explicit, run_id, task_key, enqueued_at, updated_at,
+                            attempt, lease_token, lease_until, started_at)
     SELECT gen_random_uuid(), 'workflow', r.kind,
-           CASE WHEN r.due > r.t THEN 'scheduled' ELSE 'pending' END,
-           r.payload, r.meta::jsonb, r.due, r.max_attempts, r.max_attempts > 0, $2, r.key, r.t, r.t
+           CASE WHEN r.leased THEN 'active' WHEN r.due > r.t THEN 'scheduled' ELSE 'pending' END,
+           r.payload, r.meta::jsonb, r.due,
+           CASE WHEN r.leased AND r.max_attempts <= 0 THEN $12::int ELSE r.max_attempts END,
+           r.max_attempts > 0, $2, r.key, r.t, r.t,
+           CASE WHEN r.leased THEN 1 ELSE 0 END,
+           CASE WHEN r.leased THEN gen_random_uuid() END,
+           CASE WHEN r.leased THEN r.t + $11::interval END,
+           CASE WHEN r.leased THEN r.t END
     FROM req r
     WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
-    RETURNING id, task_key, kind, state
+    RETURNING id, task_key, kind, state, attempt, max_attempts, lease_token, lease_until,
+              started_at, run_at, enqueued_at
 ), wake AS (
     SELECT pg_notify($9, 'workflow:' || k.kind)
     FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
 )
 SELECT r.key, r.kind, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS inserted,
+       i.state AS job_state, i.attempt, i.max_attempts, i.lease_token, i.lease_until,
+       i.started_at, i.run_at, i.enqueued_at, r.t AS at,
        (SELECT count(*) FROM wake) AS woken
 FROM req r
 LEFT JOIN ins i ON i.task_key = r.key
@@ -519,7 +534,8 @@ WHERE e.id = $2
 -- $2 job id, $3 lease_token: the fence of a runtime settle in one statement —
 -- locks the active workflow job (FOR UPDATE) and THEN its execution row
 -- (FOR NO KEY UPDATE; the lateral forces that order). No row = stale token.
-SELECT j.id, j.kind, j.task_key, j.run_id, x.state, x.next_seq
+SELECT j.id, j.kind, j.task_key, j.run_id, x.state, x.next_seq,
+       coalesce($1::timestamptz, now()) AS at
 FROM (
     SELECT id, kind, task_key, run_id FROM azync_jobs
     WHERE id = $2 AND lease_token = $3 AND state = 'active' AND source = 'workflow'
@@ -562,13 +578,19 @@ RETURNING next_seq, (SELECT count(*) FROM ev) AS written, (SELECT kind FROM ack)
 -- deltas plus its own enqueue as the transaction's one stats write, grouped
 -- and sorted by kind (the sort needs every scheduled row first, so the stats
 -- rows are still locked last and in kind order — see workflow_stats_bump).
+-- $11 signals_wake: with $6, also now when an unconsumed signal is buffered
+-- (a pass that no workflow task carried may not have seen it).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), want AS (
     SELECT CASE WHEN $6::boolean
                 THEN least($4::timestamptz,
                            (SELECT min(fire_at) FROM azync_workflow_timers
-                            WHERE workflow_id = $2 AND fired_at IS NULL))
+                            WHERE workflow_id = $2 AND fired_at IS NULL),
+                           CASE WHEN $11::boolean AND EXISTS (
+                               SELECT 1 FROM azync_workflow_signals
+                               WHERE workflow_id = $2 AND consumed_seq IS NULL)
+                           THEN c.t END)
                 ELSE coalesce($4::timestamptz, c.t) END AS at
     FROM clock c
 ), up AS (
@@ -721,3 +743,40 @@ WITH fin AS (
 )
 SELECT id, (SELECT count(*) FROM ret) AS retired, (SELECT count(*) FROM done) AS notified
 FROM fin
+
+-- name: workflow_ops_fence
+-- $2 run id, $3 operation job ids uuid[], $4 their lease tokens uuid[]: the
+-- fence of a completion folded into the next pass — locks the active
+-- operations of the run under their tokens (FOR UPDATE, in id order) and
+-- THEN the execution row (FOR NO KEY UPDATE; the lateral forces that order),
+-- like workflow_fence. fenced < cardinality($3) = a stale token.
+SELECT l.fenced, x.state, x.next_seq, coalesce($1::timestamptz, now()) AS at
+FROM (
+    SELECT count(*) AS fenced FROM (
+        SELECT j.id FROM azync_jobs j
+        JOIN unnest($3::uuid[], $4::uuid[]) AS u(id, token)
+          ON j.id = u.id AND j.lease_token = u.token
+        WHERE j.state = 'active' AND j.source = 'workflow' AND j.task_key <> '$wft'
+          AND j.run_id = $2
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ) locked
+) l
+CROSS JOIN LATERAL (
+    SELECT state, next_seq FROM azync_workflow_executions
+    WHERE id = $2 AND l.fenced >= 0
+    FOR NO KEY UPDATE
+) x
+
+-- name: workflow_start_bare
+-- $2 id, $3 name, $4 version, $5 input, $6 business key, $7 task_queue,
+-- $8 meta, $9 trace_context: insert a running execution WITHOUT a workflow
+-- task (its first pass commits in the same transaction). No row on conflict
+-- (same id, or same live (name, key)).
+INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
+                                       task_queue, input, meta, trace_context,
+                                       created_at, updated_at)
+VALUES ($2, $3, $4, 'running', $6, $7, $5, $8::jsonb, $9::jsonb,
+        coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now()))
+ON CONFLICT DO NOTHING
+RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
