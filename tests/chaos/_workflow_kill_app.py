@@ -10,6 +10,14 @@ Environment:
                   "during:<activity>"   inside the activity body, after it started
                   "in_pass:<n>"         in the n-th workflow pass, before its commit
                   "after_pass:<n>"      right after the n-th pass committed
+                                        (passes counted on every path: a leased
+                                        workflow task, one folded into an
+                                        activity's completion, an eager start)
+                  "before_settle:<activity>"  the activity returned; its outcome
+                                        is not committed yet
+    LOCAL_DISPATCH  "0" turns local dispatch off (every pass carried by a task)
+    EAGER_START   "<workflow>:<input>": start RUN_ID from this process with its
+                  first pass (eager start) once the worker runs
     UNTIL         "done" (default: wait for the run's result) or "suspended"
     OTLP_ENDPOINT export spans there (service name WORKER_NAME); flushed before a kill
     CACHE_SIZE    sticky-cache size (0 = full replay on every pass)
@@ -26,11 +34,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from azync_flow import WorkflowContext, activity, workflow
 from azync_flow.client import Client
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.types import WorkflowStartParams, WorkflowState
 from azync_flow.worker import Worker
 
 LEDGER = Path(os.environ.get("KILL_LEDGER", "/tmp/ledger"))
@@ -103,24 +113,29 @@ def install_faults(runtime: Any) -> None:
         if f"after:{job.meta.get('activity')}" == MODE:
             die()
 
+    def before_settle(job: Any, event_type: str) -> None:
+        if f"before_settle:{job.meta.get('activity')}" == MODE:
+            die()
+
     runtime.activities.after_settle = after_settle
+    runtime.activities.before_settle = before_settle
     if not MODE.startswith(("in_pass:", "after_pass:")):
         return
     where, n = MODE.split(":")
     passes = 0
-    commit = runtime.workflows._commit
 
-    async def faulty_commit(*args: Any, **kwargs: Any) -> Any:
+    def before_commit(run_id: Any, path: str) -> None:
         nonlocal passes
         passes += 1
         if where == "in_pass" and passes == int(n):
             die()
-        result = await commit(*args, **kwargs)
+
+    def after_commit(run_id: Any, path: str) -> None:
         if where == "after_pass" and passes == int(n):
             die()
-        return result
 
-    runtime.workflows._commit = faulty_commit
+    runtime.workflows.before_commit = before_commit
+    runtime.workflows.after_commit = after_commit
 
 
 async def main(dsn: str, schema: str, run_id: str) -> None:
@@ -142,11 +157,21 @@ async def main(dsn: str, schema: str, run_id: str) -> None:
         handle_signals=False,
     )
     runtime = worker.register_workflows(
-        WORKFLOWS, ACTIVITIES, cache_size=int(os.environ.get("CACHE_SIZE", "1000"))
+        WORKFLOWS,
+        ACTIVITIES,
+        cache_size=int(os.environ.get("CACHE_SIZE", "1000")),
+        local_dispatch=os.environ.get("LOCAL_DISPATCH", "1") != "0",
     )
     install_faults(runtime)
     handle = Client(store).get_handle(uuid.UUID(run_id))
     async with worker:
+        if os.environ.get("EAGER_START"):
+            name, value = os.environ["EAGER_START"].split(":", 1)
+            params = WorkflowStartParams(
+                id=uuid.UUID(run_id), name=name, input=msgspec.json.encode(value)
+            )
+            started = await runtime.eager.start(params)
+            assert started.inserted and started.commit is not None
         if os.environ.get("UNTIL", "done") == "suspended":
             while (await handle.describe()).state != WorkflowState.SUSPENDED:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)

@@ -148,7 +148,9 @@ async def test_workflow_task_of_a_killed_worker_is_reaped_and_rerun(
     ledger = tmp_path / "ledger"
     handle = await Client(store).start(APP_MODULE.killable_order, "o-10")
     # dies in its 2nd pass (after reserve), before committing it: the task stays active
-    assert await run_worker(pg_dsn, schema, handle.id, ledger, "in_pass:2") == -signal.SIGKILL
+    # (local dispatch off: with it the 2nd pass is folded into reserve's completion)
+    code = await run_worker(pg_dsn, schema, handle.id, ledger, "in_pass:2", LOCAL_DISPATCH="0")
+    assert code == -signal.SIGKILL
     active = await store.pool.fetchval(
         "SELECT count(*) FROM azync_jobs WHERE kind = '$wft' AND state = 'active'"
     )
