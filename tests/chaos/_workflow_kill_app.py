@@ -171,7 +171,8 @@ async def main(dsn: str, schema: str, run_id: str) -> None:
                 id=uuid.UUID(run_id), name=name, input=msgspec.json.encode(value)
             )
             started = await runtime.eager.start(params)
-            assert started.inserted and started.commit is not None
+            assert started.inserted
+            assert started.commit is not None
         if os.environ.get("UNTIL", "done") == "suspended":
             while (await handle.describe()).state != WorkflowState.SUSPENDED:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
