@@ -135,7 +135,10 @@ class WorkflowRuntime:
         )
 
         async def dequeue_tasks(limit: int, lease: timedelta) -> list[Job]:
-            return list(await store.dequeue_workflow_tasks(limit, lease, WORKFLOW_TASK_KIND))
+            tasks = await store.lease_workflow_tasks(
+                limit, lease, WORKFLOW_TASK_KIND, self.workflows.cache.known_seqs()
+            )
+            return self.workflows.preload(tasks)
 
         self.task_loop = worker.add_loop(
             Source.WORKFLOW,

@@ -37,7 +37,13 @@ from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.clock import BackendClock
 from azync_flow.store.errors import ConflictError, is_not_found
 from azync_flow.store.protocols import WorkflowRuntimeStore
-from azync_flow.store.types import Job, PassWrite, WorkflowState, WorkflowTaskState
+from azync_flow.store.types import (
+    Job,
+    LeasedTask,
+    PassWrite,
+    WorkflowState,
+    WorkflowTaskState,
+)
 from azync_flow.store.types import Outcome as StoreOutcome
 from azync_flow.telemetry import (
     ATTR_SEQ,
@@ -100,6 +106,7 @@ class WorkflowRunner:
         #: left a buffered signal unconsumed (then only a loaded pass may run).
         self.runs: dict[uuid.UUID, tuple[dict[str, str], bool]] = {}
         self._locks: dict[uuid.UUID, list[Any]] = {}  # [lock, holders + waiters]
+        self._preloaded: dict[uuid.UUID, LeasedTask] = {}
         #: Fault-injection points for tests: ``hook(run_id, path)`` (sync or async)
         #: right before / after any pass commit; path is "task" (a leased workflow
         #: task), "completion" (folded into an operation's completion) or "start".
@@ -130,6 +137,12 @@ class WorkflowRunner:
         async with self.serialized(job.run_id):
             return await self._run_task(job, token)
 
+    def preload(self, tasks: list[LeasedTask]) -> list[Job]:
+        """Keep the loads that came with leased tasks for their passes; the jobs."""
+        for task in tasks:
+            self._preloaded[task.job.id] = task
+        return [task.job for task in tasks]
+
     @contextlib.asynccontextmanager
     async def serialized(self, run_id: uuid.UUID) -> AsyncIterator[None]:
         """Hold this worker's one pass slot of ``run_id`` (passes of one execution
@@ -149,10 +162,14 @@ class WorkflowRunner:
     async def _run_task(self, job: Job, token: uuid.UUID) -> PassOutcome | None:
         assert job.run_id is not None
         run_id = job.run_id
+        preloaded = self._preloaded.pop(job.id, None)
         cached = self.cache.take(run_id)
         try:
             after = cached.next_seq - 1 if cached is not None else 0
-            state = await self.store.load_workflow_task(run_id, after_seq=after)
+            if preloaded is not None and preloaded.after_seq == after:
+                state = preloaded.state  # leased and loaded in one round trip
+            else:
+                state = await self.store.load_workflow_task(run_id, after_seq=after)
             if cached is not None and cached.next_seq > state.next_seq:
                 cached.close()
                 cached, state = None, await self.store.load_workflow_task(run_id)

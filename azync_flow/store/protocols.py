@@ -23,7 +23,7 @@ here. Python conventions of the port:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Literal, Protocol, Self, TypeVar, runtime_checkable
@@ -48,6 +48,7 @@ from .types import (
     Job,
     JobFilter,
     JobState,
+    LeasedTask,
     NukeReport,
     OperationSettle,
     OpsStats,
@@ -573,6 +574,16 @@ class WorkflowRuntimeStore(Protocol):
 
     async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> WorkflowTaskState:
         """Execution, history past ``after_seq``, buffered signals, due timers: one snapshot."""
+        ...
+
+    async def lease_workflow_tasks(
+        self,
+        limit: int,
+        lease: timedelta,
+        kind: str = "$wft",
+        known: Mapping[uuid.UUID, int] | None = None,
+    ) -> list[LeasedTask]:
+        """Lease workflow tasks and load each (history past ``known[run]``), one round trip."""
         ...
 
     async def commit_pass(

@@ -43,6 +43,7 @@ __all__ = [
     "Job",
     "JobFilter",
     "JobState",
+    "LeasedTask",
     "NukeReport",
     "OnFailurePolicy",
     "OperationLease",
@@ -633,3 +634,17 @@ class StartCommitResult(msgspec.Struct, kw_only=True):
     inserted: bool
     id: uuid.UUID
     commit: PassCommitResult | None = None
+
+
+class LeasedTask(msgspec.Struct, kw_only=True):
+    """A workflow task leased together with what its pass reads.
+
+    Attributes:
+        job: the leased task (``lease_token`` fences its commit).
+        state: the load, history past ``after_seq``.
+        after_seq: the seq the history was read past (0 = the whole history).
+    """
+
+    job: Job
+    state: WorkflowTaskState
+    after_seq: int

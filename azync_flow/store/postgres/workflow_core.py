@@ -480,22 +480,24 @@ def clean_text(value: str) -> str:
     return value
 
 
-def execution_from_row(row: asyncpg.Record) -> WorkflowExecutionView:
-    """Build a :class:`WorkflowExecutionView` from an executions row."""
+def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecutionView:
+    """Build a :class:`WorkflowExecutionView` from an executions row (its columns
+    named with ``prefix``)."""
+    result = row[prefix + "result"]
     return WorkflowExecutionView(
-        id=row["id"],
-        name=row["name"],
-        version=row["version"],
-        state=WorkflowState(row["state"]),
-        business_idempotency_key=row["business_idempotency_key"],
-        task_queue=row["task_queue"],
-        input=bytes(row["input"]),
-        result=None if row["result"] is None else bytes(row["result"]),
-        failure_reason=row["failure_reason"],
-        meta=decode_meta(row["meta"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        completed_at=row["completed_at"],
+        id=row[prefix + "id"],
+        name=row[prefix + "name"],
+        version=row[prefix + "version"],
+        state=WorkflowState(row[prefix + "state"]),
+        business_idempotency_key=row[prefix + "business_idempotency_key"],
+        task_queue=row[prefix + "task_queue"],
+        input=bytes(row[prefix + "input"]),
+        result=None if result is None else bytes(result),
+        failure_reason=row[prefix + "failure_reason"],
+        meta=decode_meta(row[prefix + "meta"]),
+        created_at=row[prefix + "created_at"],
+        updated_at=row[prefix + "updated_at"],
+        completed_at=row[prefix + "completed_at"],
     )
 
 

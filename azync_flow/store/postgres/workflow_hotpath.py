@@ -11,10 +11,12 @@ then ``commit_pass``), minus the workflow task that would have carried the pass.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
 
 from ..errors import ConflictError, NotFoundError
 from ..types import (
+    LeasedTask,
     OperationSettle,
     PassCommitResult,
     PassWrite,
@@ -23,11 +25,54 @@ from ..types import (
     WorkflowState,
 )
 from ..validate import check_meta, check_name, check_text
-from ._base import encode_meta
-from .workflow_runtime import WorkflowRuntimeMixin, _check_seq
+from ._base import encode_meta, job_from_row
+from .workflow_core import WORKFLOW_TASK, execution_from_row
+from .workflow_runtime import WorkflowRuntimeMixin, _check_seq, task_state_from_row
 
 
 class WorkflowHotPathMixin(WorkflowRuntimeMixin):
+    async def lease_workflow_tasks(
+        self,
+        limit: int,
+        lease: timedelta,
+        kind: str = WORKFLOW_TASK,
+        known: Mapping[uuid.UUID, int] | None = None,
+    ) -> list[LeasedTask]:
+        """:meth:`dequeue_workflow_tasks` and :meth:`load_workflow_task` of every
+        leased task in ONE statement (one round trip).
+
+        Args:
+            limit: most tasks leased.
+            lease: their lease, from the backend clock.
+            kind: the workflow-task kind.
+            known: seqs the caller has already seen per execution (its sticky
+                cache); a leased task's history is read past that seq (else whole).
+
+        Returns:
+            The leased tasks, oldest first, each with its load.
+        """
+        if limit <= 0:
+            return []
+        ids = list(known or {})
+        rows = await self._fetch(
+            "workflow_task_lease_load",
+            kind,
+            limit,
+            lease,
+            ids,
+            [(known or {})[i] for i in ids],
+        )
+        tasks = [
+            LeasedTask(
+                job=job_from_row(r),
+                state=task_state_from_row(r, execution_from_row(r, "e_"), "e_"),
+                after_seq=int(r["after_seq"]),
+            )
+            for r in rows
+        ]
+        tasks.sort(key=lambda t: (t.job.run_at, t.job.id))
+        return tasks
+
     async def commit_completions(
         self, run_id: uuid.UUID, settles: Sequence[OperationSettle], write: PassWrite
     ) -> PassCommitResult:

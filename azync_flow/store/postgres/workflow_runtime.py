@@ -27,6 +27,7 @@ from ..types import (
     PassWrite,
     ScheduleOperationParams,
     Source,
+    WorkflowExecutionView,
     WorkflowState,
     WorkflowTaskState,
 )
@@ -71,35 +72,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         row = await self._fetchrow("workflow_task_load", run_id, after_seq)
         if row is None:
             raise NotFoundError(f"workflow execution {run_id} does not exist")
-        h_seq = row["h_seq"] or []
-        s_id = row["s_id"] or []
-        return WorkflowTaskState(
-            execution=execution_from_row(row),
-            next_seq=row["next_seq"],
-            cancel_requested=row["cancel_requested"],
-            suspend_reason=row["suspend_reason"],
-            trace_context=decode_meta(row["trace_context"]),
-            history=[
-                HistoryEvent(
-                    workflow_id=run_id, seq=seq, type=type_, payload=bytes(payload), created_at=at
-                )
-                for seq, type_, payload, at in zip(
-                    h_seq, row["h_type"], row["h_payload"], row["h_created"], strict=True
-                )
-            ]
-            if h_seq
-            else [],
-            signals=[
-                BufferedSignal(i, name, message_id, bytes(payload))
-                for i, name, message_id, payload in zip(
-                    s_id, row["s_name"], row["s_message_id"], row["s_payload"], strict=True
-                )
-            ]
-            if s_id
-            else [],
-            due_timers=list(row["due_timer_seqs"]),
-            now=row["load_now"],
-        )
+        return task_state_from_row(row, execution_from_row(row))
 
     async def commit_workflow_task(
         self,
@@ -567,3 +540,40 @@ def _leased_jobs(
                 )
             )
     return jobs
+
+
+def task_state_from_row(
+    row: asyncpg.Record, execution: WorkflowExecutionView, prefix: str = ""
+) -> WorkflowTaskState:
+    """A :class:`WorkflowTaskState` from a load row (``workflow_task_load`` columns;
+    the execution's own columns named with ``prefix``)."""
+    run_id = execution.id
+    h_seq = row["h_seq"] or []
+    s_id = row["s_id"] or []
+    return WorkflowTaskState(
+        execution=execution,
+        next_seq=row[prefix + "next_seq"],
+        cancel_requested=row[prefix + "cancel_requested"],
+        suspend_reason=row[prefix + "suspend_reason"],
+        trace_context=decode_meta(row[prefix + "trace_context"]),
+        history=[
+            HistoryEvent(
+                workflow_id=run_id, seq=seq, type=type_, payload=bytes(payload), created_at=at
+            )
+            for seq, type_, payload, at in zip(
+                h_seq, row["h_type"], row["h_payload"], row["h_created"], strict=True
+            )
+        ]
+        if h_seq
+        else [],
+        signals=[
+            BufferedSignal(i, name, message_id, bytes(payload))
+            for i, name, message_id, payload in zip(
+                s_id, row["s_name"], row["s_message_id"], row["s_payload"], strict=True
+            )
+        ]
+        if s_id
+        else [],
+        due_timers=list(row["due_timer_seqs"]),
+        now=row["load_now"],
+    )

@@ -780,3 +780,69 @@ VALUES ($2, $3, $4, 'running', $6, $7, $5, $8::jsonb, $9::jsonb,
         coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now()))
 ON CONFLICT DO NOTHING
 RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
+
+-- name: workflow_task_lease_load
+-- $2 kind, $3 limit, $4 lease, $5 run ids uuid[] and $6 after seqs bigint[]
+-- (the caller's cached executions: history is read past that seq, else from
+-- the start). workflow_task_dequeue and workflow_task_load of every leased
+-- task in ONE statement: the leased job row plus its execution, history,
+-- buffered signals, due timers and the clock (the load's snapshot is the
+-- lease's).
+WITH picked AS (
+    SELECT j.id FROM azync_jobs j
+    WHERE j.source = 'workflow' AND j.kind = $2 AND j.task_key = '$wft'
+      AND j.state IN ('pending', 'scheduled')
+      AND j.run_at <= coalesce($1::timestamptz, now())
+      AND NOT EXISTS (
+          SELECT 1 FROM azync_jobs a
+          WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
+            AND a.state = 'active')
+    ORDER BY j.run_at, j.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), leased AS (
+    UPDATE azync_jobs j
+    SET state = 'active',
+        attempt = j.attempt + 1,
+        lease_token = gen_random_uuid(),
+        lease_until = coalesce($1::timestamptz, now()) + $4::interval,
+        started_at = coalesce($1::timestamptz, now()),
+        updated_at = coalesce($1::timestamptz, now())
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.*
+), known AS (
+    SELECT k.id, k.after FROM unnest($5::uuid[], $6::bigint[]) AS k(id, after)
+)
+SELECT l.*, coalesce($1::timestamptz, now()) AS load_now,
+       coalesce((SELECT k.after FROM known k WHERE k.id = l.run_id), 0) AS after_seq,
+       e.id AS e_id, e.name AS e_name, e.version AS e_version, e.state AS e_state,
+       e.business_idempotency_key AS e_business_idempotency_key,
+       e.task_queue AS e_task_queue, e.input AS e_input, e.result AS e_result,
+       e.failure_reason AS e_failure_reason, e.meta AS e_meta, e.created_at AS e_created_at,
+       e.updated_at AS e_updated_at, e.completed_at AS e_completed_at,
+       e.next_seq AS e_next_seq, e.cancel_requested AS e_cancel_requested,
+       e.suspend_reason AS e_suspend_reason, e.trace_context AS e_trace_context,
+       h.h_seq, h.h_type, h.h_payload, h.h_created,
+       s.s_id, s.s_name, s.s_message_id, s.s_payload,
+       ARRAY(SELECT t.seq FROM azync_workflow_timers t
+             WHERE t.workflow_id = e.id AND t.fired_at IS NULL
+               AND t.fire_at <= coalesce($1::timestamptz, now())
+             ORDER BY t.fire_at, t.seq) AS due_timer_seqs
+FROM leased l
+JOIN azync_workflow_executions e ON e.id = l.run_id
+CROSS JOIN LATERAL (
+    SELECT array_agg(x.seq ORDER BY x.seq) AS h_seq, array_agg(x.type ORDER BY x.seq) AS h_type,
+           array_agg(x.payload ORDER BY x.seq) AS h_payload,
+           array_agg(x.created_at ORDER BY x.seq) AS h_created
+    FROM azync_workflow_history x
+    WHERE x.workflow_id = e.id
+      AND x.seq > coalesce((SELECT k.after FROM known k WHERE k.id = l.run_id), 0)
+) h
+CROSS JOIN LATERAL (
+    SELECT array_agg(g.id ORDER BY g.id) AS s_id, array_agg(g.name ORDER BY g.id) AS s_name,
+           array_agg(g.message_id ORDER BY g.id) AS s_message_id,
+           array_agg(g.payload ORDER BY g.id) AS s_payload
+    FROM azync_workflow_signals g
+    WHERE g.workflow_id = e.id AND g.consumed_seq IS NULL
+) s
