@@ -27,7 +27,12 @@ from ..types import (
 from ..validate import check_meta, check_name, check_text
 from ._base import encode_meta, job_from_row
 from .workflow_core import WORKFLOW_TASK, execution_from_row
-from .workflow_runtime import WorkflowRuntimeMixin, _check_seq, task_state_from_row
+from .workflow_runtime import (
+    WorkflowRuntimeMixin,
+    _check_seq,
+    one_statement,
+    task_state_from_row,
+)
 
 
 class WorkflowHotPathMixin(WorkflowRuntimeMixin):
@@ -106,6 +111,12 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         """
         if not settles:
             raise ValueError("commit_completions needs at least one operation to settle")
+        before = [(s.event_type, s.payload) for s in settles]
+        if one_statement(write) and not any(s.dead for s in settles):
+            jobs = [(s.job_id, s.lease_token) for s in settles]
+            done = await self._commit_one(run_id, jobs, False, write, before, signals_wake=True)
+            assert done is not None
+            return done
         async with self._wtx() as conn:
             ex = await self._fetchrow(
                 "workflow_ops_fence",
@@ -126,20 +137,22 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
                 raise ConflictError(
                     f"workflow execution {run_id} is {ex['state']}; the pass was not committed"
                 )
+            # One ack rides on the history write; the others (a gather) settle alone.
+            ack = next(((s.job_id, s.lease_token) for s in settles if not s.dead), None)
             for s in settles:
-                await self._settle_job(
-                    conn, s.job_id, s.lease_token, dead=s.dead, last_error=s.last_error
-                )
-            result = await self._commit_body(
+                if ack is None or s.job_id != ack[0]:
+                    await self._settle_job(
+                        conn, s.job_id, s.lease_token, dead=s.dead, last_error=s.last_error
+                    )
+            return await self._commit_body(
                 conn,
                 run_id,
                 ex,
                 write,
-                ack=None,
-                before=[(s.event_type, s.payload) for s in settles],
+                ack=ack,
+                before=before,
                 signals_wake=True,
             )
-            return result
 
     async def start_workflow_with_pass(
         self,
@@ -181,7 +194,11 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
                 conn=conn,
             )
             if ex is not None:
-                commit = await self._commit_body(conn, p.id, ex, write, ack=None)
+                if one_statement(write):
+                    commit = await self._commit_one(p.id, [], False, write, conn=conn)
+                    assert commit is not None
+                else:
+                    commit = await self._commit_body(conn, p.id, ex, write, ack=None)
                 return StartCommitResult(inserted=True, id=p.id, commit=commit)
         # A conflict: the plain start finds the winner (and retries if it just finished).
         inserted, wid = await self.start_workflow(p, trace_context=trace_context)

@@ -31,7 +31,7 @@ from ..types import (
     WorkflowState,
     WorkflowTaskState,
 )
-from ._base import decode_meta, job_from_row
+from ._base import decode_meta, encode_meta, job_from_row
 from .workflow_core import (
     ENQUEUED,
     FAILED,
@@ -145,6 +145,10 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
                 pass or a completion won), the execution is terminal, or a
                 signal was already consumed. Nothing is written in any case.
         """
+        if keep_lease is None and next_task_at is None and one_statement(write):
+            done = await self._commit_one(run_id, [(job_id, lease_token)], True, write)
+            if done is not None:
+                return done
         async with self._wtx() as conn:
             ex = await self._fence(conn, job_id, lease_token, run_id, task=True)
             _check_seq(run_id, ex, write.expected_next_seq)
@@ -160,6 +164,72 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             return await self._commit_body(
                 conn, run_id, ex, write, ack=(job_id, lease_token), next_task_at=next_task_at
             )
+
+    async def _commit_one(
+        self,
+        run_id: uuid.UUID,
+        jobs: Sequence[tuple[uuid.UUID, uuid.UUID]],
+        task: bool,
+        write: PassWrite,
+        before: Sequence[tuple[str, bytes]] = (),
+        signals_wake: bool = False,
+        conn: asyncpg.Connection | None = None,
+    ) -> PassCommitResult | None:
+        """A blocked pass (see :func:`one_statement`) carried by ``jobs`` (its
+        workflow task, or operations whose outcomes are ``before``; none for a
+        first pass inside its start's transaction, ``conn``) as ONE statement
+        (``workflow_pass_commit_one``): the same writes as :meth:`_commit_body`,
+        one round trip.
+
+        Returns:
+            The result, or None when the execution is suspended (the caller
+            commits through :meth:`_commit_body`, which knows that case).
+
+        Raises:
+            NotFoundError / ConflictError: as :meth:`commit_pass` (nothing written).
+        """
+        events = [*before, *write.events]
+        ops = write.operations
+        local = write.local
+        rows = await self._fetch(
+            "workflow_pass_commit_one",
+            run_id,
+            [j for j, _ in jobs],
+            [t for _, t in jobs],
+            task,
+            write.expected_next_seq,
+            [t for t, _ in events],
+            [p for _, p in events],
+            [o.kind for o in ops],
+            [o.payload for o in ops],
+            [encode_meta(o.meta) for o in ops],
+            [o.execution_key for o in ops],
+            [o.max_attempts for o in ops],
+            None if local is None else local.keys,
+            None if local is None else local.lease,
+            25 if local is None else local.default_max_attempts,
+            self.channel,
+            signals_wake,
+            conn=conn,
+        )
+        what = "workflow task" if task else "operation"
+        if not rows:
+            raise NotFoundError(f"workflow execution {run_id} does not exist")
+        head = rows[0]
+        if not head["ok"]:
+            if head["fenced"] != len({j for j, _ in jobs}):
+                raise NotFoundError(_stale(jobs[0][0], what))
+            _check_seq(run_id, head, write.expected_next_seq)
+            if task:
+                return None  # suspended: the transaction path writes the pass
+            raise ConflictError(
+                f"workflow execution {run_id} is {head['state']}; the pass was not committed"
+            )
+        return PassCommitResult(
+            next_seq=write.expected_next_seq + len(events),
+            leased=_leased_jobs(run_id, ops, rows) if ops else [],
+            now=head["at"],
+        )
 
     async def _commit_body(
         self,
@@ -576,4 +646,18 @@ def task_state_from_row(
         else [],
         due_timers=list(row["due_timer_seqs"]),
         now=row["load_now"],
+    )
+
+
+def one_statement(write: PassWrite) -> bool:
+    """True when the pass can commit as one statement: it only appends events and
+    schedules due operations (no timers started or fired, no signal consumed, no
+    outcome — a terminal or suspending outcome always goes through the
+    transaction's one outcome step, ``_apply_outcome``)."""
+    return (
+        write.outcome is None
+        and not write.timers
+        and not write.fired_timers
+        and not write.consumed_signals
+        and all(o.run_at is None for o in write.operations)
     )

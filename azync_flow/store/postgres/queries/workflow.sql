@@ -846,3 +846,148 @@ CROSS JOIN LATERAL (
     FROM azync_workflow_signals g
     WHERE g.workflow_id = e.id AND g.consumed_seq IS NULL
 ) s
+
+-- name: workflow_pass_commit_one
+-- A blocked pass (no timers started or fired, no signals consumed, no
+-- outcome) committed as ONE statement = one implicit transaction: fence the
+-- jobs that carried it — $3 ids uuid[] with $4 their lease tokens, $5 true =
+-- the pass's workflow task, false = operations whose outcomes are in the
+-- events — locking them, THEN the execution row (the lateral forces the
+-- order), and check $6 = next_seq and state running; ack the jobs; append
+-- $7 types text[] / $8 payloads bytea[] at $6..; insert the operations
+-- ($9 kinds, $10 payloads, $11 metas json text, $12 execution keys,
+-- $13 max_attempts; deduped like workflow_op_schedule) with those keyed in
+-- $14 inserted leased ($15 lease, $16 budget when none); schedule the next
+-- workflow task at the earliest unfired timer, or now when $18 and a signal
+-- is buffered unconsumed ($17 channel); and LAST the stats (grouped, in kind
+-- order, after every other write). ok = false: the fence failed and nothing
+-- was written. One row per operation (or one row when none).
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), locked AS (
+    SELECT j.id, j.kind FROM azync_jobs j
+    JOIN unnest($3::uuid[], $4::uuid[]) AS u(id, token)
+      ON j.id = u.id AND j.lease_token = u.token
+    WHERE j.state = 'active' AND j.source = 'workflow' AND j.run_id = $2
+      AND (j.task_key = '$wft') = $5::boolean
+    ORDER BY j.id
+    FOR UPDATE OF j
+), f AS (
+    SELECT l.n, x.state, x.next_seq,
+           (l.n = cardinality($3::uuid[]) AND x.next_seq = $6::bigint
+            AND x.state = 'running') AS ok
+    FROM (SELECT count(*) AS n FROM locked) l
+    CROSS JOIN LATERAL (
+        SELECT state, next_seq FROM azync_workflow_executions
+        WHERE id = $2 AND l.n >= 0
+        FOR NO KEY UPDATE
+    ) x
+), ack AS (
+    UPDATE azync_jobs a
+    SET state = 'succeeded', completed_at = c.t, lease_until = NULL, updated_at = c.t
+    FROM locked l, clock c, f
+    WHERE f.ok AND a.id = l.id AND a.state = 'active'
+    RETURNING a.kind
+), ev AS (
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    SELECT $2, $6::bigint + u.ord - 1, u.type, u.payload, c.t
+    FROM unnest($7::text[], $8::bytea[]) WITH ORDINALITY AS u(type, payload, ord), clock c, f
+    WHERE f.ok
+    RETURNING seq
+), ex AS (
+    UPDATE azync_workflow_executions e
+    SET next_seq = $6::bigint + cardinality($7::text[]), updated_at = c.t
+    FROM clock c, f
+    WHERE e.id = $2 AND f.ok
+    RETURNING e.next_seq
+), req AS (
+    SELECT u.*, c.t, u.key = ANY(coalesce($14::text[], '{}')) AS leased
+    FROM unnest($9::text[], $10::bytea[], $11::text[], $12::text[], $13::int[])
+         WITH ORDINALITY AS u(kind, payload, meta, key, max_attempts, ord),
+         clock c
+), existing AS (
+    SELECT DISTINCT ON (j.task_key) j.task_key, j.id FROM azync_jobs j
+    WHERE j.run_id = $2 AND j.source = 'workflow' AND j.task_key = ANY($12::text[])
+      AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+    ORDER BY j.task_key, j.enqueued_at
+), ins AS (
+    INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
+                            max_attempts_explicit, run_id, task_key, enqueued_at, updated_at,
+                            attempt, lease_token, lease_until, started_at)
+    SELECT gen_random_uuid(), 'workflow', r.kind,
+           CASE WHEN r.leased THEN 'active' ELSE 'pending' END,
+           r.payload, r.meta::jsonb, r.t,
+           CASE WHEN r.leased AND r.max_attempts <= 0 THEN $16::int ELSE r.max_attempts END,
+           r.max_attempts > 0, $2, r.key, r.t, r.t,
+           CASE WHEN r.leased THEN 1 ELSE 0 END,
+           CASE WHEN r.leased THEN gen_random_uuid() END,
+           CASE WHEN r.leased THEN r.t + $15::interval END,
+           CASE WHEN r.leased THEN r.t END
+    FROM req r, f
+    WHERE f.ok AND NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
+    RETURNING id, task_key, kind, state, attempt, max_attempts, lease_token, lease_until,
+              started_at, run_at, enqueued_at
+), op_wake AS (
+    SELECT pg_notify($17, 'workflow:' || k.kind)
+    FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
+), want AS (
+    SELECT least((SELECT min(fire_at) FROM azync_workflow_timers
+                  WHERE workflow_id = $2 AND fired_at IS NULL),
+                 CASE WHEN $18::boolean AND EXISTS (
+                     SELECT 1 FROM azync_workflow_signals
+                     WHERE workflow_id = $2 AND consumed_seq IS NULL)
+                 THEN c.t END) AS at
+    FROM clock c, f
+    WHERE f.ok
+), up AS (
+    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
+                                 enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', '$wft',
+           CASE WHEN w.at > c.t THEN 'scheduled' ELSE 'pending' END,
+           w.at, $2, '$wft', c.t, c.t
+    FROM clock c, want w
+    WHERE w.at IS NOT NULL
+    ON CONFLICT (run_id)
+        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
+        DO UPDATE SET
+            run_at = least(j.run_at, EXCLUDED.run_at),
+            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
+                         THEN 'scheduled' ELSE 'pending' END,
+            updated_at = EXCLUDED.updated_at
+    RETURNING j.state, j.kind, (j.xmax = 0) AS inserted
+), wake AS (
+    SELECT pg_notify($17, 'workflow:' || kind) FROM up WHERE state = 'pending'
+), delta AS (
+    SELECT d.kind, sum(d.enq)::bigint AS enq, sum(d.proc)::bigint AS proc
+    FROM (
+        SELECT kind, 0 AS enq, 1 AS proc FROM ack
+        UNION ALL
+        SELECT kind, 1, 0 FROM ins
+        UNION ALL
+        SELECT kind, 1, 0 FROM up WHERE inserted
+    ) d
+    WHERE (SELECT count(*) FROM ev) >= 0 AND (SELECT count(*) FROM ex) >= 0
+      AND (SELECT count(*) FROM op_wake) >= 0 AND (SELECT count(*) FROM wake) >= 0
+    GROUP BY d.kind
+), stat AS (
+    INSERT INTO azync_job_stats AS s (source, kind, day, shard, enqueued, processed, failed)
+    SELECT 'workflow', x.kind, (c.t AT TIME ZONE 'UTC')::date, (random() * 7)::int,
+           x.enq, x.proc, 0
+    FROM delta x, clock c
+    ORDER BY x.kind
+    ON CONFLICT (source, kind, day, shard) DO UPDATE
+        SET enqueued = s.enqueued + EXCLUDED.enqueued,
+            processed = s.processed + EXCLUDED.processed
+    RETURNING 1
+)
+SELECT f.ok, f.n AS fenced, f.state, f.next_seq, c.t AS at,
+       (SELECT count(*) FROM stat) AS stats_rows,
+       r.key, r.kind, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS inserted,
+       i.state AS job_state, i.attempt, i.max_attempts, i.lease_token, i.lease_until,
+       i.started_at, i.run_at, i.enqueued_at
+FROM f
+CROSS JOIN clock c
+LEFT JOIN req r ON true
+LEFT JOIN ins i ON i.task_key = r.key
+LEFT JOIN existing e ON e.task_key = r.key
+ORDER BY r.ord
