@@ -31,11 +31,13 @@ from azync_flow.replay.events import HistoryEntry
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.runtime.job_tracing import traced_meta
+from azync_flow.runtime.run_span import end_finished_workflow_run_span
 from azync_flow.runtime.uncertain import UncertainOperationView, resolve_operation
 from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
     EnqueueParams,
     SignalParams,
+    StalledWorkflow,
     WorkflowExecutionView,
     WorkflowStartParams,
     WorkflowState,
@@ -71,7 +73,7 @@ class ClientStore(Protocol):
     ) -> tuple[bool, uuid.UUID]: ...
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView: ...
     async def signal_workflow(self, p: SignalParams) -> bool: ...
-    async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState | None: ...
     async def resume_workflow(self, id: uuid.UUID) -> None: ...
     async def list_uncertain_operations(
         self, limit: int = 100, workflow_id: uuid.UUID | None = None
@@ -80,6 +82,9 @@ class ClientStore(Protocol):
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
     ) -> list[Any]: ...
+    async def list_stalled_workflows(
+        self, older_than: timedelta, limit: int
+    ) -> list[StalledWorkflow]: ...
 
 
 class ExecutionPage(NamedTuple):
@@ -228,8 +233,9 @@ class Client:
             business_idempotency_key=idempotency_key,
             meta=meta or {},
         )
-        # The run's trace: a short start span under the caller's span; its context
-        # is stored with the execution (a deduplicated start keeps the stored one).
+        # The run's trace: the run span is reserved in the caller's trace (exported
+        # when the run ends); its context is stored with the execution (a
+        # deduplicated start keeps the stored one).
         carrier = self.tracer.start_run_span(RunKind.WORKFLOW, workflow.name, run_id)
         runtime = self.worker.workflows if self.worker is not None else None
         if (
@@ -258,6 +264,32 @@ class Client:
         execution: workflow, activity, input, since when and why (docs/uncertain.md)."""
         ops = await self.store.list_uncertain_operations(limit=limit, workflow_id=workflow_id)
         return [UncertainOperationView.from_store(op) for op in ops]
+
+    async def list_stalled(
+        self, older_than: timedelta = timedelta(0), limit: int = 100
+    ) -> builtins.list[StalledWorkflow]:
+        """Running executions with nothing pending, oldest change first: no live
+        workflow task or operation, no unfired timer, and not waiting on a
+        signal (or waiting on one that is already buffered). Such a run will
+        not move on its own — its task or operation was lost — so it is listed
+        here instead of waiting silently; the leader's ``repair_stalled`` step
+        gives each a workflow task once it is ``stalled_after`` old.
+
+        Args:
+            older_than: only executions unchanged for at least this long.
+            limit: most executions returned (>= 1).
+
+        Returns:
+            ``StalledWorkflow`` rows (``id``, ``name``, ``updated_at``).
+
+        Raises:
+            ValueError: ``limit`` < 1 or ``older_than`` negative.
+        """
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        if older_than < timedelta(0):
+            raise ValueError("older_than must not be negative")
+        return await self.store.list_stalled_workflows(older_than, limit)
 
     async def resolve_uncertain(
         self,
@@ -349,12 +381,18 @@ class WorkflowHandle(Generic[R]):
     async def signal(self, name: str, payload: Any = None, *, message_id: str = "") -> bool:
         """Send signal ``name``; buffered until a ``ctx.wait_signal(name)`` takes it.
 
+        An accepted signal is either consumed by a ``wait_signal`` (a
+        ``SignalReceived`` event) or, when the execution finishes first, recorded
+        as undelivered with the completion (``SignalsUndelivered`` event,
+        ``describe().signals_undelivered``); it is never dropped silently.
+
         Returns:
             True when accepted, False when ``message_id`` was already accepted
             (the duplicate is dropped; a retried send gets this same answer).
 
         Raises:
-            NotFoundError: no such execution, or it finished.
+            NotFoundError: no such execution, or it finished (the message says
+                "finished"; a send racing the completion gets this too).
         """
         data = encode_value(payload, f"payload of signal {name!r}")
         accepted = await self.client.store.signal_workflow(
@@ -371,12 +409,15 @@ class WorkflowHandle(Generic[R]):
         A running execution sees ``asyncio.CancelledError`` at its current
         await and may clean up (durably) before it ends. A suspended one cannot
         run code: it is settled cancelled at once, without cleanup code, and its
-        uncertain operations are cancelled with it (docs/workflows.md).
+        uncertain operations are cancelled with it (docs/workflows.md); this
+        call then exports the run's span.
 
         Raises:
             NotFoundError: the execution is missing or already finished.
         """
-        await self.client.store.cancel_workflow_execution(self.id)
+        state = await self.client.store.cancel_workflow_execution(self.id)
+        if state == WorkflowState.CANCELLED:  # ended by this call: its commit won
+            await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
 
     async def resume(self) -> None:
         """Resume a suspended execution (e.g. after fixing non-deterministic code)."""

@@ -3,7 +3,8 @@
 Tree::
 
     AzyncError                          (azync_flow.store.errors)
-    ├── StoreError                      (NotFoundError, ConflictError, MigrationError)
+    ├── StoreError                      (NotFoundError, ConflictError, LeadershipLostError,
+    │                                    MigrationError)
     ├── WorkflowError
     │   ├── NonDeterminismError         (seq, recorded, new) — execution is suspended
     │   │   └── ForbiddenCallError      (call) — real I/O, threads, wall clock in a workflow
@@ -29,13 +30,20 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from azync_flow.store.errors import AzyncError, ConflictError, NotFoundError, StoreError
+from azync_flow.store.errors import (
+    AzyncError,
+    ConflictError,
+    LeadershipLostError,
+    NotFoundError,
+    StoreError,
+)
 
 __all__ = [
     "ActivityError",
     "AzyncError",
     "ConflictError",
     "ForbiddenCallError",
+    "LeadershipLostError",
     "NonDeterminismError",
     "NotFoundError",
     "PayloadEncodeError",

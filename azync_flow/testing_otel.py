@@ -35,6 +35,7 @@ __all__ = [
     "SpanCapture",
     "decode_export_request",
     "decode_request",
+    "nesting_violations",
     "parent_id",
     "span_ids",
     "trace_ids",
@@ -85,6 +86,42 @@ def parent_id(span: ReadableSpan) -> int | None:
     return span.parent.span_id if span.parent else None
 
 
+def nesting_violations(spans: Iterable[ReadableSpan | ReceivedSpan]) -> list[str]:
+    """Spans that a trace viewer would draw outside their parent.
+
+    A child must start no earlier and end no later than its parent. Only
+    pairs where both spans are in ``spans`` are checked.
+
+    Args:
+        spans: Finished spans (from a :class:`SpanCapture` or an
+            :class:`OtlpHttpReceiver`).
+
+    Returns:
+        One line per violation (``"<child> ends after <parent>"``); ``[]``
+        when every child nests inside its parent.
+    """
+    timed = [_timed(s) for s in spans]
+    by_id = {t[1]: t for t in timed}
+    problems: list[str] = []
+    for name, _, parent, start, end in timed:
+        if parent is None or parent not in by_id:
+            continue
+        p_name, _, _, p_start, p_end = by_id[parent]
+        if end > p_end:
+            problems.append(f"{name} ends after {p_name} by {(end - p_end) / 1e6:.3f} ms")
+        if start < p_start:
+            problems.append(f"{name} starts before {p_name} by {(p_start - start) / 1e6:.3f} ms")
+    return problems
+
+
+def _timed(span: ReadableSpan | ReceivedSpan) -> tuple[str, int, int | None, int, int]:
+    if isinstance(span, ReceivedSpan):
+        return span.name, span.span_id, span.parent_span_id, span.start_time, span.end_time
+    assert span.context is not None
+    start, end = span.start_time or 0, span.end_time or 0
+    return span.name, span.context.span_id, parent_id(span), start, end
+
+
 @dataclass(frozen=True)
 class ReceivedSpan:
     """A span as an OTLP receiver decoded it from the wire."""
@@ -101,6 +138,8 @@ class ReceivedSpan:
     links: list[tuple[int, int]]
     service_name: str
     scope_name: str
+    start_time: int = 0
+    end_time: int = 0
 
 
 def _any_value(value: Any) -> Any:
@@ -154,6 +193,8 @@ def decode_request(request: Any) -> list[ReceivedSpan]:
                         ],
                         service_name=service,
                         scope_name=ss.scope.name,
+                        start_time=sp.start_time_unix_nano,
+                        end_time=sp.end_time_unix_nano,
                     )
                 )
     return out

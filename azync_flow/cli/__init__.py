@@ -1,7 +1,7 @@
 """The ``azync-flow`` command line (argparse; see ``azync-flow --help``).
 
 Subcommands: ``migrate``, ``worker APP``, ``workflow start|signal|describe|history|
-cancel|result|list``, ``replay``, ``uncertain list|resolve``, ``queue stats|dead|retry``.
+cancel|result|list|stalled``, ``replay``, ``uncertain list|resolve``, ``queue stats|dead|retry``.
 The database comes from ``--dsn`` or ``$AZYNC_DSN`` (``--schema`` / ``$AZYNC_SCHEMA``
 for the schema); only ``migrate`` and ``worker`` fall back to the embedded server
 by default, others need ``--embedded`` for that. Errors print one line on stderr

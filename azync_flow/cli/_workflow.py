@@ -1,9 +1,10 @@
-"""``azync-flow workflow start|signal|describe|history|cancel|result|list``."""
+"""``azync-flow workflow start|signal|describe|history|cancel|result|list|stalled``."""
 
 from __future__ import annotations
 
 import argparse
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from azync_flow.client import Client
@@ -64,6 +65,20 @@ def register(sub: Any) -> None:
     p.add_argument("--name", default="")
     p.add_argument("--limit", type=int, default=50)
     p.set_defaults(run=_list)
+
+    p = verbs.add_parser(
+        "stalled",
+        help="list running executions with nothing pending (no task, operation, "
+        "timer or awaited signal): runs that will not move on their own",
+    )
+    p.add_argument(
+        "--older-than",
+        type=float,
+        default=0.0,
+        help="only executions unchanged for at least this many seconds (default: 0)",
+    )
+    p.add_argument("--limit", type=int, default=100)
+    p.set_defaults(run=_stalled)
 
     for parser in verbs.choices.values():
         add_db_args(parser, embedded_fallback=False)
@@ -160,6 +175,19 @@ async def _list(args: argparse.Namespace) -> int:
     async with connect(args) as store:
         page = await Client(store).list(args.name or None, state=args.state, limit=args.limit)
     emit(page.executions)
+    return EXIT_OK
+
+
+async def _stalled(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise CliError("--limit must be at least 1")
+    if args.older_than < 0:
+        raise CliError("--older-than must not be negative")
+    async with connect(args) as store:
+        rows = await Client(store).list_stalled(
+            timedelta(seconds=args.older_than), limit=args.limit
+        )
+    emit(rows)
     return EXIT_OK
 
 

@@ -13,6 +13,7 @@ import asyncpg
 from opentelemetry.trace import TracerProvider
 
 from .._payload import encode_value
+from ..runtime.run_span import end_dag_run_span
 from ..store.errors import NotFoundError
 from ..store.types import (
     DAGDep,
@@ -24,13 +25,13 @@ from ..store.types import (
     Job,
     JobState,
 )
-from ..telemetry import RunEvent, RunKind, RunTracer
+from ..telemetry import RUN_CALLER_KEY, RunEvent, RunKind, RunTracer
 from ._context import TaskOutcome
 from ._definition import DAG
 from ._errors import DAGIdempotencyConflictError
 
 #: Trace-carrier keys merged into every task's meta at start; not part of the request.
-_CARRIER_KEYS = frozenset({"traceparent", "tracestate", "baggage"})
+_CARRIER_KEYS = frozenset({"traceparent", "tracestate", "baggage", RUN_CALLER_KEY})
 
 
 def _strip(meta: Mapping[str, str]) -> dict[str, str]:
@@ -66,8 +67,8 @@ class ClientStore(Protocol):
     async def task_results(self, dag_id: uuid.UUID, keys: Sequence[str]) -> Any: ...
     async def pause_dag(self, id: uuid.UUID, reason: str) -> None: ...
     async def retry_dag(self, id: uuid.UUID) -> None: ...
-    async def compensate_dag(self, id: uuid.UUID) -> None: ...
-    async def cancel_dag(self, id: uuid.UUID) -> None: ...
+    async def compensate_dag(self, id: uuid.UUID) -> Any: ...
+    async def cancel_dag(self, id: uuid.UUID) -> DAGState | None: ...
     async def vacuum_dags(self, retention: timedelta) -> int: ...
 
 
@@ -103,10 +104,11 @@ class DAGClient:
     Args:
         store: a store implementing ``DAGStore`` and ``TxDAGStore``.
         tracer_provider: where run spans go (None: the global provider).
-            Starting a run records a ``dag.start <name>`` span under the
-            caller's active span (a new trace without one) and stores its W3C
+            Starting a run reserves its run span ``dag <name>`` in the
+            caller's trace (a new trace without one) and stores its W3C
             context with the run; every task attempt is its child. Signals and
-            cancellations are short spans in the run's trace.
+            cancellations are short spans in the run's trace; a ``cancel`` or
+            ``compensate`` that ends the run at once exports the run span.
     """
 
     def __init__(
@@ -285,19 +287,41 @@ class DAGClient:
 
     async def compensate(self, run_id: uuid.UUID) -> None:
         """Start compensation of a running or suspended run by hand."""
-        await self.store.compensate_dag(run_id)
+        settled = await self.store.compensate_dag(run_id)
+        if settled is not None:  # nothing to compensate: this call ended it
+            await self._end_run(run_id)
 
     async def cancel(self, run_id: uuid.UUID) -> None:
         """Cancel a live run without compensating (a compensating run finishes first).
 
-        Recorded as a ``cancel.requested`` span in the run's trace.
+        Recorded as a ``cancel.requested`` span in the run's trace; a run that
+        this call ended (it was not compensating) also exports its run span.
         """
-        await self.store.cancel_dag(run_id)
+        state = await self.store.cancel_dag(run_id)
         await self._run_event(run_id, RunEvent.CANCEL_REQUESTED)
+        if state == DAGState.CANCELLED:  # this call ended it: its commit won
+            await self._end_run(run_id)
 
     async def vacuum(self, retention: timedelta) -> int:
         """Delete settled runs completed more than ``retention`` ago; return how many."""
         return await self.store.vacuum_dags(retention)
+
+    async def _end_run(self, run_id: uuid.UUID) -> None:
+        """Export the run span of a run this client just ended."""
+        try:
+            view = await self.store.get_dag(run_id)
+            carrier = await self.store.dag_trace_context(run_id)
+        except NotFoundError:  # vacuumed meanwhile
+            return
+        end_dag_run_span(
+            self.tracer,
+            view.name,
+            run_id,
+            carrier,
+            view.created_at,
+            view.state,
+            view.failure_reason,
+        )
 
     async def _run_event(
         self,

@@ -113,7 +113,7 @@ class DAGRunner:
             worker binding turns this off.
         tracer_provider: where attempt spans go (None: the global provider).
             Every attempt is a ``dag.task <key>`` or ``dag.compensation <key>``
-            span, a child of the run's start span (the W3C carrier in the
+            span, a child of the run span (the W3C carrier in the
             task's meta), current while the handler runs.
     """
 

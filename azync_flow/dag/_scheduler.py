@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -23,9 +23,11 @@ from typing import Protocol
 import asyncpg
 from opentelemetry.trace import TracerProvider
 
-from ..store.postgres.dag import ReapedTask
+from ..runtime.run_span import end_dag_run_span
+from ..store.postgres._base import default_channel
+from ..store.postgres.dag import ReapedTask, SettledDAG
 from ..store.types import DAGFailure, Source
-from ..telemetry import ATTR_ATTEMPT, ATTR_TASK_KEY, RunEvent, RunTracer
+from ..telemetry import AttemptKind, Outcome, RunTracer
 
 log = logging.getLogger("azync_flow.dag")
 
@@ -36,8 +38,15 @@ class SchedulerStore(Protocol):
     async def promote_unblocked(self, *, since: datetime | None = None) -> int: ...
     async def deliver_buffered_signals(self) -> int: ...
     async def complete_due_sleeps(self) -> int: ...
-    async def apply_failure_policy(self) -> list[DAGFailure]: ...
-    async def complete_dags(self, *, since: datetime | None = None) -> int: ...
+    async def apply_failure_policy(
+        self, *, on_settled: Callable[[SettledDAG], None] | None = None
+    ) -> list[DAGFailure]: ...
+    async def complete_dags(
+        self,
+        *,
+        since: datetime | None = None,
+        on_settled: Callable[[SettledDAG], None] | None = None,
+    ) -> int: ...
     async def dag_clock(self) -> datetime: ...
     async def promote_due(self, source: Source, kinds: Sequence[str] | None = None) -> int: ...
     async def dag_reap_expired_tasks(self, max_reaps: int = 5) -> list[ReapedTask]: ...
@@ -84,8 +93,9 @@ class DAGScheduler:
         max_reaps: lease expiries a task survives before it is dead-lettered.
         full_scan_interval: wall time between full passes.
         overlap: how far before the previous tick's start incremental passes look.
-        tracer_provider: where ``lease.expired`` run events go (None: the
-            global provider): one short span per reaped task, in its run's trace.
+        tracer_provider: where the scheduler's spans go (None: the global
+            provider): the span of each task attempt lost to lease expiry,
+            and the run span of each run it settles.
     """
 
     def __init__(
@@ -136,21 +146,33 @@ class DAGScheduler:
         s.reaped = len(reaped)
         for r in reaped:
             if r.meta.get("traceparent"):
-                self.tracer.run_event(
-                    r.meta,
-                    RunEvent.LEASE_EXPIRED,
-                    run_id=r.dag_id,
-                    attributes={
-                        ATTR_TASK_KEY: r.task_key,
-                        ATTR_ATTEMPT: r.attempt,
-                        "azync.dead_lettered": r.dead,
-                    },
-                )
-        s.failures = await self.store.apply_failure_policy()
-        s.settled = await self.store.complete_dags(since=since)
+                self._lost_attempt(r)
+        s.failures = await self.store.apply_failure_policy(on_settled=self._settled)
+        s.settled = await self.store.complete_dags(since=since, on_settled=self._settled)
         self._prev = now
         self.ticks += 1
         return s
+
+    def _settled(self, run: SettledDAG) -> None:
+        """Export the run span of a run this tick settled (the tick's commit won)."""
+        end_dag_run_span(
+            self.tracer, run.name, run.id, run.trace_context, run.created_at, run.state, run.reason
+        )
+
+    def _lost_attempt(self, r: ReapedTask) -> None:
+        """Close the span of a task attempt lost to lease expiry (ERROR ``lease expired``)."""
+        comp = r.task_key.startswith("comp:")
+        self.tracer.lost_attempt(
+            AttemptKind.DAG_COMPENSATION if comp else AttemptKind.DAG_TASK,
+            r.task_key.removeprefix("comp:"),
+            carrier=r.meta,
+            run_id=r.dag_id,
+            attempt=r.attempt,
+            started_at=r.started_at,
+            outcome=Outcome.DEAD if r.dead else Outcome.RETRIED,
+            dag_name=r.dag_name,
+            task_key=r.task_key,
+        )
 
     async def promote_now(self) -> int:
         """Fast path for a wake-up: an incremental :meth:`SchedulerStore.promote_unblocked`.
@@ -167,7 +189,7 @@ class DAGScheduler:
         stop: asyncio.Event,
         *,
         dsn: str,
-        channel: str = "azync_wake",
+        channel: str = "",
         schema: str = "public",
         poll_interval: timedelta = timedelta(seconds=1),
     ) -> None:
@@ -177,7 +199,8 @@ class DAGScheduler:
         non-leader retries every ``poll_interval``. The leader LISTENs on
         ``channel`` and ticks on any ``dag:`` notification, else every
         ``poll_interval`` (the correctness fallback), and again at once after a
-        tick that changed something.
+        tick that changed something. An empty ``channel`` means the store's
+        default for ``schema`` (``azync_wake_<schema>``).
         """
         wake = asyncio.Event()
 
@@ -187,7 +210,7 @@ class DAGScheduler:
 
         conn = await asyncpg.connect(dsn)
         try:
-            await conn.add_listener(channel, on_notify)
+            await conn.add_listener(channel or default_channel(schema), on_notify)
             lock = zlib.crc32(f"azync-dag-scheduler:{schema}".encode())
             while not stop.is_set():
                 if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", lock):

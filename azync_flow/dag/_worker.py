@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -36,6 +37,8 @@ class _Maintenance(Protocol):
     on_runnable: Callable[[Source | None], None]
 
     def is_leader(self, leadership: str = ...) -> bool: ...
+
+    def fenced(self, leadership: str) -> AbstractContextManager[None]: ...
 
 
 class _Wakeups(Protocol):
@@ -145,10 +148,12 @@ class DAGWorkerBinding:
         # (whose snapshot may predate the change) forces one more pass.
         self._fast_dirty = self._step_dirty = True
         loop = asyncio.get_running_loop()
-        if self._fast is None or self._fast.done():
-            self._fast = loop.create_task(self._promote())
-        if self._pending is None or self._pending.done():
-            self._pending = loop.create_task(self._woken())
+        # Tasks copy the context: their ticks are fenced by the current term.
+        with self.worker.maintenance.fenced(self.leadership):
+            if self._fast is None or self._fast.done():
+                self._fast = loop.create_task(self._promote())
+            if self._pending is None or self._pending.done():
+                self._pending = loop.create_task(self._woken())
 
     async def _promote(self) -> None:
         """Promote at once (next task starts) while a full tick may still be running."""

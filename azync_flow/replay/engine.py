@@ -487,6 +487,7 @@ class WorkflowInstance(DurableCallsMixin):
             next_seq=self._next_seq,
             unconsumed_signals=unconsumed,
             events_replayed=self._events_replayed,
+            awaited_signals=sorted(n for n in self._signal_waiters if self._has_waiter(n)),
         )
         terminal = self._terminal
         if isinstance(terminal, WorkflowCompleted):

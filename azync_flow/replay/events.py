@@ -17,7 +17,9 @@ Two families:
   :class:`WorkflowCompleted`, :class:`WorkflowFailed`, :class:`WorkflowCancelled`.
 * **Inputs** — delivered to the code when the replay reaches them:
   :class:`ActivityCompleted`, :class:`ActivityFailed`, :class:`OperationUncertain`,
-  :class:`OperationResolved` (appended by the activity runtime / operators) and
+  :class:`OperationResolved` (appended by the activity runtime / operators),
+  :class:`SignalsUndelivered` (appended by the store when the execution finishes
+  with signals its code never consumed) and
   :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested` (appended
   by the pass that delivered them).
 """
@@ -44,9 +46,11 @@ __all__ = [
     "PatchMarker",
     "SideEffectRecorded",
     "SignalReceived",
+    "SignalsUndelivered",
     "TimerCancelled",
     "TimerFired",
     "TimerStarted",
+    "UndeliveredSignal",
     "WorkflowCancelled",
     "WorkflowCompleted",
     "WorkflowFailed",
@@ -244,6 +248,33 @@ class OperationResolved(Event):
     note: str = ""
 
 
+class UndeliveredSignal(msgspec.Struct, kw_only=True):
+    """One signal listed by :class:`SignalsUndelivered`."""
+
+    signal_id: int
+    name: str
+    message_id: str = ""
+
+
+class SignalsUndelivered(Event):
+    """Signals accepted (``signal()`` returned True) but never consumed by the code
+    when the execution finished, in arrival order.
+
+    Appended by the store in the same transaction as the terminal transition,
+    after the outcome's events (so it is the last event of a finished
+    history). Replay ignores it: the code never saw these signals.
+    """
+
+    is_external: ClassVar[bool] = True
+    seq: int
+    signals: list[UndeliveredSignal] = msgspec.field(default_factory=list)
+
+    def describe(self) -> str:
+        names = ", ".join(s.name for s in self.signals[:5])
+        more = f", +{len(self.signals) - 5} more" if len(self.signals) > 5 else ""
+        return f"SignalsUndelivered({len(self.signals)}: {names}{more})"
+
+
 class HistoryEntry(msgspec.Struct, frozen=True):
     """One stored history row: position, decoded event."""
 
@@ -267,6 +298,7 @@ AnyEvent = (
     | ActivityFailed
     | OperationUncertain
     | OperationResolved
+    | SignalsUndelivered
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -287,6 +319,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ActivityFailed,
         OperationUncertain,
         OperationResolved,
+        SignalsUndelivered,
     )
 }
 COMMAND_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_command)

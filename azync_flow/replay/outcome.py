@@ -112,6 +112,8 @@ class PassOutcome:
         unconsumed_signals: buffered signals still waiting for a matching wait.
         events_replayed: history events this pass fed to the instance (all of
             them on a full replay; only the new ones on a cached instance).
+        awaited_signals: names the workflow's ``wait_signal`` calls are
+            blocked on when the pass ends, sorted (empty when it waits on none).
     """
 
     status: PassStatus
@@ -124,6 +126,7 @@ class PassOutcome:
     next_seq: int = 1
     unconsumed_signals: int = 0
     events_replayed: int = 0
+    awaited_signals: list[str] = field(default_factory=list)
 
     @property
     def failure_reason(self) -> str:

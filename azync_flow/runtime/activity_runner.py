@@ -49,6 +49,7 @@ from azync_flow.store.errors import is_not_found
 from azync_flow.store.protocols import OperationStore
 from azync_flow.store.types import Job, OperationSettle
 from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunEvent, RunTracer
+from azync_flow.worker import LeaseLost
 from azync_flow.workflow import Registry
 
 if TYPE_CHECKING:
@@ -83,14 +84,29 @@ class ActivityInfo:
     async def heartbeat(self) -> None:
         """Extend this attempt's lease (long activities call it periodically).
 
+        With ``heartbeat_timeout`` set these calls are the only thing that
+        renews the lease: an attempt silent for longer than the timeout is
+        lost (reaped; retried if idempotent, else parked uncertain) and its
+        task cancelled.
+
         Raises:
-            NotFoundError / LeaseLost: the attempt no longer owns the job; stop.
+            NotFoundError / LeaseLost: the attempt no longer owns the job (or its
+                heartbeat-only lease lapsed); stop.
         """
         if self._lease is not None:
             # the activity's own heartbeat timeout, else the loop's lease
             await self._lease.extend(self._heartbeat_timeout)
         else:
             await self._store.extend_lease(self.job.id, self._token, self._extend_by)
+
+
+def _cancel_reason(op: OperationPayload, lease: Any) -> str:
+    if op.heartbeat_timeout is not None and getattr(lease, "lost", False):
+        return (
+            f"no heartbeat within heartbeat_timeout={op.heartbeat_timeout.total_seconds():g}s; "
+            "the attempt was presumed lost mid-call"
+        )
+    return "the attempt was cancelled mid-call (worker shutdown or lost lease)"
 
 
 def current_activity() -> ActivityInfo | None:
@@ -145,8 +161,8 @@ class ActivityRunner:
     async def run_operation(self, job: Job, token: uuid.UUID, lease: Any = None) -> None:
         """Run one attempt of a leased operation job and settle it.
 
-        The attempt is one ``activity <name>`` span (child of the run's start
-        span, from the trace context in the job's meta) with its outcome:
+        The attempt is one ``activity <name>`` span (child of the run span,
+        from the trace context in the job's meta) with its outcome:
         succeeded, retried (with the delay), dead or uncertain. The activity
         runs inside it, so its own spans nest under the attempt.
         """
@@ -179,6 +195,8 @@ class ActivityRunner:
             span.set_outcome(Outcome.RETRIED, retry_delay=delay)
             return
         info = ActivityInfo(job, op, lease, self.store, token)
+        if not await self._require_heartbeats(job, token, op, lease):
+            return
         reset = _current.set(info)
         limit = op.start_to_close.total_seconds() if op.start_to_close is not None else None
         timer = asyncio.timeout(limit)
@@ -208,7 +226,7 @@ class ActivityRunner:
             # mid-flight may have taken effect: park it instead of letting the
             # worker release it for a blind re-run.
             if not op.idempotent:
-                await self._park_cancelled(job, token)
+                await self._park_cancelled(job, token, _cancel_reason(op, lease))
             raise
         except Uncertain as exc:
             span.record_failure(exc)
@@ -269,8 +287,33 @@ class ActivityRunner:
         ):
             span.set_outcome(Outcome.DEAD)
 
-    async def _park_cancelled(self, job: Job, token: uuid.UUID) -> None:
-        reason = "the attempt was cancelled mid-call (worker shutdown or lost lease)"
+    async def _require_heartbeats(
+        self, job: Job, token: uuid.UUID, op: OperationPayload, lease: Any
+    ) -> bool:
+        """Enforce ``heartbeat_timeout``: the one place an attempt's lease becomes
+        heartbeat-only. Returns False when the lease is already gone.
+
+        With a worker lease handle, background renewal stops covering the
+        attempt (``LeaseHandle.renew_only_by_heartbeats``); a caller without
+        one (``lease`` None) renews nothing in the background, so shortening
+        the lease to the timeout is all it takes. Either way an attempt silent
+        for longer than the timeout loses its lease to the reaper.
+        """
+        timeout = op.heartbeat_timeout
+        if timeout is None:
+            return True
+        try:
+            if lease is not None:
+                await lease.renew_only_by_heartbeats(timeout)
+            else:
+                await self.store.extend_lease(job.id, token, timeout)
+        except Exception as err:
+            if isinstance(err, LeaseLost) or is_not_found(err):
+                return False
+            raise
+        return True
+
+    async def _park_cancelled(self, job: Job, token: uuid.UUID, reason: str) -> None:
         try:
             event_type, payload = uncertain_event(job, reason)
             await self.store.mark_uncertain(

@@ -11,12 +11,18 @@ discards the pass and answers as the plain start does.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 from azync_flow.errors import UnknownWorkflowError
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.outcome import WorkflowInfo
-from azync_flow.runtime.workflow_runner import WorkflowRunner
-from azync_flow.store.types import StartCommitResult, WorkflowStartParams
+from azync_flow.runtime.workflow_runner import CachedRun, WorkflowRunner
+from azync_flow.store.types import (
+    StartCommitResult,
+    WorkflowExecutionView,
+    WorkflowStartParams,
+    WorkflowState,
+)
 from azync_flow.telemetry import AttemptKind, Outcome
 
 __all__ = ["EagerStarter"]
@@ -115,9 +121,30 @@ class EagerStarter:
                     return result
                 span.set_outcome(Outcome.SUCCEEDED)
             self.started += 1
-            runner.committed(instance, outcome, carrier, result.commit.now)
+            run = CachedRun(carrier, False, _execution(p, result.commit.now))
+            runner.committed(instance, outcome, run, result.commit.now)
             if claim is not None:
                 claim.launch(result.commit.leased)
             runner.run_events(carrier, p.id, outcome, {}, set())
+            runner.end_run(run.execution, carrier, outcome)
             await runner.hook("after_commit", p.id, "start")
         return result
+
+
+def _execution(p: WorkflowStartParams, at: datetime | None) -> WorkflowExecutionView:
+    """The row the start just inserted, as the runtime needs it (no read)."""
+    created = at or datetime.now(UTC)
+    return WorkflowExecutionView(
+        id=p.id,
+        name=p.name,
+        version=p.version,
+        state=WorkflowState.RUNNING,
+        business_idempotency_key=p.business_idempotency_key,
+        task_queue=p.task_queue,
+        input=p.input,
+        result=None,
+        failure_reason="",
+        meta=p.meta,
+        created_at=created,
+        updated_at=created,
+    )

@@ -112,12 +112,12 @@ class CompletionFolder:
         runner = self.runner
         run = runner.runs.get(run_id)
         instance = runner.cache.take(run_id)
-        if instance is None or run is None or run[1] or not instance.reusable:
+        if instance is None or run is None or run.signals_waiting or not instance.reusable:
             if instance is not None:
                 runner.cache.put(run_id, instance)
             self.fallbacks += len(settles)
             return False
-        carrier = run[0]
+        carrier = run.carrier
         first = instance.next_seq
         entries = to_entries([(first + i, s.event_type, s.payload) for i, s in enumerate(settles)])
         async with runner.tracer.attempt_span(
@@ -163,9 +163,10 @@ class CompletionFolder:
                 raise
             span.set_outcome(Outcome.SUCCEEDED)
         self.folded += 1
-        runner.committed(instance, outcome, carrier, result.now)
+        runner.committed(instance, outcome, run, result.now)
         if claim is not None:
             claim.launch(result.leased)
         runner.run_events(carrier, run_id, outcome, {}, set())
+        runner.end_run(run.execution, carrier, outcome)
         await runner.hook("after_commit", run_id, "completion")
         return True

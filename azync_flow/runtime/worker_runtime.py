@@ -37,7 +37,7 @@ from azync_flow.runtime.local_dispatch import LocalDispatch
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.types import Job, Source
-from azync_flow.telemetry import ATTR_ATTEMPT, RunEvent, RunTracer
+from azync_flow.telemetry import AttemptKind, Outcome, RunTracer
 from azync_flow.workflow import Registry
 
 if TYPE_CHECKING:
@@ -63,6 +63,13 @@ def lease_expired_event(job: Job, reason: str) -> tuple[str, bytes]:
         scheduled_seq=seq, error_type="LeaseExpired", message=reason, attempts=job.attempt
     )
     return encode_event(event)
+
+
+def lost_attempt_delay(job: Job) -> timedelta:
+    """The retry backoff after a lost attempt: the operation's own policy."""
+    if job.payload is None:
+        return timedelta(0)
+    return decode_operation(job.payload).retry.delay(max(job.attempt, 1))
 
 
 class WorkflowRuntime:
@@ -192,24 +199,39 @@ class WorkflowRuntime:
 
     async def reap_tasks(self) -> int:
         """Workflow tasks whose worker died: back to pending (re-run), or dead and the
-        execution suspended after ``max_reaps`` expiries. Each is a ``lease.expired``
-        run event."""
+        execution suspended after ``max_reaps`` expiries. Each lost pass gets its
+        ``workflow.task`` span, closed here with status ERROR ``lease expired``."""
         jobs: list[Job] = []
         report = await self.store.reap_workflow_tasks(self.max_reaps, on_reaped=jobs.append)
         for job in jobs:
             assert job.run_id is not None
             state = await self.store.load_workflow_task(job.run_id, after_seq=2**31 - 1)
-            self._lease_expired(state.trace_context, job, "workflow.task")
+            name = state.execution.name
+            self.tracer.lost_attempt(
+                AttemptKind.WORKFLOW_TASK,
+                name,
+                carrier=state.trace_context,
+                run_id=job.run_id,
+                attempt=job.attempt,
+                started_at=job.started_at,
+                outcome=self._reap_outcome(job),
+                workflow_name=name,
+            )
         return int(report.reaped + report.killed)
 
     async def reap_operations(self) -> int:
-        """Idempotent operations whose worker died: re-run (or failed after ``max_reaps``)."""
+        """Idempotent operations whose attempt was lost (worker died, or no heartbeat
+        within ``heartbeat_timeout``): re-run as attempt + 1 after the activity's
+        retry backoff (or failed after ``max_reaps``)."""
         jobs: list[Job] = []
         report = await self.store.reap_expired_operations(
-            lease_expired_event, self.max_reaps, on_reaped=jobs.append
+            lease_expired_event,
+            self.max_reaps,
+            on_reaped=jobs.append,
+            retry_delay=lost_attempt_delay,
         )
         for job in jobs:
-            self._lease_expired(job.meta, job, job.meta.get("activity", "operation"))
+            self._lost_activity(job, self._reap_outcome(job))
         return int(report.reaped + report.killed)
 
     async def reap_uncertain(self) -> int:
@@ -229,17 +251,28 @@ class WorkflowRuntime:
         marked = set(await self.store.reap_uncertain_operations(encode))
         for job in jobs:
             if job.id in marked:
-                self._lease_expired(job.meta, job, job.meta.get("activity", "operation"))
+                self._lost_activity(job, Outcome.UNCERTAIN)
         reconciler = self.activities.reconciler
         return 0 if reconciler is None else await reconciler.run_once()
 
-    def _lease_expired(self, carrier: dict[str, str] | None, job: Job, subject: str) -> None:
-        self.tracer.run_event(
-            carrier,
-            RunEvent.LEASE_EXPIRED,
-            run_id=job.run_id or job.id,
-            subject=subject,
-            attributes={ATTR_ATTEMPT: job.attempt},
+    def _reap_outcome(self, job: Job) -> Outcome:
+        """What the reaper did with ``job`` (as it was before the reap): the store
+        dead-letters it once its reap count reaches ``max_reaps``."""
+        return Outcome.DEAD if 0 < self.max_reaps <= job.reap_count + 1 else Outcome.RETRIED
+
+    def _lost_activity(self, job: Job, outcome: Outcome) -> None:
+        """Close the span of an activity attempt lost to lease expiry."""
+        assert job.run_id is not None
+        self.tracer.lost_attempt(
+            AttemptKind.ACTIVITY,
+            job.meta.get("activity", "operation"),
+            carrier=job.meta,
+            run_id=job.run_id,
+            attempt=job.attempt,
+            started_at=job.started_at,
+            outcome=outcome,
+            workflow_name=job.meta.get("workflow_name"),
+            seq=decode_operation(job.payload).seq if job.payload is not None else None,
         )
 
     async def repair_stalled(self) -> int:

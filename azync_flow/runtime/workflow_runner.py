@@ -23,7 +23,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import context as otel_context
 
@@ -35,12 +35,14 @@ from azync_flow.retry import RetryPolicy, describe_error
 from azync_flow.runtime._operations import operation_params
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.clock import BackendClock
+from azync_flow.runtime.run_span import end_workflow_run_span
 from azync_flow.store.errors import ConflictError, is_not_found
 from azync_flow.store.protocols import WorkflowRuntimeStore
 from azync_flow.store.types import (
     Job,
     LeasedTask,
     PassWrite,
+    WorkflowExecutionView,
     WorkflowState,
     WorkflowTaskState,
 )
@@ -70,6 +72,21 @@ log = logging.getLogger("azync_flow.workflow")
 TASK_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=30)
 )
+
+
+class CachedRun(NamedTuple):
+    """What a pass run without a load needs to know of a cached execution.
+
+    Attributes:
+        carrier: its stored trace context.
+        signals_waiting: its last pass left a buffered signal unconsumed (only
+            a pass that loads the signals may run next).
+        execution: its row as last read (name, id, creation time).
+    """
+
+    carrier: dict[str, str]
+    signals_waiting: bool
+    execution: WorkflowExecutionView
 
 
 class WorkflowRunner:
@@ -104,12 +121,13 @@ class WorkflowRunner:
         self.clock = BackendClock(store)
         #: Per cached execution: its trace context, and whether its last pass
         #: left a buffered signal unconsumed (then only a loaded pass may run).
-        self.runs: dict[uuid.UUID, tuple[dict[str, str], bool]] = {}
+        self.runs: dict[uuid.UUID, CachedRun] = {}
         self._locks: dict[uuid.UUID, list[Any]] = {}  # [lock, holders + waiters]
         self._preloaded: dict[uuid.UUID, LeasedTask] = {}
         #: Fault-injection points for tests: ``hook(run_id, path)`` (sync or async)
-        #: right before / after any pass commit; path is "task" (a leased workflow
-        #: task), "completion" (folded into an operation's completion) or "start".
+        #: right before any pass commit / after it committed and its span ended;
+        #: path is "task" (a leased workflow task), "completion" (folded into an
+        #: operation's completion) or "start" (an eager start).
         self.before_commit: Callable[[uuid.UUID, str], Any] | None = None
         self.after_commit: Callable[[uuid.UUID, str], Any] | None = None
         self.task_context = task_context or suppressed_task_context
@@ -130,9 +148,10 @@ class WorkflowRunner:
         (None when no pass ran: execution not running or commit lost).
 
         A pass that runs makes exactly one ``workflow.task`` attempt span (child
-        of the run's start span) with its replay statistics; workflow code runs
-        with spans suppressed. After the commit, consumed signals, fired timers
-        and a cancellation are recorded as run events."""
+        of the run span) with its replay statistics; workflow code runs with
+        spans suppressed. After the commit, consumed signals, fired timers and
+        a cancellation are recorded as run events, and a pass that finished the
+        execution exports the run span."""
         assert job.run_id is not None
         async with self.serialized(job.run_id):
             return await self._run_task(job, token)
@@ -196,7 +215,24 @@ class WorkflowRunner:
             outcome = await self._pass(job, token, state, cached, span)
         if outcome is not None:
             self._run_events(state, outcome)
+            self._end_run(state, outcome)
+            await self.hook("after_commit", run_id, "task")
         return outcome
+
+    def _end_run(self, state: WorkflowTaskState, outcome: PassOutcome) -> None:
+        self.end_run(state.execution, state.trace_context, outcome)
+
+    def end_run(
+        self,
+        execution: WorkflowExecutionView,
+        carrier: dict[str, str] | None,
+        outcome: PassOutcome,
+    ) -> None:
+        """A pass whose commit made the execution terminal exports the run span
+        (after its own span ended, so the run span ends last)."""
+        finished = _FINISHED.get(outcome.status)
+        if finished is not None:
+            end_workflow_run_span(self.tracer, execution, carrier, finished, outcome.failure_reason)
 
     async def _pass(
         self,
@@ -247,9 +283,7 @@ class WorkflowRunner:
             events_replayed=outcome.events_replayed,
             new_commands=len(outcome.new_events),
         )
-        committed = await self._commit(
-            job, token, instance, outcome, state.next_seq, state.trace_context
-        )
+        committed = await self._commit(job, token, instance, outcome, state)
         if committed is None:
             span.add_event("pass.conflict")
         else:
@@ -320,6 +354,7 @@ class WorkflowRunner:
             consumed_signals=outcome.consumed_signals,
             fired_timers=outcome.fired_timers,
             outcome=_store_outcome(outcome),
+            awaited_signals=outcome.awaited_signals,
         )
 
     async def _commit(
@@ -328,10 +363,10 @@ class WorkflowRunner:
         token: uuid.UUID,
         instance: WorkflowInstance,
         outcome: PassOutcome,
-        expected_next_seq: int,
-        carrier: dict[str, str] | None = None,
+        state: WorkflowTaskState,
     ) -> PassOutcome | None:
         run_id = instance.info.execution_id
+        expected_next_seq, carrier, execution = state.next_seq, state.trace_context, state.execution
         claim = None
         try:
             write = self.pass_write(instance, outcome, expected_next_seq, carrier)
@@ -356,17 +391,16 @@ class WorkflowRunner:
                 claim.cancel()
             instance.close()
             raise
-        self.committed(instance, outcome, carrier, result.now)
+        self.committed(instance, outcome, CachedRun(carrier or {}, False, execution), result.now)
         if claim is not None:
             claim.launch(result.leased)
-        await self.hook("after_commit", run_id, "task")
         return outcome
 
     def committed(
         self,
         instance: WorkflowInstance,
         outcome: PassOutcome,
-        carrier: dict[str, str] | None,
+        run: CachedRun,
         now: datetime | None,
     ) -> None:
         """Book-keeping after a pass committed (any path): counters, warnings and
@@ -390,7 +424,7 @@ class WorkflowRunner:
             log.error("workflow %s suspended: %s", run_id, outcome.error)
         self.cache.put(run_id, instance)
         if run_id in self.cache:
-            self.runs[run_id] = (carrier or {}, outcome.unconsumed_signals > 0)
+            self.runs[run_id] = run._replace(signals_waiting=outcome.unconsumed_signals > 0)
             if len(self.runs) > 2 * max(self.cache.max_size, 1):
                 self.runs = {k: v for k, v in self.runs.items() if k in self.cache}
         else:
@@ -410,6 +444,14 @@ def suppressed_task_context() -> contextvars.Context:
     return ctx
 
 
+#: Pass statuses that finish the execution, and the state they finish it in.
+_FINISHED = {
+    PassStatus.COMPLETED: WorkflowState.SUCCEEDED,
+    PassStatus.FAILED: WorkflowState.FAILED,
+    PassStatus.CANCELLED: WorkflowState.CANCELLED,
+}
+
+
 def _store_outcome(outcome: PassOutcome) -> StoreOutcome | None:
     status = outcome.status
     if status is PassStatus.COMPLETED:
@@ -420,5 +462,5 @@ def _store_outcome(outcome: PassOutcome) -> StoreOutcome | None:
     if status is PassStatus.CANCELLED:
         return ("cancelled", outcome.failure_reason)
     if status is PassStatus.NONDETERMINISM:
-        return ("suspend", outcome.failure_reason)
+        return ("suspend", outcome.failure_reason, getattr(outcome.error, "seq", None))
     return None

@@ -3,6 +3,7 @@
 from .errors import (
     AzyncError,
     ConflictError,
+    LeadershipLostError,
     MigrationError,
     NotFoundError,
     StoreError,
@@ -17,6 +18,7 @@ __all__ = sorted(
     [
         "AzyncError",
         "ConflictError",
+        "LeadershipLostError",
         "MigrationError",
         "NotFoundError",
         "StoreError",

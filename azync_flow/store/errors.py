@@ -7,6 +7,7 @@ Tree::
         ├── NotFoundError      (contract IsNotFound: missing row, stale lease token,
         │                       wrong state for the verb)
         ├── ConflictError      (the row exists but another writer won)
+        ├── LeadershipLostError (a fenced maintenance write of a lapsed leadership term)
         └── MigrationError
 """
 
@@ -37,6 +38,14 @@ class ConflictError(StoreError):
     """A concurrent writer already applied a conflicting change. Nothing was changed."""
 
     code = "conflict"
+
+
+class LeadershipLostError(StoreError):
+    """The leadership term a maintenance write was fenced by is no longer held
+    (its lease expired on the backend clock or another holder took over).
+    Nothing was changed; stop acting as leader."""
+
+    code = "leadership_lost"
 
 
 class MigrationError(StoreError):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Literal, Protocol, Self, TypeVar, runtime_checkable
@@ -548,7 +549,8 @@ class WorkflowStore(Protocol):
     async def list_stalled_workflows(
         self, older_than: timedelta, limit: int
     ) -> list[StalledWorkflow]:
-        """Running executions with no live workflow job, updated >= older_than ago."""
+        """Running executions with nothing pending (no live workflow job, no unfired
+        timer, not blocked on a signal), updated >= older_than ago."""
         ...
 
 
@@ -727,11 +729,22 @@ class LeadershipLease(Protocol):
     """A held leadership (contract ``LeadershipLease``)."""
 
     async def valid(self) -> bool:
-        """Cheap check that the leadership is still held (the session is alive)."""
+        """Renew the lease; True while this term still holds the leadership on
+        the backend clock (one statement, once per tick)."""
+        ...
+
+    async def renew_if_due(self) -> bool:
+        """:meth:`valid` when a third of the TTL passed since the last renewal."""
+        ...
+
+    def fenced(self) -> AbstractContextManager[None]:
+        """Within the block, the store's statements of the current task are
+        fenced by this term: each runs in a transaction that first checks the
+        term still leads and raises ``LeadershipLostError`` otherwise."""
         ...
 
     async def release(self) -> None:
-        """Relinquish the leadership. Idempotent."""
+        """Relinquish the leadership (another instance may take it at once). Idempotent."""
         ...
 
 
@@ -752,11 +765,18 @@ class LeaderElector(Protocol):
 class LeaseElector(Protocol):
     """Contract ``LeaseElector``."""
 
-    async def acquire_leadership_lease(self, name: str) -> LeadershipLease | None:
+    async def acquire_leadership_lease(
+        self, name: str, ttl: timedelta = ..., *, holder: str = ...
+    ) -> LeadershipLease | None:
         """Try to take the named leadership; None when another instance leads.
 
-        Check the lease with :meth:`LeadershipLease.valid` once per tick and
-        release it when done.
+        ``holder`` names the process for operators (default ``"<host>:<pid>"``).
+
+        A leadership is a lease on the backend clock: free or lapsed for
+        ``ttl`` since its last renewal, it is taken with a higher term. Renew
+        it with :meth:`LeadershipLease.valid` (once per tick, well within
+        ``ttl``), run leader-only writes inside :meth:`LeadershipLease.fenced`
+        and release it when done.
         """
         ...
 

@@ -169,7 +169,9 @@ class Config(msgspec.Struct, kw_only=True):
     Attributes:
         schema: Postgres schema to isolate the tables in; empty means ``public``.
             Validated as an identifier and quoted.
-        notify_channel: LISTEN/NOTIFY channel; empty means ``azync_wake``.
+        notify_channel: LISTEN/NOTIFY channel; empty means ``azync_wake_<schema>``
+            (one channel per schema, so other schemas' traffic never wakes
+            this store's workers).
         migrations_table: version-tracking table; empty means ``azync_migrations``.
         poll_only: disable push wake-ups, forcing the polling path.
         min_pool_size / max_pool_size: asyncpg pool bounds.
@@ -456,6 +458,23 @@ class WorkflowStartParams(msgspec.Struct, kw_only=True):
 
 
 class WorkflowExecutionView(msgspec.Struct, kw_only=True):
+    """One workflow execution as ``describe()``, ``list()`` and the CLI show it.
+
+    Attributes:
+        suspend_reason: why the execution is suspended (non-determinism, a
+            forbidden call, an uncertain operation, a workflow task that kept
+            losing its lease, an operator); '' when it never was or was
+            resumed. Kept when a suspended execution is cancelled.
+        suspend_seq: the history seq the suspension concerns: where replay
+            disagreed with the code, or the ``OperationUncertain`` event of an
+            uncertain operation; None when not tied to one (a forbidden call).
+        suspend_operation_id: the operation job the suspension concerns (an
+            uncertain operation, to pass to ``resolve_uncertain``), else None.
+        signals_undelivered: signals accepted (``signal()`` returned True) but
+            never consumed by the code before the execution finished; each is
+            listed in the history's terminal ``SignalsUndelivered`` event.
+    """
+
     id: uuid.UUID
     name: str
     version: str
@@ -469,6 +488,10 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     created_at: datetime
     updated_at: datetime
     completed_at: datetime | None = None
+    suspend_reason: str = ""
+    suspend_seq: int | None = None
+    suspend_operation_id: uuid.UUID | None = None
+    signals_undelivered: int = 0
 
 
 class HistoryEvent(msgspec.Struct, kw_only=True):
@@ -497,15 +520,29 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
 
 
 class StalledWorkflow(msgspec.Struct, kw_only=True):
+    """A running execution with nothing pending (see ``list_stalled_workflows``).
+
+    Attributes:
+        id: the execution id.
+        name: its workflow name.
+        updated_at: its last change (nothing has moved it since).
+    """
+
     id: uuid.UUID
     name: str
+    updated_at: datetime | None = None
 
 
 # --- the hot path of the workflow runtime (lease, load and commit of passes) ---------
 
 #: A pass outcome: ("complete", result bytes) | ("fail", reason) |
-#: ("cancelled", reason) | ("suspend", reason); None = keep running.
-Outcome = tuple[Literal["complete"], bytes] | tuple[Literal["fail", "cancelled", "suspend"], str]
+#: ("cancelled", reason) | ("suspend", reason[, history seq it concerns or
+#: None]); None = keep running.
+Outcome = (
+    tuple[Literal["complete"], bytes]
+    | tuple[Literal["fail", "cancelled", "suspend"], str]
+    | tuple[Literal["suspend"], str, int | None]
+)
 
 
 class BufferedSignal(NamedTuple):
@@ -574,6 +611,8 @@ class PassWrite(msgspec.Struct, kw_only=True):
         fired_timers: timer seqs to mark fired.
         outcome: terminal or suspending outcome; None keeps the execution running.
         local: operations to insert leased to the committing worker.
+        awaited_signals: signal names the pass left the workflow waiting for
+            (replaces the recorded set; None keeps it).
     """
 
     expected_next_seq: int
@@ -584,6 +623,7 @@ class PassWrite(msgspec.Struct, kw_only=True):
     fired_timers: list[int] = msgspec.field(default_factory=list)
     outcome: Outcome | None = None
     local: OperationLease | None = None
+    awaited_signals: list[str] | None = None
 
 
 class OperationSettle(msgspec.Struct, kw_only=True):

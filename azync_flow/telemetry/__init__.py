@@ -12,6 +12,11 @@ Integration points (see ``docs/tracing.md`` for the full rules):
       carrier = run_tracer.start_run_span(RunKind.WORKFLOW, "order", run_id)
       # store `carrier` (dict[str, str]) in the run row's trace_context column
 
+* **End of a run** (whichever process committed the terminal outcome)::
+
+      run_tracer.end_run_span(RunKind.WORKFLOW, "order", run_id, carrier=carrier,
+                              started_at=row.created_at, state="succeeded")
+
 * **Each attempt** (worker, any process, any time later)::
 
       async with run_tracer.attempt_span(
@@ -26,8 +31,7 @@ Integration points (see ``docs/tracing.md`` for the full rules):
           else:
               span.set_outcome(Outcome.SUCCEEDED)
 
-* **Run events** (signals, timer firings, uncertain resolutions, cancellations,
-  expired leases)::
+* **Run events** (signals, timer firings, uncertain resolutions, cancellations)::
 
       run_tracer.run_event(carrier, RunEvent.SIGNAL, run_id=run_id, subject="approve")
 
@@ -56,14 +60,17 @@ from azync_flow.telemetry._names import (
     ATTR_RETRY_DELAY_S,
     ATTR_RUN_ID,
     ATTR_SEQ,
+    ATTR_STATE,
     ATTR_TASK_KEY,
     ATTR_WORKFLOW_NAME,
     INSTRUMENTATION_NAME,
+    LEASE_EXPIRED,
     AttemptKind,
     Outcome,
     RunEvent,
     RunKind,
 )
+from azync_flow.telemetry._run_span import RUN_CALLER_KEY, run_span_id
 from azync_flow.telemetry._tracer import (
     RunTracer,
     attempt_span,
@@ -83,9 +90,12 @@ __all__ = [
     "ATTR_RETRY_DELAY_S",
     "ATTR_RUN_ID",
     "ATTR_SEQ",
+    "ATTR_STATE",
     "ATTR_TASK_KEY",
     "ATTR_WORKFLOW_NAME",
     "INSTRUMENTATION_NAME",
+    "LEASE_EXPIRED",
+    "RUN_CALLER_KEY",
     "AttemptKind",
     "AttemptSpan",
     "Outcome",
@@ -97,6 +107,7 @@ __all__ = [
     "context_from_carrier",
     "default_run_tracer",
     "run_event",
+    "run_span_id",
     "start_run_span",
     "suppress_spans",
     "suppressed_context",

@@ -18,10 +18,14 @@ ATTR_RETRY_DELAY_S = "azync.retry_delay_s"
 ATTR_HISTORY_LENGTH = "azync.history_length"
 ATTR_EVENTS_REPLAYED = "azync.events_replayed"
 ATTR_NEW_COMMANDS = "azync.new_commands"
+ATTR_STATE = "azync.state"
+
+#: Status description (and span event) of an attempt lost to lease expiry.
+LEASE_EXPIRED = "lease expired"
 
 
 class RunKind(StrEnum):
-    """What a run is; prefixes the run's start span name."""
+    """What a run is; the run span is named ``"<kind> <name>"``."""
 
     WORKFLOW = "workflow"
     DAG = "dag"
@@ -55,4 +59,3 @@ class RunEvent(StrEnum):
     TIMER_FIRED = "timer.fired"
     UNCERTAIN_RESOLVED = "uncertain.resolved"
     CANCEL_REQUESTED = "cancel.requested"
-    LEASE_EXPIRED = "lease.expired"

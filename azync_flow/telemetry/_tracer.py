@@ -1,30 +1,34 @@
-"""RunTracer: the start span, attempt spans and run events of runs."""
+"""RunTracer: the run span, attempt spans and run events of runs."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from importlib import metadata
 from uuid import UUID
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from azync_flow.telemetry import _run_span
 from azync_flow.telemetry._attempt import AttemptSpan
-from azync_flow.telemetry._carrier import capture_trace_context, context_from_carrier
+from azync_flow.telemetry._carrier import context_from_carrier
 from azync_flow.telemetry._names import (
     ATTR_ATTEMPT,
     ATTR_DAG_NAME,
     ATTR_KIND,
     ATTR_RUN_ID,
     ATTR_SEQ,
+    ATTR_STATE,
     ATTR_TASK_KEY,
     ATTR_WORKFLOW_NAME,
     INSTRUMENTATION_NAME,
+    LEASE_EXPIRED,
     AttemptKind,
+    Outcome,
     RunEvent,
     RunKind,
 )
@@ -41,16 +45,16 @@ def _run_id_str(run_id: UUID | str) -> str:
     return str(run_id)
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 def _ns(at: datetime | None) -> int | None:
-    """Nanoseconds since the epoch of a UTC-aware datetime (exact)."""
-    if at is None:
-        return None
-    if at.tzinfo is None:
-        raise ValueError("run_event(at=...) needs a timezone-aware datetime (UTC)")
-    return (at - _EPOCH) // timedelta(microseconds=1) * 1000
+    return None if at is None else _run_span.to_ns(at)
+
+
+def _run_attributes(kind: RunKind, name: str, run_id: UUID | str) -> dict[str, AttributeValue]:
+    return {
+        ATTR_RUN_ID: _run_id_str(run_id),
+        ATTR_KIND: kind.value,
+        ATTR_WORKFLOW_NAME if kind is RunKind.WORKFLOW else ATTR_DAG_NAME: name,
+    }
 
 
 class RunTracer:
@@ -65,9 +69,15 @@ class RunTracer:
     """
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
+        self._provider = tracer_provider
         self._tracer = trace.get_tracer(
             INSTRUMENTATION_NAME, _package_version(), tracer_provider=tracer_provider
         )
+
+    def _concrete(self) -> trace.Tracer:
+        """The provider's own tracer (not the global proxy), for run spans."""
+        provider = self._provider or trace.get_tracer_provider()
+        return provider.get_tracer(INSTRUMENTATION_NAME, _package_version())
 
     @property
     def tracer(self) -> trace.Tracer:
@@ -82,39 +92,143 @@ class RunTracer:
         *,
         attributes: Mapping[str, AttributeValue] | None = None,
     ) -> dict[str, str]:
-        """Open and end the run's short start span; return the carrier to store.
+        """Reserve the run's span and return the carrier to store with the run.
 
-        The span (``workflow.start <name>`` or ``dag.start <name>``) is a child of
-        the caller's active span, so the run joins the caller's trace; with no
-        active span it is the root of a new trace. Every later attempt and run
-        event is its child.
+        The run span (``workflow <name>`` or ``dag <name>``) covers the whole
+        run. It is not exported now: its span id is derived from ``run_id``,
+        its trace id and sampling decision are fixed here, and it is exported
+        once, whole, by :meth:`end_run_span` when the run finishes. It joins
+        the caller's trace as a root span linked to the caller's active span
+        (the run outlives the caller's span, so it cannot be its child); with
+        no active span it starts a new trace. Every attempt and run event
+        names it as parent through the carrier.
 
         Args:
             kind: Workflow or DAG.
             name: Registered workflow or DAG name (low cardinality).
             run_id: The execution or DAG id.
+            attributes: Extra attributes for the sampler (the exported span
+                carries those given to :meth:`end_run_span`).
+
+        Returns:
+            The W3C carrier naming the run span (``traceparent``), plus the
+            caller's span id under ``azync-run-caller``: store it with the run
+            (the ``trace_context`` column). Without an OpenTelemetry SDK
+            provider it is the caller's own context, or ``{}`` when the caller
+            has none (the run then has no run span). A run the sampler dropped
+            has the sampled flag off, so its attempts are dropped consistently.
+        """
+        attrs = _run_attributes(kind, name, run_id)
+        attrs.update(attributes or {})
+        return _run_span.reserve(self._concrete(), f"{kind.value} {name}", run_id, attrs)
+
+    def end_run_span(
+        self,
+        kind: RunKind,
+        name: str,
+        run_id: UUID | str,
+        *,
+        carrier: Mapping[str, str] | None,
+        started_at: datetime,
+        state: str,
+        error: str | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+    ) -> bool:
+        """Export the run span of a finished run, from its start until now.
+
+        Call it once per run, after the transaction that made the run terminal
+        committed, and after the attempt span of that last step ended (so the
+        run span ends after every attempt). Only the process whose commit won
+        calls it, so the span is exported once however many workers took part.
+
+        Args:
+            kind: Workflow or DAG.
+            name: Workflow or DAG name.
+            run_id: The execution or DAG id.
+            carrier: The run's stored carrier (what :meth:`start_run_span` returned).
+            started_at: When the run started (the run row's ``created_at``,
+                timezone-aware).
+            state: The terminal state, recorded as ``azync.state``.
+            error: For a failed run, the failure reason: the span's status is
+                ``ERROR`` with it. None: status unset.
             attributes: Extra span attributes.
 
         Returns:
-            The W3C carrier of the start span: store it with the run (the
-            ``trace_context`` column). With tracing off (no SDK provider) it is
-            the caller's own context, or ``{}`` when the caller has none. A
-            start span that the sampler dropped yields a traceparent with the
-            sampled flag off, so the run's attempts are dropped consistently.
+            True when the span was exported; False when the carrier reserved
+            no run span for ``run_id`` (started without an SDK provider), the
+            run is not sampled, or this process has no SDK provider.
+
+        Raises:
+            ValueError: ``started_at`` is naive.
         """
-        attrs: dict[str, AttributeValue] = {
-            ATTR_RUN_ID: _run_id_str(run_id),
-            ATTR_KIND: kind.value,
-            ATTR_WORKFLOW_NAME if kind is RunKind.WORKFLOW else ATTR_DAG_NAME: name,
-        }
+        attrs = _run_attributes(kind, name, run_id)
+        attrs[ATTR_STATE] = state
         attrs.update(attributes or {})
-        span = self._tracer.start_span(
-            f"{kind.value}.start {name}", kind=SpanKind.PRODUCER, attributes=attrs
+        return _run_span.emit(
+            self._concrete(),
+            carrier,
+            f"{kind.value} {name}",
+            run_id,
+            started_at=started_at,
+            attributes=attrs,
+            error=error,
+            instrumentation=(INSTRUMENTATION_NAME, _package_version()),
         )
-        try:
-            return capture_trace_context(trace.set_span_in_context(span))
-        finally:
-            span.end()
+
+    def lost_attempt(
+        self,
+        kind: AttemptKind,
+        name: str,
+        *,
+        carrier: Mapping[str, str] | None,
+        run_id: UUID | str,
+        attempt: int,
+        started_at: datetime | None,
+        outcome: Outcome,
+        workflow_name: str | None = None,
+        dag_name: str | None = None,
+        task_key: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        """Close the span of an attempt lost to lease expiry (its worker died or stalled).
+
+        The lost worker never ended its own span, so nothing of the attempt was
+        exported; the reaper writes it instead: the same name and attributes as
+        the attempt's span, from the attempt's start (the lease time) until
+        now, status ``ERROR`` ``lease expired``.
+
+        Args:
+            kind: What the attempt executed.
+            name: As for :meth:`attempt_span`.
+            carrier: The run's stored carrier.
+            run_id: The execution or DAG id.
+            attempt: The lost attempt's number.
+            started_at: When it was leased (the job's ``started_at``); None: now.
+            outcome: What the reaper did: ``RETRIED`` (runs again), ``DEAD``
+                (given up) or ``UNCERTAIN`` (parked for a decision).
+            workflow_name: Workflow name (``azync.workflow.name``).
+            dag_name: DAG name (``azync.dag.name``).
+            task_key: DAG task key.
+            seq: History seq of the command.
+        """
+        span = self.attempt_span(
+            kind,
+            name,
+            carrier=carrier,
+            run_id=run_id,
+            attempt=attempt,
+            workflow_name=workflow_name,
+            dag_name=dag_name,
+            task_key=task_key,
+            seq=seq,
+            start_time=None
+            if started_at is None
+            else min(_run_span.to_ns(started_at), time.time_ns()),
+        )
+        with span:
+            span.set_outcome(outcome)
+            span.span.set_status(Status(StatusCode.ERROR, LEASE_EXPIRED))
+            span.add_event(LEASE_EXPIRED)
 
     def attempt_span(
         self,
@@ -129,6 +243,7 @@ class RunTracer:
         task_key: str | None = None,
         seq: int | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
+        start_time: int | None = None,
     ) -> AttemptSpan:
         """Start the span of one attempt as a child of the run's stored context.
 
@@ -148,6 +263,7 @@ class RunTracer:
             task_key: DAG task key (``azync.task_key``).
             seq: History seq of the command (activities) or the pass's first seq.
             attributes: Extra span attributes.
+            start_time: Start in nanoseconds since the epoch (None: now).
 
         Returns:
             An :class:`AttemptSpan`; use it with ``with`` or ``async with``.
@@ -167,7 +283,11 @@ class RunTracer:
         attrs.update(attributes or {})
         parent = context_from_carrier(carrier)
         span = self._tracer.start_span(
-            f"{kind.value} {name}", context=parent, kind=SpanKind.CONSUMER, attributes=attrs
+            f"{kind.value} {name}",
+            context=parent,
+            kind=SpanKind.CONSUMER,
+            attributes=attrs,
+            start_time=start_time,
         )
         return AttemptSpan(span, parent)
 
@@ -184,7 +304,7 @@ class RunTracer:
         """Record a run event as a short span on the run's trace.
 
         The span is named ``"<event>"`` or ``"<event> <subject>"`` and is a child
-        of the run's start span. When the calling code has an active span of a
+        of the run span. When the calling code has an active span of a
         different trace (a client sending a signal from its own request), the
         event span links to it.
 

@@ -11,6 +11,7 @@ Loop cycle::
     jobs = dequeue_batch(limit=min(free, batch_size))
     for job in jobs: spawn runner(job, LeaseHandle)
     if nothing leased: wait for a wake-up (NOTIFY) or poll_interval
+    if the dequeue failed: back off (doubling up to 5 s); wake-ups do not cut it short
 
 An idle loop makes one ``dequeue_batch`` per ``poll_interval`` and otherwise
 sleeps on its wake event; it never spins.
@@ -138,9 +139,11 @@ class LeaseLoop:
         #: True while :meth:`run` leases (jobs handed over then get heartbeats).
         self.running = False
         self._stopping = False
+        self._stop_requested = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._changed: asyncio.Event | None = None
         self._beats: asyncio.Task[None] | None = None
+        self._rearm = asyncio.Event()
 
     def __repr__(self) -> str:
         return f"<LeaseLoop {self.source}:{self.kind} concurrency={self.concurrency}>"
@@ -197,11 +200,13 @@ class LeaseLoop:
     def reset(self) -> None:
         """Make a stopped loop ready to :meth:`run` again."""
         self._stopping = False
+        self._stop_requested.clear()
         self.idle = False
 
     def stop(self) -> None:
         """Stop leasing; jobs already leased keep running (see :meth:`drain`)."""
         self._stopping = True
+        self._stop_requested.set()
         self.wake.set()
         self._slot_freed.set()
 
@@ -249,7 +254,7 @@ class LeaseLoop:
             except Exception:
                 self.stats.errors += 1
                 log.exception("%r: dequeue failed; retrying in %.2fs", self, error_backoff)
-                await self._sleep_or_wake(error_backoff)
+                await self._back_off(error_backoff)
                 error_backoff = min(error_backoff * 2, 5.0)
                 continue
             error_backoff = 0.05
@@ -296,6 +301,17 @@ class LeaseLoop:
             async with asyncio.timeout(seconds):
                 await self.wake.wait()
 
+    async def _back_off(self, seconds: float) -> None:
+        """Sleep after a failed dequeue; only :meth:`stop` cuts it short.
+
+        Wake-ups do not: they keep arriving while the store fails (other
+        producers, other runtimes), and retrying on each would turn the
+        backoff into a busy loop.
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stop_requested.wait()
+
     def _set_idle(self, idle: bool) -> None:
         if self.idle != idle:
             self.idle = idle
@@ -304,7 +320,7 @@ class LeaseLoop:
 
     def _spawn(self, job: Job) -> None:
         loop = asyncio.get_running_loop()
-        handle = LeaseHandle(self.store, job, self.lease, loop.time())
+        handle = LeaseHandle(self.store, job, self.lease, loop.time(), self._rearm)
         task = loop.create_task(self._run_one(job, handle))
         handle._task = task
         self.in_flight[task] = handle
@@ -329,15 +345,45 @@ class LeaseLoop:
                 self._changed.set()
 
     async def _heartbeat_loop(self) -> None:
-        """Renew every in-flight lease that is due (about every ``lease / 3``)."""
-        tick = max(self.lease.total_seconds() / 6, 0.01)
+        """Renew every in-flight lease that is due (about every ``lease / 3``).
+
+        Heartbeat-only leases are never renewed here; once one lapsed, its
+        runner is cancelled (its job belongs to the reaper now).
+        """
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(tick)
+            self._rearm.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._tick(loop.time())):
+                    await self._rearm.wait()
             now = loop.time()
-            due = [h for h in self.in_flight.values() if h.next_beat <= now and not h.lost]
+            due: list[LeaseHandle] = []
+            for h in list(self.in_flight.values()):
+                if h.lapsed(now):
+                    self._lapse(h)
+                elif not (h.heartbeat_only or h.lost) and h.next_beat <= now:
+                    due.append(h)
             if due:
                 await asyncio.gather(*(self._beat(h) for h in due))
+
+    def _tick(self, now: float) -> float:
+        """Seconds until the next check: a sixth of the lease, or sooner when a
+        heartbeat-only lease may lapse first."""
+        tick = self.lease.total_seconds() / 6
+        for h in self.in_flight.values():
+            if h.heartbeat_only and not h.lost:
+                tick = min(tick, h.expires_at - now)
+        return max(tick, 0.01)
+
+    def _lapse(self, handle: LeaseHandle) -> None:
+        self.stats.lost += 1
+        log.warning(
+            "%r: job %s sent no heartbeat within %.3gs; its lease lapsed and its run was cancelled",
+            self,
+            handle.id,
+            handle.lease.total_seconds(),
+        )
+        handle.mark_lost()
 
     async def _beat(self, handle: LeaseHandle) -> None:
         try:

@@ -1,11 +1,14 @@
 """Leader-only periodic maintenance: promote due jobs, reap expired leases, vacuum.
 
-Steps are grouped by *leadership name*. For each group a worker tries to
-acquire the store's advisory-lock leadership (contract ``LeaseElector``); only
-the holder runs the group's steps, and it re-checks ``valid()`` on every tick,
-so a leader whose session died stops at once and another worker takes over.
-Any live worker can become leader, so no single process can stall recovery
-(scenario C15).
+Steps are grouped by *leadership name*. For each group a worker tries, every
+tick, to acquire the store's leadership lease (contract ``LeaseElector``: a
+lease on the backend clock with a term); only the holder runs the group's
+steps. The holder renews the lease every tick (and between long steps) and
+runs each step inside ``lease.fenced()``, so once its term is over (a frozen
+process whose TTL ran out, a takeover) its statements fail with
+``LeadershipLostError`` instead of writing, it stops at once and another
+worker, having taken over after the TTL, runs the steps. No single process can
+stall recovery, however long it is frozen.
 
 Other runtimes add their own steps with :meth:`Worker.add_maintenance` — for
 example the DAG scheduler tick or the stalled-workflow repair. A runtime
@@ -20,12 +23,14 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..store.errors import LeadershipLostError
 from ..store.types import Source
 
 if TYPE_CHECKING:
@@ -38,8 +43,8 @@ log = logging.getLogger("azync_flow.worker")
 #: Leadership name of the built-in queue maintenance.
 DEFAULT_LEADERSHIP = "azync_flow.maintenance"
 
-#: Non-leaders try to take over leadership every this many ticks.
-LEADER_RETRY_TICKS = 5
+#: Default leadership lease TTL (backend clock); at least twice the tick.
+DEFAULT_LEADER_TTL = timedelta(seconds=10)
 
 #: ``async def step() -> int | None``: one maintenance action. Returning a
 #: positive int means "work became runnable" (the worker then pokes its loops).
@@ -72,15 +77,23 @@ class _Group:
     name: str
     steps: list[_Step] = field(default_factory=list)
     lease: LeadershipLease | None = None
-    next_try: float = 0.0
 
 
 class Maintenance:
     """Runs maintenance steps on the leader of each leadership group."""
 
-    def __init__(self, store: WorkerStore, *, tick: timedelta) -> None:
+    def __init__(
+        self, store: WorkerStore, *, tick: timedelta, leader_ttl: timedelta | None = None
+    ) -> None:
+        ttl = leader_ttl if leader_ttl is not None else max(DEFAULT_LEADER_TTL, tick * 3)
+        if ttl < tick * 2:
+            raise ValueError(
+                f"leader_ttl ({ttl.total_seconds()}s) must be at least twice the "
+                f"maintenance tick ({tick.total_seconds()}s): the leader renews once per tick"
+            )
         self.store = store
         self.tick_seconds = tick.total_seconds()
+        self.leader_ttl = ttl
         self.groups: dict[str, _Group] = {}
         self.on_runnable: Callable[[Source | None], None] = lambda _source: None
         self.ticks = 0
@@ -106,6 +119,18 @@ class Maintenance:
     def is_leader(self, leadership: str = DEFAULT_LEADERSHIP) -> bool:
         group = self.groups.get(leadership)
         return group is not None and group.lease is not None
+
+    def fenced(self, leadership: str) -> AbstractContextManager[None]:
+        """Fence the store statements made in the block (and by tasks created in
+        it) by this worker's current term of ``leadership``, as the steps are.
+
+        Raises:
+            LeadershipLostError: this worker does not lead ``leadership``.
+        """
+        group = self.groups.get(leadership)
+        if group is None or group.lease is None:
+            raise LeadershipLostError(f"this worker does not lead {leadership!r}")
+        return group.lease.fenced()
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick every ``tick`` until ``stopping`` is set, then give up leadership."""
@@ -133,23 +158,17 @@ class Maintenance:
             self.ticks += 1
             total = 0
             for group in self.groups.values():
-                if await self._lead(group, force):
+                if await self._lead(group):
                     total += await self._run_steps(group, force)
             return total
 
-    async def _lead(self, group: _Group, force: bool) -> bool:
-        loop = asyncio.get_running_loop()
+    async def _lead(self, group: _Group) -> bool:
         if group.lease is not None:
             if await group.lease.valid():
                 return True
-            log.warning("lost leadership %r; maintenance paused here", group.name)
-            group.lease = None
-        if not force and loop.time() < group.next_try:
-            return False
-        # Each attempt opens a session; non-leaders retry at a gentler pace.
-        group.next_try = loop.time() + self.tick_seconds * LEADER_RETRY_TICKS
+            self._lost(group)
         try:
-            group.lease = await self.store.acquire_leadership_lease(group.name)
+            group.lease = await self.store.acquire_leadership_lease(group.name, self.leader_ttl)
         except Exception as exc:
             log.warning("leadership %r: acquire failed: %s", group.name, exc)
             return False
@@ -157,18 +176,30 @@ class Maintenance:
             log.info("acquired leadership %r", group.name)
         return group.lease is not None
 
+    def _lost(self, group: _Group) -> None:
+        log.warning("lost leadership %r; maintenance paused here", group.name)
+        group.lease = None
+
     async def _run_steps(self, group: _Group, force: bool) -> int:
         now = asyncio.get_running_loop().time()
         total = 0
         for step in group.steps:
             if not force and now < step.next_due:
                 continue
+            lease = group.lease
+            if lease is None or not await lease.renew_if_due():
+                self._lost(group)
+                break
             step.next_due = now + step.interval
             try:
-                result = await step.fn()
-            except Exception:
-                log.exception("maintenance step %r failed", step.name)
-                continue
+                with lease.fenced():
+                    result = await step.fn()
+            except Exception as exc:
+                if not _is_leadership_lost(exc):
+                    log.exception("maintenance step %r failed", step.name)
+                    continue
+                self._lost(group)
+                break
             count = _count(result)
             if count > 0:
                 total += count
@@ -194,6 +225,14 @@ def _tag(fn: MaintenanceStep, source: Source | None) -> MaintenanceStep:
 
     step.source = source  # type: ignore[attr-defined]
     return step
+
+
+def _is_leadership_lost(err: BaseException | None) -> bool:
+    while err is not None:
+        if isinstance(err, LeadershipLostError):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _count(result: Any) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
@@ -57,7 +58,9 @@ class WorkerStore(Protocol):
 
     async def wake(self) -> WakeStream | None: ...
 
-    async def acquire_leadership_lease(self, name: str) -> LeadershipLease | None: ...
+    async def acquire_leadership_lease(
+        self, name: str, ttl: timedelta
+    ) -> LeadershipLease | None: ...
 
 
 class WakeStream(Protocol):
@@ -69,8 +72,17 @@ class WakeStream(Protocol):
 
 
 class LeadershipLease(Protocol):
-    """Contract ``LeadershipLease``."""
+    """Contract ``LeadershipLease``: a leadership term on the backend clock.
+
+    ``valid`` renews it (False once lost), ``renew_if_due`` renews it when a
+    third of its TTL passed, ``fenced`` makes the store statements of the
+    current task fail with ``LeadershipLostError`` once the term is over.
+    """
 
     async def valid(self) -> bool: ...
+
+    async def renew_if_due(self) -> bool: ...
+
+    def fenced(self) -> AbstractContextManager[None]: ...
 
     async def release(self) -> None: ...

@@ -69,13 +69,20 @@ class Worker:
         shutdown_grace: how long in-flight jobs may finish after a shutdown
             request before they are cancelled and released.
         maintenance_interval: tick of the leader's maintenance (promote due,
-            reap expired); non-leaders retry the election every 5 ticks.
+            reap expired); non-leaders try to take over every tick.
+        leader_ttl: how long a maintenance leadership holds without renewal
+            (backend clock; default max(10 s, 3 ticks), at least 2 ticks). A
+            leader that stops renewing (crashed, frozen) is replaced after
+            it, and its late maintenance writes are refused.
         vacuum_interval: how often the leader runs the vacuum steps.
         retention: what the vacuum keeps.
         max_reaps: lease expiries a job survives before it is dead-lettered.
         maintain: sources whose built-in maintenance this worker takes part in
             (default: queue). Runtimes call :meth:`maintain_source` for theirs.
         handle_signals: install SIGTERM/SIGINT handlers in :meth:`run`.
+
+    Raises:
+        ValueError: ``leader_ttl`` is shorter than two maintenance ticks.
     """
 
     def __init__(
@@ -90,6 +97,7 @@ class Worker:
         retry: RetryPolicy | None = None,
         shutdown_grace: timedelta = timedelta(seconds=30),
         maintenance_interval: timedelta = timedelta(seconds=1),
+        leader_ttl: timedelta | None = None,
         vacuum_interval: timedelta = timedelta(minutes=10),
         retention: Retention | None = None,
         max_reaps: int = 5,
@@ -113,7 +121,7 @@ class Worker:
         self.loops: dict[tuple[Source, str], LeaseLoop] = {}
         self.acks = AckBatcher(store)
         self.wakeups = WakeHub(store)
-        self.maintenance = Maintenance(store, tick=maintenance_interval)
+        self.maintenance = Maintenance(store, tick=maintenance_interval, leader_ttl=leader_ttl)
         self.maintenance.on_runnable = self._poke_source
         self._queue_runner = QueueRunner(store, self.handlers, self.acks)
         #: The workflow runtime attached by :meth:`register_workflows` (None: none).
@@ -246,7 +254,10 @@ class Worker:
         The extension point of the workflow, activity, DAG and event
         runtimes: the worker leases in batches within ``concurrency``, wakes
         the loop on NOTIFY (polling as fallback), renews each lease every
-        ~lease/3 while ``runner`` works (cancelling it if the lease is lost),
+        ~lease/3 while ``runner`` works (cancelling it if the lease is lost;
+        a runner that called ``lease.renew_only_by_heartbeats(silence)`` is
+        renewed only by its own ``lease.extend()`` calls and cancelled once
+        silent for longer),
         and on shutdown stops leasing, waits ``shutdown_grace`` and releases
         what is still running. ``runner(job, lease)`` must settle the job
         itself with ``lease.token`` (ack, reschedule, dead, snooze, release or

@@ -46,7 +46,11 @@ class ActivityOptions:
         retry: retry policy; the budget is in total attempts.
         start_to_close: limit of ONE attempt (its lease); ``None`` = worker default.
         heartbeat_timeout: an attempt that does not heartbeat within this is
-            considered lost; ``None`` = no heartbeats required.
+            considered lost: its lease is renewed only by its own
+            ``current_activity().heartbeat()`` calls, so once silent this long
+            it is reaped (retried if idempotent, parked uncertain if not) and
+            its task cancelled; ``None`` = the worker renews the lease while
+            the attempt runs.
         idempotent: False marks a non-idempotent step: an attempt whose outcome is
             unknown is not retried blindly but parked as uncertain (issue 5).
         reconcile: optional hook deciding an uncertain attempt's outcome.
@@ -282,7 +286,8 @@ def activity(
         version: activity version (part of the job kind; not compared on replay).
         retry: retry policy (default: :data:`DEFAULT_ACTIVITY_RETRY`, 3 attempts).
         start_to_close: limit of one attempt.
-        heartbeat_timeout: maximum gap between heartbeats of one attempt.
+        heartbeat_timeout: maximum gap between heartbeats of one attempt (the
+            attempt is lost after a longer silence; see ``ActivityOptions``).
         idempotent: False for non-idempotent steps (uncertain outcomes are parked).
         reconcile: hook deciding an uncertain attempt's outcome (issue 5).
 

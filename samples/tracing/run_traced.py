@@ -15,8 +15,9 @@ link for it.
 The order is three steps (reserve, charge, ship) run one after the other as
 jobs on the azync_flow queue by a worker loop in this process, then the
 customer's "delivered" signal arrives. The caller's ``POST /checkout`` span,
-the run's start span, one span per step attempt (with the step's own API-call
-span nested inside) and the signal form one trace. Each step makes the same
+the run span covering the whole order (linked to the caller's span), one span
+per step attempt (with the step's own API-call span nested inside) and the
+signal form one trace. Each step makes the same
 telemetry calls as the workflow and DAG runtimes, so the trace has the same
 shape as theirs.
 """
@@ -29,7 +30,7 @@ import json
 import os
 import sys
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 from opentelemetry import trace
@@ -101,6 +102,7 @@ async def run_attempt(store: PostgresStore, tracer: RunTracer, job: Job) -> bool
 async def run_order(store: PostgresStore, tracer: RunTracer) -> str:
     """Start the order run inside a caller span and work it to completion."""
     run_id = str(uuid.uuid4())
+    started = datetime.now(UTC)  # the runtimes use the run row's created_at
     with trace.get_tracer("checkout-api").start_as_current_span("POST /checkout"):
         carrier = tracer.start_run_span(RunKind.WORKFLOW, "order", run_id)
         await enqueue_step(store, run_id, carrier, 0)
@@ -113,6 +115,10 @@ async def run_order(store: PostgresStore, tracer: RunTracer) -> str:
             continue
         done = await run_attempt(store, tracer, jobs[0])
     tracer.run_event(carrier, RunEvent.SIGNAL, run_id=run_id, subject="delivered")
+    # the run finished: export its span, once, from its start until now
+    tracer.end_run_span(
+        RunKind.WORKFLOW, "order", run_id, carrier=carrier, started_at=started, state="succeeded"
+    )
     return run_id
 
 

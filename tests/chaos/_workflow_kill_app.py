@@ -10,6 +10,9 @@ Environment:
                   "during:<activity>"   inside the activity body, after it started
                   "in_pass:<n>"         in the n-th workflow pass, before its commit
                   "after_pass:<n>"      right after the n-th pass committed
+                  "sleeping:<n>"        after the n-th pass (any path) committed and its span
+                                        ended,
+                                        e.g. while the workflow waits on ctx.sleep
                                         (passes counted on every path: a leased
                                         workflow task, one folded into an
                                         activity's completion, an eager start)
@@ -119,7 +122,7 @@ def install_faults(runtime: Any) -> None:
 
     runtime.activities.after_settle = after_settle
     runtime.activities.before_settle = before_settle
-    if not MODE.startswith(("in_pass:", "after_pass:")):
+    if not MODE.startswith(("in_pass:", "after_pass:", "sleeping:")):
         return
     where, n = MODE.split(":")
     passes = 0
@@ -131,7 +134,7 @@ def install_faults(runtime: Any) -> None:
             die()
 
     def after_commit(run_id: Any, path: str) -> None:
-        if where == "after_pass" and passes == int(n):
+        if where in ("after_pass", "sleeping") and passes == int(n):
             die()
 
     runtime.workflows.before_commit = before_commit

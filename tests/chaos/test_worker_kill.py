@@ -11,7 +11,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ QUEUE_LEADERSHIP = "azync_flow.maintenance.queue"
 APP = textwrap.dedent(
     """
     import asyncio, os, pathlib
-    from datetime import timedelta
+    from datetime import datetime, timedelta
     from azync_flow.store import Config
     from azync_flow.store.postgres import open_store
     from azync_flow.worker import Worker
@@ -133,19 +133,13 @@ async def get(store: PostgresStore, job_id: uuid.UUID) -> Job:
     return job_from_row(row)
 
 
-async def leader_lock_held(store: PostgresStore) -> bool:
-    """Whether some session holds the queue maintenance leadership of this schema."""
-    return bool(
-        await store.pool.fetchval(
-            """
-            WITH k AS (SELECT hashtextextended($1, 0) AS key)
-            SELECT count(*) > 0 FROM pg_locks, k
-            WHERE locktype = 'advisory' AND granted
-              AND classid = ((key >> 32) & 4294967295)::oid AND objid = (key & 4294967295)::oid
-            """,
-            f"{store.schema}/{QUEUE_LEADERSHIP}",
-        )
+async def leader_lease_until(store: PostgresStore) -> datetime | None:
+    """Expiry of the queue maintenance leadership of this schema, None when not held."""
+    until: datetime | None = await store.pool.fetchval(
+        "SELECT expires_at FROM azync_leaders WHERE name = $1 AND expires_at > now()",
+        QUEUE_LEADERSHIP,
     )
+    return until
 
 
 def rerun_worker(store: PostgresStore, ran: list[tuple[str, int]]) -> Worker:
@@ -177,25 +171,22 @@ async def test_sigkilled_worker_job_is_reaped_after_lease_expiry_and_rerun(
 ) -> None:
     """C15: a worker killed with -9 mid-job loses nothing; any live worker reaps its lease.
 
-    The killed process was also the maintenance leader: its advisory lock dies with
-    its session, so the fresh worker takes leadership and reaps.
+    The killed process was also the maintenance leader: its leadership lease
+    outlives it until its TTL, then the fresh worker takes over and reaps.
     """
     proc = WorkerProcess(tmp_path, pg_dsn, schema, lease=2.0, grace=1.0)
     procs.append(proc)
     job_id = await enqueue(store, "slow", {})
     await proc.wait_mark("slow-start-1")
     for _ in range(250):
-        if await leader_lock_held(store):
+        if await leader_lease_until(store) is not None:
             break
         await asyncio.sleep(0.02)
-    assert await leader_lock_held(store)
 
     os.kill(proc.proc.pid, signal.SIGKILL)
     assert await proc.wait_exit() == -signal.SIGKILL
-    for _ in range(250):  # the server notices the dead session and frees the lock
-        if not await leader_lock_held(store):
-            break
-        await asyncio.sleep(0.02)
+    leader_until = await leader_lease_until(store)
+    assert leader_until is not None  # a lease, not a session lock: still held
 
     orphan = await get(store, job_id)
     assert orphan.state == JobState.ACTIVE
@@ -208,8 +199,9 @@ async def test_sigkilled_worker_job_is_reaped_after_lease_expiry_and_rerun(
     assert ran == []
     assert (await get(store, job_id)).state == JobState.ACTIVE
 
-    # Past the lease (on the database clock the store uses) the leader reaps it.
-    clock.set(orphan.lease_until + timedelta(seconds=1))
+    # Past both leases (on the database clock the store uses) the fresh worker
+    # leads and reaps it.
+    clock.set(max(orphan.lease_until, leader_until) + timedelta(seconds=1))
     await fresh.run_until_idle()
 
     # Reaping gives the attempt back (a dead worker does not burn the budget).

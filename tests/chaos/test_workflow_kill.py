@@ -18,12 +18,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
-from azync_flow.telemetry import RunTracer
-from azync_flow.testing_otel import OtlpHttpReceiver, SpanCapture
+from azync_flow.telemetry import RunTracer, run_span_id
+from azync_flow.testing_otel import OtlpHttpReceiver, SpanCapture, nesting_violations
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("_workflow_kill_app.py")
@@ -183,48 +184,150 @@ async def test_durable_timer_survives_a_worker_kill(
     assert done_steps(ledger) == ["done:reserve:o-11", "done:ship:o-11"]
 
 
-async def test_span_tree_across_two_worker_processes_and_a_crash(
-    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
-) -> None:
-    """Worker 1 runs reserve then dies inside charge; worker 2 (another process)
-    re-runs charge and finishes. Both export over real OTLP/HTTP to an in-test
-    receiver: one trace under the caller's start span, one span per attempt that
-    ended, the crashed attempt absent, no duplicate span for replayed steps (C28)."""
-    ledger = tmp_path / "ledger"
-    capture = SpanCapture(service_name="api")
-    client = Client(store, tracer_provider=capture.provider)
+async def traced_kill_run(
+    client: Client,
+    workflow: Any,
+    order_id: str,
+    mode: str,
+    pg_dsn: str,
+    schema: str,
+    ledger: Path,
+    last_span: str,
+    **worker_env: str,
+) -> tuple[Any, list[Any]]:
+    """Worker 1 (killed at ``mode``) and worker 2 (finishes the run) export over real
+    OTLP/HTTP to an in-test receiver; returns the handle and every span received."""
     with OtlpHttpReceiver() as rx:
-        handle = await client.start(APP_MODULE.killable_order, "o-12")
-        [start] = capture.named("workflow.start killable_order")
+        handle = await client.start(workflow, order_id)
         env = {"OTLP_ENDPOINT": rx.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
         code = await run_worker(
-            pg_dsn, schema, handle.id, ledger, "during:charge", WORKER_NAME="worker-1", **env
+            pg_dsn, schema, handle.id, ledger, mode, WORKER_NAME="worker-1", **env, **worker_env
         )
         assert code == -signal.SIGKILL
         code = await run_worker(pg_dsn, schema, handle.id, ledger, WORKER_NAME="worker-2", **env)
         assert code == 0
         spans = await asyncio.to_thread(
-            rx.wait_for, lambda got: any(s.name == "activity ship" for s in got)
+            rx.wait_for, lambda got: any(s.name == last_span for s in got)
         )
-    assert await handle.result(timeout=5) == ["reserve-done", "charge-done", "ship-done"]
-    assert {s.trace_id for s in spans} == {start.context.trace_id}
+    return handle, spans
+
+
+async def assert_one_well_formed_trace(handle: Any, spans: list[Any], workflow: str) -> list[Any]:
+    """The checks every run's trace passes, however many workers and crashes it took:
+    one run span, exported once by the worker that completed the run, covering the
+    run from its recorded start; every other span its child, nested inside it; the
+    completing pass has its span. Returns the workflow.task spans."""
+    [run] = [s for s in spans if s.name == f"workflow {workflow}"]
+    assert run.span_id == run_span_id(handle.id)
+    assert (run.parent_span_id, run.service_name) == (None, "worker-2")
+    assert run.attributes["azync.state"] == "succeeded"
+    view = await handle.describe()
+    assert run.start_time == int(view.created_at.timestamp() * 1e6) * 1000
+    assert {s.trace_id for s in spans} == {run.trace_id}
     for s in spans:
-        assert s.parent_span_id == start.context.span_id, s.name
+        if s is not run:
+            assert s.parent_span_id == run.span_id, s.name
+    assert nesting_violations(spans) == []
+    assert max(s.end_time for s in spans) == run.end_time
+    passes = [s for s in spans if s.name == f"workflow.task {workflow}"]
+    history = await handle.history()
+    [completed] = [e for e in history if type(e.event).__name__ == "WorkflowCompleted"]
+    ran = [p.attributes for p in passes if "azync.new_commands" in p.attributes]  # not lost
+    assert max(a["azync.seq"] + a["azync.new_commands"] - 1 for a in ran) == completed.seq
+    return passes
+
+
+async def test_span_tree_across_two_worker_processes_and_a_kill_inside_an_activity(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    """Worker 1 runs reserve then is SIGKILLed inside charge; worker 2 (another
+    process) reaps the lost attempt, re-runs charge and finishes. One trace: the
+    run span, one span per attempt (the lost one closed by the reaper with ERROR
+    ``lease expired``), no duplicate span for replayed steps (C28)."""
+    client = Client(store, tracer_provider=SpanCapture(service_name="api").provider)
+    handle, spans = await traced_kill_run(
+        client,
+        APP_MODULE.killable_order,
+        "o-12",
+        "during:charge",
+        pg_dsn,
+        schema,
+        tmp_path / "ledger",
+        "workflow killable_order",
+    )
+    assert await handle.result(timeout=5) == ["reserve-done", "charge-done", "ship-done"]
+    passes = await assert_one_well_formed_trace(handle, spans, "killable_order")
     by_name: dict[str, list[Any]] = {}
     for s in spans:
         by_name.setdefault(s.name, []).append(s)
     assert [s.service_name for s in by_name["activity reserve"]] == ["worker-1"]
-    # the killed attempt 1 of charge never ended: only attempt 2 (worker 2) is exported
-    [charge] = by_name["activity charge"]
+    # attempt 1 of charge died with worker 1: worker 2's reaper closed its span
+    lost, charge = sorted(by_name["activity charge"], key=lambda s: s.attributes["azync.attempt"])
+    assert (lost.service_name, lost.attributes["azync.attempt"]) == ("worker-2", 1)
+    assert (lost.status_code, lost.status_message) == (
+        PbStatus.STATUS_CODE_ERROR,
+        "lease expired",
+    )
+    assert lost.attributes["azync.outcome"] == "retried"
     assert (charge.service_name, charge.attributes["azync.attempt"]) == ("worker-2", 2)
     assert charge.attributes["azync.outcome"] == "succeeded"
     assert [s.service_name for s in by_name["activity ship"]] == ["worker-2"]
-    # worker 2's leader reaped the dead attempt: a lease.expired run event
-    [expired] = by_name["lease.expired charge"]
-    assert (expired.service_name, expired.attributes["azync.attempt"]) == ("worker-2", 1)
-    passes = by_name["workflow.task killable_order"]
     assert {s.service_name for s in passes} == {"worker-1", "worker-2"}
     assert all(s.attributes["azync.outcome"] == "succeeded" for s in passes)
     # every pass wrote new events; worker 2 replayed worker 1's history
     first_seqs = [s.attributes["azync.seq"] for s in passes]
     assert len(first_seqs) == len(set(first_seqs))
+
+
+async def test_span_tree_across_a_kill_while_the_workflow_sleeps(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    """Worker 1 runs reserve and starts the 2 s ctx.sleep, then is SIGKILLed while
+    the workflow sleeps; worker 2 fires the timer and completes the run. The run
+    span covers the whole run (the sleep included), exported once, by worker 2."""
+    client = Client(store, tracer_provider=SpanCapture(service_name="api").provider)
+    handle, spans = await traced_kill_run(
+        client,
+        APP_MODULE.sleepy_order,
+        "o-13",
+        "sleeping:2",
+        pg_dsn,
+        schema,
+        tmp_path / "ledger",
+        "workflow sleepy_order",
+    )
+    assert await handle.result(timeout=5) == ["reserve-done", "ship-done"]
+    passes = await assert_one_well_formed_trace(handle, spans, "sleepy_order")
+    assert [s.service_name for s in passes[:2]] == ["worker-1", "worker-1"]
+    assert {s.service_name for s in passes[2:]} == {"worker-2"}
+    [run] = [s for s in spans if s.name == "workflow sleepy_order"]
+    assert run.end_time - run.start_time >= 2 * 10**9
+    [fired] = [s for s in spans if s.name == "timer.fired"]
+    assert fired.service_name == "worker-2"
+    assert [s for s in spans if s.status_code == PbStatus.STATUS_CODE_ERROR] == []
+
+
+async def test_a_pass_lost_with_its_worker_is_closed_by_the_reaper(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    """Worker 1 is SIGKILLed in the middle of its 2nd pass; worker 2's reaper closes
+    that pass's workflow.task span (ERROR ``lease expired``) and re-runs it. (Local
+    dispatch off: the 2nd pass is carried by a workflow task, not folded.)"""
+    client = Client(store, tracer_provider=SpanCapture(service_name="api").provider)
+    handle, spans = await traced_kill_run(
+        client,
+        APP_MODULE.killable_order,
+        "o-14",
+        "in_pass:2",
+        pg_dsn,
+        schema,
+        tmp_path / "ledger",
+        "workflow killable_order",
+        LOCAL_DISPATCH="0",
+    )
+    assert await handle.result(timeout=5) == ["reserve-done", "charge-done", "ship-done"]
+    passes = await assert_one_well_formed_trace(handle, spans, "killable_order")
+    [lost] = [s for s in passes if s.status_code == PbStatus.STATUS_CODE_ERROR]
+    assert (lost.service_name, lost.status_message) == ("worker-2", "lease expired")
+    assert lost.attributes["azync.outcome"] == "retried"
+    assert lost.attributes["azync.attempt"] == 1

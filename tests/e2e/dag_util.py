@@ -8,6 +8,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
+from opentelemetry.trace import TracerProvider
+
 from azync_flow.dag import DAG, DAGRunner, DAGScheduler, RetryPolicy, run_until_settled
 from azync_flow.store import DAGView, JobState
 from azync_flow.store.postgres import PostgresStore
@@ -19,8 +21,16 @@ def runner(store: PostgresStore, *dags: DAG, **kw: object) -> DAGRunner:
     return DAGRunner(store, dags, retry=FAST, **kw)  # type: ignore[arg-type]
 
 
-async def settle(store: PostgresStore, run: DAGRunner, run_id: uuid.UUID, **kw: object) -> DAGView:
-    return await run_until_settled(store, run, run_id, scheduler=DAGScheduler(store), **kw)  # type: ignore[arg-type]
+async def settle(
+    store: PostgresStore,
+    run: DAGRunner,
+    run_id: uuid.UUID,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    **kw: object,
+) -> DAGView:
+    scheduler = DAGScheduler(store, tracer_provider=tracer_provider)
+    return await run_until_settled(store, run, run_id, scheduler=scheduler, **kw)  # type: ignore[arg-type]
 
 
 async def task_states(store: PostgresStore, run_id: uuid.UUID) -> dict[str, JobState]:

@@ -38,9 +38,10 @@ from azync_flow.telemetry import (
     ATTR_RETRY_DELAY_S,
     ATTR_RUN_ID,
     ATTR_TASK_KEY,
+    run_span_id,
 )
 from azync_flow.testing import MovableClock
-from azync_flow.testing_otel import SpanCapture, parent_id
+from azync_flow.testing_otel import SpanCapture, nesting_violations, parent_id
 from azync_flow.worker import Worker
 from tests.e2e.dag_util import FAST, settle
 
@@ -93,15 +94,25 @@ async def test_saga_with_compensation_is_one_trace_under_the_callers_span(
     app = client_cap.provider.get_tracer("shop")
     with app.start_as_current_span("POST /order") as caller:
         run = await DAGClient(store, tracer_provider=client_cap.provider).run(d, {"order": 7})
-    view = await settle(store, _runner(store, worker_cap, d), run.id)
+    # the run span is exported when the run ends, not at the start
+    assert [s.name for s in client_cap.spans()] == ["POST /order"]
+    view = await settle(
+        store, _runner(store, worker_cap, d), run.id, tracer_provider=worker_cap.provider
+    )
     assert view.state == DAGState.FAILED
     assert undone == ["charge", "reserve"]
 
-    [start] = client_cap.named("dag.start saga")
-    assert parent_id(start) == caller.get_span_context().span_id
+    # the scheduler that settled the run exported its span: the whole run, once
+    *spans, start = worker_cap.spans()
+    assert start.name == "dag saga"
+    assert start.parent is None
+    assert [link.context.span_id for link in start.links] == [caller.get_span_context().span_id]
     assert _attrs(start)[ATTR_RUN_ID] == str(run.id)
+    assert _attrs(start)["azync.state"] == "failed"
+    assert start.status.status_code is StatusCode.ERROR
+    assert nesting_violations([*client_cap.spans(), *worker_cap.spans()]) == []
     trace_id = caller.get_span_context().trace_id
-    spans = worker_cap.spans()
+    assert _tid(start) == trace_id
     assert [s.name for s in spans] == [
         "dag.task reserve",
         "dag.task charge",
@@ -156,8 +167,8 @@ async def test_retries_make_one_span_per_attempt(store: PostgresStore) -> None:
     client = DAGClient(store, tracer_provider=cap.provider)
     run, run2 = await client.run(d), await client.run(other)
     runner = _runner(store, cap, d, other)
-    await settle(store, runner, run.id)
-    await settle(store, runner, run2.id)
+    await settle(store, runner, run.id, tracer_provider=cap.provider)
+    await settle(store, runner, run2.id, tracer_provider=cap.provider)
     assert calls == {"flaky": 3, "doomed": 2}
     flaky_spans = cap.named("dag.task flaky")
     assert [(_attrs(s)[ATTR_ATTEMPT], _attrs(s)[ATTR_OUTCOME]) for s in flaky_spans] == [
@@ -175,11 +186,14 @@ async def test_retries_make_one_span_per_attempt(store: PostgresStore) -> None:
         (1, "retried"),
         (2, "dead"),
     ]
-    [start] = cap.named("dag.start retry")
+    [start] = cap.named("dag retry")
     assert {(_tid(s), parent_id(s)) for s in flaky_spans} == {(_tid(start), _sid(start))}
-    [start2] = cap.named("dag.start retry-dead")
+    # failed outright by the failure policy (nothing to compensate): its span too
+    [start2] = cap.named("dag retry-dead")
+    assert _attrs(start2)["azync.state"] == "failed"
     assert {(_tid(s), parent_id(s)) for s in doomed_spans} == {(_tid(start2), _sid(start2))}
     assert _tid(start) != _tid(start2)  # one trace per run
+    assert nesting_violations(cap.spans()) == []
 
 
 async def test_snoozed_skipped_and_deadlined_attempts(store: PostgresStore) -> None:
@@ -268,7 +282,7 @@ async def test_signals_and_cancel_are_run_events_in_the_runs_trace(store: Postgr
     d.signal("approve", after=[prepare])
     client = DAGClient(store, tracer_provider=client_cap.provider)
     run = await client.run(d)
-    [start] = client_cap.named("dag.start approvals")
+    start_sid = run_span_id(run.id)
     # the sender is serving another request: its span is linked, not the parent
     other = client_cap.provider.get_tracer("app")
     with other.start_as_current_span("POST /approve") as sender:
@@ -276,14 +290,18 @@ async def test_signals_and_cancel_are_run_events_in_the_runs_trace(store: Postgr
         again = await client.signal(run.id, "approve", {"by": "ann"}, message_id="m1")
     assert (first.deduplicated, again.deduplicated) == (False, True)
     [sig] = client_cap.named("signal approve")  # the duplicate is no event
-    assert parent_id(sig) == _sid(start)
-    assert _tid(sig) == _tid(start)
+    assert parent_id(sig) == start_sid
     assert [link.context.span_id for link in sig.links] == [sender.get_span_context().span_id]
     assert _attrs(sig)[ATTR_RUN_ID] == str(run.id)
     await client.cancel(run.id)
     [cancel] = client_cap.named("cancel.requested")
-    assert parent_id(cancel) == _sid(start)
+    assert parent_id(cancel) == start_sid
     assert (await client.get(run.id)).state == DAGState.CANCELLED
+    # the cancel ended the run: the client exported the run span
+    [start] = client_cap.named("dag approvals")
+    assert (_sid(start), _attrs(start)["azync.state"]) == (start_sid, "cancelled")
+    assert _tid(sig) == _tid(start)
+    assert nesting_violations(client_cap.spans()) == []
 
 
 async def test_untraced_run_signals_make_no_orphan_spans(store: PostgresStore) -> None:
@@ -318,8 +336,10 @@ async def test_worker_attempts_join_the_run_trace_started_elsewhere(
     async with asyncio.timeout(30):
         await w.run_until_idle()
     assert (await store.get_dag(run.id)).state == DAGState.SUCCEEDED
-    [start] = client_cap.named("dag.start wtrace")
-    spans = worker_cap.spans()
+    *spans, start = worker_cap.spans()
+    assert start.name == "dag wtrace"  # the worker's scheduler settled the run
+    assert client_cap.spans() == []
+    assert nesting_violations(worker_cap.spans()) == []
     assert sorted((s.name, _attrs(s)[ATTR_ATTEMPT], _attrs(s)[ATTR_OUTCOME]) for s in spans) == [
         ("dag.task a", 1, "succeeded"),
         ("dag.task b", 1, "retried"),
@@ -328,7 +348,7 @@ async def test_worker_attempts_join_the_run_trace_started_elsewhere(
     assert {(_tid(s), parent_id(s)) for s in spans} == {(_tid(start), _sid(start))}
 
 
-async def test_reaped_lease_is_a_run_event_and_the_stale_attempt_has_no_outcome(
+async def test_reaped_attempt_is_closed_with_lease_expired_and_the_stale_one_has_no_outcome(
     store: PostgresStore, clock: MovableClock
 ) -> None:
     cap = SpanCapture()
@@ -345,15 +365,38 @@ async def test_reaped_lease_is_a_run_event_and_the_stale_attempt_has_no_outcome(
     clock.advance(timedelta(seconds=31))  # the worker holding `first` went silent
     stats = await DAGScheduler(store, tracer_provider=cap.provider).tick()
     assert stats.reaped == 1
-    [start] = cap.named("dag.start reaped")
-    [expired] = cap.named("lease.expired")
-    assert parent_id(expired) == _sid(start)
+    # the reaper closed the lost attempt: its span, ERROR "lease expired"
+    [expired] = cap.named("dag.task a")
+    assert parent_id(expired) == run_span_id(run.id)
+    assert (expired.status.status_code, expired.status.description) == (
+        StatusCode.ERROR,
+        "lease expired",
+    )
     a_ = _attrs(expired)
     assert (a_[ATTR_RUN_ID], a_[ATTR_TASK_KEY], a_[ATTR_ATTEMPT]) == (str(run.id), "a", 1)
-    assert a_["azync.dead_lettered"] is False
+    assert (a_[ATTR_DAG_NAME], a_[ATTR_OUTCOME]) == ("reaped", "retried")
+    assert expired.start_time <= expired.end_time  # leased "in 2030": clamped to now
     (second,) = await store.dag_dequeue(r.kinds, 1, timedelta(seconds=30))
     assert await r.run_task(first) is Outcome.STALE
     assert await r.run_task(second) is Outcome.SUCCEEDED
-    stale, ok = cap.named("dag.task a")
+    _, stale, ok = cap.named("dag.task a")
     assert ATTR_OUTCOME not in _attrs(stale)  # the lease was lost: no outcome
     assert (_attrs(ok)[ATTR_ATTEMPT], _attrs(ok)[ATTR_OUTCOME]) == (2, "succeeded")
+
+
+async def test_manual_compensate_with_nothing_to_undo_ends_the_run_and_exports_its_span(
+    store: PostgresStore,
+) -> None:
+    cap = SpanCapture()
+    d = DAG("undoable")
+    d.signal("go")  # the run waits: nothing has succeeded, nothing to compensate
+    client = DAGClient(store, tracer_provider=cap.provider)
+    run = await client.run(d)
+    await client.compensate(run.id)
+    assert (await client.get(run.id)).state == DAGState.FAILED
+    [span] = cap.named("dag undoable")
+    assert (_sid(span), _attrs(span)["azync.state"]) == (run_span_id(run.id), "failed")
+    assert span.status.status_code is StatusCode.ERROR
+    # settled once: a scheduler tick afterwards exports nothing more
+    await DAGScheduler(store, tracer_provider=cap.provider).tick(full=True)
+    assert len(cap.named("dag undoable")) == 1

@@ -4,11 +4,15 @@ leader-only scheduler tick, NOTIFY wake-ups, two workers sharing the work."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
+import pytest
+
 from azync_flow.dag import DAG, DAGClient, TaskContext, attach_dags
-from azync_flow.store import DAGState, JobState
-from azync_flow.store.postgres import PostgresStore
+from azync_flow.store import Config, DAGState, JobState
+from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.testing import MovableClock
 from azync_flow.worker import Worker
 from tests.e2e.dag_util import FAST, eventually, task_states
 
@@ -39,6 +43,18 @@ def _saga(log: list[str], fail: bool) -> DAG:
             raise RuntimeError("t4 broke")
 
     return d
+
+
+@pytest.fixture
+async def other_store(
+    pg_dsn: str, schema: str, clock: MovableClock
+) -> AsyncIterator[PostgresStore]:
+    """Another worker's store on the same schema and clock."""
+    s = await open_store(pg_dsn, Config(schema=schema), migrate=False, clock=clock)
+    try:
+        yield s
+    finally:
+        await s.close()
 
 
 def _worker(store: PostgresStore, **kw: object) -> Worker:
@@ -106,3 +122,43 @@ async def test_notify_wakes_the_leader_tick_long_before_the_polling_interval(
 
         took = await eventually(done, 20)
     assert took < 10  # six promotions, each well under the 30 s polling period
+
+
+async def test_wake_driven_tick_of_a_leader_whose_term_was_taken_over_writes_nothing(
+    store: PostgresStore, other_store: PostgresStore, clock: MovableClock
+) -> None:
+    """A leader that has not yet noticed it lost the DAG leadership still gets
+    wake-ups; the ticks they trigger are fenced by its old term and refused."""
+    d = DAG("wfenced")
+    ran: list[str] = []
+
+    async def step(ctx: TaskContext) -> None:
+        ran.append(ctx.key)
+
+    d.task(step, key="s0")
+    d.task(step, key="s1", after=["s0"])
+    # its own maintenance tick (30 s) will not run during the test
+    w = _worker(store, maintenance_interval=timedelta(seconds=30))
+    attach_dags(w, [d], tick_interval=timedelta(seconds=30), retry=FAST)
+    async with w:
+
+        async def leads() -> bool:
+            return w.maintenance.is_leader("azync_flow.dag")
+
+        await eventually(leads, 10)
+        await asyncio.sleep(0.5)  # its first maintenance tick is over
+        clock.advance(w.maintenance.leader_ttl)  # its lease lapsed on the database clock
+        taken = await other_store.acquire_leadership_lease("azync_flow.dag", timedelta(hours=1))
+        assert taken is not None
+        assert w.maintenance.is_leader("azync_flow.dag")  # it has not noticed yet
+        run = await DAGClient(store).run(d)
+
+        async def s0_done() -> bool:
+            return (await task_states(store, run.id)).get("s0") == JobState.SUCCEEDED
+
+        await eventually(s0_done, 20)
+        await asyncio.sleep(1.0)  # the '$settled' wake reached the stale leader
+        assert ran == ["s0"]
+        assert (await task_states(store, run.id))["s1"] != JobState.SUCCEEDED
+    with taken.fenced():  # the new leader's tick promotes it
+        assert await other_store.promote_unblocked() == 1

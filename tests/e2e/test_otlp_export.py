@@ -24,14 +24,20 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 
 from azync_flow.otlp import configure_otlp
-from azync_flow.telemetry import AttemptKind, Outcome, RunKind, RunTracer
-from azync_flow.testing_otel import OtlpHttpReceiver, ReceivedSpan, decode_request
+from azync_flow.telemetry import AttemptKind, Outcome, RunKind, RunTracer, run_span_id
+from azync_flow.testing_otel import (
+    OtlpHttpReceiver,
+    ReceivedSpan,
+    decode_request,
+    nesting_violations,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
 ROLE = textwrap.dedent(
     """
     import json, os, sys
+    from datetime import UTC, datetime, timedelta
     from opentelemetry import trace
     from azync_flow import telemetry as t
     from azync_flow.otlp import configure_otlp
@@ -69,10 +75,17 @@ ROLE = textwrap.dedent(
                 pass
             os._exit(137)  # killed mid-attempt: nothing of this process is exported
     elif role == "worker-3":
-        t.run_event(carrier, t.RunEvent.LEASE_EXPIRED, run_id=run_id,
-                    attributes={"azync.seq": 3})
+        tracer = t.default_run_tracer()
+        started = datetime.now(UTC) - timedelta(seconds=1)
+        # the reaper closes worker-2's lost attempt, then the retry runs
+        tracer.lost_attempt(t.AttemptKind.ACTIVITY, "ship", attempt=1, seq=3,
+                            started_at=started, outcome=t.Outcome.RETRIED, **common)
         with t.attempt_span(t.AttemptKind.ACTIVITY, "ship", attempt=2, seq=3, **common) as att:
             att.set_outcome(t.Outcome.SUCCEEDED)
+        # this worker committed the run's completion: it exports the run span
+        # (from the run's recorded start: the api role ran well within the last minute)
+        tracer.end_run_span(t.RunKind.WORKFLOW, "order", run_id, carrier=carrier,
+                            started_at=started - timedelta(minutes=1), state="succeeded")
     """
 )
 
@@ -118,14 +131,17 @@ def test_run_spans_from_several_processes_reach_the_receiver_as_one_trace() -> N
         spans = rx.wait_for(lambda s: len(s) >= 8)
 
     request = _one(spans, "POST /orders")
-    start = _one(spans, "workflow.start order")
+    start = _one(spans, "workflow order")
     assert request.parent_span_id is None
-    assert start.parent_span_id == request.span_id
-    assert start.kind == PbSpan.SPAN_KIND_PRODUCER
+    assert start.parent_span_id is None
+    assert start.links == [(request.trace_id, request.span_id)]
+    assert start.kind == PbSpan.SPAN_KIND_INTERNAL
+    assert start.service_name == "worker-3"
     assert start.attributes == {
         "azync.run_id": run_id,
         "azync.kind": "workflow",
         "azync.workflow.name": "order",
+        "azync.state": "succeeded",
     }
     assert json.loads(stored)["traceparent"].split("-")[1:3] == [
         f"{start.trace_id:032x}",
@@ -150,12 +166,16 @@ def test_run_spans_from_several_processes_reach_the_receiver_as_one_trace() -> N
     http_calls = [s for s in spans if s.name == "POST /charge"]
     assert sorted(s.parent_span_id for s in http_calls) == sorted([first.span_id, second.span_id])
 
-    # The killed worker exported nothing; the reaper's event and the retry did.
+    # The killed worker exported nothing; the reaper's closing span and the retry did.
     assert [s for s in spans if s.service_name == "worker-2"] == []
     assert [s for s in spans if s.name == "POST /ship"] == []
-    lost = _one(spans, "lease.expired")
-    ship = _one(spans, "activity ship")
-    assert ship.attributes["azync.attempt"] == 2
+    lost = _one(spans, "activity ship", **{"azync.attempt": 1})
+    assert (lost.status_code, lost.status_message) == (
+        PbStatus.STATUS_CODE_ERROR,
+        "lease expired",
+    )
+    ship = _one(spans, "activity ship", **{"azync.attempt": 2})
+    assert nesting_violations(spans) == []
 
     assert {s.trace_id for s in spans} == {request.trace_id}
     for s in (first, second, lost, ship):
@@ -181,14 +201,14 @@ def test_environment_variables_configure_endpoint_headers_compression_and_servic
             ) as att:
                 att.set_outcome(Outcome.SKIPPED)
             assert provider.force_flush(10_000)
-            spans = rx.wait_for(lambda s: len(s) >= 2)
+            spans = rx.wait_for(lambda s: len(s) >= 1)
         finally:
             provider.shutdown()
     assert {s.service_name for s in spans} == {"orders-from-env"}
     assert rx.headers[0]["content-encoding"] == "gzip"
     assert rx.headers[0]["authorization"] == "Bearer t0k"
     task = _one(spans, "dag.task reserve")
-    assert task.parent_span_id == _one(spans, "dag.start booking").span_id
+    assert task.parent_span_id == run_span_id("d1")
     assert task.attributes["azync.outcome"] == "skipped"
 
 
@@ -229,6 +249,6 @@ def test_grpc_protocol_exports_to_an_otlp_grpc_collector() -> None:
     finally:
         server.stop(grace=None)
     task = _one(collector.spans, "workflow.task order")
-    assert task.parent_span_id == _one(collector.spans, "workflow.start order").span_id
+    assert task.parent_span_id == run_span_id("r9")
     assert task.attributes["azync.events_replayed"] == 3
     assert task.service_name == "grpc-worker"

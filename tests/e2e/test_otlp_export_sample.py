@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from azync_flow.testing import drop_schema, unique_schema
-from azync_flow.testing_otel import OtlpHttpReceiver
+from azync_flow.testing_otel import OtlpHttpReceiver, nesting_violations
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "tracing" / "run_traced.py"
@@ -37,9 +37,11 @@ async def test_tracing_sample_exports_one_trace_for_the_order(pg_dsn: str) -> No
     for s in spans:
         by_name.setdefault(s.name, []).append(s)
     [checkout] = by_name["POST /checkout"]
-    [start] = by_name["workflow.start order"]
+    [start] = by_name["workflow order"]
     run_id = start.attributes["azync.run_id"]
-    assert start.parent_span_id == checkout.span_id
+    assert start.parent_span_id is None
+    assert start.links == [(checkout.trace_id, checkout.span_id)]
+    assert nesting_violations(spans) == []
     assert {s.trace_id for s in spans} == {checkout.trace_id}
     assert {s.service_name for s in spans} == {"azync-flow-orders"}
     attempts = [s for s in spans if s.name.startswith("activity ")]

@@ -296,6 +296,48 @@ async def test_add_loop_runs_a_custom_runner_with_heartbeat_and_batched_ack(
         worker.add_loop(Source.QUEUE, "custom", runner)
 
 
+async def test_a_heartbeat_only_lease_lapses_when_its_runner_falls_silent(
+    store: PostgresStore,
+) -> None:
+    """The generic knob: background renewal skips the job, so a silent runner
+    loses it (cancelled, reaped, run again) while the worker lives on."""
+    attempts: list[int] = []
+    cancelled = asyncio.Event()
+    stale: list[BaseException] = []
+    worker = Worker(store, lease=timedelta(seconds=30), **FAST)
+
+    async def runner(job: Job, lease: LeaseHandle) -> None:
+        attempts.append(job.attempt)
+        await lease.renew_only_by_heartbeats(timedelta(milliseconds=500))
+        if len(attempts) == 1:
+            try:
+                await asyncio.sleep(30)  # silent: no extend() call
+            except asyncio.CancelledError:
+                cancelled.set()
+                try:
+                    await lease.extend()
+                except LeaseLost as exc:
+                    stale.append(exc)
+                raise
+        for _ in range(4):  # 1.2 s of work, renewing its own lease in time
+            await asyncio.sleep(0.3)
+            await lease.extend()
+        worker.acks.ack(job.id, lease.token)
+
+    loop = worker.add_loop(Source.QUEUE, "silent", runner)
+    job_id = await enqueue(store, "silent")
+    started = time.monotonic()
+    await asyncio.wait_for(worker.run_until_idle(), 20)
+
+    assert cancelled.is_set()
+    assert time.monotonic() - started < 10  # not the 30 s worker lease
+    assert len(stale) == 1  # a lapsed lease is never renewed again
+    assert len(attempts) == 2
+    assert loop.stats.lost == 1
+    job = await get(store, job_id)
+    assert (job.state, job.reap_count) == (JobState.SUCCEEDED, 1)
+
+
 async def test_maintenance_step_that_makes_work_runnable_wakes_the_loops(
     store: PostgresStore,
 ) -> None:
@@ -367,3 +409,40 @@ async def test_shutdown_grace_lets_in_flight_job_finish_with_its_lease_still_ren
 
 async def test_postgres_store_provides_every_verb_the_worker_uses(store: PostgresStore) -> None:
     assert isinstance(store, WorkerStore)
+
+
+async def test_leader_ttl_shorter_than_two_maintenance_ticks_is_refused(
+    store: PostgresStore,
+) -> None:
+    with pytest.raises(ValueError, match="at least twice the maintenance tick"):
+        Worker(store, maintenance_interval=timedelta(seconds=1), leader_ttl=timedelta(seconds=1.5))
+    w = Worker(store, maintenance_interval=timedelta(seconds=30))
+    assert w.maintenance.leader_ttl == timedelta(seconds=90)  # default: max(10 s, 3 ticks)
+
+
+async def test_leader_keeps_its_lease_through_a_tick_longer_than_the_ttl(
+    store: PostgresStore,
+) -> None:
+    """The lease is renewed between steps, so slow steps do not lose it."""
+    runs: list[str] = []
+    w = Worker(
+        store,
+        maintenance_interval=timedelta(milliseconds=200),
+        leader_ttl=timedelta(seconds=1),
+        handle_signals=False,
+    )
+    for i in range(4):
+
+        async def slow(name: str = f"slow{i}") -> None:
+            await asyncio.sleep(0.4)
+            await store.promote_due(Source.QUEUE)  # a fenced statement after the sleep
+            runs.append(name)
+
+        w.add_maintenance(slow, name=f"slow{i}", leadership="test.slow")
+    async with w:
+        for _ in range(400):
+            if len(runs) >= 8:
+                break
+            await asyncio.sleep(0.02)
+        assert w.maintenance.is_leader("test.slow")
+    assert runs[:8] == [f"slow{i}" for i in range(4)] * 2  # two ticks of 1.6 s, no loss

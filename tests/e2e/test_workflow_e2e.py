@@ -264,18 +264,38 @@ async def test_changed_code_suspends_and_resume_after_fix_continues(
     view = await handle.describe()
     assert view.state == WorkflowState.SUSPENDED
     assert CALLS == ["reserve:e1"]  # refund never ran
-    row = await store.pool.fetchrow(
-        "SELECT suspend_reason FROM azync_workflow_executions WHERE id = $1", handle.id
-    )
-    assert "seq 1" in row["suspend_reason"]
-    assert "reserve" in row["suspend_reason"]
-    assert "refund" in row["suspend_reason"]
+    # the view says why: the reason, and the history seq where the code disagreed
+    assert "seq 1" in view.suspend_reason
+    assert "reserve" in view.suspend_reason
+    assert "refund" in view.suspend_reason
+    assert (view.suspend_seq, view.suspend_operation_id) == (1, None)
     # the Replayer flags the same history before a deploy
     assert not Replayer([v2]).replay(await handle.recorded_history()).ok
     await handle.resume()
     await LocalRuntime(store, Registry([v1], activities)).run_until_idle()
     assert await handle.result(timeout=5) == "shipped"
     assert CALLS == ["reserve:e1", "ship:e1"]
+
+
+async def test_a_forbidden_call_suspends_and_describe_says_which_call(
+    store: PostgresStore, runtime: LocalRuntime
+) -> None:
+    import time
+
+    @workflow(name="clock_reader")
+    async def clock_reader(ctx: WorkflowContext, _: None) -> float:
+        return time.time()  # wall clock inside a workflow: forbidden
+
+    runtime.registry.add_workflow(clock_reader)
+    handle = await Client(store).start(clock_reader, None)
+    await runtime.run_until_idle()
+    view = await handle.describe()
+    assert view.state == WorkflowState.SUSPENDED
+    assert "time.time" in view.suspend_reason
+    assert "forbidden" in view.suspend_reason
+    assert (view.suspend_seq, view.suspend_operation_id) == (None, None)
+    (listed,) = (await Client(store).list(clock_reader, state="suspended")).executions
+    assert listed.suspend_reason == view.suspend_reason
 
 
 async def test_idempotent_start_returns_the_live_execution_and_rejects_other_input(
@@ -431,10 +451,10 @@ async def test_activity_heartbeat_extends_its_lease(
             "SELECT lease_until FROM azync_jobs WHERE id = $1", info.job.id
         )
         await info.heartbeat()
-        after = await store.pool.fetchval(
-            "SELECT lease_until FROM azync_jobs WHERE id = $1", info.job.id
+        after, left = await store.pool.fetchrow(
+            "SELECT lease_until, lease_until - now() FROM azync_jobs WHERE id = $1", info.job.id
         )
-        leases.append((before, after, info.seq, info.attempt))
+        leases.append((before, after, left, info.seq, info.attempt))
         return n
 
     @workflow(name="hauler")
@@ -446,6 +466,7 @@ async def test_activity_heartbeat_extends_its_lease(
     handle = await Client(store).start(hauler, 5)
     await runtime.run_until_idle()
     assert await handle.result(timeout=5) == 5
-    [(before, after, seq, attempt)] = leases
-    assert after - before > timedelta(minutes=9)
+    [(before, after, left, seq, attempt)] = leases
+    assert after > before  # the heartbeat moved it on
+    assert left > timedelta(minutes=9)  # by heartbeat_timeout, not the worker's 30 s lease
     assert (seq, attempt) == (1, 1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,11 +15,15 @@ from opentelemetry import trace
 
 from azync_flow.client import Client
 from azync_flow.retry import RetryPolicy
+from azync_flow.runtime.workflow_runner import WorkflowRunner
+from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
-from azync_flow.testing_otel import SpanCapture, parent_id
+from azync_flow.telemetry import RunTracer, run_span_id
+from azync_flow.testing import MovableClock
+from azync_flow.testing_otel import SpanCapture, nesting_violations, parent_id
 from azync_flow.worker import Worker
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
 
 SEEN: dict[str, Any] = {}
 CAPTURE = SpanCapture(service_name="wf-test")
@@ -88,15 +92,24 @@ async def test_span_tree_of_a_workflow_run_one_span_per_attempt(
         assert await handle.result(timeout=10) == ["reserved o1", "charged o1", "yes"]
     await client.close()
 
-    [start] = CAPTURE.named("workflow.start t_order")
+    # one run span, exported once, covering the run: every attempt nests inside it
+    [run] = CAPTURE.named("workflow t_order")
+    assert run.context.span_id == run_span_id(handle.id)
+    assert run.parent is None
+    assert run.attributes["azync.state"] == "succeeded"
+    view = await handle.describe()
+    assert run.start_time == int(view.created_at.timestamp() * 1e6) * 1000
     spans = CAPTURE.spans()
+    assert nesting_violations(spans) == []
     assert {s.context.trace_id for s in spans if s.name != "POST /reserve"} == {
-        start.context.trace_id
+        run.context.trace_id
     }
-    # every attempt and run event is a child of the start span, whichever pass made it
+    # every attempt and run event is a child of the run span, whichever pass made it
     for s in spans:
         if s.name.startswith(("workflow.task", "activity", "signal", "timer.fired")):
-            assert parent_id(s) == start.context.span_id, s.name
+            assert parent_id(s) == run.context.span_id, s.name
+    # the run span is the last span to end
+    assert max(s.end_time for s in spans) == run.end_time
     # one span per attempt: the retried charge has two, with outcomes
     charges = CAPTURE.named("activity t_charge")
     assert [s.attributes["azync.outcome"] for s in charges] == ["retried", "succeeded"]
@@ -107,6 +120,13 @@ async def test_span_tree_of_a_workflow_run_one_span_per_attempt(
     assert len(CAPTURE.named("activity t_reserve")) == 1
     passes = CAPTURE.named("workflow.task t_order")
     assert len(passes) == runtime.workflows.passes
+    # the completing pass has its span: it wrote the WorkflowCompleted event
+    [completed] = [
+        e for e in await handle.history() if type(e.event).__name__ == "WorkflowCompleted"
+    ]
+    assert max(
+        p.attributes["azync.seq"] + p.attributes["azync.new_commands"] - 1 for p in passes
+    ) == (completed.seq)
     assert all(p.attributes["azync.outcome"] == "succeeded" for p in passes)
     replayed = [p.attributes["azync.events_replayed"] for p in passes]
     if cache_size == 0:
@@ -136,8 +156,11 @@ async def test_cancellation_is_a_run_event(store: PostgresStore) -> None:
     await worker.run_until_idle()
     assert (await handle.describe()).state == WorkflowState.CANCELLED
     [event] = CAPTURE.named("cancel.requested")
-    [start] = CAPTURE.named("workflow.start t_order")
-    assert parent_id(event) == start.context.span_id
+    [run] = CAPTURE.named("workflow t_order")
+    assert parent_id(event) == run.context.span_id
+    assert run.attributes["azync.state"] == "cancelled"
+    assert run.status.status_code.name == "UNSET"
+    assert nesting_violations(CAPTURE.spans()) == []
 
 
 @workflow(name="t_quick")
@@ -197,3 +220,74 @@ async def test_result_wakes_on_the_terminal_notify_not_by_polling(store: Postgre
     assert client._watcher.sub is None  # the LISTEN connection closed with the last waiter
     assert await handle.result(timeout=1) == 42  # finished: answered without listening
     assert client._watcher.sub is None
+
+
+class HeldCommitStore:
+    """The real store, with each pass commit held until ``release`` is set."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def commit_workflow_task(self, *args: Any, **kwargs: Any) -> int:
+        self.reached.set()
+        await self.release.wait()
+        return int(await self._store.commit_workflow_task(*args, **kwargs))
+
+
+async def test_run_span_is_exported_once_by_the_pass_whose_completion_commit_won(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    """Worker A's completing pass stalls before its commit; its lease expires, worker
+    B re-runs the task and completes the run. A's late commit is refused: only B
+    exports the run span, and A's own (losing) pass span exports no run span."""
+    cap_a, cap_b = SpanCapture("worker-a"), SpanCapture("worker-b")
+    clock.set(datetime(2030, 1, 1, tzinfo=UTC))
+    handle = await Client(store, tracer_provider=SpanCapture("api").provider).start(t_quick, 21)
+    registry = Registry([t_quick], [])
+    held = HeldCommitStore(store)
+    runner_a = WorkflowRunner(held, registry, tracer=RunTracer(cap_a.provider))
+    runner_b = WorkflowRunner(store, registry, tracer=RunTracer(cap_b.provider))
+    [task] = await store.dequeue_workflow_tasks(1, timedelta(seconds=30))
+    assert task.lease_token is not None
+    stalled = asyncio.create_task(runner_a.run_task(task, task.lease_token))
+    await held.reached.wait()
+    clock.advance(timedelta(seconds=31))  # A looks dead: its lease expires
+    assert (await store.reap_workflow_tasks()).reaped == 1
+    [again] = await store.dequeue_workflow_tasks(1, timedelta(seconds=30))
+    assert again.lease_token is not None
+    await runner_b.run_task(again, again.lease_token)
+    assert await handle.result(timeout=5) == 42
+    held.release.set()
+    with pytest.raises(NotFoundError):  # the fence refuses A's commit
+        await stalled
+    [run] = cap_b.named("workflow t_quick")
+    assert run.attributes["azync.state"] == "succeeded"
+    assert cap_a.named("workflow t_quick") == []
+    assert [s.name for s in cap_a.spans()] == ["workflow.task t_quick"]
+
+
+async def test_cancel_of_a_suspended_run_ends_it_and_exports_the_run_span(
+    store: PostgresStore,
+) -> None:
+    cap = SpanCapture()
+    client = Client(store, tracer_provider=cap.provider)
+    handle = await client.start(t_waits, 1)
+    worker = Worker(store, maintain=(), handle_signals=False)
+    worker.register_workflows([t_waits], [], tracer_provider=cap.provider)
+    await worker.run_until_idle()  # waits for "go"
+    await store.suspend_workflow(handle.id, "held by an operator")
+    await handle.cancel()  # a suspended run cannot run code: settled here, no pass
+    assert (await handle.describe()).state == WorkflowState.CANCELLED
+    [run] = cap.named("workflow t_waits")
+    assert (run.context.span_id, run.attributes["azync.state"]) == (
+        run_span_id(handle.id),
+        "cancelled",
+    )
+    assert nesting_violations(cap.spans()) == []
+    await worker.run_until_idle()  # nothing left to run: no second run span
+    assert len(cap.named("workflow t_waits")) == 1

@@ -11,6 +11,7 @@ import pytest
 
 from azync_flow.store import Config, PublishParams, Source, Subscriber, Wake
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.postgres._base import default_channel
 from azync_flow.store.postgres.notify import WakeSubscription
 from azync_flow.testing import MovableClock, drop_schema, unique_schema
 
@@ -161,3 +162,34 @@ async def test_publish_run_now_and_retry_wake_their_partitions(nstore: PostgresS
         await nstore.dead(j.id, j.lease_token, "x")
         assert await nstore.retry_all_dead(Source.QUEUE, "") == 1
         assert await _next(sub) == Wake(source=Source.QUEUE, kind="later")
+
+
+async def test_default_channel_is_per_schema_so_schemas_never_wake_each_other(
+    pg_dsn: str,
+) -> None:
+    schemas = [unique_schema(), unique_schema()]
+    a, b = [await open_store(pg_dsn, Config(schema=s)) for s in schemas]
+    try:
+        assert a.channel == f"azync_wake_{schemas[0]}"
+        assert a.channel != b.channel
+        sub_a, sub_b = await a.wake(), await b.wake()
+        assert sub_a is not None
+        assert sub_b is not None
+        async with sub_a, sub_b:
+            for _ in range(20):
+                await a.enqueue(job("alpha"))
+            assert await _next(sub_a) == Wake(source=Source.QUEUE, kind="alpha")
+            assert await _nothing_within(sub_b)
+            await b.enqueue(job("beta"))
+            assert await _next(sub_b) == Wake(source=Source.QUEUE, kind="beta")
+    finally:
+        for s, name in zip((a, b), schemas, strict=True):
+            await s.close()
+            await drop_schema(pg_dsn, name)
+
+
+def test_default_channel_of_a_long_schema_name_fits_an_identifier() -> None:
+    long_a, long_b = "s" * 63, "s" * 62 + "t"
+    assert len(default_channel(long_a)) <= 63
+    assert default_channel(long_a) != default_channel(long_b)
+    assert default_channel(long_a) == default_channel(long_a)

@@ -12,7 +12,6 @@ import pytest
 from azync_flow.store import (
     NotFoundError,
     SignalParams,
-    StalledWorkflow,
     WorkflowState,
 )
 from azync_flow.store.postgres import PostgresStore
@@ -330,8 +329,8 @@ async def test_list_stalled_returns_running_executions_with_no_live_job(
     await store.ack(t.id, t.lease_token)
     await store.suspend_workflow(suspended, "x")
     # olderThan 0 is inclusive: same clock tick counts
-    assert await store.list_stalled_workflows(timedelta(0), 10) == [
-        StalledWorkflow(id=waiting, name="waiting")
+    assert [(s.id, s.name) for s in await store.list_stalled_workflows(timedelta(0), 10)] == [
+        (waiting, "waiting")
     ]
     assert await store.list_stalled_workflows(timedelta(minutes=5), 10) == []
     clock.set(t0 + timedelta(minutes=5))

@@ -95,6 +95,58 @@ async def test_mark_uncertain_parks_the_op_suspends_the_run_and_records_history(
     assert [(e.type, e.payload) for e in state.history][-1] == (UNCERTAIN, b'{"seq":1}')
 
 
+async def test_suspension_by_an_uncertain_operation_names_it_on_the_view(
+    store: PostgresStore,
+) -> None:
+    wid, op = await _running_op(store)
+    seq = await store.mark_uncertain(
+        op.id, op.lease_token, "gateway timeout", event_type=UNCERTAIN, payload=b'{"seq":1}'
+    )
+    view = await store.get_workflow_execution(wid)
+    assert view.state == WorkflowState.SUSPENDED
+    assert "gateway timeout" in view.suspend_reason
+    assert (view.suspend_seq, view.suspend_operation_id) == (seq, op.id)
+
+
+async def test_deciding_one_of_two_uncertain_operations_names_the_other_on_the_view(
+    store: PostgresStore,
+) -> None:
+    wid = await started(store)
+    t = await lease_task(store, wid)
+    await store.commit_workflow_task(
+        t.id,
+        t.lease_token,
+        wid,
+        1,
+        events=[("ActivityScheduled", b'{"seq":1}'), ("ActivityScheduled", b'{"seq":2}')],
+        operations=[op_params(wid, 1, idempotent=False), op_params(wid, 2, idempotent=False)],
+    )
+    first, second = sorted(
+        await store.dequeue_batch(
+            Source.WORKFLOW, DequeueParams(kind="$op:charge@1", limit=10, lease=LEASE)
+        ),
+        key=lambda j: j.task_key,
+    )
+    for op, why in ((first, "timeout one"), (second, "timeout two")):
+        await store.mark_uncertain(
+            op.id, op.lease_token, why, event_type=UNCERTAIN, payload=b'{"seq":1}'
+        )
+    assert (await store.get_workflow_execution(wid)).suspend_operation_id == first.id
+    await store.resolve_uncertain(first.id, "retry", decided_by="ann", resolved_event=RESOLVED)
+    view = await store.get_workflow_execution(wid)
+    assert view.state == WorkflowState.SUSPENDED
+    assert view.suspend_operation_id == second.id
+    assert "timeout two" in view.suspend_reason
+    assert str(second.id) in view.suspend_reason
+    await store.resolve_uncertain(second.id, "retry", decided_by="ann", resolved_event=RESOLVED)
+    view = await store.get_workflow_execution(wid)
+    assert (view.state, view.suspend_reason, view.suspend_operation_id) == (
+        WorkflowState.RUNNING,
+        "",
+        None,
+    )
+
+
 async def test_mark_uncertain_with_a_stale_token_is_not_found_and_changes_nothing(
     store: PostgresStore,
 ) -> None:

@@ -229,6 +229,37 @@ async def test_workflow_start_signal_describe_history_result_list(
     assert [str(e["id"]) for e in out] == [wid]
 
 
+async def test_describe_and_list_show_why_a_run_is_suspended(
+    cli: Cli, store: PostgresStore
+) -> None:
+    handle, _ = await _uncertain_run(store)
+    (op,) = await Client(store).list_uncertain()
+    code, out, _ = await cli("workflow", "describe", str(handle.id))
+    assert (code, out["state"]) == (0, "suspended")
+    assert "bank timed out" in out["suspend_reason"]
+    assert out["suspend_operation_id"] == str(op.operation_id)
+    assert out["suspend_seq"] >= 1
+    code, out, _ = await cli("workflow", "list", "--state", "suspended")
+    assert [(e["id"], e["suspend_operation_id"]) for e in out] == [
+        (str(handle.id), str(op.operation_id))
+    ]
+
+
+async def test_describe_and_history_show_signals_left_undelivered(
+    cli: Cli, store: PostgresStore
+) -> None:
+    handle = await Client(store).start(cli_greeter, "ann")
+    await handle.signal("greeting", "hello", message_id="g1")
+    await handle.signal("greeting", "hi again", message_id="g2")  # never consumed
+    await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
+    code, out, _ = await cli("workflow", "describe", str(handle.id))
+    assert (code, out["state"], out["signals_undelivered"]) == (0, "succeeded", 1)
+    code, out, _ = await cli("workflow", "history", str(handle.id))
+    last = json.loads(out.splitlines()[-1])
+    assert last["type"] == "SignalsUndelivered"
+    assert [(s["name"], s["message_id"]) for s in last["event"]["signals"]] == [("greeting", "g2")]
+
+
 async def test_workflow_cancel_and_result_timeout(cli: Cli, store: PostgresStore) -> None:
     code, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"zed"')
     wid = out["id"]
@@ -241,6 +272,26 @@ async def test_workflow_cancel_and_result_timeout(cli: Cli, store: PostgresStore
     code, out, _ = await cli("workflow", "result", wid, "--timeout", "5")
     assert code == 1
     assert out["state"] == "cancelled"
+
+
+async def test_workflow_stalled_lists_a_run_whose_task_was_lost(
+    cli: Cli, store: PostgresStore
+) -> None:
+    _, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"ann"')
+    lost = out["id"]
+    _, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"bo"')
+    waiting = out["id"]
+    await store.pool.execute("DELETE FROM azync_jobs WHERE run_id = $1", uuid.UUID(lost))
+    await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
+    code, out, _ = await cli("workflow", "stalled")
+    assert code == 0
+    assert [(e["id"], e["name"]) for e in out] == [(lost, "cli_greeter")]
+    assert waiting not in {e["id"] for e in out}  # it waits for its signal: healthy
+    code, out, _ = await cli("workflow", "stalled", "--older-than", "3600")
+    assert (code, out) == (0, [])
+    code, _, err = await cli("workflow", "stalled", "--limit", "0")
+    assert code == 2
+    assert "--limit" in err
 
 
 async def test_queue_stats_dead_and_retry(cli: Cli, store: PostgresStore) -> None:

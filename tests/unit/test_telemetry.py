@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 
 from azync_flow.telemetry import (
+    RUN_CALLER_KEY,
     AttemptKind,
     Outcome,
     RunEvent,
@@ -26,10 +27,11 @@ from azync_flow.telemetry import (
     RunTracer,
     capture_trace_context,
     context_from_carrier,
+    run_span_id,
     suppress_spans,
     suppressed_context,
 )
-from azync_flow.testing_otel import SpanCapture, parent_id, trace_ids
+from azync_flow.testing_otel import SpanCapture, nesting_violations, parent_id, trace_ids
 
 
 class ChargeDeclinedError(Exception):
@@ -76,32 +78,126 @@ def test_capture_carries_traceparent_tracestate_and_baggage() -> None:
     assert baggage.get_baggage("tenant", restored) == "acme"
 
 
-def test_run_without_caller_span_starts_a_new_trace_with_a_root_span() -> None:
+STARTED = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
+
+
+def test_run_span_is_reserved_at_start_and_exported_whole_at_the_end() -> None:
     cap = SpanCapture()
     run_id = uuid.uuid4()
-    carrier = RunTracer(cap.provider).start_run_span(RunKind.WORKFLOW, "order", run_id)
-    [root] = cap.spans()
-    assert root.name == "workflow.start order"
+    tracer = RunTracer(cap.provider)
+    carrier = tracer.start_run_span(RunKind.WORKFLOW, "order", run_id)
+    assert cap.spans() == []  # nothing exported while the run runs
+    assert carrier["traceparent"].split("-")[2] == f"{run_span_id(run_id):016x}"
+    assert RUN_CALLER_KEY not in carrier  # no caller span: the run span is a root
+    assert _sampled(carrier)
+    with tracer.attempt_span(
+        AttemptKind.ACTIVITY, "charge", carrier=_through_storage(carrier), run_id=run_id, attempt=1
+    ):
+        pass
+    exported = tracer.end_run_span(
+        RunKind.WORKFLOW,
+        "order",
+        run_id,
+        carrier=_through_storage(carrier),
+        started_at=STARTED,
+        state="succeeded",
+    )
+    assert exported
+    [attempt, root] = cap.spans()
+    assert root.name == "workflow order"
     assert root.parent is None
-    assert root.kind is SpanKind.PRODUCER
+    assert root.kind is SpanKind.INTERNAL
+    assert root.context.span_id == run_span_id(run_id)
     assert root.attributes == {
         "azync.run_id": str(run_id),
         "azync.kind": "workflow",
         "azync.workflow.name": "order",
+        "azync.state": "succeeded",
     }
-    assert carrier["traceparent"].startswith(
-        f"00-{root.context.trace_id:032x}-{root.context.span_id:016x}-"
+    assert root.status.status_code is StatusCode.UNSET
+    assert root.start_time == 1_796_011_200 * 10**9
+    assert root.end_time >= attempt.end_time
+    assert root.instrumentation_scope.name == "azync_flow"
+    assert parent_id(attempt) == root.context.span_id
+    assert nesting_violations(cap.spans()) == []
+
+
+def test_failed_run_span_has_error_status_with_the_reason() -> None:
+    cap = SpanCapture()
+    tracer = RunTracer(cap.provider)
+    carrier = tracer.start_run_span(RunKind.DAG, "booking", "d1")
+    tracer.end_run_span(
+        RunKind.DAG,
+        "booking",
+        "d1",
+        carrier=carrier,
+        started_at=STARTED,
+        state="failed",
+        error="dead tasks: pay",
     )
-    assert _sampled(carrier)
+    [run] = cap.named("dag booking")
+    assert (run.status.status_code, run.status.description) == (
+        StatusCode.ERROR,
+        "dead tasks: pay",
+    )
+    assert run.attributes["azync.dag.name"] == "booking"
+
+
+def test_run_span_is_not_exported_for_a_carrier_that_did_not_reserve_it() -> None:
+    cap = SpanCapture()
+    tracer = RunTracer(cap.provider)
+    other = tracer.start_run_span(RunKind.WORKFLOW, "order", "r-other")
+    common = {"started_at": STARTED, "state": "succeeded"}
+    assert not tracer.end_run_span(RunKind.WORKFLOW, "order", "r1", carrier=other, **common)
+    assert not tracer.end_run_span(RunKind.WORKFLOW, "order", "r1", carrier={}, **common)
+    assert cap.spans() == []
+
+
+def test_lost_attempt_is_closed_with_error_status_lease_expired() -> None:
+    cap = SpanCapture()
+    tracer = RunTracer(cap.provider)
+    carrier = tracer.start_run_span(RunKind.WORKFLOW, "order", "r1")
+    tracer.lost_attempt(
+        AttemptKind.ACTIVITY,
+        "charge",
+        carrier=carrier,
+        run_id="r1",
+        attempt=3,
+        started_at=STARTED,
+        outcome=Outcome.RETRIED,
+        workflow_name="order",
+        seq=4,
+    )
+    [lost] = cap.named("activity charge")
+    assert lost.status.status_code is StatusCode.ERROR
+    assert lost.status.description == "lease expired"
+    assert [e.name for e in lost.events] == ["lease expired"]
+    assert lost.start_time == 1_796_011_200 * 10**9
+    assert lost.end_time > lost.start_time
+    assert parent_id(lost) == run_span_id("r1")
+    assert lost.attributes["azync.attempt"] == 3
+    assert lost.attributes["azync.outcome"] == "retried"
 
 
 def test_run_started_inside_a_caller_span_joins_the_callers_trace() -> None:
     cap = SpanCapture()
+    tracer = RunTracer(cap.provider)
     with cap.provider.get_tracer("caller").start_as_current_span("POST /orders") as caller:
-        carrier = RunTracer(cap.provider).start_run_span(RunKind.DAG, "booking", "dag-1")
-    [start] = cap.named("dag.start booking")
+        carrier = tracer.start_run_span(RunKind.DAG, "booking", "dag-1")
+    assert carrier[RUN_CALLER_KEY] == f"{caller.get_span_context().span_id:016x}"
+    tracer.end_run_span(
+        RunKind.DAG,
+        "booking",
+        "dag-1",
+        carrier=_through_storage(carrier),
+        started_at=STARTED,
+        state="cancelled",
+    )
+    [start] = cap.named("dag booking")
     assert start.context.trace_id == caller.get_span_context().trace_id
-    assert parent_id(start) == caller.get_span_context().span_id
+    assert start.parent is None  # it outlives the caller's span: a linked root, not a child
+    assert [link.context.span_id for link in start.links] == [caller.get_span_context().span_id]
+    assert nesting_violations(cap.spans()) == []
     assert start.attributes["azync.dag.name"] == "booking"
     assert f"{start.context.span_id:016x}" in carrier["traceparent"]
 
@@ -113,7 +209,7 @@ def test_attempt_in_another_process_is_a_child_of_the_run_span() -> None:
         stored = json.dumps(
             RunTracer(caller.provider).start_run_span(RunKind.WORKFLOW, "order", run_id)
         )
-    [start] = caller.named("workflow.start order")
+        caller_span = trace.get_current_span().get_span_context()
 
     # The worker process has its own provider and an unrelated ambient span.
     with (
@@ -130,8 +226,8 @@ def test_attempt_in_another_process_is_a_child_of_the_run_span() -> None:
     ):
         att.set_outcome(Outcome.SUCCEEDED)
     [span] = worker.named("activity charge")
-    assert span.context.trace_id == start.context.trace_id
-    assert parent_id(span) == start.context.span_id
+    assert span.context.trace_id == caller_span.trace_id
+    assert parent_id(span) == run_span_id(run_id)
     assert span.parent.is_remote
     assert span.kind is SpanKind.CONSUMER
     assert dict(span.attributes) == {
@@ -177,9 +273,8 @@ async def test_retries_make_one_span_per_attempt_with_outcome_and_error() -> Non
     assert event.attributes["exception.type"].endswith("ChargeDeclinedError")
     assert event.attributes["exception.message"] == "declined #2"
     assert "Traceback" in event.attributes["exception.stacktrace"]
-    [start] = cap.named("workflow.start order")
-    assert {parent_id(s) for s in spans} == {start.context.span_id}
-    assert trace_ids(cap.spans()) == {start.context.trace_id}
+    assert {parent_id(s) for s in spans} == {run_span_id("run-1")}
+    assert len(trace_ids(cap.spans())) == 1
 
 
 def test_exception_leaving_the_block_is_recorded_once_and_reraised() -> None:
@@ -301,7 +396,6 @@ def test_run_event_is_a_short_child_span_linked_to_the_senders_trace() -> None:
     carrier = _through_storage(
         RunTracer(api.provider).start_run_span(RunKind.WORKFLOW, "order", "r1")
     )
-    [start] = api.named("workflow.start order")
     with api.provider.get_tracer("api").start_as_current_span("POST /approve") as req:
         RunTracer(api.provider).run_event(
             carrier, RunEvent.SIGNAL, run_id="r1", subject="approve", attributes={"azync.seq": 3}
@@ -310,13 +404,13 @@ def test_run_event_is_a_short_child_span_linked_to_the_senders_trace() -> None:
     RunTracer(leader.provider).run_event(carrier, RunEvent.TIMER_FIRED, run_id="r1", at=fired_at)
 
     [signal] = api.named("signal approve")
-    assert parent_id(signal) == start.context.span_id
-    assert signal.context.trace_id == start.context.trace_id
+    assert parent_id(signal) == run_span_id("r1")
+    assert f"{signal.context.trace_id:032x}" in carrier["traceparent"]
     assert [link.context.span_id for link in signal.links] == [req.get_span_context().span_id]
     assert signal.attributes["azync.kind"] == "signal"
     assert signal.attributes["azync.seq"] == 3
     [timer] = leader.named("timer.fired")
-    assert parent_id(timer) == start.context.span_id
+    assert parent_id(timer) == run_span_id("r1")
     assert timer.start_time == timer.end_time == 1_796_011_200 * 10**9
     with pytest.raises(ValueError, match="timezone-aware"):
         RunTracer(leader.provider).run_event(
@@ -345,17 +439,26 @@ def test_dag_run_with_compensation_is_one_trace() -> None:
     ) as att:
         att.set_outcome(Outcome.SUCCEEDED)
     tracer.run_event(carrier, RunEvent.CANCEL_REQUESTED, run_id="d1")
+    tracer.end_run_span(
+        RunKind.DAG,
+        "booking",
+        "d1",
+        carrier=carrier,
+        started_at=datetime.now(UTC) - timedelta(minutes=1),
+        state="cancelled",
+    )
 
     names = [s.name for s in cap.spans()]
     assert names == [
-        "dag.start booking",
         "dag.task reserve",
         "dag.task pay",
         "dag.compensation reserve",
         "cancel.requested",
+        "dag booking",
     ]
-    [start] = cap.named("dag.start booking")
-    assert all(parent_id(s) == start.context.span_id for s in cap.spans()[1:])
+    [start] = cap.named("dag booking")
+    assert all(parent_id(s) == start.context.span_id for s in cap.spans()[:-1])
+    assert nesting_violations(cap.spans()) == []
     assert len(trace_ids(cap.spans())) == 1
     [comp] = cap.named("dag.compensation reserve")
     assert comp.attributes["azync.kind"] == "dag.compensation"
@@ -409,6 +512,7 @@ def test_library_installs_no_provider_and_needs_no_sdk() -> None:
     code = textwrap.dedent(
         """
         import sys
+        from datetime import UTC, datetime
         from opentelemetry import trace
         from azync_flow import telemetry as t
         carrier = t.start_run_span(t.RunKind.WORKFLOW, "order", "r1")
@@ -428,14 +532,16 @@ def test_library_installs_no_provider_and_needs_no_sdk() -> None:
         exp = InMemorySpanExporter()
         p = TracerProvider(); p.add_span_processor(SimpleSpanProcessor(exp))
         trace.set_tracer_provider(p)
-        t.start_run_span(t.RunKind.WORKFLOW, "order", "r2")
+        c = t.start_run_span(t.RunKind.WORKFLOW, "order", "r2")
+        t.default_run_tracer().end_run_span(t.RunKind.WORKFLOW, "order", "r2", carrier=c,
+            started_at=datetime.now(UTC), state="succeeded")
         print([s.name for s in exp.get_finished_spans()])
         """
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == [
         "{} False False ProxyTracerProvider",
-        "['workflow.start order']",
+        "['workflow order']",
     ]
 
 
@@ -486,7 +592,7 @@ async def test_long_lived_workflow_task_in_a_suppressed_context_never_emits_span
             await asyncio.sleep(0)
     assert task is not None
     await task
-    assert [s.name for s in cap.spans()] == ["workflow.start order"] + ["workflow.task order"] * 3
+    assert [s.name for s in cap.spans()] == ["workflow.task order"] * 3
 
 
 def test_suppress_spans_works_without_any_current_span() -> None:

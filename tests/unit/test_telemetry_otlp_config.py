@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from datetime import UTC, datetime
 
 import pytest
 
@@ -56,12 +57,17 @@ def test_full_traces_url_is_used_as_given() -> None:
     with OtlpHttpReceiver() as rx:
         provider = configure_otlp(endpoint=rx.endpoint + "/v1/traces", set_global=False)
         try:
-            RunTracer(provider).start_run_span(RunKind.WORKFLOW, "order", "r1")
+            tracer = RunTracer(provider)
+            carrier = tracer.start_run_span(RunKind.WORKFLOW, "order", "r1")
+            started = datetime.now(UTC)
+            tracer.end_run_span(
+                RunKind.WORKFLOW, "order", "r1", carrier=carrier, started_at=started, state="failed"
+            )
             assert provider.force_flush(10_000)
             [span] = rx.wait_for(lambda s: len(s) >= 1)
         finally:
             provider.shutdown()
-    assert span.name == "workflow.start order"
+    assert span.name == "workflow order"
 
 
 def test_refuses_to_replace_an_applications_global_provider() -> None:

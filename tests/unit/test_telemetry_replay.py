@@ -13,6 +13,7 @@ import json
 import threading
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from opentelemetry.trace import StatusCode
 
@@ -22,9 +23,10 @@ from azync_flow.telemetry import (
     RunEvent,
     RunKind,
     RunTracer,
+    run_span_id,
     suppress_spans,
 )
-from azync_flow.testing_otel import SpanCapture, parent_id, trace_ids
+from azync_flow.testing_otel import SpanCapture, nesting_violations, parent_id, trace_ids
 
 # W: A1, ctx.sleep(2), A2, wait_signal("approve"), A3.
 STEPS: list[tuple[str, str]] = [
@@ -147,14 +149,24 @@ def drive_c28() -> tuple[Db, list[Process], int, int]:
     killed = Process(SpanCapture("worker-0"))
     workers = [Process(SpanCapture("worker-1")), Process(SpanCapture("worker-2"))]
     run_id = str(uuid.uuid4())
+    started = datetime.now(UTC)
     with caller.capture.provider.get_tracer("api").start_as_current_span("POST /w") as s:
         carrier = caller.tracer.start_run_span(RunKind.WORKFLOW, "W", run_id)
     db = Db(run_id=run_id, trace_context=json.dumps(carrier))
     turn = iter(workers * 20)
 
-    # A crashed pass never ends its span; the reaper reports the lost lease.
+    # A crashed pass never ends its span; the reaper closes it (lease expired).
     crash_in_pass(db, killed)
-    caller.tracer.run_event(db.carrier(), RunEvent.LEASE_EXPIRED, run_id=run_id)
+    caller.tracer.lost_attempt(
+        AttemptKind.WORKFLOW_TASK,
+        "W",
+        carrier=db.carrier(),
+        run_id=run_id,
+        attempt=1,
+        started_at=started,
+        outcome=Outcome.RETRIED,
+        workflow_name="W",
+    )
 
     for kind, name in STEPS:
         run_pass(db, next(turn))  # forced replay before each step, next worker
@@ -170,7 +182,11 @@ def drive_c28() -> tuple[Db, list[Process], int, int]:
         else:
             caller.tracer.run_event(db.carrier(), RunEvent.SIGNAL, run_id=run_id, subject=name)
             db.history.append(name)
-    run_pass(db, next(turn))  # completes the workflow
+    completer = next(turn)
+    run_pass(db, completer)  # completes the workflow, then exports the run span
+    completer.tracer.end_run_span(
+        RunKind.WORKFLOW, "W", run_id, carrier=db.carrier(), started_at=started, state="succeeded"
+    )
     ctx = s.get_span_context()
     killed.capture.shutdown()
     assert killed.capture.spans() == []
@@ -182,8 +198,11 @@ def test_c28_one_span_per_activity_attempt_all_in_the_callers_trace() -> None:
     spans = [sp for p in procs for sp in p.capture.spans()]
     assert trace_ids(spans) == {trace_id}
 
-    [start] = [sp for sp in spans if sp.name == "workflow.start W"]
-    assert parent_id(start) == caller_span
+    [start] = [sp for sp in spans if sp.name == "workflow W"]
+    assert start.parent is None
+    assert [link.context.span_id for link in start.links] == [caller_span]
+    assert start.context.span_id == run_span_id(_db.run_id)
+    assert nesting_violations(spans) == []
     activity = {
         name: sorted(
             (sp for sp in spans if sp.name == f"activity {name}"),
@@ -220,16 +239,18 @@ def test_c28_replayed_steps_emit_no_spans() -> None:
         (sp for sp in spans if sp.name == "workflow.task W"),
         key=lambda sp: sp.attributes["azync.attempt"],
     )
-    # The crashed pass (attempt 1) exported nothing; 6 committed passes did.
-    assert [sp.attributes["azync.attempt"] for sp in passes] == [2, 3, 4, 5, 6, 7]
-    assert [sp.attributes["azync.events_replayed"] for sp in passes] == [0, 1, 2, 3, 4, 5]
-    assert [sp.attributes["azync.new_commands"] for sp in passes] == [1, 1, 1, 1, 1, 0]
+    # The crashed pass (attempt 1) was closed by the reaper; 6 committed passes
+    # exported their own.
+    assert [sp.attributes["azync.attempt"] for sp in passes] == [1, 2, 3, 4, 5, 6, 7]
+    lost, *committed = passes
+    assert lost.status.description == "lease expired"
+    assert [sp.attributes["azync.events_replayed"] for sp in committed] == [0, 1, 2, 3, 4, 5]
+    assert [sp.attributes["azync.new_commands"] for sp in committed] == [1, 1, 1, 1, 1, 0]
     # Workflow code ran 20 times across the passes and emitted nothing: what a
     # pass did is on its workflow.task span.
     assert [sp for sp in spans if sp.name.startswith("workflow code ")] == []
-    [start] = [sp for sp in spans if sp.name == "workflow.start W"]
+    [start] = [sp for sp in spans if sp.name == "workflow W"]
     assert {parent_id(sp) for sp in passes} == {start.context.span_id}
-    assert len([sp for sp in spans if sp.name == "lease.expired"]) == 1
     assert db.passes == 7
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,6 +14,7 @@ import msgspec
 
 from ..errors import NotFoundError
 from ..types import Config, EventRecord, Job, JobState, Source
+from ._fence import CURRENT_FENCE
 from ._queries import QUERIES
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -39,6 +41,19 @@ def validate_identifier(value: str, what: str) -> str:
     return value
 
 
+def default_channel(schema: str) -> str:
+    """The NOTIFY channel of a schema when ``Config.notify_channel`` is empty.
+
+    ``azync_wake_<schema>``, so stores on different schemas of one database
+    never wake each other; a schema name too long for a 63-byte identifier is
+    replaced by a stable hash of it.
+    """
+    channel = f"azync_wake_{schema}"
+    if len(channel) <= 63:
+        return channel
+    return f"azync_wake_{hashlib.sha256(schema.encode()).hexdigest()[:32]}"
+
+
 class PgBase:
     """State and helpers every driver mixin uses."""
 
@@ -47,7 +62,7 @@ class PgBase:
         self.dsn = dsn
         self.config = config
         self.schema = config.schema or "public"
-        self.channel = config.notify_channel or "azync_wake"
+        self.channel = config.notify_channel or default_channel(self.schema)
         self.migrations_table = config.migrations_table or "azync_migrations"
         self._clock = clock
 
@@ -58,6 +73,8 @@ class PgBase:
     async def _fetch(
         self, name: str, *args: Any, conn: asyncpg.Connection | None = None
     ) -> list[asyncpg.Record]:
+        if conn is None and CURRENT_FENCE.get() is not None:
+            return await self._fenced("fetch", name, args)  # type: ignore[no-any-return]
         rows: list[asyncpg.Record] = await (conn or self.pool).fetch(
             QUERIES[name], self.now(), *args
         )
@@ -66,10 +83,19 @@ class PgBase:
     async def _fetchrow(
         self, name: str, *args: Any, conn: asyncpg.Connection | None = None
     ) -> asyncpg.Record | None:
+        if conn is None and CURRENT_FENCE.get() is not None:
+            return await self._fenced("fetchrow", name, args)
         return await (conn or self.pool).fetchrow(QUERIES[name], self.now(), *args)
 
     async def _fetchval(self, name: str, *args: Any, conn: asyncpg.Connection | None = None) -> Any:
+        if conn is None and CURRENT_FENCE.get() is not None:
+            return await self._fenced("fetchval", name, args)
         return await (conn or self.pool).fetchval(QUERIES[name], self.now(), *args)
+
+    async def _fenced(self, method: str, name: str, args: tuple[Any, ...]) -> Any:
+        """A lone statement of a fenced task: run it in its own fenced transaction."""
+        async with self.transaction() as conn:
+            return await getattr(conn, method)(QUERIES[name], self.now(), *args)
 
     async def _must(
         self, name: str, *args: Any, what: str, conn: asyncpg.Connection | None = None
@@ -81,9 +107,27 @@ class PgBase:
         return row
 
     @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """Yield a pooled connection (autocommit); under a leadership fence, one
+        inside a fenced :meth:`transaction` instead."""
+        if CURRENT_FENCE.get() is not None:
+            async with self.transaction() as conn:
+                yield conn
+            return
+        async with self.pool.acquire() as conn:
+            yield conn
+
+    @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
-        """Yield a pooled connection inside one transaction."""
+        """Yield a pooled connection inside one transaction.
+
+        Under a leadership fence (see ``_fence``) the transaction opens with the
+        fence check and raises LeadershipLostError when the term no longer leads.
+        """
         async with self.pool.acquire() as conn, conn.transaction():
+            fence = CURRENT_FENCE.get()
+            if fence is not None:
+                await fence.check(conn, self.now())
             yield conn
 
 

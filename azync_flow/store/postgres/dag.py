@@ -7,14 +7,14 @@ plus :meth:`DAGMixin.ack_task_result`) and promoted by ``promote_due(Source.DAG)
 (which leaves ``$sleep`` tasks and paused DAGs alone). DAG-only statements
 remain where the semantics differ: ``dag_dequeue`` (leases across several
 kinds, oldest first) and ``dag_reap_expired`` (keeps the attempt, reports
-each reaped task for the ``lease.expired`` run event).
+each reaped task so the lost attempt's span can be closed).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -50,6 +50,9 @@ class ReapedTask(msgspec.Struct, kw_only=True, frozen=True):
         attempt: the attempt whose lease expired.
         dead: True when it was dead-lettered (reaped too often), else pending again.
         meta: the task's meta (with the run's W3C trace carrier).
+        kind: the task's handler kind.
+        started_at: when the lost attempt was leased.
+        dag_name: the run's DAG name.
     """
 
     dag_id: uuid.UUID
@@ -57,9 +60,48 @@ class ReapedTask(msgspec.Struct, kw_only=True, frozen=True):
     attempt: int
     dead: bool
     meta: dict[str, str]
+    kind: str = ""
+    started_at: datetime | None = None
+    dag_name: str = ""
 
 
 _reaped_decoder = msgspec.json.Decoder(list[ReapedTask])
+
+
+class SettledDAG(msgspec.Struct, kw_only=True, frozen=True):
+    """A DAG run that :meth:`DAGMixin.complete_dags` just made terminal.
+
+    Attributes:
+        id: the run.
+        name: the DAG name.
+        state: its terminal state.
+        reason: its failure reason ('' when it succeeded).
+        created_at: when it started.
+        trace_context: the W3C carrier recorded when it started.
+    """
+
+    id: uuid.UUID
+    name: str
+    state: DAGState
+    reason: str = ""
+    created_at: datetime
+    trace_context: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+_settled_decoder = msgspec.json.Decoder(list[SettledDAG])
+
+
+def _settled(row: asyncpg.Record) -> SettledDAG:
+    """A :class:`SettledDAG` from a row with the header's columns."""
+    return SettledDAG(
+        id=row["id"],
+        name=row["name"],
+        state=DAGState(row["state"]),
+        reason=row["failure_reason"] or "",
+        created_at=row["created_at"],
+        trace_context=decode_meta(row["trace_context"]),
+    )
+
 
 # Ledger fan-out of DAG lifecycle events, spliced into the DAG statements that
 # change a header's state (marker line ``-- @publish_dag_events $N``, $N = the
@@ -418,7 +460,9 @@ class DAGMixin(PgBase):
         assert row is not None
         return _reaped_decoder.decode(row["expired"])
 
-    async def apply_failure_policy(self) -> list[DAGFailure]:
+    async def apply_failure_policy(
+        self, *, on_settled: Callable[[SettledDAG], None] | None = None
+    ) -> list[DAGFailure]:
         """Apply each running DAG's on-failure policy to its triggering dead tasks.
 
         Contract ``ApplyFailurePolicy``: a dead task triggers unless it has
@@ -431,8 +475,12 @@ class DAGMixin(PgBase):
         Ledger events, in the same transaction: one ``azync.dag.failed`` per
         DAG acted on, plus ``azync.dag.compensation_started`` (cancel, with a
         chain) or ``azync.dag.settled`` (cancel, nothing to compensate).
+
+        ``on_settled(run)`` is called after the commit for each DAG that failed
+        outright (nothing to compensate).
         """
         failures: list[DAGFailure] = []
+        settled: list[SettledDAG] = []
         async with self.transaction() as conn:
             rows = await self._fetch("dag_failure_candidates", conn=conn)
             for r in rows:
@@ -456,7 +504,7 @@ class DAGMixin(PgBase):
                     conn=conn,
                 )
             if cancel:
-                await self._fetch(
+                rows = await self._fetch(
                     "dag_compensate_many",
                     [f.dag_id for f in cancel],
                     [_reason(f.dead_tasks) for f in cancel],
@@ -465,9 +513,18 @@ class DAGMixin(PgBase):
                     [_json_keys(f.dead_tasks) for f in cancel],
                     conn=conn,
                 )
+                settled = [_settled(r) for r in rows if r["state"] == DAGState.FAILED]
+        if on_settled is not None:
+            for run in settled:
+                on_settled(run)
         return failures
 
-    async def complete_dags(self, *, since: datetime | None = None) -> int:
+    async def complete_dags(
+        self,
+        *,
+        since: datetime | None = None,
+        on_settled: Callable[[SettledDAG], None] | None = None,
+    ) -> int:
         """Settle DAGs whose work is finished; return the number transitioned.
 
         Contract ``CompleteDAGs``, including its authoritative tolerance
@@ -479,9 +536,17 @@ class DAGMixin(PgBase):
         that became succeeded, failed or cancelled, and
         ``azync.dag.compensation_failed`` per compensating DAG suspended by a
         dead compensation.
+
+        ``on_settled(run)`` is called after the commit for each DAG that became
+        succeeded, failed or cancelled (for its run span).
         """
         row = await self._fetchrow("dag_complete", self.channel, since)
-        return int(row["settled"]) if row else 0
+        if row is None:
+            return 0
+        if on_settled is not None:
+            for run in _settled_decoder.decode(row["settled_runs"]):
+                on_settled(run)
+        return int(row["settled"])
 
     # --- admin verbs --------------------------------------------------------------
 
@@ -507,12 +572,16 @@ class DAGMixin(PgBase):
         """
         await self._must("dag_retry", id, self.channel, what=f"dag {id} is missing or terminal")
 
-    async def compensate_dag(self, id: uuid.UUID) -> None:
+    async def compensate_dag(self, id: uuid.UUID) -> SettledDAG | None:
         """Manually start compensation of a running or suspended DAG.
 
         Publishes ``azync.dag.compensation_started`` (trigger ``manual``), or
         ``azync.dag.settled`` when there is nothing to compensate, in the same
         transaction.
+
+        Returns:
+            The run when it failed outright (nothing to compensate), else None
+            (it compensates now).
 
         Raises:
             NotFoundError: the DAG is missing or in any other state.
@@ -524,21 +593,30 @@ class DAGMixin(PgBase):
             view = await self._fetchrow("dag_get", id, conn=conn)
             assert view is not None
             reason = view["failure_reason"] or "compensation requested"
-            await self._fetch(
+            rows = await self._fetch(
                 "dag_compensate_many", [id], [reason], self.channel, False, ["[]"], conn=conn
             )
+        failed = [_settled(r) for r in rows if r["state"] == DAGState.FAILED]
+        return failed[0] if failed else None
 
-    async def cancel_dag(self, id: uuid.UUID) -> None:
+    async def cancel_dag(self, id: uuid.UUID) -> DAGState:
         """Cancel a live DAG without compensating.
 
         A compensating DAG keeps compensating and lands cancelled once its
         compensation settles. A DAG cancelled now publishes
         ``azync.dag.settled`` in the same statement.
 
+        Returns:
+            The DAG's state after the call: ``cancelled`` when this call ended
+            it, ``compensating`` when it lands cancelled later.
+
         Raises:
             NotFoundError: the DAG is missing or already terminal.
         """
-        await self._must("dag_cancel", id, self.channel, what=f"dag {id} is missing or terminal")
+        row = await self._must(
+            "dag_cancel", id, self.channel, what=f"dag {id} is missing or terminal"
+        )
+        return DAGState(row["state"])
 
     async def vacuum_dags(self, retention: timedelta) -> int:
         """Delete terminal DAGs completed before ``retention`` ago, cascading.

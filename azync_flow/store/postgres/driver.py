@@ -77,7 +77,8 @@ async def open_store(
         )
     config = config or Config()
     schema = validate_identifier(config.schema or "public", "schema")
-    validate_identifier(config.notify_channel or "azync_wake", "notify channel")
+    if config.notify_channel:
+        validate_identifier(config.notify_channel, "notify channel")
     validate_identifier(config.migrations_table or "azync_migrations", "migrations table")
     try:
         pool = await asyncpg.create_pool(
@@ -87,7 +88,8 @@ async def open_store(
             server_settings={"search_path": f'"{schema}"'},
             # The default reset (RESET ALL, UNLISTEN, unlock advisory locks) costs a
             # round trip per release; pooled connections never LISTEN, lock or SET
-            # (leadership and LISTEN use dedicated connections), so skip it.
+            # (LISTEN uses a dedicated connection; the leadership fence's setting is
+            # transaction-local), so skip it.
             reset=_no_reset,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:

@@ -39,7 +39,7 @@ class EventMixin(PgBase):
         Raises:
             ConflictError: an event with the same ``id`` already exists.
         """
-        async with self.pool.acquire() as conn:
+        async with self.connection() as conn:
             return await self.publish_tx(conn, p)
 
     async def publish_tx(self, tx: asyncpg.Connection, p: PublishParams) -> int:

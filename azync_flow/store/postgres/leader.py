@@ -1,104 +1,172 @@
-"""Leader election on session-level advisory locks (contracts ``LeaderElector``,
+"""Leader election as a lease on the backend clock (contracts ``LeaderElector``,
 ``LeaseElector``).
 
-Each leadership is a ``pg_try_advisory_lock`` held by a dedicated connection
-outside the pool, keyed by a 64-bit hash of ``"<schema>/<name>"`` so stores on
-different schemas never contend. The lock lives exactly as long as that
-session: when the connection dies (crash, ``pg_terminate_backend``, network
-loss) Postgres frees the lock and another instance can take it, and
-:meth:`PgLeadershipLease.valid` reports False from then on.
+Each leadership is one ``azync_leaders`` row of the store's schema: its holder,
+its *term* and an expiry on the backend clock (``coalesce($1, now())``). The
+holder renews it (:meth:`PgLeadershipLease.valid`, once per maintenance tick);
+once it has lapsed any instance takes it over with ``term + 1``. A holder
+that was frozen (SIGSTOP, a long GC or swap stall) therefore loses the
+leadership after its TTL however long its session lives, and the term is the
+fencing token of its maintenance writes: inside :meth:`PgLeadershipLease.fenced`
+every statement of the store checks, in its own transaction, that the term
+still leads (see ``_fence``), so a holder that wakes up after losing the
+lease cannot write.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import os
+import socket
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 
 import asyncpg
 
+from ..errors import StoreError
 from ._base import PgBase
-from .notify import connect_dedicated
+from ._fence import CURRENT_FENCE, LeaderFence
+from ._queries import QUERIES
 
-#: Bound on the liveness ping of ``valid()`` (seconds).
-VALID_TIMEOUT = 2.0
+#: Default time a leadership stays held without renewal.
+DEFAULT_LEADER_TTL = timedelta(seconds=10)
 _ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
 
 
-class PgLeadershipLease:
-    """A held leadership: the advisory lock and the session that holds it."""
+def default_holder() -> str:
+    """``"<host>:<pid>"``: who holds a leadership, for operators and logs."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
-    def __init__(self, conn: asyncpg.Connection, key: int, name: str) -> None:
-        self._conn: asyncpg.Connection | None = conn
-        self._key = key
+
+class PgLeadershipLease:
+    """A held leadership term.
+
+    Attributes:
+        name: leadership name.
+        term: the term this holder was elected with (grows with every takeover).
+        ttl: how long the lease holds without renewal (backend clock).
+        expires_at: expiry as of the last successful renewal (backend clock).
+    """
+
+    def __init__(
+        self, store: PgBase, name: str, term: int, ttl: timedelta, expires_at: datetime
+    ) -> None:
+        self._store = store
         self.name = name
-        self._lock = asyncio.Lock()
+        self.term = term
+        self.ttl = ttl
+        self.expires_at = expires_at
+        self.fence = LeaderFence(name, term, max(int(ttl.total_seconds() * 1000) // 3, 50))
+        self._lost = False
+        self._renewed_at = asyncio.get_running_loop().time()
 
     async def valid(self) -> bool:
-        """Ping the session holding the lock; False once it is lost (sticky).
+        """Renew the lease; True while this term still holds it.
 
-        A cheap check meant for once per scheduler tick, bounded by
-        :data:`VALID_TIMEOUT` seconds.
+        One statement, meant for once per maintenance tick. False is sticky
+        once the backend says the term is over (expired or taken over). When
+        the database cannot be reached the answer is whether the TTL can have
+        run out since the last renewal (conservative, by the local monotonic
+        clock); the fence still guards every write.
         """
-        async with self._lock:
-            conn = self._conn
-            if conn is None or conn.is_closed():
-                self._drop()
-                return False
-            try:
-                await conn.fetchval("SELECT 1", timeout=VALID_TIMEOUT)
-            except Exception:  # any failure of the session means the lock may be gone
-                self._drop()
-                return False
+        if self._lost:
+            return False
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        try:
+            until = await self._store.pool.fetchval(
+                QUERIES["leader_renew"], self._store.now(), self.name, self.term, self.ttl
+            )
+        except _ERRORS:
+            return loop.time() < self._renewed_at + self.ttl.total_seconds()
+        if until is None:
+            self._lost = True
+            return False
+        self.expires_at = until
+        self._renewed_at = sent
+        return True
+
+    async def renew_if_due(self) -> bool:
+        """:meth:`valid` when a third of the TTL passed since the last renewal,
+        else True (so long maintenance ticks keep the lease)."""
+        if self._lost:
+            return False
+        if asyncio.get_running_loop().time() - self._renewed_at < self.ttl.total_seconds() / 3:
             return True
+        return await self.valid()
+
+    @contextmanager
+    def fenced(self) -> Iterator[None]:
+        """Fence the store statements of the current task by this term.
+
+        Inside the block every statement runs in a transaction that first
+        checks the term still leads (raising
+        :class:`~azync_flow.store.LeadershipLostError` otherwise, nothing
+        written) and blocks a takeover until it ends.
+        """
+        token = CURRENT_FENCE.set(self.fence)
+        try:
+            yield
+        finally:
+            CURRENT_FENCE.reset(token)
 
     async def release(self) -> None:
-        """Unlock and close the session. Idempotent; never raises."""
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is None or conn.is_closed():
-                return
-            with contextlib.suppress(*_ERRORS):
-                await conn.execute("SELECT pg_advisory_unlock($1)", self._key)
-            with contextlib.suppress(*_ERRORS):
-                await asyncio.wait_for(conn.close(), VALID_TIMEOUT)
-            if not conn.is_closed():
-                conn.terminate()
-
-    def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None and not conn.is_closed():
-            conn.terminate()
+        """Expire the lease now so another instance takes over at once.
+        Idempotent; never raises."""
+        if self._lost:
+            return
+        self._lost = True
+        with contextlib.suppress(*_ERRORS):  # else it lapses after its TTL anyway
+            await self._store.pool.execute(
+                QUERIES["leader_release"], self._store.now(), self.name, self.term
+            )
 
 
 class LeaderMixin(PgBase):
-    async def acquire_leadership_lease(self, name: str) -> PgLeadershipLease | None:
+    async def acquire_leadership_lease(
+        self, name: str, ttl: timedelta = DEFAULT_LEADER_TTL, *, holder: str = ""
+    ) -> PgLeadershipLease | None:
         """Contract ``LeaseElector.AcquireLeadershipLease``.
+
+        Takes the leadership when nobody holds it or its lease has lapsed on
+        the backend clock (a takeover increments the term). Never waits on a
+        live holder; it may wait, at most about ``ttl / 3``, for a lapsed
+        holder's fenced transaction to end.
+
+        Args:
+            name: leadership name (scoped to the store's schema).
+            ttl: how long the lease holds without renewal; renew with
+                :meth:`PgLeadershipLease.valid` well within it.
+            holder: who leads, for operators (default ``"<host>:<pid>"``).
 
         Returns:
             The lease when acquired, None when another instance leads.
 
         Raises:
-            StoreError: the dedicated connection cannot be opened.
+            ValueError: ``ttl`` is not positive.
+            StoreError: the database cannot be reached.
         """
-        conn = await connect_dedicated(self)
+        if ttl <= timedelta(0):
+            raise ValueError("leadership ttl must be positive")
         try:
-            key = await conn.fetchval("SELECT hashtextextended($1, 0)", f"{self.schema}/{name}")
-            got = await conn.fetchval("SELECT pg_try_advisory_lock($1)", key)
-        except BaseException:
-            conn.terminate()
-            raise
-        if not got:
-            await conn.close()
+            row = await self.pool.fetchrow(
+                QUERIES["leader_acquire"], self.now(), name, holder or default_holder(), ttl
+            )
+        except _ERRORS as exc:
+            raise StoreError(f"cannot acquire leadership {name!r} ({exc})") from exc
+        if row is None:
             return None
-        return PgLeadershipLease(conn, key, name)
+        return PgLeadershipLease(self, name, int(row["term"]), ttl, row["expires_at"])
 
     async def acquire_leadership(self, name: str) -> Callable[[], Awaitable[None]] | None:
         """Contract ``LeaderElector.AcquireLeadership``.
 
         Returns:
             An async ``release`` callable when acquired, None when another
-            instance leads.
+            instance leads. The caller renews nothing: the leadership lapses
+            :data:`DEFAULT_LEADER_TTL` after acquisition unless released sooner.
         """
         lease = await self.acquire_leadership_lease(name)
         return None if lease is None else lease.release

@@ -29,7 +29,7 @@ class QueueMixin(PgBase):
         Raises:
             ConflictError: a job with the same ``id`` already exists.
         """
-        async with self.pool.acquire() as conn:
+        async with self.connection() as conn:
             return await self.enqueue_tx(conn, p)
 
     async def enqueue_tx(self, tx: asyncpg.Connection, p: EnqueueParams) -> bool:

@@ -60,7 +60,7 @@ class WorkflowCoreMixin(PgBase):
         deadlock; with one sorted write after every other lock no cycle can form.
         """
         registry: dict[int, dict[str, list[int]]] = self.__dict__.setdefault("_wf_tx_stats", {})
-        async with self.pool.acquire() as conn, conn.transaction():
+        async with self.transaction() as conn:
             stats: dict[str, list[int]] = {}
             registry[id(conn)] = stats
             try:
@@ -172,21 +172,23 @@ class WorkflowCoreMixin(PgBase):
     async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None:
         """Contract ``CompleteWorkflow``: running/suspended -> succeeded with ``result``.
 
-        Runnable tasks and operations of the execution are cancelled with it.
+        Runnable tasks and operations of the execution are cancelled with it and
+        unconsumed signals recorded undelivered (see :meth:`_finish`).
         Raises NotFoundError when the execution is missing or already terminal.
         """
         async with self._wtx() as conn:
             await self._finish(conn, id, WorkflowState.SUCCEEDED, result, "")
 
     async def fail_workflow(self, id: uuid.UUID, reason: str) -> None:
-        """Contract ``FailWorkflow``: running/suspended -> failed with ``reason``.
+        """Contract ``FailWorkflow``: running/suspended -> failed with ``reason``
+        (the same terminal transition as :meth:`complete_workflow`).
 
         Raises NotFoundError when the execution is missing or already terminal.
         """
         async with self._wtx() as conn:
             await self._finish(conn, id, WorkflowState.FAILED, None, reason)
 
-    async def cancel_workflow_execution(self, id: uuid.UUID) -> None:
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState:
         """Contract ``CancelWorkflowExecution``: request cancellation.
 
         A running execution gets ``cancel_requested`` and a workflow task; the
@@ -202,8 +204,12 @@ class WorkflowCoreMixin(PgBase):
         code will never read a decision), and a left-over uncertain job would
         keep an idempotency slot and show up in ``list_uncertain`` forever. An
         operator who needs the external effect reconciled does that from the
-        job's ``uncertain_reason`` and ``last_error``. No history event is
-        appended: history records what the code did, and it did not run.
+        job's ``uncertain_reason`` and ``last_error``. No outcome event is
+        appended (history records what the code did, and it did not run);
+        signals it never consumed get the ``SignalsUndelivered`` record.
+
+        Returns ``running`` when cancellation was requested (a pass ends the
+        execution), ``cancelled`` when this call ended it.
 
         Raises NotFoundError when the execution is missing or terminal.
         """
@@ -212,7 +218,7 @@ class WorkflowCoreMixin(PgBase):
             await self._fetchval("workflow_cancel_request", id, conn=conn)
             if state == WorkflowState.RUNNING:
                 await self._schedule_task(conn, id, WORKFLOW_TASK, None)
-                return
+                return WorkflowState.RUNNING
             await self._fetch("workflow_cancel_uncertain_ops", id, conn=conn)
             await self._finish(
                 conn,
@@ -221,14 +227,14 @@ class WorkflowCoreMixin(PgBase):
                 None,
                 "ended while suspended; no cleanup code ran",
             )
+        return WorkflowState.CANCELLED
 
     async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None:
         """Contract ``SuspendWorkflow``: running -> suspended (no passes run).
 
         Raises NotFoundError when the execution is missing or not running.
         """
-        row = await self._fetchrow("workflow_suspend", id, clean_text(reason))
-        if row is None:
+        if not await self._suspend(None, id, reason):
             raise NotFoundError(await self._state_message(None, id, "suspend", "running"))
 
     async def resume_workflow(self, id: uuid.UUID) -> None:
@@ -289,7 +295,11 @@ class WorkflowCoreMixin(PgBase):
         A repeated ``(name, message_id)`` is dropped and reported (False) — even
         after the execution finished, so a retried send gets the same answer.
         The signal stays buffered until a pass consumes it; a suspended
-        execution buffers it and is woken by its resume.
+        execution buffers it and is woken by its resume. The execution row is
+        locked before the state check and the insert, so a signal racing the
+        terminal transition (:meth:`_finish`, which locks that row first)
+        either commits before it — and is recorded undelivered if no pass
+        consumed it — or waits and is refused as finished.
 
         Raises:
             NotFoundError: no such execution, or it is terminal (nothing written).
@@ -380,13 +390,18 @@ class WorkflowCoreMixin(PgBase):
         self, older_than: timedelta, limit: int
     ) -> list[StalledWorkflow]:
         """Contract ``ListStalledWorkflows``: running executions updated at least
-        ``older_than`` ago (inclusive) with no pending, scheduled, active or
-        uncertain workflow job. Oldest first, at most ``limit``.
+        ``older_than`` ago (inclusive) with nothing pending — no pending,
+        scheduled, active or uncertain workflow job, no unfired timer, and not
+        blocked on a signal (an execution whose awaited signal is already
+        buffered counts as stalled: its task was lost). Oldest first, at most
+        ``limit``.
         """
         if limit <= 0:
             return []
         rows = await self._fetch("workflow_list_stalled", older_than, limit)
-        return [StalledWorkflow(id=r["id"], name=r["name"]) for r in rows]
+        return [
+            StalledWorkflow(id=r["id"], name=r["name"], updated_at=r["updated_at"]) for r in rows
+        ]
 
     # --- helpers shared with the runtime mixin --------------------------------------
 
@@ -397,13 +412,44 @@ class WorkflowCoreMixin(PgBase):
         state: WorkflowState,
         result: bytes | None,
         reason: str,
-    ) -> None:
-        reason = clean_text(reason)
-        if await self._fetchrow("workflow_finish", id, state.value, result, reason, conn=conn):
-            await self._fetch("workflow_retire_jobs", id, conn=conn)
-            await self._fetch("workflow_done_notify", self.channel, id, conn=conn)
-            return
-        raise NotFoundError(await self._state_message(conn, id, f"{state.value} transition", ""))
+    ) -> int:
+        """The terminal transition shared by every verb that ends an execution, in
+        the caller's transaction: state, result and reason set, runnable tasks and
+        operations cancelled, waiters notified, and every signal still unconsumed
+        recorded as undelivered (one ``SignalsUndelivered`` history event after
+        the outcome's events, the execution's ``signals_undelivered`` count and one
+        ``azync.workflow.signals_undelivered`` ledger event). One statement
+        (``azync_workflow_finish``), which locks the execution row first.
+
+        Returns:
+            The number of signals recorded undelivered.
+
+        Raises:
+            NotFoundError: the execution is missing or already terminal.
+        """
+        row = await self._fetchrow(
+            "workflow_finish", id, state.value, result, clean_text(reason), self.channel, conn=conn
+        )
+        if row is None:
+            raise NotFoundError(
+                await self._state_message(conn, id, f"{state.value} transition", "")
+            )
+        return int(row["undelivered"])
+
+    async def _suspend(
+        self,
+        conn: asyncpg.Connection | None,
+        id: uuid.UUID,
+        reason: str,
+        seq: int | None = None,
+        operation_id: uuid.UUID | None = None,
+    ) -> bool:
+        """running -> suspended with ``reason`` and the history ``seq`` / operation
+        it concerns. Returns False when the execution is not running."""
+        row = await self._fetchrow(
+            "workflow_suspend", id, clean_text(reason), seq, operation_id, conn=conn
+        )
+        return row is not None
 
     async def _lock_live(self, conn: asyncpg.Connection, id: uuid.UUID, verb: str) -> str:
         row = await self._fetchrow("workflow_lock", id, conn=conn)
@@ -498,6 +544,10 @@ def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecuti
         created_at=row[prefix + "created_at"],
         updated_at=row[prefix + "updated_at"],
         completed_at=row[prefix + "completed_at"],
+        suspend_reason=row[prefix + "suspend_reason"],
+        suspend_seq=row[prefix + "suspend_seq"],
+        suspend_operation_id=row[prefix + "suspend_operation_id"],
+        signals_undelivered=row[prefix + "signals_undelivered"],
     )
 
 

@@ -5,7 +5,8 @@ contract ``ReapExpired``), run by the leader.
   runnable sibling if one exists); after ``max_reaps`` expiries the pass is
   treated as poison: the task is dead-lettered and the execution suspended
   with the reason, so it is visible and resumable rather than looping.
-- An idempotent operation returns to pending; after ``max_reaps`` expiries it
+- An idempotent operation returns to pending (or scheduled after the
+  runtime's retry backoff); after ``max_reaps`` expiries it
   is dead-lettered AND its failure event appended with a workflow task
   scheduled (one transaction), so the workflow sees the failure instead of
   waiting forever.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import NamedTuple
 
 from ..types import Job
@@ -62,10 +64,10 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
                     token = row["lease_token"]
                     await self._settle_job(conn, job_id, token, dead=True, last_error=why)
                     await self._fetchrow("workflow_lock", row["run_id"], conn=conn)
-                    await self._fetchrow("workflow_suspend", row["run_id"], why, conn=conn)
+                    await self._suspend(conn, row["run_id"], why)
                     killed += 1
                 else:
-                    await self._fetchrow("workflow_job_reap", job_id, conn=conn)
+                    await self._fetchrow("workflow_job_reap", job_id, None, conn=conn)
                     reaped += 1
             if on_reaped is not None:
                 on_reaped(job_from_row(row))
@@ -78,10 +80,13 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
         *,
         limit: int = 100,
         on_reaped: Callable[[Job], None] | None = None,
+        retry_delay: Callable[[Job], timedelta] | None = None,
     ) -> ReapReport:
         """Reclaim idempotent operations whose lease expired (backend clock).
 
-        Each returns to pending with ``reap_count`` + 1 (its attempt kept);
+        Each returns to pending with ``reap_count`` + 1 (its attempt kept, so
+        the next lease is attempt + 1) — or, with ``retry_delay(job)`` (the
+        runtime's backoff for the lost attempt), to scheduled that much later;
         once ``reap_count`` would reach ``max_reaps`` (> 0) the operation is
         dead-lettered and ``encode_failed(job, reason)`` — the runtime's
         ActivityFailed event ``(type, payload)`` — appended with a workflow
@@ -110,7 +115,8 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
                     )
                     killed += 1
                 else:
-                    await self._fetchrow("workflow_job_reap", job_id, conn=conn)
+                    delay = None if retry_delay is None else retry_delay(job_from_row(row))
+                    await self._fetchrow("workflow_job_reap", job_id, delay, conn=conn)
                     reaped += 1
             if on_reaped is not None:
                 on_reaped(job_from_row(row))

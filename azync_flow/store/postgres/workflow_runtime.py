@@ -88,6 +88,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         outcome: Outcome | None = None,
         next_task_at: datetime | Literal["now"] | None = None,
         keep_lease: timedelta | None = None,
+        awaited_signals: Sequence[str] | None = None,
     ) -> int:
         """:meth:`commit_pass` with the pass given field by field.
 
@@ -102,6 +103,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             consumed_signals=list(consumed_signals),
             fired_timers=list(fired_timers),
             outcome=outcome,
+            awaited_signals=None if awaited_signals is None else list(awaited_signals),
         )
         result = await self.commit_pass(
             job_id, lease_token, run_id, write, next_task_at=next_task_at, keep_lease=keep_lease
@@ -134,6 +136,11 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         the task is not acked but stays active under the same token with its
         lease renewed to backend now + ``keep_lease``, and no next task is
         scheduled — the pass goes on and commits again at the new seq.
+
+        ``write.awaited_signals`` (the signal names the pass left the workflow
+        blocked on) replaces the execution's recorded set; None keeps it. It
+        tells a signal-waiting execution from a stalled one
+        (``list_stalled_workflows``).
 
         Returns:
             The new ``next_seq``, the operations leased to the caller, the clock.
@@ -210,6 +217,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             25 if local is None else local.default_max_attempts,
             self.channel,
             signals_wake,
+            write.awaited_signals,
             conn=conn,
         )
         what = "workflow task" if task else "operation"
@@ -252,7 +260,9 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         applies its outcome here."""
         first = write.expected_next_seq
         events = [*before, *write.events] if before else write.events
-        await self._write_pass(conn, run_id, first, events, ack)
+        await self._write_pass(
+            conn, run_id, first, events, ack, awaited_signals=write.awaited_signals
+        )
         leased: list[Job] = []
         if write.operations:
             rows = await self._schedule_ops(conn, run_id, write.operations, write.local)
@@ -406,21 +416,9 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         result: bytes | None,
         reason: str,
     ) -> None:
-        """``_finish`` in one statement, for a transaction that already holds the
-        execution row lock (the fenced pass commit)."""
-        row = await self._fetchrow(
-            "workflow_finish_retire",
-            run_id,
-            state.value,
-            result,
-            clean_text(reason),
-            self.channel,
-            conn=conn,
-        )
-        if row is None:
-            raise NotFoundError(
-                await self._state_message(conn, run_id, f"{state.value} transition", "")
-            )
+        """The shared terminal transition (:meth:`_finish`: retire, record
+        undelivered signals, notify) inside a fenced pass commit."""
+        await self._finish(conn, run_id, state, result, reason)
 
     async def _schedule_last(
         self,
@@ -488,9 +486,12 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         first: int,
         events: Sequence[tuple[str, bytes]],
         ack: tuple[uuid.UUID, uuid.UUID] | None = None,
+        *,
+        awaited_signals: Sequence[str] | None = None,
     ) -> None:
         """Append ``events`` at ``first``.. and, with ``ack`` = (job id, lease token),
-        ack that job (already fenced and locked by :meth:`_fence`), one statement."""
+        ack that job (already fenced and locked by :meth:`_fence`), one statement;
+        ``awaited_signals`` (None = unchanged) is recorded on the execution."""
         row = await self._fetchrow(
             "workflow_pass_write_ack",
             run_id,
@@ -499,6 +500,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             [p for _, p in events],
             None if ack is None else ack[0],
             None if ack is None else ack[1],
+            None if awaited_signals is None else list(awaited_signals),
             conn=conn,
         )
         if ack is not None:
@@ -548,7 +550,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
     ) -> str:
         if outcome is None:
             return state
-        kind, value = outcome
+        kind, value = outcome[0], outcome[1]
         if kind == "complete":
             assert isinstance(value, bytes)
             await self._finish_locked(conn, run_id, WorkflowState.SUCCEEDED, value, "")
@@ -559,7 +561,8 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             return target
         if kind == "suspend":
             if state == WorkflowState.RUNNING:
-                await self._fetchrow("workflow_suspend", run_id, clean_text(str(value)), conn=conn)
+                seq = outcome[2] if len(outcome) == 3 else None
+                await self._suspend(conn, run_id, str(value), seq)
             return WorkflowState.SUSPENDED
         raise ValueError(f"unknown pass outcome {kind!r}")
 

@@ -383,14 +383,15 @@ class UncertainMixin(WorkflowCoreMixin):
         ex = await self._fetchrow("workflow_lock", op["run_id"], conn=conn)
         if ex is None or ex["state"] not in LIVE_WORKFLOW_STATES:
             return 0
-        if ex["state"] == WorkflowState.RUNNING:
-            why = f"operation {op['kind']} ({op['task_key']}, job {job_id}) is uncertain: {reason}"
-            await self._fetchrow("workflow_suspend", op["run_id"], why, conn=conn)
-        return int(
+        seq = int(
             await self._fetchval(
                 "workflow_history_append", op["run_id"], event_type, payload, conn=conn
             )
         )
+        if ex["state"] == WorkflowState.RUNNING:
+            why = _uncertain_why(op["kind"], op["task_key"], job_id, reason)
+            await self._suspend(conn, op["run_id"], why, seq, job_id)
+        return seq
 
     async def _record_resolution(
         self,
@@ -403,11 +404,22 @@ class UncertainMixin(WorkflowCoreMixin):
         for event in (resolved_event, outcome_event):
             if event is not None:
                 await self._fetchval("workflow_history_append", run_id, *event, conn=conn)
-        if await self._fetch("workflow_uncertain_ops", run_id, conn=conn):
-            return  # another operation still waits for a decision
+        waiting = await self._fetch("workflow_uncertain_ops", run_id, conn=conn)
+        if waiting:  # another operation still waits for a decision: the suspension names it
+            nxt = waiting[0]
+            why = _uncertain_why(nxt["kind"], nxt["task_key"], nxt["id"], nxt["uncertain_reason"])
+            await self._fetchrow(
+                "workflow_suspend_retarget", run_id, clean_text(why), nxt["id"], conn=conn
+            )
+            return
         if ex["state"] == WorkflowState.SUSPENDED:
             await self._fetchrow("workflow_resume", run_id, conn=conn)
         await self._schedule_task(conn, run_id, WORKFLOW_TASK, None)
+
+
+def _uncertain_why(kind: str, task_key: str, job_id: uuid.UUID, reason: str) -> str:
+    """The suspend reason of an execution waiting on an uncertain operation."""
+    return f"operation {kind} ({task_key}, job {job_id}) is uncertain: {reason}"
 
 
 def _check_decision(

@@ -320,7 +320,8 @@ WITH clock AS (
         failure_reason = r.reason, updated_at = c.t
     FROM targets r, clock c
     WHERE d.id = r.id
-    RETURNING d.id, d.name, d.state, d.on_failure, d.failure_reason, r.triggered
+    RETURNING d.id, d.name, d.state, d.on_failure, d.failure_reason, r.triggered, d.created_at,
+              d.trace_context
 ), wake AS (
     SELECT pg_notify($4, 'dag:' || kind) FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
 ), dead AS (
@@ -354,7 +355,8 @@ WITH clock AS (
     WHERE h.state = 'failed'
 )
 -- @publish_dag_events $4
-SELECT id, state, (SELECT count(*) FROM cancelled) AS cancelled,
+SELECT id, name, state, failure_reason, created_at, trace_context,
+       (SELECT count(*) FROM cancelled) AS cancelled,
        (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM dag_ev) AS events,
        (SELECT count(*) FROM dag_ev_wake) AS ev_woken
 FROM hdr
@@ -438,6 +440,13 @@ WITH clock AS (
     SELECT id, name, state, failure_reason FROM run_upd
     UNION ALL
     SELECT id, name, state, failure_reason FROM comp_upd WHERE state <> 'suspended'
+), settled_runs AS (
+    -- the runs that became terminal, for their run spans
+    SELECT coalesce(json_agg(json_build_object(
+               'id', u.id, 'name', u.name, 'state', u.state,
+               'reason', coalesce(u.failure_reason, ''), 'created_at', d.created_at, 'trace_context', d.trace_context)), '[]'::json)::text
+           AS runs
+    FROM upd u JOIN azync_dags d ON d.id = u.id
 ), dag_events AS (
     SELECT u.id AS dag_id, 'azync.dag.settled' AS type,
            json_build_object(
@@ -456,7 +465,8 @@ WITH clock AS (
 -- @publish_dag_events $2
 SELECT (SELECT count(*) FROM run_upd) + (SELECT count(*) FROM comp_upd) AS settled,
        (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM dag_ev) AS events,
-       (SELECT count(*) FROM dag_ev_wake) AS ev_woken
+       (SELECT count(*) FROM dag_ev_wake) AS ev_woken,
+       (SELECT runs FROM settled_runs) AS settled_runs
 
 -- name: dag_task_results
 -- $2 dag_id, $3 keys (empty = all)
@@ -657,7 +667,8 @@ WITH clock AS (
         lease_until = NULL, lease_token = NULL, run_at = c.t, updated_at = c.t
     FROM clock c
     WHERE j.state = 'active' AND j.source = 'dag' AND j.lease_until < c.t
-    RETURNING j.id, j.attempt, j.state, j.last_error, j.dag_id, j.task_key, j.meta
+    RETURNING j.id, j.attempt, j.state, j.last_error, j.dag_id, j.task_key, j.meta, j.kind,
+              j.started_at
 ), a AS (
     INSERT INTO azync_job_attempts (job_id, attempt, error, at)
     SELECT id, attempt, last_error, (SELECT t FROM clock) FROM upd WHERE state = 'dead'
@@ -665,7 +676,9 @@ WITH clock AS (
 SELECT (SELECT count(*) FROM upd) AS reaped, (SELECT count(*) FROM upd WHERE state = 'dead') AS killed,
        (SELECT coalesce(json_agg(json_build_object(
                    'dag_id', dag_id, 'task_key', task_key, 'attempt', attempt,
-                   'dead', state = 'dead', 'meta', meta) ORDER BY dag_id, task_key), '[]'::json)
+                   'dead', state = 'dead', 'meta', meta, 'kind', kind, 'started_at', started_at,
+                   'dag_name', (SELECT d.name FROM azync_dags d WHERE d.id = upd.dag_id))
+                   ORDER BY dag_id, task_key), '[]'::json)
         FROM upd)::text AS expired
 
 -- name: dag_trace_context

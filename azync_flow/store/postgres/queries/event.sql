@@ -5,33 +5,11 @@
 -- name: event_publish
 -- $2 id, $3 type, $4 aggregate_type, $5 aggregate_id, $6 version,
 -- $7 occurred_at (NULL = now), $8 payload, $9 meta, $10 channel.
--- Returns the number of deliveries fanned out (one per registered subscriber).
-WITH clock AS (
-    SELECT coalesce($1::timestamptz, now()) AS t
-), ev AS (
-    INSERT INTO azync_events (id, type, aggregate_type, aggregate_id, version, occurred_at,
-                              payload, meta, created_at)
-    SELECT $2, $3, $4, $5, $6, coalesce($7::timestamptz, c.t), $8, $9::jsonb, c.t FROM clock c
-    RETURNING id
-), ins AS (
-    INSERT INTO azync_jobs (id, source, kind, state, run_at, max_attempts,
-                            max_attempts_explicit, event_id, enqueued_at, updated_at)
-    SELECT gen_random_uuid(), 'event', s.name, 'pending', c.t, s.max_attempts,
-           s.max_attempts > 0, ev.id, c.t, c.t
-    FROM azync_subscribers s, ev, clock c
-    WHERE s.event_type = $3
-    RETURNING kind, enqueued_at
-), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
-    SELECT 'event', kind, (min(enqueued_at) AT TIME ZONE 'UTC')::date, (random() * 7)::int,
-           count(*)
-    FROM ins GROUP BY kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
-), wake AS (
-    SELECT pg_notify($10, 'event:' || kind) FROM ins
-)
-SELECT (SELECT count(*) FROM ins) AS delivered, (SELECT count(*) FROM wake) AS woken
+-- Returns the number of deliveries fanned out (one per registered subscriber);
+-- the fan-out lives in azync_publish_event (migration 0004).
+SELECT azync_publish_event($2, $3, $4, $5, $6,
+                           coalesce($7::timestamptz, $1::timestamptz, now()), $8,
+                           $9::jsonb, $10, coalesce($1::timestamptz, now())) AS delivered
 
 -- name: event_dequeue
 -- Like job_dequeue, for source 'event': also returns the ledger record as ev_*.

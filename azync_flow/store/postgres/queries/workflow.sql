@@ -59,19 +59,12 @@ SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions
 WHERE id = $2 FOR NO KEY UPDATE
 
 -- name: workflow_finish
--- $2 id, $3 terminal state, $4 result, $5 failure reason. Only from a live state.
-UPDATE azync_workflow_executions
-SET state = $3, result = $4, failure_reason = $5, completed_at = coalesce($1::timestamptz, now()),
-    updated_at = coalesce($1::timestamptz, now())
-WHERE id = $2 AND state IN ('running', 'suspended')
-RETURNING id
-
--- name: workflow_retire_jobs
--- $2 id: a terminal execution's runnable tasks and operations will never run.
-UPDATE azync_jobs
-SET state = 'cancelled', completed_at = coalesce($1::timestamptz, now()),
-    updated_at = coalesce($1::timestamptz, now())
-WHERE run_id = $2 AND source = 'workflow' AND state IN ('pending', 'scheduled', 'paused')
+-- $2 id, $3 terminal state, $4 result, $5 failure reason, $6 channel: the one
+-- terminal transition (azync_workflow_finish, migration 0004): finish, retire
+-- runnable jobs, record unconsumed signals as undelivered, notify waiters.
+-- It locks the execution row itself first. No row = missing or not live.
+SELECT retired, undelivered, $1::timestamptz AS at
+FROM azync_workflow_finish($2, $3, $4, $5, coalesce($1::timestamptz, now()), $6)
 
 -- name: workflow_cancel_uncertain_ops
 -- $2 run id: a suspended execution cancelled by the client settles its
@@ -90,22 +83,35 @@ WHERE id = $2 AND state IN ('running', 'suspended')
 RETURNING state
 
 -- name: workflow_suspend
--- $2 id, $3 reason
+-- $2 id, $3 reason, $4 history seq it concerns (NULL = none), $5 operation
+-- job id it concerns (NULL = none)
 UPDATE azync_workflow_executions
-SET state = 'suspended', suspend_reason = $3, updated_at = coalesce($1::timestamptz, now())
+SET state = 'suspended', suspend_reason = $3, suspend_seq = $4::bigint,
+    suspend_operation_id = $5::uuid, updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'running'
+RETURNING id
+
+-- name: workflow_suspend_retarget
+-- $2 id, $3 reason, $4 operation job id: a suspended execution whose
+-- operation was decided while another still waits now names that one (the
+-- history seq of its OperationUncertain event is not known here: NULL).
+UPDATE azync_workflow_executions
+SET suspend_reason = $3, suspend_seq = NULL, suspend_operation_id = $4::uuid,
+    updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND state = 'suspended' AND suspend_operation_id IS NOT NULL
 RETURNING id
 
 -- name: workflow_resume
 -- $2 id
 UPDATE azync_workflow_executions
-SET state = 'running', suspend_reason = '', updated_at = coalesce($1::timestamptz, now())
+SET state = 'running', suspend_reason = '', suspend_seq = NULL, suspend_operation_id = NULL,
+    updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'suspended'
 RETURNING id
 
 -- name: workflow_uncertain_ops
 -- $2 run id: operations of the execution still waiting for a decision.
-SELECT id, kind, task_key, $1::timestamptz AS at FROM azync_jobs
+SELECT id, kind, task_key, uncertain_reason, $1::timestamptz AS at FROM azync_jobs
 WHERE run_id = $2 AND source = 'workflow' AND state = 'uncertain'
 ORDER BY uncertain_since, id
 
@@ -381,14 +387,23 @@ WITH d AS (
 SELECT count(*) FROM d
 
 -- name: workflow_list_stalled
--- $2 older_than, $3 limit
-SELECT e.id, e.name FROM azync_workflow_executions e
+-- $2 older_than, $3 limit. Running executions with nothing pending: no live
+-- workflow job (task or operation), no unfired timer, and not blocked on a
+-- signal — unless a signal it waits for is already buffered (its task is lost).
+SELECT e.id, e.name, e.updated_at FROM azync_workflow_executions e
 WHERE e.state = 'running'
   AND e.updated_at <= coalesce($1::timestamptz, now()) - $2::interval
   AND NOT EXISTS (
       SELECT 1 FROM azync_jobs j
       WHERE j.run_id = e.id AND j.source = 'workflow'
         AND j.state IN ('pending', 'scheduled', 'active', 'uncertain'))
+  AND NOT EXISTS (
+      SELECT 1 FROM azync_workflow_timers t
+      WHERE t.workflow_id = e.id AND t.fired_at IS NULL)
+  AND (cardinality(e.awaited_signals) = 0 OR EXISTS (
+      SELECT 1 FROM azync_workflow_signals s
+      WHERE s.workflow_id = e.id AND s.consumed_seq IS NULL
+        AND s.name = ANY (e.awaited_signals)))
 ORDER BY e.updated_at, e.id
 LIMIT $3
 
@@ -438,12 +453,15 @@ WHERE id = $2 AND state = 'active' AND source = 'workflow'
 FOR UPDATE SKIP LOCKED
 
 -- name: workflow_job_reap
--- $2 id: back to pending with reap_count + 1 (the attempt is kept). A
--- workflow task with a runnable sibling is merged into it by the trigger of
--- migration 0002.
+-- $2 id, $3 retry delay (NULL or <= 0: run again now): back to pending, or
+-- scheduled after the delay, with reap_count + 1 (the attempt is kept, so
+-- the next lease is attempt + 1). A workflow task with a runnable sibling is
+-- merged into it by the trigger of migration 0002.
 UPDATE azync_jobs
-SET state = 'pending', reap_count = reap_count + 1, lease_until = NULL,
-    run_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
+SET state = CASE WHEN $3::interval > interval '0' THEN 'scheduled' ELSE 'pending' END,
+    reap_count = reap_count + 1, lease_until = NULL,
+    run_at = coalesce($1::timestamptz, now()) + greatest(coalesce($3::interval, interval '0'), interval '0'),
+    updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'active'
 RETURNING state
 
@@ -497,10 +515,6 @@ WHERE ($2::text IS NULL OR name = $2)
 ORDER BY created_at DESC, id DESC
 LIMIT $4
 
--- name: workflow_done_notify
--- $2 channel, $3 execution id: announce a terminal transition to waiting clients.
-SELECT pg_notify($2, 'workflow.done:' || $3::uuid::text), $1::timestamptz AS at
-
 -- name: workflow_task_load
 -- $2 workflow id, $3 after seq: everything a replay pass reads, in ONE
 -- statement (one snapshot): the execution row, its history past $3 and
@@ -549,9 +563,9 @@ CROSS JOIN LATERAL (
 
 -- name: workflow_pass_write_ack
 -- $2 workflow id, $3 first seq, $4 types text[], $5 payloads bytea[], $6 job
--- id to ack (NULL = none), $7 its lease_token: workflow_pass_write plus the
--- ack of the (already fenced and locked) job, one statement. acked_kind is
--- NULL when nothing was acked.
+-- id to ack (NULL = none), $7 its lease_token, $8 awaited signal names text[]
+-- (NULL = unchanged): workflow_pass_write plus the ack of the (already fenced
+-- and locked) job, one statement. acked_kind is NULL when nothing was acked.
 WITH ev AS (
     INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
     SELECT $2, $3 + u.ord - 1, u.type, u.payload, coalesce($1::timestamptz, now())
@@ -565,7 +579,8 @@ WITH ev AS (
     RETURNING kind
 )
 UPDATE azync_workflow_executions
-SET next_seq = $3 + cardinality($4::text[]), updated_at = coalesce($1::timestamptz, now())
+SET next_seq = $3 + cardinality($4::text[]), updated_at = coalesce($1::timestamptz, now()),
+    awaited_signals = coalesce($8::text[], awaited_signals)
 WHERE id = $2
 RETURNING next_seq, (SELECT count(*) FROM ev) AS written, (SELECT kind FROM ack) AS acked_kind
 
@@ -718,32 +733,6 @@ SELECT f.state, (SELECT max(seq) FROM ev) AS seq, (SELECT count(*) FROM ack) AS 
        (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM stat) AS stats_rows
 FROM f
 
--- name: workflow_finish_retire
--- $2 id, $3 terminal state, $4 result, $5 failure reason, $6 channel:
--- workflow_finish + workflow_retire_jobs + workflow_done_notify in one
--- statement. ONLY for a transaction that already holds the execution row
--- lock (a fenced pass commit): no writer of the execution can have inserted
--- a job after that lock, so this statement's snapshot sees every runnable one.
-WITH fin AS (
-    UPDATE azync_workflow_executions
-    SET state = $3, result = $4, failure_reason = $5,
-        completed_at = coalesce($1::timestamptz, now()),
-        updated_at = coalesce($1::timestamptz, now())
-    WHERE id = $2 AND state IN ('running', 'suspended')
-    RETURNING id
-), ret AS (
-    UPDATE azync_jobs
-    SET state = 'cancelled', completed_at = coalesce($1::timestamptz, now()),
-        updated_at = coalesce($1::timestamptz, now())
-    WHERE run_id IN (SELECT id FROM fin) AND source = 'workflow'
-      AND state IN ('pending', 'scheduled', 'paused')
-    RETURNING 1
-), done AS (
-    SELECT pg_notify($6, 'workflow.done:' || id::text) FROM fin
-)
-SELECT id, (SELECT count(*) FROM ret) AS retired, (SELECT count(*) FROM done) AS notified
-FROM fin
-
 -- name: workflow_ops_fence
 -- $2 run id, $3 operation job ids uuid[], $4 their lease tokens uuid[]: the
 -- fence of a completion folded into the next pass — locks the active
@@ -823,6 +812,8 @@ SELECT l.*, coalesce($1::timestamptz, now()) AS load_now,
        e.updated_at AS e_updated_at, e.completed_at AS e_completed_at,
        e.next_seq AS e_next_seq, e.cancel_requested AS e_cancel_requested,
        e.suspend_reason AS e_suspend_reason, e.trace_context AS e_trace_context,
+       e.suspend_seq AS e_suspend_seq, e.suspend_operation_id AS e_suspend_operation_id,
+       e.signals_undelivered AS e_signals_undelivered,
        h.h_seq, h.h_type, h.h_payload, h.h_created,
        s.s_id, s.s_name, s.s_message_id, s.s_payload,
        ARRAY(SELECT t.seq FROM azync_workflow_timers t
@@ -859,8 +850,9 @@ CROSS JOIN LATERAL (
 -- $13 max_attempts; deduped like workflow_op_schedule) with those keyed in
 -- $14 inserted leased ($15 lease, $16 budget when none); schedule the next
 -- workflow task at the earliest unfired timer, or now when $18 and a signal
--- is buffered unconsumed ($17 channel); and LAST the stats (grouped, in kind
--- order, after every other write). ok = false: the fence failed and nothing
+-- is buffered unconsumed ($17 channel); record $19 awaited signal names
+-- (NULL = unchanged); and LAST the stats (grouped, in kind order, after
+-- every other write). ok = false: the fence failed and nothing
 -- was written. One row per operation (or one row when none).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
@@ -896,7 +888,8 @@ WITH clock AS (
     RETURNING seq
 ), ex AS (
     UPDATE azync_workflow_executions e
-    SET next_seq = $6::bigint + cardinality($7::text[]), updated_at = c.t
+    SET next_seq = $6::bigint + cardinality($7::text[]), updated_at = c.t,
+        awaited_signals = coalesce($19::text[], e.awaited_signals)
     FROM clock c, f
     WHERE e.id = $2 AND f.ok
     RETURNING e.next_seq

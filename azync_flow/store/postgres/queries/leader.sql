@@ -1,0 +1,63 @@
+-- Leadership leases (contract LeaseElector). $1 is always the clock override.
+-- A held row is never locked by a would-be leader (the FOR UPDATE below only
+-- sees expired rows), so contenders never wait on a live leader.
+
+-- name: leader_acquire
+-- $2 name, $3 holder, $4 ttl: insert the row, or take over an expired one with
+-- term + 1. The FOR UPDATE waits for the previous holder's fenced transactions
+-- (they hold FOR KEY SHARE) so none of them commits inside the new term.
+-- Returns (term, expires_at) when acquired, no row when another holder leads.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), ins AS (
+    INSERT INTO azync_leaders (name, holder, term, elected_at, expires_at)
+    SELECT $2, $3, 1, t, t + $4::interval FROM clock
+    ON CONFLICT (name) DO NOTHING
+    RETURNING term, expires_at
+), lapsed AS (
+    SELECT l.name FROM azync_leaders l, clock
+    WHERE l.name = $2 AND l.expires_at <= clock.t
+    FOR UPDATE OF l
+), taken AS (
+    UPDATE azync_leaders l
+    SET holder = $3, term = l.term + 1, elected_at = c.t, expires_at = c.t + $4::interval
+    FROM lapsed, clock c
+    WHERE l.name = lapsed.name
+    RETURNING l.term, l.expires_at
+)
+SELECT term, expires_at FROM ins
+UNION ALL
+SELECT term, expires_at FROM taken
+
+-- name: leader_renew
+-- $2 name, $3 term, $4 ttl: extend a lease its holder still holds (not yet
+-- expired on the backend clock, same term). No row: the lease is lost.
+UPDATE azync_leaders
+SET expires_at = coalesce($1::timestamptz, now()) + $4::interval
+WHERE name = $2 AND term = $3 AND expires_at > coalesce($1::timestamptz, now())
+RETURNING expires_at
+
+-- name: leader_release
+-- $2 name, $3 term: expire the lease now so another instance takes it at once
+-- (the row and its term stay: terms only grow).
+UPDATE azync_leaders
+SET expires_at = coalesce($1::timestamptz, now())
+WHERE name = $2 AND term = $3 AND expires_at > coalesce($1::timestamptz, now())
+RETURNING term
+
+-- name: leader_fence
+-- $2 name, $3 term, $4 idle-in-transaction timeout (text, e.g. '2000ms'): the
+-- first statement of a fenced transaction. Holds FOR KEY SHARE on the lease
+-- row until commit (renewals pass, a takeover waits), and bounds how long the
+-- transaction may sit idle so a frozen holder cannot block a takeover for
+-- long. No row: this term no longer leads and the transaction must not write.
+SELECT set_config('idle_in_transaction_session_timeout', $4, true) AS idle
+FROM azync_leaders
+WHERE name = $2 AND term = $3 AND expires_at > coalesce($1::timestamptz, now())
+FOR KEY SHARE
+
+-- name: leader_get
+-- $2 name: the current row of a leadership (holder, term, expiry, held now).
+SELECT name, holder, term, elected_at, expires_at,
+       expires_at > coalesce($1::timestamptz, now()) AS held
+FROM azync_leaders WHERE name = $2
