@@ -170,16 +170,20 @@ class ActivityRunner:
         assert job.payload is not None
         op = decode_operation(job.payload)
         self.attempts += 1
-        async with self.tracer.attempt_span(
-            AttemptKind.ACTIVITY,
-            op.activity,
-            carrier=job.meta,
-            run_id=job.run_id,
-            attempt=job.attempt,
-            workflow_name=job.meta.get("workflow_name"),
-            seq=op.seq,
-        ) as span:
-            await self._attempt(job, token, op, lease, span)
+        try:
+            async with self.tracer.attempt_span(
+                AttemptKind.ACTIVITY,
+                op.activity,
+                carrier=job.meta,
+                run_id=job.run_id,
+                attempt=job.attempt,
+                workflow_name=job.meta.get("workflow_name"),
+                seq=op.seq,
+            ) as span:
+                await self._attempt(job, token, op, lease, span)
+        finally:
+            if self.folder is not None:
+                await self.folder.attempt_ended(job.id)  # a run span waits for this one
 
     async def _attempt(
         self, job: Job, token: uuid.UUID, op: OperationPayload, lease: Any, span: AttemptSpan

@@ -20,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from azync_flow.replay.outcome import PassStatus
 from azync_flow.replay.passes import to_entries
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.workflow_runner import WorkflowRunner
@@ -52,9 +54,22 @@ class CompletionFolder:
         self.runner = runner
         self.store = runner.store
         self._inboxes: dict[uuid.UUID, _Inbox] = {}
+        #: What waits for the attempt spans of the activities whose outcomes a
+        #: folded pass recorded to end: the run span of a run that pass finished
+        #: (a run span ends after every attempt span) and the after_commit hook.
+        self._ending: dict[uuid.UUID, tuple[set[uuid.UUID], Callable[[], Awaitable[None]]]] = {}
         #: Passes committed with their completions / completions sent back to the plain path.
         self.folded = 0
         self.fallbacks = 0
+
+    async def attempt_ended(self, job_id: uuid.UUID) -> None:
+        """The attempt span of operation ``job_id`` ended: finish what waited for it
+        (see ``_ending``)."""
+        for run_id, (jobs, then) in list(self._ending.items()):
+            jobs.discard(job_id)
+            if not jobs and self._ending.get(run_id, (None,))[0] is jobs:
+                del self._ending[run_id]
+                await then()
 
     async def settle(self, job: Job, settle: OperationSettle) -> bool:
         """Record ``settle`` with the next pass of ``job.run_id`` if this worker
@@ -127,7 +142,7 @@ class CompletionFolder:
             run_id=run_id,
             attempt=1,
             workflow_name=instance.info.name,
-            seq=first,
+            seq=first + len(settles),  # the pass's own first event, as on a task's pass
         ) as span:
             try:
                 outcome = instance.advance(entries, now=runner.clock.now())
@@ -167,6 +182,22 @@ class CompletionFolder:
         if claim is not None:
             claim.launch(result.leased)
         runner.run_events(carrier, run_id, outcome, {}, set())
-        runner.end_run(run.execution, carrier, outcome)
-        await runner.hook("after_commit", run_id, "completion")
+
+        async def then() -> None:
+            if outcome.status is not PassStatus.BLOCKED:
+                runner.end_run(run.execution, carrier, outcome)
+            await runner.hook("after_commit", run_id, "completion")
+
+        jobs = {s.job_id for s in settles}
+        earlier = self._ending.pop(run_id, None)
+        if earlier is not None:  # a gather's earlier pass whose attempt is still open
+            earlier_jobs, earlier_then = earlier
+
+            async def both() -> None:
+                await earlier_then()
+                await then()
+
+            self._ending[run_id] = (earlier_jobs | jobs, both)
+        else:
+            self._ending[run_id] = (jobs, then)
         return True

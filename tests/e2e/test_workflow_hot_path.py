@@ -32,7 +32,7 @@ async def inc(i: int) -> int:
 @activity(name="slow_inc")
 async def slow_inc(i: int) -> int:
     CALLS.append(f"slow_inc:{i}")
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05 * (i + 1))  # the first of a gather ends well before the rest
     return i + 1
 
 
