@@ -1,4 +1,5 @@
-"""Client of workflow executions: start, signal, result, cancel, describe, history.
+"""Client of workflow executions: start, signal, result, cancel, terminate, describe,
+history.
 
 Example::
 
@@ -25,19 +26,26 @@ from azync_flow.errors import (
     WorkflowCancelledError,
     WorkflowError,
     WorkflowFailedError,
+    WorkflowTerminatedError,
 )
 from azync_flow.replay.codec import decode_value
-from azync_flow.replay.events import HistoryEntry
+from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
+from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.job_tracing import traced_meta
 from azync_flow.runtime.run_span import end_finished_workflow_run_span
-from azync_flow.runtime.uncertain import UncertainOperationView, resolve_operation
+from azync_flow.runtime.uncertain import (
+    UncertainOperationView,
+    default_decider,
+    resolve_operation,
+)
 from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
     EnqueueParams,
     SignalParams,
     StalledWorkflow,
+    TerminatedExecution,
     WorkflowExecutionView,
     WorkflowStartParams,
     WorkflowState,
@@ -74,6 +82,9 @@ class ClientStore(Protocol):
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView: ...
     async def signal_workflow(self, p: SignalParams) -> bool: ...
     async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState | None: ...
+    async def terminate_workflow(
+        self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
+    ) -> TerminatedExecution: ...
     async def resume_workflow(self, id: uuid.UUID) -> None: ...
     async def list_uncertain_operations(
         self, limit: int = 100, workflow_id: uuid.UUID | None = None
@@ -96,6 +107,11 @@ class ExecutionPage(NamedTuple):
 
 class Client:
     """Starts and addresses workflow executions through a store.
+
+    Every call that reaches the database (here and on :class:`WorkflowHandle`)
+    may raise :class:`~azync_flow.StoreUnavailableError` (the database cannot be
+    reached; retryable) or :class:`~azync_flow.SchemaNotMigratedError` (run
+    ``azync-flow migrate``), never a raw driver error.
 
     Args:
         store: the store (``PostgresStore``).
@@ -203,6 +219,7 @@ class Client:
         next_cursor = (last.created_at, last.id) if more and last is not None else None
         return ExecutionPage(rows, next_cursor)
 
+    @typing.overload
     async def start(
         self,
         workflow: WorkflowDefinition[Any, R],
@@ -211,7 +228,31 @@ class Client:
         id: uuid.UUID | None = None,
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
-    ) -> WorkflowHandle[R]:
+        version: str | None = None,
+    ) -> WorkflowHandle[R]: ...
+
+    @typing.overload
+    async def start(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        id: uuid.UUID | None = None,
+        idempotency_key: str = "",
+        meta: dict[str, str] | None = None,
+        version: str | None = None,
+    ) -> WorkflowHandle[Any]: ...
+
+    async def start(
+        self,
+        workflow: WorkflowDefinition[Any, R] | str,
+        input: Any = None,
+        *,
+        id: uuid.UUID | None = None,
+        idempotency_key: str = "",
+        meta: dict[str, str] | None = None,
+        version: str | None = None,
+    ) -> WorkflowHandle[Any]:
         """Start an execution (or return the live one holding ``idempotency_key``).
 
         A start whose ``id`` or live ``idempotency_key`` (scoped to the workflow
@@ -219,30 +260,58 @@ class Client:
         (``handle.started`` is False) when the workflow and the input are the
         same. A finished execution frees its key: a later start runs anew.
 
+        Args:
+            workflow: a ``@workflow`` definition, or a registered workflow's name
+                (a process without the code: ``input`` is then encoded as given,
+                and ``handle.result()`` returns plain JSON values).
+            input: the workflow's input (JSON-encodable).
+            id: the execution id (default: a new UUID).
+            idempotency_key: business key; a live execution holding it is reused.
+            meta: string annotations kept with the execution.
+            version: workflow version to record (default: the definition's; "" for a name).
+
         Raises:
+            TypeError: ``workflow`` is neither a definition nor a name.
+            ValueError: a name, key or meta entry the store refuses (NUL, not
+                valid UTF-8, over 255 characters for a name).
             IdempotencyConflictError: same id/key, different workflow or input.
-            PayloadEncodeError: the input is not JSON-encodable.
+            PayloadEncodeError: the input is not JSON-encodable (NaN/±Inf,
+                nesting over ~1000 levels, lone surrogate, unsupported type).
+            StoreUnavailableError: the database cannot be reached; retry with
+                the same ``id`` or ``idempotency_key``.
+            SchemaNotMigratedError: the store's schema has no azync_flow tables.
         """
-        data = workflow.encode_input(input)
+        if isinstance(workflow, WorkflowDefinition):
+            name, data = workflow.name, workflow.encode_input(input)
+            version = workflow.version if version is None else version
+        elif isinstance(workflow, str):
+            name, data = workflow, encode_value(input, f"input of workflow {workflow!r}")
+            version = version or ""
+        else:
+            hint = "; decorate it with @workflow" if callable(workflow) else ""
+            raise TypeError(
+                "Client.start takes a @workflow definition or a workflow name (str), "
+                f"got {type(workflow).__name__} {workflow!r}{hint}"
+            )
         run_id = id or uuid.uuid4()
         params = WorkflowStartParams(
             id=run_id,
-            name=workflow.name,
+            name=name,
             input=data,
-            version=workflow.version,
+            version=version,
             business_idempotency_key=idempotency_key,
             meta=meta or {},
         )
         # The run's trace: the run span is reserved in the caller's trace (exported
         # when the run ends); its context is stored with the execution (a
         # deduplicated start keeps the stored one).
-        carrier = self.tracer.start_run_span(RunKind.WORKFLOW, workflow.name, run_id)
+        carrier = self.tracer.start_run_span(RunKind.WORKFLOW, name, run_id)
         runtime = self.worker.workflows if self.worker is not None else None
         if (
             runtime is not None
             and id is None
             and not idempotency_key
-            and runtime.eager.accepts(workflow.name)
+            and runtime.eager.accepts(name)
         ):
             started = await runtime.eager.start(params, trace_context=carrier)
             inserted, wid = started.inserted, started.id
@@ -250,12 +319,13 @@ class Client:
             inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
         if not inserted:
             existing = await self.store.get_workflow_execution(wid)
-            if existing.name != workflow.name or existing.input != data:
+            if existing.name != name or existing.input != data:
                 raise IdempotencyConflictError(
                     f"execution {wid} already holds this id/key with workflow "
                     f"{existing.name!r} and different input; nothing started"
                 )
-        return WorkflowHandle(self, wid, workflow, started=inserted)
+        definition = workflow if isinstance(workflow, WorkflowDefinition) else None
+        return WorkflowHandle(self, wid, definition, started=inserted)
 
     async def list_uncertain(
         self, workflow_id: uuid.UUID | None = None, limit: int = 100
@@ -393,6 +463,9 @@ class WorkflowHandle(Generic[R]):
         Raises:
             NotFoundError: no such execution, or it finished (the message says
                 "finished"; a send racing the completion gets this too).
+            ValueError: ``name`` or ``message_id`` contains NUL or is not valid
+                UTF-8, or ``name`` is over 255 characters.
+            PayloadEncodeError: ``payload`` is not JSON-encodable.
         """
         data = encode_value(payload, f"payload of signal {name!r}")
         accepted = await self.client.store.signal_workflow(
@@ -419,12 +492,57 @@ class WorkflowHandle(Generic[R]):
         if state == WorkflowState.CANCELLED:  # ended by this call: its commit won
             await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
 
+    async def terminate(self, reason: str, *, terminated_by: str | None = None) -> None:
+        """End the execution now, whatever it is doing, without running its code.
+
+        For a run that cannot finish by itself (no worker registers its
+        workflow, it waits for something that will never come); ``cancel`` is
+        the cooperative verb that lets the code clean up. In one transaction:
+        the execution becomes ``terminated``, a ``WorkflowTerminated`` event
+        (``reason``, ``terminated_by``) ends its history, its pending and
+        in-flight operations, its workflow task and its timers are cancelled
+        (a worker still running one has its late commit or completion
+        refused), an ``azync.workflow.terminated`` ledger event is published
+        and ``result()`` waiters get :class:`WorkflowTerminatedError`.
+        Works on running (even mid-pass) and suspended executions.
+
+        Args:
+            reason: why; recorded in history, on the execution and the ledger.
+            terminated_by: who (default: ``user@host`` of this process).
+
+        Raises:
+            NotFoundError: the execution is missing or already finished
+                (succeeded, failed, cancelled or terminated); nothing changed.
+            ConflictError: workers kept its jobs busy for about 5 s (it backs
+                off and retries meanwhile); nothing changed, call it again.
+        """
+        who = terminated_by or default_decider()
+        event = encode_event(WorkflowTerminated(reason=reason, terminated_by=who))
+        done = await retry_transient(
+            lambda: self.client.store.terminate_workflow(self.id, reason, who, event)
+        )
+        self.client.tracer.run_event(
+            done.trace_context,
+            RunEvent.TERMINATED,
+            run_id=self.id,
+            attributes={"azync.terminated_by": who, "azync.reason": reason[:1024]},
+        )
+        # This call's commit ended the run: it exports the run span (after the event).
+        await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
+
     async def resume(self) -> None:
         """Resume a suspended execution (e.g. after fixing non-deterministic code)."""
         await self.client.store.resume_workflow(self.id)
 
     async def describe(self) -> WorkflowExecutionView:
-        """The execution row: state, result, failure reason, timestamps."""
+        """The execution row: state, result, failure reason, timestamps, and
+        ``blocked_reason`` when a running execution's workflow task keeps
+        failing (e.g. ``UnknownWorkflowError: no worker has registered workflow
+        'x' (after 4 workflow task attempts)``).
+
+        Raises:
+            NotFoundError: no such execution.
+        """
         return await self.client.store.get_workflow_execution(self.id)
 
     async def history(self) -> list[HistoryEntry]:
@@ -455,6 +573,7 @@ class WorkflowHandle(Generic[R]):
         Raises:
             WorkflowFailedError: the workflow raised.
             WorkflowCancelledError: it was cancelled.
+            WorkflowTerminatedError: it was terminated (``terminate``).
             TimeoutError: ``timeout`` elapsed first (the execution keeps running;
                 the message names its state, e.g. ``suspended``).
         """
@@ -500,10 +619,17 @@ class WorkflowHandle(Generic[R]):
             if not (sep and error_type.isidentifier()):  # a reason set by an operator
                 error_type, message = "", view.failure_reason
             raise WorkflowFailedError(self.id, error_type, message)
+        if view.state == WorkflowState.TERMINATED:
+            raise WorkflowTerminatedError(self.id, view.failure_reason)
         raise WorkflowCancelledError(self.id, view.failure_reason)
 
 
-_TERMINAL = (WorkflowState.SUCCEEDED, WorkflowState.FAILED, WorkflowState.CANCELLED)
+_TERMINAL = (
+    WorkflowState.SUCCEEDED,
+    WorkflowState.FAILED,
+    WorkflowState.CANCELLED,
+    WorkflowState.TERMINATED,
+)
 
 
 class _DoneWatcher:

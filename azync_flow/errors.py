@@ -4,12 +4,14 @@ Tree::
 
     AzyncError                          (azync_flow.store.errors)
     ├── StoreError                      (NotFoundError, ConflictError, LeadershipLostError,
-    │                                    MigrationError)
+    │                                    MigrationError, SchemaNotMigratedError,
+    │                                    StoreUnavailableError)
     ├── WorkflowError
     │   ├── NonDeterminismError         (seq, recorded, new) — execution is suspended
     │   │   └── ForbiddenCallError      (call) — real I/O, threads, wall clock in a workflow
     │   ├── WorkflowFailedError         (workflow_id, error_type, message)
     │   ├── WorkflowCancelledError      (workflow_id)
+    │   ├── WorkflowTerminatedError     (workflow_id, reason) — ended by ``terminate``
     │   ├── WorkflowSuspendedError      (workflow_id, reason)
     │   └── UnknownWorkflowError        (name)
     ├── ActivityError                   (activity, error_type, message, attempts, seq)
@@ -35,7 +37,9 @@ from azync_flow.store.errors import (
     ConflictError,
     LeadershipLostError,
     NotFoundError,
+    SchemaNotMigratedError,
     StoreError,
+    StoreUnavailableError,
 )
 
 __all__ = [
@@ -49,7 +53,9 @@ __all__ = [
     "PayloadEncodeError",
     "PayloadError",
     "PayloadTooLargeError",
+    "SchemaNotMigratedError",
     "StoreError",
+    "StoreUnavailableError",
     "Uncertain",
     "UnknownWorkflowError",
     "WorkflowAbort",
@@ -57,6 +63,7 @@ __all__ = [
     "WorkflowError",
     "WorkflowFailedError",
     "WorkflowSuspendedError",
+    "WorkflowTerminatedError",
 ]
 
 
@@ -148,6 +155,27 @@ class WorkflowCancelledError(WorkflowError):
         super().__init__(
             f"workflow {workflow_id} was cancelled" + (f": {reason}" if reason else "")
         )
+
+
+class WorkflowTerminatedError(WorkflowError):
+    """The execution was ended by ``terminate``: no workflow code ran to end it.
+
+    Attributes:
+        workflow_id: the execution.
+        reason: who terminated it and why, as recorded (``terminated by
+            <who>: <reason>``); the ``WorkflowTerminated`` history event holds
+            both separately.
+    """
+
+    code = "workflow_terminated"
+
+    def __init__(self, workflow_id: uuid.UUID | None, reason: str = "") -> None:
+        self.workflow_id = workflow_id
+        self.reason = reason
+        super().__init__(f"workflow {workflow_id} was " + (reason or "terminated"))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.reason))
 
 
 class WorkflowSuspendedError(WorkflowError):

@@ -19,6 +19,7 @@ whose clock is skewed cannot shift a retry.
 from __future__ import annotations
 
 import enum
+import math
 import random
 from datetime import timedelta
 
@@ -43,7 +44,7 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         initial_interval: delay before the first retry.
-        backoff_coefficient: growth factor per attempt (>= 1.0).
+        backoff_coefficient: growth factor per attempt (finite, >= 1.0).
         maximum_interval: cap of any single delay (jitter included). ``None``
             means 100 x ``initial_interval``.
         maximum_attempts: total attempts including the first, used when the
@@ -68,8 +69,9 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.initial_interval < timedelta(0):
             raise ValueError("initial_interval must be >= 0")
-        if self.backoff_coefficient < 1.0:
-            raise ValueError("backoff_coefficient must be >= 1.0")
+        # NaN/inf would also be stored as JSON null in the operation's payload
+        if not 1.0 <= self.backoff_coefficient < math.inf:
+            raise ValueError("backoff_coefficient must be a finite number >= 1.0")
         if self.maximum_interval is not None and self.maximum_interval < self.initial_interval:
             raise ValueError("maximum_interval must be >= initial_interval")
         if self.maximum_attempts < 0:

@@ -1,41 +1,78 @@
 """Workflow benchmark: azync_flow side by side with DBOS Transact, one table.
 
-    python bench/workflows.py [-n 1000] [--seq 200] [--signals 100] [--commit-runs 200]
+    python bench/workflows.py [--rounds 3] [-n 1000] [--seq 200] [--signals 100]
+                              [--gather 200] [--commit-runs 200] [--quick] [--no-dbos]
 
-DSN: ``--dsn``, else ``$AZYNC_DSN``, else an embedded server. The bench creates
-(and drops and recreates on every run) two databases on that server,
-``azb_flow`` and ``azb_dbos``, so ``pg_stat_database`` of each sees only its side.
+DSN: ``--dsn``, else ``$AZYNC_DSN``, else an embedded server. The bench creates three
+databases on that server for the run and drops them at its end, ``azb_<pid>_flow``,
+``azb_<pid>_dbos`` and ``azb_<pid>_floor`` (named per run: runs sharing a server
+leave each other alone), so the statistics of each see only its side.
 
-Rows (each side is one process: the azync_flow client and a real ``Worker``
-share one event loop; DBOS runs in a subprocess, ``bench/_dbos_workload.py``):
+Rounds. Each round runs every workload on azync_flow, then on DBOS, workload by
+workload (azync_flow, DBOS, azync_flow, DBOS, ...), so a load swing on the machine
+falls on both sides alike. A row shows, per side, the median over rounds, and the
+median of the per-round ratios azync_flow / other side, its target and whether the
+median ratio meets it.
 
-* throughput: N workflows of 3 activities (steps), all started, then all awaited;
-  workflows/s, and start-to-finish p50/p99 from each side's own row timestamps.
-* sequential: one 3-activity workflow at a time, start -> result seen by the
+Processes. azync_flow: a real ``Worker`` alone in its own process
+(``bench/_flow_workload.py worker``); the client (``Client``, the remote-client
+path) runs in this process. DBOS: one process that starts and runs the workflows
+(``bench/_dbos_workload.py serve``): DBOS has no separate worker. Both are started
+fresh each round and answer one JSON command per line.
+
+Rows:
+
+* 3-activity workflows/s: N workflows of 3 sequential activities (steps), all
+  started, then all awaited; start-to-finish p50/p99 from each side's own row
+  timestamps (created -> completed).
+* worker CPU ms / workflow over that run: ``time.process_time`` of the azync_flow
+  worker process, and of the DBOS process (which also starts the workflows); the
+  ``+ client`` row adds this process's CPU to the azync_flow side, the like-for-like
+  figure against DBOS's single process.
+* sequential p50: one 3-activity workflow at a time, start -> result seen by the
   client (azync_flow: ``handle.result()``, woken by the terminal commit's NOTIFY;
-  DBOS: a direct in-process call).
-* signal -> resume: a workflow parked in ``wait_signal``/``recv``; signal/send ->
+  DBOS: a direct in-process call, its fastest path).
+* signal -> resume p50: a workflow parked in ``wait_signal``/``recv``; signal/send ->
   result seen by the client.
-* commits per 3-activity workflow: ``pg_stat_database.xact_commit`` delta of the
-  side's database over a process that runs K workflows (azync_flow: all started,
-  then awaited with one aggregate query per 100 ms; DBOS: in-process calls), minus the
-  same process with K = 0 (stats are flushed when the backends exit). This
-  counts every transaction, read-only ones included; ``write txns`` is the
-  ``txid_current()`` delta over the same window, minus the K = 0 run (it is
-  cluster-wide: run on an otherwise idle server).
-* replay (azync_flow only, no database): a full replay of histories of 100,
-  1,000 and 10,000 events, and a cached pass (one new event) at that length,
-  next to the cached pass at event 10. Target: <= 2x.
+* gather of 10 activities, workflows/s: a workflow that awaits ``asyncio.gather`` of
+  10 activities; DBOS: an async workflow awaiting ``asyncio.gather`` of 10 async
+  steps (its own way of running steps concurrently inside one workflow, the closest
+  equivalent; a queue would add a polling hop per step).
+* scale-out, workflows/s: the 3-activity throughput run with 2 worker processes and
+  the client in this (third) process. DBOS: 2 processes dequeuing from a DBOS queue
+  (polling every 0.1 s) and a ``DBOSClient`` process that enqueues and waits.
+* commits / write txns per 3-activity workflow: over a fresh process that runs K
+  workflows (azync_flow: worker and remote-path client in one process, all started,
+  then awaited with one aggregate query per 100 ms; DBOS: in-process calls), minus a
+  K = 0 process (measured once per side), with no other process of the run
+  connected. ``commits`` is the ``pg_stat_database.xact_commit`` delta of the
+  side's database (read-only transactions too; stats are flushed when the
+  backends exit). ``write txns`` counts the WAL's COMMIT records of transactions
+  that wrote a block of the side's database (``pg_walinspect``, PostgreSQL 15+,
+  superuser: exact on a shared server); where that extension cannot be created, the
+  ``txid_current()`` advance (cluster-wide, so other clients add to it: the row
+  then shows the minimum over rounds).
+* floor: the same 3 steps as plain asyncpg commits and no engine, 5 commits per
+  workflow (start insert, 3 step results, finish update), N workflows over the
+  worker's concurrency in connections, and one at a time; rows give azync_flow's
+  ratio to it.
+* replay (azync_flow only, no database, once): a full replay of histories of 100,
+  1,000 and 10,000 events, and a cached pass (one new event) at that length, as a
+  ratio to the cached pass at event 10.
 
-Targets (issue 3): >= 3x DBOS workflows/s, <= 0.5x its start-to-finish p50,
-<= 4 commits per 3-activity workflow.
+``--quick`` runs small sizes (``QUICK``) and runs scale-out and the commit windows,
+which start five processes per side, in round 1 only; about 1.5 minutes.
+
+Targets: >= 3x DBOS workflows/s; start-to-finish, sequential and signal -> resume
+p50 <= 0.5x DBOS; <= 6 write transactions per workflow with a remote client (<= 4
+with eager start); >= 40% of the floor's workflows/s; cached pass <= 2x event 10.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import collections
 import json
 import os
 import statistics
@@ -43,8 +80,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -53,8 +90,10 @@ import asyncpg
 import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from azync_flow import WorkflowContext, activity, workflow
+from _flow_workload import DEFAULT_CONCURRENCY, fan, long, three, waiter
+
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
 from azync_flow.replay import (
@@ -67,50 +106,16 @@ from azync_flow.replay import (
 )
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.worker import Worker
 
 HERE = Path(__file__).resolve().parent
-FLOW_DB, DBOS_DB = "azb_flow", "azb_dbos"
-#: Worker concurrency (per lease loop) and pool size of the azync_flow side.
-CONCURRENCY = int(os.environ.get("AZB_CONCURRENCY", "32"))
+FLOW_SCRIPT, DBOS_SCRIPT = HERE / "_flow_workload.py", HERE / "_dbos_workload.py"
+#: Worker concurrency (per lease loop) of the azync_flow side, DBOS queue worker
+#: concurrency, and the floor's connection count.
+CONCURRENCY = int(os.environ.get("AZB_CONCURRENCY", str(DEFAULT_CONCURRENCY)))
+#: Sizes of ``--quick`` (rounds stay as given).
+QUICK = {"n": 80, "seq": 20, "signals": 15, "gather": 15, "commit_runs": 20}
 
-
-@activity(name="step_a")
-async def step_a(i: int) -> dict[str, int]:
-    return {"i": i, "a": 1}
-
-
-@activity(name="step_b")
-async def step_b(d: dict[str, int]) -> dict[str, int]:
-    return {**d, "b": 2}
-
-
-@activity(name="step_c")
-async def step_c(d: dict[str, int]) -> dict[str, int]:
-    return {**d, "c": 3}
-
-
-@workflow(name="three")
-async def three(ctx: WorkflowContext, i: int) -> dict[str, int]:
-    return await step_c(await step_b(await step_a(i)))
-
-
-@workflow(name="waiter")
-async def waiter(ctx: WorkflowContext, _: None) -> Any:
-    return await ctx.wait_signal("go", timeout=timedelta(seconds=30))
-
-
-@activity(name="step")
-async def step(i: int) -> int:
-    return i + 1
-
-
-@workflow(name="long")
-async def long(ctx: WorkflowContext, n: int) -> int:
-    total = 0
-    for i in range(n):
-        total += await step(i)
-    return total
+Sample = dict[str, Any]
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -138,35 +143,119 @@ async def recreate(dsn: str, db: str) -> None:
         await conn.close()
 
 
-async def db_counters(dsn: str, db: str) -> tuple[int, int]:
-    """(xact_commit of ``db``, current txid) read on a fresh connection to another database."""
-    conn = await asyncpg.connect(dsn)
-    try:
-        commits = await conn.fetchval(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = $1", db
+@dataclass
+class Proc:
+    """A workload process: ``{"ready": true}`` once up, then one JSON reply per JSON line."""
+
+    name: str
+    proc: asyncio.subprocess.Process
+    #: The last lines of its stderr, shown when it dies.
+    stderr: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=60))
+    drain: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(cls, name: str, *argv: str) -> Proc:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-P",
+            *argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            limit=1 << 24,
         )
-        xid = await conn.fetchval("SELECT txid_current()")
-        return int(commits), int(xid)
-    finally:
-        await conn.close()
+        self = cls(name, proc)
+        self.drain = asyncio.create_task(self._drain_stderr())
+        await self.reply(wait_s=120)
+        return self
+
+    async def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        while line := await self.proc.stderr.readline():
+            self.stderr.append(line.decode(errors="replace"))
+
+    async def reply(self, wait_s: float = 900) -> Sample:
+        """The next JSON object line on stdout (other lines are skipped)."""
+        assert self.proc.stdout is not None
+        while True:
+            line = await asyncio.wait_for(self.proc.stdout.readline(), wait_s)
+            if not line:
+                await self.proc.wait()
+                if self.drain is not None:
+                    await self.drain
+                raise RuntimeError(f"{self.name} exited:\n{''.join(self.stderr)}")
+            if line.startswith(b"{"):
+                return dict(json.loads(line))
+
+    async def ask(self, **cmd: Any) -> Sample:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(cmd).encode() + b"\n")
+        await self.proc.stdin.drain()
+        return await self.reply()
+
+    async def stop(self) -> None:
+        """Close its stdin (it then exits gracefully), or kill it after 60 s."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 60)
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+        if self.drain is not None:
+            await self.drain
 
 
-@contextlib.asynccontextmanager
-async def flow_worker(dsn: str, *, migrate: bool = False) -> AsyncIterator[PostgresStore]:
-    store = await open_store(dsn, Config(max_pool_size=CONCURRENCY + 8), migrate=migrate)
-    worker = Worker(
-        store,
-        concurrency=CONCURRENCY,
-        poll_interval=timedelta(seconds=1),
-        maintenance_interval=timedelta(seconds=1),
-        handle_signals=False,
+def run_json(*argv: str) -> Sample:
+    """Run a workload process to its end; its last stdout line is a JSON object (or nothing)."""
+    proc = subprocess.run(
+        [sys.executable, "-P", *argv], capture_output=True, text=True, timeout=900
     )
-    worker.register_workflows([three, waiter], [step_a, step_b, step_c])
-    try:
-        async with worker:
-            yield store
-    finally:
-        await store.close()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:2]} failed:\n{proc.stderr[-3000:]}")
+    lines = proc.stdout.strip().splitlines()
+    return dict(json.loads(lines[-1])) if lines else {}
+
+
+def dbos_available() -> bool:
+    probe = "import dbos, sqlalchemy, psycopg"
+    return subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True).returncode == 0
+
+
+# --- azync_flow workloads (client side; the worker runs in its own process) ------------------
+
+
+async def flow_throughput(
+    client: Client, store: PostgresStore, n: int, workers: list[Proc]
+) -> Sample:
+    warm = [await client.start(three, -i - 1) for i in range(20)]  # warm-up, all at once
+    assert all([(await h.result(timeout=60))["c"] == 3 for h in warm])
+    cpu0 = [(await w.ask(cmd="cpu"))["cpu_s"] for w in workers]
+    own0, t0 = time.process_time(), time.perf_counter()
+    handles = [await client.start(three, i) for i in range(n)]
+    results = [await h.result(timeout=300) for h in handles]
+    seconds, own = time.perf_counter() - t0, time.process_time() - own0
+    cpu1 = [(await w.ask(cmd="cpu"))["cpu_s"] for w in workers]
+    cpu = sum(cpu1) - sum(cpu0)
+    assert results[-1] == {"i": n - 1, "a": 1, "b": 2, "c": 3}
+    rows = await store.pool.fetch(
+        "SELECT extract(epoch FROM completed_at - created_at) * 1000 AS ms"
+        " FROM azync_workflow_executions WHERE id = any($1::uuid[])",
+        [h.id for h in handles],
+    )
+    lat = [float(r["ms"]) for r in rows]
+    return {"seconds": seconds, "latencies_ms": lat, "cpu_s": cpu, "client_cpu_s": own}
+
+
+async def flow_sequential(client: Client, n: int) -> Sample:
+    lat = []
+    for i in range(n + 3):
+        a = time.perf_counter()
+        handle = await client.start(three, i)
+        assert (await handle.result(timeout=60))["c"] == 3
+        if i >= 3:  # the first three warm up (the worker is warm from the throughput run)
+            lat.append((time.perf_counter() - a) * 1000)
+    return {"latencies_ms": lat}
 
 
 async def parked(store: PostgresStore, wid: uuid.UUID) -> None:
@@ -182,109 +271,185 @@ async def parked(store: PostgresStore, wid: uuid.UUID) -> None:
     raise TimeoutError(f"{wid} never parked")
 
 
-# --- azync_flow workloads -------------------------------------------------------------------
-
-
-async def flow_throughput(dsn: str, n: int) -> dict[str, Any]:
-    async with flow_worker(dsn) as store, Client(store) as client:
-        for i in range(20):  # warm-up
-            assert (await (await client.start(three, -i - 1)).result(timeout=60))["c"] == 3
-        t0 = time.perf_counter()
-        handles = [await client.start(three, i) for i in range(n)]
-        results = [await h.result(timeout=300) for h in handles]
-        seconds = time.perf_counter() - t0
-        assert results[-1] == {"i": n - 1, "a": 1, "b": 2, "c": 3}
-        rows = await store.pool.fetch(
-            "SELECT extract(epoch FROM completed_at - created_at) * 1000 AS ms"
-            " FROM azync_workflow_executions WHERE id = any($1::uuid[])",
-            [h.id for h in handles],
-        )
-    return {"seconds": seconds, "latencies_ms": [float(r["ms"]) for r in rows]}
-
-
-async def flow_sequential(dsn: str, n: int) -> dict[str, Any]:
-    async with flow_worker(dsn) as store, Client(store) as client:
-        lat = []
-        for i in range(n + 10):
-            a = time.perf_counter()
-            handle = await client.start(three, i)
-            assert (await handle.result(timeout=60))["c"] == 3
-            if i >= 10:  # the first ten warm up
-                lat.append((time.perf_counter() - a) * 1000)
+async def flow_signal(client: Client, store: PostgresStore, n: int) -> Sample:
+    lat = []
+    for i in range(n):
+        handle = await client.start(waiter, None)
+        await parked(store, handle.id)
+        await asyncio.sleep(0.005)
+        a = time.perf_counter()
+        await handle.signal("go", {"k": i})
+        assert await handle.result(timeout=60) == {"k": i}
+        lat.append((time.perf_counter() - a) * 1000)
     return {"latencies_ms": lat}
 
 
-async def flow_signal(dsn: str, n: int) -> dict[str, Any]:
-    async with flow_worker(dsn) as store, Client(store) as client:
-        lat = []
-        for i in range(n):
-            handle = await client.start(waiter, None)
-            await parked(store, handle.id)
-            await asyncio.sleep(0.005)
-            a = time.perf_counter()
-            await handle.signal("go", {"k": i})
-            assert await handle.result(timeout=60) == {"k": i}
-            lat.append((time.perf_counter() - a) * 1000)
-    return {"latencies_ms": lat}
+async def flow_gather(client: Client, n: int) -> Sample:
+    assert await (await client.start(fan, 0)).result(timeout=60) == 55  # warm-up
+    t0 = time.perf_counter()
+    handles = [await client.start(fan, i) for i in range(n)]
+    results = [await h.result(timeout=300) for h in handles]
+    seconds = time.perf_counter() - t0
+    assert results[-1] == sum(n - 1 + k + 1 for k in range(10))
+    return {"seconds": seconds}
 
 
-async def flow_commits_run(dsn: str, k: int) -> None:
-    """Start K workflows, then wait for all with one aggregate query every 100 ms."""
-    async with flow_worker(dsn) as store:
-        client = Client(store)
-        ids = [(await client.start(three, i)).id for i in range(k)]
-        query = (
-            "SELECT count(*) FROM azync_workflow_executions"
-            " WHERE id = any($1::uuid[]) AND state = 'succeeded'"
+# --- the floor: plain asyncpg, no engine ----------------------------------------------------
+
+FLOOR_SCHEMA = """
+CREATE TABLE floor_runs (
+    id uuid PRIMARY KEY, input jsonb NOT NULL, result jsonb,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(), completed_at timestamptz);
+CREATE TABLE floor_steps (
+    run_id uuid NOT NULL, seq int NOT NULL, result jsonb NOT NULL, PRIMARY KEY (run_id, seq));
+"""
+
+
+async def floor_workflow(conn: asyncpg.Connection, i: int) -> None:
+    """The 3-step workflow as 5 autocommit statements: start, 3 step results, finish."""
+    rid = uuid.uuid4()
+    await conn.execute("INSERT INTO floor_runs (id, input) VALUES ($1, $2::jsonb)", rid, str(i))
+    d = {"i": i}
+    for seq, key in enumerate("abc", 1):
+        d = {**d, key: seq}
+        await conn.execute(
+            "INSERT INTO floor_steps VALUES ($1, $2, $3::jsonb)", rid, seq, json.dumps(d)
         )
-        for _ in range(6000):
-            if await store.pool.fetchval(query, ids) == k:
-                return
-            await asyncio.sleep(0.1)
-        raise TimeoutError("workflows of the commit count did not finish in 10 min")
-
-
-def run_flow_commits_process(dsn: str, k: int) -> None:
-    """K workflows in a fresh process (its backends' exit flushes the stats)."""
-    subprocess.run([sys.executable, "-P", __file__, "--dsn", dsn, "--_commits", str(k)], check=True)
-
-
-# --- DBOS workloads -------------------------------------------------------------------------
-
-
-def dbos_available() -> bool:
-    probe = "import dbos, sqlalchemy, psycopg"
-    return subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True).returncode == 0
-
-
-def run_dbos(mode: str, url: str, n: int) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-P", str(HERE / "_dbos_workload.py"), mode, "--url", url, "-n", str(n)],
-        capture_output=True,
-        text=True,
-        timeout=900,
+    await conn.execute(
+        "UPDATE floor_runs SET result = $2::jsonb, completed_at = clock_timestamp() WHERE id = $1",
+        rid,
+        json.dumps(d),
     )
-    if proc.returncode != 0:
-        raise RuntimeError(f"DBOS {mode} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+async def floor_run(dsn: str, n: int, seq: int) -> Sample:
+    """N workflows over CONCURRENCY connections (workflows/s), then ``seq`` one at a time."""
+    async with asyncpg.create_pool(dsn, min_size=CONCURRENCY, max_size=CONCURRENCY) as pool:
+        todo = iter(range(n))
+
+        async def lane() -> None:
+            async with pool.acquire() as conn:
+                for i in todo:
+                    await floor_workflow(conn, i)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(lane() for _ in range(CONCURRENCY)))
+        seconds = time.perf_counter() - t0
+        lat = []
+        async with pool.acquire() as conn:
+            for i in range(seq):
+                a = time.perf_counter()
+                await floor_workflow(conn, i)
+                lat.append((time.perf_counter() - a) * 1000)
+    return {"seconds": seconds, "n": n, "latencies_ms": lat}
 
 
 # --- commits --------------------------------------------------------------------------------
 
 
-async def commits_per_workflow(admin_dsn: str, db: str, k: int, run: Any) -> tuple[float, float]:
-    """(xact_commit per workflow, write transactions per workflow) of ``run(k)``."""
+async def settled_commits(admin: str, db: str) -> int:
+    """``xact_commit`` of ``db`` once its backends are gone and their stats flushed."""
+    conn = await asyncpg.connect(admin)
+    try:
+        for _ in range(1000):  # exited backends leave pg_stat_activity, then flush stats
+            if not await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", db
+            ):
+                break
+            await asyncio.sleep(0.02)
+        query = "SELECT xact_commit FROM pg_stat_database WHERE datname = $1"
+        last = -1
+        while (commits := int(await conn.fetchval(query, db))) != last:
+            last = commits
+            await asyncio.sleep(0.1)
+        return commits
+    finally:
+        await conn.close()
 
-    async def window(count: int) -> tuple[int, int]:
-        c0, x0 = await db_counters(admin_dsn, db)
-        await asyncio.to_thread(run, count)
-        await asyncio.sleep(1.2)  # let exited backends' stats land
-        c1, x1 = await db_counters(admin_dsn, db)
-        return c1 - c0, x1 - x0 - 1
 
-    base_c, base_x = min(await window(0), await window(0))
-    full_c, full_x = await window(k)
-    return (full_c - base_c) / k, (full_x - base_x) / k
+#: Committed top-level transactions that (or whose subtransactions) wrote a block of
+#: database $3, between WAL positions $1 and $2.
+WAL_WRITES = r"""
+WITH r AS (
+    SELECT xid, resource_manager, record_type, description, block_ref
+    FROM pg_get_wal_records_info($1::text::pg_lsn, $2::text::pg_lsn)
+), touched AS (
+    SELECT DISTINCT xid::text AS x FROM r
+    WHERE xid::text <> '0' AND block_ref ~ ('rel \d+/' || $3::oid::text || '/')
+)
+SELECT count(*) FROM r
+WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT'
+  AND EXISTS (
+    SELECT 1 FROM touched WHERE x = r.xid::text OR x = ANY (
+        string_to_array(trim(substring(r.description FROM 'subxacts: ([0-9 ]+)')), ' ')))
+"""
+
+
+@dataclass
+class WriteMeter:
+    """Counts the write transactions of one database between two marks.
+
+    Exact where ``pg_walinspect`` can be created (PostgreSQL 15+, superuser): the
+    WAL's COMMIT records of transactions that wrote a block of that database. Else
+    the ``txid_current()`` advance, which is cluster-wide: other clients of the
+    server add to it.
+    """
+
+    dsn: str
+    exact: bool
+
+    @classmethod
+    async def open(cls, dsn: str) -> WriteMeter:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            exact = True
+        except asyncpg.PostgresError:
+            exact = False
+        finally:
+            await conn.close()
+        return cls(dsn, exact)
+
+    async def mark(self) -> str:
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            if self.exact:
+                return str(await conn.fetchval("SELECT pg_current_wal_flush_lsn()::text"))
+            return str(await conn.fetchval("SELECT txid_current()"))
+        finally:
+            await conn.close()
+
+    async def writes(self, db: str, start: str, end: str) -> int:
+        if not self.exact:
+            return int(end) - int(start) - 1  # the mark's own txid_current()
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            oid = await conn.fetchval("SELECT oid FROM pg_database WHERE datname = $1", db)
+            return int(await conn.fetchval(WAL_WRITES, start, end, oid))
+        finally:
+            await conn.close()
+
+
+async def background_writes(admin: str, seconds: float = 2.0) -> float:
+    """Write transactions per second other clients commit on the server (txid advance)."""
+    conn = await asyncpg.connect(admin)
+    try:
+        x0 = int(await conn.fetchval("SELECT txid_current()"))
+        await asyncio.sleep(seconds)
+        x1 = int(await conn.fetchval("SELECT txid_current()"))
+        return (x1 - x0 - 1) / seconds
+    finally:
+        await conn.close()
+
+
+async def commit_window(
+    admin: str, meter: WriteMeter, db: str, run: Callable[[], object]
+) -> tuple[int, int]:
+    """(commits, write txns) of ``db`` around the process ``run`` starts and waits for."""
+    c0, m0 = await settled_commits(admin, db), await meter.mark()
+    await asyncio.to_thread(run)
+    c1, m1 = await settled_commits(admin, db), await meter.mark()
+    return c1 - c0, await meter.writes(db, m0, m1)
 
 
 # --- replay ---------------------------------------------------------------------------------
@@ -329,99 +494,452 @@ def replay_times(reps: int = 200) -> dict[int, tuple[float, float]]:
     return out
 
 
-# --- main -----------------------------------------------------------------------------------
+# --- the run --------------------------------------------------------------------------------
 
 
-def fmt_ratio(ours: float | None, theirs: float | None) -> str:
-    if ours is None or not theirs:
-        return "-"
-    return f"{ours / theirs:.2f}x"
+@dataclass
+class Samples:
+    """Per workload and side ("flow", "dbos", "floor"): one sample per round."""
+
+    by: dict[str, dict[str, list[Sample]]] = field(default_factory=dict)
+
+    def add(self, workload: str, side: str, sample: Sample) -> None:
+        self.by.setdefault(workload, {}).setdefault(side, []).append(sample)
+
+    def get(self, workload: str, side: str) -> list[Sample]:
+        return self.by.get(workload, {}).get(side, [])
+
+
+async def both(
+    samples: Samples,
+    workload: str,
+    flow: Callable[[], Awaitable[Sample]],
+    dbos: Callable[[], Awaitable[Sample]] | None,
+) -> None:
+    samples.add(workload, "flow", await flow())
+    if dbos is not None:
+        samples.add(workload, "dbos", await dbos())
+
+
+class Phases:
+    """Progress on one line: each phase's name and seconds."""
+
+    def __init__(self) -> None:
+        self.t = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        print(f"{name} {now - self.t:.0f}s", end=" ", flush=True)
+        self.t = now
+
+
+@dataclass
+class Env:
+    """The server, this run's databases and the write meter.
+
+    Databases are named per run (``azb_<pid>_flow``, ``_dbos``, ``_floor``), so runs
+    sharing a server do not drop each other's databases.
+    """
+
+    admin: str
+    tag: str
+    with_dbos: bool
+    meter: WriteMeter | None = None
+
+    def db(self, side: str) -> str:
+        return f"azb_{self.tag}_{side}"
+
+    def dsn(self, side: str) -> str:
+        return with_db(self.admin, self.db(side))
+
+    def sides(self) -> list[str]:
+        return ["flow", "floor"] + (["dbos"] if self.with_dbos else [])
+
+    def commits_argv(self, side: str, k: int) -> tuple[str, ...]:
+        if side == "flow":
+            return (str(FLOW_SCRIPT), "commits", "--dsn", self.dsn("flow"), "-n", str(k))
+        return (str(DBOS_SCRIPT), "commits", "--url", self.dsn("dbos"), "-n", str(k))
+
+    async def commits(self, side: str, k: int) -> Sample:
+        """Commits and write txns of ``side``'s database over a process running K workflows."""
+        assert self.meter is not None
+        argv = self.commits_argv(side, k)
+        c, x = await commit_window(self.admin, self.meter, self.db(side), lambda: run_json(*argv))
+        return {"commits": c, "writes": x}
+
+
+async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> Samples:
+    """Every workload once per side, interleaved; scale-out, commit windows, floor last.
+
+    Scale-out runs with only its side's processes alive (connections are scarce), and
+    commit windows with no other process of this run connected. ``heavy=False`` skips
+    both (they start five processes per side).
+    """
+    s = Samples()
+    ph = Phases()
+    flow_dsn, dbos_url = env.dsn("flow"), env.dsn("dbos")
+    worker_argv = (str(FLOW_SCRIPT), "worker", "--dsn", flow_dsn, "--concurrency", str(CONCURRENCY))
+    starts = [Proc.start("azync_flow worker", *worker_argv)]
+    if env.with_dbos:
+        starts.append(Proc.start("DBOS", str(DBOS_SCRIPT), "serve", "--url", dbos_url))
+    procs = list(await asyncio.gather(*starts))
+    worker, dbos = procs[0], procs[1] if env.with_dbos else None
+    store = await open_store(flow_dsn, Config(max_pool_size=4), migrate=False)
+    client = Client(store)
+    ph.done("start")
+
+    def on_dbos(mode: str, n: int) -> Callable[[], Awaitable[Sample]] | None:
+        return None if dbos is None else (lambda: dbos.ask(mode=mode, n=n))
+
+    try:
+        try:
+            await both(
+                s,
+                "thr",
+                lambda: flow_throughput(client, store, args.n, [worker]),
+                on_dbos("throughput", args.n),
+            )
+            ph.done("thr")
+            await both(
+                s, "seq", lambda: flow_sequential(client, args.seq), on_dbos("sequential", args.seq)
+            )
+            ph.done("seq")
+            await both(
+                s,
+                "sig",
+                lambda: flow_signal(client, store, args.signals),
+                on_dbos("signal", args.signals),
+            )
+            ph.done("sig")
+            await both(
+                s,
+                "gather",
+                lambda: flow_gather(client, args.gather),
+                on_dbos("gather", args.gather),
+            )
+            ph.done("gather")
+        finally:
+            for p in procs:
+                await p.stop()
+        if heavy:
+            await both(
+                s,
+                "scale",
+                lambda: flow_scale_out(client, store, worker_argv, args.n),
+                (lambda: dbos_scale_out(dbos_url, args.n)) if env.with_dbos else None,
+            )
+            ph.done("scale-out")
+    finally:
+        await client.close()
+        await store.close()
+    if heavy:
+        await both(
+            s,
+            "commits",
+            lambda: env.commits("flow", args.commit_runs),
+            (lambda: env.commits("dbos", args.commit_runs)) if env.with_dbos else None,
+        )
+        ph.done("commits")
+    s.add("floor", "floor", await floor_run(env.dsn("floor"), args.n, args.seq))
+    ph.done("floor")
+    return s
+
+
+async def flow_scale_out(
+    client: Client, store: PostgresStore, worker_argv: tuple[str, ...], n: int
+) -> Sample:
+    """The throughput run with 2 fresh worker processes; the client is this process."""
+    workers = await asyncio.gather(
+        Proc.start("azync_flow worker 1", *worker_argv),
+        Proc.start("azync_flow worker 2", *worker_argv),
+    )
+    try:
+        return await flow_throughput(client, store, n, list(workers))
+    finally:
+        for w in workers:
+            await w.stop()
+
+
+async def dbos_scale_out(url: str, n: int) -> Sample:
+    argv = (str(DBOS_SCRIPT), "queue-worker", "--url", url, "--concurrency", str(CONCURRENCY))
+    workers = await asyncio.gather(
+        Proc.start("DBOS queue worker 1", *argv), Proc.start("DBOS queue worker 2", *argv)
+    )
+    try:
+        return await asyncio.to_thread(
+            run_json, str(DBOS_SCRIPT), "enqueue", "--url", url, "-n", str(n)
+        )
+    finally:
+        for w in workers:
+            await w.stop()
+
+
+async def commit_baselines(env: Env) -> Samples:
+    """Commits and write txns of a K = 0 process per side (with the txid meter, the lower
+    of two: other clients can only add to it)."""
+    assert env.meter is not None
+    s = Samples()
+    for side in ("flow", "dbos") if env.with_dbos else ("flow",):
+        windows = [await env.commits(side, 0) for _ in range(1 if env.meter.exact else 2)]
+        s.add("commits0", side, min(windows, key=lambda w: (w["writes"], w["commits"])))
+    return s
+
+
+# --- the table ------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    label: str
+    ours: float | None
+    other: float | None = None
+    ratio: float | None = None
+    target: str = ""
+    met: bool | None = None
+
+
+def median_or_none(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def compare(
+    label: str,
+    ours: list[float],
+    other: list[float],
+    target: str = "",
+    ok: Callable[[float, float | None], bool | None] | None = None,
+    *,
+    additive_noise: bool = False,
+) -> Row:
+    """Medians per side and the median of per-round ratios; ``met`` is ``ok(ours, ratio)``.
+
+    ``additive_noise``: for counts that other clients of the server can only raise
+    (cluster-wide txids), each side's minimum over rounds and their ratio instead.
+    """
+    if additive_noise:
+        a, b = min(ours, default=None), min(other, default=None)
+        ratio = a / b if a is not None and b else None
+        row = Row(label, a, b, ratio, target)
+    else:
+        ratios = [x / y for x, y in zip(ours, other, strict=False) if y]
+        row = Row(label, median_or_none(ours), median_or_none(other), median_or_none(ratios))
+        row.target = target
+    if ok is not None and row.ours is not None:
+        row.met = ok(row.ours, row.ratio)
+    return row
+
+
+def build_rows(
+    s: Samples,
+    base: Samples,
+    args: argparse.Namespace,
+    replay: dict[int, tuple[float, float]],
+    exact_writes: bool,
+) -> list[Row]:
+    def series(workload: str, side: str, fn: Callable[[Sample], float]) -> list[float]:
+        return [fn(x) for x in s.get(workload, side)]
+
+    def row(
+        label: str,
+        workload: str,
+        fn: Callable[[Sample], float],
+        target: str = "",
+        ok: Callable[[float, float | None], bool | None] | None = None,
+        other: str = "dbos",
+    ) -> Row:
+        return compare(label, series(workload, "flow", fn), series(workload, other, fn), target, ok)
+
+    def per_sec(n: int) -> Callable[[Sample], float]:
+        return lambda x: n / x["seconds"]
+
+    def p(q: float) -> Callable[[Sample], float]:
+        return lambda x: pct(x["latencies_ms"], q)
+
+    def ratio_at_least(t: float) -> Callable[[float, float | None], bool | None]:
+        return lambda _ours, ratio: None if ratio is None else ratio >= t
+
+    def ratio_at_most(t: float) -> Callable[[float, float | None], bool | None]:
+        return lambda _ours, ratio: None if ratio is None else ratio <= t
+
+    def per_wf(key: str, side: str) -> Callable[[Sample], float]:
+        b = base.get("commits0", side)[0][key]
+        return lambda x: (x[key] - b) / args.commit_runs
+
+    n = args.n
+    rows = [
+        row("3-activity workflows/s", "thr", per_sec(n), ">= 3x", ratio_at_least(3)),
+        row("  start-to-finish p50 ms", "thr", p(50), "<= 0.5x", ratio_at_most(0.5)),
+        row("  start-to-finish p99 ms", "thr", p(99)),
+        row("  worker CPU ms / workflow", "thr", lambda x: x["cpu_s"] * 1000 / n),
+        row(
+            "  worker + client CPU ms / workflow",
+            "thr",
+            lambda x: (x["cpu_s"] + x.get("client_cpu_s", 0.0)) * 1000 / n,
+        ),
+        row("sequential p50 ms", "seq", p(50), "<= 0.5x", ratio_at_most(0.5)),
+        row("sequential p99 ms", "seq", p(99)),
+        row("signal -> resume p50 ms", "sig", p(50), "<= 0.5x", ratio_at_most(0.5)),
+        row("signal -> resume p99 ms", "sig", p(99)),
+        row("gather of 10 activities: workflows/s", "gather", per_sec(args.gather)),
+        row("scale-out (2 workers + client): wf/s", "scale", per_sec(n)),
+    ]
+    flow_commits = series("commits", "flow", per_wf("commits", "flow"))
+    flow_writes = series("commits", "flow", per_wf("writes", "flow"))
+    dbos_commits, dbos_writes = [], []
+    if base.get("commits0", "dbos"):
+        dbos_commits = series("commits", "dbos", per_wf("commits", "dbos"))
+        dbos_writes = series("commits", "dbos", per_wf("writes", "dbos"))
+    rows.append(compare("commits / workflow (xact_commit)", flow_commits, dbos_commits))
+    rows.append(
+        compare(
+            "write txns / workflow, remote client",
+            flow_writes,
+            dbos_writes,
+            "<= 6",
+            lambda ours, _ratio: ours <= 6,
+            additive_noise=not exact_writes,
+        )
+    )
+    floor = s.get("floor", "floor")
+    rows.append(
+        compare(
+            "workflows/s vs floor*",
+            series("thr", "flow", per_sec(n)),
+            [x["n"] / x["seconds"] for x in floor],
+            ">= 0.4x",
+            ratio_at_least(0.4),
+        )
+    )
+    rows.append(
+        compare(
+            "sequential p50 ms vs floor*",
+            series("seq", "flow", p(50)),
+            [pct(x["latencies_ms"], 50) for x in floor],
+        )
+    )
+    cached10 = replay[10][1]
+    for events in (100, 1_000, 10_000):
+        full, cached = replay[events]
+        rows.append(Row(f"replay {events:>6} events: full ms", full))
+        ratio = cached / cached10
+        rows.append(
+            Row("  cached pass us (ratio: / event 10)", cached, None, ratio, "<= 2x", ratio <= 2)
+        )
+    return rows
+
+
+def print_table(rows: list[Row], rounds: int, background: list[float], quick: bool) -> None:
+    def num(x: float | None) -> str:
+        if x is None:
+            return "-"
+        return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}"
+
+    head = ("metric", "azync_flow", "DBOS*", "ratio", "target", "met")
+    w = (40, 11, 9, 7, 8, 4)
+
+    def line(cells: tuple[str, ...]) -> str:
+        left = (0, 4, 5)  # text columns; numbers align right
+        return "  ".join(
+            c.ljust(w[i]) if i in left else c.rjust(w[i]) for i, c in enumerate(cells)
+        ).rstrip()
+
+    print(line(head))
+    print(line(tuple("-" * x for x in w)))
+    for r in rows:
+        ratio = f"{r.ratio:.2f}x" if r.ratio is not None else "-"
+        met = "" if r.met is None else ("yes" if r.met else "NO")
+        print(line((r.label, num(r.ours), num(r.other), ratio, r.target, met)))
+    notes = [
+        f"Medians over {rounds} round(s); ratio = median over rounds of azync_flow / DBOS"
+        " (per round, so machine noise falls on both sides)."
+        + (" --quick: scale-out and commit rows from round 1 only." if quick else ""),
+        "* floor rows: the DBOS* column is the floor, plain asyncpg with 5 commits per"
+        " workflow and no engine.",
+        "write txns: COMMIT records in the WAL of transactions that wrote the side's"
+        " database (pg_walinspect)."
+        if not background
+        else "write txns: txid advance (cluster-wide; minimum over rounds). Other clients'"
+        " write txns/s on the server before / after: "
+        + " / ".join(f"{b:.0f}" for b in background)
+        + ("  <- not idle: the row is unreliable" if max(background) >= 1 else ""),
+        f"{os.cpu_count()} CPUs; PostgreSQL shared by all sides.",
+    ]
+    print("\n" + "\n".join(notes))
 
 
 async def bench(args: argparse.Namespace) -> None:
     admin, where = (args.dsn, "--dsn") if args.dsn else resolve_dsn()
-    print(f"PostgreSQL: {where}; databases {FLOW_DB} (azync_flow) and {DBOS_DB} (DBOS)")
-    flow_dsn, dbos_url = with_db(admin, FLOW_DB), with_db(admin, DBOS_DB)
     with_dbos = not args.no_dbos and dbos_available()
+    env = Env(admin, str(os.getpid()), with_dbos)
+    print(f"PostgreSQL: {where}; databases {', '.join(env.db(s) for s in env.sides())}")
     if not with_dbos:
         print("DBOS: not importable (pip install 'azync-flow[bench]') or --no-dbos; one side only")
-    await recreate(admin, FLOW_DB)
-    (await open_store(flow_dsn, Config())).pool.terminate()  # migrate once
-    flow: dict[str, Any] = {}
-    dbos: dict[str, Any] = {}
-    if with_dbos:
-        await recreate(admin, DBOS_DB)
+    for side in env.sides():
+        await recreate(admin, env.db(side))
+    try:
+        await run_rounds(args, env)
+    finally:
+        conn = await asyncpg.connect(admin)
+        try:
+            for side in env.sides():
+                await conn.execute(f'DROP DATABASE IF EXISTS "{env.db(side)}" WITH (FORCE)')
+        finally:
+            await conn.close()
 
-    print(f"throughput: {args.n} workflows x 3 activities ...", flush=True)
-    flow["thr"] = await flow_throughput(flow_dsn, args.n)
-    if with_dbos:
-        dbos["thr"] = run_dbos("throughput", dbos_url, args.n)
-    print(f"sequential: {args.seq} workflows ...", flush=True)
-    flow["seq"] = await flow_sequential(flow_dsn, args.seq)
-    if with_dbos:
-        dbos["seq"] = run_dbos("sequential", dbos_url, args.seq)
-    print(f"signal -> resume: {args.signals} runs ...", flush=True)
-    flow["sig"] = await flow_signal(flow_dsn, args.signals)
-    if with_dbos:
-        dbos["sig"] = run_dbos("signal", dbos_url, args.signals)
-    print(f"commits: {args.commit_runs} sequential workflows per side ...", flush=True)
-    flow["commits"] = await commits_per_workflow(
-        admin, FLOW_DB, args.commit_runs, lambda k: run_flow_commits_process(flow_dsn, k)
-    )
-    if with_dbos:
-        dbos["commits"] = await commits_per_workflow(
-            admin, DBOS_DB, args.commit_runs, lambda k: run_dbos("commits", dbos_url, k)
-        )
+
+async def run_rounds(args: argparse.Namespace, env: Env) -> None:
+    t0 = time.perf_counter()
+    print("set-up and commit baselines (K = 0 processes) ...", end=" ", flush=True)
+    (await open_store(env.dsn("flow"), Config())).pool.terminate()  # migrate once
+    floor_conn = await asyncpg.connect(env.dsn("floor"))
+    await floor_conn.execute(FLOOR_SCHEMA)
+    await floor_conn.close()
+    env.meter = meter = await WriteMeter.open(env.dsn("floor"))
+    if env.with_dbos:  # DBOS creates its schema at its first launch: not in a window
+        run_json(*env.commits_argv("dbos", 0))
+    background = [] if meter.exact else [await background_writes(env.admin)]
+    base = await commit_baselines(env)
+    print(f"{time.perf_counter() - t0:.0f}s", flush=True)
+    samples = Samples()
+    for r in range(args.rounds):
+        t0 = time.perf_counter()
+        print(f"round {r + 1}/{args.rounds}:", end=" ", flush=True)
+        got = await one_round(args, env, heavy=not args.quick or r == 0)
+        for workload, sides in got.by.items():
+            for side, xs in sides.items():
+                for x in xs:
+                    samples.add(workload, side, x)
+        print(f"= {time.perf_counter() - t0:.0f}s", flush=True)
+    if not meter.exact:
+        background.append(await background_writes(env.admin))
     print("replay ...", flush=True)
-    replay = replay_times()
-
-    rows: list[tuple[str, float | None, float | None, str]] = []
-
-    def add(label: str, key: str, fn: Any, target: str = "") -> None:
-        ours = fn(flow[key])
-        theirs = fn(dbos[key]) if key in dbos else None
-        rows.append((label, ours, theirs, target))
-
-    add("workflows/s (3 activities)", "thr", lambda r: len(r["latencies_ms"]) / r["seconds"])
-    rows[-1] = (*rows[-1][:3], ">= 3x")
-    add("  start-to-finish p50 ms", "thr", lambda r: pct(r["latencies_ms"], 50), "<= 0.5x")
-    add("  start-to-finish p99 ms", "thr", lambda r: pct(r["latencies_ms"], 99))
-    add("sequential p50 ms", "seq", lambda r: pct(r["latencies_ms"], 50), "<= 0.5x")
-    add("sequential p99 ms", "seq", lambda r: pct(r["latencies_ms"], 99))
-    add("signal -> resume p50 ms", "sig", lambda r: pct(r["latencies_ms"], 50))
-    add("signal -> resume p99 ms", "sig", lambda r: pct(r["latencies_ms"], 99))
-    add("commits/wf (xact_commit)", "commits", lambda r: r[0], "<= 4")
-    add("  write txns/wf (txid)", "commits", lambda r: r[1], "<= 4")
-    for events in (100, 1_000, 10_000):
-        full, cached = replay[events]
-        rows.append((f"replay {events:>6} events: full ms", full, None, ""))
-        ratio = cached / replay[10][1]
-        rows.append((f"  cached pass us (x event 10: {ratio:.2f})", cached, None, "<= 2x"))
-
+    rows = build_rows(samples, base, args, replay_times(), meter.exact)
     print()
-    print(f"{'metric':<42} {'azync_flow':>11} {'DBOS':>9} {'ratio':>7}  target")
-    print(f"{'-' * 42} {'-' * 11} {'-' * 9} {'-' * 7}  ------")
-    for label, ours, theirs, target in rows:
-        t = f"{theirs:9.1f}" if theirs is not None else f"{'-':>9}"
-        print(f"{label:<42} {ours:11.1f} {t} {fmt_ratio(ours, theirs):>7}  {target}")
-    cpus = os.cpu_count()
-    print(f"\n{cpus} CPUs; one process per side; Postgres shared. Ratio = azync_flow / DBOS.")
+    print_table(rows, args.rounds, background, args.quick)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dsn", default=os.environ.get("AZYNC_DSN"))
-    parser.add_argument("-n", type=int, default=1000, help="workflows in the throughput run")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (>= 1)")
+    parser.add_argument("-n", type=int, default=1000, help="workflows in the throughput runs")
     parser.add_argument("--seq", type=int, default=200, help="sequential workflows")
     parser.add_argument("--signals", type=int, default=100, help="signal -> resume runs")
+    parser.add_argument("--gather", type=int, default=200, help="gather-of-10 workflows")
     parser.add_argument("--commit-runs", type=int, default=200, help="workflows per commit count")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"small sizes ({', '.join(f'{k}={v}' for k, v in QUICK.items())}), ~2 min",
+    )
     parser.add_argument("--no-dbos", action="store_true", help="skip the DBOS side")
-    parser.add_argument("--_commits", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args._commits is not None:
-        asyncio.run(flow_commits_run(args.dsn, args._commits))
-    else:
-        asyncio.run(bench(args))
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+    if min(args.rounds, args.n, args.seq, args.signals, args.gather, args.commit_runs) < 1:
+        parser.error("--rounds and every size must be >= 1")
+    asyncio.run(bench(args))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The ``azync-flow`` command line (argparse; see ``azync-flow --help``).
 
 Subcommands: ``migrate``, ``worker APP``, ``workflow start|signal|describe|history|
-cancel|result|list|stalled``, ``replay``, ``uncertain list|resolve``, ``queue stats|dead|retry``.
+cancel|terminate|result|list|stalled``, ``replay``, ``uncertain list|resolve``,
+``queue stats|dead|retry``.
 The database comes from ``--dsn`` or ``$AZYNC_DSN`` (``--schema`` / ``$AZYNC_SCHEMA``
 for the schema); only ``migrate`` and ``worker`` fall back to the embedded server
 by default, others need ``--embedded`` for that. Errors print one line on stderr
@@ -15,8 +16,6 @@ import asyncio
 import sys
 import traceback
 from collections.abc import Sequence
-
-import asyncpg
 
 from azync_flow.errors import AzyncError, PayloadError, UnknownWorkflowError
 from azync_flow.store.errors import ConflictError, NotFoundError, StoreError
@@ -89,21 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), EXIT_NOT_FOUND, debug)
     except ConflictError as exc:
         return _fail(str(exc), EXIT_CONFLICT, debug)
-    except StoreError as exc:
+    except StoreError as exc:  # unreachable, unmigrated (with the migrate hint), bad DSN
         return _fail(str(exc), EXIT_UNAVAILABLE, debug)
     except (ValueError, PayloadError) as exc:
         return _fail(str(exc), EXIT_USAGE, debug)
     except TimeoutError as exc:
         return _fail(str(exc) or "timed out", EXIT_TIMEOUT, debug)
-    except asyncpg.UndefinedTableError:
-        where = f"schema {args.schema!r}" if getattr(args, "schema", "") else "the database"
-        return _fail(
-            f"{where} has no azync_flow tables; run `azync-flow migrate` first (or check --schema)",
-            EXIT_UNAVAILABLE,
-            debug,
-        )
-    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as exc:
-        return _fail(f"database connection failed: {exc}", EXIT_UNAVAILABLE, debug)
     except KeyboardInterrupt:
         return 130
     except SystemExit as exc:  # replay's own usage errors

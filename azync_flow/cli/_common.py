@@ -46,13 +46,36 @@ def parse_id(value: str, what: str = "id") -> uuid.UUID:
 
 
 def parse_json(value: str | None, what: str) -> Any:
-    """Decode a JSON argument (``None`` stays None), or a usage error."""
+    """Decode a JSON argument (``None`` stays None), or a usage error.
+
+    ``@PATH`` reads the JSON from a file and ``-`` from stdin (for inputs too
+    large for a command line). The value is then encoded by the one payload
+    encoder, so NaN/Infinity literals and over-deep nesting are refused there
+    as on every other path.
+    """
     if value is None:
         return None
+    text = read_argument(value, what)
     try:
-        return json.loads(value)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(f"{what} is not valid JSON ({exc.msg} at position {exc.pos})") from None
+    except RecursionError:
+        raise CliError(f"{what} is nested too deeply (over ~1000 levels)") from None
+
+
+def read_argument(value: str, what: str) -> str:
+    """``value``, or the text of file ``@PATH``, or stdin for ``-``."""
+    if value == "-":
+        return sys.stdin.read()
+    if not value.startswith("@"):
+        return value
+    path = value[1:]
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"{what}: cannot read {path!r}: {exc}") from None
 
 
 def add_db_args(parser: argparse.ArgumentParser, *, embedded_fallback: bool) -> None:

@@ -25,7 +25,7 @@ def register(sub: Any) -> None:
     p = verbs.add_parser("resolve", help="decide one uncertain operation (audited)")
     p.add_argument("id", help="operation id (from `uncertain list`)")
     p.add_argument("--decision", required=True, choices=["complete", "fail", "retry"])
-    p.add_argument("--result", help="complete: the activity's result as JSON")
+    p.add_argument("--result", help="complete: the activity's result as JSON, @FILE or -")
     p.add_argument("--error", help="fail: the message the workflow's ActivityError carries")
     p.add_argument("--note", required=True, help="why (kept in history and on the operation)")
     p.add_argument("--by", required=True, help="who decides (kept in history)")

@@ -1,19 +1,20 @@
-"""``azync-flow workflow start|signal|describe|history|cancel|result|list|stalled``."""
+"""``azync-flow workflow start|signal|describe|history|cancel|terminate|result|list|stalled``."""
 
 from __future__ import annotations
 
 import argparse
-import uuid
 from datetime import timedelta
 from typing import Any
 
-from azync_flow.client import Client
-from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
-from azync_flow.replay.codec import encode_value
-from azync_flow.store import WorkflowStartParams, WorkflowState
+from azync_flow.client import Client, WorkflowHandle
+from azync_flow.errors import (
+    WorkflowCancelledError,
+    WorkflowFailedError,
+    WorkflowTerminatedError,
+)
+from azync_flow.store import WorkflowState
 
 from ._common import (
-    EXIT_CONFLICT,
     EXIT_FAILED,
     EXIT_OK,
     CliError,
@@ -33,7 +34,9 @@ def register(sub: Any) -> None:
 
     p = verbs.add_parser("start", help="start an execution by workflow name")
     p.add_argument("name", help="registered workflow name")
-    p.add_argument("--input", help="input as JSON (default: null)")
+    p.add_argument(
+        "--input", help="input as JSON, @FILE to read it from a file, - for stdin (default: null)"
+    )
     p.add_argument("--id", help="execution id (default: a new UUID)")
     p.add_argument("--key", default="", help="business idempotency key")
     p.add_argument("--version", default="", help="workflow version to record")
@@ -42,7 +45,7 @@ def register(sub: Any) -> None:
     p = verbs.add_parser("signal", help="send a signal to an execution")
     p.add_argument("id")
     p.add_argument("name")
-    p.add_argument("--payload", help="payload as JSON (default: null)")
+    p.add_argument("--payload", help="payload as JSON, @FILE or - for stdin (default: null)")
     p.add_argument("--message-id", default="", help="deduplication id")
     p.set_defaults(run=_signal)
 
@@ -54,6 +57,15 @@ def register(sub: Any) -> None:
         p = verbs.add_parser(verb, help=text)
         p.add_argument("id")
         p.set_defaults(run=fn)
+
+    p = verbs.add_parser(
+        "terminate",
+        help="end an execution now without running its code (cancel asks it to clean up)",
+    )
+    p.add_argument("id")
+    p.add_argument("--reason", required=True, help="why; recorded in history and on the ledger")
+    p.add_argument("--by", default=None, help="who (default: user@host)")
+    p.set_defaults(run=_terminate)
 
     p = verbs.add_parser("result", help="wait for an execution's result")
     p.add_argument("id")
@@ -85,27 +97,13 @@ def register(sub: Any) -> None:
 
 
 async def _start(args: argparse.Namespace) -> int:
-    data = encode_value(parse_json(args.input, "--input"), "workflow input")
-    wid = parse_id(args.id, "--id") if args.id else uuid.uuid4()
+    value = parse_json(args.input, "--input")
+    wid = parse_id(args.id, "--id") if args.id else None
     async with connect(args) as store:
-        inserted, wid = await store.start_workflow(
-            WorkflowStartParams(
-                id=wid,
-                name=args.name,
-                input=data,
-                version=args.version,
-                business_idempotency_key=args.key,
-            )
+        handle = await Client(store).start(
+            args.name, value, id=wid, idempotency_key=args.key, version=args.version
         )
-        if not inserted:
-            existing = await store.get_workflow_execution(wid)
-            if existing.name != args.name or existing.input != data:
-                raise CliError(
-                    f"execution {wid} already holds this id/key with workflow "
-                    f"{existing.name!r} and different input; nothing started",
-                    EXIT_CONFLICT,
-                )
-    emit({"id": wid, "started": inserted})
+    emit({"id": handle.id, "started": handle.started})
     return EXIT_OK
 
 
@@ -151,19 +149,23 @@ async def _cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _terminate(args: argparse.Namespace) -> int:
+    async with connect(args) as store:
+        handle: WorkflowHandle[Any] = Client(store).get_handle(parse_id(args.id))
+        await handle.terminate(args.reason, terminated_by=args.by)
+        view = await handle.describe()
+    emit({"state": view.state, "reason": view.failure_reason})
+    return EXIT_OK
+
+
 async def _result(args: argparse.Namespace) -> int:
     async with connect(args) as store:
         try:
             value: Any = (
                 await Client(store).get_handle(parse_id(args.id)).result(timeout=args.timeout)
             )
-        except (WorkflowFailedError, WorkflowCancelledError) as exc:
-            emit(
-                {
-                    "state": "failed" if isinstance(exc, WorkflowFailedError) else "cancelled",
-                    "error": str(exc),
-                }
-            )
+        except (WorkflowFailedError, WorkflowCancelledError, WorkflowTerminatedError) as exc:
+            emit({"state": _ENDED[type(exc)], "error": str(exc)})
             return EXIT_FAILED
     emit(value)
     return EXIT_OK
@@ -190,5 +192,11 @@ async def _stalled(args: argparse.Namespace) -> int:
     emit(rows)
     return EXIT_OK
 
+
+_ENDED: dict[type[Exception], str] = {
+    WorkflowFailedError: "failed",
+    WorkflowCancelledError: "cancelled",
+    WorkflowTerminatedError: "terminated",
+}
 
 __all__ = ["register"]

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
-import msgspec
 from opentelemetry.trace import TracerProvider
 
+from .._payload import encode_value
+from ..errors import PayloadError
 from ..store.errors import NotFoundError
 from ..store.types import Job, TaskResult
 from ..telemetry import AttemptKind, AttemptSpan, RunTracer
@@ -212,7 +213,7 @@ class DAGRunner:
                 raise Skip("every upstream task was skipped")
             async with self._heartbeat(job, lease):
                 value = await handler(ctx)
-            raw = None if value is None else msgspec.json.encode(value)
+            raw = None if value is None else encode_value(value, f"result of task {spec.key!r}")
         except NotReady as e:
             outcome = await self._snooze(job, e)
             if outcome is Outcome.DEADLINED:
@@ -294,7 +295,8 @@ class DAGRunner:
 
     async def _failed(self, job: Job, e: Exception, span: AttemptSpan) -> Outcome:
         msg = _clean(f"{type(e).__name__}: {e}")
-        if job.attempt >= max(job.max_attempts, 1):
+        # an unencodable result (NaN, lone surrogate, ...) would fail again: no retry
+        if isinstance(e, PayloadError) or job.attempt >= max(job.max_attempts, 1):
             return _traced(span, await self._dead(job, msg))
         delay = self.retry.delay(job.attempt)
         rescheduled = self.store.reschedule(job.id, job.lease_token, delay, msg)  # type: ignore[arg-type]

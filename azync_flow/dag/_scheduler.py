@@ -23,7 +23,9 @@ from typing import Protocol
 import asyncpg
 from opentelemetry.trace import TracerProvider
 
+from .._logging import log_failure
 from ..runtime.run_span import end_dag_run_span
+from ..store.errors import StoreError
 from ..store.postgres._base import default_channel
 from ..store.postgres.dag import ReapedTask, SettledDAG
 from ..store.types import DAGFailure, Source
@@ -230,8 +232,10 @@ class DAGScheduler:
             wake.clear()
             try:
                 changed = (await self.tick()).changed
-            except (asyncpg.PostgresError, OSError) as e:
-                log.warning("dag scheduler tick failed: %s", e)
+            except (StoreError, asyncpg.PostgresError, OSError) as e:
+                log_failure(
+                    log, e, "dag scheduler tick failed", level=logging.WARNING, traceback=False
+                )
                 changed = False
             if not changed:
                 await _wait(stop, wake, poll)

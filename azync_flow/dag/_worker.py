@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from opentelemetry.trace import TracerProvider
 
+from .._logging import log_failure
 from ..store.types import Job, Source
 from ._definition import DAG
 from ._runner import DAGRunner, RetryPolicy
@@ -165,7 +166,9 @@ class DAGWorkerBinding:
                     self._woken_changes += promoted
                     self.worker.maintenance.on_runnable(Source.DAG)
             except Exception as e:
-                log.warning("woken dag promotion failed: %s", e)
+                log_failure(
+                    log, e, "woken dag promotion failed", level=logging.WARNING, traceback=False
+                )
 
     async def _woken(self) -> None:
         while self._step_dirty and getattr(self.worker, "running", True):
@@ -173,7 +176,7 @@ class DAGWorkerBinding:
             try:
                 self._woken_changes += await self._tick_rounds()
             except Exception as e:  # the periodic step retries; never kill the wake hub
-                log.warning("woken dag tick failed: %s", e)
+                log_failure(log, e, "woken dag tick failed", level=logging.WARNING, traceback=False)
 
     async def close(self) -> None:
         """Wait for wake-triggered work still running."""

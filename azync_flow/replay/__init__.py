@@ -25,6 +25,7 @@ from azync_flow.replay.events import (
     WorkflowCancelled,
     WorkflowCompleted,
     WorkflowFailed,
+    WorkflowTerminated,
     decode_event,
     encode_event,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "WorkflowFailed",
     "WorkflowInfo",
     "WorkflowInstance",
+    "WorkflowTerminated",
     "current_instance",
     "decode_event",
     "encode_event",

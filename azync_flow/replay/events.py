@@ -22,6 +22,9 @@ Two families:
   with signals its code never consumed) and
   :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested` (appended
   by the pass that delivered them).
+
+:class:`WorkflowTerminated` ends a history without the code's say: an operator's
+``terminate`` appends it; replay reads it as the end of the recorded history.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ __all__ = [
     "WorkflowCancelled",
     "WorkflowCompleted",
     "WorkflowFailed",
+    "WorkflowTerminated",
     "decode_event",
     "encode_event",
 ]
@@ -248,6 +252,19 @@ class OperationResolved(Event):
     note: str = ""
 
 
+class WorkflowTerminated(Event):
+    """An operator ended the execution (``terminate``) without running its code:
+    who (``terminated_by``) and why (``reason``). The terminal event: only a
+    :class:`SignalsUndelivered` record may follow it."""
+
+    is_external: ClassVar[bool] = True
+    reason: str = ""
+    terminated_by: str = ""
+
+    def describe(self) -> str:
+        return f"WorkflowTerminated(by {self.terminated_by}: {self.reason[:60]})"
+
+
 class UndeliveredSignal(msgspec.Struct, kw_only=True):
     """One signal listed by :class:`SignalsUndelivered`."""
 
@@ -298,6 +315,7 @@ AnyEvent = (
     | ActivityFailed
     | OperationUncertain
     | OperationResolved
+    | WorkflowTerminated
     | SignalsUndelivered
 )
 
@@ -319,12 +337,15 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ActivityFailed,
         OperationUncertain,
         OperationResolved,
+        WorkflowTerminated,
         SignalsUndelivered,
     )
 }
 COMMAND_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_command)
 EXTERNAL_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_external)
-TERMINAL_TYPES = frozenset({"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled"})
+TERMINAL_TYPES = frozenset(
+    {"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled", "WorkflowTerminated"}
+)
 
 _ENCODER = msgspec.json.Encoder()
 _DECODERS: dict[str, msgspec.json.Decoder[Any]] = {

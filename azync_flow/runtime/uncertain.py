@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from azync_flow.replay.codec import encode_value
+from azync_flow._payload import encode_value
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,

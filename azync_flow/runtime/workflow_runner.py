@@ -36,7 +36,7 @@ from azync_flow.runtime._operations import operation_params
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.clock import BackendClock
 from azync_flow.runtime.run_span import end_workflow_run_span
-from azync_flow.store.errors import ConflictError, is_not_found
+from azync_flow.store.errors import ConflictError, NotFoundError, is_not_found
 from azync_flow.store.protocols import WorkflowRuntimeStore
 from azync_flow.store.types import (
     Job,
@@ -201,7 +201,11 @@ class WorkflowRunner:
         if execution.state != WorkflowState.RUNNING:
             if cached is not None:
                 cached.close()
-            await self.store.ack(job.id, token)  # suspended or finished: nothing to do
+            try:
+                await self.store.ack(job.id, token)  # suspended or finished: nothing to do
+            except Exception as err:  # terminate already settled it
+                if not is_not_found(err):
+                    raise
             return None
         async with self.tracer.attempt_span(
             AttemptKind.WORKFLOW_TASK,
@@ -249,8 +253,10 @@ class WorkflowRunner:
         except UnknownWorkflowError as err:
             if cached is not None:
                 cached.close()
+            self._warn_unregistered(execution.name, run_id)
             span.record_failure(err)
-            delay = await self._retry_later(job, token, err)
+            why = f"{type(err).__name__}: no worker has registered workflow {execution.name!r}"
+            delay = await self._retry_later(job, token, err, why)
             span.set_outcome(Outcome.RETRIED, retry_delay=delay)
             return None
         instance = cached or WorkflowInstance(
@@ -375,7 +381,7 @@ class WorkflowRunner:
             result = await retry_transient(
                 lambda: self.store.commit_pass(job.id, token, run_id, write)
             )
-        except ConflictError:
+        except (ConflictError, NotFoundError):  # lost the fence: e.g. another pass, terminate
             if claim is not None:
                 claim.cancel()
             instance.close()
@@ -430,10 +436,30 @@ class WorkflowRunner:
         else:
             self.runs.pop(run_id, None)
 
-    async def _retry_later(self, job: Job, token: uuid.UUID, err: BaseException) -> timedelta:
+    async def _retry_later(
+        self, job: Job, token: uuid.UUID, err: BaseException, why: str = ""
+    ) -> timedelta:
         delay = TASK_RETRY.delay(job.attempt)
-        await self.store.reschedule(job.id, token, delay, describe_error(err))
+        try:
+            await self.store.reschedule(job.id, token, delay, why or describe_error(err))
+        except Exception as lost:  # the task was settled meanwhile (e.g. terminate)
+            if not is_not_found(lost):
+                raise
         return delay
+
+    def _warn_unregistered(self, name: str, run_id: uuid.UUID) -> None:
+        """One WARNING per workflow name this worker cannot run (its tasks are
+        retried with backoff, forever, until a worker that registers it runs)."""
+        if name in self._warned:
+            return
+        self._warned.add(name)
+        log.warning(
+            "workflow %r is not registered on this worker: its executions (first seen: %s) "
+            "are retried with backoff until a worker that registers it runs; describe() "
+            "shows them blocked, terminate() ends one",
+            name,
+            run_id,
+        )
 
 
 def suppressed_task_context() -> contextvars.Context:

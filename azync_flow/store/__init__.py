@@ -6,7 +6,9 @@ from .errors import (
     LeadershipLostError,
     MigrationError,
     NotFoundError,
+    SchemaNotMigratedError,
     StoreError,
+    StoreUnavailableError,
     is_not_found,
 )
 from .protocols import *
@@ -21,7 +23,9 @@ __all__ = sorted(
         "LeadershipLostError",
         "MigrationError",
         "NotFoundError",
+        "SchemaNotMigratedError",
         "StoreError",
+        "StoreUnavailableError",
         "is_not_found",
         *_protocols_all,
         *_types_all,

@@ -65,6 +65,7 @@ from .types import (
     Subscriber,
     SubscriberView,
     TaskResult,
+    TerminatedExecution,
     Wake,
     WorkflowExecutionView,
     WorkflowStartParams,
@@ -515,6 +516,14 @@ class WorkflowStore(Protocol):
     async def fail_workflow(self, id: uuid.UUID, reason: str) -> None: ...
 
     async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
+
+    async def terminate_workflow(
+        self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
+    ) -> TerminatedExecution:
+        """Extension: end a running or suspended execution at once without its code
+        (state ``terminated``, ``event`` appended, its jobs and timers cancelled,
+        one ledger event); NotFoundError when missing or finished."""
+        ...
 
     async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None: ...
 

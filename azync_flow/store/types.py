@@ -63,6 +63,7 @@ __all__ = [
     "Subscriber",
     "SubscriberView",
     "TaskResult",
+    "TerminatedExecution",
     "UncertainDecision",
     "Wake",
     "WorkflowExecutionView",
@@ -127,6 +128,8 @@ class WorkflowState(enum.StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    #: ended by an operator's ``terminate``: no workflow code ran to end it
+    TERMINATED = "terminated"
 
 
 class OnFailurePolicy(enum.StrEnum):
@@ -492,6 +495,33 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     suspend_seq: int | None = None
     suspend_operation_id: uuid.UUID | None = None
     signals_undelivered: int = 0
+    #: Why a running execution is not progressing: its workflow task keeps
+    #: failing (e.g. no worker registers the workflow) — the last error and
+    #: the attempts made. "" when nothing is known to hold it up.
+    blocked_reason: str = ""
+
+
+class TerminatedExecution(msgspec.Struct, kw_only=True):
+    """What ``terminate_workflow`` ended.
+
+    Attributes:
+        seq: history seq of the terminal ``WorkflowTerminated`` event.
+        previous_state: ``running`` or ``suspended``.
+        operations: the cancelled operations, ``"<execution key> <kind>"`` each.
+        workflow_tasks: workflow tasks cancelled (a leased one included).
+        timers: seqs of the cancelled (never delivered) timers.
+        signals_undelivered: accepted signals its code never consumed, recorded
+            undelivered after the terminal event.
+        trace_context: the run's W3C trace context.
+    """
+
+    seq: int
+    previous_state: WorkflowState
+    operations: list[str]
+    workflow_tasks: int
+    timers: list[int]
+    signals_undelivered: int
+    trace_context: dict[str, str]
 
 
 class HistoryEvent(msgspec.Struct, kw_only=True):

@@ -1,8 +1,9 @@
 """Boundary checks for caller-supplied identifiers (one helper for every entry point).
 
-Postgres ``text`` rejects NUL and ``pg_notify`` payloads are capped near 8000
-bytes, so bad identifiers are refused here with a ``ValueError`` naming the
-field instead of surfacing as raw driver errors after partial work. Payloads
+Postgres ``text`` rejects NUL and text that is not valid UTF-8 (lone
+surrogates), and ``pg_notify`` payloads are capped near 8000 bytes, so bad
+identifiers are refused here with a ``ValueError`` naming the field instead
+of surfacing as raw driver errors after partial work. Payloads
 are JSON and keep round-tripping NUL (it is escaped as ``\\u0000``).
 """
 
@@ -18,10 +19,19 @@ def check_text(value: str, field: str) -> str:
     """Return ``value`` if a Postgres ``text`` column can store it.
 
     Raises:
-        ValueError: ``value`` contains NUL (``\\x00``).
+        ValueError: ``value`` contains NUL (``\\x00``) or is not valid UTF-8 (a
+            lone surrogate, e.g. an undecodable byte of a command-line argument).
     """
     if "\x00" in value:
         raise ValueError(f"{field} must not contain NUL (\\x00): {value!r}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{field} is not valid UTF-8 (lone surrogate {value[exc.start]!r} at "
+                f"position {exc.start}): {value!r}"
+            ) from None
     return value
 
 

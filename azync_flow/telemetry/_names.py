@@ -59,3 +59,4 @@ class RunEvent(StrEnum):
     TIMER_FIRED = "timer.fired"
     UNCERTAIN_RESOLVED = "uncertain.resolved"
     CANCEL_REQUESTED = "cancel.requested"
+    TERMINATED = "workflow.terminated"

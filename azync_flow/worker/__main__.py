@@ -3,7 +3,9 @@
 ``factory`` names a :class:`Worker`, or a function (sync or async) returning
 one. The process runs until SIGTERM/SIGINT, then shuts down gracefully (stop
 leasing, finish in-flight jobs within the worker's ``shutdown_grace``, release
-the rest) and closes the worker's store. Exit status 0 after a clean shutdown.
+the rest) and closes the worker's store. Exit status 0 after a clean shutdown;
+1 with a one-line error when the database cannot be reached or its schema is not
+migrated.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import sys
 from typing import Any
 
+from ..store.errors import StoreError
 from ._worker import Worker
 
 
@@ -74,7 +77,10 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    asyncio.run(serve(args.target))
+    try:
+        asyncio.run(serve(args.target))
+    except StoreError as exc:  # unreachable database, unmigrated schema: one line, no traceback
+        raise SystemExit(f"python -m azync_flow.worker: error: {exc}") from None
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from .._logging import log_failure
+
 if TYPE_CHECKING:
     from ._store import WorkerStore
 
@@ -93,7 +95,15 @@ class AckBatcher:
             try:
                 done = await self.store.ack_many(batch)
             except Exception as exc:
-                log.warning("ack of %d jobs failed (%s); retrying in %.2fs", len(batch), exc, delay)
+                log_failure(
+                    log,
+                    exc,
+                    "ack of %d jobs failed; retrying in %.2fs",
+                    len(batch),
+                    delay,
+                    level=logging.WARNING,
+                    traceback=False,
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue

@@ -26,7 +26,8 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from ..store.errors import is_not_found
+from .._logging import log_failure
+from ..store.errors import SchemaNotMigratedError, is_not_found
 from ..store.types import DequeueParams, Job, Source
 from ._lease import LeaseHandle
 
@@ -251,9 +252,11 @@ class LeaseLoop:
             self.wake.clear()
             try:
                 jobs = await self._dequeue(min(free, self.batch_size))
-            except Exception:
+            except SchemaNotMigratedError:
+                raise  # not retryable: the worker stops with the migrate hint
+            except Exception as exc:
                 self.stats.errors += 1
-                log.exception("%r: dequeue failed; retrying in %.2fs", self, error_backoff)
+                log_failure(log, exc, "%r: dequeue failed; retrying in %.2fs", self, error_backoff)
                 await self._back_off(error_backoff)
                 error_backoff = min(error_backoff * 2, 5.0)
                 continue
@@ -331,9 +334,11 @@ class LeaseLoop:
         except asyncio.CancelledError:
             if not (handle.lost or handle.shutdown_cancelled):
                 raise
-        except Exception:
+        except Exception as exc:
             self.stats.errors += 1
-            log.exception(
+            log_failure(
+                log,
+                exc,
                 "%r: runner raised for job %s; it is left to lease expiry and reaping",
                 self,
                 job.id,
@@ -394,7 +399,15 @@ class LeaseLoop:
                 self.stats.lost += 1
                 log.warning("%r: lease of job %s lost; its run was cancelled", self, handle.id)
             else:
-                log.warning("%r: heartbeat of job %s failed: %s", self, handle.id, exc)
+                log_failure(
+                    log,
+                    exc,
+                    "%r: heartbeat of job %s failed",
+                    self,
+                    handle.id,
+                    level=logging.WARNING,
+                    traceback=False,
+                )
 
     async def drain(self, grace: float) -> None:
         """Wait up to ``grace`` seconds for in-flight jobs, then cancel and release the rest.
@@ -436,4 +449,12 @@ class LeaseLoop:
             self.stats.released += 1
         except Exception as exc:
             if not is_not_found(exc):
-                log.warning("%r: release of job %s failed: %s", self, handle.id, exc)
+                log_failure(
+                    log,
+                    exc,
+                    "%r: release of job %s failed",
+                    self,
+                    handle.id,
+                    level=logging.WARNING,
+                    traceback=False,
+                )

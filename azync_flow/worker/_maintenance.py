@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .._logging import log_failure
 from ..store.errors import LeadershipLostError
 from ..store.types import Source
 
@@ -170,7 +171,14 @@ class Maintenance:
         try:
             group.lease = await self.store.acquire_leadership_lease(group.name, self.leader_ttl)
         except Exception as exc:
-            log.warning("leadership %r: acquire failed: %s", group.name, exc)
+            log_failure(
+                log,
+                exc,
+                "leadership %r: acquire failed",
+                group.name,
+                level=logging.WARNING,
+                traceback=False,
+            )
             return False
         if group.lease is not None:
             log.info("acquired leadership %r", group.name)
@@ -196,7 +204,7 @@ class Maintenance:
                     result = await step.fn()
             except Exception as exc:
                 if not _is_leadership_lost(exc):
-                    log.exception("maintenance step %r failed", step.name)
+                    log_failure(log, exc, "maintenance step %r failed", step.name)
                     continue
                 self._lost(group)
                 break

@@ -419,6 +419,11 @@ class Worker:
         Shutdown stops leasing, waits up to ``shutdown_grace`` for in-flight
         jobs, cancels and releases the rest, flushes pending acks and gives up
         leadership.
+
+        Raises:
+            SchemaNotMigratedError: at once, before leasing anything, when the
+                store's schema lacks tables or migrations (run ``azync-flow migrate``).
+            StoreUnavailableError: the database cannot be reached at start.
         """
         if self._running:
             raise RuntimeError("the worker is already running")
@@ -435,6 +440,9 @@ class Worker:
             self._running = False
 
     async def _run(self, stopping: asyncio.Event, started: asyncio.Event) -> None:
+        check_schema = getattr(self.store, "check_schema", None)
+        if check_schema is not None:  # fail at once, not with every statement retried
+            await check_schema()
         for lp in self.loops.values():
             lp.reset()
         await self.wakeups.start()
@@ -514,11 +522,21 @@ class Worker:
             raise RuntimeError("the worker is already running")
         runner = asyncio.create_task(self.run())
         try:
-            await self.started()
+            await self._started_or_failed(runner)
             await self._until_idle()
         finally:
             self.shutdown()
             await runner
+
+    async def _started_or_failed(self, runner: asyncio.Task[None]) -> None:
+        """Wait for :meth:`started`; re-raise at once when ``runner`` ends first."""
+        started = asyncio.ensure_future(self._started.wait())
+        try:
+            await asyncio.wait((started, runner), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            started.cancel()
+        if runner.done() and not self._started.is_set():
+            runner.result()
 
     async def _until_idle(self) -> None:
         while True:
@@ -568,7 +586,7 @@ class Worker:
         if self._running:
             raise RuntimeError("the worker is already running")
         self._bg = asyncio.create_task(self.run())
-        await self.started()
+        await self._started_or_failed(self._bg)
         return self
 
     async def __aexit__(

@@ -148,8 +148,31 @@ async def test_tolerated_dead_dependency_lets_branch_finish_then_run_fails(
     view = await settle(store, runner(store, d), run.id)
     assert ran == ["fallback"]
     assert view.state == DAGState.FAILED
-    assert "flaky" in view.failure_reason
+    assert view.failure_reason == "dead tasks: flaky [tolerated]: RuntimeError: down"
     assert not any(j.task_key.startswith("comp:") for j in await store.dag_tasks(run.id))
+
+
+async def test_failure_reason_names_every_dead_task_with_its_error_root_cause_first(
+    store: PostgresStore,
+) -> None:
+    """The cleanup that tolerated a death dies too: the reason names both, the
+    tolerated root cause first, each with its error (not only the last death)."""
+    d = DAG("tol_cleanup")
+
+    @d.task(max_attempts=1)
+    async def charge(ctx: TaskContext) -> None:
+        raise RuntimeError("card declined")
+
+    @d.task(after=[charge], ignore_dead_deps=True, max_attempts=1)
+    async def cleanup(ctx: TaskContext) -> None:
+        raise OSError("disk full")
+
+    run = await DAGClient(store).run(d)
+    view = await settle(store, runner(store, d), run.id)
+    assert view.state == DAGState.FAILED
+    assert view.failure_reason == (
+        "dead tasks: charge [tolerated]: RuntimeError: card declined; cleanup: OSError: disk full"
+    )
 
 
 async def test_non_tolerated_dead_dependency_triggers_policy(store: PostgresStore) -> None:

@@ -76,7 +76,7 @@ async def test_cancel_policy_publishes_one_failed_and_one_compensation_started(
         "name": "order",
         "policy": "cancel",
         "state": "compensating",
-        "reason": "dead tasks: b, c",
+        "reason": "dead tasks: b: boom; c: boom",
         "triggered_by": ["b", "c"],
         "dead_tasks": ["b", "c"],
     }
@@ -85,7 +85,7 @@ async def test_cancel_policy_publishes_one_failed_and_one_compensation_started(
         "dag_id": str(dag_id),
         "name": "order",
         "trigger": "failure_policy",
-        "reason": "dead tasks: b, c",
+        "reason": "dead tasks: b: boom; c: boom",
         "compensations": ["comp:a"],
     }
     # the subscriber's deliveries exist and carry the ledger record
@@ -101,7 +101,7 @@ async def test_cancel_policy_publishes_one_failed_and_one_compensation_started(
         "dag_id": str(dag_id),
         "name": "order",
         "state": "failed",
-        "reason": "dead tasks: b, c",
+        "reason": "dead tasks: b: boom; c: boom",
         "dead_tasks": ["b", "c"],
     }
 

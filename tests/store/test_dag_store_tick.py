@@ -320,7 +320,36 @@ async def test_complete_fails_run_whose_deaths_were_all_tolerated(store: Postgre
     assert await store.complete_dags() == 1
     view = await store.get_dag(dag_id)
     assert view.state == DAGState.FAILED
-    assert "a" in view.failure_reason
+    assert view.failure_reason == "dead tasks: a [tolerated]: boom"
+
+
+async def test_failure_reason_orders_deaths_by_time_not_key_and_cuts_long_errors(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    dag_id = await create(
+        store,
+        params(
+            [task("z_root"), task("b_fallback", ignore_dead_deps=True), task("a_other")],
+            [("b_fallback", "z_root")],
+        ),
+    )
+    clock.set(T0)
+    await kill(store, dag_id, "z_root", "RuntimeError: upstream gone")
+    assert await store.apply_failure_policy() == []  # tolerated: the fallback runs
+    await store.promote_unblocked()
+    clock.set(T0 + timedelta(seconds=1))
+    await kill(store, dag_id, "b_fallback", "ValueError: " + "x" * 600)
+    clock.set(T0 + timedelta(seconds=2))
+    await kill(store, dag_id, "a_other", "")
+    (f,) = await store.apply_failure_policy()
+    assert f.dead_tasks == ["a_other", "b_fallback"]  # the triggering keys, sorted
+    reason = (await store.get_dag(dag_id)).failure_reason
+    root, fallback, other = reason.removeprefix("dead tasks: ").split("; ")
+    assert root == "z_root [tolerated]: RuntimeError: upstream gone"
+    assert fallback.startswith("b_fallback: ValueError: xxx")
+    assert fallback.endswith("...")
+    assert len(fallback) == len("b_fallback: ") + 500
+    assert other == "a_other"
 
 
 async def test_complete_leaves_all_terminal_run_with_intolerant_death_for_the_policy(

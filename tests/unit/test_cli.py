@@ -274,6 +274,38 @@ async def test_workflow_cancel_and_result_timeout(cli: Cli, store: PostgresStore
     assert out["state"] == "cancelled"
 
 
+async def test_workflow_terminate_ends_a_run_no_worker_can_run(
+    cli: Cli, store: PostgresStore
+) -> None:
+    code, out, _ = await cli("workflow", "start", "cli_not_registered", "--input", '"x"')
+    wid = out["id"]
+    await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
+    code, out, _ = await cli("workflow", "describe", wid)
+    assert out["state"] == "running"
+    assert "no worker has registered workflow 'cli_not_registered'" in out["blocked_reason"]
+    code, _, err = await cli("workflow", "terminate", wid)
+    assert code == 2  # --reason is required
+    code, out, _ = await cli(
+        "workflow", "terminate", wid, "--reason", "typo in the name", "--by", "ann"
+    )
+    assert (code, out) == (
+        0,
+        {"state": "terminated", "reason": "terminated by ann: typo in the name"},
+    )
+    code, out, _ = await cli("workflow", "result", wid, "--timeout", "5")
+    assert code == 1
+    assert out["state"] == "terminated"
+    assert "typo in the name" in out["error"]
+    code, out, _ = await cli("workflow", "history", wid)
+    event = json.loads(out) if isinstance(out, str) else out
+    assert (event["type"], event["event"]["terminated_by"]) == ("WorkflowTerminated", "ann")
+    code, out, _ = await cli("workflow", "list", "--state", "terminated")
+    assert [str(e["id"]) for e in out] == [wid]
+    code, _, err = await cli("workflow", "terminate", wid, "--reason", "again")
+    assert code == 3
+    assert "terminated (finished); cannot terminate" in err
+
+
 async def test_workflow_stalled_lists_a_run_whose_task_was_lost(
     cli: Cli, store: PostgresStore
 ) -> None:

@@ -64,4 +64,5 @@ def test_span_names_and_outcomes_are_the_documented_values() -> None:
         "timer.fired",
         "uncertain.resolved",
         "cancel.requested",
+        "workflow.terminated",
     ]

@@ -15,6 +15,7 @@ import msgspec
 from ..errors import NotFoundError
 from ..types import Config, EventRecord, Job, JobState, Source
 from ._fence import CURRENT_FENCE
+from ._guard import Availability, GuardedPool
 from ._queries import QUERIES
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -58,10 +59,13 @@ class PgBase:
     """State and helpers every driver mixin uses."""
 
     def __init__(self, pool: asyncpg.Pool, dsn: str, config: Config, clock: Clock | None) -> None:
-        self.pool = pool
         self.dsn = dsn
         self.config = config
         self.schema = config.schema or "public"
+        #: Reachability of the database, shared by the pool and dedicated connections.
+        self.availability = Availability()
+        #: Every statement goes through it: driver errors become product errors.
+        self.pool = GuardedPool(pool, self.schema, self.availability)
         self.channel = config.notify_channel or default_channel(self.schema)
         self.migrations_table = config.migrations_table or "azync_migrations"
         self._clock = clock

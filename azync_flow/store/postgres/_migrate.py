@@ -69,6 +69,18 @@ async def migrate(conn: asyncpg.Connection, schema: str, table: str) -> list[int
     return applied
 
 
+async def pending_migrations(conn: asyncpg.Connection, schema: str, table: str) -> list[str] | None:
+    """Bundled migrations not yet applied to ``schema`` (file names, in order).
+
+    Returns None when the schema has no migrations table at all (never migrated).
+    """
+    tracking = f'"{schema}"."{table}"'
+    if await conn.fetchval("SELECT to_regclass($1)", tracking) is None:
+        return None
+    done = {r[0] for r in await conn.fetch(f"SELECT version FROM {tracking}")}
+    return [name for version, name, _ in migration_files() if version not in done]
+
+
 def _check_unchanged(name: str, recorded: str | None, checksum: str, schema: str) -> None:
     """Refuse to run against a schema migrated with a different text of ``name``.
 

@@ -471,6 +471,9 @@ class DAGMixin(PgBase):
         compensation chain inserted, the DAG moves to compensating (failed when
         nothing to compensate). Suspend: the DAG is suspended, tasks untouched.
         Headers are locked skip-locked, so two schedulers never act twice.
+        The run's ``failure_reason`` names every dead task with its error,
+        tolerated ones marked ``[tolerated]``, root cause (first to die) first:
+        ``dead tasks: pay [tolerated]: RuntimeError: declined; cleanup: OSError: ...``.
 
         Ledger events, in the same transaction: one ``azync.dag.failed`` per
         DAG acted on, plus ``azync.dag.compensation_started`` (cancel, with a
@@ -481,10 +484,12 @@ class DAGMixin(PgBase):
         """
         failures: list[DAGFailure] = []
         settled: list[SettledDAG] = []
+        reasons: dict[uuid.UUID, str] = {}
         async with self.transaction() as conn:
             rows = await self._fetch("dag_failure_candidates", conn=conn)
             for r in rows:
                 if r["dead_tasks"]:
+                    reasons[r["id"]] = r["reason"]
                     failures.append(
                         DAGFailure(
                             dag_id=r["id"],
@@ -498,7 +503,7 @@ class DAGMixin(PgBase):
                 await self._fetch(
                     "dag_suspend_many",
                     [f.dag_id for f in suspend],
-                    [_reason(f.dead_tasks) for f in suspend],
+                    [reasons[f.dag_id] for f in suspend],
                     [_json_keys(f.dead_tasks) for f in suspend],
                     self.channel,
                     conn=conn,
@@ -507,7 +512,7 @@ class DAGMixin(PgBase):
                 rows = await self._fetch(
                     "dag_compensate_many",
                     [f.dag_id for f in cancel],
-                    [_reason(f.dead_tasks) for f in cancel],
+                    [reasons[f.dag_id] for f in cancel],
                     self.channel,
                     True,
                     [_json_keys(f.dead_tasks) for f in cancel],
@@ -651,10 +656,6 @@ def _check_params(p: DAGParams) -> None:
 
 def _json_keys(keys: list[str]) -> str:
     return msgspec.json.encode(keys).decode()
-
-
-def _reason(dead: list[str]) -> str:
-    return "dead tasks: " + ", ".join(dead)
 
 
 def _view(r: asyncpg.Record) -> DAGView:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncpg
 
-from ..errors import StoreError
+from ..errors import SchemaNotMigratedError, StoreError, StoreUnavailableError
 from ..types import Config
 from ._base import Clock, PgBase, validate_identifier
-from ._migrate import migrate
+from ._guard import is_unavailable
+from ._migrate import migrate, pending_migrations
 from .admin import AdminMixin
 from .changes import ChangeMixin
 from .dag import DAGMixin
@@ -38,6 +39,26 @@ class PostgresStore(
         """Contract ``Migrator.Migrate``: apply pending migrations; return versions applied."""
         async with self.pool.acquire() as conn:
             return await migrate(conn, self.schema, self.migrations_table)
+
+    async def check_schema(self) -> None:
+        """Refuse to run on a schema that lacks tables or migrations this version needs.
+
+        Workers call it once at start, so an unmigrated schema is a clear error
+        at once instead of failing statements retried forever.
+
+        Raises:
+            SchemaNotMigratedError: the schema has no azync_flow tables, or
+                bundled migrations are not applied to it (names them).
+            StoreUnavailableError: the database cannot be reached.
+        """
+        async with self.pool.acquire() as conn:
+            missing = await pending_migrations(conn, self.schema, self.migrations_table)
+        if missing is None:
+            raise SchemaNotMigratedError(self.schema)
+        if missing:
+            raise SchemaNotMigratedError(
+                self.schema, f"migrations not applied: {', '.join(missing)}"
+            )
 
     async def close(self) -> None:
         """Release the pool. Safe to call more than once."""
@@ -93,7 +114,8 @@ async def open_store(
             reset=_no_reset,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
-        raise StoreError(
+        error = StoreUnavailableError if is_unavailable(exc) else StoreError
+        raise error(
             f"cannot connect to PostgreSQL with the given DSN ({type(exc).__name__}: {exc}); "
             "check AZYNC_DSN / the dsn argument and that the server is running"
         ) from exc

@@ -25,14 +25,22 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreUnavailableError
 from ._base import PgBase
 from ._fence import CURRENT_FENCE, LeaderFence
 from ._queries import QUERIES
 
 #: Default time a leadership stays held without renewal.
 DEFAULT_LEADER_TTL = timedelta(seconds=10)
-_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+#: The pool raises StoreUnavailableError for an unreachable database; the rest
+#: are driver errors of the statement itself.
+_ERRORS = (
+    StoreUnavailableError,
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    TimeoutError,
+)
 
 
 def default_holder() -> str:
@@ -146,7 +154,8 @@ class LeaderMixin(PgBase):
 
         Raises:
             ValueError: ``ttl`` is not positive.
-            StoreError: the database cannot be reached.
+            StoreUnavailableError: the database cannot be reached right now.
+            StoreError: the database refused the statement.
         """
         if ttl <= timedelta(0):
             raise ValueError("leadership ttl must be positive")
@@ -154,6 +163,8 @@ class LeaderMixin(PgBase):
             row = await self.pool.fetchrow(
                 QUERIES["leader_acquire"], self.now(), name, holder or default_holder(), ttl
             )
+        except StoreUnavailableError:
+            raise
         except _ERRORS as exc:
             raise StoreError(f"cannot acquire leadership {name!r} ({exc})") from exc
         if row is None:

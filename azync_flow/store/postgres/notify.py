@@ -19,9 +19,10 @@ from typing import Any, Generic, Self, TypeVar
 
 import asyncpg
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreUnavailableError
 from ..types import Source, Wake
 from ._base import PgBase
+from ._guard import is_unavailable, translate
 from ._queries import QUERIES
 
 log = logging.getLogger(__name__)
@@ -56,16 +57,25 @@ async def connect_dedicated(store: PgBase) -> asyncpg.Connection:
     """Open a connection outside the pool, with the store's search_path.
 
     Raises:
-        StoreError: the server cannot be reached.
+        StoreUnavailableError: the server cannot be reached right now.
+        StoreError: it refuses the connection (bad DSN, credentials).
     """
+    epoch = store.availability.epoch
     try:
-        return await asyncpg.connect(
+        conn = await asyncpg.connect(
             store.dsn, server_settings={"search_path": f'"{store.schema}"'}
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
+        if is_unavailable(exc):
+            store.availability.failed(exc)
+            raise StoreUnavailableError(
+                f"cannot open a dedicated connection ({type(exc).__name__}: {exc})"
+            ) from exc
         raise StoreError(
             f"cannot open a dedicated connection ({type(exc).__name__}: {exc})"
         ) from exc
+    store.availability.succeeded(epoch)
+    return conn
 
 
 class ListenSubscription(Generic[T]):
@@ -122,8 +132,13 @@ class ListenSubscription(Generic[T]):
         conn = await connect_dedicated(self._store)
         try:
             await conn.add_listener(self._store.channel, self._on_notify)
+        except Exception as exc:
+            conn.terminate()
+            if (err := translate(exc, self._store.schema)) is None:
+                raise
+            raise err from exc
         except BaseException:
-            await conn.close()
+            conn.terminate()
             raise
         self._lost.clear()
         conn.add_termination_listener(self._on_terminated)
@@ -174,7 +189,9 @@ class ListenSubscription(Generic[T]):
                 await self._connect()
             except StoreError as exc:
                 delay = _RECONNECT_BACKOFF[min(attempt, len(_RECONNECT_BACKOFF) - 1)]
-                log.warning("listener reconnect failed (%s); retrying in %ss", exc, delay)
+                # an outage is reported once by the store's availability, not per attempt
+                level = logging.DEBUG if isinstance(exc, StoreUnavailableError) else logging.WARNING
+                log.log(level, "listener reconnect failed (%s); retrying in %ss", exc, delay)
                 attempt += 1
                 await asyncio.sleep(delay)
                 continue

@@ -14,6 +14,7 @@ from .workflow_core import WORKFLOW_TASK
 from .workflow_hotpath import WorkflowHotPathMixin
 from .workflow_listing import WorkflowDoneSubscription, WorkflowListingMixin
 from .workflow_reaper import ReapReport, WorkflowReaperMixin
+from .workflow_terminate import WORKFLOW_TERMINATED_EVENT, WorkflowTerminateMixin
 from .workflow_uncertain import (
     LEASE_EXPIRED_REASON,
     ResolvedOperation,
@@ -24,6 +25,7 @@ from .workflow_uncertain import (
 __all__ = [
     "LEASE_EXPIRED_REASON",
     "WORKFLOW_TASK",
+    "WORKFLOW_TERMINATED_EVENT",
     "BufferedSignal",
     "Outcome",
     "ReapReport",
@@ -36,6 +38,10 @@ __all__ = [
 
 
 class WorkflowMixin(
-    UncertainMixin, WorkflowReaperMixin, WorkflowListingMixin, WorkflowHotPathMixin
+    UncertainMixin,
+    WorkflowReaperMixin,
+    WorkflowListingMixin,
+    WorkflowHotPathMixin,
+    WorkflowTerminateMixin,
 ):
     """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""

@@ -163,11 +163,21 @@ class WorkflowCoreMixin(PgBase):
         raise ConflictError(f"start of workflow {p.name!r} ({p.id}) kept conflicting; retry")
 
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView:
-        """Contract ``GetWorkflowExecution``. Raises NotFoundError when absent."""
-        row = await self._fetchrow("workflow_get", id)
+        """Contract ``GetWorkflowExecution``, plus ``blocked_reason``: when the
+        running execution's workflow task has failed (e.g. no worker registers
+        the workflow), its last error and the failed attempts.
+
+        Raises NotFoundError when absent.
+        """
+        row = await self._fetchrow("workflow_describe", id)
         if row is None:
             raise NotFoundError(f"workflow execution {id} does not exist")
-        return execution_from_row(row)
+        view = execution_from_row(row)
+        failures, error = row["task_failures"], row["task_error"]
+        if view.state == WorkflowState.RUNNING and failures and error:
+            plural = "s" if failures != 1 else ""
+            view.blocked_reason = f"{error} (after {failures} workflow task attempt{plural})"
+        return view
 
     async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None:
         """Contract ``CompleteWorkflow``: running/suspended -> succeeded with ``result``.

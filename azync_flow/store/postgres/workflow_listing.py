@@ -14,6 +14,7 @@ from datetime import datetime
 import asyncpg
 
 from ..types import WorkflowExecutionView, WorkflowState
+from ..validate import check_text
 from .notify import ListenSubscription
 from .workflow_core import WorkflowCoreMixin, execution_from_row
 
@@ -62,10 +63,13 @@ class WorkflowListingMixin(WorkflowCoreMixin):
                 previous page; None starts at the newest.
 
         Raises:
-            ValueError: ``limit`` < 1 or an unknown state.
+            ValueError: ``limit`` < 1, an unknown state, or a ``name`` that
+                :func:`~azync_flow.store.validate.check_text` refuses.
         """
         if limit < 1:
             raise ValueError("limit must be >= 1")
+        if name is not None:
+            check_text(name, "workflow name")
         state_value = None if state is None else WorkflowState(state).value
         rows = await self._fetch(
             "workflow_list",

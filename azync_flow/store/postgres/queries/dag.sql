@@ -221,9 +221,10 @@ SELECT (SELECT count(*) FROM done) AS completed, (SELECT count(*) FROM wake) AS 
 
 -- name: dag_failure_candidates
 -- Locks running DAGs holding at least one triggering dead task and returns
--- their policy and sorted triggering keys. A dead task triggers unless it has
+-- their policy, sorted triggering keys and failure reason (every dead task
+-- with its error, root cause first). A dead task triggers unless it has
 -- dependents and every one of them declares ignore_dead_deps.
-SELECT d.id, d.on_failure,
+SELECT d.id, d.on_failure, azync_dag_dead_reason(d.id) AS reason,
        (SELECT array_agg(x.task_key ORDER BY x.task_key) FROM azync_jobs x
         WHERE x.dag_id = d.id AND x.state = 'dead'
           AND NOT (EXISTS (SELECT 1 FROM azync_dag_deps e
@@ -416,7 +417,7 @@ WITH clock AS (
     UPDATE azync_dags d
     SET state = CASE WHEN r.dead_keys IS NULL THEN 'succeeded' ELSE 'failed' END,
         failure_reason = CASE WHEN r.dead_keys IS NULL THEN d.failure_reason
-                              ELSE 'tolerated dead tasks: ' || r.dead_keys END,
+                              ELSE azync_dag_dead_reason(d.id) END,
         completed_at = c.t, updated_at = c.t
     FROM run_done r, clock c
     WHERE d.id = r.id AND d.state = 'running'

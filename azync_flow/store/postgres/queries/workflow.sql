@@ -53,6 +53,22 @@ LIMIT 1
 -- $2 id
 SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions WHERE id = $2
 
+-- name: workflow_describe
+-- $2 id: the execution row plus its live workflow task's attempt and last
+-- error (NULL when it has none): a task that keeps failing says why the run
+-- is not progressing.
+SELECT e.*, coalesce($1::timestamptz, now()) AS at,
+       t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error
+FROM azync_workflow_executions e
+LEFT JOIN LATERAL (
+    SELECT j.attempt, j.last_error, j.state FROM azync_jobs j
+    WHERE j.run_id = e.id AND j.source = 'workflow' AND j.task_key = '$wft'
+      AND j.state IN ('pending', 'scheduled', 'active')
+    ORDER BY j.state = 'active' DESC, j.attempt DESC
+    LIMIT 1
+) t ON true
+WHERE e.id = $2
+
 -- name: workflow_lock
 -- $2 id. Serialises writers of one execution (see header).
 SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions
@@ -380,7 +396,7 @@ LIMIT $2
 -- cascade to history, signals, timers and jobs (and their attempts).
 WITH d AS (
     DELETE FROM azync_workflow_executions
-    WHERE state IN ('succeeded', 'failed', 'cancelled')
+    WHERE state IN ('succeeded', 'failed', 'cancelled', 'terminated')
       AND completed_at < coalesce($1::timestamptz, now()) - $2::interval
     RETURNING 1
 )
@@ -984,3 +1000,60 @@ LEFT JOIN req r ON true
 LEFT JOIN ins i ON i.task_key = r.key
 LEFT JOIN existing e ON e.task_key = r.key
 ORDER BY r.ord
+
+-- name: workflow_terminate_lock_jobs
+-- $2 id: lock every live job of the execution WITHOUT waiting, after its
+-- row (workflow_lock). A fenced settle (pass commit, operation completion,
+-- reap, resolve) locks its job and then the execution, while signal,
+-- schedule and the terminal transition lock the execution first: no single
+-- order fits both, so a job held by another transaction fails this lock at
+-- once (lock_not_available) and terminate rolls back and retries, instead of
+-- deadlocking with that transaction.
+SELECT id FROM azync_jobs
+WHERE run_id = $2 AND source = 'workflow'
+  AND state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+FOR UPDATE NOWAIT
+
+-- name: workflow_terminate
+-- $2 id, $3 history event type, $4 its payload, $5 the cancelled jobs'
+-- last_error. ONLY after workflow_lock in the same transaction (this
+-- statement's snapshot then sees every job of the execution), and followed
+-- by workflow_finish (state 'terminated', undelivered signals, waiters). The
+-- terminal event is appended at next_seq; the live jobs are cancelled with
+-- their lease token cleared (a worker holding the workflow task or an
+-- operation loses the fence: its commit or completion writes nothing); the
+-- unfired timers are marked fired (never delivered).
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), ex AS (
+    UPDATE azync_workflow_executions e
+    SET next_seq = e.next_seq + 1, updated_at = c.t
+    FROM clock c
+    WHERE e.id = $2 AND e.state IN ('running', 'suspended')
+    RETURNING e.id, e.next_seq - 1 AS seq, e.name, e.trace_context
+), ev AS (
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    SELECT x.id, x.seq, $3, $4, c.t FROM ex x, clock c
+    RETURNING seq
+), jobs AS (
+    UPDATE azync_jobs j
+    SET state = 'cancelled', lease_token = NULL, lease_until = NULL, last_error = $5,
+        completed_at = c.t, updated_at = c.t
+    FROM ex x, clock c
+    WHERE j.run_id = x.id AND j.source = 'workflow'
+      AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+    RETURNING j.kind, j.task_key
+), tmr AS (
+    UPDATE azync_workflow_timers tm
+    SET fired_at = c.t
+    FROM ex x, clock c
+    WHERE tm.workflow_id = x.id AND tm.fired_at IS NULL
+    RETURNING tm.seq
+)
+SELECT x.seq, x.name, x.trace_context, (SELECT count(*) FROM ev) AS written,
+       ARRAY(SELECT o.task_key || ' ' || o.kind FROM jobs o WHERE o.task_key <> '$wft'
+             ORDER BY o.task_key) AS operations,
+       (SELECT count(*) FROM jobs WHERE task_key = '$wft') AS tasks,
+       ARRAY(SELECT seq FROM tmr ORDER BY seq) AS timers
+FROM ex x

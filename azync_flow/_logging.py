@@ -1,0 +1,31 @@
+"""How components log a failure they caught and will retry or leave to recovery."""
+
+from __future__ import annotations
+
+import logging
+
+from azync_flow.store.errors import StoreUnavailableError
+
+__all__ = ["log_failure"]
+
+
+def log_failure(
+    logger: logging.Logger,
+    exc: BaseException,
+    msg: str,
+    *args: object,
+    level: int = logging.ERROR,
+    traceback: bool = True,
+) -> None:
+    """Log ``msg % args`` for a caught ``exc`` at ``level``, with its traceback
+    when ``traceback``, else followed by ``: <exc>``.
+
+    A :class:`StoreUnavailableError` is one DEBUG line instead: the store logs
+    one WARNING per outage, not one per retry.
+    """
+    if isinstance(exc, StoreUnavailableError):
+        logger.debug(msg + ": %s", *args, exc)
+    elif traceback:
+        logger.log(level, msg, *args, exc_info=exc)
+    else:
+        logger.log(level, msg + ": %s", *args, exc)

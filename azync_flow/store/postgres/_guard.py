@@ -1,0 +1,211 @@
+"""Driver errors become product errors at one boundary: the pool every statement uses.
+
+* A connection-class failure (refused or reset socket, the server starting up
+  or shutting down, a connection closed mid-call, too many connections) raises
+  :class:`StoreUnavailableError`;
+* a missing table raises :class:`SchemaNotMigratedError` with the migrate hint.
+
+Both keep the driver error as ``__cause__``. The pool also reports outages
+once: one WARNING when the database becomes unreachable and one INFO when a
+statement started after that succeeds ("reconnected after 0.4 s"), so the
+loops of a worker retrying through a restart do not each log a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from types import TracebackType
+from typing import Any
+
+import asyncpg
+
+from ..errors import AzyncError, SchemaNotMigratedError, StoreUnavailableError
+
+__all__ = ["Availability", "GuardedPool", "is_unavailable", "translate"]
+
+log = logging.getLogger("azync_flow.store")
+
+#: admin_shutdown, crash_shutdown, cannot_connect_now, idle_session_timeout,
+#: idle_in_transaction_session_timeout (the server ended the session; a fresh
+#: one works), too_many_connections. Class 08 (connection exceptions) is
+#: matched by its prefix.
+_UNAVAILABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03", "53300"})
+
+
+def is_unavailable(exc: BaseException, *, in_body: bool = False) -> bool:
+    """True when ``exc`` means the database cannot be reached right now.
+
+    ``in_body``: ``exc`` was raised inside ``async with pool.acquire()``, where
+    asyncpg reports a connection the server closed as "released back to the pool".
+    """
+    if isinstance(exc, TimeoutError):  # a statement timeout, not a lost server
+        return False
+    # InternalClientError: the protocol state of a connection the server ended while
+    # it sat idle in the pool ("another operation is in progress"); a fresh one works.
+    if isinstance(exc, OSError | asyncpg.PostgresConnectionError | asyncpg.InternalClientError):
+        return True
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    if sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith("08"):
+        return True
+    # asyncpg's InterfaceError also covers misuse; only a closed connection counts.
+    if not isinstance(exc, asyncpg.InterfaceError):
+        return False
+    text = str(exc)
+    return "closed" in text or (in_body and "released back to the pool" in text)
+
+
+def translate(exc: BaseException, schema: str, *, in_body: bool = False) -> AzyncError | None:
+    """The product error for a driver error, or None to let ``exc`` through
+    (``in_body``: see :func:`is_unavailable`)."""
+    if isinstance(exc, AzyncError):
+        return None
+    if is_unavailable(exc, in_body=in_body):
+        return StoreUnavailableError(f"database unavailable ({type(exc).__name__}: {exc})")
+    if isinstance(exc, asyncpg.UndefinedTableError):
+        return SchemaNotMigratedError(schema, str(exc))
+    return None
+
+
+class _QuietPoolFloor(logging.Filter):
+    """asyncpg's pool logs a WARNING with a traceback each time it fails to
+    reconnect its minimum connections; during an outage that is noise next to
+    the one WARNING :class:`Availability` logs, so those records become DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and is_unavailable(exc):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            record.exc_info = record.exc_text = None
+            record.msg = f"{record.msg} ({type(exc).__name__}: {exc})"
+        return True
+
+
+logging.getLogger("asyncpg.pool").addFilter(_QuietPoolFloor())
+
+
+class Availability:
+    """Whether the database answered the last statements; logs the transitions.
+
+    ``epoch`` grows at each outage, so a statement that started before the
+    outage and finished after it does not count as a reconnection.
+
+    Attributes:
+        outages: outages seen so far (a test hook).
+    """
+
+    def __init__(self) -> None:
+        self.down_since: float | None = None
+        self.epoch = 0
+        self.outages = 0
+
+    def failed(self, exc: BaseException) -> None:
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            self.epoch += 1
+            self.outages += 1
+            log.warning("database unavailable, retrying: %s: %s", type(exc).__name__, exc)
+
+    def succeeded(self, epoch: int) -> None:
+        if self.down_since is not None and epoch == self.epoch:
+            log.info("database reconnected after %.1f s", time.monotonic() - self.down_since)
+            self.down_since = None
+
+
+class GuardedPool:
+    """An ``asyncpg.Pool`` whose statements and acquired connections raise product errors.
+
+    ``fetch``/``fetchrow``/``fetchval``/``execute``/``executemany`` and the body
+    of ``async with pool.acquire() as conn`` are translated by :func:`translate`;
+    any other attribute is the pool's own.
+    """
+
+    def __init__(self, pool: Any, schema: str, availability: Availability) -> None:
+        self.raw = pool
+        self.schema = schema
+        self.availability = availability
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+    def fail(self, exc: BaseException, *, in_body: bool = False) -> AzyncError | None:
+        """Translate ``exc``; an unavailable database is reported to ``availability``.
+
+        The pool replaces connections the server closed by itself on their next
+        acquire (``expire_connections`` is not used: asyncpg closes expired ones
+        in tasks whose errors on a dead socket are never retrieved).
+        """
+        err = translate(exc, self.schema, in_body=in_body)
+        if isinstance(err, StoreUnavailableError):
+            self.availability.failed(exc)
+        return err
+
+    async def _call(self, method: Any, query: str, args: Any, kwargs: Any) -> Any:
+        epoch = self.availability.epoch
+        try:
+            result = await method(query, *args, **kwargs)
+        except Exception as exc:
+            if (err := self.fail(exc)) is None:
+                raise
+            raise err from exc
+        self.availability.succeeded(epoch)
+        return result
+
+    async def fetch(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(self.raw.fetch, query, args, kwargs)
+
+    async def fetchrow(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(self.raw.fetchrow, query, args, kwargs)
+
+    async def fetchval(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(self.raw.fetchval, query, args, kwargs)
+
+    async def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(self.raw.execute, query, args, kwargs)
+
+    async def executemany(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(self.raw.executemany, query, args, kwargs)
+
+    def acquire(self, *, timeout: float | None = None) -> _Acquire:
+        """``async with pool.acquire() as conn:``; errors in the body are translated."""
+        return _Acquire(self, self.raw.acquire(timeout=timeout))
+
+
+class _Acquire:
+    __slots__ = ("_cm", "_epoch", "_guard")
+
+    def __init__(self, guard: GuardedPool, cm: Any) -> None:
+        self._guard = guard
+        self._cm = cm
+        self._epoch = 0
+
+    def __await__(self) -> Any:
+        """``conn = await pool.acquire()`` (release it with ``pool.release(conn)``):
+        acquiring is translated, the statements on ``conn`` are not."""
+        return self.__aenter__().__await__()
+
+    async def __aenter__(self) -> Any:
+        self._epoch = self._guard.availability.epoch
+        try:
+            return await self._cm.__aenter__()
+        except Exception as exc:
+            if (err := self._guard.fail(exc)) is None:
+                raise
+            raise err from exc
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self._cm.__aexit__(exc_type, exc, tb)
+        except Exception as release_exc:  # releasing a broken connection
+            if (err := self._guard.fail(release_exc)) is None:
+                raise
+            raise err from release_exc
+        if exc is None:
+            self._guard.availability.succeeded(self._epoch)
+        elif isinstance(exc, Exception) and (err := self._guard.fail(exc, in_body=True)):
+            raise err from exc
