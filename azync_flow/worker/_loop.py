@@ -15,6 +15,11 @@ Loop cycle::
 
 An idle loop makes one ``dequeue_batch`` per ``poll_interval`` and otherwise
 sleeps on its wake event; it never spins.
+
+A job leased by another component (a transaction that inserts it already
+leased to this worker) is handed over with :meth:`LeaseLoop.reserve` (before
+that transaction, so the slot is held) and :meth:`LeaseLoop.run_leased`
+(after it): it then runs exactly like a dequeued job.
 """
 
 from __future__ import annotations
