@@ -122,6 +122,11 @@ class Client:
             execution together with its first pass, run by that worker, and
             a signal wakes its workflow-task loop at once. Other starts, and
             every start of a client without a worker, take the plain path.
+        listen_linger: how long the LISTEN connection of ``result`` waits stays
+            open after the last waiter left (0: closed at once, no idle
+            connection). A client awaiting results one after another saves a
+            connection set-up per result with a few seconds here;
+            ``worker.client()`` uses 5 s. ``close()`` always closes it.
     """
 
     def __init__(
@@ -132,13 +137,14 @@ class Client:
         fallback_poll: timedelta = timedelta(seconds=5),
         tracer_provider: TracerProvider | None = None,
         worker: Worker | None = None,
+        listen_linger: timedelta = timedelta(0),
     ):
         self.store = store
         self.worker = worker
         self.poll_interval = poll_interval.total_seconds()
         self.fallback_poll = fallback_poll.total_seconds()
         self.tracer = RunTracer(tracer_provider)
-        self._watcher = _DoneWatcher(store)
+        self._watcher = _DoneWatcher(store, listen_linger.total_seconds())
         #: ``result`` waits ended by a wake-up (not by the fallback re-read); a test hook.
         self.wakeups = 0
 
@@ -635,20 +641,26 @@ _TERMINAL = (
 class _DoneWatcher:
     """One LISTEN connection per client while handles wait in
     :meth:`WorkflowHandle.result`, fanning ``workflow.done`` notifications out to
-    them; it is closed again when the last waiter leaves (no idle connection)."""
+    them; it is closed again when the last waiter leaves, after ``linger``
+    seconds without a new waiter (0: at once, no idle connection)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, linger: float = 0.0) -> None:
         self.store = store
+        self.linger = linger
         self.waiters: dict[uuid.UUID, set[asyncio.Event]] = {}
         self.sub: Any = None
         self.task: asyncio.Task[None] | None = None
         self.unavailable = False
         self._lock = asyncio.Lock()
+        self._closing: asyncio.TimerHandle | None = None
 
     async def acquire(self, run_id: uuid.UUID) -> tuple[asyncio.Event, bool]:
         """Register a waiter; returns its event and whether wake-ups will come
         (False: the store cannot LISTEN, poll instead)."""
         async with self._lock:
+            if self._closing is not None:
+                self._closing.cancel()
+                self._closing = None
             event = asyncio.Event()
             self.waiters.setdefault(run_id, set()).add(event)
             return event, await self._ensure()
@@ -660,6 +672,18 @@ class _DoneWatcher:
                 events.discard(event)
                 if not events:
                     del self.waiters[run_id]
+            if not self.waiters:
+                if self.linger > 0 and self.sub is not None:
+                    loop = asyncio.get_running_loop()
+                    self._closing = loop.call_later(
+                        self.linger, lambda: loop.create_task(self._close_if_idle())
+                    )
+                else:
+                    await self._close()
+
+    async def _close_if_idle(self) -> None:
+        async with self._lock:
+            self._closing = None
             if not self.waiters:
                 await self._close()
 
@@ -702,4 +726,7 @@ class _DoneWatcher:
 
     async def close(self) -> None:
         async with self._lock:
+            if self._closing is not None:
+                self._closing.cancel()
+                self._closing = None
             await self._close()

@@ -328,10 +328,13 @@ class Worker:
         with its first pass (run here), and signals wake its loop directly.
 
         Args:
-            **options: more ``Client`` options (``poll_interval``, ...).
+            **options: more ``Client`` options (``poll_interval``, ...); its
+                ``listen_linger`` defaults to 5 s here (results awaited one
+                after another share one LISTEN connection).
         """
         from ..client import Client
 
+        options.setdefault("listen_linger", timedelta(seconds=5))
         return Client(self.store, worker=self, **options)  # type: ignore[arg-type]
 
     def trace_jobs(self, tracer_provider: Any = None) -> None:

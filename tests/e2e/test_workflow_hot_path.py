@@ -312,3 +312,21 @@ async def test_plain_path_when_local_dispatch_is_off(store: PostgresStore, cache
 
 async def client_state(store: PostgresStore, run_id: uuid.UUID) -> WorkflowState:
     return (await Client(store).get_handle(run_id).describe()).state
+
+
+async def test_bound_client_keeps_one_listen_connection_across_sequential_results(
+    store: PostgresStore, cache_size: int
+) -> None:
+    worker = make_worker(store, cache_size)
+    async with worker:
+        client = worker.client(listen_linger=timedelta(milliseconds=300))
+        assert await (await client.start(three_steps, 1)).result(timeout=10) == 4
+        first = client._watcher.sub
+        assert first is not None  # lingers after its waiter left
+        assert await (await client.start(three_steps, 2)).result(timeout=10) == 5
+        assert client._watcher.sub is first  # reused: no new connection
+        await asyncio.sleep(0.6)
+        assert client._watcher.sub is None  # closed once idle for the linger
+        assert await (await client.start(three_steps, 3)).result(timeout=10) == 6
+        await client.close()
+        assert client._watcher.sub is None  # close() does not wait for the linger
