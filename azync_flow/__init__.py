@@ -20,6 +20,7 @@ from azync_flow.errors import (
     WorkflowFailedError,
     WorkflowTerminatedError,
 )
+from azync_flow.events import EventContext, attach_subscribers, subscriber
 from azync_flow.replay import Replayer
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.uncertain import Reconciled
@@ -39,6 +40,7 @@ __all__ = [
     "AzyncError",
     "DAGClient",
     "DAGValidationError",
+    "EventContext",
     "NonDeterminismError",
     "NotReady",
     "Reconciled",
@@ -57,5 +59,7 @@ __all__ = [
     "WorkflowTerminatedError",
     "activity",
     "attach_dags",
+    "attach_subscribers",
+    "subscriber",
     "workflow",
 ]

@@ -21,6 +21,8 @@ import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
+import asyncpg
+
 from azync_flow._payload import encode_value
 from azync_flow.errors import (
     WorkflowCancelledError,
@@ -28,6 +30,7 @@ from azync_flow.errors import (
     WorkflowFailedError,
     WorkflowTerminatedError,
 )
+from azync_flow.events._publish import publish_event
 from azync_flow.replay.codec import decode_value
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
@@ -192,6 +195,49 @@ class Client:
         )
         inserted = await self.store.enqueue(params)  # type: ignore[attr-defined]
         return job_id if inserted else None
+
+    async def publish(
+        self,
+        event_type: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        id: uuid.UUID | None = None,
+        meta: dict[str, str] | None = None,
+        conn: asyncpg.Connection | None = None,
+    ) -> uuid.UUID:
+        """Publish an event to the ledger (docs/events.md): one delivery per
+        subscriber of ``event_type`` registered now is created with it, atomically.
+
+        Args:
+            event_type: e.g. ``"order.placed"`` (at most 255 characters).
+            payload: a msgspec-encodable value.
+            key: what the event is about (subscribers see ``ctx.key``).
+            id: the event id (default: a fresh uuid4).
+            meta: string annotations; the caller's trace context is added.
+            conn: the caller's asyncpg connection: inside the caller's
+                transaction the event exists if and only if it commits (the
+                outbox pattern); any search path works.
+
+        Returns:
+            The event id.
+
+        Raises:
+            ValueError: ``event_type`` empty, too long or containing NUL; ``key`` with
+                NUL; ``conn`` without an open transaction.
+            TypeError: ``conn`` is not an asyncpg connection (a pool, ...).
+            PayloadEncodeError: ``payload`` is not JSON-encodable.
+            ConflictError: an event with this ``id`` exists.
+        """
+        return await publish_event(
+            self.store,  # type: ignore[arg-type]
+            event_type,
+            payload,
+            key=key,
+            id=id,
+            meta=meta,
+            conn=conn,
+        )
 
     async def list(
         self,

@@ -1,10 +1,15 @@
-"""One-call OTLP export of spans (opt-in; needs the ``otlp`` extra).
+"""One-call span export (opt-in; needs the ``otlp`` extra): OTLP to a collector,
+or one line per span on the console when there is no collector at hand.
 
 ``pip install 'azync-flow[otlp]'``, then at application start::
 
-    from azync_flow.otlp import configure_otlp
+    from azync_flow.otlp import configure_console, configure_otlp
 
     provider = configure_otlp(service_name="orders-worker")  # OTLP/HTTP to localhost:4318
+    provider = configure_console()  # or: print every span to stderr (no Docker needed)
+
+:func:`export_tally` says how many spans were really delivered and how many the
+exporter failed to deliver (``force_flush`` alone only says the queue was drained).
 
 Nothing in azync_flow calls this for you: an application that already
 configures OpenTelemetry (its own provider, the ``opentelemetry-instrument``
@@ -21,18 +26,36 @@ precedence: ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Literal
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Literal
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 
 from azync_flow.store.errors import AzyncError
 
-__all__ = ["DEFAULT_SERVICE_NAME", "OtlpConfigError", "Protocol", "configure_otlp"]
+__all__ = [
+    "DEFAULT_SERVICE_NAME",
+    "ExportTally",
+    "OtlpConfigError",
+    "Protocol",
+    "configure_console",
+    "configure_otlp",
+    "export_tally",
+]
 
 Protocol = Literal["http/protobuf", "grpc"]
 
@@ -136,15 +159,125 @@ def configure_otlp(
             ``tracer_provider`` instead).
     """
     chosen = _protocol(protocol)
+    return _install(
+        lambda tally: BatchSpanProcessor(_Tallying(_exporter(chosen, endpoint, headers), tally)),
+        service_name,
+        tracer_provider,
+        set_global,
+    )
+
+
+def configure_console(
+    service_name: str | None = None,
+    *,
+    out: IO[str] | None = None,
+    tracer_provider: TracerProvider | None = None,
+    set_global: bool = True,
+) -> TracerProvider:
+    """Print every span as it ends, one line each, to ``out`` (default stderr):
+    tracing without a collector or Docker. Arguments and errors as
+    :func:`configure_otlp`.
+
+    A line reads ``span <name>  <ms> ms  trace=<8 hex>  <azync.* attributes>``,
+    for example ``span activity charge  12.3 ms  trace=4bf92f35  azync.attempt=1
+    azync.outcome=succeeded azync.run_id=...``.
+    """
+    console = ConsoleSpanExporter(out=out or sys.stderr, formatter=_line)
+    return _install(
+        lambda tally: SimpleSpanProcessor(_Tallying(console, tally)),
+        service_name,
+        tracer_provider,
+        set_global,
+    )
+
+
+@dataclass(slots=True)
+class ExportTally:
+    """What the exporters of one provider did so far.
+
+    Attributes:
+        exported: spans the exporter delivered.
+        failed: spans it failed to deliver (collector down, refused, ...).
+        last_error: the exporter's last failure, ``""`` if none.
+    """
+
+    exported: int = 0
+    failed: int = 0
+    last_error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when spans were delivered and none failed."""
+        return self.exported > 0 and self.failed == 0
+
+
+_TALLIES: weakref.WeakKeyDictionary[TracerProvider, ExportTally] = weakref.WeakKeyDictionary()
+_TALLY_LOCK = threading.Lock()
+
+
+def export_tally(provider: TracerProvider) -> ExportTally:
+    """The delivery count of the exporters :func:`configure_otlp` /
+    :func:`configure_console` added to ``provider`` (call ``force_flush`` first).
+
+    Returns:
+        A live :class:`ExportTally` (all zero if nothing was configured on it).
+    """
+    with _TALLY_LOCK:
+        return _TALLIES.setdefault(provider, ExportTally())
+
+
+class _Tallying(SpanExporter):
+    """Delegates to ``inner`` and counts delivered and failed spans."""
+
+    def __init__(self, inner: SpanExporter, tally: ExportTally) -> None:
+        self.inner = inner
+        self.tally = tally
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception as exc:
+            result = SpanExportResult.FAILURE
+            self.tally.last_error = f"{type(exc).__name__}: {exc}"
+        with _TALLY_LOCK:
+            if result is SpanExportResult.SUCCESS:
+                self.tally.exported += len(spans)
+            else:
+                self.tally.failed += len(spans)
+                self.tally.last_error = self.tally.last_error or "the exporter reported a failure"
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def _line(span: ReadableSpan) -> str:
+    ms = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
+    trace_id = f"{span.context.trace_id:032x}"[:8] if span.context else "-"
+    attrs = " ".join(
+        f"{k}={v!s}" for k, v in sorted((span.attributes or {}).items()) if k.startswith("azync.")
+    )
+    return f"span {span.name}  {ms:.1f} ms  trace={trace_id}  {attrs}".rstrip() + "\n"
+
+
+def _install(
+    processor: Callable[[ExportTally], SpanProcessor],
+    service_name: str | None,
+    tracer_provider: TracerProvider | None,
+    set_global: bool,
+) -> TracerProvider:
     if tracer_provider is None and set_global:
         current = trace.get_tracer_provider()
         if not isinstance(current, trace.ProxyTracerProvider):
             raise OtlpConfigError(
                 f"a global TracerProvider is already installed ({type(current).__name__}); "
-                "pass it as tracer_provider= to add the OTLP exporter to it"
+                "pass it as tracer_provider= to add the exporter to it"
             )
     provider = tracer_provider or TracerProvider(resource=_resource(service_name))
-    provider.add_span_processor(BatchSpanProcessor(_exporter(chosen, endpoint, headers)))
+    provider.add_span_processor(processor(export_tally(provider)))
     if tracer_provider is None and set_global:
         trace.set_tracer_provider(provider)
     return provider

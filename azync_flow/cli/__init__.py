@@ -1,87 +1,97 @@
-"""The ``azync-flow`` command line (argparse; see ``azync-flow --help``).
+"""The `azync-flow` command line (click; see `azync-flow --help` and docs/cli.md).
 
-Subcommands: ``migrate``, ``worker APP``, ``workflow start|signal|describe|history|
-cancel|terminate|result|list|stalled``, ``replay``, ``uncertain list|resolve``,
-``queue stats|dead|retry``.
-The database comes from ``--dsn`` or ``$AZYNC_DSN`` (``--schema`` / ``$AZYNC_SCHEMA``
-for the schema); only ``migrate`` and ``worker`` fall back to the embedded server
-by default, others need ``--embedded`` for that. Errors print one line on stderr
-and exit with a documented status (see ``_common``), never a traceback.
+Commands: `workflows`, `dags`, `jobs`, `events`, `uncertain`, `stats`,
+`replay`, `migrate`, `worker`, `embedded` (and the earlier spellings `workflow` and
+`queue` as aliases). Every command that needs the database takes it from
+`--dsn`, else `$AZYNC_DSN`, else the embedded server, and its schema from
+`--schema` / `$AZYNC_SCHEMA`. Output is tables, or JSON with `--json`.
+Errors print one line on stderr and exit with a documented status (see
+`_common`), never a traceback (`--debug` shows it).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import sys
 import traceback
 from collections.abc import Sequence
 
-from azync_flow.errors import AzyncError, PayloadError, UnknownWorkflowError
+import click
+
+from azync_flow.errors import AzyncError, PayloadError
 from azync_flow.store.errors import ConflictError, NotFoundError, StoreError
 
-from . import _ops, _worker, _workflow
 from ._common import (
     EXIT_CONFLICT,
-    EXIT_FAILED,
     EXIT_INTERNAL,
     EXIT_NOT_FOUND,
     EXIT_TIMEOUT,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
     CliError,
+    example,
 )
+from ._dags import dags
+from ._embedded import embedded
+from ._events import events
+from ._jobs import jobs, queue_alias
+from ._ops import migrate, stats, uncertain
+from ._replay import replay_command
+from ._worker import worker_command
+from ._workflows import workflow_alias, workflows
 
-__all__ = ["CliError", "build_parser", "main"]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="azync-flow", description="Durable execution on PostgreSQL: operate and inspect."
-    )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _ops.register(sub)
-    _worker.register(sub)
-    _workflow.register(sub)
-    rp = sub.add_parser(
-        "replay",
-        help="check recorded histories against current workflow code",
-        add_help=False,
-        prefix_chars="\0",
-    )
-    rp.add_argument("rest", nargs=argparse.REMAINDER)
-    rp.set_defaults(run=None)
-    return parser
+__all__ = ["CliError", "cli", "main", "run"]
 
 
-def _replay(rest: list[str]) -> int:
-    from azync_flow.replay.__main__ import main as replay_main
+@click.group(
+    "azync-flow",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=example(
+        "export AZYNC_DSN=postgresql://localhost/app",
+        "azync-flow workflows list --state failed",
+        "azync-flow workflows show 3f2a0c9e-...",
+    ),
+)
+@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables (any command).")
+def cli(debug: bool, as_json: bool) -> None:
+    """Durable execution on PostgreSQL: operate and inspect workflows, DAGs, jobs
+    and events. The database is --dsn, else $AZYNC_DSN, else the embedded server."""
 
-    try:
-        return int(replay_main(rest) or 0)
-    except (KeyError, UnknownWorkflowError) as exc:
-        raise CliError(
-            f"a history names workflow {exc}, which the given definitions do not include",
-            EXIT_FAILED,
-        ) from None
-    except (ImportError, AttributeError) as exc:
-        raise CliError(f"cannot load the workflow definitions: {exc}") from None
+
+for _command in (
+    workflows,
+    dags,
+    jobs,
+    events,
+    uncertain,
+    stats,
+    replay_command,
+    migrate,
+    worker_command,
+    embedded,
+    workflow_alias,
+    queue_alias,
+):
+    cli.add_command(_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (the console script exits with it)."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
     try:
-        args = parser.parse_args(args_list)
-    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
-        return int(exc.code or 0)
-    debug = bool(getattr(args, "debug", False))
-    try:
-        if args.command == "replay":
-            return _replay(args.rest)
-        return int(asyncio.run(args.run(args)))
+        code = cli.main(args=args, prog_name="azync-flow", standalone_mode=False)
+        return int(code or 0)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        return EXIT_USAGE
+    except click.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        return _fail(exc.format_message() + hint, EXIT_USAGE, debug)
+    except click.ClickException as exc:
+        return _fail(exc.format_message(), exc.exit_code, debug)
+    except click.Abort:
+        return 130
     except CliError as exc:
         return _fail(str(exc), exc.code, debug)
     except NotFoundError as exc:
@@ -96,11 +106,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc) or "timed out", EXIT_TIMEOUT, debug)
     except KeyboardInterrupt:
         return 130
-    except SystemExit as exc:  # replay's own usage errors
-        code = exc.code
-        if isinstance(code, str):
-            return _fail(code, EXIT_USAGE, debug)
-        return int(code or 0)
     except (AzyncError, Exception) as exc:
         return _fail(f"unexpected error: {type(exc).__name__}: {exc}", EXIT_INTERNAL, debug)
 
@@ -108,10 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _fail(message: str, code: int, debug: bool) -> int:
     if debug:
         traceback.print_exc()
-    print(f"azync-flow: error: {message}", file=sys.stderr)
+    first, *rest = message.strip().splitlines() or [""]
+    print(f"azync-flow: error: {first}" + (" …" if rest else ""), file=sys.stderr)
     return code
 
 
 def run() -> None:
-    """Console-script entry point (``sys.exit(main())``)."""
+    """Console-script entry point (`sys.exit(main())`)."""
     sys.exit(main())

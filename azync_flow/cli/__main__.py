@@ -1,4 +1,4 @@
-"""``python -m azync_flow.cli``."""
+"""`python -m azync_flow.cli`."""
 
 import sys
 

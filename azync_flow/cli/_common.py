@@ -1,36 +1,45 @@
-"""Shared CLI plumbing: exit codes, errors, DSN resolution, output."""
+"""Shared CLI plumbing: exit codes, errors, argument parsing, the database options."""
 
 from __future__ import annotations
 
-import argparse
-import enum
+import base64
+import binascii
+import functools
 import json
+import math
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
-from typing import Any
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
-import msgspec
+import click
 
+from azync_flow._payload import encode_value
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.validate import check_name, check_text
 
-#: Exit codes of ``azync-flow`` (documented in docs/uncertain.md, "CLI").
+#: Exit codes of `azync-flow` (documented in docs/cli.md, "Exit status").
 EXIT_OK = 0
 EXIT_FAILED = 1  # the thing asked about failed (workflow failed, replay mismatch)
 EXIT_USAGE = 2  # bad arguments or input (bad JSON, malformed id, unknown decision)
 EXIT_NOT_FOUND = 3  # no such execution / operation / job, or not in the needed state
 EXIT_CONFLICT = 4  # already decided / idempotency conflict
-EXIT_UNAVAILABLE = 5  # no database: bad DSN, server unreachable, no DSN given
+EXIT_UNAVAILABLE = 5  # no database: bad DSN, server unreachable, tables missing
 EXIT_TIMEOUT = 6  # waited long enough (workflow result)
 EXIT_INTERNAL = 70  # anything unexpected (message only; --debug shows the traceback)
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
 
 class CliError(Exception):
-    """A user-facing failure: ``message`` goes to stderr, ``code`` is the exit status."""
+    """A user-facing failure: `message` goes to stderr, `code` is the exit status."""
 
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
@@ -38,75 +47,120 @@ class CliError(Exception):
 
 
 def parse_id(value: str, what: str = "id") -> uuid.UUID:
-    """A UUID from the command line, or a usage error naming ``what``."""
+    """A UUID from the command line, or a usage error naming `what`."""
     try:
         return uuid.UUID(value)
     except ValueError:
         raise CliError(f"{what} {value!r} is not a valid UUID") from None
 
 
-def parse_json(value: str | None, what: str) -> Any:
-    """Decode a JSON argument (``None`` stays None), or a usage error.
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (JSON has no NaN or infinite numbers)")
 
-    ``@PATH`` reads the JSON from a file and ``-`` from stdin (for inputs too
-    large for a command line). The value is then encoded by the one payload
-    encoder, so NaN/Infinity literals and over-deep nesting are refused there
-    as on every other path.
+
+def parse_json(value: str | None, what: str) -> Any:
+    """Decode a JSON argument (`None` stays None), or a usage error.
+
+    NaN and ±Infinity are refused (JSON cannot carry them), and the decoded
+    value must pass the payload encoder every client entry point uses.
     """
     if value is None:
         return None
-    text = read_argument(value, what)
     try:
-        return json.loads(text)
+        decoded = json.loads(value, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise CliError(f"{what} is not valid JSON ({exc.msg} at position {exc.pos})") from None
     except RecursionError:
         raise CliError(f"{what} is nested too deeply (over ~1000 levels)") from None
+    except ValueError as exc:  # NaN / Infinity
+        raise CliError(f"{what}: {exc}") from None
+    encode_value(decoded, what)  # PayloadEncodeError for what JSON cannot round-trip
+    return decoded
 
 
-def read_argument(value: str, what: str) -> str:
-    """``value``, or the text of file ``@PATH``, or stdin for ``-``."""
+def read_input(value: str | None, what: str) -> Any:
+    """A JSON argument given inline, as `@path` (a file) or `-` (stdin)."""
+    if value is None:
+        return None
     if value == "-":
-        return sys.stdin.read()
-    if not value.startswith("@"):
-        return value
-    path = value[1:]
+        return parse_json(sys.stdin.read(), f"{what} (stdin)")
+    if value.startswith("@"):
+        path = Path(value[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"{what}: cannot read {str(path)!r}: {exc}") from None
+        return parse_json(text, f"{what} ({path})")
+    return parse_json(value, what)
+
+
+def parse_since(value: str | None, what: str = "--since") -> datetime | None:
+    """An ISO-8601 time (naive: UTC) or a relative age like `90s`, `15m`, `2h`, `3d`."""
+    if value is None:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if value[-1:] in units:
+        try:
+            amount = float(value[:-1])
+        except ValueError:
+            amount = math.nan
+        if math.isfinite(amount) and amount >= 0:
+            return datetime.now(UTC) - timedelta(seconds=amount * units[value[-1]])
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"{what}: cannot read {path!r}: {exc}") from None
-
-
-def add_db_args(parser: argparse.ArgumentParser, *, embedded_fallback: bool) -> None:
-    """``--dsn``, ``--schema`` and (where it makes sense) ``--embedded``."""
-    parser.add_argument("--dsn", help="PostgreSQL URI (default: $AZYNC_DSN)")
-    parser.add_argument(
-        "--schema",
-        default=os.environ.get("AZYNC_SCHEMA", ""),
-        help="schema of the tables (default: $AZYNC_SCHEMA or public)",
-    )
-    parser.add_argument(
-        "--embedded",
-        action="store_true",
-        default=embedded_fallback,
-        help="without a DSN, use the embedded server (default for this command: "
-        + ("yes" if embedded_fallback else "no")
-        + ")",
-    )
-
-
-def resolve_dsn(args: argparse.Namespace) -> str:
-    """``--dsn``, else ``$AZYNC_DSN``, else the embedded server when allowed."""
-    dsn = args.dsn or os.environ.get("AZYNC_DSN")
-    if dsn:
-        return str(dsn)
-    if not getattr(args, "embedded", False):
+        when = datetime.fromisoformat(value)
+    except ValueError:
         raise CliError(
-            "no database given: pass --dsn postgresql://..., set AZYNC_DSN, "
-            "or add --embedded to use the local embedded server",
-            EXIT_UNAVAILABLE,
-        )
+            f"{what} {value!r} is neither an ISO time (2026-01-31T12:00) nor an age (15m, 2h, 3d)"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+# --- cursors -------------------------------------------------------------------
+
+
+def encode_cursor(*parts: str) -> str:
+    """An opaque page cursor carrying `parts` (printed by `list`, read by `--cursor`)."""
+    return base64.urlsafe_b64encode("|".join(parts).encode()).decode().rstrip("=")
+
+
+def decode_cursor(value: str, count: int) -> list[str]:
+    """The `count` parts of a cursor made by :func:`encode_cursor`, or a usage error."""
+    try:
+        text = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        text = ""
+    parts = text.split("|")
+    if len(parts) != count or not all(parts):
+        raise CliError(f"--cursor {value!r} is not a cursor printed by this list command")
+    return parts
+
+
+def offset_cursor(value: str | None) -> int:
+    """The offset an offset-paged list's `--cursor` carries (0 without one)."""
+    if value is None:
+        return 0
+    (text,) = decode_cursor(value, 1)
+    if not text.isdigit():
+        raise CliError(f"--cursor {value!r} is not a cursor printed by this list command")
+    return int(text)
+
+
+# --- the database ----------------------------------------------------------------
+
+
+@dataclass
+class DbOptions:
+    """Where a command's tables are: `--dsn` and `--schema`."""
+
+    dsn: str | None
+    schema: str
+
+
+def resolve_dsn(dsn: str | None) -> str:
+    """`--dsn`, else `$AZYNC_DSN`, else the embedded server (started or reused)."""
+    dsn = dsn or os.environ.get("AZYNC_DSN")
+    if dsn:
+        return dsn
     from azync_flow.embedded import default_data_dir, start_embedded
 
     try:
@@ -116,13 +170,11 @@ def resolve_dsn(args: argparse.Namespace) -> str:
 
 
 @asynccontextmanager
-async def connect(
-    args: argparse.Namespace, *, migrate: bool = False
-) -> AsyncIterator[PostgresStore]:
+async def connect(db: DbOptions, *, migrate: bool = False) -> AsyncIterator[PostgresStore]:
     """An open store for the command's DSN and schema; closed afterwards."""
-    config = Config(schema=args.schema or "", min_pool_size=1, max_pool_size=4)
+    config = Config(schema=db.schema, min_pool_size=1, max_pool_size=4)
     try:
-        store = await open_store(resolve_dsn(args), config, migrate=migrate)
+        store = await open_store(resolve_dsn(db.dsn), config, migrate=migrate)
     except ValueError as exc:  # an unsafe schema name
         raise CliError(str(exc)) from None
     try:
@@ -131,37 +183,107 @@ async def connect(
         await store.close()
 
 
-def to_plain(value: Any) -> Any:
-    """msgspec Structs, UUIDs, times, enums and JSON bytes as plain JSON-able values."""
-    if isinstance(value, msgspec.Struct):
-        return {f: to_plain(getattr(value, f)) for f in value.__struct_fields__}
-    if isinstance(value, dict):
-        return {str(k): to_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return payload_json(bytes(value))
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
+def db_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add `--dsn`, `--schema` (and the no-op `--embedded` of earlier versions);
+    the command receives them as `db: DbOptions`."""
+
+    @click.option(
+        "--dsn",
+        metavar="URI",
+        help="PostgreSQL URI (default: $AZYNC_DSN, else the embedded server).",
+    )
+    @click.option(
+        "--schema",
+        default=lambda: os.environ.get("AZYNC_SCHEMA", ""),
+        show_default="$AZYNC_SCHEMA or public",
+        help="Schema holding the tables.",
+    )
+    @click.option("--embedded", is_flag=True, hidden=True)  # the fallback is now the default
+    @functools.wraps(fn)
+    def wrapper(*args: Any, dsn: str | None, schema: str, embedded: bool, **kwargs: Any) -> Any:
+        return fn(*args, db=DbOptions(dsn, schema), **kwargs)
+
+    return wrapper
+
+
+def run_async(fn: Callable[P, Awaitable[int]]) -> Callable[P, int]:
+    """Run an `async` command body with `asyncio.run`; its int is the exit status."""
+    import asyncio
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> int:
+        return asyncio.run(fn(*args, **kwargs))  # type: ignore[arg-type]
+
+    return wrapper
+
+
+class StrictChoice(click.Choice):  # type: ignore[type-arg]
+    """A choice whose error reads `invalid choice: 'x' (choose from a, b)`."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value in self.choices:
+            return value
+        self.fail(
+            f"invalid choice: {value!r} (choose from {', '.join(map(str, self.choices))})",
+            param,
+            ctx,
+        )
+
+
+def positive(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    """Click callback: the value must be at least 1."""
+    if value is not None and value < 1:
+        raise click.BadParameter("must be at least 1")
     return value
 
 
-def emit(value: Any) -> None:
-    """Print ``value`` as indented JSON on stdout."""
-    sys.stdout.write(json.dumps(to_plain(value), indent=2, ensure_ascii=False) + "\n")
+def example(*lines: str) -> str:
+    """A command's ``--help`` epilog: the example lines, kept as written."""
+    return "Example:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def payload_json(data: bytes | None) -> Any:
-    """Decode stored JSON bytes for display (None stays None)."""
-    if data is None:
-        return None
-    try:
-        return msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return data.decode("utf-8", "replace")
+def next_offset_cursor(offset: int, shown: int, total: int) -> str | None:
+    """The cursor of the page after ``shown`` rows from ``offset`` (None on the last page)."""
+    return encode_cursor(str(offset + shown)) if offset + shown < total else None
+
+
+def limit_option(default: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--limit N`` (at least 1): the page size of a list."""
+    return click.option(
+        "--limit", type=int, default=default, show_default=True, callback=positive,
+        help="Rows at most (a page).",
+    )  # fmt: skip
+
+
+#: ``--cursor C``: the next page of a list.
+cursor_option = click.option("--cursor", help="Continue after the page that printed this cursor.")
+
+
+def signal_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``ID NAME [--payload JSON] [--message-id M]`` of a ``signal`` command."""
+    for decorator in reversed(
+        [
+            click.argument("id"),
+            click.argument("name"),
+            click.option(
+                "--payload", metavar="JSON", help="Payload: JSON, @file or - (default: null)."
+            ),
+            click.option("--message-id", default="", help="Deduplication id: a repeat is dropped."),
+        ]
+    ):
+        fn = decorator(fn)
+    return fn
+
+
+def signal_input(
+    id: str, name: str, payload: str | None, message_id: str, what: str
+) -> tuple[uuid.UUID, Any]:
+    """Check a ``signal`` command's arguments; ``(target id, decoded payload)``.
+
+    Raises:
+        CliError: a malformed id or payload. ValueError: a bad name or message id.
+    """
+    target = parse_id(id, what)
+    check_name(name, "signal name")
+    check_text(message_id, "--message-id")
+    return target, read_input(payload, "--payload")

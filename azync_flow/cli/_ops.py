@@ -1,146 +1,231 @@
-"""``azync-flow migrate``, ``uncertain list|resolve``, ``queue stats|dead|retry``."""
+"""`azync-flow migrate`, `stats` and `uncertain list|resolve`."""
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
+import click
+
 from azync_flow.client import Client
-from azync_flow.store import JobFilter, JobState, Source
+from azync_flow.store import DailyCount, Depths, Source
+from azync_flow.store.validate import check_name, check_text
 
-from ._common import EXIT_OK, CliError, add_db_args, connect, emit, parse_id, parse_json
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("migrate", help="create or upgrade the tables in --schema")
-    add_db_args(p, embedded_fallback=True)
-    p.set_defaults(run=_migrate)
-
-    un = sub.add_parser("uncertain", help="operations waiting for a decision (docs/uncertain.md)")
-    verbs = un.add_subparsers(dest="verb", required=True, metavar="VERB")
-    p = verbs.add_parser("list", help="list uncertain operations, oldest first")
-    p.add_argument("--workflow", help="only this execution's operations")
-    p.add_argument("--limit", type=int, default=100)
-    p.set_defaults(run=_uncertain_list)
-    p = verbs.add_parser("resolve", help="decide one uncertain operation (audited)")
-    p.add_argument("id", help="operation id (from `uncertain list`)")
-    p.add_argument("--decision", required=True, choices=["complete", "fail", "retry"])
-    p.add_argument("--result", help="complete: the activity's result as JSON, @FILE or -")
-    p.add_argument("--error", help="fail: the message the workflow's ActivityError carries")
-    p.add_argument("--note", required=True, help="why (kept in history and on the operation)")
-    p.add_argument("--by", required=True, help="who decides (kept in history)")
-    p.set_defaults(run=_uncertain_resolve)
-    for parser in verbs.choices.values():
-        add_db_args(parser, embedded_fallback=False)
-
-    qu = sub.add_parser("queue", help="job queue depths, dead letters, retries")
-    verbs = qu.add_subparsers(dest="verb", required=True, metavar="VERB")
-    p = verbs.add_parser("stats", help="per-kind depths (with --kind: and the daily window)")
-    p.add_argument("--kind", default="")
-    p.set_defaults(run=_queue_stats)
-    p = verbs.add_parser("dead", help="list dead-lettered jobs, oldest first")
-    p.add_argument("--kind", default="")
-    p.add_argument("--limit", type=int, default=50)
-    p.set_defaults(run=_queue_dead)
-    p = verbs.add_parser("retry", help="retry a dead job (or --all dead jobs of --kind)")
-    p.add_argument("id", nargs="?", help="job id")
-    p.add_argument("--all", action="store_true", help="every dead job of --kind")
-    p.add_argument("--kind", default="")
-    p.set_defaults(run=_queue_retry)
-    for parser in verbs.choices.values():
-        add_db_args(parser, embedded_fallback=False)
+from ._common import (
+    EXIT_OK,
+    CliError,
+    DbOptions,
+    StrictChoice,
+    connect,
+    db_options,
+    example,
+    limit_option,
+    parse_id,
+    read_input,
+    run_async,
+)
+from ._output import (
+    age,
+    done,
+    emit,
+    json_option,
+    preview,
+    table,
+    when,
+)
 
 
-async def _migrate(args: argparse.Namespace) -> int:
-    async with connect(args, migrate=True) as store:
-        emit({"schema": store.schema, "migrated": True})
+@click.command("migrate", epilog=example("azync-flow migrate --dsn postgresql://localhost/app"))
+@json_option
+@db_options
+@run_async
+async def migrate(as_json: bool, db: DbOptions) -> int:
+    """Create or upgrade the tables in --schema (safe to run again)."""
+    async with connect(db, migrate=True) as store:
+        schema = store.schema
+    done(as_json, {"schema": schema, "migrated": True}, f"schema {schema!r} is up to date")
     return EXIT_OK
 
 
-async def _uncertain_list(args: argparse.Namespace) -> int:
-    workflow = parse_id(args.workflow, "--workflow") if args.workflow else None
-    async with connect(args) as store:
-        ops = await Client(store).list_uncertain(workflow_id=workflow, limit=args.limit)
-    emit(ops)
+# --- stats ---------------------------------------------------------------------------
+
+
+def _busy(d: DailyCount) -> bool:
+    return bool(d.enqueued or d.processed or d.failed or d.reaped)
+
+
+@click.command("stats", epilog=example("azync-flow stats --source queue"))
+@click.option(
+    "--source",
+    type=StrictChoice([s.value for s in Source]),
+    help="Only this job source (default: all).",
+)
+@json_option
+@db_options
+@run_async
+async def stats(source: str | None, as_json: bool, db: DbOptions) -> int:
+    """Depths per kind (with the oldest pending job's age), daily counts (days with
+    nothing hidden) and dead letters, for queue jobs, event deliveries, DAG tasks
+    and workflow tasks."""
+    sources = [Source(source)] if source else list(Source)
+    depths: dict[Source, dict[str, Depths]] = {}
+    daily: dict[Source, list[DailyCount]] = {}
+    async with connect(db) as store:
+        for src in sources:
+            depths[src] = await store.kind_depths(src)
+            daily[src] = [d for d in await store.all_daily(src) if _busy(d)]
+    dead = {s: {k: d.dead for k, d in kinds.items() if d.dead} for s, kinds in depths.items()}
+    if as_json:
+        emit(
+            {
+                "depths": {s.value: kinds for s, kinds in depths.items()},
+                "daily": {s.value: days for s, days in daily.items() if days},
+                "dead_letters": {s.value: kinds for s, kinds in dead.items() if kinds},
+            }
+        )
+        return EXIT_OK
+    rows = [(s, k, d) for s, kinds in depths.items() for k, d in sorted(kinds.items())]
+    table(
+        rows,
+        [
+            ("SOURCE", lambda r: r[0]),
+            ("KIND", lambda r: r[1]),
+            ("PENDING", lambda r: r[2].pending),
+            ("SCHEDULED", lambda r: r[2].scheduled),
+            ("ACTIVE", lambda r: r[2].active),
+            ("PAUSED", lambda r: r[2].paused),
+            ("DEAD", lambda r: r[2].dead),
+            ("SUCCEEDED", lambda r: r[2].succeeded),
+            ("OLDEST PENDING", lambda r: age(r[2].oldest_pending_age)),
+        ],
+        title="Depths per kind",
+        empty="no jobs",
+    )
+    days = sorted(((d, s) for s, ds in daily.items() for d in ds), key=lambda r: (r[0].date, r[1]))
+    table(
+        days,
+        [
+            ("DAY", lambda r: r[0].date.strftime("%Y-%m-%d")),
+            ("SOURCE", lambda r: r[1]),
+            ("ENQUEUED", lambda r: r[0].enqueued),
+            ("PROCESSED", lambda r: r[0].processed),
+            ("FAILED", lambda r: r[0].failed),
+            ("REAPED", lambda r: r[0].reaped),
+        ],
+        title="Daily counts",
+        empty="no activity in the daily window",
+    )
+    letters = [(s, k, n) for s, kinds in dead.items() for k, n in sorted(kinds.items())]
+    table(
+        letters,
+        [("SOURCE", lambda r: r[0]), ("KIND", lambda r: r[1]), ("DEAD", lambda r: r[2])],
+        title="Dead letters",
+        empty="no dead letters",
+    )
+    if letters:
+        click.echo("(list them: azync-flow jobs dead --source SOURCE --kind KIND)")
     return EXIT_OK
 
 
-async def _uncertain_resolve(args: argparse.Namespace) -> int:
-    op_id = parse_id(args.id, "operation id")
-    if args.decision == "complete" and args.result is None:
+# --- uncertain operations ---------------------------------------------------------------
+
+
+@click.group("uncertain", epilog=example("azync-flow uncertain list"))
+def uncertain() -> None:
+    """Operations waiting for a human decision (docs/uncertain.md)."""
+
+
+@uncertain.command("list", epilog=example("azync-flow uncertain list --workflow 3f2a0c9e-..."))
+@click.option("--workflow", help="Only this execution's operations.")
+@limit_option(100)
+@json_option
+@db_options
+@run_async
+async def uncertain_list(workflow: str | None, limit: int, as_json: bool, db: DbOptions) -> int:
+    """List uncertain operations, oldest first (`--json`: a JSON array)."""
+    wid = parse_id(workflow, "--workflow") if workflow else None
+    async with connect(db) as store:
+        ops = await Client(store).list_uncertain(workflow_id=wid, limit=limit)
+    if as_json:
+        emit(ops)
+        return EXIT_OK
+    table(
+        ops,
+        [
+            ("OPERATION", lambda o: o.operation_id),
+            ("WORKFLOW", lambda o: f"{o.workflow_name} {o.workflow_id}"),
+            ("ACTIVITY", lambda o: o.activity),
+            ("INPUT", lambda o: preview(o.input)),
+            ("ATTEMPT", lambda o: o.attempt),
+            ("SINCE (UTC)", lambda o: when(o.since)),
+            ("REASON", lambda o: o.reason),
+        ],
+        empty="no uncertain operations",
+    )
+    return EXIT_OK
+
+
+@uncertain.command(
+    "resolve",
+    epilog=example(
+        "azync-flow uncertain resolve 3f2a... --decision complete "
+        "--result '\"wired-70\"' --note 'bank statement shows it' --by ann"
+    ),
+)
+@click.argument("id")
+@click.option(
+    "--decision", required=True, type=StrictChoice(["complete", "fail", "retry"]),
+    help="complete: it happened; fail: it did not; retry: run it again.",
+)  # fmt: skip
+@click.option("--result", metavar="JSON", help="complete: the result, as JSON, @file or -.")
+@click.option("--error", help="fail: the message the workflow's ActivityError carries.")
+@click.option("--note", required=True, help="Why (kept in history and on the operation).")
+@click.option("--by", required=True, help="Who decides (kept in history).")
+@json_option
+@db_options
+@run_async
+async def uncertain_resolve(
+    id: str,
+    decision: str,
+    result: str | None,
+    error: str | None,
+    note: str,
+    by: str,
+    as_json: bool,
+    db: DbOptions,
+) -> int:
+    """Decide one uncertain operation (audited); the workflow then continues."""
+    op_id = parse_id(id, "operation id")
+    if decision == "complete" and result is None:
         raise CliError("--decision complete needs --result JSON (the activity's return value)")
-    if args.decision != "complete" and args.result is not None:
+    if decision != "complete" and result is not None:
         raise CliError("--result is only for --decision complete")
-    if args.decision == "fail" and not args.error:
+    if decision == "fail" and not error:
         raise CliError("--decision fail needs --error MESSAGE")
-    if args.decision != "fail" and args.error is not None:
+    if decision != "fail" and error is not None:
         raise CliError("--error is only for --decision fail")
-    result = parse_json(args.result, "--result")
-    async with connect(args) as store:
+    for value, what in ((note, "--note"), (by, "--by"), (error or "", "--error")):
+        check_text(value, what)
+    check_name(by, "--by")
+    value = read_input(result, "--result")
+    async with connect(db) as store:
         await Client(store).resolve_uncertain(
-            op_id,
-            args.decision,
-            result=result,
-            error=args.error,
-            note=args.note,
-            decided_by=args.by,
+            op_id, decision, result=value, error=error, note=note, decided_by=by
         )
         op = await store.get_operation(op_id)
-    emit(
-        {
-            "operation_id": op_id,
-            "decision": args.decision,
-            "state": op.state,
-            "workflow_id": op.workflow_id,
-            "decided_by": args.by,
-        }
-    )
-    return EXIT_OK
-
-
-async def _queue_stats(args: argparse.Namespace) -> int:
-    async with connect(args) as store:
-        if args.kind:
-            depths, daily = await store.stats(Source.QUEUE, args.kind)
-            emit({"kind": args.kind, "depths": depths, "daily": daily})
-        else:
-            emit(await store.kind_depths(Source.QUEUE))
-    return EXIT_OK
-
-
-async def _queue_dead(args: argparse.Namespace) -> int:
-    async with connect(args) as store:
-        jobs, total = await store.list_jobs(
-            Source.QUEUE, JobFilter(kind=args.kind, state=JobState.DEAD), 0, args.limit
+    out: dict[str, Any] = {
+        "operation_id": op_id,
+        "decision": decision,
+        "state": op.state,
+        "workflow_id": op.workflow_id,
+        "decided_by": by,
+    }
+    if as_json:
+        emit(out)
+    else:
+        click.echo(
+            f"{decision}: operation {op_id} is {op.state}; workflow {op.workflow_id} continues"
         )
-    emit(
-        {
-            "total": total,
-            "jobs": [
-                {
-                    "id": j.id,
-                    "kind": j.kind,
-                    "attempt": j.attempt,
-                    "last_error": j.last_error,
-                    "failed_at": j.failed_at,
-                    "payload": j.payload,
-                }
-                for j in jobs
-            ],
-        }
-    )
     return EXIT_OK
 
 
-async def _queue_retry(args: argparse.Namespace) -> int:
-    if args.all == bool(args.id):
-        raise CliError("give either a job id or --all --kind KIND")
-    if args.all and not args.kind:
-        raise CliError("--all needs --kind")
-    async with connect(args) as store:
-        if args.all:
-            emit({"retried": await store.retry_all_dead(Source.QUEUE, args.kind)})
-        else:
-            await store.retry_job(Source.QUEUE, parse_id(args.id, "job id"))
-            emit({"retried": 1})
-    return EXIT_OK
+__all__ = ["migrate", "stats", "uncertain"]

@@ -1,95 +1,89 @@
-"""``azync-flow worker APP``: run a Worker for an app until SIGTERM/SIGINT.
+"""`azync-flow worker APP`: run a worker until SIGTERM/SIGINT.
 
-``APP`` is ``package.module:attribute`` (or just ``package.module``). The attribute is
+APP is `module` or `module:attr` (imported from the current directory, as
+`python -m` would). It names either
 
-* a :class:`~azync_flow.worker.Worker`, or a (sync/async) factory returning one —
-  run exactly as ``python -m azync_flow.worker`` runs it (the factory opens its store);
-* an *app*: a :class:`~azync_flow.workflow.Registry`, or any object/module with
-  ``workflows`` / ``activities`` (iterables of definitions) and ``handlers``
-  (a mapping ``kind -> async handler`` of queue jobs). A module given without
-  ``:attribute`` is scanned for ``@workflow`` / ``@activity`` definitions.
-  The CLI opens the store from ``--dsn``/``$AZYNC_DSN`` and builds the Worker:
-  workflow tasks, activities (with reconcile hooks and uncertain parking) and
-  handlers, plus the leader's maintenance.
+* a `Worker`, or a function (sync or async) returning one: run as is (the
+  worker brings its own store; `--dsn`/`--concurrency`/`--lease` are not
+  used), or
+* what to register on a new worker for `--dsn`: a module (its
+  `workflows`/`activities`/`handlers` attributes, else every `@workflow`
+  and `@activity` it defines), a `Registry`, a list of definitions, or an
+  object with `workflows`, `activities` and `handlers` (a kind ->
+  handler dict for queue jobs).
+
+The worker maintains the queue (promotes due jobs, reaps expired leases) and
+shuts down gracefully: it stops leasing, lets in-flight jobs finish within its
+`shutdown_grace` and releases the rest.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
+import inspect
 import logging
 import sys
-import types
 from datetime import timedelta
 from typing import Any
+
+import click
 
 from azync_flow.store import Config, Source
 from azync_flow.store.postgres import open_store
 from azync_flow.worker import Worker
-from azync_flow.worker.__main__ import load, resolve_worker, run_worker
-from azync_flow.workflow import ActivityDefinition, Registry, WorkflowDefinition
 
-from ._common import EXIT_OK, CliError, add_db_args, resolve_dsn
+from ._apps import app_parts, is_app, load_app
+from ._common import (
+    EXIT_OK,
+    CliError,
+    DbOptions,
+    db_options,
+    example,
+    positive,
+    resolve_dsn,
+    run_async,
+)
 
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("worker", help="run a worker for APP until SIGTERM (see --help)")
-    p.description = __doc__
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("app", metavar="APP", help="package.module[:attribute]")
-    p.add_argument("--concurrency", type=int, default=10, help="jobs per kind at once")
-    p.add_argument("--lease", type=float, default=30.0, help="lease per attempt, seconds")
-    p.add_argument("--log-level", default="INFO")
-    add_db_args(p, embedded_fallback=True)
-    p.set_defaults(run=_worker)
+__all__ = ["build_worker", "resolve_worker", "run_worker", "worker_command"]
 
 
-def _is_app(obj: Any) -> bool:
-    if isinstance(obj, (Registry, types.ModuleType)):
-        return True
-    return any(hasattr(obj, a) for a in ("workflows", "activities", "handlers"))
+async def resolve_worker(obj: Any) -> Worker:
+    """Turn a Worker or a (possibly async) factory into a Worker.
+
+    Raises:
+        CliError: the factory produced something else.
+    """
+    if callable(obj) and not isinstance(obj, Worker):
+        obj = obj()
+        if inspect.isawaitable(obj):
+            obj = await obj
+    if not isinstance(obj, Worker):
+        raise CliError(f"the APP produced {type(obj).__name__}, not a Worker")
+    return obj
 
 
-def _parts(obj: Any) -> tuple[list[Any], list[Any], dict[str, Any]]:
-    if isinstance(obj, Registry):
-        return list(obj.workflows.values()), list(obj.activities.values()), {}
-    if isinstance(obj, types.ModuleType) and not any(
-        hasattr(obj, a) for a in ("workflows", "activities", "handlers")
-    ):
-        values = list(vars(obj).values())
-        return (
-            [v for v in values if isinstance(v, WorkflowDefinition)],
-            [v for v in values if isinstance(v, ActivityDefinition)],
-            {},
-        )
-    workflows = getattr(obj, "workflows", ())
-    activities = getattr(obj, "activities", ())
-    if isinstance(workflows, dict):
-        workflows = workflows.values()
-    if isinstance(activities, dict):
-        activities = activities.values()
-    return list(workflows), list(activities), dict(getattr(obj, "handlers", None) or {})
-
-
-def _load(target: str) -> Any:
+async def run_worker(worker: Worker) -> None:
+    """Run `worker` until SIGTERM/SIGINT (graceful shutdown), then close its store."""
     try:
-        if ":" not in target:
-            return importlib.import_module(target)
-        return load(target)
-    except ImportError as exc:
-        raise CliError(f"cannot import {target!r}: {exc}") from None
-    except SystemExit as exc:  # azync_flow.worker's own messages
-        raise CliError(str(exc)) from None
+        await worker.run()
+    finally:
+        close = getattr(worker.store, "close", None)
+        if close is not None:
+            await close()
 
 
-async def build_worker(obj: Any, args: argparse.Namespace) -> Worker:
-    """The Worker for an app object (see the module docstring)."""
-    workflows, activities, handlers = _parts(obj)
+async def build_worker(
+    obj: Any, app: str, db: DbOptions, concurrency: int, lease: timedelta
+) -> Worker:
+    """A new Worker on `db` with what `obj` provides registered (see the module doc).
+
+    Raises:
+        CliError: `obj` provides nothing, or a definition is refused.
+    """
+    workflows, activities, handlers = app_parts(obj)
     if not (workflows or activities or handlers):
-        raise CliError(f"{args.app!r} provides no workflows, activities or handlers")
-    lease = timedelta(seconds=args.lease)
-    store = await open_store(resolve_dsn(args), Config(schema=args.schema or ""), migrate=False)
-    worker = Worker(store, concurrency=args.concurrency, lease=lease, maintain=(Source.QUEUE,))
+        raise CliError(f"{app!r} provides no workflows, activities or handlers")
+    store = await open_store(resolve_dsn(db.dsn), Config(schema=db.schema), migrate=False)
+    worker = Worker(store, concurrency=concurrency, lease=lease, maintain=(Source.QUEUE,))
     try:
         if workflows or activities:
             worker.register_workflows(workflows, activities)
@@ -97,23 +91,42 @@ async def build_worker(obj: Any, args: argparse.Namespace) -> Worker:
             worker.register(kind, handler)
     except (TypeError, ValueError) as exc:
         await store.close()
-        raise CliError(f"{args.app!r}: {exc}") from None
+        raise CliError(f"{app!r}: {exc}") from None
     return worker
 
 
-async def _worker(args: argparse.Namespace) -> int:
+@click.command(
+    "worker",
+    epilog=example("azync-flow worker myapp.workflows --concurrency 20"),
+    help=__doc__,
+    short_help="Run a worker for APP until SIGTERM/SIGINT.",
+)
+@click.argument("app", metavar="APP")
+@click.option(
+    "--concurrency", type=int, default=10, show_default=True, callback=positive,
+    help="Jobs per kind at once.",
+)  # fmt: skip
+@click.option(
+    "--lease", type=float, default=30.0, show_default=True, help="Lease per attempt, seconds."
+)
+@click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING, ERROR.")
+@db_options
+@run_async
+async def worker_command(
+    app: str, concurrency: int, lease: float, log_level: str, db: DbOptions
+) -> int:
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        raise CliError(f"--log-level {log_level!r} is not a logging level")
     logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    obj = _load(args.app)
-    if isinstance(obj, Worker) or (callable(obj) and not _is_app(obj)):
-        try:
-            worker = await resolve_worker(obj)
-        except SystemExit as exc:
-            raise CliError(str(exc)) from None
+    if lease <= 0:
+        raise CliError("--lease must be a positive number of seconds")
+    obj = load_app(app)
+    if isinstance(obj, Worker) or (callable(obj) and not is_app(obj)):
+        worker = await resolve_worker(obj)
     else:
-        worker = await build_worker(obj, args)
+        worker = await build_worker(obj, app, db, concurrency, timedelta(seconds=lease))
     await run_worker(worker)
     return EXIT_OK

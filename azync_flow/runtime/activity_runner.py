@@ -80,6 +80,33 @@ class ActivityInfo:
         self._token = token
         self._heartbeat_timeout = op.heartbeat_timeout
         self._extend_by = op.heartbeat_timeout or op.start_to_close or timedelta(seconds=30)
+        self._published = 0
+
+    async def publish(
+        self,
+        event_type: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        meta: dict[str, str] | None = None,
+    ) -> uuid.UUID:
+        """Publish an event to the ledger from this activity, once per
+        operation: the ``n``-th call of every attempt writes the same event
+        id, so a retried attempt does not publish it again. Arguments as
+        ``Client.publish``.
+
+        Returns:
+            The event id.
+
+        Raises:
+            ValueError, PayloadEncodeError: as ``Client.publish``.
+        """
+        from azync_flow.events._publish import publish_once
+
+        self._published += 1
+        return await publish_once(
+            self._store, self.job.id, self._published, event_type, payload, key=key, meta=meta
+        )
 
     async def heartbeat(self) -> None:
         """Extend this attempt's lease (long activities call it periodically).
@@ -107,6 +134,19 @@ def _cancel_reason(op: OperationPayload, lease: Any) -> str:
             "the attempt was presumed lost mid-call"
         )
     return "the attempt was cancelled mid-call (worker shutdown or lost lease)"
+
+
+def log_suspended(job: Job, reason: str) -> None:
+    """Log (WARNING) that ``job``'s execution is suspended on it, and why."""
+    log.warning(
+        "workflow %s suspended: operation %s (%s, attempt %d) is uncertain: %s; it waits "
+        "for its reconcile hook or an operator (azync-flow uncertain list|resolve)",
+        job.run_id,
+        job.id,
+        job.kind,
+        job.attempt,
+        reason,
+    )
 
 
 def current_activity() -> ActivityInfo | None:
@@ -261,6 +301,14 @@ class ActivityRunner:
         if decision is RetryDecision.RETRY:
             try:
                 delay = retry.delay(job.attempt)
+                log.info(
+                    "activity %s of workflow %s: attempt %d failed, retrying in %.2fs: %s",
+                    op.activity,
+                    job.run_id,
+                    job.attempt,
+                    delay.total_seconds(),
+                    description,
+                )
                 await retry_transient(
                     lambda: self.store.reschedule(job.id, token, delay, description)
                 )
@@ -325,6 +373,8 @@ class ActivityRunner:
             )
         except Exception as err:  # lease already gone: the reaper decides
             log.info("could not park cancelled operation %s: %s", job.id, err)
+            return
+        log_suspended(job, reason)
 
     async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> bool:
         """Park the operation as uncertain (suspends the execution), never retry it;
@@ -339,6 +389,7 @@ class ActivityRunner:
             if not is_not_found(err):
                 raise
             return False
+        log_suspended(job, reason)
         if self.reconciler is not None and job.kind in self.reconciler.kinds():
             try:
                 await self.reconciler.reconcile_id(job.id)

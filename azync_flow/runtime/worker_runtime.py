@@ -24,13 +24,14 @@ This adds to the worker:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from azync_flow.replay.events import ActivityFailed, encode_event
 from azync_flow.runtime._operations import decode_operation
-from azync_flow.runtime.activity_runner import ActivityRunner
+from azync_flow.runtime.activity_runner import ActivityRunner, log_suspended
 from azync_flow.runtime.eager_start import EagerStarter
 from azync_flow.runtime.folded_completion import CompletionFolder
 from azync_flow.runtime.local_dispatch import LocalDispatch
@@ -50,6 +51,12 @@ __all__ = ["WORKFLOW_LEADERSHIP", "WORKFLOW_TASK_KIND", "WorkflowRuntime", "regi
 WORKFLOW_TASK_KIND = "$wft"
 #: Election of the workflow maintenance steps (workers without workflows never win it).
 WORKFLOW_LEADERSHIP = "azync_flow.workflow"
+
+log = logging.getLogger("azync_flow.workflow")
+
+
+def _named(defn: Any) -> str:
+    return f"{defn.name}@{defn.version}" if defn.version else str(defn.name)
 
 
 def lease_expired_event(job: Job, reason: str) -> tuple[str, bytes]:
@@ -169,6 +176,11 @@ class WorkflowRuntime:
         #: Starts executions with their first pass (a Client bound to this worker).
         self.eager = EagerStarter(self.workflows, self.task_loop)
         worker.workflows = self
+        log.info(
+            "workflows registered: %s; activities: %s",
+            ", ".join(_named(w) for w in registry.workflows.values()) or "none",
+            ", ".join(_named(a) for a in registry.activities.values()) or "none",
+        )
         tick = timedelta(seconds=worker.maintenance.tick_seconds)
         steps = [
             ("workflow.promote", self.promote, tick),
@@ -217,6 +229,8 @@ class WorkflowRuntime:
                 outcome=self._reap_outcome(job),
                 workflow_name=name,
             )
+            if self._reap_outcome(job) is Outcome.DEAD and state.suspend_reason:
+                log.warning("workflow %s suspended: %s", job.run_id, state.suspend_reason)
         return int(report.reaped + report.killed)
 
     async def reap_operations(self) -> int:
@@ -242,16 +256,17 @@ class WorkflowRuntime:
         Returns:
             How many operations the hooks decided (their executions resumed).
         """
-        jobs: list[Job] = []
+        jobs: list[tuple[Job, str]] = []
 
         def encode(job: Job, reason: str) -> tuple[str, bytes]:
-            jobs.append(job)
+            jobs.append((job, reason))
             return uncertain_event(job, reason)
 
         marked = set(await self.store.reap_uncertain_operations(encode))
-        for job in jobs:
+        for job, reason in jobs:
             if job.id in marked:
                 self._lost_activity(job, Outcome.UNCERTAIN)
+                log_suspended(job, reason)
         reconciler = self.activities.reconciler
         return 0 if reconciler is None else await reconciler.run_once()
 

@@ -172,7 +172,7 @@ class QueueRunner:
             await self._dead(lease, err)
             return
         try:
-            payload = handler.decoder.decode(job.payload or b"null")
+            payload = handler.decoder.decode(self.payload_bytes(job))
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             err = PayloadError(
                 f"payload of kind {job.kind!r} does not decode as {_type_name(handler)}: {exc}"
@@ -202,15 +202,7 @@ class QueueRunner:
         if not handler.takes_context and not self.interceptors:
             await handler.fn(payload)
             return
-        ctx = JobContext(
-            id=job.id,
-            kind=job.kind,
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            meta=job.meta,
-            job=job,
-            _lease=lease,
-        )
+        ctx = self.context(job, lease)
 
         async def call() -> None:
             if handler.takes_context:
@@ -223,6 +215,24 @@ class QueueRunner:
             chain = functools.partial(interceptor, ctx, chain)
         await chain()
 
+    def payload_bytes(self, job: Job) -> bytes:
+        """The JSON the handler's payload is decoded from (runners of other
+        sources override it: an event delivery's body lives in the ledger)."""
+        return job.payload or b"null"
+
+    def context(self, job: Job, lease: LeaseHandle) -> JobContext:
+        """The context handed to handlers and interceptors (overridable like
+        :meth:`payload_bytes`)."""
+        return JobContext(
+            id=job.id,
+            kind=job.kind,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            meta=job.meta,
+            job=job,
+            _lease=lease,
+        )
+
     async def _dead(self, lease: LeaseHandle, err: Exception) -> None:
         await self._settle(lease, self.store.dead(lease.id, lease.token, describe_error(err)))
 
@@ -233,8 +243,26 @@ class QueueRunner:
         decision = handler.retry.decide(exc, job.attempt, job.max_attempts)
         if decision is RetryDecision.RETRY:
             delay = handler.retry.delay(job.attempt)
+            log.info(
+                "%s %s (job %s): attempt %d failed, retrying in %.2fs: %s",
+                job.source,
+                job.kind,
+                job.id,
+                job.attempt,
+                delay.total_seconds(),
+                error,
+            )
             await self._settle(lease, self.store.reschedule(job.id, lease.token, delay, error))
         else:
+            log.warning(
+                "%s %s (job %s): attempt %d failed, dead-lettered (%s): %s",
+                job.source,
+                job.kind,
+                job.id,
+                job.attempt,
+                decision,
+                error,
+            )
             await self._settle(lease, self.store.dead(job.id, lease.token, error))
 
     async def _settle(self, lease: LeaseHandle, op: Awaitable[Any]) -> None:

@@ -446,6 +446,7 @@ class Worker:
         check_schema = getattr(self.store, "check_schema", None)
         if check_schema is not None:  # fail at once, not with every statement retried
             await check_schema()
+        self._log_registered()
         for lp in self.loops.values():
             lp.reset()
         await self.wakeups.start()
@@ -475,6 +476,16 @@ class Worker:
             self._stopping.set()
         await asyncio.gather(maint, return_exceptions=True)
         await self.wakeups.close()
+
+    def _log_registered(self) -> None:
+        """One INFO line per source naming what this worker runs (its loops' kinds)."""
+        kinds: dict[Source, list[str]] = {}
+        for source, kind in self.loops:
+            kinds.setdefault(source, []).append(kind)
+        if not kinds:
+            log.warning("worker starting with nothing registered: it will lease nothing")
+        for source, names in kinds.items():
+            log.info("worker runs %s %s: %s", source, _WHAT[source], ", ".join(sorted(names)))
 
     def _loop_ended(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None:
@@ -602,6 +613,15 @@ class Worker:
         if self._bg is not None:
             await self._bg
             self._bg = None
+
+
+#: How the log names the kinds of each source.
+_WHAT = {
+    Source.QUEUE: "job kinds",
+    Source.EVENT: "subscribers",
+    Source.DAG: "task kinds",
+    Source.WORKFLOW: "kinds (workflow tasks, activity operations)",
+}
 
 
 def _remove_signal(loop: asyncio.AbstractEventLoop, sig: signal.Signals) -> None:

@@ -1,8 +1,10 @@
-"""The tracing sample, run as a user would, exports the order's trace to an OTLP receiver."""
+"""The tracing sample, run as a user would: the real workflow runtime's trace reaches an
+OTLP receiver, prints on the console without one, and a failed export is reported as such."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,22 +16,28 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "tracing" / "run_traced.py"
 
 
-async def test_tracing_sample_exports_one_trace_for_the_order(pg_dsn: str) -> None:
-    schema = unique_schema("trace_sample")
+def run_sample(pg_dsn: str, schema: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env |= {"AZYNC_DSN": pg_dsn, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, str(SAMPLE), "--schema", schema, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+async def test_tracing_sample_exports_the_workflow_runtimes_trace_for_the_order(
+    pg_dsn: str,
+) -> None:
+    schema = unique_schema("trace_sample")
     try:
         with OtlpHttpReceiver() as rx:
-            out = subprocess.run(  # noqa: ASYNC221 - the sample is a separate process
-                [sys.executable, str(SAMPLE), "--endpoint", rx.endpoint, "--schema", schema],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=120,
-                check=False,
-            )
+            out = run_sample(pg_dsn, schema, "--endpoint", rx.endpoint)
             assert out.returncode == 0, out.stderr
-            spans = rx.wait_for(lambda s: len(s) >= 9)
+            spans = rx.wait_for(lambda s: len(s) >= 13)
     finally:
         await drop_schema(pg_dsn, schema)
 
@@ -41,9 +49,13 @@ async def test_tracing_sample_exports_one_trace_for_the_order(pg_dsn: str) -> No
     run_id = start.attributes["azync.run_id"]
     assert start.parent_span_id is None
     assert start.links == [(checkout.trace_id, checkout.span_id)]
+    assert start.attributes["azync.state"] == "succeeded"
     assert nesting_violations(spans) == []
     assert {s.trace_id for s in spans} == {checkout.trace_id}
     assert {s.service_name for s in spans} == {"azync-flow-orders"}
+    passes = by_name["workflow.task order"]
+    assert len(passes) == 4  # one replay pass per step plus the one that completes
+    assert all(p.parent_span_id == start.span_id for p in passes)
     attempts = [s for s in spans if s.name.startswith("activity ")]
     assert sorted(a.name for a in attempts) == [
         "activity charge",
@@ -59,6 +71,40 @@ async def test_tracing_sample_exports_one_trace_for_the_order(pg_dsn: str) -> No
         assert call.name == f"{a.name.split()[1]} API call"
     [signal] = by_name["signal delivered"]
     assert signal.parent_span_id == start.span_id
-    assert len(spans) == 9
+    assert len(spans) == 13
     assert f"order run {run_id} finished" in out.stdout
     assert "%22azync.run_id%22%3A%20%22" + run_id in out.stdout
+    assert "spans delivered: 13, failed: 0" in out.stdout
+
+
+async def test_tracing_sample_reports_a_failed_export_and_exits_1(pg_dsn: str) -> None:
+    schema = unique_schema("trace_sample")
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        out = run_sample(pg_dsn, schema, "--endpoint", closed)
+    finally:
+        await drop_schema(pg_dsn, schema)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "spans delivered: 0, failed: 13" in out.stdout
+    assert "export failed:" in out.stderr
+    assert "True" not in out.stdout
+
+
+async def test_tracing_sample_prints_spans_on_the_console_without_a_collector(
+    pg_dsn: str,
+) -> None:
+    schema = unique_schema("trace_sample")
+    try:
+        out = run_sample(pg_dsn, schema, "--console")
+    finally:
+        await drop_schema(pg_dsn, schema)
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.startswith("span ")]
+    assert len(lines) == 13
+    run = next(line for line in lines if line.startswith("span workflow order  "))
+    assert "azync.state=succeeded" in run
+    assert any(line.startswith("span activity charge  ") for line in lines)
+    assert len({line.split("trace=")[1].split()[0] for line in lines}) == 1  # one trace
+    assert "spans delivered: 13, failed: 0" in out.stdout

@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import sys
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from azync_flow.client import Client
+from azync_flow.embedded import start_embedded, stop_embedded
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
 from azync_flow.testing import drop_schema, unique_schema
@@ -152,13 +155,26 @@ async def test_crash_recovery_uses_and_drops_a_fresh_schema_by_default(pg_dsn: s
 DOC_PROGRAMS = {where: source for where, source in BLOCKS if "asyncio.run(main())" in source}
 
 
+@pytest.fixture(scope="module")
+def embedded_dir() -> Iterator[Path]:
+    """A user's embedded server, already running (as after a first program run)."""
+    data_dir = Path(tempfile.mkdtemp(prefix="azync-docs-")) / "pgdata"
+    start_embedded(data_dir, keep_running=True)
+    yield data_dir
+    stop_embedded(data_dir, force=True)
+    shutil.rmtree(data_dir.parent, ignore_errors=True)
+
+
 @pytest.mark.parametrize("where", sorted(DOC_PROGRAMS))
-async def test_complete_programs_in_the_docs_run_as_written(
-    pg_dsn: str, sample_schema: str, where: str, tmp_path: Path
+async def test_complete_programs_in_the_docs_run_as_written_without_a_database(
+    embedded_dir: Path, where: str, tmp_path: Path
 ) -> None:
     script = tmp_path / "program.py"
     script.write_text(DOC_PROGRAMS[where])
-    env = {**os.environ, "AZYNC_DSN": pg_dsn, "AZYNC_SCHEMA": sample_schema}
+    # a newcomer's shell: no AZYNC_DSN, so the program falls back to the embedded server
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AZYNC_")}
+    env["AZYNC_EMBEDDED_DIR"] = str(embedded_dir)
+    env["AZYNC_SCHEMA"] = unique_schema("doc")
     env["PYTHONPATH"] = str(ROOT)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -168,7 +184,7 @@ async def test_complete_programs_in_the_docs_run_as_written(
         stderr=asyncio.subprocess.STDOUT,
     )
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        out, _ = await asyncio.wait_for(proc.communicate(), 90)
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -178,13 +194,15 @@ async def test_complete_programs_in_the_docs_run_as_written(
         "docs/workflows.md": "ch_o-1_1999",
         "docs/dags.md": "succeeded {'tracking': 'TRK-1'}",
         "docs/queue.md": "dead: {'customer': 'bad', 'cents': -1} ValueError: negative amount -1",
+        "docs/events.md": "mail for o-1 (event ",
     }[where.split(":")[0]]
     assert expected in out.decode(), out.decode()
 
 
-def test_the_docs_contain_the_three_complete_programs() -> None:
+def test_the_docs_contain_the_four_complete_programs() -> None:
     assert sorted(w.split(":")[0] for w in DOC_PROGRAMS) == [
         "docs/dags.md",
+        "docs/events.md",
         "docs/queue.md",
         "docs/workflows.md",
     ]

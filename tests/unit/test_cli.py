@@ -45,7 +45,7 @@ async def cli_greeter_changed(ctx: WorkflowContext, name: str) -> str:
 
 class Cli:
     def __init__(self, dsn: str, schema: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.base = ["--dsn", dsn, "--schema", schema]
+        self.base = ["--dsn", dsn, "--schema", schema, "--json"]
         self.capsys = capsys
 
     async def __call__(self, *argv: str, db: bool = True) -> tuple[int, Any, str]:
@@ -81,7 +81,9 @@ async def test_migrate_creates_the_tables_in_a_fresh_schema(
 
     schema = unique_schema("cli")
     try:
-        code = await asyncio.to_thread(main, ["migrate", "--dsn", pg_dsn, "--schema", schema])
+        code = await asyncio.to_thread(
+            main, ["migrate", "--json", "--dsn", pg_dsn, "--schema", schema]
+        )
         assert code == 0
         assert json.loads(capsys.readouterr().out) == {"schema": schema, "migrated": True}
         again = await asyncio.to_thread(main, ["migrate", "--dsn", pg_dsn, "--schema", schema])
@@ -183,11 +185,11 @@ async def test_unknown_and_malformed_ids_are_clear_errors(cli: Cli) -> None:
 async def test_bad_or_missing_dsn_or_unmigrated_schema_is_exit_5_without_traceback(
     pg_dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("AZYNC_DSN", raising=False)
+    monkeypatch.setenv("AZYNC_DSN", "postgresql://nobody@127.0.0.1:1/none")
     for argv in (
         ["uncertain", "list", "--dsn", "postgresql://nobody@127.0.0.1:1/none"],
         ["uncertain", "list", "--dsn", "this is not a dsn"],
-        ["queue", "stats"],
+        ["queue", "stats"],  # no --dsn: $AZYNC_DSN is the one used
         ["uncertain", "list", "--dsn", pg_dsn, "--schema", "no_such_schema_here"],
     ):
         assert await asyncio.to_thread(main, argv) == 5

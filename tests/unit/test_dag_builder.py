@@ -206,6 +206,7 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "AzyncError",
         "DAGClient",
         "DAGValidationError",
+        "EventContext",
         "NonDeterminismError",
         "NotReady",
         "Reconciled",
@@ -224,6 +225,8 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "WorkflowTerminatedError",
         "activity",
         "attach_dags",
+        "attach_subscribers",
+        "subscriber",
         "workflow",
     ]
     for name in ("DAG", "DAGClient", "DAGValidationError", "NotReady", "Skip", "TaskContext"):

@@ -26,6 +26,8 @@ from ..types import (
     SubscriberView,
 )
 from ._base import PgBase, decode_meta, encode_meta
+from ._guard import translate
+from ._queries import QUERIES
 
 
 class EventMixin(PgBase):
@@ -44,12 +46,18 @@ class EventMixin(PgBase):
 
     async def publish_tx(self, tx: asyncpg.Connection, p: PublishParams) -> int:
         """Contract ``TxStore.PublishTx``: :meth:`publish` on the caller's
-        connection ``tx``, committing or rolling back with its transaction."""
+        connection ``tx``, committing or rolling back with its transaction.
+
+        The statement names the store's schema, so ``tx`` may come from the
+        caller's own pool with any search path."""
         if p.payload is None:
             raise ValueError("PublishParams.payload is required (JSON bytes, e.g. b'null')")
         try:
-            row = await self._fetchrow(
-                "event_publish",
+            row = await tx.fetchrow(
+                QUERIES["event_publish"].replace(
+                    "SELECT azync_publish_event(", f'SELECT "{self.schema}".azync_publish_event('
+                ),
+                self.now(),
                 p.id,
                 p.type,
                 p.aggregate_type,
@@ -59,10 +67,14 @@ class EventMixin(PgBase):
                 p.payload,
                 encode_meta(p.meta),
                 self.channel,
-                conn=tx,
             )
         except asyncpg.UniqueViolationError as exc:
             raise ConflictError(f"event {p.id} already exists") from exc
+        except Exception as exc:  # the caller's connection is not guarded by our pool
+            err = translate(exc, self.schema)
+            if err is None:
+                raise
+            raise err from exc
         assert row is not None
         return int(row["delivered"])
 

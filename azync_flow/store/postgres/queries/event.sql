@@ -6,7 +6,9 @@
 -- $2 id, $3 type, $4 aggregate_type, $5 aggregate_id, $6 version,
 -- $7 occurred_at (NULL = now), $8 payload, $9 meta, $10 channel.
 -- Returns the number of deliveries fanned out (one per registered subscriber);
--- the fan-out lives in azync_publish_event (migration 0004).
+-- the fan-out lives in azync_publish_event (migration 0004). On a caller's own
+-- connection (publish_tx) the driver names the function with the store's
+-- schema, since that connection's search path is the caller's.
 SELECT azync_publish_event($2, $3, $4, $5, $6,
                            coalesce($7::timestamptz, $1::timestamptz, now()), $8,
                            $9::jsonb, $10, coalesce($1::timestamptz, now())) AS delivered

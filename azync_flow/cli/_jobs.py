@@ -1,0 +1,354 @@
+"""`azync-flow jobs ...`: queue jobs (and, with `--source`, deliveries, DAG tasks,
+workflow tasks): list, inspect, retry, pause, resume, archive, delete, dead letters.
+
+`queue stats|dead|retry` is kept as an alias of earlier versions with its
+earlier JSON output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from azync_flow.store import Job, JobFilter, JobState, Source
+from azync_flow.store.validate import check_name
+
+from ._common import (
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    CliError,
+    DbOptions,
+    StrictChoice,
+    connect,
+    cursor_option,
+    db_options,
+    example,
+    limit_option,
+    next_offset_cursor,
+    offset_cursor,
+    parse_id,
+    run_async,
+)
+from ._output import (
+    JSON_BY_DEFAULT,
+    age,
+    done,
+    emit,
+    json_option,
+    next_page,
+    page,
+    preview,
+    record,
+    table,
+    when,
+)
+
+
+def _source_option(fn: Any) -> Any:
+    return click.option(
+        "--source",
+        type=StrictChoice([s.value for s in Source]),
+        default=Source.QUEUE.value,
+        show_default=True,
+        help="Which jobs: queue jobs, event deliveries, DAG tasks or workflow tasks.",
+    )(fn)
+
+
+@click.group("jobs", epilog=example("azync-flow jobs list --kind email --state dead"))
+def jobs() -> None:
+    """Inspect and operate queue jobs (and other job sources with --source)."""
+
+
+def _item(j: Job) -> dict[str, Any]:
+    return {
+        "id": j.id,
+        "source": j.source,
+        "kind": j.kind,
+        "state": j.state,
+        "attempt": j.attempt,
+        "max_attempts": j.max_attempts,
+        "run_at": j.run_at,
+        "enqueued_at": j.enqueued_at,
+        "last_error": j.last_error,
+        "payload_preview": preview(j.payload),
+    }
+
+
+async def _list(
+    db: DbOptions, source: str, kind: str, state: JobState | None, limit: int, cursor: str | None
+) -> tuple[list[Job], int, int]:
+    check_name(kind, "--kind")
+    offset = offset_cursor(cursor)
+    async with connect(db) as store:
+        rows, total = await store.list_jobs(
+            Source(source), JobFilter(kind=kind, state=state), offset, limit
+        )
+    return rows, total, offset
+
+
+def _print_list(rows: list[Job], total: int, offset: int, as_json: bool, empty: str) -> None:
+    nxt = next_offset_cursor(offset, len(rows), total)
+    if as_json:
+        emit(page([_item(j) for j in rows], nxt, total))
+        return
+    table(
+        rows,
+        [
+            ("ID", lambda j: j.id),
+            ("KIND", lambda j: j.kind),
+            ("STATE", lambda j: j.state),
+            ("ATTEMPT", lambda j: f"{j.attempt}/{j.max_attempts}" if j.max_attempts else j.attempt),
+            ("ENQUEUED (UTC)", lambda j: when(j.enqueued_at)),
+            ("RUN AT (UTC)", lambda j: when(j.run_at)),
+            ("PAYLOAD", lambda j: preview(j.payload)),
+            ("LAST ERROR", lambda j: j.last_error[:60]),
+        ],
+        empty=empty,
+    )
+    next_page(nxt, len(rows), total)
+
+
+_LIMIT = limit_option(50)
+_KIND = click.option("--kind", default="", help="Only jobs of this kind.")
+
+
+@jobs.command("list", epilog=example("azync-flow jobs list --kind email --state scheduled"))
+@_source_option
+@_KIND
+@click.option("--state", type=StrictChoice([s.value for s in JobState]), help="Only this state.")
+@_LIMIT
+@cursor_option
+@json_option
+@db_options
+@run_async
+async def list_cmd(
+    source: str,
+    kind: str,
+    state: str | None,
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+    db: DbOptions,
+) -> int:
+    """List jobs a page at a time (payloads as previews; `jobs show` prints them)."""
+    rows, total, offset = await _list(
+        db, source, kind, JobState(state) if state else None, limit, cursor
+    )
+    _print_list(rows, total, offset, as_json, "no jobs")
+    return EXIT_OK
+
+
+@jobs.command("dead", epilog=example("azync-flow jobs dead --kind email"))
+@_source_option
+@_KIND
+@_LIMIT
+@cursor_option
+@json_option
+@db_options
+@run_async
+async def dead(
+    source: str, kind: str, limit: int, cursor: str | None, as_json: bool, db: DbOptions
+) -> int:
+    """List dead letters (jobs out of attempts), oldest first."""
+    rows, total, offset = await _list(db, source, kind, JobState.DEAD, limit, cursor)
+    _print_list(rows, total, offset, as_json, "no dead letters")
+    return EXIT_OK
+
+
+@jobs.command("show", epilog=example("azync-flow jobs show 3f2a0c9e-..."))
+@click.argument("id")
+@_source_option
+@json_option
+@db_options
+@run_async
+async def show(id: str, source: str, as_json: bool, db: DbOptions) -> int:
+    """Show one job: state, attempts with their errors, payload and result."""
+    job_id = parse_id(id, "job id")
+    async with connect(db) as store:
+        job = await store.get_job(Source(source), job_id)
+        attempts = await store.job_attempts(Source(source), job_id)
+    if as_json:
+        emit({**_item(job), "payload": job.payload, "result": job.result, "meta": job.meta,
+              "attempts": attempts, "lease_until": job.lease_until,
+              "completed_at": job.completed_at})  # fmt: skip
+        return EXIT_OK
+    fields: list[tuple[str, Any]] = [
+        ("id", job.id),
+        ("source", job.source),
+        ("kind", job.kind),
+        ("state", job.state),
+        ("attempt", f"{job.attempt}/{job.max_attempts}" if job.max_attempts else job.attempt),
+        ("enqueued", when(job.enqueued_at)),
+        ("run at", when(job.run_at)),
+        ("lease until", when(job.lease_until)),
+        ("completed", when(job.completed_at)),
+    ]
+    optional = [
+        ("last error", job.last_error),
+        ("DAG run", job.dag_id),
+        ("task key", job.task_key),
+        ("workflow run", job.run_id),
+        ("event", job.event_id),
+        ("meta", ", ".join(f"{k}={v}" for k, v in job.meta.items())),
+    ]
+    payloads: list[tuple[str, Any]] = [("payload", job.payload)]
+    if job.result is not None:
+        payloads.append(("result", job.result))
+    record(fields + [(k, v) for k, v in optional if v], payloads=payloads)
+    if attempts:
+        click.echo("")
+        table(
+            attempts,
+            [
+                ("ATTEMPT", lambda a: a.attempt),
+                ("AT (UTC)", lambda a: when(a.at)),
+                ("ERROR", lambda a: a.error),
+            ],
+            title="attempts",
+        )
+    return EXIT_OK
+
+
+async def _retry(db: DbOptions, source: str, id: str | None, all_: bool, kind: str) -> int:
+    if all_ == (id is not None):
+        raise CliError("give a job id, or --all (with --kind to retry one kind only)")
+    check_name(kind, "--kind")
+    async with connect(db) as store:
+        if id is not None:
+            await store.retry_job(Source(source), parse_id(id, "job id"))
+            return 1
+        return await store.retry_all_dead(Source(source), kind)
+
+
+_RETRY_ARGS = [
+    click.argument("id", required=False),
+    click.option("--all", "all_", is_flag=True, help="Every dead job (of --kind)."),
+    _KIND,
+]
+
+
+def _retry_args(fn: Any) -> Any:
+    for decorator in reversed(_RETRY_ARGS):
+        fn = decorator(fn)
+    return fn
+
+
+@jobs.command("retry", epilog=example("azync-flow jobs retry --all --kind email"))
+@_retry_args
+@_source_option
+@json_option
+@db_options
+@run_async
+async def retry(
+    id: str | None, all_: bool, kind: str, source: str, as_json: bool, db: DbOptions
+) -> int:
+    """Put a dead job (or every dead job with --all) back to pending, attempts reset."""
+    n = await _retry(db, source, id, all_, kind)
+    done(as_json, {"retried": n}, f"retried {n} job(s)")
+    return EXIT_OK
+
+
+def _verb(name: str, text: str, past: str) -> None:
+    @jobs.command(name, help=text, epilog=example(f"azync-flow jobs {name} 3f2a0c9e-..."))
+    @click.argument("id")
+    @_source_option
+    @json_option
+    @db_options
+    @run_async
+    async def command(id: str, source: str, as_json: bool, db: DbOptions) -> int:
+        job_id = parse_id(id, "job id")
+        src = Source(source)
+        async with connect(db) as store:
+            if name == "pause":
+                await store.pause_job(src, job_id)
+            elif name == "resume":
+                await store.resume_job(src, job_id)
+            elif name == "archive":
+                await store.archive_job(src, job_id)
+            else:
+                job = await store.get_job(src, job_id)
+                if job.state == JobState.ACTIVE:
+                    raise CliError(
+                        f"job {job_id} is running now; delete it once it settles", EXIT_NOT_FOUND
+                    )
+                await store.delete_job(src, job_id, job.state)
+        done(as_json, {"id": job_id, past: True}, f"{past} {job_id}")
+        return EXIT_OK
+
+
+_verb("pause", "Hold a pending or scheduled job (`jobs resume` releases it).", "paused")
+_verb("resume", "Release a paused job to pending (or scheduled, per its run-at time).", "resumed")
+_verb(
+    "archive", "Move a pending or scheduled job to the dead letters without running it.", "archived"
+)
+_verb("delete", "Delete a job that is not running (any other state).", "deleted")
+
+
+# --- the earlier `queue` spelling ----------------------------------------------------
+
+
+@click.group("queue", hidden=True)
+@click.pass_context
+def queue_alias(ctx: click.Context) -> None:
+    """Alias kept from earlier versions: `queue stats|dead|retry` (JSON output)."""
+    ctx.meta[JSON_BY_DEFAULT] = True
+
+
+@queue_alias.command("stats")
+@click.option("--kind", default="")
+@json_option
+@db_options
+@run_async
+async def queue_stats(kind: str, as_json: bool, db: DbOptions) -> int:
+    """Per-kind depths (with --kind: that kind's depths and daily window), as JSON."""
+    check_name(kind, "--kind")
+    async with connect(db) as store:
+        if kind:
+            depths, daily = await store.stats(Source.QUEUE, kind)
+            emit({"kind": kind, "depths": depths, "daily": daily})
+        else:
+            emit(await store.kind_depths(Source.QUEUE))
+    return EXIT_OK
+
+
+@queue_alias.command("dead")
+@_KIND
+@_LIMIT
+@json_option
+@db_options
+@run_async
+async def queue_dead(kind: str, limit: int, as_json: bool, db: DbOptions) -> int:
+    """Dead-lettered queue jobs, oldest first, as JSON with whole payloads."""
+    rows, total, _ = await _list(db, Source.QUEUE.value, kind, JobState.DEAD, limit, None)
+    emit(
+        {
+            "total": total,
+            "jobs": [
+                {
+                    "id": j.id,
+                    "kind": j.kind,
+                    "attempt": j.attempt,
+                    "last_error": j.last_error,
+                    "failed_at": j.failed_at,
+                    "payload": j.payload,
+                }
+                for j in rows
+            ],
+        }
+    )
+    return EXIT_OK
+
+
+@queue_alias.command("retry")
+@_retry_args
+@json_option
+@db_options
+@run_async
+async def queue_retry(id: str | None, all_: bool, kind: str, as_json: bool, db: DbOptions) -> int:
+    """Retry a dead queue job (or --all dead jobs of --kind); prints `{"retried": n}`."""
+    emit({"retried": await _retry(db, Source.QUEUE.value, id, all_, kind)})
+    return EXIT_OK
+
+
+__all__ = ["age", "jobs", "queue_alias"]

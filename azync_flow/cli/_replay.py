@@ -1,0 +1,62 @@
+"""`azync-flow replay APP HISTORY...`: check recorded histories against current code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from azync_flow.replay.replayer import HistoryFileError, Replayer
+
+from ._apps import app_parts, load_app
+from ._common import EXIT_FAILED, EXIT_OK, CliError, example
+from ._output import emit, json_option
+
+_HINT = "save a replayable history with `azync-flow workflows export ID > run.json`"
+
+
+@click.command(
+    "replay",
+    epilog=example(
+        "azync-flow workflows export 3f2a0c9e-... > run.json",
+        "azync-flow replay myapp.workflows run.json",
+    ),
+)
+@click.argument("app", metavar="APP")
+@click.argument("histories", metavar="HISTORY...", nargs=-1, required=True)
+@json_option
+def replay_command(app: str, histories: tuple[str, ...], as_json: bool) -> int:
+    """Replay each HISTORY file (written by `workflows export`) against the
+    workflows of APP (`module` or `module:attr`, imported from the current
+    directory as `python -m` would): `ok` when the code still makes the
+    recorded decisions, `FAIL` with the first difference otherwise. Exits 0
+    when every history replays cleanly, 1 otherwise. Needs no database."""
+    workflows = app_parts(load_app(app))[0]
+    if not workflows:
+        raise CliError(f"{app!r} provides no @workflow definitions")
+    replayer = Replayer(workflows)
+    verdicts: list[dict[str, Any]] = []
+    for path in histories:
+        try:
+            result = replayer.replay(path)
+        except HistoryFileError as err:
+            verdicts.append({"file": path, "verdict": "error", "error": f"{err}; {_HINT}"})
+            continue
+        except OSError as err:
+            verdicts.append({"file": path, "verdict": "error", "error": str(err)})
+            continue
+        except KeyError as exc:
+            raise CliError(
+                f"{path}: the history names workflow {exc}, which {app!r} does not define",
+                EXIT_FAILED,
+            ) from None
+        error = None if result.ok else str(result.error)
+        verdicts.append({"file": path, "verdict": "ok" if result.ok else "fail", "error": error})
+    if as_json:
+        emit(verdicts)
+    else:
+        for v in verdicts:
+            label = {"ok": "ok   ", "fail": "FAIL ", "error": "ERROR"}[v["verdict"]]
+            tail = f": {v['error']}" if v["error"] else ""
+            click.echo(f"{label} {v['file']}{tail}")
+    return EXIT_FAILED if any(v["verdict"] != "ok" for v in verdicts) else EXIT_OK

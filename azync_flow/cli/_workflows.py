@@ -1,0 +1,463 @@
+"""`azync-flow workflows ...`: start, inspect and operate workflow executions.
+
+`workflow` (singular, with `describe` for `show`) is kept as an alias of
+earlier versions; its `list` prints the earlier JSON array.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+
+from azync_flow.client import Client, WorkflowHandle
+from azync_flow.errors import (
+    WorkflowCancelledError,
+    WorkflowFailedError,
+    WorkflowTerminatedError,
+)
+from azync_flow.replay.passes import to_entries
+from azync_flow.store import WorkflowExecutionView, WorkflowState
+from azync_flow.store.validate import check_name, check_text
+
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    CliError,
+    DbOptions,
+    StrictChoice,
+    connect,
+    cursor_option,
+    db_options,
+    decode_cursor,
+    encode_cursor,
+    example,
+    limit_option,
+    parse_id,
+    read_input,
+    run_async,
+    signal_input,
+    signal_options,
+)
+from ._output import (
+    JSON_BY_DEFAULT,
+    age,
+    done,
+    emit,
+    json_line,
+    json_option,
+    next_page,
+    page,
+    payload_json,
+    preview,
+    record,
+    table,
+    to_plain,
+    when,
+)
+
+STATES = [s.value for s in WorkflowState]
+
+
+@click.group("workflows", epilog=example("azync-flow workflows list --state running"))
+def workflows() -> None:
+    """Start, inspect and operate workflow executions."""
+
+
+# --- reading -----------------------------------------------------------------------
+
+
+async def _page(
+    db: DbOptions, name: str, state: str | None, limit: int, cursor: str | None
+) -> tuple[list[WorkflowExecutionView], str | None]:
+    before = None
+    if cursor is not None:
+        at, wid = decode_cursor(cursor, 2)
+        try:
+            before = (datetime.fromisoformat(at), uuid.UUID(wid))
+        except ValueError:
+            raise CliError(f"--cursor {cursor!r} is not a cursor printed by this list") from None
+    async with connect(db) as store:
+        got = await Client(store).list(name or None, state=state, limit=limit, cursor=before)
+    nxt = None
+    if got.next_cursor is not None:
+        nxt = encode_cursor(got.next_cursor[0].isoformat(), str(got.next_cursor[1]))
+    return got.executions, nxt
+
+
+def _list_item(v: WorkflowExecutionView) -> dict[str, Any]:
+    return {
+        "id": v.id,
+        "name": v.name,
+        "state": v.state,
+        "created_at": v.created_at,
+        "updated_at": v.updated_at,
+        "input_preview": preview(v.input),
+        "result_preview": preview(v.result),
+        "failure_reason": v.failure_reason,
+        "suspend_reason": v.suspend_reason,
+        "blocked_reason": v.blocked_reason,
+    }
+
+
+def _why(v: WorkflowExecutionView) -> str:
+    return v.failure_reason or v.suspend_reason or v.blocked_reason or preview(v.result)
+
+
+_LIST_OPTIONS = [
+    click.option("--name", default="", help="Only executions of this workflow."),
+    click.option("--state", type=StrictChoice(STATES), help="Only executions in this state."),
+    limit_option(50),
+]
+
+
+def _with_list_options(fn: Any) -> Any:
+    for option in reversed(_LIST_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+@workflows.command(
+    "list", epilog=example("azync-flow workflows list --name order --state failed --limit 20")
+)
+@_with_list_options
+@cursor_option
+@json_option
+@db_options
+@run_async
+async def list_cmd(
+    name: str, state: str | None, limit: int, cursor: str | None, as_json: bool, db: DbOptions
+) -> int:
+    """List executions, newest first, a page at a time (payloads as previews)."""
+    rows, nxt = await _page(db, name, state, limit, cursor)
+    if as_json:
+        emit(page([_list_item(v) for v in rows], nxt))
+        return EXIT_OK
+    table(
+        rows,
+        [
+            ("ID", lambda v: v.id),
+            ("WORKFLOW", lambda v: v.name),
+            ("STATE", lambda v: v.state),
+            ("CREATED (UTC)", lambda v: when(v.created_at)),
+            ("INPUT", lambda v: preview(v.input)),
+            ("RESULT / REASON", _why),
+        ],
+        empty="no executions",
+    )
+    next_page(nxt, len(rows))
+    return EXIT_OK
+
+
+@click.command("list", epilog=example("azync-flow workflow list --state failed"))
+@_with_list_options
+@json_option
+@db_options
+@run_async
+async def legacy_list(
+    name: str, state: str | None, limit: int, as_json: bool, db: DbOptions
+) -> int:
+    """List executions, newest first, as a JSON array (the earlier output)."""
+    rows, _ = await _page(db, name, state, limit, None)
+    emit(rows)
+    return EXIT_OK
+
+
+@click.command("show", epilog=example("azync-flow workflows show 3f2a0c9e-..."))
+@click.argument("id")
+@json_option
+@db_options
+@run_async
+async def show(id: str, as_json: bool, db: DbOptions) -> int:
+    """Show one execution: state, why it is suspended or failed, input and result."""
+    async with connect(db) as store:
+        v = await Client(store).get_handle(parse_id(id, "execution id")).describe()
+    if as_json:
+        emit(v)
+        return EXIT_OK
+    fields: list[tuple[str, Any]] = [
+        ("id", v.id),
+        ("workflow", v.name + (f" (version {v.version})" if v.version else "")),
+        ("state", v.state),
+        ("created", when(v.created_at)),
+        ("updated", when(v.updated_at)),
+        ("completed", when(v.completed_at)),
+    ]
+    optional: list[tuple[str, Any]] = [
+        ("idempotency key", v.business_idempotency_key),
+        ("task queue", v.task_queue),
+        ("failure reason", v.failure_reason),
+        ("suspend reason", v.suspend_reason),
+        ("blocked", v.blocked_reason),
+        ("suspended at seq", v.suspend_seq),
+        ("suspended on operation", v.suspend_operation_id),
+        ("signals undelivered", v.signals_undelivered or None),
+        ("meta", ", ".join(f"{k}={val}" for k, val in v.meta.items())),
+    ]
+    fields += [(k, val) for k, val in optional if val not in (None, "")]
+    payloads: list[tuple[str, Any]] = [("input", v.input)]
+    if v.result is not None:
+        payloads.append(("result", v.result))
+    record(fields, payloads=payloads)
+    return EXIT_OK
+
+
+@workflows.command("history", epilog=example("azync-flow workflows history 3f2a0c9e-... --json"))
+@click.argument("id")
+@json_option
+@db_options
+@run_async
+async def history(id: str, as_json: bool, db: DbOptions) -> int:
+    """Print an execution's history in seq order. With `--json`: one JSON
+    object per line, `{"seq", "type", "event"}` (for `jq`); to replay a
+    history, use `workflows export`."""
+    wid = parse_id(id, "execution id")
+    async with connect(db) as store:
+        rows = await store.list_history(wid)
+        if not rows:
+            await Client(store).get_handle(wid).describe()  # NotFoundError if none
+    if as_json:
+        for row in rows:
+            click.echo(json_line({"seq": row.seq, "type": row.type, "event": row.payload}))
+        return EXIT_OK
+    t0 = rows[0].created_at if rows else None
+    entries = to_entries(rows)
+    table(
+        zip(rows, entries, strict=True),
+        [
+            ("SEQ", lambda r: r[0].seq),
+            ("+TIME", lambda r: age(r[0].created_at - t0) or "0ms"),
+            ("EVENT", lambda r: r[0].type),
+            ("DETAIL", lambda r: _detail(r[0].type, r[1].event.describe())),
+        ],
+        empty="no events yet",
+    )
+    return EXIT_OK
+
+
+def _detail(name: str, described: str) -> str:
+    if described.startswith(name):
+        described = described[len(name) :].strip("()")
+    return described
+
+
+@workflows.command("export", epilog=example("azync-flow workflows export 3f2a0c9e-... > run.json"))
+@click.argument("id")
+@db_options
+@run_async
+async def export(id: str, db: DbOptions) -> int:
+    """Write an execution's history as the JSON file `replay` reads
+    (`azync-flow replay APP run.json`)."""
+    async with connect(db) as store:
+        recorded = await Client(store).get_handle(parse_id(id, "execution id")).recorded_history()
+    sys.stdout.buffer.write(recorded.to_json() + b"\n")
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+# --- acting --------------------------------------------------------------------------
+
+
+@click.command("start", epilog=example("azync-flow workflows start order --input @order.json"))
+@click.argument("name")
+@click.option("--input", "input_", metavar="JSON", help="Input: JSON, @file or - (stdin).")
+@click.option("--id", "id_", help="Execution id (default: a new UUID).")
+@click.option("--key", default="", help="Business idempotency key.")
+@click.option("--version", default="", help="Workflow version to record.")
+@json_option
+@db_options
+@run_async
+async def start(
+    name: str,
+    input_: str | None,
+    id_: str | None,
+    key: str,
+    version: str,
+    as_json: bool,
+    db: DbOptions,
+) -> int:
+    """Start an execution of the registered workflow NAME (a worker runs it).
+    Starting again with the same --id or --key and input returns the same execution."""
+    value = read_input(input_, "--input")
+    wid = parse_id(id_, "--id") if id_ else None
+    async with connect(db) as store:
+        handle: WorkflowHandle[Any] = await Client(store).start(
+            name, value, id=wid, idempotency_key=key, version=version
+        )
+    state = "started" if handle.started else "exists"
+    done(as_json, {"id": handle.id, "started": handle.started}, f"{state} {handle.id}")
+    return EXIT_OK
+
+
+@click.command(
+    "signal",
+    epilog=example('azync-flow workflows signal 3f2a... approve --payload \'{"by": "ann"}\''),
+)
+@signal_options
+@json_option
+@db_options
+@run_async
+async def signal(
+    id: str, name: str, payload: str | None, message_id: str, as_json: bool, db: DbOptions
+) -> int:
+    """Send signal NAME to a running execution (buffered until it waits for it)."""
+    wid, value = signal_input(id, name, payload, message_id, "execution id")
+    async with connect(db) as store:
+        accepted = await Client(store).get_handle(wid).signal(name, value, message_id=message_id)
+    text = "signal accepted" if accepted else "duplicate message id: dropped"
+    done(as_json, {"accepted": accepted}, text)
+    return EXIT_OK
+
+
+@click.command("cancel", epilog=example("azync-flow workflows cancel 3f2a0c9e-..."))
+@click.argument("id")
+@json_option
+@db_options
+@run_async
+async def cancel(id: str, as_json: bool, db: DbOptions) -> int:
+    """Request cancellation: the workflow sees it at its current wait and may clean up."""
+    async with connect(db) as store:
+        await Client(store).get_handle(parse_id(id, "execution id")).cancel()
+    done(as_json, {"cancel_requested": True}, "cancellation requested")
+    return EXIT_OK
+
+
+@click.command(
+    "terminate", epilog=example("azync-flow workflows terminate 3f2a... --reason 'typo in name'")
+)
+@click.argument("id")
+@click.option("--reason", required=True, help="Why (recorded in history and on the ledger).")
+@click.option("--by", default=None, help="Who (default: user@host).")
+@json_option
+@db_options
+@run_async
+async def terminate(id: str, reason: str, by: str | None, as_json: bool, db: DbOptions) -> int:
+    """End an execution now without running its code (for a run that cannot
+    finish by itself; `cancel` lets the code clean up)."""
+    wid = parse_id(id, "execution id")
+    check_text(reason, "--reason")
+    if by is not None:
+        check_name(by, "--by")
+    async with connect(db) as store:
+        handle: WorkflowHandle[Any] = Client(store).get_handle(wid)
+        await handle.terminate(reason, terminated_by=by)
+        view = await handle.describe()
+    done(
+        as_json,
+        {"state": view.state, "reason": view.failure_reason},
+        f"{view.state}: {view.failure_reason}",
+    )
+    return EXIT_OK
+
+
+@workflows.command("resume", epilog=example("azync-flow workflows resume 3f2a0c9e-..."))
+@click.argument("id")
+@json_option
+@db_options
+@run_async
+async def resume(id: str, as_json: bool, db: DbOptions) -> int:
+    """Resume a suspended execution (after fixing its code or deciding its operation)."""
+    async with connect(db) as store:
+        await Client(store).get_handle(parse_id(id, "execution id")).resume()
+    done(as_json, {"resumed": True}, "resumed")
+    return EXIT_OK
+
+
+@click.command("result", epilog=example("azync-flow workflows result 3f2a0c9e-... --timeout 30"))
+@click.argument("id")
+@click.option("--timeout", type=float, default=None, help="Seconds to wait (default: forever).")
+@json_option
+@db_options
+@run_async
+async def result(id: str, timeout: float | None, as_json: bool, db: DbOptions) -> int:  # noqa: ASYNC109
+    """Wait for an execution to finish and print its result (exit 1 if it failed,
+    was cancelled or terminated; 6 on --timeout)."""
+    wid = parse_id(id, "execution id")
+    async with connect(db) as store:
+        client = Client(store)
+        try:
+            value: Any = await client.get_handle(wid).result(timeout=timeout)
+        except (WorkflowFailedError, WorkflowCancelledError, WorkflowTerminatedError) as exc:
+            state = _ENDED[type(exc)]
+            done(as_json, {"state": state, "error": str(exc)}, f"{state}: {exc}")
+            return EXIT_FAILED
+        finally:
+            await client.close()
+    if as_json:
+        emit(value)
+    else:
+        record([], payloads=[("result", to_plain(value))])
+    return EXIT_OK
+
+
+@click.command("stalled", epilog=example("azync-flow workflows stalled --older-than 600"))
+@click.option(
+    "--older-than", type=float, default=0.0, show_default=True,
+    help="Only executions unchanged for at least this many seconds.",
+)  # fmt: skip
+@limit_option(100)
+@json_option
+@db_options
+@run_async
+async def stalled(older_than: float, limit: int, as_json: bool, db: DbOptions) -> int:
+    """List running executions with nothing pending (no task, operation, timer or
+    awaited signal): runs that will not move on their own."""
+    if older_than < 0:
+        raise CliError("--older-than must not be negative")
+    async with connect(db) as store:
+        rows = await Client(store).list_stalled(timedelta(seconds=older_than), limit=limit)
+    if as_json:
+        emit(rows)
+        return EXIT_OK
+    table(
+        rows,
+        [
+            ("ID", lambda r: r.id),
+            ("WORKFLOW", lambda r: r.name),
+            ("UNCHANGED SINCE", lambda r: when(r.updated_at)),
+        ],
+        empty="no stalled executions",
+    )
+    return EXIT_OK
+
+
+#: The state a ``result`` error reports.
+_ENDED: dict[type[Exception], str] = {
+    WorkflowFailedError: "failed",
+    WorkflowCancelledError: "cancelled",
+    WorkflowTerminatedError: "terminated",
+}
+
+
+for _cmd in (show, start, signal, cancel, terminate, result, stalled):
+    workflows.add_command(_cmd)
+
+
+@click.group("workflow", hidden=True)
+@click.pass_context
+def workflow_alias(ctx: click.Context) -> None:
+    """Alias of `workflows` kept from earlier versions (`describe` is `show`);
+    prints JSON as those versions did."""
+    ctx.meta[JSON_BY_DEFAULT] = True
+
+
+for _name, _cmd in {
+    "start": start,
+    "signal": signal,
+    "describe": show,
+    "show": show,
+    "history": history,
+    "cancel": cancel,
+    "terminate": terminate,
+    "resume": resume,
+    "result": result,
+    "list": legacy_list,
+    "stalled": stalled,
+    "export": export,
+}.items():
+    workflow_alias.add_command(_cmd, _name)
+
+__all__ = ["payload_json", "workflow_alias", "workflows"]

@@ -1,0 +1,92 @@
+"""``@subscriber``: an async function that receives the events of one type."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from ..retry import RetryPolicy
+from ..store.validate import check_max_attempts, check_name
+
+__all__ = ["SubscriberDefinition", "subscriber"]
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriberDefinition:
+    """One subscription: ``name`` receives every event of ``event_type``.
+
+    Attributes:
+        event_type: the event type subscribed to.
+        name: the subscriber's durable name (one delivery per event and name).
+        fn: the handler, ``async def (payload)`` or ``(payload, ctx: EventContext)``.
+        retry: backoff and attempt budget of failed deliveries (None: the worker's).
+        max_attempts: attempt budget (default: ``retry.maximum_attempts``, else the worker's).
+        concurrency: deliveries of this subscriber running at once per worker.
+        lease: lease per delivery attempt (None: the worker's).
+        payload_type: what the payload decodes as (None: the annotation of
+            the handler's first parameter).
+    """
+
+    event_type: str
+    name: str
+    fn: Handler
+    retry: RetryPolicy | None = None
+    max_attempts: int | None = None
+    concurrency: int | None = None
+    lease: timedelta | None = None
+    payload_type: Any = None
+
+    async def __call__(self, *args: Any) -> Any:
+        """Call the handler directly (unit tests of its logic)."""
+        return await self.fn(*args)
+
+
+def subscriber(
+    event_type: str,
+    *,
+    name: str,
+    retry: RetryPolicy | None = None,
+    max_attempts: int | None = None,
+    concurrency: int | None = None,
+    lease: timedelta | None = None,
+    payload_type: Any = None,
+) -> Callable[[Handler], SubscriberDefinition]:
+    """Declare an event subscriber (run by a worker after ``attach_subscribers``).
+
+    Example::
+
+        @subscriber("order.placed", name="shipper", retry=RetryPolicy(maximum_attempts=5))
+        async def ship(order: Order, ctx: EventContext) -> None:
+            ...
+
+    Each event of ``event_type`` published once ``name`` is registered gets
+    one delivery for it: a leased job retried per ``retry`` and dead-lettered
+    when its budget is spent (see :class:`SubscriberDefinition`).
+
+    Raises:
+        ValueError: an empty or overlong ``event_type``/``name``, or ``max_attempts`` < 1.
+    """
+    for value, field in ((event_type, "event_type"), (name, "subscriber name")):
+        check_name(value, field)
+        if not value:
+            raise ValueError(f"{field} must not be empty")
+    if max_attempts is not None:
+        check_max_attempts(max_attempts)
+
+    def wrap(fn: Handler) -> SubscriberDefinition:
+        return SubscriberDefinition(
+            event_type=event_type,
+            name=name,
+            fn=fn,
+            retry=retry,
+            max_attempts=max_attempts,
+            concurrency=concurrency,
+            lease=lease,
+            payload_type=payload_type,
+        )
+
+    return wrap

@@ -1,0 +1,393 @@
+"""The ``azync-flow`` command run for real (``python -m azync_flow.cli`` in a
+subprocess) against the test database: tables and ``--json``, paging, export
+and replay, a worker importing the user's module, one DSN rule, clean errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from azync_flow import Uncertain, WorkflowContext, activity, workflow
+from azync_flow.cli import cli, main
+from azync_flow.client import Client
+from azync_flow.dag import DAG, DAGClient, TaskContext
+from azync_flow.runtime import LocalRuntime
+from azync_flow.store import (
+    DequeueParams,
+    EnqueueParams,
+    JobState,
+    PublishParams,
+    Source,
+    Subscriber,
+)
+from azync_flow.store.postgres import PostgresStore
+from azync_flow.workflow import Registry
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SHOP = """
+from azync_flow import WorkflowContext, activity, workflow
+
+
+@activity(name="shop_price")
+def price(n: int) -> int:
+    return n * 10
+
+
+@workflow(name="shop_order")
+async def order(ctx: WorkflowContext, n: int) -> dict:
+    total = await price(n)
+    note = await ctx.wait_signal("approve")
+    return {"total": total, "note": note}
+"""
+
+
+@workflow(name="cli_big")
+async def cli_big(ctx: WorkflowContext, data: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+class Cmd:
+    """``azync-flow ARGS`` in a subprocess; the database from ``$AZYNC_DSN``/``$AZYNC_SCHEMA``."""
+
+    def __init__(self, dsn: str, schema: str) -> None:
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "AZYNC_DSN": dsn,
+            "AZYNC_SCHEMA": schema,
+            "COLUMNS": "220",
+        }
+
+    async def __call__(
+        self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> Run:
+        proc = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "azync_flow.cli", *args],
+            cwd=cwd or ROOT,
+            env=env or self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert "Traceback" not in proc.stderr, proc.stderr
+        return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def cmd(pg_dsn: str, store: PostgresStore) -> Cmd:
+    return Cmd(pg_dsn, store.schema)
+
+
+async def test_workflows_list_pages_with_a_cursor_and_previews_payloads(
+    cmd: Cmd, store: PostgresStore
+) -> None:
+    client = Client(store)
+    handles = [await client.start(cli_big, {"items": list(range(200))}) for _ in range(3)]
+    first = (await cmd("workflows", "list", "--limit", "2", "--json")).json
+    assert len(first["items"]) == 2
+    assert first["next_cursor"]
+    assert all(i["input_preview"].endswith("…") for i in first["items"])
+    second = (await cmd("workflows", "list", "--limit", "2", "--cursor", first["next_cursor"],
+                        "--json")).json  # fmt: skip
+    assert second["next_cursor"] is None
+    listed = [i["id"] for i in first["items"] + second["items"]]
+    assert sorted(listed) == sorted(str(h.id) for h in handles)
+    shown = await cmd("workflows", "list", "--limit", "2")
+    assert shown.code == 0
+    assert "cli_big" in shown.out
+    assert f"next page: --cursor {first['next_cursor']}" in shown.out
+    assert "199" not in shown.out  # a preview, never the whole payload
+    whole = await cmd("workflows", "show", str(handles[0].id))
+    assert whole.code == 0
+    assert "199" in whole.out
+    assert "running" in whole.out
+
+
+async def test_worker_imports_the_users_module_and_export_is_what_replay_accepts(
+    cmd: Cmd, tmp_path: Path
+) -> None:
+    (tmp_path / "shop_flows.py").write_text(SHOP)
+    await cmd("migrate")
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "azync_flow.cli", "worker", "shop_flows", "--log-level", "ERROR",
+        cwd=tmp_path, env=cmd.env,
+    )  # fmt: skip
+    try:
+        started = (await cmd("workflows", "start", "shop_order", "--input", "3", "--json")).json
+        wid = started["id"]
+        sent = await cmd("workflows", "signal", wid, "approve", "--payload", '"ok"')
+        assert (sent.code, sent.out.strip()) == (0, "signal accepted")
+        done = await cmd("workflows", "result", wid, "--timeout", "60", "--json")
+        assert (done.code, done.json) == (0, {"total": 30, "note": "ok"})
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(worker.wait(), 30) == 0
+    exported = await cmd("workflows", "export", wid)
+    (tmp_path / "run.json").write_text(exported.out)
+    for app in ("shop_flows", "shop_flows:order"):
+        verdict = await cmd("replay", app, "run.json", cwd=tmp_path)
+        assert (verdict.code, verdict.out.strip()) == (0, "ok    run.json")
+    verdicts = (await cmd("replay", "shop_flows", "run.json", "--json", cwd=tmp_path)).json
+    assert verdicts == [{"file": "run.json", "verdict": "ok", "error": None}]
+    lines = await cmd("workflows", "history", wid, "--json")
+    (tmp_path / "history.jsonl").write_text(lines.out)
+    rejected = await cmd("replay", "shop_flows", "history.jsonl", cwd=tmp_path)
+    assert rejected.code == 1
+    assert "azync-flow workflows export ID > run.json" in rejected.out
+    table = await cmd("workflows", "history", wid)
+    assert "ActivityScheduled" in table.out
+    assert "SignalReceived" in table.out
+
+
+async def test_dsn_flag_beats_the_environment_which_beats_the_embedded_server(
+    cmd: Cmd, pg_dsn: str, tmp_path: Path
+) -> None:
+    bad = {**cmd.env, "AZYNC_DSN": "postgresql://nobody@127.0.0.1:1/none"}
+    assert (await cmd("workflows", "list", env=bad)).code == 5
+    assert (await cmd("workflows", "list", "--dsn", pg_dsn, env=bad)).code == 0
+    assert (await cmd("workflows", "list")).code == 0  # $AZYNC_DSN
+    embedded = {k: v for k, v in cmd.env.items() if k not in ("AZYNC_DSN", "AZYNC_SCHEMA")}
+    embedded["AZYNC_EMBEDDED_DIR"] = str(tmp_path / "pgdata")
+    assert (await cmd("migrate", env=embedded)).code == 0
+    missing = await cmd("workflows", "signal", str(uuid.uuid4()), "go", env=embedded)
+    assert missing.code == 3  # reached the embedded server: no such execution
+    assert "no database" not in missing.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["workflows", "show", "not-a-uuid"], 2, "not a valid UUID"),
+        (["workflows", "show", str(uuid.UUID(int=7))], 3, "does not exist"),
+        (["workflows", "signal", str(uuid.UUID(int=7)), "go", "--payload", "{bad"], 2, "JSON"),
+        (["workflows", "start", "x", "--input", "NaN"], 2, "NaN"),
+        (["workflows", "start", "x", "--input", "@/no/such/file.json"], 2, "cannot read"),
+        (["workflows", "list", "--cursor", "garbage!"], 2, "not a cursor"),
+        (["workflows", "list", "--state", "sleepy"], 2, "invalid choice"),
+        (["jobs", "show", str(uuid.UUID(int=7))], 3, ""),
+        (["dags", "show", str(uuid.UUID(int=7))], 3, ""),
+        (["events", "show", str(uuid.UUID(int=7))], 3, ""),
+        (["events", "replay"], 2, "--type"),
+        (["workflows", "frobnicate"], 2, "No such command"),
+        (["replay", "no_such_module_here", "x.json"], 2, "cannot import"),
+    ],
+    ids=[
+        "malformed-id", "unknown-id", "bad-json", "nan", "missing-file", "bad-cursor",
+        "bad-state", "unknown-job", "unknown-dag", "unknown-event", "replay-everything",
+        "unknown-command", "bad-app",
+    ],
+)  # fmt: skip
+async def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
+    cmd: Cmd, argv: list[str], code: int, message: str
+) -> None:
+    got = await cmd(*argv)
+    assert got.code == code
+    (line,) = got.err.strip().splitlines()
+    assert line.startswith("azync-flow: error: ")
+    assert message in line
+
+
+async def test_stats_shows_depths_oldest_pending_dead_letters_and_only_busy_days(
+    cmd: Cmd, store: PostgresStore
+) -> None:
+    for _ in range(2):
+        await store.enqueue(EnqueueParams(id=uuid.uuid4(), kind="email", payload=b"{}"))
+    (job,) = await store.dequeue_batch(
+        Source.QUEUE, DequeueParams(kind="email", limit=1, lease=timedelta(seconds=30))
+    )
+    await store.dead(job.id, job.lease_token, "smtp down")  # type: ignore[arg-type]
+    out = (await cmd("stats", "--json")).json
+    email = out["depths"]["queue"]["email"]
+    assert (email["pending"], email["dead"]) == (1, 1)
+    assert email["oldest_pending_age"] >= 0
+    assert out["dead_letters"] == {"queue": {"email": 1}}
+    assert (await cmd("--json", "stats")).json["dead_letters"] == out["dead_letters"]
+    (day,) = out["daily"]["queue"]  # the window has many days; only the busy one shows
+    assert day["enqueued"] == 2
+    table = await cmd("stats")
+    assert table.code == 0
+    for title in ("Depths per kind", "Daily counts", "Dead letters"):
+        assert title in table.out
+    assert table.out.count("email") == 2  # a depth row and a dead-letter row
+
+
+async def test_jobs_list_show_pause_resume_archive_retry_delete(
+    cmd: Cmd, store: PostgresStore
+) -> None:
+    jid = uuid.uuid4()
+    await store.enqueue(EnqueueParams(id=jid, kind="report", payload=b'{"rows": 12}'))
+    listed = (await cmd("jobs", "list", "--kind", "report", "--json")).json
+    assert ([i["id"] for i in listed["items"]], listed["total"]) == ([str(jid)], 1)
+    shown = await cmd("jobs", "show", str(jid))
+    assert '"rows": 12' in shown.out
+    for verb, state in (
+        ("pause", JobState.PAUSED),
+        ("resume", JobState.PENDING),
+        ("archive", JobState.DEAD),
+        ("retry", JobState.PENDING),
+    ):
+        got = await cmd("jobs", verb, str(jid))
+        assert got.code == 0, got.err
+        assert (await store.get_job(Source.QUEUE, jid)).state == state
+    dead = (await cmd("jobs", "dead", "--json")).json
+    assert dead["items"] == []
+    assert (await cmd("jobs", "delete", str(jid))).code == 0
+    assert (await cmd("jobs", "show", str(jid))).code == 3
+    await store.enqueue(EnqueueParams(id=jid, kind="report", payload=b"{}"))
+    await store.dequeue_batch(
+        Source.QUEUE, DequeueParams(kind="report", limit=1, lease=timedelta(seconds=30))
+    )
+    running = await cmd("jobs", "delete", str(jid))
+    assert (running.code, "running now" in running.err) == (3, True)
+    assert (await store.get_job(Source.QUEUE, jid)).state == JobState.ACTIVE
+
+
+saga = DAG("cli_saga")
+
+
+@saga.task
+async def reserve(ctx: TaskContext) -> dict[str, bool]:
+    return {"ok": True}
+
+
+saga.signal("approved", after=[reserve])
+
+
+async def test_dags_list_show_tasks_signal_pause_retry_cancel_compensate(
+    cmd: Cmd, store: PostgresStore
+) -> None:
+    client = DAGClient(store)
+    run = await client.run(saga, {"order": 1})
+    listed = (await cmd("dags", "list", "--json")).json
+    assert [i["id"] for i in listed["items"]] == [str(run.id)]
+    assert "cli_saga" in (await cmd("dags", "show", str(run.id))).out
+    tasks = (await cmd("dags", "tasks", str(run.id), "--json")).json
+    assert sorted(t["key"] for t in tasks) == ["approved", "reserve"]
+    sent = (await cmd("dags", "signal", str(run.id), "approved", "--payload", "{}",
+                      "--message-id", "m1", "--json")).json  # fmt: skip
+    assert sent == {"delivered": 0, "deduplicated": False}  # buffered: reserve has not run
+    for verb, state in (("pause", "paused"), ("retry", "running"), ("cancel", "cancelled")):
+        assert (await cmd("dags", verb, str(run.id))).code == 0
+        assert (await client.get(run.id)).state == state
+    other = await client.run(saga, {"order": 2})
+    assert (await cmd("dags", "compensate", str(other.id))).code == 0
+    assert (await client.get(other.id)).state != "running"
+
+
+async def test_events_list_show_subscribers_and_replay(cmd: Cmd, store: PostgresStore) -> None:
+    await store.register_subscriber(Subscriber(name="mailer", event_type="order.placed"))
+    eid = uuid.uuid4()
+    await store.publish(PublishParams(id=eid, type="order.placed", payload=b'{"order": 7}'))
+    listed = (await cmd("events", "list", "--type", "order.placed", "--json")).json
+    assert ([i["id"] for i in listed["items"]], listed["items"][0]["deliveries"]) == (
+        [str(eid)],
+        1,
+    )
+    assert '"order": 7' in (await cmd("events", "show", str(eid))).out
+    assert "mailer" in (await cmd("events", "subscribers")).out
+    replayed = (await cmd("events", "replay", "--type", "order.placed", "--json")).json
+    assert replayed == {"replayed": 1}
+    deliveries = (await cmd("jobs", "list", "--source", "event", "--json")).json
+    assert deliveries["total"] == 2
+
+
+def _commands(group: click.Group, path: list[str]) -> list[list[str]]:
+    found = []
+    for name, command in group.commands.items():
+        if command.hidden:
+            continue
+        found.append([*path, name])
+        if isinstance(command, click.Group):
+            found += _commands(command, [*path, name])
+    return found
+
+
+def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _commands(cli, [])
+    assert len(paths) > 40
+    for path in [[], *paths]:
+        assert main([*path, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert "Example:" in out, path
+        assert "  azync-flow " in out.split("Example:")[1], path
+
+
+async def test_workflows_cancel_terminate_and_resume_verbs(cmd: Cmd) -> None:
+    first = (await cmd("workflows", "start", "nobody_runs_this", "--json")).json["id"]
+    second = (await cmd("workflows", "start", "nobody_runs_this", "--input", "2", "--json")).json
+    ended = await cmd("workflows", "terminate", first, "--reason", "typo", "--by", "ann", "--json")
+    assert ended.json == {"state": "terminated", "reason": "terminated by ann: typo"}
+    listed = (await cmd("workflows", "list", "--state", "terminated", "--json")).json
+    assert [i["id"] for i in listed["items"]] == [first]
+    not_suspended = await cmd("workflows", "resume", second["id"])
+    assert not_suspended.code == 3
+    cancelled = await cmd("workflows", "cancel", second["id"])
+    assert (cancelled.code, cancelled.out.strip()) == (0, "cancellation requested")
+    earlier = await cmd("workflow", "describe", first)  # the earlier spelling: JSON as before
+    assert (earlier.json["id"], earlier.json["state"]) == (first, "terminated")
+
+
+@activity(name="cli_transfer", idempotent=False)
+def cli_transfer(amount: int) -> str:
+    raise Uncertain("bank timed out")
+
+
+@workflow(name="cli_payout_e2e")
+async def cli_payout_e2e(ctx: WorkflowContext, amount: int) -> str:
+    return str(await cli_transfer(amount))
+
+
+async def test_uncertain_list_and_resolve_as_tables(cmd: Cmd, store: PostgresStore) -> None:
+    handle = await Client(store).start(cli_payout_e2e, 70)
+    await LocalRuntime(store, Registry([cli_payout_e2e], [cli_transfer])).run_until_idle()
+    (op,) = await Client(store).list_uncertain()
+    listed = await cmd("uncertain", "list")
+    assert str(op.operation_id) in listed.out
+    assert "bank timed out" in listed.out
+    suspended = await cmd("workflows", "show", str(handle.id))
+    assert "suspended" in suspended.out
+    assert str(op.operation_id) in suspended.out
+    decided = await cmd("uncertain", "resolve", str(op.operation_id), "--decision", "complete",
+                        "--result", '"wired"', "--note", "statement", "--by", "ann")  # fmt: skip
+    assert decided.code == 0
+    assert decided.out.startswith(f"complete: operation {op.operation_id} is succeeded")
+
+
+async def test_tables_fit_the_terminal_with_one_line_per_row(
+    cmd: Cmd, store: PostgresStore
+) -> None:
+    client = Client(store)
+    handles = [await client.start(cli_big, {"note": "x" * 300, "n": n}) for n in range(3)]
+    narrow = {**cmd.env, "COLUMNS": "110"}
+    shown = await cmd("workflows", "list", env=narrow)
+    lines = shown.out.splitlines()
+    assert max(len(line) for line in lines) <= 110
+    rows = [line for line in lines if "cli_big" in line]
+    assert sorted(line.split()[1] for line in rows) == sorted(str(h.id) for h in handles)
+    assert all("…" in line for line in rows)  # the input preview was cut to fit
