@@ -84,6 +84,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -589,7 +590,8 @@ async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> S
     procs = list(await asyncio.gather(*starts))
     worker, dbos = procs[0], procs[1] if env.with_dbos else None
     store = await open_store(flow_dsn, Config(max_pool_size=4), migrate=False)
-    client = Client(store)
+    # results are awaited one after another: one LISTEN connection for all of them
+    client = Client(store, listen_linger=timedelta(seconds=5))
     ph.done("start")
 
     def on_dbos(mode: str, n: int) -> Callable[[], Awaitable[Sample]] | None:
