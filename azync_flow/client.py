@@ -33,6 +33,7 @@ from azync_flow.errors import (
 from azync_flow.events._publish import publish_event
 from azync_flow.replay.codec import decode_value
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
+from azync_flow.replay.outcome import sanitize_text
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.runtime._transient import retry_transient
@@ -261,6 +262,8 @@ class Client:
         Raises:
             ValueError: an unknown state or ``limit`` < 1.
         """
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
         name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
         rows = await self.store.list_workflow_executions(  # type: ignore[attr-defined]
             name=name, state=state, limit=limit + 1, before=cursor
@@ -559,7 +562,8 @@ class WorkflowHandle(Generic[R]):
         Works on running (even mid-pass) and suspended executions.
 
         Args:
-            reason: why; recorded in history, on the execution and the ledger.
+            reason: why; recorded in history, on the execution and the ledger
+                (NUL and lone surrogates are recorded escaped, like every reason).
             terminated_by: who (default: ``user@host`` of this process).
 
         Raises:
@@ -568,7 +572,9 @@ class WorkflowHandle(Generic[R]):
             ConflictError: workers kept its jobs busy for about 5 s (it backs
                 off and retries meanwhile); nothing changed, call it again.
         """
-        who = terminated_by or default_decider()
+        # free text, escaped like every recorded reason (NUL, lone surrogates)
+        reason = sanitize_text(reason)
+        who = sanitize_text(terminated_by or default_decider())
         event = encode_event(WorkflowTerminated(reason=reason, terminated_by=who))
         done = await retry_transient(
             lambda: self.client.store.terminate_workflow(self.id, reason, who, event)

@@ -49,7 +49,7 @@ from azync_flow.store.errors import is_not_found
 from azync_flow.store.protocols import OperationStore
 from azync_flow.store.types import Job, OperationSettle
 from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunEvent, RunTracer
-from azync_flow.worker import LeaseLost
+from azync_flow.worker import LeaseLost, lease_gone
 from azync_flow.workflow import Registry
 
 if TYPE_CHECKING:
@@ -128,12 +128,17 @@ class ActivityInfo:
 
 
 def _cancel_reason(op: OperationPayload, lease: Any) -> str:
-    if op.heartbeat_timeout is not None and getattr(lease, "lost", False):
+    if op.heartbeat_timeout is not None and _lease_lost(lease):
         return (
             f"no heartbeat within heartbeat_timeout={op.heartbeat_timeout.total_seconds():g}s; "
             "the attempt was presumed lost mid-call"
         )
     return "the attempt was cancelled mid-call (worker shutdown or lost lease)"
+
+
+def _lease_lost(lease: Any) -> bool:
+    """True when the worker's lease handle says the job was taken from this attempt."""
+    return bool(getattr(lease, "lost", False))
 
 
 def log_suspended(job: Job, reason: str) -> None:
@@ -204,7 +209,9 @@ class ActivityRunner:
         The attempt is one ``activity <name>`` span (child of the run span,
         from the trace context in the job's meta) with its outcome:
         succeeded, retried (with the delay), dead or uncertain. The activity
-        runs inside it, so its own spans nest under the attempt.
+        runs inside it, so its own spans nest under the attempt. An attempt
+        whose lease was lost and whose outcome the store refused exports no
+        span: the reaper closes it (ERROR ``lease expired``).
         """
         assert job.run_id is not None
         assert job.payload is not None
@@ -220,7 +227,14 @@ class ActivityRunner:
                 workflow_name=job.meta.get("workflow_name"),
                 seq=op.seq,
             ) as span:
-                await self._attempt(job, token, op, lease, span)
+                try:
+                    await self._attempt(job, token, op, lease, span)
+                finally:
+                    # Taken over (lease lost or lapsed) with no outcome of ours accepted:
+                    # the reaper records this attempt; a second span would show it
+                    # twice, or end after the run span once the worker was frozen.
+                    if span.outcome is None and lease_gone(lease):
+                        span.abandon()
         finally:
             if self.folder is not None:
                 await self.folder.attempt_ended(job.id)  # a run span waits for this one
@@ -269,8 +283,10 @@ class ActivityRunner:
             # lease lost or shutdown: do not settle. A non-idempotent call cut off
             # mid-flight may have taken effect: park it instead of letting the
             # worker release it for a blind re-run.
-            if not op.idempotent:
-                await self._park_cancelled(job, token, _cancel_reason(op, lease))
+            if not op.idempotent and await self._park_cancelled(
+                job, token, _cancel_reason(op, lease)
+            ):
+                span.set_outcome(Outcome.UNCERTAIN)
             raise
         except Uncertain as exc:
             span.record_failure(exc)
@@ -279,18 +295,24 @@ class ActivityRunner:
             return
         except Exception as exc:
             span.record_failure(exc)
-            await self._failed(job, token, op, exc, span)
+            await self._failed(job, token, op, exc, span, lease)
             return
         finally:
             _current.reset(reset)
         event = ActivityCompleted(
             scheduled_seq=op.seq, result=msgspec.Raw(result), attempts=job.attempt
         )
-        if await self._settle(job, token, *encode_event(event), op=op, result=result):
+        if await self._settle(job, token, *encode_event(event), op=op, result=result, lease=lease):
             span.set_outcome(Outcome.SUCCEEDED)
 
     async def _failed(
-        self, job: Job, token: uuid.UUID, op: OperationPayload, exc: Exception, span: AttemptSpan
+        self,
+        job: Job,
+        token: uuid.UUID,
+        op: OperationPayload,
+        exc: Exception,
+        span: AttemptSpan,
+        lease: Any = None,
     ) -> None:
         retry = op.retry
         if isinstance(exc, PayloadError):
@@ -335,7 +357,13 @@ class ActivityRunner:
             attempts=job.attempt,
         )
         if await self._settle(
-            job, token, *encode_event(event), dead=True, last_error=description, op=op
+            job,
+            token,
+            *encode_event(event),
+            dead=True,
+            last_error=description,
+            op=op,
+            lease=lease,
         ):
             span.set_outcome(Outcome.DEAD)
 
@@ -365,7 +393,8 @@ class ActivityRunner:
             raise
         return True
 
-    async def _park_cancelled(self, job: Job, token: uuid.UUID, reason: str) -> None:
+    async def _park_cancelled(self, job: Job, token: uuid.UUID, reason: str) -> bool:
+        """Park a cut-off non-idempotent attempt; False when its lease was already gone."""
         try:
             event_type, payload = uncertain_event(job, reason)
             await self.store.mark_uncertain(
@@ -373,8 +402,9 @@ class ActivityRunner:
             )
         except Exception as err:  # lease already gone: the reaper decides
             log.info("could not park cancelled operation %s: %s", job.id, err)
-            return
+            return False
         log_suspended(job, reason)
+        return True
 
     async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> bool:
         """Park the operation as uncertain (suspends the execution), never retry it;
@@ -408,6 +438,7 @@ class ActivityRunner:
         last_error: str = "",
         op: OperationPayload | None = None,
         result: bytes | None = None,
+        lease: Any = None,
     ) -> bool:
         """Record the attempt's outcome. Returns False when the report came too late.
 
@@ -435,7 +466,7 @@ class ActivityRunner:
                 dead=dead,
                 last_error=last_error,
             )
-            folded = await self.folder.settle(job, settle)
+            folded = await self.folder.settle(job, settle, lease)
         try:
             if not folded:
                 await retry_transient(

@@ -22,6 +22,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from azync_flow.replay.outcome import PassStatus
 from azync_flow.replay.passes import to_entries
@@ -30,6 +31,7 @@ from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.errors import ConflictError, NotFoundError
 from azync_flow.store.types import Job, OperationSettle
 from azync_flow.telemetry import AttemptKind, Outcome
+from azync_flow.worker import lease_gone
 
 __all__ = ["CompletionFolder"]
 
@@ -38,7 +40,7 @@ log = logging.getLogger("azync_flow.workflow")
 
 @dataclass
 class _Inbox:
-    items: list[tuple[OperationSettle, asyncio.Future[bool]]] = field(default_factory=list)
+    items: list[tuple[OperationSettle, asyncio.Future[bool], Any]] = field(default_factory=list)
     draining: bool = False
 
 
@@ -71,9 +73,10 @@ class CompletionFolder:
                 del self._ending[run_id]
                 await then()
 
-    async def settle(self, job: Job, settle: OperationSettle) -> bool:
+    async def settle(self, job: Job, settle: OperationSettle, lease: Any = None) -> bool:
         """Record ``settle`` with the next pass of ``job.run_id`` if this worker
-        caches the execution and nothing else owns it.
+        caches the execution and nothing else owns it (and the attempt's
+        ``lease`` handle, when given, still holds the job).
 
         Returns:
             True when committed (the operation is settled); False when the caller
@@ -86,44 +89,48 @@ class CompletionFolder:
         run_id = job.run_id
         if run_id is None or (run_id not in self.runner.cache and run_id not in self._inboxes):
             return False
+        if lease_gone(lease):  # taken over: the plain path refuses the report as before
+            return False
         inbox = self._inboxes.get(run_id)
         if inbox is None:
             inbox = self._inboxes[run_id] = _Inbox()
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        inbox.items.append((settle, done))
+        inbox.items.append((settle, done, lease))
         if not inbox.draining:
             inbox.draining = True
             try:
-                await self._drain(run_id, inbox, job)
+                await self._drain(run_id, inbox)
             finally:
                 inbox.draining = False
                 if not inbox.items and self._inboxes.get(run_id) is inbox:
                     del self._inboxes[run_id]
         return await done
 
-    async def _drain(self, run_id: uuid.UUID, inbox: _Inbox, job: Job) -> None:
+    async def _drain(self, run_id: uuid.UUID, inbox: _Inbox) -> None:
         async with self.runner.serialized(run_id):
             while inbox.items:
                 await asyncio.sleep(0)  # let sibling completions of a gather join
                 batch, inbox.items = inbox.items, []
                 try:
-                    ok = await self._fold(run_id, [s for s, _ in batch], job)
+                    ok = await self._fold(run_id, [s for s, _, _ in batch], [x for *_, x in batch])
                 except BaseException as err:
-                    for _, fut in batch:
+                    for _, fut, _ in batch:
                         if not fut.done():
                             fut.set_exception(err)
-                    for _, fut in inbox.items:
+                    for _, fut, _ in inbox.items:
                         if not fut.done():
                             fut.set_result(False)
                     inbox.items = []
                     if isinstance(err, Exception):
                         return
                     raise
-                for _, fut in batch:
+                for _, fut, _ in batch:
                     if not fut.done():
                         fut.set_result(ok)
 
-    async def _fold(self, run_id: uuid.UUID, settles: list[OperationSettle], job: Job) -> bool:
+    async def _fold(
+        self, run_id: uuid.UUID, settles: list[OperationSettle], leases: list[Any]
+    ) -> bool:
         runner = self.runner
         run = runner.runs.get(run_id)
         instance = runner.cache.take(run_id)
@@ -168,7 +175,10 @@ class CompletionFolder:
                 if claim is not None:
                     claim.cancel()
                 instance.close()
-                span.add_event("pass.conflict", {"reason": str(err)[:512]})
+                if any(lease_gone(lease) for lease in leases):
+                    span.abandon()  # taken over: the reaper records the lost attempt
+                else:
+                    span.add_event("pass.conflict", {"reason": str(err)[:512]})
                 self.fallbacks += len(settles)
                 return False
             except BaseException:

@@ -218,7 +218,8 @@ async def resolve_operation(
         result: for complete: the value the activity would have returned.
         error: for fail: the message the workflow's ActivityError carries.
         note: why (kept in history and on the operation).
-        decided_by: who (default: ``user@host``).
+        decided_by: who (default: ``user@host``). NUL and lone surrogates in
+            either are recorded escaped, like every reason.
         expected_attempt: refuse (ConflictError) when the operation turned
             uncertain again at another attempt meanwhile.
 
@@ -235,7 +236,9 @@ async def resolve_operation(
         raise ValueError(f"unknown decision {decision!r}; use complete, fail or retry")
     op_id = operation_id if isinstance(operation_id, uuid.UUID) else uuid.UUID(str(operation_id))
     op = await store.get_operation(op_id)
-    by = decided_by if decided_by is not None else default_decider()
+    # free text, escaped like every recorded reason (NUL, lone surrogates)
+    by = sanitize_text(decided_by if decided_by is not None else default_decider())
+    note = sanitize_text(note) if note else note
     data = encode_value(result, "uncertain operation result") if decision == "complete" else None
     if decision == "fail" and not error:
         error = f"resolved as failed by {by or 'an unnamed resolver'}"

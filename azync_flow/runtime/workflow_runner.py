@@ -56,6 +56,7 @@ from azync_flow.telemetry import (
     RunTracer,
     suppressed_context,
 )
+from azync_flow.worker import lease_gone
 from azync_flow.workflow import Registry
 
 if TYPE_CHECKING:
@@ -141,9 +142,9 @@ class WorkflowRunner:
 
     async def run(self, job: Job, lease: Any) -> None:
         """``JobRunner`` signature for ``Worker.add_loop``: ``lease.token`` fences."""
-        await self.run_task(job, lease.token)
+        await self.run_task(job, lease.token, lease)
 
-    async def run_task(self, job: Job, token: uuid.UUID) -> PassOutcome | None:
+    async def run_task(self, job: Job, token: uuid.UUID, lease: Any = None) -> PassOutcome | None:
         """Run one leased workflow task and settle it. Returns the pass outcome
         (None when no pass ran: execution not running or commit lost).
 
@@ -151,10 +152,12 @@ class WorkflowRunner:
         of the run span) with its replay statistics; workflow code runs with
         spans suppressed. After the commit, consumed signals, fired timers and
         a cancellation are recorded as run events, and a pass that finished the
-        execution exports the run span."""
+        execution exports the run span. With the worker's ``lease`` handle, a
+        pass that did not commit after its lease was lost or lapsed (a frozen
+        worker) exports no span: the reaper closed that attempt."""
         assert job.run_id is not None
         async with self.serialized(job.run_id):
-            return await self._run_task(job, token)
+            return await self._run_task(job, token, lease)
 
     def preload(self, tasks: list[LeasedTask]) -> list[Job]:
         """Keep the loads that came with leased tasks for their passes; the jobs."""
@@ -178,7 +181,7 @@ class WorkflowRunner:
             if entry[1] == 0:
                 del self._locks[run_id]
 
-    async def _run_task(self, job: Job, token: uuid.UUID) -> PassOutcome | None:
+    async def _run_task(self, job: Job, token: uuid.UUID, lease: Any) -> PassOutcome | None:
         assert job.run_id is not None
         run_id = job.run_id
         preloaded = self._preloaded.pop(job.id, None)
@@ -216,7 +219,14 @@ class WorkflowRunner:
             workflow_name=execution.name,
             seq=state.next_seq,
         ) as span:
-            outcome = await self._pass(job, token, state, cached, span)
+            try:
+                outcome = await self._pass(job, token, state, cached, span)
+            finally:
+                # Taken over (lease lost or lapsed: a frozen worker) and not
+                # committed: the reaper records this pass; a second span would
+                # show it twice, or end after the run span.
+                if span.outcome is None and lease_gone(lease):
+                    span.abandon()
         if outcome is not None:
             self._run_events(state, outcome)
             self._end_run(state, outcome)

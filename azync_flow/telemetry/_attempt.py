@@ -38,13 +38,15 @@ class AttemptSpan:
     Create it with :meth:`RunTracer.attempt_span`; do not reuse an instance.
     """
 
-    __slots__ = ("_ctx", "_failed_with", "_span", "_token")
+    __slots__ = ("_abandoned", "_ctx", "_failed_with", "_outcome", "_span", "_token")
 
     def __init__(self, span: trace.Span, parent: otel_context.Context) -> None:
         self._span = span
         self._ctx = trace.set_span_in_context(span, parent)
         self._token: Token[otel_context.Context] | None = None
         self._failed_with: BaseException | None = None
+        self._abandoned = False
+        self._outcome: Outcome | None = None
 
     @property
     def span(self) -> trace.Span:
@@ -73,6 +75,7 @@ class AttemptSpan:
                 next attempt; ``timedelta`` or seconds. Recorded as
                 ``azync.retry_delay_s`` (float seconds).
         """
+        self._outcome = outcome
         self._span.set_attribute(ATTR_OUTCOME, outcome.value)
         if retry_delay is not None:
             self._span.set_attribute(ATTR_RETRY_DELAY_S, _seconds(retry_delay))
@@ -119,6 +122,19 @@ class AttemptSpan:
         """Add a span event (e.g. ``signal.consumed`` during a pass)."""
         self._span.add_event(name, attributes=dict(attributes or {}))
 
+    @property
+    def outcome(self) -> Outcome | None:
+        """The outcome recorded with :meth:`set_outcome`; None while there is none."""
+        return self._outcome
+
+    def abandon(self) -> None:
+        """Do not export this span: the attempt lost its lease, and whoever took
+        the job over (the reaper, with ERROR ``lease expired``) records the
+        attempt instead. Exporting it too would show the attempt twice, and a
+        worker that was frozen past the run's end would end it after the run span.
+        """
+        self._abandoned = True
+
     def __enter__(self) -> Self:
         self._token = otel_context.attach(self._ctx)
         return self
@@ -136,7 +152,8 @@ class AttemptSpan:
             if self._token is not None:
                 otel_context.detach(self._token)
                 self._token = None
-            self._span.end()
+            if not self._abandoned:
+                self._span.end()
 
     async def __aenter__(self) -> Self:
         return self.__enter__()

@@ -21,7 +21,7 @@ Run a worker from the command line with ``python -m azync_flow.worker module:fac
 
 from ..retry import RetryPolicy
 from ._acker import AckBatcher
-from ._lease import LeaseHandle, LeaseLost
+from ._lease import LeaseHandle, LeaseLost, lease_gone
 from ._loop import JobRunner, LeaseLoop, LoopStats
 from ._maintenance import DEFAULT_LEADERSHIP, MaintenanceStep, Retention
 from ._queue import Interceptor, JobContext, PayloadError, UnknownKindError
@@ -48,4 +48,5 @@ __all__ = [
     "UnknownKindError",
     "Worker",
     "WorkerStore",
+    "lease_gone",
 ]

@@ -28,7 +28,7 @@ from ..store.types import Job
 if TYPE_CHECKING:
     from ._store import WorkerStore
 
-__all__ = ["LeaseHandle", "LeaseLost"]
+__all__ = ["LeaseHandle", "LeaseLost", "lease_gone"]
 
 
 class LeaseLost(AzyncError):
@@ -155,6 +155,12 @@ class LeaseHandle:
         """True when a heartbeat-only lease was not renewed in time (loop time ``now``)."""
         return self.heartbeat_only and not self.lost and now >= self.expires_at
 
+    def gone(self) -> bool:
+        """True when this runner may no longer own the job: the lease was lost, or
+        it lapsed by the loop clock (a frozen or stalled process; the backend's
+        expiry is never later), so the reaper may have taken the job over."""
+        return self.lost or asyncio.get_running_loop().time() >= self.expires_at
+
     def mark_lost(self) -> None:
         """Record that the lease is gone and cancel the runner's task."""
         if self.lost:
@@ -163,3 +169,9 @@ class LeaseHandle:
         task = self._task
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()
+
+
+def lease_gone(lease: object) -> bool:
+    """:meth:`LeaseHandle.gone` of a runner's ``lease`` argument; False for None
+    (a caller without a worker lease handle, e.g. ``run_until_idle`` helpers)."""
+    return isinstance(lease, LeaseHandle) and lease.gone()

@@ -8,8 +8,12 @@ Environment:
     KILL_MODE     ""                    no fault
                   "after:<activity>"    right after the activity's completion committed
                   "during:<activity>"   inside the activity body, after it started
+                  "stall:<activity>"    inside the activity body, a 4 s call (the
+                                        test freezes the process meanwhile)
                   "in_pass:<n>"         in the n-th workflow pass, before its commit
                   "after_pass:<n>"      right after the n-th pass committed
+                  "stall_pass:<n>"      the n-th pass (any path) blocks its process for 4 s
+                                        before its commit (a long pass; the test freezes it)
                   "sleeping:<n>"        after the n-th pass (any path) committed and its span
                                         ended,
                                         e.g. while the workflow waits on ctx.sleep
@@ -32,6 +36,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -66,6 +71,8 @@ def step(name: str, order_id: str) -> str:
     record("start", name, order_id)
     if f"during:{name}" == MODE:
         die()
+    if f"stall:{name}" == MODE:
+        time.sleep(4)
     record("done", name, order_id)
     return f"{name}-done"
 
@@ -122,7 +129,7 @@ def install_faults(runtime: Any) -> None:
 
     runtime.activities.after_settle = after_settle
     runtime.activities.before_settle = before_settle
-    if not MODE.startswith(("in_pass:", "after_pass:", "sleeping:")):
+    if not MODE.startswith(("in_pass:", "after_pass:", "sleeping:", "stall_pass:")):
         return
     where, n = MODE.split(":")
     passes = 0
@@ -132,6 +139,9 @@ def install_faults(runtime: Any) -> None:
         passes += 1
         if where == "in_pass" and passes == int(n):
             die()
+        if where == "stall_pass" and passes == int(n):
+            record("stall", "pass", n)
+            time.sleep(4)
 
     def after_commit(run_id: Any, path: str) -> None:
         if where in ("after_pass", "sleeping") and passes == int(n):
@@ -156,6 +166,8 @@ async def main(dsn: str, schema: str, run_id: str) -> None:
         lease=timedelta(seconds=1.5),
         poll_interval=timedelta(milliseconds=100),
         maintenance_interval=timedelta(milliseconds=100),
+        # a frozen leader is replaced within ~2 s, well inside the 30 s result wait
+        leader_ttl=timedelta(seconds=2),
         maintain=(),
         handle_signals=False,
     )

@@ -73,6 +73,10 @@ def lines(ledger: Path) -> list[str]:
     return ledger.read_text().splitlines()
 
 
+def seen(ledger: Path, line: str) -> bool:
+    return ledger.exists() and line in lines(ledger)
+
+
 def done_steps(ledger: Path) -> list[str]:
     return [line for line in lines(ledger) if line.startswith("done:")]
 
@@ -305,6 +309,102 @@ async def test_span_tree_across_a_kill_while_the_workflow_sleeps(
     [fired] = [s for s in spans if s.name == "timer.fired"]
     assert fired.service_name == "worker-2"
     assert [s for s in spans if s.status_code == PbStatus.STATUS_CODE_ERROR] == []
+
+
+async def frozen_worker_run(
+    client: Client,
+    pg_dsn: str,
+    schema: str,
+    ledger: Path,
+    order_id: str,
+    mode: str,
+    mark: str,
+    **worker_env: str,
+) -> tuple[Any, list[Any]]:
+    """Worker 1 (fault ``mode``) is frozen (SIGSTOP) once ``mark`` is in the ledger;
+    worker 2 finishes the run; then worker 1 is resumed and exits. Both export over
+    real OTLP/HTTP; returns the handle and every span received."""
+    handle = await client.start(APP_MODULE.killable_order, order_id)
+    with OtlpHttpReceiver() as rx:
+        env = {"OTLP_ENDPOINT": rx.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        frozen = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(APP),
+            pg_dsn,
+            schema,
+            str(handle.id),
+            env={
+                **os.environ,
+                "PYTHONPATH": str(ROOT),
+                "KILL_LEDGER": str(ledger),
+                "KILL_MODE": mode,
+                "WORKER_NAME": "worker-1",
+                **env,
+                **worker_env,
+            },
+        )
+        try:
+            for _ in range(500):
+                if seen(ledger, mark):
+                    break
+                await asyncio.sleep(0.02)
+            frozen.send_signal(signal.SIGSTOP)
+            code = await run_worker(
+                pg_dsn, schema, handle.id, ledger, WORKER_NAME="worker-2", **env
+            )
+            assert code == 0
+        finally:
+            frozen.send_signal(signal.SIGCONT)
+        assert await asyncio.wait_for(frozen.wait(), 60) == 0  # it flushed its spans
+        spans = rx.spans()
+    assert await handle.result(timeout=5) == ["reserve-done", "charge-done", "ship-done"]
+    return handle, spans
+
+
+async def test_a_frozen_worker_resumed_after_the_run_ended_exports_no_second_attempt_span(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    """Worker 1 is frozen (SIGSTOP) inside charge; worker 2 takes the maintenance
+    leadership, reaps the lost attempt (closing its span), re-runs charge and
+    finishes the run. Worker 1, resumed, finds its lease gone: its own span of
+    attempt 1 is not exported, so the attempt is shown once and nothing ends
+    after the run span."""
+    client = Client(store, tracer_provider=SpanCapture(service_name="api").provider)
+    handle, spans = await frozen_worker_run(
+        client, pg_dsn, schema, tmp_path / "ledger", "o-15", "stall:charge", "start:charge:o-15"
+    )
+    await assert_one_well_formed_trace(handle, spans, "killable_order")
+    charges = sorted(
+        (s.attributes["azync.attempt"], s.service_name, s.status_message)
+        for s in spans
+        if s.name == "activity charge"
+    )
+    assert charges == [(1, "worker-2", "lease expired"), (2, "worker-2", "")]
+
+
+async def test_a_pass_frozen_past_the_run_end_is_shown_once_by_the_reaper(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    """Worker 1 is frozen in the middle of its 2nd pass; worker 2 reaps the pass
+    (closing its span with ``lease expired``) and finishes the run. Worker 1,
+    resumed, loses its commit: that pass exports no second span. (Local dispatch
+    off: the 2nd pass is carried by a workflow task.)"""
+    client = Client(store, tracer_provider=SpanCapture(service_name="api").provider)
+    handle, spans = await frozen_worker_run(
+        client,
+        pg_dsn,
+        schema,
+        tmp_path / "ledger",
+        "o-16",
+        "stall_pass:2",
+        "stall:pass:2",
+        LOCAL_DISPATCH="0",  # the 2nd pass carried by a workflow task (not folded)
+    )
+    passes = await assert_one_well_formed_trace(handle, spans, "killable_order")
+    mine = [s for s in passes if s.service_name == "worker-1"]
+    assert [s.attributes.get("azync.outcome") for s in mine] == ["succeeded"]  # pass 1 only
+    lost = [s for s in passes if s.status_message == "lease expired"]
+    assert [s.service_name for s in lost] == ["worker-2"]
 
 
 async def test_a_pass_lost_with_its_worker_is_closed_by_the_reaper(

@@ -12,6 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import StatusCode
 
 from azync_flow import WorkflowContext, activity, workflow
 from azync_flow.client import Client
@@ -23,6 +25,7 @@ from azync_flow.store import WorkflowState
 from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import Source
+from azync_flow.testing_otel import SpanCapture, nesting_violations
 from azync_flow.worker import LeaseLost, Worker
 
 HEARTBEAT = timedelta(seconds=1)
@@ -109,7 +112,7 @@ class _Worker(Worker):
     runtime: WorkflowRuntime
 
 
-def _worker(store: PostgresStore) -> _Worker:
+def _worker(store: PostgresStore, tracer_provider: TracerProvider | None = None) -> _Worker:
     worker = _Worker(
         store,
         lease=timedelta(seconds=30),
@@ -118,7 +121,9 @@ def _worker(store: PostgresStore) -> _Worker:
         shutdown_grace=timedelta(milliseconds=200),
         handle_signals=False,
     )
-    worker.runtime = worker.register_workflows([one_call], list(ACTIVITIES.values()))
+    worker.runtime = worker.register_workflows(
+        [one_call], list(ACTIVITIES.values()), tracer_provider=tracer_provider
+    )
     return worker
 
 
@@ -152,13 +157,42 @@ async def test_a_silent_attempt_is_reaped_and_retried_after_backoff(
     assert (row["attempt"], row["reap_count"], row["state"]) == (2, 1, "succeeded")
 
 
+def _attempt_spans(capture: SpanCapture, name: str) -> list[tuple[Any, StatusCode, str | None]]:
+    """(attempt, status, description) of each exported ``activity <name>`` span."""
+    rows = [
+        ((s.attributes or {}).get("azync.attempt"), s.status.status_code, s.status.description)
+        for s in capture.named(f"activity {name}")
+    ]
+    return sorted(rows, key=lambda r: (r[0], r[1].value, r[2] or ""))
+
+
+async def test_a_lost_attempt_is_exported_once_by_the_reaper_not_again_by_its_worker(
+    store: PostgresStore,
+) -> None:
+    capture = SpanCapture()
+    worker = _worker(store, capture.provider)
+    client = Client(store, tracer_provider=capture.provider)
+    handle = await client.start(one_call, ("fetch_quote", 5))
+    async with worker:
+        assert await handle.result(timeout=15) == "quote 5 on attempt 2"
+    assert CANCELLED == [1]
+    assert _attempt_spans(capture, "fetch_quote") == [
+        (1, StatusCode.ERROR, "lease expired"),
+        (2, StatusCode.UNSET, None),
+    ]
+    assert nesting_violations(capture.spans()) == []
+
+
 async def test_the_lost_attempt_late_heartbeat_and_completion_are_refused(
     store: PostgresStore,
 ) -> None:
     LATE["retry_done"] = asyncio.Event()
-    worker = _worker(store)
+    capture = SpanCapture()
+    worker = _worker(store, capture.provider)
     runtime = worker.runtime
-    handle = await Client(store).start(one_call, ("stubborn_quote", 3))
+    handle = await Client(store, tracer_provider=capture.provider).start(
+        one_call, ("stubborn_quote", 3)
+    )
     async with worker:
         result = await handle.result(timeout=15)
         old = LATE["job"]
@@ -176,6 +210,12 @@ async def test_the_lost_attempt_late_heartbeat_and_completion_are_refused(
     assert late_ignored == 1  # the late report was fenced off, not recorded
     completed = [h.event for h in await handle.history() if isinstance(h.event, ActivityCompleted)]
     assert [(c.attempts, bytes(c.result)) for c in completed] == [(2, b'"quote 3 on attempt 2"')]
+    # the fenced-off late report exports nothing: the reaper closed attempt 1
+    assert _attempt_spans(capture, "stubborn_quote") == [
+        (1, StatusCode.ERROR, "lease expired"),
+        (2, StatusCode.UNSET, None),
+    ]
+    assert nesting_violations(capture.spans()) == []
 
 
 async def test_a_silent_non_idempotent_attempt_is_parked_uncertain_and_the_run_suspended(

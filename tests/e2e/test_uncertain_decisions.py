@@ -106,6 +106,24 @@ async def test_complete_hands_the_result_to_the_workflow_and_audits_the_decision
     ]
 
 
+async def test_a_note_or_decider_that_is_not_valid_utf8_is_recorded_escaped(
+    store: PostgresStore,
+) -> None:
+    # an operator's note or name from an undecodable command-line argument
+    client, handle, op = await _suspended(store)
+    await client.resolve_uncertain(
+        op, "complete", result="wired 70", note="seen \udcff", decided_by="ann \ud800"
+    )
+    row = await op_row(store, op.operation_id)
+    assert (row["decision_by"], row["decision_note"]) == ("ann \\ud800", "seen \\udcff")
+    resolved = [
+        e.event for e in await handle.history() if type(e.event).__name__ == "OperationResolved"
+    ]
+    assert [(r.decided_by, r.note) for r in resolved] == [("ann \\ud800", "seen \\udcff")]
+    await local_runtime(store, [payout], [wire]).run_until_idle()
+    assert await handle.result(timeout=5) == "wired 70"
+
+
 async def test_fail_raises_activity_error_in_the_workflow(store: PostgresStore) -> None:
     client, handle, op = await _suspended(store)
     await client.resolve_uncertain(op, "fail", error="bank has no such transfer", decided_by="bo")

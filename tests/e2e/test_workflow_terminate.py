@@ -275,3 +275,18 @@ async def test_a_pass_running_when_the_run_is_terminated_loses_its_commit(
     assert ops == 0
     assert (await handle.describe()).state == WorkflowState.TERMINATED
     assert CALLS == []
+
+
+async def test_terminate_with_a_reason_that_is_not_valid_utf8_records_it_escaped(
+    store: PostgresStore,
+) -> None:
+    # a reason or author taken from an undecodable command-line argument holds a
+    # lone surrogate; the free text is escaped like every other recorded reason
+    client = Client(store)
+    handle = await client.start(sleeper, "t-utf8")
+    await handle.terminate("bad \udcff byte", terminated_by="ops \ud800")
+    view = await handle.describe()
+    assert view.state == WorkflowState.TERMINATED
+    assert view.failure_reason == "terminated by ops \\ud800: bad \\udcff byte"
+    [event] = [e.event for e in await handle.history() if isinstance(e.event, WorkflowTerminated)]
+    assert (event.reason, event.terminated_by) == ("bad \\udcff byte", "ops \\ud800")

@@ -199,6 +199,9 @@ async def test_list_filters_by_name_and_state_newest_first_in_pages(
     assert len(everything.executions) == 7
     with pytest.raises(ValueError):
         await client.list(state="sleeping")
+    for limit in (0, -5):  # not an empty page: the caller asked for nothing
+        with pytest.raises(ValueError, match="limit"):
+            await client.list(limit=limit)
 
 
 async def test_result_wakes_on_the_terminal_notify_not_by_polling(store: PostgresStore) -> None:
