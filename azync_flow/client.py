@@ -258,6 +258,8 @@ class Client:
 
         Returns:
             An :class:`ExecutionPage`; ``next_cursor`` is None on the last page.
+            Each view carries ``blocked_reason`` as :meth:`WorkflowHandle.describe`
+            does.
 
         Raises:
             ValueError: an unknown state or ``limit`` < 1.

@@ -3,8 +3,9 @@
 Commands: `workflows`, `dags`, `jobs`, `events`, `uncertain`, `stats`,
 `replay`, `migrate`, `worker`, `embedded` (and the earlier spellings `workflow` and
 `queue` as aliases). Every command that needs the database takes it from
-`--dsn`, else `$AZYNC_DSN`, else the embedded server, and its schema from
-`--schema` / `$AZYNC_SCHEMA`. Output is tables, or JSON with `--json`.
+`--dsn` (after the command, else before it), else `$AZYNC_DSN`, else the
+embedded server, and its schema from `--schema` (the same way), else
+`$AZYNC_SCHEMA`. Output is tables, or JSON with `--json`.
 Errors print one line on stderr and exit with a documented status (see
 `_common`), never a traceback (`--debug` shows it).
 """
@@ -28,7 +29,9 @@ from ._common import (
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
     CliError,
+    dsn_option,
     example,
+    schema_option,
 )
 from ._dags import dags
 from ._embedded import embedded
@@ -53,7 +56,9 @@ __all__ = ["CliError", "cli", "main", "run"]
 )
 @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables (any command).")
-def cli(debug: bool, as_json: bool) -> None:
+@dsn_option
+@schema_option
+def cli(debug: bool, as_json: bool, dsn: str | None, schema: str | None) -> None:
     """Durable execution on PostgreSQL: operate and inspect workflows, DAGs, jobs
     and events. The database is --dsn, else $AZYNC_DSN, else the embedded server."""
 

@@ -183,24 +183,35 @@ async def connect(db: DbOptions, *, migrate: bool = False) -> AsyncIterator[Post
         await store.close()
 
 
+#: ``--dsn URI``: on the group (``azync-flow --dsn URI CMD``) and on every command.
+dsn_option = click.option(
+    "--dsn",
+    metavar="URI",
+    help="PostgreSQL URI (default: $AZYNC_DSN, else the embedded server).",
+)
+
+#: ``--schema S``: on the group and on every command; unset means $AZYNC_SCHEMA, else public.
+schema_option = click.option(
+    "--schema", show_default="$AZYNC_SCHEMA or public", help="Schema holding the tables."
+)
+
+
 def db_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add `--dsn`, `--schema` (and the no-op `--embedded` of earlier versions);
-    the command receives them as `db: DbOptions`."""
+    the command receives them as `db: DbOptions`. A value given to the command
+    wins over one given before it (`azync-flow --dsn URI CMD`); the schema then
+    falls back to `$AZYNC_SCHEMA` (the DSN's fallbacks are in :func:`resolve_dsn`)."""
 
-    @click.option(
-        "--dsn",
-        metavar="URI",
-        help="PostgreSQL URI (default: $AZYNC_DSN, else the embedded server).",
-    )
-    @click.option(
-        "--schema",
-        default=lambda: os.environ.get("AZYNC_SCHEMA", ""),
-        show_default="$AZYNC_SCHEMA or public",
-        help="Schema holding the tables.",
-    )
+    @dsn_option
+    @schema_option
     @click.option("--embedded", is_flag=True, hidden=True)  # the fallback is now the default
     @functools.wraps(fn)
-    def wrapper(*args: Any, dsn: str | None, schema: str, embedded: bool, **kwargs: Any) -> Any:
+    def wrapper(
+        *args: Any, dsn: str | None, schema: str | None, embedded: bool, **kwargs: Any
+    ) -> Any:
+        root = click.get_current_context().find_root().params
+        dsn = dsn or root.get("dsn")
+        schema = schema or root.get("schema") or os.environ.get("AZYNC_SCHEMA", "")
         return fn(*args, db=DbOptions(dsn, schema), **kwargs)
 
     return wrapper

@@ -56,6 +56,13 @@ def _item(e: EventAdminRow) -> dict[str, Any]:
     }
 
 
+def _aggregate(e: EventAdminRow) -> str:
+    """`type/id`, or the id alone (the key of `publish(..., key=...)`), or empty."""
+    if e.aggregate_type and e.aggregate_id:
+        return f"{e.aggregate_type}/{e.aggregate_id}"
+    return e.aggregate_id or e.aggregate_type
+
+
 _SINCE = click.option(
     "--since", metavar="TIME|AGE", help="From this ISO time, or this long ago (15m, 2h, 3d)."
 )
@@ -102,10 +109,7 @@ async def list_cmd(
         [
             ("ID", lambda e: e.id),
             ("TYPE", lambda e: e.type),
-            (
-                "AGGREGATE",
-                lambda e: f"{e.aggregate_type}/{e.aggregate_id}" if e.aggregate_type else "",
-            ),
+            ("AGGREGATE", _aggregate),
             ("OCCURRED (UTC)", lambda e: when(e.occurred_at)),
             ("DELIVERIES", lambda e: e.deliveries),
             ("PAYLOAD", lambda e: preview(e.payload)),
@@ -131,7 +135,7 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
     fields: list[tuple[str, Any]] = [
         ("id", e.id),
         ("type", e.type),
-        ("aggregate", f"{e.aggregate_type}/{e.aggregate_id}" if e.aggregate_type else ""),
+        ("aggregate", _aggregate(e)),
         ("version", e.version),
         ("occurred", when(e.occurred_at)),
         ("dispatched", when(e.dispatched_at)),

@@ -7,11 +7,14 @@ earlier JSON output.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import click
 
 from azync_flow.store import Job, JobFilter, JobState, Source
+from azync_flow.store.errors import NotFoundError
+from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.validate import check_name
 
 from ._common import (
@@ -156,6 +159,24 @@ async def dead(
     return EXIT_OK
 
 
+async def _get_job(store: PostgresStore, source: Source, job_id: uuid.UUID) -> Job:
+    """The job, or NotFoundError naming the source that has the id (`--source S`)
+    when another does: a workflow operation id given without `--source workflow`."""
+    try:
+        return await store.get_job(source, job_id)
+    except NotFoundError as missing:
+        for other in Source:  # only on this error path: one primary-key probe each
+            if other is not source:
+                try:
+                    found = await store.get_job(other, job_id)
+                except NotFoundError:
+                    continue
+                raise NotFoundError(
+                    f"{missing.args[0]}; it is a {found.source} job: pass --source {found.source}"
+                ) from None
+        raise
+
+
 @jobs.command("show", epilog=example("azync-flow jobs show 3f2a0c9e-..."))
 @click.argument("id")
 @_source_option
@@ -166,7 +187,7 @@ async def show(id: str, source: str, as_json: bool, db: DbOptions) -> int:
     """Show one job: state, attempts with their errors, payload and result."""
     job_id = parse_id(id, "job id")
     async with connect(db) as store:
-        job = await store.get_job(Source(source), job_id)
+        job = await _get_job(store, Source(source), job_id)
         attempts = await store.job_attempts(Source(source), job_id)
     if as_json:
         emit({**_item(job), "payload": job.payload, "result": job.result, "meta": job.meta,

@@ -39,10 +39,18 @@ from ._output import (
 @db_options
 @run_async
 async def migrate(as_json: bool, db: DbOptions) -> int:
-    """Create or upgrade the tables in --schema (safe to run again)."""
-    async with connect(db, migrate=True) as store:
+    """Create or upgrade the tables in --schema (safe to run again). Prints the
+    migration versions it applied, or that the schema was already up to date;
+    `--json`: `{"schema", "applied": [versions], "migrated": applied non-empty}`."""
+    async with connect(db) as store:
         schema = store.schema
-    done(as_json, {"schema": schema, "migrated": True}, f"schema {schema!r} is up to date")
+        applied = await store.migrate()
+    text = (
+        f"schema {schema!r}: applied migration(s) {', '.join(map(str, applied))}"
+        if applied
+        else f"schema {schema!r} was already up to date (nothing applied)"
+    )
+    done(as_json, {"schema": schema, "applied": applied, "migrated": bool(applied)}, text)
     return EXIT_OK
 
 

@@ -9,7 +9,7 @@ import click
 from azync_flow.replay.replayer import HistoryFileError, Replayer
 
 from ._apps import app_parts, load_app
-from ._common import EXIT_FAILED, EXIT_OK, CliError, example
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, example
 from ._output import emit, json_option
 
 _HINT = "save a replayable history with `azync-flow workflows export ID > run.json`"
@@ -30,20 +30,24 @@ def replay_command(app: str, histories: tuple[str, ...], as_json: bool) -> int:
     workflows of APP (`module` or `module:attr`, imported from the current
     directory as `python -m` would): `ok` when the code still makes the
     recorded decisions, `FAIL` with the first difference otherwise. Exits 0
-    when every history replays cleanly, 1 otherwise. Needs no database."""
+    when every history replays cleanly, 1 on a mismatch, 2 when a file cannot
+    be read or is not an exported history. Needs no database."""
     workflows = app_parts(load_app(app))[0]
     if not workflows:
         raise CliError(f"{app!r} provides no @workflow definitions")
     replayer = Replayer(workflows)
     verdicts: list[dict[str, Any]] = []
+    unreadable: list[str] = []  # bad input: exit 2 once every readable file is replayed
     for path in histories:
         try:
             result = replayer.replay(path)
         except HistoryFileError as err:
-            verdicts.append({"file": path, "verdict": "error", "error": f"{err}; {_HINT}"})
+            unreadable.append(f"{err}; {_HINT}")
+            verdicts.append({"file": path, "verdict": "error", "error": unreadable[-1]})
             continue
         except OSError as err:
-            verdicts.append({"file": path, "verdict": "error", "error": str(err)})
+            unreadable.append(f"cannot read {path!r}: {err.strerror or err}")
+            verdicts.append({"file": path, "verdict": "error", "error": unreadable[-1]})
             continue
         except KeyError as exc:
             raise CliError(
@@ -56,7 +60,12 @@ def replay_command(app: str, histories: tuple[str, ...], as_json: bool) -> int:
         emit(verdicts)
     else:
         for v in verdicts:
-            label = {"ok": "ok   ", "fail": "FAIL ", "error": "ERROR"}[v["verdict"]]
-            tail = f": {v['error']}" if v["error"] else ""
-            click.echo(f"{label} {v['file']}{tail}")
+            if v["verdict"] != "error":
+                tail = f": {v['error']}" if v["error"] else ""
+                click.echo(f"{'ok   ' if v['verdict'] == 'ok' else 'FAIL '} {v['file']}{tail}")
+    if unreadable:
+        more = (
+            f" (and {len(unreadable) - 1} more unreadable file(s))" if len(unreadable) > 1 else ""
+        )
+        raise CliError(unreadable[0] + more, EXIT_USAGE)
     return EXIT_FAILED if any(v["verdict"] != "ok" for v in verdicts) else EXIT_OK

@@ -158,8 +158,9 @@ async def test_worker_imports_the_users_module_and_export_is_what_replay_accepts
     lines = await cmd("workflows", "history", wid, "--json")
     (tmp_path / "history.jsonl").write_text(lines.out)
     rejected = await cmd("replay", "shop_flows", "history.jsonl", cwd=tmp_path)
-    assert rejected.code == 1
-    assert "azync-flow workflows export ID > run.json" in rejected.out
+    assert rejected.code == 2
+    assert rejected.err.startswith("azync-flow: error: malformed history history.jsonl")
+    assert "azync-flow workflows export ID > run.json" in rejected.err
     table = await cmd("workflows", "history", wid)
     assert "ActivityScheduled" in table.out
     assert "SignalReceived" in table.out

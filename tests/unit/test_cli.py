@@ -45,11 +45,14 @@ async def cli_greeter_changed(ctx: WorkflowContext, name: str) -> str:
 
 class Cli:
     def __init__(self, dsn: str, schema: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.base = ["--dsn", dsn, "--schema", schema, "--json"]
+        self.base = ["--dsn", dsn, "--schema", schema]
         self.capsys = capsys
 
-    async def __call__(self, *argv: str, db: bool = True) -> tuple[int, Any, str]:
-        args = list(argv) + (self.base if db else [])
+    async def __call__(
+        self, *argv: str, db: bool = True, as_json: bool = True
+    ) -> tuple[int, Any, str]:
+        """``main(argv + --dsn/--schema [+ --json])``: (status, parsed JSON or text, stderr)."""
+        args = list(argv) + (self.base if db else []) + (["--json"] if db and as_json else [])
         self.capsys.readouterr()
         code = await asyncio.to_thread(main, args)
         out, err = self.capsys.readouterr()
@@ -74,20 +77,35 @@ async def _uncertain_run(store: PostgresStore) -> tuple[Any, LocalRuntime]:
     return handle, runtime
 
 
-async def test_migrate_creates_the_tables_in_a_fresh_schema(
+async def test_migrate_says_which_migrations_it_applied_then_that_it_is_up_to_date(
     pg_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from azync_flow.store.postgres._migrate import migration_files
     from azync_flow.testing import drop_schema, unique_schema
 
     schema = unique_schema("cli")
+    versions = [v for v, _, _ in migration_files()]
     try:
         code = await asyncio.to_thread(
             main, ["migrate", "--json", "--dsn", pg_dsn, "--schema", schema]
         )
         assert code == 0
-        assert json.loads(capsys.readouterr().out) == {"schema": schema, "migrated": True}
+        assert json.loads(capsys.readouterr().out) == {
+            "schema": schema,
+            "applied": versions,
+            "migrated": True,
+        }
         again = await asyncio.to_thread(main, ["migrate", "--dsn", pg_dsn, "--schema", schema])
         assert again == 0
+        assert "already up to date" in capsys.readouterr().out
+        code = await asyncio.to_thread(
+            main, ["migrate", "--json", "--dsn", pg_dsn, "--schema", schema]
+        )
+        assert json.loads(capsys.readouterr().out) == {
+            "schema": schema,
+            "applied": [],
+            "migrated": False,
+        }
     finally:
         await drop_schema(pg_dsn, schema)
 
@@ -284,7 +302,13 @@ async def test_workflow_terminate_ends_a_run_no_worker_can_run(
     await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
     code, out, _ = await cli("workflow", "describe", wid)
     assert out["state"] == "running"
+    describe_reason = out["blocked_reason"]
     assert "no worker has registered workflow 'cli_not_registered'" in out["blocked_reason"]
+    code, out, _ = await cli("workflows", "list")
+    assert [i["blocked_reason"] for i in out["items"]] == [describe_reason]
+    code, out, _ = await cli("workflows", "list", as_json=False)
+    (row,) = [line for line in out.splitlines() if wid in line]
+    assert "UnknownWorkflowError" in row
     code, _, err = await cli("workflow", "terminate", wid)
     assert code == 2  # --reason is required
     code, out, _ = await cli(
@@ -374,3 +398,60 @@ async def test_replay_subcommand_reuses_the_replay_cli(
     code, _, err = await cli("replay", "tests.unit.test_cli:cli_payout", str(path), db=False)
     assert code == 1
     assert "cli_greeter" in err
+
+
+async def test_events_list_and_show_give_the_key_of_an_event_without_aggregate_type(
+    cli: Cli, store: PostgresStore
+) -> None:
+    keyed = await Client(store).publish("onboarding.started", {"step": 1}, key="ob-1")
+    code, out, _ = await cli("events", "list", as_json=False)
+    assert code == 0
+    (row,) = [line for line in out.splitlines() if str(keyed) in line]
+    assert "ob-1" in row
+    code, out, _ = await cli("events", "show", str(keyed), as_json=False)
+    assert code == 0
+    assert any(line.split()[:2] == ["aggregate", "ob-1"] for line in out.splitlines()), out
+
+
+async def test_dsn_and_schema_before_the_command_are_used_and_the_commands_own_win(
+    pg_dsn: str,
+    store: PostgresStore,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handle = await Client(store).start(cli_greeter, "dsn")
+    monkeypatch.setenv("AZYNC_DSN", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("AZYNC_SCHEMA", "no_such_schema")
+
+    async def listed(*argv: str) -> tuple[int, list[str]]:
+        capsys.readouterr()
+        code = await asyncio.to_thread(main, [*argv])
+        out = capsys.readouterr().out
+        return code, [i["id"] for i in json.loads(out)["items"]] if code == 0 else []
+
+    group = ["--dsn", pg_dsn, "--schema", store.schema, "--json"]
+    assert await listed(*group, "workflows", "list") == (0, [str(handle.id)])
+    wrong = ["--dsn", "postgresql://nobody@127.0.0.1:1/none", "--schema", "nope", "--json"]
+    own = ["--dsn", pg_dsn, "--schema", store.schema]
+    assert await listed(*wrong, "workflows", "list", *own) == (0, [str(handle.id)])
+    assert (await listed(*wrong, "workflows", "list"))[0] == 5
+
+
+async def test_jobs_show_of_a_workflow_operation_without_source_names_the_source(
+    cli: Cli, store: PostgresStore
+) -> None:
+    await _uncertain_run(store)
+    (op,) = await Client(store).list_uncertain()
+    code, _, err = await cli("jobs", "show", str(op.operation_id))
+    assert code == 3
+    assert err.strip() == (
+        f"azync-flow: error: [not_found] no queue job {op.operation_id}; "
+        "it is a workflow job: pass --source workflow"
+    )
+    code, out, _ = await cli("jobs", "show", str(op.operation_id), "--source", "workflow")
+    assert (code, out["id"], out["state"]) == (0, str(op.operation_id), "uncertain")
+    code, _, err = await cli("jobs", "show", str(uuid.UUID(int=9)))
+    assert (code, err.strip()) == (
+        3,
+        f"azync-flow: error: [not_found] no queue job {uuid.UUID(int=9)}",
+    )

@@ -54,11 +54,20 @@ def test_well_formed_history_file_still_replays(tmp_path: Path) -> None:
     assert Replayer([noop]).replay(path).ok
 
 
-def test_cli_reports_a_malformed_file_and_fails(
+def test_cli_refuses_a_malformed_or_missing_file_as_bad_input_after_replaying_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "bad.json"
     bad.write_bytes(b"[]")
-    assert main([f"{__name__}:noop", str(bad)]) == 1
-    out = capsys.readouterr().out
-    assert out.startswith(f"ERROR {bad}: malformed history {bad}: ")
+    good = tmp_path / "good.json"
+    good.write_bytes(GOOD)
+    assert main([f"{__name__}:noop", str(bad), str(good)]) == 2
+    out, err = capsys.readouterr()
+    assert out == f"ok    {good}\n"
+    (line,) = err.splitlines()
+    assert line.startswith(f"azync-flow: error: malformed history {bad}: ")
+    missing = tmp_path / "nofile.json"
+    assert main([f"{__name__}:noop", str(missing)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"azync-flow: error: cannot read {str(missing)!r}: No such file or directory\n"

@@ -172,12 +172,7 @@ class WorkflowCoreMixin(PgBase):
         row = await self._fetchrow("workflow_describe", id)
         if row is None:
             raise NotFoundError(f"workflow execution {id} does not exist")
-        view = execution_from_row(row)
-        failures, error = row["task_failures"], row["task_error"]
-        if view.state == WorkflowState.RUNNING and failures and error:
-            plural = "s" if failures != 1 else ""
-            view.blocked_reason = f"{error} (after {failures} workflow task attempt{plural})"
-        return view
+        return execution_from_row(row)
 
     async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None:
         """Contract ``CompleteWorkflow``: running/suspended -> succeeded with ``result``.
@@ -538,13 +533,20 @@ def clean_text(value: str) -> str:
 
 def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecutionView:
     """Build a :class:`WorkflowExecutionView` from an executions row (its columns
-    named with ``prefix``)."""
+    named with ``prefix``); with the ``task_failures``/``task_error`` columns
+    (describe and list queries), a running execution whose workflow task has
+    failed gets its ``blocked_reason``."""
+    failures, error = row.get("task_failures"), row.get("task_error")
+    state = row[prefix + "state"]
+    blocked = ""
+    if state == WorkflowState.RUNNING.value and failures and error:
+        blocked = f"{error} (after {failures} workflow task attempt{'s' if failures != 1 else ''})"
     result = row[prefix + "result"]
     return WorkflowExecutionView(
         id=row[prefix + "id"],
         name=row[prefix + "name"],
         version=row[prefix + "version"],
-        state=WorkflowState(row[prefix + "state"]),
+        state=WorkflowState(state),
         business_idempotency_key=row[prefix + "business_idempotency_key"],
         task_queue=row[prefix + "task_queue"],
         input=bytes(row[prefix + "input"]),
@@ -558,6 +560,7 @@ def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecuti
         suspend_seq=row[prefix + "suspend_seq"],
         suspend_operation_id=row[prefix + "suspend_operation_id"],
         signals_undelivered=row[prefix + "signals_undelivered"],
+        blocked_reason=blocked,
     )
 
 

@@ -53,7 +53,8 @@ class WorkflowListingMixin(WorkflowCoreMixin):
         limit: int = 50,
         before: tuple[datetime, uuid.UUID] | None = None,
     ) -> list[WorkflowExecutionView]:
-        """Executions, newest first (``created_at``, then id, descending).
+        """Executions, newest first (``created_at``, then id, descending), each with
+        its ``blocked_reason`` as :meth:`get_workflow_execution` computes it.
 
         Args:
             name: only this workflow name.

@@ -522,14 +522,28 @@ ON CONFLICT (source, kind, day, shard) DO UPDATE
 
 -- name: workflow_list
 -- $2 name (NULL = any), $3 state (NULL = any), $4 limit, $5 before created_at,
--- $6 before id (keyset cursor; NULL = from the newest). Newest first.
-SELECT * FROM azync_workflow_executions
-WHERE ($2::text IS NULL OR name = $2)
-  AND ($3::text IS NULL OR state = $3)
-  AND ($5::timestamptz IS NULL OR (created_at, id) < ($5::timestamptz, $6::uuid))
-  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
-ORDER BY created_at DESC, id DESC
-LIMIT $4
+-- $6 before id (keyset cursor; NULL = from the newest). Newest first, with the
+-- live workflow task's failures and last error as in workflow_describe: one
+-- index probe per running row of the page (after the LIMIT), none for others.
+SELECT e.*, t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error
+FROM (
+    SELECT * FROM azync_workflow_executions
+    WHERE ($2::text IS NULL OR name = $2)
+      AND ($3::text IS NULL OR state = $3)
+      AND ($5::timestamptz IS NULL OR (created_at, id) < ($5::timestamptz, $6::uuid))
+      AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+    ORDER BY created_at DESC, id DESC
+    LIMIT $4
+) e
+LEFT JOIN LATERAL (
+    SELECT j.attempt, j.last_error, j.state FROM azync_jobs j
+    WHERE e.state = 'running'
+      AND j.run_id = e.id AND j.source = 'workflow' AND j.task_key = '$wft'
+      AND j.state IN ('pending', 'scheduled', 'active')
+    ORDER BY j.state = 'active' DESC, j.attempt DESC
+    LIMIT 1
+) t ON true
+ORDER BY e.created_at DESC, e.id DESC
 
 -- name: workflow_task_load
 -- $2 workflow id, $3 after seq: everything a replay pass reads, in ONE
