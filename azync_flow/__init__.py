@@ -1,37 +1,81 @@
-"""azync_flow: durable execution for Python on PostgreSQL."""
+"""azync_flow: durable execution for Python on PostgreSQL.
 
-from azync_flow.dag import (
-    DAG,
-    DAGClient,
-    DAGValidationError,
-    NotReady,
-    Skip,
-    TaskContext,
-    attach_dags,
-)
-from azync_flow.errors import (
-    ActivityError,
-    AzyncError,
-    NonDeterminismError,
-    SchemaNotMigratedError,
-    StoreUnavailableError,
-    Uncertain,
-    WorkflowCancelledError,
-    WorkflowFailedError,
-    WorkflowTerminatedError,
-)
-from azync_flow.events import EventContext, attach_subscribers, subscriber
-from azync_flow.replay import Replayer
-from azync_flow.retry import RetryPolicy
-from azync_flow.runtime.uncertain import Reconciled
-from azync_flow.worker import Worker
-from azync_flow.workflow import (
-    ActivityOptions,
-    Registry,
-    WorkflowContext,
-    activity,
-    workflow,
-)
+The public names below are imported on first use, so ``import azync_flow``
+(and the pytest plugin in :mod:`azync_flow.testing`, loaded in every pytest
+session of a project that installs azync_flow) costs next to nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from azync_flow.dag import (
+        DAG,
+        DAGClient,
+        DAGValidationError,
+        NotReady,
+        Skip,
+        TaskContext,
+        attach_dags,
+    )
+    from azync_flow.errors import (
+        ActivityError,
+        AzyncError,
+        NonDeterminismError,
+        SchemaNotMigratedError,
+        StoreUnavailableError,
+        Uncertain,
+        WorkflowCancelledError,
+        WorkflowFailedError,
+        WorkflowTerminatedError,
+    )
+    from azync_flow.events import EventContext, attach_subscribers, subscriber
+    from azync_flow.replay import Replayer
+    from azync_flow.retry import RetryPolicy
+    from azync_flow.runtime.uncertain import Reconciled
+    from azync_flow.worker import Worker
+    from azync_flow.workflow import (
+        ActivityOptions,
+        Registry,
+        WorkflowContext,
+        activity,
+        workflow,
+    )
+
+#: Public name -> the module that defines it.
+_HOMES = {
+    "DAG": "azync_flow.dag",
+    "DAGClient": "azync_flow.dag",
+    "DAGValidationError": "azync_flow.dag",
+    "NotReady": "azync_flow.dag",
+    "Skip": "azync_flow.dag",
+    "TaskContext": "azync_flow.dag",
+    "attach_dags": "azync_flow.dag",
+    "ActivityError": "azync_flow.errors",
+    "AzyncError": "azync_flow.errors",
+    "NonDeterminismError": "azync_flow.errors",
+    "SchemaNotMigratedError": "azync_flow.errors",
+    "StoreUnavailableError": "azync_flow.errors",
+    "Uncertain": "azync_flow.errors",
+    "WorkflowCancelledError": "azync_flow.errors",
+    "WorkflowFailedError": "azync_flow.errors",
+    "WorkflowTerminatedError": "azync_flow.errors",
+    "EventContext": "azync_flow.events",
+    "attach_subscribers": "azync_flow.events",
+    "subscriber": "azync_flow.events",
+    "Replayer": "azync_flow.replay",
+    "RetryPolicy": "azync_flow.retry",
+    "Reconciled": "azync_flow.runtime.uncertain",
+    "Worker": "azync_flow.worker",
+    "ActivityOptions": "azync_flow.workflow",
+    "Registry": "azync_flow.workflow",
+    "WorkflowContext": "azync_flow.workflow",
+    "activity": "azync_flow.workflow",
+}
 
 __all__ = [
     "DAG",
@@ -63,3 +107,38 @@ __all__ = [
     "subscriber",
     "workflow",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        try:  # a submodule not imported yet (``azync_flow.dag`` after ``import azync_flow``)
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))
+
+
+class _Root(types.ModuleType):
+    """``azync_flow.workflow`` is the decorator, as it was when this package imported
+    everything eagerly: importing the ``azync_flow.workflow`` subpackage binds the
+    subpackage to this attribute, and that binding is ignored here."""
+
+    @property
+    def workflow(self) -> Any:
+        return importlib.import_module("azync_flow.workflow").workflow
+
+    @workflow.setter
+    def workflow(self, _module: Any) -> None:
+        pass
+
+
+sys.modules[__name__].__class__ = _Root

@@ -133,6 +133,12 @@ class Client:
             ``worker.client()`` uses 5 s. ``close()`` always closes it.
     """
 
+    @property
+    def _handle_class(self) -> type[WorkflowHandle[Any]]:
+        """What :meth:`start` and :meth:`get_handle` build (the testing kit's
+        client builds handles whose ``result()`` skips time)."""
+        return WorkflowHandle
+
     def __init__(
         self,
         store: ClientStore,
@@ -382,7 +388,7 @@ class Client:
                     f"{existing.name!r} and different input; nothing started"
                 )
         definition = workflow if isinstance(workflow, WorkflowDefinition) else None
-        return WorkflowHandle(self, wid, definition, started=inserted)
+        return self._handle_class(self, wid, definition, started=inserted)
 
     async def list_uncertain(
         self, workflow_id: uuid.UUID | None = None, limit: int = 100
@@ -478,7 +484,7 @@ class Client:
         workflow: WorkflowDefinition[Any, R] | None = None,
     ) -> WorkflowHandle[R]:
         """A handle on an existing execution (no I/O)."""
-        return WorkflowHandle(self, id, workflow, started=False)
+        return self._handle_class(self, id, workflow, started=False)
 
 
 class WorkflowHandle(Generic[R]):

@@ -1,45 +1,33 @@
-"""Shared fixtures: a PostgreSQL per session, a fresh schema per test."""
+"""Shared fixtures: the azync_flow pytest plugin's, under the names the suite uses
+(a PostgreSQL per session, a fresh schema per test, its store and movable clock)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
-from azync_flow.embedded import start_embedded
-from azync_flow.store import Config
-from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.testing import MovableClock, drop_schema, unique_schema
+from azync_flow.store.postgres import PostgresStore
+from azync_flow.testing import MovableClock
+
+# Also registered by the package's pytest11 entry point under this same name,
+# so an installed package does not load it twice.
+pytest_plugins = ["azync_flow.testing.pytest_plugin"]
 
 
 @pytest.fixture(scope="session")
-def pg_dsn() -> str:
-    """``AZYNC_TEST_DSN`` when set, else an embedded server in a temp dir."""
-    dsn = os.environ.get("AZYNC_TEST_DSN")
-    if dsn:
-        return dsn
-    data_dir = Path(tempfile.mkdtemp(prefix="azync-test-")) / "pgdata"
-    return start_embedded(data_dir)
+def pg_dsn(azync_dsn: str) -> str:
+    return azync_dsn
 
 
 @pytest.fixture
-def clock() -> MovableClock:
-    return MovableClock()
+def clock(azync_clock: MovableClock) -> MovableClock:
+    return azync_clock
 
 
 @pytest.fixture
-def schema() -> str:
-    return unique_schema()
+def schema(azync_schema: str) -> str:
+    return azync_schema
 
 
 @pytest.fixture
-async def store(pg_dsn: str, schema: str, clock: MovableClock) -> AsyncIterator[PostgresStore]:
-    s = await open_store(pg_dsn, Config(schema=schema), clock=clock)
-    try:
-        yield s
-    finally:
-        await s.close()
-        await drop_schema(pg_dsn, schema)
+def store(azync_store: PostgresStore) -> PostgresStore:
+    return azync_store

@@ -24,11 +24,12 @@ with a sanitised message, so a bad value never leaves a run stuck (C26, C27).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,7 @@ from azync_flow.workflow import Registry
 if TYPE_CHECKING:
     from azync_flow.runtime.folded_completion import CompletionFolder
 
-__all__ = ["ActivityInfo", "ActivityRunner", "current_activity"]
+__all__ = ["ActivityInfo", "ActivityRunner", "activity_context", "current_activity"]
 
 log = logging.getLogger("azync_flow.activity")
 
@@ -157,6 +158,17 @@ def log_suspended(job: Job, reason: str) -> None:
 def current_activity() -> ActivityInfo | None:
     """The attempt running in this context, or None outside activities."""
     return _current.get()
+
+
+@contextlib.contextmanager
+def activity_context(info: ActivityInfo) -> Iterator[None]:
+    """Make :func:`current_activity` return ``info`` in this context (and in tasks
+    created in it); ``azync_flow.testing.ActivityEnvironment`` runs activities so."""
+    token = _current.set(info)
+    try:
+        yield
+    finally:
+        _current.reset(token)
 
 
 class ActivityRunner:

@@ -237,6 +237,11 @@ class Store(Protocol):
         """
         ...
 
+    async def next_due_at(self) -> datetime | None:
+        """The earliest moment after now (the store's clock) at which a job or
+        workflow timer becomes due, or None when nothing waits on time."""
+        ...
+
     async def vacuum_stats(self, source: Source, retention: timedelta) -> int:
         """Trim daily stat rows older than retention (<= 0 keeps all)."""
         ...

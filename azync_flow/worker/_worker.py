@@ -542,6 +542,21 @@ class Worker:
             self.shutdown()
             await runner
 
+    async def wait_idle(self) -> None:
+        """While :meth:`run` runs: return once no work is runnable (the idle test
+        of :meth:`run_until_idle`, without shutting down).
+
+        Used by the testing kit to step a running worker between clock moves.
+        Jobs scheduled in the future do not count.
+
+        Raises:
+            RuntimeError: the worker is not running.
+        """
+        if not self._running:
+            raise RuntimeError("wait_idle needs a running worker (run() or async with)")
+        await self.started()
+        await self._until_idle()
+
     async def _started_or_failed(self, runner: asyncio.Task[None]) -> None:
         """Wait for :meth:`started`; re-raise at once when ``runner`` ends first."""
         started = asyncio.ensure_future(self._started.wait())

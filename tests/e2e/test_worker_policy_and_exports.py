@@ -31,6 +31,7 @@ def test_worker_package_exports_exactly_the_public_api() -> None:
         "UnknownKindError",
         "Worker",
         "WorkerStore",
+        "lease_gone",
     ]
     for name in worker_pkg.__all__:
         assert hasattr(worker_pkg, name)

@@ -196,6 +196,20 @@ class AdminMixin(PgBase):
             return 0
         return int(await self._fetchval("stats_vacuum", source.value, retention))
 
+    async def next_due_at(self) -> datetime | None:
+        """The earliest moment after the store's clock at which work becomes due.
+
+        Counts scheduled and future pending jobs of every source (retry
+        backoffs, snoozes, delayed jobs, future workflow tasks, DAG sleep
+        tasks) and unfired workflow timers; not lease expiries. Time skipping
+        (``azync_flow.testing``) moves a movable clock exactly there.
+
+        Returns:
+            A UTC-aware datetime, or None when nothing waits on time.
+        """
+        due: datetime | None = await self._fetchval("next_due_at")
+        return due
+
     async def vacuum_idempotency(self, source: Source) -> int:
         """Delete expired time-window idempotency keys of the source."""
         return int(await self._fetchval("idempotency_vacuum", source.value))

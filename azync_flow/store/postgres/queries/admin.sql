@@ -239,3 +239,18 @@ WITH victims AS (
     DELETE FROM azync_jobs j USING victims WHERE j.id = victims.id RETURNING 1
 )
 SELECT count(*) FROM d
+
+-- name: next_due_at
+-- The earliest moment after the clock at which something becomes due in this
+-- schema: a scheduled or future pending job of any source (retry backoffs,
+-- snoozes, delayed jobs, future workflow tasks, DAG sleep tasks) or an unfired
+-- workflow timer. NULL when nothing is waiting on time. Leases are not counted.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+)
+SELECT least(
+    (SELECT min(run_at) FROM azync_jobs, clock
+     WHERE state IN ('scheduled', 'pending') AND run_at > clock.t),
+    (SELECT min(fire_at) FROM azync_workflow_timers, clock
+     WHERE fired_at IS NULL AND fire_at > clock.t)
+)

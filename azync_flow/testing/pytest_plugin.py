@@ -1,0 +1,110 @@
+"""The azync_flow pytest plugin (entry point ``pytest11``; loaded automatically).
+
+Fixtures:
+
+* ``azync_dsn`` (session): ``$AZYNC_TEST_DSN`` when set, else an embedded
+  PostgreSQL (the ``embedded`` extra) started once per session in a temp dir.
+* ``azync_schema``: a fresh schema name per test, dropped after the test.
+* ``azync_clock``: the :class:`~azync_flow.testing.MovableClock` of the test's store.
+* ``azync_store``: a ``PostgresStore`` on ``azync_schema`` reading ``azync_clock``.
+* ``workflow_env``: a :class:`~azync_flow.testing.WorkflowEnvironment` on that
+  store; ``env = await workflow_env.start(workflows=[...], activities=[...])``.
+
+Async fixtures need pytest-asyncio (``asyncio_mode = "auto"`` recommended; see
+docs/testing.md). This module imports nothing heavy: the product is imported
+when a fixture is first used, so projects pay nothing in test sessions that do
+not use it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from azync_flow.store.postgres import PostgresStore
+
+    from ._clock import MovableClock
+    from ._env import WorkflowEnvironment
+
+try:  # async fixtures must be pytest-asyncio's in its strict mode
+    import pytest_asyncio
+
+    _async_fixture: Callable[..., Any] = pytest_asyncio.fixture
+except ImportError:  # pragma: no cover - without pytest-asyncio async fixtures cannot run
+    _async_fixture = pytest.fixture
+
+#: Environment variable naming the PostgreSQL the tests use.
+DSN_VARIABLE = "AZYNC_TEST_DSN"
+
+
+@pytest.fixture(scope="session")
+def azync_dsn() -> str:
+    """``$AZYNC_TEST_DSN`` when set, else an embedded server started once per session.
+
+    Raises:
+        RuntimeError: no DSN is set and the ``embedded`` extra is not installed.
+    """
+    dsn = os.environ.get(DSN_VARIABLE)
+    if dsn:
+        return dsn
+    from azync_flow.embedded import start_embedded
+
+    data_dir = Path(tempfile.mkdtemp(prefix="azync-test-")) / "pgdata"
+    return start_embedded(data_dir)
+
+
+@_async_fixture
+async def azync_schema(azync_dsn: str) -> AsyncIterator[str]:
+    """A fresh schema name for this test; the schema is dropped afterwards."""
+    from ._schema import drop_schema, unique_schema
+
+    schema = unique_schema()
+    try:
+        yield schema
+    finally:
+        await drop_schema(azync_dsn, schema)
+
+
+@pytest.fixture
+def azync_clock() -> MovableClock:
+    """The test's movable clock (None until set: the backend clock rules)."""
+    from ._clock import MovableClock
+
+    return MovableClock()
+
+
+@_async_fixture
+async def azync_store(
+    azync_dsn: str, azync_schema: str, azync_clock: MovableClock
+) -> AsyncIterator[PostgresStore]:
+    """A migrated ``PostgresStore`` on the test's schema, reading the test's clock."""
+    from azync_flow.store import Config
+    from azync_flow.store.postgres import open_store
+
+    store = await open_store(azync_dsn, Config(schema=azync_schema), clock=azync_clock)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@_async_fixture
+async def workflow_env(
+    azync_store: PostgresStore, azync_clock: MovableClock
+) -> AsyncIterator[WorkflowEnvironment]:
+    """An unstarted :class:`~azync_flow.testing.WorkflowEnvironment` on the test's
+    store; call ``await workflow_env.start(workflows=..., activities=...)``.
+    Stopped after the test."""
+    from ._env import WorkflowEnvironment
+
+    env = WorkflowEnvironment(azync_store, azync_clock)
+    try:
+        yield env
+    finally:
+        await env.close()

@@ -1,0 +1,108 @@
+"""Re-record the samples' histories in this folder (run after an intended change
+to a sample workflow; commit the JSON files)::
+
+    AZYNC_TEST_DSN=postgresql://... python -m tests.replay.record
+
+Each history comes from a real run of the sample's workflow on a
+``WorkflowEnvironment`` (time skipped), saved as ``recorded_history().to_json()``
+— the format ``azync-flow workflows export`` writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SAMPLES = HERE.parents[1] / "samples"
+sys.path.insert(0, str(SAMPLES))
+
+from order import ACTIVITIES, WORKFLOWS, Order, order_workflow  # noqa: E402
+from payment_uncertain import Payment, activities, payment, workflows  # noqa: E402
+
+from azync_flow.embedded import resolve_dsn  # noqa: E402
+from azync_flow.store import Config  # noqa: E402
+from azync_flow.store.postgres import open_store  # noqa: E402
+from azync_flow.testing import (  # noqa: E402
+    MovableClock,
+    WorkflowEnvironment,
+    drop_schema,
+    unique_schema,
+)
+
+Scenario = Callable[[WorkflowEnvironment], Awaitable[Any]]
+
+
+async def order_shipped(env: WorkflowEnvironment) -> Any:
+    handle = await env.client.start(order_workflow, Order("o-1", "sku-42", 2, 4999, "4242"))
+    await env.sleep(timedelta(minutes=5))  # a human approves within the hour
+    await handle.signal("approve", {"by": "recorder"}, message_id="ok-o-1")
+    await handle.result(timeout=30)
+    return handle
+
+
+async def order_declined(env: WorkflowEnvironment) -> Any:
+    handle = await env.client.start(order_workflow, Order("o-2", "sku-42", 1, 999, "0000-2"))
+    await handle.result(timeout=30)
+    return handle
+
+
+async def order_approval_timed_out(env: WorkflowEnvironment) -> Any:
+    handle = await env.client.start(order_workflow, Order("o-3", "sku-7", 1, 500, "4242"))
+    await handle.result(timeout=30)  # the hour-long approval wait is skipped
+    return handle
+
+
+async def payment_charged(env: WorkflowEnvironment) -> Any:
+    conn = await env.store.pool.acquire()
+    try:
+        await conn.execute(
+            f'CREATE TABLE "{env.store.schema}".provider_charges '
+            "(idempotency_key text PRIMARY KEY, charge_id text, amount_cents int)"
+        )
+    finally:
+        await env.store.pool.release(conn)
+    handle = await env.client.start(payment, Payment("p-1", 1200, "4242"))
+    await handle.result(timeout=30)
+    return handle
+
+
+RECORDINGS: dict[str, tuple[list[Any], list[Any], Scenario]] = {
+    "order-shipped": (WORKFLOWS, ACTIVITIES, order_shipped),
+    "order-declined": (WORKFLOWS, ACTIVITIES, order_declined),
+    "order-approval-timed-out": (WORKFLOWS, ACTIVITIES, order_approval_timed_out),
+    "payment-charged": (workflows, activities, payment_charged),
+}
+
+
+async def record(name: str) -> Path:
+    wfs, acts, scenario = RECORDINGS[name]
+    dsn = os.environ.get("AZYNC_TEST_DSN") or resolve_dsn()[0]
+    schema = unique_schema("record")
+    clock = MovableClock()
+    store = await open_store(dsn, Config(schema=schema), clock=clock)
+    os.environ.update(AZYNC_DSN=dsn, AZYNC_SCHEMA=schema)  # the payment provider's table
+    try:
+        async with await WorkflowEnvironment(store, clock).start(wfs, acts) as env:
+            handle = await scenario(env)
+            recorded = await handle.recorded_history()
+    finally:
+        await store.close()
+        await drop_schema(dsn, schema)
+    path = HERE / f"{name}.json"
+    path.write_bytes(recorded.to_json() + b"\n")
+    return path
+
+
+async def main() -> None:
+    for name in RECORDINGS:
+        print(await record(name))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
