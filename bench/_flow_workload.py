@@ -1,7 +1,7 @@
 """The bench/workflows.py workflows on azync_flow, and the processes that run them.
 
     python bench/_flow_workload.py worker --dsn DSN [--concurrency C]
-    python bench/_flow_workload.py commits --dsn DSN -n K
+    python bench/_flow_workload.py commits --dsn DSN -n K [--eager]
 
 Run by ``bench/workflows.py``, which imports the definitions below for its client:
 
@@ -12,7 +12,8 @@ Run by ``bench/workflows.py``, which imports the definitions below for its clien
 * ``commits``: a worker and a plain (remote-path) ``Client`` in one process start K
   three-activity workflows, then wait for all with one aggregate query per 100 ms,
   then exit; the caller reads ``pg_stat_database`` around this process (its
-  backends' exit flushes the stats).
+  backends' exit flushes the stats). ``--eager``: the client is bound to the
+  worker (``worker.client()``), so each start commits with its first pass.
 """
 
 from __future__ import annotations
@@ -86,8 +87,8 @@ async def long(ctx: WorkflowContext, n: int) -> int:
 
 
 @contextlib.asynccontextmanager
-async def flow_worker(dsn: str, concurrency: int) -> AsyncIterator[PostgresStore]:
-    """A running worker for every workflow here; yields its store."""
+async def flow_worker(dsn: str, concurrency: int) -> AsyncIterator[Worker]:
+    """A running worker for every workflow here; yields it (``worker.store``)."""
     store = await open_store(dsn, Config(max_pool_size=concurrency + 4), migrate=False)
     worker = Worker(
         store,
@@ -99,7 +100,7 @@ async def flow_worker(dsn: str, concurrency: int) -> AsyncIterator[PostgresStore
     worker.register_workflows([three, waiter, fan], [step_a, step_b, step_c, step])
     try:
         async with worker:
-            yield store
+            yield worker
     finally:
         await store.close()
 
@@ -114,9 +115,10 @@ async def serve(dsn: str, concurrency: int) -> None:
             print(json.dumps({"cpu_s": time.process_time()}), flush=True)
 
 
-async def commits_run(dsn: str, k: int, concurrency: int) -> None:
-    async with flow_worker(dsn, concurrency) as store:
-        client = Client(store)
+async def commits_run(dsn: str, k: int, concurrency: int, eager: bool = False) -> None:
+    async with flow_worker(dsn, concurrency) as worker:
+        store: PostgresStore = worker.store  # type: ignore[assignment]
+        client = worker.client() if eager else Client(store)
         ids = [(await client.start(three, i)).id for i in range(k)]
         query = (
             "SELECT count(*) FROM azync_workflow_executions"
@@ -135,11 +137,12 @@ def main() -> None:
     ap.add_argument("--dsn", required=True)
     ap.add_argument("-n", type=int, default=0)
     ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
+    ap.add_argument("--eager", action="store_true", help="commits: a client bound to the worker")
     args = ap.parse_args()
     if args.mode == "worker":
         asyncio.run(serve(args.dsn, args.concurrency))
     else:
-        asyncio.run(commits_run(args.dsn, args.n, args.concurrency))
+        asyncio.run(commits_run(args.dsn, args.n, args.concurrency, args.eager))
 
 
 if __name__ == "__main__":

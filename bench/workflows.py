@@ -51,7 +51,9 @@ Rows:
   that wrote a block of the side's database (``pg_walinspect``, PostgreSQL 15+,
   superuser: exact on a shared server); where that extension cannot be created, the
   ``txid_current()`` advance (cluster-wide, so other clients add to it: the row
-  then shows the minimum over rounds).
+  then shows the minimum over rounds). The ``eager start`` row: the same window
+  with the client bound to the worker (``worker.client()``: each start commits
+  with its first pass), azync_flow only.
 * floor: the same 3 steps as plain asyncpg commits and no engine, 5 commits per
   workflow (start insert, 3 step results, finish update), N workflows over the
   worker's concurrency in connections, and one at a time; rows give azync_flow's
@@ -82,6 +84,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -555,15 +558,17 @@ class Env:
     def sides(self) -> list[str]:
         return ["flow", "floor"] + (["dbos"] if self.with_dbos else [])
 
-    def commits_argv(self, side: str, k: int) -> tuple[str, ...]:
+    def commits_argv(self, side: str, k: int, eager: bool = False) -> tuple[str, ...]:
         if side == "flow":
-            return (str(FLOW_SCRIPT), "commits", "--dsn", self.dsn("flow"), "-n", str(k))
+            argv = (str(FLOW_SCRIPT), "commits", "--dsn", self.dsn("flow"), "-n", str(k))
+            return (*argv, "--eager") if eager else argv
         return (str(DBOS_SCRIPT), "commits", "--url", self.dsn("dbos"), "-n", str(k))
 
-    async def commits(self, side: str, k: int) -> Sample:
-        """Commits and write txns of ``side``'s database over a process running K workflows."""
+    async def commits(self, side: str, k: int, eager: bool = False) -> Sample:
+        """Commits and write txns of ``side``'s database over a process running K
+        workflows (``eager``: azync_flow's client bound to its worker)."""
         assert self.meter is not None
-        argv = self.commits_argv(side, k)
+        argv = self.commits_argv(side, k, eager)
         c, x = await commit_window(self.admin, self.meter, self.db(side), lambda: run_json(*argv))
         return {"commits": c, "writes": x}
 
@@ -585,7 +590,8 @@ async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> S
     procs = list(await asyncio.gather(*starts))
     worker, dbos = procs[0], procs[1] if env.with_dbos else None
     store = await open_store(flow_dsn, Config(max_pool_size=4), migrate=False)
-    client = Client(store)
+    # results are awaited one after another: one LISTEN connection for all of them
+    client = Client(store, listen_linger=timedelta(seconds=5))
     ph.done("start")
 
     def on_dbos(mode: str, n: int) -> Callable[[], Awaitable[Sample]] | None:
@@ -639,6 +645,7 @@ async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> S
             lambda: env.commits("flow", args.commit_runs),
             (lambda: env.commits("dbos", args.commit_runs)) if env.with_dbos else None,
         )
+        s.add("commits_eager", "flow", await env.commits("flow", args.commit_runs, eager=True))
         ph.done("commits")
     s.add("floor", "floor", await floor_run(env.dsn("floor"), args.n, args.seq))
     ph.done("floor")
@@ -797,6 +804,16 @@ def build_rows(
             dbos_writes,
             "<= 6",
             lambda ours, _ratio: ours <= 6,
+            additive_noise=not exact_writes,
+        )
+    )
+    rows.append(
+        compare(
+            "write txns / workflow, eager start",
+            series("commits_eager", "flow", per_wf("writes", "flow")),
+            [],
+            "<= 4",
+            lambda ours, _ratio: ours <= 4,
             additive_noise=not exact_writes,
         )
     )

@@ -94,6 +94,14 @@ class InstanceCache:
     def __len__(self) -> int:
         return len(self._items)
 
+    def __contains__(self, execution_id: object) -> bool:
+        return execution_id in self._items
+
+    def known_seqs(self) -> dict[uuid.UUID, int]:
+        """The last seq each cached instance has seen, by execution (a load for it
+        needs only the history after that)."""
+        return {k: v.next_seq - 1 for k, v in self._items.items()}
+
     def take(self, execution_id: uuid.UUID, next_seq: int | None = None) -> WorkflowInstance | None:
         """Remove and return the cached instance, if any.
 

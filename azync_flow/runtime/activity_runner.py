@@ -26,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import logging
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -46,10 +47,14 @@ from azync_flow.runtime._operations import OperationPayload, decode_operation
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.uncertain import Reconciler, resolution_events, uncertain_event
 from azync_flow.store.errors import is_not_found
-from azync_flow.store.types import Job
+from azync_flow.store.protocols import OperationStore
+from azync_flow.store.types import Job, OperationSettle
 from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunEvent, RunTracer
 from azync_flow.worker import LeaseLost, lease_gone
 from azync_flow.workflow import Registry
+
+if TYPE_CHECKING:
+    from azync_flow.runtime.folded_completion import CompletionFolder
 
 __all__ = ["ActivityInfo", "ActivityRunner", "activity_context", "current_activity"]
 
@@ -166,19 +171,6 @@ def activity_context(info: ActivityInfo) -> Iterator[None]:
         _current.reset(token)
 
 
-class OperationStore(Protocol):
-    async def complete_operation(self, *args: Any, **kwargs: Any) -> int: ...
-    async def mark_uncertain(self, *args: Any, **kwargs: Any) -> int: ...
-    async def accept_late_report(self, *args: Any, **kwargs: Any) -> Any: ...
-    async def record_late_outcome(self, *args: Any, **kwargs: Any) -> Any: ...
-    async def extend_lease(
-        self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta
-    ) -> None: ...
-    async def reschedule(
-        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
-    ) -> None: ...
-
-
 class ActivityRunner:
     """Executes operation jobs for the activities of ``registry``.
 
@@ -212,6 +204,12 @@ class ActivityRunner:
         #: Fault-injection point for tests: called with (job, event type) right
         #: after an operation's outcome was committed.
         self.after_settle: Callable[[Job, str], Any] | None = None
+        #: Fault-injection point for tests: called with (job, event type) once the
+        #: attempt has ended, before its outcome is committed (may be async).
+        self.before_settle: Callable[[Job, str], Any] | None = None
+        #: Records an outcome together with the next pass of its execution when
+        #: this worker caches it (None: always alone, ``complete_operation``).
+        self.folder: CompletionFolder | None = None
 
     async def run(self, job: Job, lease: Any) -> None:
         """``JobRunner`` signature for ``Worker.add_loop``."""
@@ -231,23 +229,27 @@ class ActivityRunner:
         assert job.payload is not None
         op = decode_operation(job.payload)
         self.attempts += 1
-        async with self.tracer.attempt_span(
-            AttemptKind.ACTIVITY,
-            op.activity,
-            carrier=job.meta,
-            run_id=job.run_id,
-            attempt=job.attempt,
-            workflow_name=job.meta.get("workflow_name"),
-            seq=op.seq,
-        ) as span:
-            try:
-                await self._attempt(job, token, op, lease, span)
-            finally:
-                # Taken over (lease lost or lapsed) with no outcome of ours accepted:
-                # the reaper records this attempt; a second span would show it
-                # twice, or end after the run span once the worker was frozen.
-                if span.outcome is None and lease_gone(lease):
-                    span.abandon()
+        try:
+            async with self.tracer.attempt_span(
+                AttemptKind.ACTIVITY,
+                op.activity,
+                carrier=job.meta,
+                run_id=job.run_id,
+                attempt=job.attempt,
+                workflow_name=job.meta.get("workflow_name"),
+                seq=op.seq,
+            ) as span:
+                try:
+                    await self._attempt(job, token, op, lease, span)
+                finally:
+                    # Taken over (lease lost or lapsed) with no outcome of ours accepted:
+                    # the reaper records this attempt; a second span would show it
+                    # twice, or end after the run span once the worker was frozen.
+                    if span.outcome is None and lease_gone(lease):
+                        span.abandon()
+        finally:
+            if self.folder is not None:
+                await self.folder.attempt_ended(job.id)  # a run span waits for this one
 
     async def _attempt(
         self, job: Job, token: uuid.UUID, op: OperationPayload, lease: Any, span: AttemptSpan
@@ -305,18 +307,24 @@ class ActivityRunner:
             return
         except Exception as exc:
             span.record_failure(exc)
-            await self._failed(job, token, op, exc, span)
+            await self._failed(job, token, op, exc, span, lease)
             return
         finally:
             _current.reset(reset)
         event = ActivityCompleted(
             scheduled_seq=op.seq, result=msgspec.Raw(result), attempts=job.attempt
         )
-        if await self._settle(job, token, *encode_event(event), op=op, result=result):
+        if await self._settle(job, token, *encode_event(event), op=op, result=result, lease=lease):
             span.set_outcome(Outcome.SUCCEEDED)
 
     async def _failed(
-        self, job: Job, token: uuid.UUID, op: OperationPayload, exc: Exception, span: AttemptSpan
+        self,
+        job: Job,
+        token: uuid.UUID,
+        op: OperationPayload,
+        exc: Exception,
+        span: AttemptSpan,
+        lease: Any = None,
     ) -> None:
         retry = op.retry
         if isinstance(exc, PayloadError):
@@ -361,7 +369,13 @@ class ActivityRunner:
             attempts=job.attempt,
         )
         if await self._settle(
-            job, token, *encode_event(event), dead=True, last_error=description, op=op
+            job,
+            token,
+            *encode_event(event),
+            dead=True,
+            last_error=description,
+            op=op,
+            lease=lease,
         ):
             span.set_outcome(Outcome.DEAD)
 
@@ -436,6 +450,7 @@ class ActivityRunner:
         last_error: str = "",
         op: OperationPayload | None = None,
         result: bytes | None = None,
+        lease: Any = None,
     ) -> bool:
         """Record the attempt's outcome. Returns False when the report came too late.
 
@@ -447,12 +462,36 @@ class ActivityRunner:
         ignored" (``late_ignored`` counts them) and, for a non-idempotent
         operation, kept as a ledger event for a person (``record_late_outcome``).
         """
-        try:
-            await retry_transient(
-                lambda: self.store.complete_operation(
-                    job.id, token, job.run_id, event_type, payload, dead=dead, last_error=last_error
-                )
+        run_id = job.run_id
+        assert run_id is not None
+        if self.before_settle is not None:
+            hooked = self.before_settle(job, event_type)
+            if inspect.isawaitable(hooked):
+                await hooked
+        folded = False
+        if self.folder is not None:
+            settle = OperationSettle(
+                job_id=job.id,
+                lease_token=token,
+                event_type=event_type,
+                payload=payload,
+                dead=dead,
+                last_error=last_error,
             )
+            folded = await self.folder.settle(job, settle, lease)
+        try:
+            if not folded:
+                await retry_transient(
+                    lambda: self.store.complete_operation(
+                        job.id,
+                        token,
+                        run_id,
+                        event_type,
+                        payload,
+                        dead=dead,
+                        last_error=last_error,
+                    )
+                )
         except Exception as err:
             if not is_not_found(err):
                 raise

@@ -32,6 +32,9 @@ from typing import TYPE_CHECKING, Any
 from azync_flow.replay.events import ActivityFailed, encode_event
 from azync_flow.runtime._operations import decode_operation
 from azync_flow.runtime.activity_runner import ActivityRunner, log_suspended
+from azync_flow.runtime.eager_start import EagerStarter
+from azync_flow.runtime.folded_completion import CompletionFolder
+from azync_flow.runtime.local_dispatch import LocalDispatch
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.types import Job, Source
@@ -98,6 +101,11 @@ class WorkflowRuntime:
         max_reaps: lease expiries a workflow task or idempotent operation
             survives (default: the worker's).
         tracer_provider: OpenTelemetry provider (None = the global one).
+        local_dispatch: run the activities a pass schedules on this worker
+            when it registers them and has free slots (leased in the pass's
+            commit, no dequeue), and commit an activity's outcome together
+            with the next pass of an execution this worker caches. False: every
+            operation is inserted pending and completed alone (the plain path).
     """
 
     def __init__(
@@ -113,6 +121,7 @@ class WorkflowRuntime:
         retention: timedelta = timedelta(days=7),
         max_reaps: int | None = None,
         tracer_provider: TracerProvider | None = None,
+        local_dispatch: bool = True,
     ) -> None:
         if Source.WORKFLOW in getattr(worker, "_maintained", ()):
             raise ValueError(
@@ -140,7 +149,10 @@ class WorkflowRuntime:
         )
 
         async def dequeue_tasks(limit: int, lease: timedelta) -> list[Job]:
-            return list(await store.dequeue_workflow_tasks(limit, lease, WORKFLOW_TASK_KIND))
+            tasks = await store.lease_workflow_tasks(
+                limit, lease, WORKFLOW_TASK_KIND, self.workflows.cache.known_seqs()
+            )
+            return self.workflows.preload(tasks)
 
         self.task_loop = worker.add_loop(
             Source.WORKFLOW,
@@ -155,6 +167,15 @@ class WorkflowRuntime:
             )
             for kind in registry.activities
         ]
+        self.dispatch = LocalDispatch(
+            {loop.kind: loop for loop in self.activity_loops}, enabled=local_dispatch
+        )
+        self.workflows.dispatch = self.dispatch
+        self.folder = CompletionFolder(self.workflows) if local_dispatch else None
+        self.activities.folder = self.folder
+        #: Starts executions with their first pass (a Client bound to this worker).
+        self.eager = EagerStarter(self.workflows, self.task_loop)
+        worker.workflows = self
         log.info(
             "workflows registered: %s; activities: %s",
             ", ".join(_named(w) for w in registry.workflows.values()) or "none",

@@ -15,12 +15,15 @@ evicted and the task abandoned so the next pass replays fresh.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
+import inspect
 import logging
 import uuid
-from collections.abc import Callable
-from datetime import timedelta
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import context as otel_context
 
@@ -31,9 +34,19 @@ from azync_flow.replay.passes import InstanceCache, to_entries
 from azync_flow.retry import RetryPolicy, describe_error
 from azync_flow.runtime._operations import operation_params
 from azync_flow.runtime._transient import retry_transient
+from azync_flow.runtime.clock import BackendClock
 from azync_flow.runtime.run_span import end_workflow_run_span
 from azync_flow.store.errors import ConflictError, NotFoundError, is_not_found
-from azync_flow.store.types import Job, WorkflowState
+from azync_flow.store.protocols import WorkflowRuntimeStore
+from azync_flow.store.types import (
+    Job,
+    LeasedTask,
+    PassWrite,
+    WorkflowExecutionView,
+    WorkflowState,
+    WorkflowTaskState,
+)
+from azync_flow.store.types import Outcome as StoreOutcome
 from azync_flow.telemetry import (
     ATTR_SEQ,
     AttemptKind,
@@ -46,7 +59,13 @@ from azync_flow.telemetry import (
 from azync_flow.worker import lease_gone
 from azync_flow.workflow import Registry
 
+if TYPE_CHECKING:
+    from azync_flow.runtime.local_dispatch import LocalDispatch
+
 __all__ = ["WorkflowRunner", "WorkflowTaskStore"]
+
+#: The store verbs the workflow runner uses (kept under its old name).
+WorkflowTaskStore = WorkflowRuntimeStore
 
 log = logging.getLogger("azync_flow.workflow")
 
@@ -56,16 +75,19 @@ TASK_RETRY = RetryPolicy(
 )
 
 
-class WorkflowTaskStore(Protocol):
-    """Store verbs the workflow runner uses (``PostgresStore`` implements them)."""
+class CachedRun(NamedTuple):
+    """What a pass run without a load needs to know of a cached execution.
 
-    async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> Any: ...
-    async def commit_workflow_task(self, *args: Any, **kwargs: Any) -> int: ...
-    async def abandon_workflow_task(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> bool: ...
-    async def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None: ...
-    async def reschedule(
-        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
-    ) -> None: ...
+    Attributes:
+        carrier: its stored trace context.
+        signals_waiting: its last pass left a buffered signal unconsumed (only
+            a pass that loads the signals may run next).
+        execution: its row as last read (name, id, creation time).
+    """
+
+    carrier: dict[str, str]
+    signals_waiting: bool
+    execution: WorkflowExecutionView
 
 
 class WorkflowRunner:
@@ -85,15 +107,30 @@ class WorkflowRunner:
 
     def __init__(
         self,
-        store: WorkflowTaskStore,
+        store: WorkflowRuntimeStore,
         registry: Registry,
         *,
         cache_size: int = 1000,
         max_payload_bytes: int | None = None,
         task_context: Callable[[], contextvars.Context] | None = None,
         tracer: RunTracer | None = None,
+        dispatch: LocalDispatch | None = None,
     ) -> None:
         self.store = store
+        #: Leases the activities a pass schedules to this worker (None: never).
+        self.dispatch = dispatch
+        self.clock = BackendClock(store)
+        #: Per cached execution: its trace context, and whether its last pass
+        #: left a buffered signal unconsumed (then only a loaded pass may run).
+        self.runs: dict[uuid.UUID, CachedRun] = {}
+        self._locks: dict[uuid.UUID, list[Any]] = {}  # [lock, holders + waiters]
+        self._preloaded: dict[uuid.UUID, LeasedTask] = {}
+        #: Fault-injection points for tests: ``hook(run_id, path)`` (sync or async)
+        #: right before any pass commit / after it committed and its span ended;
+        #: path is "task" (a leased workflow task), "completion" (folded into an
+        #: operation's completion) or "start" (an eager start).
+        self.before_commit: Callable[[uuid.UUID, str], Any] | None = None
+        self.after_commit: Callable[[uuid.UUID, str], Any] | None = None
         self.task_context = task_context or suppressed_task_context
         self.registry = registry
         self.cache = InstanceCache(cache_size)
@@ -119,11 +156,42 @@ class WorkflowRunner:
         pass that did not commit after its lease was lost or lapsed (a frozen
         worker) exports no span: the reaper closed that attempt."""
         assert job.run_id is not None
+        async with self.serialized(job.run_id):
+            return await self._run_task(job, token, lease)
+
+    def preload(self, tasks: list[LeasedTask]) -> list[Job]:
+        """Keep the loads that came with leased tasks for their passes; the jobs."""
+        for task in tasks:
+            self._preloaded[task.job.id] = task
+        return [task.job for task in tasks]
+
+    @contextlib.asynccontextmanager
+    async def serialized(self, run_id: uuid.UUID) -> AsyncIterator[None]:
+        """Hold this worker's one pass slot of ``run_id`` (passes of one execution
+        never overlap in this process: the cached instance has one owner)."""
+        entry = self._locks.get(run_id)
+        if entry is None:
+            entry = self._locks[run_id] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._locks[run_id]
+
+    async def _run_task(self, job: Job, token: uuid.UUID, lease: Any) -> PassOutcome | None:
+        assert job.run_id is not None
         run_id = job.run_id
+        preloaded = self._preloaded.pop(job.id, None)
         cached = self.cache.take(run_id)
         try:
             after = cached.next_seq - 1 if cached is not None else 0
-            state = await self.store.load_workflow_task(run_id, after_seq=after)
+            if preloaded is not None and preloaded.after_seq == after:
+                state = preloaded.state  # leased and loaded in one round trip
+            else:
+                state = await self.store.load_workflow_task(run_id, after_seq=after)
             if cached is not None and cached.next_seq > state.next_seq:
                 cached.close()
                 cached, state = None, await self.store.load_workflow_task(run_id)
@@ -131,6 +199,7 @@ class WorkflowRunner:
             if cached is not None:
                 cached.close()
             raise
+        self.clock.observe(state.now)
         execution = state.execution
         if execution.state != WorkflowState.RUNNING:
             if cached is not None:
@@ -161,23 +230,31 @@ class WorkflowRunner:
         if outcome is not None:
             self._run_events(state, outcome)
             self._end_run(state, outcome)
+            await self.hook("after_commit", run_id, "task")
         return outcome
 
-    def _end_run(self, state: Any, outcome: PassOutcome) -> None:
+    def _end_run(self, state: WorkflowTaskState, outcome: PassOutcome) -> None:
+        self.end_run(state.execution, state.trace_context, outcome)
+
+    def end_run(
+        self,
+        execution: WorkflowExecutionView,
+        carrier: dict[str, str] | None,
+        outcome: PassOutcome,
+    ) -> None:
         """A pass whose commit made the execution terminal exports the run span
         (after its own span ended, so the run span ends last)."""
         finished = _FINISHED.get(outcome.status)
         if finished is not None:
-            end_workflow_run_span(
-                self.tracer,
-                state.execution,
-                state.trace_context,
-                finished,
-                outcome.failure_reason,
-            )
+            end_workflow_run_span(self.tracer, execution, carrier, finished, outcome.failure_reason)
 
     async def _pass(
-        self, job: Job, token: uuid.UUID, state: Any, cached: Any, span: AttemptSpan
+        self,
+        job: Job,
+        token: uuid.UUID,
+        state: WorkflowTaskState,
+        cached: WorkflowInstance | None,
+        span: AttemptSpan,
     ) -> PassOutcome | None:
         execution = state.execution
         run_id = execution.id
@@ -222,9 +299,7 @@ class WorkflowRunner:
             events_replayed=outcome.events_replayed,
             new_commands=len(outcome.new_events),
         )
-        committed = await self._commit(
-            job, token, instance, outcome, state.next_seq, state.trace_context
-        )
+        committed = await self._commit(job, token, instance, outcome, state)
         if committed is None:
             span.add_event("pass.conflict")
         else:
@@ -233,10 +308,25 @@ class WorkflowRunner:
                 span.add_event("workflow.failed", {"reason": outcome.failure_reason[:1024]})
         return committed
 
-    def _run_events(self, state: Any, outcome: PassOutcome) -> None:
-        carrier = state.trace_context
-        run_id = state.execution.id
-        names = {s.signal_id: s.name for s in state.signals}
+    def _run_events(self, state: WorkflowTaskState, outcome: PassOutcome) -> None:
+        self.run_events(
+            state.trace_context,
+            state.execution.id,
+            outcome,
+            {s.signal_id: s.name for s in state.signals},
+            set(state.due_timers),
+        )
+
+    def run_events(
+        self,
+        carrier: dict[str, str] | None,
+        run_id: uuid.UUID,
+        outcome: PassOutcome,
+        names: dict[int, str],
+        due: set[int],
+    ) -> None:
+        """Record a committed pass's consumed signals, fired timers and cancellation
+        as run events."""
         for signal_id, seq in outcome.consumed_signals:
             self.tracer.run_event(
                 carrier,
@@ -245,7 +335,6 @@ class WorkflowRunner:
                 subject=names.get(signal_id, "?"),
                 attributes={ATTR_SEQ: seq},
             )
-        due = set(state.due_timers)
         for seq in outcome.fired_timers:
             if seq in due:  # cancelled timers are marked fired too; they did not fire
                 self.tracer.run_event(
@@ -254,36 +343,57 @@ class WorkflowRunner:
         if outcome.status is PassStatus.CANCELLED:
             self.tracer.run_event(carrier, RunEvent.CANCEL_REQUESTED, run_id=run_id)
 
+    async def hook(self, name: str, run_id: uuid.UUID, path: str) -> None:
+        """Call the fault-injection point ``name`` (``before_commit``/``after_commit``)."""
+        fn = getattr(self, name)
+        if fn is not None:
+            result = fn(run_id, path)
+            if inspect.isawaitable(result):
+                await result
+
+    def pass_write(
+        self,
+        instance: WorkflowInstance,
+        outcome: PassOutcome,
+        expected_next_seq: int,
+        carrier: dict[str, str] | None,
+    ) -> PassWrite:
+        """The store write of a pass (operations not yet leased; see :meth:`claim`)."""
+        run_id = instance.info.execution_id
+        return PassWrite(
+            expected_next_seq=expected_next_seq,
+            events=[(type_name, payload) for _, type_name, payload in outcome.new_events],
+            operations=[
+                operation_params(run_id, instance.info.name, c, carrier) for c in outcome.activities
+            ],
+            timers=[(t.seq, t.fire_after) for t in outcome.timers],
+            consumed_signals=outcome.consumed_signals,
+            fired_timers=outcome.fired_timers,
+            outcome=_store_outcome(outcome),
+            awaited_signals=outcome.awaited_signals,
+        )
+
     async def _commit(
         self,
         job: Job,
         token: uuid.UUID,
         instance: WorkflowInstance,
         outcome: PassOutcome,
-        expected_next_seq: int,
-        carrier: dict[str, str] | None = None,
+        state: WorkflowTaskState,
     ) -> PassOutcome | None:
         run_id = instance.info.execution_id
+        expected_next_seq, carrier, execution = state.next_seq, state.trace_context, state.execution
+        claim = None
         try:
-            operations = [
-                operation_params(run_id, instance.info.name, c, carrier) for c in outcome.activities
-            ]
-            await retry_transient(
-                lambda: self.store.commit_workflow_task(
-                    job.id,
-                    token,
-                    run_id,
-                    expected_next_seq,
-                    events=[(type_name, payload) for _, type_name, payload in outcome.new_events],
-                    operations=operations,
-                    timers=[(t.seq, t.fire_after) for t in outcome.timers],
-                    consumed_signals=outcome.consumed_signals,
-                    fired_timers=outcome.fired_timers,
-                    outcome=_store_outcome(outcome),
-                    awaited_signals=outcome.awaited_signals,
-                )
+            write = self.pass_write(instance, outcome, expected_next_seq, carrier)
+            claim = self.dispatch.claim(write) if self.dispatch is not None else None
+            await self.hook("before_commit", run_id, "task")
+            result = await retry_transient(
+                lambda: self.store.commit_pass(job.id, token, run_id, write)
             )
         except (ConflictError, NotFoundError):  # lost the fence: e.g. another pass, terminate
+            if claim is not None:
+                claim.cancel()
             instance.close()
             self.conflicts += 1
             try:
@@ -293,9 +403,27 @@ class WorkflowRunner:
                     raise
             return None
         except BaseException:
+            if claim is not None:
+                claim.cancel()
             instance.close()
             raise
+        self.committed(instance, outcome, CachedRun(carrier or {}, False, execution), result.now)
+        if claim is not None:
+            claim.launch(result.leased)
+        return outcome
+
+    def committed(
+        self,
+        instance: WorkflowInstance,
+        outcome: PassOutcome,
+        run: CachedRun,
+        now: datetime | None,
+    ) -> None:
+        """Book-keeping after a pass committed (any path): counters, warnings and
+        the instance back into the sticky cache."""
+        run_id = instance.info.execution_id
         self.passes += 1
+        self.clock.observe(now)
         for command in outcome.activities:
             kind = f"$op:{command.name}@{command.version}"
             if kind not in self.registry.activities and kind not in self._warned:
@@ -311,7 +439,12 @@ class WorkflowRunner:
         if outcome.status is PassStatus.NONDETERMINISM:
             log.error("workflow %s suspended: %s", run_id, outcome.error)
         self.cache.put(run_id, instance)
-        return outcome
+        if run_id in self.cache:
+            self.runs[run_id] = run._replace(signals_waiting=outcome.unconsumed_signals > 0)
+            if len(self.runs) > 2 * max(self.cache.max_size, 1):
+                self.runs = {k: v for k, v in self.runs.items() if k in self.cache}
+        else:
+            self.runs.pop(run_id, None)
 
     async def _retry_later(
         self, job: Job, token: uuid.UUID, err: BaseException, why: str = ""
@@ -355,9 +488,10 @@ _FINISHED = {
 }
 
 
-def _store_outcome(outcome: PassOutcome) -> tuple[Any, ...] | None:
+def _store_outcome(outcome: PassOutcome) -> StoreOutcome | None:
     status = outcome.status
     if status is PassStatus.COMPLETED:
+        assert outcome.result is not None
         return ("complete", outcome.result)
     if status is PassStatus.FAILED:
         return ("fail", outcome.failure_reason)

@@ -23,11 +23,11 @@ here. Python conventions of the port:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Protocol, Self, TypeVar, runtime_checkable
+from typing import Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from .types import (
     AttemptError,
@@ -49,14 +49,19 @@ from .types import (
     Job,
     JobFilter,
     JobState,
+    LeasedTask,
     NukeReport,
+    OperationSettle,
     OpsStats,
+    PassCommitResult,
+    PassWrite,
     PublishParams,
     ReplayFilter,
     ScheduleOperationParams,
     SignalParams,
     Source,
     StalledWorkflow,
+    StartCommitResult,
     Subscriber,
     SubscriberView,
     TaskResult,
@@ -64,6 +69,7 @@ from .types import (
     Wake,
     WorkflowExecutionView,
     WorkflowStartParams,
+    WorkflowTaskState,
 )
 
 __all__ = [
@@ -74,10 +80,12 @@ __all__ = [
     "LeaseElector",
     "Migrator",
     "Notifier",
+    "OperationStore",
     "Store",
     "Subscription",
     "TxDAGStore",
     "TxStore",
+    "WorkflowRuntimeStore",
     "WorkflowStore",
 ]
 
@@ -557,6 +565,154 @@ class WorkflowStore(Protocol):
     ) -> list[StalledWorkflow]:
         """Running executions with nothing pending (no live workflow job, no unfired
         timer, not blocked on a signal), updated >= older_than ago."""
+        ...
+
+
+@runtime_checkable
+class WorkflowRuntimeStore(Protocol):
+    """The hot path of the workflow runtime: lease, load and commit of replay
+    passes, operation completion, and their one-transaction combinations.
+
+    Every commit is fenced twice — by the lease token of the job(s) it settles
+    and by the execution's expected ``next_seq`` — and writes nothing when a
+    fence fails (NotFoundError for a token, ConflictError for the seq).
+    """
+
+    def now(self) -> datetime | None:
+        """The clock override statements use (None = the backend clock)."""
+        ...
+
+    async def dequeue_workflow_tasks(
+        self, limit: int, lease: timedelta, kind: str = "$wft"
+    ) -> list[Job]:
+        """Lease up to ``limit`` due workflow tasks, never two of one execution."""
+        ...
+
+    async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> WorkflowTaskState:
+        """Execution, history past ``after_seq``, buffered signals, due timers: one snapshot."""
+        ...
+
+    async def lease_workflow_tasks(
+        self,
+        limit: int,
+        lease: timedelta,
+        kind: str = "$wft",
+        known: Mapping[uuid.UUID, int] | None = None,
+    ) -> list[LeasedTask]:
+        """Lease workflow tasks and load each (history past ``known[run]``), one round trip."""
+        ...
+
+    async def commit_pass(
+        self,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        write: PassWrite,
+        *,
+        next_task_at: datetime | Literal["now"] | None = None,
+        keep_lease: timedelta | None = None,
+    ) -> PassCommitResult:
+        """Commit a pass and ack its workflow task, in one transaction."""
+        ...
+
+    async def abandon_workflow_task(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> bool:
+        """Give up a leased task after a lost commit (release or ack)."""
+        ...
+
+    async def complete_operation(
+        self,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        event_type: str,
+        payload: bytes,
+        *,
+        dead: bool = False,
+        last_error: str = "",
+    ) -> int:
+        """Settle an operation, append its outcome, schedule a workflow task."""
+        ...
+
+    async def commit_completions(
+        self, run_id: uuid.UUID, settles: Sequence[OperationSettle], write: PassWrite
+    ) -> PassCommitResult:
+        """Settle operations, append their outcomes and commit the pass that
+        consumed them, in one transaction (no workflow task)."""
+        ...
+
+    async def start_workflow(
+        self, p: WorkflowStartParams, *, trace_context: dict[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID]:
+        """Insert an execution and its first workflow task; ``(inserted, id)``."""
+        ...
+
+    async def start_workflow_with_pass(
+        self,
+        p: WorkflowStartParams,
+        write: PassWrite,
+        *,
+        trace_context: dict[str, str] | None = None,
+    ) -> StartCommitResult:
+        """Insert an execution and commit its first pass, in one transaction."""
+        ...
+
+    async def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
+        """Settle a leased job as succeeded (lease-fenced)."""
+        ...
+
+    async def reschedule(
+        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
+    ) -> None:
+        """Give a leased job back to run after ``delay`` (lease-fenced)."""
+        ...
+
+    async def extend_lease(self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta) -> None:
+        """Renew a lease to backend now + ``lease`` (lease-fenced)."""
+        ...
+
+
+@runtime_checkable
+class OperationStore(WorkflowRuntimeStore, Protocol):
+    """What an activity attempt settles with, beyond the hot path: parking an
+    operation as uncertain and the late reports of a parked attempt."""
+
+    async def mark_uncertain(
+        self,
+        operation_job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        reason: str,
+        *,
+        event_type: str,
+        payload: bytes,
+    ) -> int:
+        """Park an active operation as uncertain and suspend its execution."""
+        ...
+
+    async def accept_late_report(
+        self,
+        operation_job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        event_type: str,
+        payload: bytes,
+        *,
+        resolved_event: tuple[str, bytes],
+        dead: bool = False,
+        last_error: str = "",
+        result: bytes | None = None,
+    ) -> object:
+        """Resolve a parked operation with its attempt's late outcome."""
+        ...
+
+    async def record_late_outcome(
+        self,
+        operation_job_id: uuid.UUID,
+        attempt: int,
+        event_type: str,
+        payload: bytes,
+        *,
+        why: str,
+    ) -> uuid.UUID:
+        """Keep a refused late report as a ledger event."""
         ...
 
 

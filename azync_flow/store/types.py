@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import uuid
 from datetime import datetime, timedelta
+from typing import Literal, NamedTuple
 
 import msgspec
 
@@ -19,6 +20,7 @@ __all__ = [
     "KIND_SLEEP",
     "LIVE_JOB_STATES",
     "AttemptError",
+    "BufferedSignal",
     "Change",
     "ChangeEntity",
     "Config",
@@ -41,16 +43,23 @@ __all__ = [
     "Job",
     "JobFilter",
     "JobState",
+    "LeasedTask",
     "NukeReport",
     "OnFailurePolicy",
+    "OperationLease",
+    "OperationSettle",
     "OperationState",
     "OpsStats",
+    "Outcome",
+    "PassCommitResult",
+    "PassWrite",
     "PublishParams",
     "ReplayFilter",
     "ScheduleOperationParams",
     "SignalParams",
     "Source",
     "StalledWorkflow",
+    "StartCommitResult",
     "Subscriber",
     "SubscriberView",
     "TaskResult",
@@ -60,6 +69,7 @@ __all__ = [
     "WorkflowExecutionView",
     "WorkflowStartParams",
     "WorkflowState",
+    "WorkflowTaskState",
 ]
 
 
@@ -551,3 +561,160 @@ class StalledWorkflow(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     name: str
     updated_at: datetime | None = None
+
+
+# --- the hot path of the workflow runtime (lease, load and commit of passes) ---------
+
+#: A pass outcome: ("complete", result bytes) | ("fail", reason) |
+#: ("cancelled", reason) | ("suspend", reason[, history seq it concerns or
+#: None]); None = keep running.
+Outcome = (
+    tuple[Literal["complete"], bytes]
+    | tuple[Literal["fail", "cancelled", "suspend"], str]
+    | tuple[Literal["suspend"], str, int | None]
+)
+
+
+class BufferedSignal(NamedTuple):
+    """A signal accepted but not yet consumed by a pass, in arrival order."""
+
+    signal_id: int
+    name: str
+    message_id: str
+    payload: bytes
+
+
+class WorkflowTaskState(msgspec.Struct, kw_only=True):
+    """Everything a replay pass reads, from one snapshot.
+
+    Attributes:
+        execution: the execution row.
+        next_seq: seq the pass's first new event will take (the commit fence).
+        cancel_requested: cancellation was requested.
+        suspend_reason: why the execution is suspended ('' when running).
+        trace_context: the starter's W3C trace context.
+        history: events with seq > ``after_seq``, in order.
+        signals: buffered (unconsumed) signals, in arrival order.
+        due_timers: seqs of unfired timers whose fire time has come.
+        now: the backend (or overridden) clock at the snapshot.
+    """
+
+    execution: WorkflowExecutionView
+    next_seq: int
+    cancel_requested: bool
+    suspend_reason: str
+    trace_context: dict[str, str]
+    history: list[HistoryEvent]
+    signals: list[BufferedSignal]
+    due_timers: list[int]
+    now: datetime
+
+
+class OperationLease(msgspec.Struct, kw_only=True):
+    """Operations of a pass to insert already leased to the committing worker
+    (state active, attempt 1, a fresh fencing token, no NOTIFY), so it runs
+    them at once without a dequeue.
+
+    Attributes:
+        keys: execution keys (``ScheduleOperationParams.execution_key``) to
+            lease; an operation with a ``run_at`` or deduplicated against an
+            existing one is never leased.
+        lease: lease duration, from the backend clock at the commit.
+        default_max_attempts: attempt budget of an operation whose call set none.
+    """
+
+    keys: list[str]
+    lease: timedelta
+    default_max_attempts: int = 25
+
+
+class PassWrite(msgspec.Struct, kw_only=True):
+    """What one replay pass writes, fenced by the seq it replayed up to.
+
+    Attributes:
+        expected_next_seq: the execution's ``next_seq`` the pass saw; the
+            commit fails with ConflictError when it moved.
+        events: ``(type, payload)`` appended from the first free seq, in order.
+        operations: operations to schedule (deduplicated by execution key).
+        timers: ``(seq, fire after)`` durable timers, on the backend clock.
+        consumed_signals: ``(signal id, seq of its SignalReceived event)``.
+        fired_timers: timer seqs to mark fired.
+        outcome: terminal or suspending outcome; None keeps the execution running.
+        local: operations to insert leased to the committing worker.
+        awaited_signals: signal names the pass left the workflow waiting for
+            (replaces the recorded set; None keeps it).
+    """
+
+    expected_next_seq: int
+    events: list[tuple[str, bytes]] = msgspec.field(default_factory=list)
+    operations: list[ScheduleOperationParams] = msgspec.field(default_factory=list)
+    timers: list[tuple[int, timedelta]] = msgspec.field(default_factory=list)
+    consumed_signals: list[tuple[int, int]] = msgspec.field(default_factory=list)
+    fired_timers: list[int] = msgspec.field(default_factory=list)
+    outcome: Outcome | None = None
+    local: OperationLease | None = None
+    awaited_signals: list[str] | None = None
+
+
+class OperationSettle(msgspec.Struct, kw_only=True):
+    """The end of one leased operation attempt, recorded with the next pass.
+
+    Attributes:
+        job_id: the operation job.
+        lease_token: its fencing token.
+        event_type: history event type of the outcome (``ActivityCompleted`` ...).
+        payload: the encoded event.
+        dead: dead-letter the job (a final failure) instead of acking it.
+        last_error: the error text of a dead job.
+    """
+
+    job_id: uuid.UUID
+    lease_token: uuid.UUID
+    event_type: str
+    payload: bytes
+    dead: bool = False
+    last_error: str = ""
+
+
+class PassCommitResult(msgspec.Struct, kw_only=True):
+    """What a committed pass wrote.
+
+    Attributes:
+        next_seq: the execution's new ``next_seq``.
+        leased: the operations inserted leased to the caller (``PassWrite.local``),
+            ready to run (``lease_token`` set).
+        now: the backend (or overridden) clock of the commit.
+    """
+
+    next_seq: int
+    leased: list[Job] = msgspec.field(default_factory=list)
+    now: datetime | None = None
+
+
+class StartCommitResult(msgspec.Struct, kw_only=True):
+    """Result of a start committed together with its first pass.
+
+    Attributes:
+        inserted: False when an execution with the same id (or live idempotency
+            key) exists; then nothing was written.
+        id: the new execution's id, or the existing one's.
+        commit: what the first pass wrote (None when not inserted).
+    """
+
+    inserted: bool
+    id: uuid.UUID
+    commit: PassCommitResult | None = None
+
+
+class LeasedTask(msgspec.Struct, kw_only=True):
+    """A workflow task leased together with what its pass reads.
+
+    Attributes:
+        job: the leased task (``lease_token`` fences its commit).
+        state: the load, history past ``after_seq``.
+        after_seq: the seq the history was read past (0 = the whole history).
+    """
+
+    job: Job
+    state: WorkflowTaskState
+    after_seq: int

@@ -6,7 +6,8 @@ Public surface::
     JobContext        what a queue handler gets next to its payload
     RetryPolicy       backoff, jitter, budget, non-retryable errors (azync_flow.retry)
     Retention         what the leader's vacuum keeps
-    LeaseLoop         one (source, kind) loop; built by Worker.add_loop
+    LeaseLoop         one (source, kind) loop; built by Worker.add_loop (reserve +
+                      run_leased hand it a job leased elsewhere)
     LeaseHandle       a runner's lease on one job (token, extend, lost)
     LeaseLost         a renewal or settle found the lease gone
     JobRunner         ``async def run(job, lease) -> None`` for Worker.add_loop

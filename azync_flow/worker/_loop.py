@@ -15,6 +15,11 @@ Loop cycle::
 
 An idle loop makes one ``dequeue_batch`` per ``poll_interval`` and otherwise
 sleeps on its wake event; it never spins.
+
+A job leased by another component (a transaction that inserts it already
+leased to this worker) is handed over with :meth:`LeaseLoop.reserve` (before
+that transaction, so the slot is held) and :meth:`LeaseLoop.run_leased`
+(after it): it then runs exactly like a dequeued job.
 """
 
 from __future__ import annotations
@@ -55,12 +60,23 @@ Dequeue = Callable[[int, timedelta], Awaitable[list[Job]]]
 class LoopStats:
     """Counters of one loop, for tests and metrics."""
 
-    __slots__ = ("dequeues", "empty_dequeues", "errors", "heartbeats", "leased", "lost", "released")
+    __slots__ = (
+        "dequeues",
+        "empty_dequeues",
+        "errors",
+        "heartbeats",
+        "leased",
+        "local",
+        "lost",
+        "released",
+    )
 
     def __init__(self) -> None:
         self.dequeues = 0
         self.empty_dequeues = 0
         self.leased = 0
+        #: jobs handed over already leased (:meth:`LeaseLoop.run_leased`), in ``leased`` too
+        self.local = 0
         self.heartbeats = 0
         self.lost = 0
         self.released = 0
@@ -121,8 +137,13 @@ class LeaseLoop:
         self.custom_dequeue = dequeue
         self.stats = LoopStats()
         self.in_flight: dict[asyncio.Task[None], LeaseHandle] = {}
+        #: Slots promised to jobs another component is leasing for this loop
+        #: (see :meth:`reserve`); the lease loop never fills them.
+        self.reserved = 0
         self.wake = asyncio.Event()
         self.idle = False
+        #: True while :meth:`run` leases (jobs handed over then get heartbeats).
+        self.running = False
         self._stopping = False
         self._stop_requested = asyncio.Event()
         self._slot_freed = asyncio.Event()
@@ -132,6 +153,51 @@ class LeaseLoop:
 
     def __repr__(self) -> str:
         return f"<LeaseLoop {self.source}:{self.kind} concurrency={self.concurrency}>"
+
+    def free_slots(self) -> int:
+        """Slots neither running a job nor reserved (0 unless the loop is running)."""
+        if self._stopping or not self.running:
+            return 0
+        return max(0, self.concurrency - len(self.in_flight) - self.reserved)
+
+    def reserve(self, n: int) -> int:
+        """Reserve up to ``n`` free slots for jobs leased elsewhere (a transaction
+        that inserts them already leased); hand each to :meth:`run_leased` or give
+        it back with :meth:`unreserve`.
+
+        Returns:
+            How many slots were reserved (0..n).
+        """
+        granted = min(max(n, 0), self.free_slots())
+        self.reserved += granted
+        return granted
+
+    def unreserve(self, n: int) -> None:
+        """Give back ``n`` reserved slots that will not be used."""
+        self.reserved = max(0, self.reserved - n)
+        if n:
+            self._slot_freed.set()
+
+    def run_leased(self, job: Job, *, reserved: bool = True) -> None:
+        """Run a job that is already leased to this worker (``job.lease_token`` set,
+        state active), exactly like a dequeued one: it takes a slot, its lease is
+        renewed in the background and it is released at shutdown.
+
+        Args:
+            job: the leased job.
+            reserved: the slot was taken with :meth:`reserve` (it is consumed).
+
+        Raises:
+            ValueError: ``job`` carries no lease token.
+        """
+        if job.lease_token is None:
+            raise ValueError(f"job {job.id} is not leased (no lease token)")
+        if reserved:
+            self.reserved = max(0, self.reserved - 1)
+        self.stats.leased += 1
+        self.stats.local += 1
+        self._set_idle(False)
+        self._spawn(job)
 
     def poke(self) -> None:
         """Make an idle loop try to lease now (used by wake-ups and maintenance)."""
@@ -163,11 +229,14 @@ class LeaseLoop:
         self._changed = changed
         if self._beats is None or self._beats.done():
             self._beats = asyncio.create_task(self._heartbeat_loop(), name=f"heartbeat {self}")
+        self.running = True
         try:
             await self._lease_loop()
         except BaseException:
             await self._stop_heartbeats()
             raise
+        finally:
+            self.running = False
 
     async def _stop_heartbeats(self) -> None:
         beats, self._beats = self._beats, None
@@ -179,7 +248,7 @@ class LeaseLoop:
     async def _lease_loop(self) -> None:
         error_backoff = 0.05
         while not self._stopping:
-            free = self.concurrency - len(self.in_flight)
+            free = self.concurrency - len(self.in_flight) - self.reserved
             if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()

@@ -29,6 +29,7 @@ from ._queue import Handler, Interceptor, QueueHandler, QueueRunner
 from ._wake import WakeHub
 
 if TYPE_CHECKING:
+    from ..client import Client
     from ..runtime.worker_runtime import WorkflowRuntime
     from ._store import WorkerStore
 
@@ -123,6 +124,8 @@ class Worker:
         self.maintenance = Maintenance(store, tick=maintenance_interval, leader_ttl=leader_ttl)
         self.maintenance.on_runnable = self._poke_source
         self._queue_runner = QueueRunner(store, self.handlers, self.acks)
+        #: The workflow runtime attached by :meth:`register_workflows` (None: none).
+        self.workflows: WorkflowRuntime | None = None
         self._maintained: set[Source] = set()
         self._changed = asyncio.Event()
         self._stopping: asyncio.Event | None = None
@@ -318,6 +321,21 @@ class Worker:
         from ..runtime.worker_runtime import register_workflows
 
         return register_workflows(self, workflows, activities, **options)
+
+    def client(self, **options: Any) -> Client:
+        """A :class:`~azync_flow.client.Client` bound to this worker: while the
+        worker runs, starting a workflow it registers commits the execution
+        with its first pass (run here), and signals wake its loop directly.
+
+        Args:
+            **options: more ``Client`` options (``poll_interval``, ...); its
+                ``listen_linger`` defaults to 5 s here (results awaited one
+                after another share one LISTEN connection).
+        """
+        from ..client import Client
+
+        options.setdefault("listen_linger", timedelta(seconds=5))
+        return Client(self.store, worker=self, **options)  # type: ignore[arg-type]
 
     def trace_jobs(self, tracer_provider: Any = None) -> None:
         """Record every queue handler attempt as a ``job <kind>`` span, a child of

@@ -12,10 +12,19 @@ Environment:
                                         test freezes the process meanwhile)
                   "in_pass:<n>"         in the n-th workflow pass, before its commit
                   "after_pass:<n>"      right after the n-th pass committed
-                  "stall_pass:<n>"      the n-th pass blocks its process for 4 s before
-                                        its commit (a long pass; the test freezes it)
-                  "sleeping:<n>"        after the n-th pass finished (its span ended),
+                  "stall_pass:<n>"      the n-th pass (any path) blocks its process for 4 s
+                                        before its commit (a long pass; the test freezes it)
+                  "sleeping:<n>"        after the n-th pass (any path) committed and its span
+                                        ended,
                                         e.g. while the workflow waits on ctx.sleep
+                                        (passes counted on every path: a leased
+                                        workflow task, one folded into an
+                                        activity's completion, an eager start)
+                  "before_settle:<activity>"  the activity returned; its outcome
+                                        is not committed yet
+    LOCAL_DISPATCH  "0" turns local dispatch off (every pass carried by a task)
+    EAGER_START   "<workflow>:<input>": start RUN_ID from this process with its
+                  first pass (eager start) once the worker runs
     UNTIL         "done" (default: wait for the run's result) or "suspended"
     OTLP_ENDPOINT export spans there (service name WORKER_NAME); flushed before a kill
     CACHE_SIZE    sticky-cache size (0 = full replay on every pass)
@@ -33,11 +42,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from azync_flow import WorkflowContext, activity, workflow
 from azync_flow.client import Client
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.types import WorkflowStartParams, WorkflowState
 from azync_flow.worker import Worker
 
 LEDGER = Path(os.environ.get("KILL_LEDGER", "/tmp/ledger"))
@@ -112,41 +123,32 @@ def install_faults(runtime: Any) -> None:
         if f"after:{job.meta.get('activity')}" == MODE:
             die()
 
+    def before_settle(job: Any, event_type: str) -> None:
+        if f"before_settle:{job.meta.get('activity')}" == MODE:
+            die()
+
     runtime.activities.after_settle = after_settle
-    if MODE.startswith("sleeping:"):
-        finished = 0
-        run_task = runtime.workflows.run_task
-
-        async def then_die(*args: Any, **kwargs: Any) -> Any:
-            nonlocal finished
-            result = await run_task(*args, **kwargs)
-            finished += 1
-            if finished == int(MODE.split(":")[1]):
-                die()
-            return result
-
-        runtime.workflows.run_task = then_die
-        return
-    if not MODE.startswith(("in_pass:", "after_pass:", "stall_pass:")):
+    runtime.activities.before_settle = before_settle
+    if not MODE.startswith(("in_pass:", "after_pass:", "sleeping:", "stall_pass:")):
         return
     where, n = MODE.split(":")
     passes = 0
-    commit = runtime.workflows._commit
 
-    async def faulty_commit(*args: Any, **kwargs: Any) -> Any:
+    def before_commit(run_id: Any, path: str) -> None:
         nonlocal passes
         passes += 1
         if where == "in_pass" and passes == int(n):
             die()
         if where == "stall_pass" and passes == int(n):
             record("stall", "pass", n)
-            time.sleep(4)  # noqa: ASYNC251 -- a long pass blocks the loop: no heartbeat either
-        result = await commit(*args, **kwargs)
-        if where == "after_pass" and passes == int(n):
-            die()
-        return result
+            time.sleep(4)
 
-    runtime.workflows._commit = faulty_commit
+    def after_commit(run_id: Any, path: str) -> None:
+        if where in ("after_pass", "sleeping") and passes == int(n):
+            die()
+
+    runtime.workflows.before_commit = before_commit
+    runtime.workflows.after_commit = after_commit
 
 
 async def main(dsn: str, schema: str, run_id: str) -> None:
@@ -170,11 +172,22 @@ async def main(dsn: str, schema: str, run_id: str) -> None:
         handle_signals=False,
     )
     runtime = worker.register_workflows(
-        WORKFLOWS, ACTIVITIES, cache_size=int(os.environ.get("CACHE_SIZE", "1000"))
+        WORKFLOWS,
+        ACTIVITIES,
+        cache_size=int(os.environ.get("CACHE_SIZE", "1000")),
+        local_dispatch=os.environ.get("LOCAL_DISPATCH", "1") != "0",
     )
     install_faults(runtime)
     handle = Client(store).get_handle(uuid.UUID(run_id))
     async with worker:
+        if os.environ.get("EAGER_START"):
+            name, value = os.environ["EAGER_START"].split(":", 1)
+            params = WorkflowStartParams(
+                id=uuid.UUID(run_id), name=name, input=msgspec.json.encode(value)
+            )
+            started = await runtime.eager.start(params)
+            assert started.inserted
+            assert started.commit is not None
         if os.environ.get("UNTIL", "done") == "suspended":
             while (await handle.describe()).state != WorkflowState.SUSPENDED:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)

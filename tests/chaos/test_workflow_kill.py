@@ -94,7 +94,8 @@ async def test_sigkill_between_activities_then_new_worker_completes_each_step_on
     assert code == -signal.SIGKILL
     assert done_steps(ledger) == ["done:reserve:o-7", "done:charge:o-7"]
     assert (await handle.describe()).state == WorkflowState.RUNNING
-    assert (await event_types(handle))[-1] == "ActivityCompleted"  # survived the kill
+    # charge's outcome survived the kill (alone, or with the pass that scheduled ship)
+    assert (await event_types(handle)).count("ActivityCompleted") == 2
     assert await run_worker(pg_dsn, schema, handle.id, ledger) == 0
     assert await handle.result(timeout=10) == ["reserve-done", "charge-done", "ship-done"]
     assert done_steps(ledger) == ["done:reserve:o-7", "done:charge:o-7", "done:ship:o-7"]
@@ -152,7 +153,9 @@ async def test_workflow_task_of_a_killed_worker_is_reaped_and_rerun(
     ledger = tmp_path / "ledger"
     handle = await Client(store).start(APP_MODULE.killable_order, "o-10")
     # dies in its 2nd pass (after reserve), before committing it: the task stays active
-    assert await run_worker(pg_dsn, schema, handle.id, ledger, "in_pass:2") == -signal.SIGKILL
+    # (local dispatch off: with it the 2nd pass is folded into reserve's completion)
+    code = await run_worker(pg_dsn, schema, handle.id, ledger, "in_pass:2", LOCAL_DISPATCH="0")
+    assert code == -signal.SIGKILL
     active = await store.pool.fetchval(
         "SELECT count(*) FROM azync_jobs WHERE kind = '$wft' AND state = 'active'"
     )
@@ -194,6 +197,7 @@ async def traced_kill_run(
     schema: str,
     ledger: Path,
     last_span: str,
+    **worker_env: str,
 ) -> tuple[Any, list[Any]]:
     """Worker 1 (killed at ``mode``) and worker 2 (finishes the run) export over real
     OTLP/HTTP to an in-test receiver; returns the handle and every span received."""
@@ -201,7 +205,7 @@ async def traced_kill_run(
         handle = await client.start(workflow, order_id)
         env = {"OTLP_ENDPOINT": rx.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
         code = await run_worker(
-            pg_dsn, schema, handle.id, ledger, mode, WORKER_NAME="worker-1", **env
+            pg_dsn, schema, handle.id, ledger, mode, WORKER_NAME="worker-1", **env, **worker_env
         )
         assert code == -signal.SIGKILL
         code = await run_worker(pg_dsn, schema, handle.id, ledger, WORKER_NAME="worker-2", **env)
@@ -308,7 +312,14 @@ async def test_span_tree_across_a_kill_while_the_workflow_sleeps(
 
 
 async def frozen_worker_run(
-    client: Client, pg_dsn: str, schema: str, ledger: Path, order_id: str, mode: str, mark: str
+    client: Client,
+    pg_dsn: str,
+    schema: str,
+    ledger: Path,
+    order_id: str,
+    mode: str,
+    mark: str,
+    **worker_env: str,
 ) -> tuple[Any, list[Any]]:
     """Worker 1 (fault ``mode``) is frozen (SIGSTOP) once ``mark`` is in the ledger;
     worker 2 finishes the run; then worker 1 is resumed and exits. Both export over
@@ -329,6 +340,7 @@ async def frozen_worker_run(
                 "KILL_MODE": mode,
                 "WORKER_NAME": "worker-1",
                 **env,
+                **worker_env,
             },
         )
         try:
@@ -375,10 +387,18 @@ async def test_a_pass_frozen_past_the_run_end_is_shown_once_by_the_reaper(
 ) -> None:
     """Worker 1 is frozen in the middle of its 2nd pass; worker 2 reaps the pass
     (closing its span with ``lease expired``) and finishes the run. Worker 1,
-    resumed, loses its commit: that pass exports no second span."""
+    resumed, loses its commit: that pass exports no second span. (Local dispatch
+    off: the 2nd pass is carried by a workflow task.)"""
     client = Client(store, tracer_provider=SpanCapture(service_name="api").provider)
     handle, spans = await frozen_worker_run(
-        client, pg_dsn, schema, tmp_path / "ledger", "o-16", "stall_pass:2", "stall:pass:2"
+        client,
+        pg_dsn,
+        schema,
+        tmp_path / "ledger",
+        "o-16",
+        "stall_pass:2",
+        "stall:pass:2",
+        LOCAL_DISPATCH="0",  # the 2nd pass carried by a workflow task (not folded)
     )
     passes = await assert_one_well_formed_trace(handle, spans, "killable_order")
     mine = [s for s in passes if s.service_name == "worker-1"]
@@ -391,7 +411,8 @@ async def test_a_pass_lost_with_its_worker_is_closed_by_the_reaper(
     store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
 ) -> None:
     """Worker 1 is SIGKILLed in the middle of its 2nd pass; worker 2's reaper closes
-    that pass's workflow.task span (ERROR ``lease expired``) and re-runs it."""
+    that pass's workflow.task span (ERROR ``lease expired``) and re-runs it. (Local
+    dispatch off: the 2nd pass is carried by a workflow task, not folded.)"""
     client = Client(store, tracer_provider=SpanCapture(service_name="api").provider)
     handle, spans = await traced_kill_run(
         client,
@@ -402,6 +423,7 @@ async def test_a_pass_lost_with_its_worker_is_closed_by_the_reaper(
         schema,
         tmp_path / "ledger",
         "workflow killable_order",
+        LOCAL_DISPATCH="0",
     )
     assert await handle.result(timeout=5) == ["reserve-done", "charge-done", "ship-done"]
     passes = await assert_one_well_formed_trace(handle, spans, "killable_order")

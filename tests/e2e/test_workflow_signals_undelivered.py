@@ -43,11 +43,11 @@ class CompletionGate:
     def __init__(self, store: PostgresStore) -> None:
         self.entered = asyncio.Event()
         self.release = asyncio.Event()
-        self._commit = store.commit_workflow_task
-        store.commit_workflow_task = self._gated  # type: ignore[method-assign]
+        self._commit = store.commit_pass
+        store.commit_pass = self._gated  # type: ignore[method-assign]
 
-    async def _gated(self, *args: Any, **kwargs: Any) -> int:
-        outcome = kwargs.get("outcome")
+    async def _gated(self, *args: Any, **kwargs: Any) -> Any:
+        outcome = args[3].outcome  # commit_pass(job_id, token, run_id, write)
         if outcome is not None and outcome[0] in ("complete", "fail", "cancelled"):
             self.entered.set()
             await self.release.wait()

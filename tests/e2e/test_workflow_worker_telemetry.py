@@ -235,10 +235,10 @@ class HeldCommitStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def commit_workflow_task(self, *args: Any, **kwargs: Any) -> int:
+    async def commit_pass(self, *args: Any, **kwargs: Any) -> Any:
         self.reached.set()
         await self.release.wait()
-        return int(await self._store.commit_workflow_task(*args, **kwargs))
+        return await self._store.commit_pass(*args, **kwargs)
 
 
 async def test_run_span_is_exported_once_by_the_pass_whose_completion_commit_won(

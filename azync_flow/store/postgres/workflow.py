@@ -9,10 +9,11 @@ API agreed in ``notes/workflow_store_api.md``.
 
 from __future__ import annotations
 
+from ..types import BufferedSignal, Outcome, WorkflowTaskState
 from .workflow_core import WORKFLOW_TASK
+from .workflow_hotpath import WorkflowHotPathMixin
 from .workflow_listing import WorkflowDoneSubscription, WorkflowListingMixin
 from .workflow_reaper import ReapReport, WorkflowReaperMixin
-from .workflow_runtime import BufferedSignal, Outcome, WorkflowTaskState
 from .workflow_terminate import WORKFLOW_TERMINATED_EVENT, WorkflowTerminateMixin
 from .workflow_uncertain import (
     LEASE_EXPIRED_REASON,
@@ -37,6 +38,10 @@ __all__ = [
 
 
 class WorkflowMixin(
-    UncertainMixin, WorkflowReaperMixin, WorkflowListingMixin, WorkflowTerminateMixin
+    UncertainMixin,
+    WorkflowReaperMixin,
+    WorkflowListingMixin,
+    WorkflowHotPathMixin,
+    WorkflowTerminateMixin,
 ):
     """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""

@@ -24,6 +24,7 @@ import asyncpg
 from ..errors import ConflictError, NotFoundError
 from ..types import (
     HistoryEvent,
+    OperationLease,
     ScheduleOperationParams,
     SignalParams,
     StalledWorkflow,
@@ -350,7 +351,8 @@ class WorkflowCoreMixin(PgBase):
         async with self._wtx() as conn:
             if await self._fetchrow("workflow_lock", p.workflow_id, conn=conn) is None:
                 raise NotFoundError(f"workflow execution {p.workflow_id} does not exist")
-            (job_id,) = await self._schedule_ops(conn, p.workflow_id, [p])
+            (row,) = await self._schedule_ops(conn, p.workflow_id, [p])
+            job_id: uuid.UUID = row["id"]
             return job_id
 
     async def schedule_task(
@@ -483,8 +485,14 @@ class WorkflowCoreMixin(PgBase):
             self._count(conn, row["kind"], ENQUEUED)
 
     async def _schedule_ops(
-        self, conn: asyncpg.Connection, run_id: uuid.UUID, ops: list[ScheduleOperationParams]
-    ) -> list[uuid.UUID]:
+        self,
+        conn: asyncpg.Connection,
+        run_id: uuid.UUID,
+        ops: list[ScheduleOperationParams],
+        local: OperationLease | None = None,
+    ) -> list[asyncpg.Record]:
+        """Insert (or find) the operations; one row per op with its ``id``, and the
+        lease columns of those inserted leased to the caller (``local``)."""
         rows = await self._fetch(
             "workflow_op_schedule",
             run_id,
@@ -495,12 +503,15 @@ class WorkflowCoreMixin(PgBase):
             [o.run_at for o in ops],
             [o.max_attempts for o in ops],
             self.channel,
+            None if local is None else local.keys,
+            None if local is None else local.lease,
+            25 if local is None else local.default_max_attempts,
             conn=conn,
         )
         for r in rows:
             if r["inserted"]:
                 self._count(conn, r["kind"], ENQUEUED)
-        return [r["id"] for r in rows]
+        return rows
 
 
 def clean_text(value: str) -> str:
@@ -520,32 +531,35 @@ def clean_text(value: str) -> str:
     return value
 
 
-def execution_from_row(row: asyncpg.Record) -> WorkflowExecutionView:
-    """Build a :class:`WorkflowExecutionView` from an executions row; with the
-    ``task_failures``/``task_error`` columns (describe and list queries), a
-    running execution whose workflow task has failed gets its ``blocked_reason``."""
+def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecutionView:
+    """Build a :class:`WorkflowExecutionView` from an executions row (its columns
+    named with ``prefix``); with the ``task_failures``/``task_error`` columns
+    (describe and list queries), a running execution whose workflow task has
+    failed gets its ``blocked_reason``."""
     failures, error = row.get("task_failures"), row.get("task_error")
+    state = row[prefix + "state"]
     blocked = ""
-    if row["state"] == WorkflowState.RUNNING.value and failures and error:
+    if state == WorkflowState.RUNNING.value and failures and error:
         blocked = f"{error} (after {failures} workflow task attempt{'s' if failures != 1 else ''})"
+    result = row[prefix + "result"]
     return WorkflowExecutionView(
-        id=row["id"],
-        name=row["name"],
-        version=row["version"],
-        state=WorkflowState(row["state"]),
-        business_idempotency_key=row["business_idempotency_key"],
-        task_queue=row["task_queue"],
-        input=bytes(row["input"]),
-        result=None if row["result"] is None else bytes(row["result"]),
-        failure_reason=row["failure_reason"],
-        meta=decode_meta(row["meta"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        completed_at=row["completed_at"],
-        suspend_reason=row["suspend_reason"],
-        suspend_seq=row["suspend_seq"],
-        suspend_operation_id=row["suspend_operation_id"],
-        signals_undelivered=row["signals_undelivered"],
+        id=row[prefix + "id"],
+        name=row[prefix + "name"],
+        version=row[prefix + "version"],
+        state=WorkflowState(state),
+        business_idempotency_key=row[prefix + "business_idempotency_key"],
+        task_queue=row[prefix + "task_queue"],
+        input=bytes(row[prefix + "input"]),
+        result=None if result is None else bytes(result),
+        failure_reason=row[prefix + "failure_reason"],
+        meta=decode_meta(row[prefix + "meta"]),
+        created_at=row[prefix + "created_at"],
+        updated_at=row[prefix + "updated_at"],
+        completed_at=row[prefix + "completed_at"],
+        suspend_reason=row[prefix + "suspend_reason"],
+        suspend_seq=row[prefix + "suspend_seq"],
+        suspend_operation_id=row[prefix + "suspend_operation_id"],
+        signals_undelivered=row[prefix + "signals_undelivered"],
         blocked_reason=blocked,
     )
 

@@ -12,20 +12,26 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import asyncpg
-import msgspec
 
 from ..errors import ConflictError, NotFoundError
 from ..types import (
+    BufferedSignal,
     HistoryEvent,
     Job,
+    JobState,
+    Outcome,
+    PassCommitResult,
+    PassWrite,
     ScheduleOperationParams,
+    Source,
     WorkflowExecutionView,
     WorkflowState,
+    WorkflowTaskState,
 )
-from ._base import decode_meta, job_from_row
+from ._base import decode_meta, encode_meta, job_from_row
 from .workflow_core import (
     ENQUEUED,
     FAILED,
@@ -36,50 +42,6 @@ from .workflow_core import (
     clean_text,
     execution_from_row,
 )
-
-#: A pass outcome: ("complete", result bytes) | ("fail", reason) |
-#: ("cancelled", reason) | ("suspend", reason[, history seq it concerns or
-#: None]); None = keep running.
-Outcome = (
-    tuple[Literal["complete"], bytes]
-    | tuple[Literal["fail", "cancelled", "suspend"], str]
-    | tuple[Literal["suspend"], str, int | None]
-)
-
-
-class BufferedSignal(NamedTuple):
-    """A signal accepted but not yet consumed by a pass, in arrival order."""
-
-    signal_id: int
-    name: str
-    message_id: str
-    payload: bytes
-
-
-class WorkflowTaskState(msgspec.Struct, kw_only=True):
-    """Everything a replay pass reads, from one snapshot.
-
-    Attributes:
-        execution: the execution row.
-        next_seq: seq the pass's first new event will take (the commit fence).
-        cancel_requested: cancellation was requested.
-        suspend_reason: why the execution is suspended ('' when running).
-        trace_context: the starter's W3C trace context.
-        history: events with seq > ``after_seq``, in order.
-        signals: buffered (unconsumed) signals, in arrival order.
-        due_timers: seqs of unfired timers whose fire time has come.
-        now: the backend (or overridden) clock at the snapshot.
-    """
-
-    execution: WorkflowExecutionView
-    next_seq: int
-    cancel_requested: bool
-    suspend_reason: str
-    trace_context: dict[str, str]
-    history: list[HistoryEvent]
-    signals: list[BufferedSignal]
-    due_timers: list[int]
-    now: datetime
 
 
 class WorkflowRuntimeMixin(WorkflowCoreMixin):
@@ -110,35 +72,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         row = await self._fetchrow("workflow_task_load", run_id, after_seq)
         if row is None:
             raise NotFoundError(f"workflow execution {run_id} does not exist")
-        h_seq = row["h_seq"] or []
-        s_id = row["s_id"] or []
-        return WorkflowTaskState(
-            execution=execution_from_row(row),
-            next_seq=row["next_seq"],
-            cancel_requested=row["cancel_requested"],
-            suspend_reason=row["suspend_reason"],
-            trace_context=decode_meta(row["trace_context"]),
-            history=[
-                HistoryEvent(
-                    workflow_id=run_id, seq=seq, type=type_, payload=bytes(payload), created_at=at
-                )
-                for seq, type_, payload, at in zip(
-                    h_seq, row["h_type"], row["h_payload"], row["h_created"], strict=True
-                )
-            ]
-            if h_seq
-            else [],
-            signals=[
-                BufferedSignal(i, name, message_id, bytes(payload))
-                for i, name, message_id, payload in zip(
-                    s_id, row["s_name"], row["s_message_id"], row["s_payload"], strict=True
-                )
-            ]
-            if s_id
-            else [],
-            due_timers=list(row["due_timer_seqs"]),
-            now=row["load_now"],
-        )
+        return task_state_from_row(row, execution_from_row(row))
 
     async def commit_workflow_task(
         self,
@@ -156,13 +90,43 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         keep_lease: timedelta | None = None,
         awaited_signals: Sequence[str] | None = None,
     ) -> int:
+        """:meth:`commit_pass` with the pass given field by field.
+
+        Returns:
+            The execution's new ``next_seq``.
+        """
+        write = PassWrite(
+            expected_next_seq=expected_next_seq,
+            events=list(events),
+            operations=list(operations),
+            timers=list(timers),
+            consumed_signals=list(consumed_signals),
+            fired_timers=list(fired_timers),
+            outcome=outcome,
+            awaited_signals=None if awaited_signals is None else list(awaited_signals),
+        )
+        result = await self.commit_pass(
+            job_id, lease_token, run_id, write, next_task_at=next_task_at, keep_lease=keep_lease
+        )
+        return result.next_seq
+
+    async def commit_pass(
+        self,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        write: PassWrite,
+        *,
+        next_task_at: datetime | Literal["now"] | None = None,
+        keep_lease: timedelta | None = None,
+    ) -> PassCommitResult:
         """Commit one replay pass atomically and ack its workflow task.
 
-        Appends ``events`` at ``expected_next_seq``.. in order, inserts
-        ``operations`` (deduped by execution key among non-terminal ones) and
-        ``timers`` ((seq, fire after) on the backend clock), marks
-        ``consumed_signals`` ((signal_id, seq of its SignalReceived event))
-        consumed and ``fired_timers`` fired, applies ``outcome`` and acks the
+        Appends ``write.events`` at ``write.expected_next_seq``.. in order,
+        inserts the operations (deduped by execution key among non-terminal
+        ones; those named by ``write.local`` leased to the caller) and timers
+        ((seq, fire after) on the backend clock), marks consumed signals
+        consumed and fired timers fired, applies the outcome and acks the
         task. When the execution stays running, the next workflow task is
         scheduled at the earliest of ``next_task_at`` ("now" = backend now)
         and the earliest unfired timer, if either exists (merged with an
@@ -173,13 +137,13 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         lease renewed to backend now + ``keep_lease``, and no next task is
         scheduled — the pass goes on and commits again at the new seq.
 
-        ``awaited_signals`` (the signal names the pass left the workflow
+        ``write.awaited_signals`` (the signal names the pass left the workflow
         blocked on) replaces the execution's recorded set; None keeps it. It
         tells a signal-waiting execution from a stalled one
         (``list_stalled_workflows``).
 
         Returns:
-            The execution's new ``next_seq``.
+            The new ``next_seq``, the operations leased to the caller, the clock.
 
         Raises:
             NotFoundError: the task is no longer active under ``lease_token``
@@ -188,37 +152,133 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
                 pass or a completion won), the execution is terminal, or a
                 signal was already consumed. Nothing is written in any case.
         """
+        if keep_lease is None and next_task_at is None and one_statement(write):
+            done = await self._commit_one(run_id, [(job_id, lease_token)], True, write)
+            if done is not None:
+                return done
         async with self._wtx() as conn:
             ex = await self._fence(conn, job_id, lease_token, run_id, task=True)
-            _check_seq(run_id, ex, expected_next_seq)
-            new_next = expected_next_seq + len(events)
+            _check_seq(run_id, ex, write.expected_next_seq)
             # The state after the outcome is known up front: only "no outcome"
             # keeps a running execution running.
-            stays_running = outcome is None and ex["state"] == WorkflowState.RUNNING
-            checkpoint = keep_lease is not None and stays_running
-            # Events + ack of the (fenced, locked) task in one statement.
-            ack = None if checkpoint else (job_id, lease_token)
-            await self._write_pass(
-                conn, run_id, expected_next_seq, events, ack, awaited_signals=awaited_signals
-            )
-            if operations:
-                await self._schedule_ops(conn, run_id, list(operations))
-            await self._write_timers(conn, run_id, timers, fired_timers)
-            await self._consume_signals(conn, run_id, consumed_signals)
-            state = await self._apply_outcome(conn, run_id, ex["state"], outcome)
-            assert (state == WorkflowState.RUNNING) == stays_running
-            if checkpoint:
+            stays_running = write.outcome is None and ex["state"] == WorkflowState.RUNNING
+            if keep_lease is not None and stays_running:
+                result = await self._commit_body(conn, run_id, ex, write, ack=None, schedule=False)
                 await self._must(
                     "job_extend_lease", job_id, lease_token, keep_lease, what="lease", conn=conn
                 )
-                return new_next
-            if state == WorkflowState.RUNNING:
-                # Next task + this transaction's stats in one (last) statement.
-                if next_task_at == "now":
-                    await self._schedule_last(conn, run_id, None, timers_only=False)
-                else:
-                    await self._schedule_last(conn, run_id, next_task_at, timers_only=True)
-            return new_next
+                return result
+            return await self._commit_body(
+                conn, run_id, ex, write, ack=(job_id, lease_token), next_task_at=next_task_at
+            )
+
+    async def _commit_one(
+        self,
+        run_id: uuid.UUID,
+        jobs: Sequence[tuple[uuid.UUID, uuid.UUID]],
+        task: bool,
+        write: PassWrite,
+        before: Sequence[tuple[str, bytes]] = (),
+        signals_wake: bool = False,
+        conn: asyncpg.Connection | None = None,
+    ) -> PassCommitResult | None:
+        """A blocked pass (see :func:`one_statement`) carried by ``jobs`` (its
+        workflow task, or operations whose outcomes are ``before``; none for a
+        first pass inside its start's transaction, ``conn``) as ONE statement
+        (``workflow_pass_commit_one``): the same writes as :meth:`_commit_body`,
+        one round trip.
+
+        Returns:
+            The result, or None when the execution is suspended (the caller
+            commits through :meth:`_commit_body`, which knows that case).
+
+        Raises:
+            NotFoundError / ConflictError: as :meth:`commit_pass` (nothing written).
+        """
+        events = [*before, *write.events]
+        ops = write.operations
+        local = write.local
+        rows = await self._fetch(
+            "workflow_pass_commit_one",
+            run_id,
+            [j for j, _ in jobs],
+            [t for _, t in jobs],
+            task,
+            write.expected_next_seq,
+            [t for t, _ in events],
+            [p for _, p in events],
+            [o.kind for o in ops],
+            [o.payload for o in ops],
+            [encode_meta(o.meta) for o in ops],
+            [o.execution_key for o in ops],
+            [o.max_attempts for o in ops],
+            None if local is None else local.keys,
+            None if local is None else local.lease,
+            25 if local is None else local.default_max_attempts,
+            self.channel,
+            signals_wake,
+            write.awaited_signals,
+            conn=conn,
+        )
+        what = "workflow task" if task else "operation"
+        if not rows:
+            raise NotFoundError(f"workflow execution {run_id} does not exist")
+        head = rows[0]
+        if not head["ok"]:
+            if head["fenced"] != len({j for j, _ in jobs}):
+                raise NotFoundError(_stale(jobs[0][0], what))
+            _check_seq(run_id, head, write.expected_next_seq)
+            if task:
+                return None  # suspended: the transaction path writes the pass
+            raise ConflictError(
+                f"workflow execution {run_id} is {head['state']}; the pass was not committed"
+            )
+        return PassCommitResult(
+            next_seq=write.expected_next_seq + len(events),
+            leased=_leased_jobs(run_id, ops, rows) if ops else [],
+            now=head["at"],
+        )
+
+    async def _commit_body(
+        self,
+        conn: asyncpg.Connection,
+        run_id: uuid.UUID,
+        ex: asyncpg.Record,
+        write: PassWrite,
+        *,
+        ack: tuple[uuid.UUID, uuid.UUID] | None,
+        before: Sequence[tuple[str, bytes]] = (),
+        next_task_at: datetime | Literal["now"] | None = None,
+        schedule: bool = True,
+        signals_wake: bool = False,
+    ) -> PassCommitResult:
+        """The writes of a fenced pass (the execution row is locked and its seq
+        checked): ``before`` + the pass's events with the ``ack`` of the job
+        that carried the pass, operations, timers, signals, the outcome, and
+        the next workflow task as the last statement (``signals_wake``: now
+        when a buffered signal is unconsumed). Every pass commit, on any path,
+        applies its outcome here."""
+        first = write.expected_next_seq
+        events = [*before, *write.events] if before else write.events
+        await self._write_pass(
+            conn, run_id, first, events, ack, awaited_signals=write.awaited_signals
+        )
+        leased: list[Job] = []
+        if write.operations:
+            rows = await self._schedule_ops(conn, run_id, write.operations, write.local)
+            leased = _leased_jobs(run_id, write.operations, rows)
+        await self._write_timers(conn, run_id, write.timers, write.fired_timers)
+        await self._consume_signals(conn, run_id, write.consumed_signals)
+        state = await self._apply_outcome(conn, run_id, ex["state"], write.outcome)
+        if schedule and state == WorkflowState.RUNNING:
+            # Next task + this transaction's stats in one (last) statement.
+            if next_task_at == "now":
+                await self._schedule_last(conn, run_id, None, timers_only=False)
+            else:
+                await self._schedule_last(
+                    conn, run_id, next_task_at, timers_only=True, signals_wake=signals_wake
+                )
+        return PassCommitResult(next_seq=first + len(events), leased=leased, now=ex["at"])
 
     async def abandon_workflow_task(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> bool:
         """Give up a leased workflow task (after a ConflictError).
@@ -367,6 +427,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         run_at: datetime | None,
         *,
         timers_only: bool,
+        signals_wake: bool = False,
     ) -> None:
         """Schedule the execution's workflow task and write the transaction's stats
         deltas in ONE statement; must be the last statement of the :meth:`_wtx`.
@@ -390,6 +451,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             [stats[k][ENQUEUED] for k in kinds],
             [stats[k][PROCESSED] for k in kinds],
             [stats[k][FAILED] for k in kinds],
+            signals_wake,
             conn=conn,
         )
         stats.clear()
@@ -521,4 +583,84 @@ def _stale(job_id: uuid.UUID, what: str) -> str:
     return (
         f"job {job_id} is not an active {what} under this lease token (it was settled, "
         "reaped or re-leased); nothing was written"
+    )
+
+
+def _leased_jobs(
+    run_id: uuid.UUID, ops: Sequence[ScheduleOperationParams], rows: Sequence[asyncpg.Record]
+) -> list[Job]:
+    """The operations inserted leased (active with a token), as runnable jobs."""
+    jobs: list[Job] = []
+    for op, row in zip(ops, rows, strict=True):
+        if row["inserted"] and row["lease_token"] is not None:
+            jobs.append(
+                Job(
+                    id=row["id"],
+                    source=Source.WORKFLOW,
+                    kind=op.kind,
+                    state=JobState.ACTIVE,
+                    attempt=row["attempt"],
+                    max_attempts=row["max_attempts"],
+                    payload=op.payload,
+                    meta=dict(op.meta),
+                    run_at=row["run_at"],
+                    lease_until=row["lease_until"],
+                    lease_token=row["lease_token"],
+                    run_id=run_id,
+                    task_key=op.execution_key,
+                    enqueued_at=row["enqueued_at"],
+                    started_at=row["started_at"],
+                )
+            )
+    return jobs
+
+
+def task_state_from_row(
+    row: asyncpg.Record, execution: WorkflowExecutionView, prefix: str = ""
+) -> WorkflowTaskState:
+    """A :class:`WorkflowTaskState` from a load row (``workflow_task_load`` columns;
+    the execution's own columns named with ``prefix``)."""
+    run_id = execution.id
+    h_seq = row["h_seq"] or []
+    s_id = row["s_id"] or []
+    return WorkflowTaskState(
+        execution=execution,
+        next_seq=row[prefix + "next_seq"],
+        cancel_requested=row[prefix + "cancel_requested"],
+        suspend_reason=row[prefix + "suspend_reason"],
+        trace_context=decode_meta(row[prefix + "trace_context"]),
+        history=[
+            HistoryEvent(
+                workflow_id=run_id, seq=seq, type=type_, payload=bytes(payload), created_at=at
+            )
+            for seq, type_, payload, at in zip(
+                h_seq, row["h_type"], row["h_payload"], row["h_created"], strict=True
+            )
+        ]
+        if h_seq
+        else [],
+        signals=[
+            BufferedSignal(i, name, message_id, bytes(payload))
+            for i, name, message_id, payload in zip(
+                s_id, row["s_name"], row["s_message_id"], row["s_payload"], strict=True
+            )
+        ]
+        if s_id
+        else [],
+        due_timers=list(row["due_timer_seqs"]),
+        now=row["load_now"],
+    )
+
+
+def one_statement(write: PassWrite) -> bool:
+    """True when the pass can commit as one statement: it only appends events and
+    schedules due operations (no timers started or fired, no signal consumed, no
+    outcome — a terminal or suspending outcome always goes through the
+    transaction's one outcome step, ``_apply_outcome``)."""
+    return (
+        write.outcome is None
+        and not write.timers
+        and not write.fired_timers
+        and not write.consumed_signals
+        and all(o.run_at is None for o in write.operations)
     )

@@ -266,12 +266,17 @@ SELECT coalesce($1::timestamptz, now())
 -- name: workflow_op_schedule
 -- $2 run id, $3 kinds text[], $4 payloads bytea[], $5 metas text[] (json),
 -- $6 execution keys text[], $7 run_ats timestamptz[] (NULL = now),
--- $8 max_attempts int[], $9 channel. Dedupes by execution key among the
--- run's non-terminal operations; returns one row per key with its job id.
+-- $8 max_attempts int[], $9 channel, $10 execution keys to insert already
+-- leased (text[]; NULL = none), $11 their lease interval, $12 their attempt
+-- budget when the call set none. Dedupes by execution key among the run's
+-- non-terminal operations; returns one row per key with its job id, and for
+-- a key inserted leased (active, attempt 1, a fresh lease token, lease on the
+-- backend clock; no NOTIFY) its lease columns.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), req AS (
-    SELECT u.*, coalesce(u.run_at, c.t) AS due, c.t
+    SELECT u.*, coalesce(u.run_at, c.t) AS due, c.t,
+           (u.run_at IS NULL AND u.key = ANY(coalesce($10::text[], '{}'))) AS leased
     FROM unnest($3::text[], $4::bytea[], $5::text[], $6::text[], $7::timestamptz[], $8::int[])
          WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, ord),
          clock c
@@ -282,18 +287,28 @@ WITH clock AS (
     ORDER BY j.task_key, j.enqueued_at
 ), ins AS (
     INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
-                            max_attempts_explicit, run_id, task_key, enqueued_at, updated_at)
+                            max_attempts_explicit, run_id, task_key, enqueued_at, updated_at,
+                            attempt, lease_token, lease_until, started_at)
     SELECT gen_random_uuid(), 'workflow', r.kind,
-           CASE WHEN r.due > r.t THEN 'scheduled' ELSE 'pending' END,
-           r.payload, r.meta::jsonb, r.due, r.max_attempts, r.max_attempts > 0, $2, r.key, r.t, r.t
+           CASE WHEN r.leased THEN 'active' WHEN r.due > r.t THEN 'scheduled' ELSE 'pending' END,
+           r.payload, r.meta::jsonb, r.due,
+           CASE WHEN r.leased AND r.max_attempts <= 0 THEN $12::int ELSE r.max_attempts END,
+           r.max_attempts > 0, $2, r.key, r.t, r.t,
+           CASE WHEN r.leased THEN 1 ELSE 0 END,
+           CASE WHEN r.leased THEN gen_random_uuid() END,
+           CASE WHEN r.leased THEN r.t + $11::interval END,
+           CASE WHEN r.leased THEN r.t END
     FROM req r
     WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
-    RETURNING id, task_key, kind, state
+    RETURNING id, task_key, kind, state, attempt, max_attempts, lease_token, lease_until,
+              started_at, run_at, enqueued_at
 ), wake AS (
     SELECT pg_notify($9, 'workflow:' || k.kind)
     FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
 )
 SELECT r.key, r.kind, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS inserted,
+       i.state AS job_state, i.attempt, i.max_attempts, i.lease_token, i.lease_until,
+       i.started_at, i.run_at, i.enqueued_at, r.t AS at,
        (SELECT count(*) FROM wake) AS woken
 FROM req r
 LEFT JOIN ins i ON i.task_key = r.key
@@ -563,7 +578,8 @@ WHERE e.id = $2
 -- $2 job id, $3 lease_token: the fence of a runtime settle in one statement —
 -- locks the active workflow job (FOR UPDATE) and THEN its execution row
 -- (FOR NO KEY UPDATE; the lateral forces that order). No row = stale token.
-SELECT j.id, j.kind, j.task_key, j.run_id, x.state, x.next_seq
+SELECT j.id, j.kind, j.task_key, j.run_id, x.state, x.next_seq,
+       coalesce($1::timestamptz, now()) AS at
 FROM (
     SELECT id, kind, task_key, run_id FROM azync_jobs
     WHERE id = $2 AND lease_token = $3 AND state = 'active' AND source = 'workflow'
@@ -607,13 +623,19 @@ RETURNING next_seq, (SELECT count(*) FROM ev) AS written, (SELECT kind FROM ack)
 -- deltas plus its own enqueue as the transaction's one stats write, grouped
 -- and sorted by kind (the sort needs every scheduled row first, so the stats
 -- rows are still locked last and in kind order — see workflow_stats_bump).
+-- $11 signals_wake: with $6, also now when an unconsumed signal is buffered
+-- (a pass that no workflow task carried may not have seen it).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), want AS (
     SELECT CASE WHEN $6::boolean
                 THEN least($4::timestamptz,
                            (SELECT min(fire_at) FROM azync_workflow_timers
-                            WHERE workflow_id = $2 AND fired_at IS NULL))
+                            WHERE workflow_id = $2 AND fired_at IS NULL),
+                           CASE WHEN $11::boolean AND EXISTS (
+                               SELECT 1 FROM azync_workflow_signals
+                               WHERE workflow_id = $2 AND consumed_seq IS NULL)
+                           THEN c.t END)
                 ELSE coalesce($4::timestamptz, c.t) END AS at
     FROM clock c
 ), up AS (
@@ -740,6 +762,259 @@ WITH clock AS (
 SELECT f.state, (SELECT max(seq) FROM ev) AS seq, (SELECT count(*) FROM ack) AS acked,
        (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM stat) AS stats_rows
 FROM f
+
+-- name: workflow_ops_fence
+-- $2 run id, $3 operation job ids uuid[], $4 their lease tokens uuid[]: the
+-- fence of a completion folded into the next pass — locks the active
+-- operations of the run under their tokens (FOR UPDATE, in id order) and
+-- THEN the execution row (FOR NO KEY UPDATE; the lateral forces that order),
+-- like workflow_fence. fenced < cardinality($3) = a stale token.
+SELECT l.fenced, x.state, x.next_seq, coalesce($1::timestamptz, now()) AS at
+FROM (
+    SELECT count(*) AS fenced FROM (
+        SELECT j.id FROM azync_jobs j
+        JOIN unnest($3::uuid[], $4::uuid[]) AS u(id, token)
+          ON j.id = u.id AND j.lease_token = u.token
+        WHERE j.state = 'active' AND j.source = 'workflow' AND j.task_key <> '$wft'
+          AND j.run_id = $2
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ) locked
+) l
+CROSS JOIN LATERAL (
+    SELECT state, next_seq FROM azync_workflow_executions
+    WHERE id = $2 AND l.fenced >= 0
+    FOR NO KEY UPDATE
+) x
+
+-- name: workflow_start_bare
+-- $2 id, $3 name, $4 version, $5 input, $6 business key, $7 task_queue,
+-- $8 meta, $9 trace_context: insert a running execution WITHOUT a workflow
+-- task (its first pass commits in the same transaction). No row on conflict
+-- (same id, or same live (name, key)).
+INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
+                                       task_queue, input, meta, trace_context,
+                                       created_at, updated_at)
+VALUES ($2, $3, $4, 'running', $6, $7, $5, $8::jsonb, $9::jsonb,
+        coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now()))
+ON CONFLICT DO NOTHING
+RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
+
+-- name: workflow_task_lease_load
+-- $2 kind, $3 limit, $4 lease, $5 run ids uuid[] and $6 after seqs bigint[]
+-- (the caller's cached executions: history is read past that seq, else from
+-- the start). workflow_task_dequeue and workflow_task_load of every leased
+-- task in ONE statement: the leased job row plus its execution, history,
+-- buffered signals, due timers and the clock (the load's snapshot is the
+-- lease's).
+WITH picked AS (
+    SELECT j.id FROM azync_jobs j
+    WHERE j.source = 'workflow' AND j.kind = $2 AND j.task_key = '$wft'
+      AND j.state IN ('pending', 'scheduled')
+      AND j.run_at <= coalesce($1::timestamptz, now())
+      AND NOT EXISTS (
+          SELECT 1 FROM azync_jobs a
+          WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
+            AND a.state = 'active')
+    ORDER BY j.run_at, j.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), leased AS (
+    UPDATE azync_jobs j
+    SET state = 'active',
+        attempt = j.attempt + 1,
+        lease_token = gen_random_uuid(),
+        lease_until = coalesce($1::timestamptz, now()) + $4::interval,
+        started_at = coalesce($1::timestamptz, now()),
+        updated_at = coalesce($1::timestamptz, now())
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.*
+), known AS (
+    SELECT k.id, k.after FROM unnest($5::uuid[], $6::bigint[]) AS k(id, after)
+)
+SELECT l.*, coalesce($1::timestamptz, now()) AS load_now,
+       coalesce((SELECT k.after FROM known k WHERE k.id = l.run_id), 0) AS after_seq,
+       e.id AS e_id, e.name AS e_name, e.version AS e_version, e.state AS e_state,
+       e.business_idempotency_key AS e_business_idempotency_key,
+       e.task_queue AS e_task_queue, e.input AS e_input, e.result AS e_result,
+       e.failure_reason AS e_failure_reason, e.meta AS e_meta, e.created_at AS e_created_at,
+       e.updated_at AS e_updated_at, e.completed_at AS e_completed_at,
+       e.next_seq AS e_next_seq, e.cancel_requested AS e_cancel_requested,
+       e.suspend_reason AS e_suspend_reason, e.trace_context AS e_trace_context,
+       e.suspend_seq AS e_suspend_seq, e.suspend_operation_id AS e_suspend_operation_id,
+       e.signals_undelivered AS e_signals_undelivered,
+       h.h_seq, h.h_type, h.h_payload, h.h_created,
+       s.s_id, s.s_name, s.s_message_id, s.s_payload,
+       ARRAY(SELECT t.seq FROM azync_workflow_timers t
+             WHERE t.workflow_id = e.id AND t.fired_at IS NULL
+               AND t.fire_at <= coalesce($1::timestamptz, now())
+             ORDER BY t.fire_at, t.seq) AS due_timer_seqs
+FROM leased l
+JOIN azync_workflow_executions e ON e.id = l.run_id
+CROSS JOIN LATERAL (
+    SELECT array_agg(x.seq ORDER BY x.seq) AS h_seq, array_agg(x.type ORDER BY x.seq) AS h_type,
+           array_agg(x.payload ORDER BY x.seq) AS h_payload,
+           array_agg(x.created_at ORDER BY x.seq) AS h_created
+    FROM azync_workflow_history x
+    WHERE x.workflow_id = e.id
+      AND x.seq > coalesce((SELECT k.after FROM known k WHERE k.id = l.run_id), 0)
+) h
+CROSS JOIN LATERAL (
+    SELECT array_agg(g.id ORDER BY g.id) AS s_id, array_agg(g.name ORDER BY g.id) AS s_name,
+           array_agg(g.message_id ORDER BY g.id) AS s_message_id,
+           array_agg(g.payload ORDER BY g.id) AS s_payload
+    FROM azync_workflow_signals g
+    WHERE g.workflow_id = e.id AND g.consumed_seq IS NULL
+) s
+
+-- name: workflow_pass_commit_one
+-- A blocked pass (no timers started or fired, no signals consumed, no
+-- outcome) committed as ONE statement = one implicit transaction: fence the
+-- jobs that carried it — $3 ids uuid[] with $4 their lease tokens, $5 true =
+-- the pass's workflow task, false = operations whose outcomes are in the
+-- events — locking them, THEN the execution row (the lateral forces the
+-- order), and check $6 = next_seq and state running; ack the jobs; append
+-- $7 types text[] / $8 payloads bytea[] at $6..; insert the operations
+-- ($9 kinds, $10 payloads, $11 metas json text, $12 execution keys,
+-- $13 max_attempts; deduped like workflow_op_schedule) with those keyed in
+-- $14 inserted leased ($15 lease, $16 budget when none); schedule the next
+-- workflow task at the earliest unfired timer, or now when $18 and a signal
+-- is buffered unconsumed ($17 channel); record $19 awaited signal names
+-- (NULL = unchanged); and LAST the stats (grouped, in kind order, after
+-- every other write). ok = false: the fence failed and nothing
+-- was written. One row per operation (or one row when none).
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), locked AS (
+    SELECT j.id, j.kind FROM azync_jobs j
+    JOIN unnest($3::uuid[], $4::uuid[]) AS u(id, token)
+      ON j.id = u.id AND j.lease_token = u.token
+    WHERE j.state = 'active' AND j.source = 'workflow' AND j.run_id = $2
+      AND (j.task_key = '$wft') = $5::boolean
+    ORDER BY j.id
+    FOR UPDATE OF j
+), f AS (
+    SELECT l.n, x.state, x.next_seq,
+           (l.n = cardinality($3::uuid[]) AND x.next_seq = $6::bigint
+            AND x.state = 'running') AS ok
+    FROM (SELECT count(*) AS n FROM locked) l
+    CROSS JOIN LATERAL (
+        SELECT state, next_seq FROM azync_workflow_executions
+        WHERE id = $2 AND l.n >= 0
+        FOR NO KEY UPDATE
+    ) x
+), ack AS (
+    UPDATE azync_jobs a
+    SET state = 'succeeded', completed_at = c.t, lease_until = NULL, updated_at = c.t
+    FROM locked l, clock c, f
+    WHERE f.ok AND a.id = l.id AND a.state = 'active'
+    RETURNING a.kind
+), ev AS (
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    SELECT $2, $6::bigint + u.ord - 1, u.type, u.payload, c.t
+    FROM unnest($7::text[], $8::bytea[]) WITH ORDINALITY AS u(type, payload, ord), clock c, f
+    WHERE f.ok
+    RETURNING seq
+), ex AS (
+    UPDATE azync_workflow_executions e
+    SET next_seq = $6::bigint + cardinality($7::text[]), updated_at = c.t,
+        awaited_signals = coalesce($19::text[], e.awaited_signals)
+    FROM clock c, f
+    WHERE e.id = $2 AND f.ok
+    RETURNING e.next_seq
+), req AS (
+    SELECT u.*, c.t, u.key = ANY(coalesce($14::text[], '{}')) AS leased
+    FROM unnest($9::text[], $10::bytea[], $11::text[], $12::text[], $13::int[])
+         WITH ORDINALITY AS u(kind, payload, meta, key, max_attempts, ord),
+         clock c
+), existing AS (
+    SELECT DISTINCT ON (j.task_key) j.task_key, j.id FROM azync_jobs j
+    WHERE j.run_id = $2 AND j.source = 'workflow' AND j.task_key = ANY($12::text[])
+      AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+    ORDER BY j.task_key, j.enqueued_at
+), ins AS (
+    INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
+                            max_attempts_explicit, run_id, task_key, enqueued_at, updated_at,
+                            attempt, lease_token, lease_until, started_at)
+    SELECT gen_random_uuid(), 'workflow', r.kind,
+           CASE WHEN r.leased THEN 'active' ELSE 'pending' END,
+           r.payload, r.meta::jsonb, r.t,
+           CASE WHEN r.leased AND r.max_attempts <= 0 THEN $16::int ELSE r.max_attempts END,
+           r.max_attempts > 0, $2, r.key, r.t, r.t,
+           CASE WHEN r.leased THEN 1 ELSE 0 END,
+           CASE WHEN r.leased THEN gen_random_uuid() END,
+           CASE WHEN r.leased THEN r.t + $15::interval END,
+           CASE WHEN r.leased THEN r.t END
+    FROM req r, f
+    WHERE f.ok AND NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
+    RETURNING id, task_key, kind, state, attempt, max_attempts, lease_token, lease_until,
+              started_at, run_at, enqueued_at
+), op_wake AS (
+    SELECT pg_notify($17, 'workflow:' || k.kind)
+    FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
+), want AS (
+    SELECT least((SELECT min(fire_at) FROM azync_workflow_timers
+                  WHERE workflow_id = $2 AND fired_at IS NULL),
+                 CASE WHEN $18::boolean AND EXISTS (
+                     SELECT 1 FROM azync_workflow_signals
+                     WHERE workflow_id = $2 AND consumed_seq IS NULL)
+                 THEN c.t END) AS at
+    FROM clock c, f
+    WHERE f.ok
+), up AS (
+    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
+                                 enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', '$wft',
+           CASE WHEN w.at > c.t THEN 'scheduled' ELSE 'pending' END,
+           w.at, $2, '$wft', c.t, c.t
+    FROM clock c, want w
+    WHERE w.at IS NOT NULL
+    ON CONFLICT (run_id)
+        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
+        DO UPDATE SET
+            run_at = least(j.run_at, EXCLUDED.run_at),
+            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
+                         THEN 'scheduled' ELSE 'pending' END,
+            updated_at = EXCLUDED.updated_at
+    RETURNING j.state, j.kind, (j.xmax = 0) AS inserted
+), wake AS (
+    SELECT pg_notify($17, 'workflow:' || kind) FROM up WHERE state = 'pending'
+), delta AS (
+    SELECT d.kind, sum(d.enq)::bigint AS enq, sum(d.proc)::bigint AS proc
+    FROM (
+        SELECT kind, 0 AS enq, 1 AS proc FROM ack
+        UNION ALL
+        SELECT kind, 1, 0 FROM ins
+        UNION ALL
+        SELECT kind, 1, 0 FROM up WHERE inserted
+    ) d
+    WHERE (SELECT count(*) FROM ev) >= 0 AND (SELECT count(*) FROM ex) >= 0
+      AND (SELECT count(*) FROM op_wake) >= 0 AND (SELECT count(*) FROM wake) >= 0
+    GROUP BY d.kind
+), stat AS (
+    INSERT INTO azync_job_stats AS s (source, kind, day, shard, enqueued, processed, failed)
+    SELECT 'workflow', x.kind, (c.t AT TIME ZONE 'UTC')::date, (random() * 7)::int,
+           x.enq, x.proc, 0
+    FROM delta x, clock c
+    ORDER BY x.kind
+    ON CONFLICT (source, kind, day, shard) DO UPDATE
+        SET enqueued = s.enqueued + EXCLUDED.enqueued,
+            processed = s.processed + EXCLUDED.processed
+    RETURNING 1
+)
+SELECT f.ok, f.n AS fenced, f.state, f.next_seq, c.t AS at,
+       (SELECT count(*) FROM stat) AS stats_rows,
+       r.key, r.kind, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS inserted,
+       i.state AS job_state, i.attempt, i.max_attempts, i.lease_token, i.lease_until,
+       i.started_at, i.run_at, i.enqueued_at
+FROM f
+CROSS JOIN clock c
+LEFT JOIN req r ON true
+LEFT JOIN ins i ON i.task_key = r.key
+LEFT JOIN existing e ON e.task_key = r.key
+ORDER BY r.ord
+
 -- name: workflow_terminate_lock_jobs
 -- $2 id: lock every live job of the execution WITHOUT waiting, after its
 -- row (workflow_lock). A fenced settle (pass commit, operation completion,

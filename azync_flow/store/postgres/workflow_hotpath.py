@@ -1,0 +1,213 @@
+"""Hot-path verbs of the workflow store: an operation's completion committed
+together with the next pass, and a start committed together with its first pass.
+
+Both are one transaction with the same fences as the plain path — the
+operations' lease tokens (or the execution's absence, for a start) and the
+execution's ``next_seq`` — and write exactly what the plain path's separate
+transactions would (``complete_operation`` then ``commit_pass``; ``start_workflow``
+then ``commit_pass``), minus the workflow task that would have carried the pass.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+
+from ..errors import ConflictError, NotFoundError
+from ..types import (
+    LeasedTask,
+    OperationSettle,
+    PassCommitResult,
+    PassWrite,
+    StartCommitResult,
+    WorkflowStartParams,
+    WorkflowState,
+)
+from ..validate import check_meta, check_name, check_text
+from ._base import encode_meta, job_from_row
+from .workflow_core import WORKFLOW_TASK, execution_from_row
+from .workflow_runtime import (
+    WorkflowRuntimeMixin,
+    _check_seq,
+    one_statement,
+    task_state_from_row,
+)
+
+
+class WorkflowHotPathMixin(WorkflowRuntimeMixin):
+    async def lease_workflow_tasks(
+        self,
+        limit: int,
+        lease: timedelta,
+        kind: str = WORKFLOW_TASK,
+        known: Mapping[uuid.UUID, int] | None = None,
+    ) -> list[LeasedTask]:
+        """:meth:`dequeue_workflow_tasks` and :meth:`load_workflow_task` of every
+        leased task in ONE statement (one round trip).
+
+        Args:
+            limit: most tasks leased.
+            lease: their lease, from the backend clock.
+            kind: the workflow-task kind.
+            known: seqs the caller has already seen per execution (its sticky
+                cache); a leased task's history is read past that seq (else whole).
+
+        Returns:
+            The leased tasks, oldest first, each with its load.
+        """
+        if limit <= 0:
+            return []
+        ids = list(known or {})
+        rows = await self._fetch(
+            "workflow_task_lease_load",
+            kind,
+            limit,
+            lease,
+            ids,
+            [(known or {})[i] for i in ids],
+        )
+        tasks = [
+            LeasedTask(
+                job=job_from_row(r),
+                state=task_state_from_row(r, execution_from_row(r, "e_"), "e_"),
+                after_seq=int(r["after_seq"]),
+            )
+            for r in rows
+        ]
+        tasks.sort(key=lambda t: (t.job.run_at, t.job.id))
+        return tasks
+
+    async def commit_completions(
+        self, run_id: uuid.UUID, settles: Sequence[OperationSettle], write: PassWrite
+    ) -> PassCommitResult:
+        """Settle finished operations, record their outcomes and commit the pass
+        that consumed them, in ONE transaction.
+
+        The operations are acked (or dead-lettered, ``dead``), their events
+        appended at ``write.expected_next_seq``.. in the given order, then the
+        pass's own events after them, its operations, timers, signals and
+        outcome exactly as :meth:`commit_pass` writes them; the next workflow
+        task is scheduled only for the earliest unfired timer or, when a
+        buffered signal is still unconsumed, now (no workflow task carried
+        this pass).
+
+        Args:
+            run_id: the execution.
+            settles: the operations (of ``run_id``, active under their tokens).
+            write: the pass, replayed with the settled outcomes as the events
+                at ``expected_next_seq``..; ``write.events`` follow them.
+
+        Returns:
+            The new ``next_seq``, the operations leased to the caller, the clock.
+
+        Raises:
+            NotFoundError: an operation is not active under its token (reaped,
+                re-leased, settled or parked uncertain).
+            ConflictError: ``next_seq`` moved past ``expected_next_seq``, or the
+                execution is not running, or a signal was already consumed.
+                Nothing is written in any case; record the outcomes alone
+                (``complete_operation``) and let a workflow task run the pass.
+        """
+        if not settles:
+            raise ValueError("commit_completions needs at least one operation to settle")
+        before = [(s.event_type, s.payload) for s in settles]
+        if one_statement(write) and not any(s.dead for s in settles):
+            jobs = [(s.job_id, s.lease_token) for s in settles]
+            done = await self._commit_one(run_id, jobs, False, write, before, signals_wake=True)
+            assert done is not None
+            return done
+        async with self._wtx() as conn:
+            ex = await self._fetchrow(
+                "workflow_ops_fence",
+                run_id,
+                [s.job_id for s in settles],
+                [s.lease_token for s in settles],
+                conn=conn,
+            )
+            if ex is None:
+                raise NotFoundError(f"workflow execution {run_id} does not exist")
+            if ex["fenced"] != len({s.job_id for s in settles}):
+                raise NotFoundError(
+                    f"an operation of workflow execution {run_id} is no longer active under "
+                    "its lease token (settled, reaped, parked or re-leased); nothing was written"
+                )
+            _check_seq(run_id, ex, write.expected_next_seq)
+            if ex["state"] != WorkflowState.RUNNING:
+                raise ConflictError(
+                    f"workflow execution {run_id} is {ex['state']}; the pass was not committed"
+                )
+            # One ack rides on the history write; the others (a gather) settle alone.
+            ack = next(((s.job_id, s.lease_token) for s in settles if not s.dead), None)
+            for s in settles:
+                if ack is None or s.job_id != ack[0]:
+                    await self._settle_job(
+                        conn, s.job_id, s.lease_token, dead=s.dead, last_error=s.last_error
+                    )
+            return await self._commit_body(
+                conn,
+                run_id,
+                ex,
+                write,
+                ack=ack,
+                before=before,
+                signals_wake=True,
+            )
+
+    async def start_workflow_with_pass(
+        self,
+        p: WorkflowStartParams,
+        write: PassWrite,
+        *,
+        trace_context: dict[str, str] | None = None,
+    ) -> StartCommitResult:
+        """Insert a running execution and commit its first pass, in ONE transaction.
+
+        No workflow task is inserted: the pass ``write`` (replayed from an empty
+        history, ``expected_next_seq`` 1) is written as :meth:`commit_pass`
+        writes it, with its operations leased to the caller where
+        ``write.local`` says so.
+
+        A live execution with the same ``(name, business_idempotency_key)`` or
+        any execution with the same id wins as in :meth:`start_workflow`:
+        nothing is written and ``inserted`` is False with the existing id (the
+        caller's pass is discarded).
+
+        Raises:
+            ValueError: as :meth:`start_workflow` (nothing written), or
+                ``write.expected_next_seq`` is not 1.
+        """
+        _check_start(p)
+        if write.expected_next_seq != 1:
+            raise ValueError("the first pass of an execution starts at seq 1")
+        async with self._wtx() as conn:
+            ex = await self._fetchrow(
+                "workflow_start_bare",
+                p.id,
+                p.name,
+                p.version,
+                p.input,
+                p.business_idempotency_key,
+                p.task_queue,
+                encode_meta(p.meta),
+                encode_meta(trace_context),
+                conn=conn,
+            )
+            if ex is not None:
+                if one_statement(write):
+                    commit = await self._commit_one(p.id, [], False, write, conn=conn)
+                    assert commit is not None
+                else:
+                    commit = await self._commit_body(conn, p.id, ex, write, ack=None)
+                return StartCommitResult(inserted=True, id=p.id, commit=commit)
+        # A conflict: the plain start finds the winner (and retries if it just finished).
+        inserted, wid = await self.start_workflow(p, trace_context=trace_context)
+        return StartCommitResult(inserted=inserted, id=wid)
+
+
+def _check_start(p: WorkflowStartParams) -> None:
+    check_name(p.name, "workflow name")
+    check_name(p.task_queue, "workflow task_queue")
+    check_text(p.version, "workflow version")
+    check_text(p.business_idempotency_key, "workflow idempotency_key")
+    check_meta(p.meta, "workflow meta")
