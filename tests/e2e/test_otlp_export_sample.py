@@ -4,6 +4,7 @@ OTLP receiver, prints on the console without one, and a failed export is reporte
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -54,7 +55,9 @@ async def test_tracing_sample_exports_the_workflow_runtimes_trace_for_the_order(
     assert {s.trace_id for s in spans} == {checkout.trace_id}
     assert {s.service_name for s in spans} == {"azync-flow-orders"}
     passes = by_name["workflow.task order"]
-    assert len(passes) == 4  # one replay pass per step plus the one that completes
+    # one pass per step plus the one that completes; the signal, sent while the
+    # first activity runs, may add a pass of its own that finds nothing to do
+    assert len(passes) in (4, 5)
     assert all(p.parent_span_id == start.span_id for p in passes)
     attempts = [s for s in spans if s.name.startswith("activity ")]
     assert sorted(a.name for a in attempts) == [
@@ -71,10 +74,10 @@ async def test_tracing_sample_exports_the_workflow_runtimes_trace_for_the_order(
         assert call.name == f"{a.name.split()[1]} API call"
     [signal] = by_name["signal delivered"]
     assert signal.parent_span_id == start.span_id
-    assert len(spans) == 13
+    assert len(spans) == 9 + len(passes)
     assert f"order run {run_id} finished" in out.stdout
     assert "%22azync.run_id%22%3A%20%22" + run_id in out.stdout
-    assert "spans delivered: 13, failed: 0" in out.stdout
+    assert f"spans delivered: {len(spans)}, failed: 0" in out.stdout
 
 
 async def test_tracing_sample_reports_a_failed_export_and_exits_1(pg_dsn: str) -> None:
@@ -87,7 +90,7 @@ async def test_tracing_sample_reports_a_failed_export_and_exits_1(pg_dsn: str) -
     finally:
         await drop_schema(pg_dsn, schema)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "spans delivered: 0, failed: 13" in out.stdout
+    assert re.search(r"spans delivered: 0, failed: 1[34]\b", out.stdout), out.stdout
     assert "export failed:" in out.stderr
     assert "True" not in out.stdout
 
@@ -102,9 +105,9 @@ async def test_tracing_sample_prints_spans_on_the_console_without_a_collector(
         await drop_schema(pg_dsn, schema)
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if line.startswith("span ")]
-    assert len(lines) == 13
+    assert len(lines) in (13, 14)  # see the pass count above
     run = next(line for line in lines if line.startswith("span workflow order  "))
     assert "azync.state=succeeded" in run
     assert any(line.startswith("span activity charge  ") for line in lines)
     assert len({line.split("trace=")[1].split()[0] for line in lines}) == 1  # one trace
-    assert "spans delivered: 13, failed: 0" in out.stdout
+    assert f"spans delivered: {len(lines)}, failed: 0" in out.stdout
