@@ -427,6 +427,9 @@ class WriteMeter:
             return int(end) - int(start) - 1  # the mark's own txid_current()
         conn = await asyncpg.connect(self.dsn)
         try:
+            # pg_walinspect refuses a start at the flush point: no WAL, no writes
+            if await conn.fetchval("SELECT $2::text::pg_lsn <= $1::text::pg_lsn", start, end):
+                return 0
             oid = await conn.fetchval("SELECT oid FROM pg_database WHERE datname = $1", db)
             return int(await conn.fetchval(WAL_WRITES, start, end, oid))
         finally:
