@@ -844,6 +844,7 @@ SELECT l.*, coalesce($1::timestamptz, now()) AS load_now,
        e.suspend_reason AS e_suspend_reason, e.trace_context AS e_trace_context,
        e.suspend_seq AS e_suspend_seq, e.suspend_operation_id AS e_suspend_operation_id,
        e.signals_undelivered AS e_signals_undelivered,
+       e.run_id AS e_run_id, e.run_no AS e_run_no, e.parent_id AS e_parent_id,
        h.h_seq, h.h_type, h.h_payload, h.h_created,
        s.s_id, s.s_name, s.s_message_id, s.s_payload,
        ARRAY(SELECT t.seq FROM azync_workflow_timers t
