@@ -648,11 +648,26 @@ class WorkflowHandle(Generic[R]):
             return to_entries(await store.list_run_history(self.id, run_no))
         return to_entries(await store.list_history(self.id))
 
-    async def recorded_history(self) -> RecordedHistory:
-        """The history in the Replayer's portable form (``.to_json()`` to save it)."""
-        view = await self.describe()
-        rows = await self.client.store.list_history(self.id)
-        return RecordedHistory.from_rows(view.name, view.input, rows, self.id)
+    async def recorded_history(self, run_no: int | None = None) -> RecordedHistory:
+        """The history of the current run (or of earlier run ``run_no``) in the
+        Replayer's portable form (``.to_json()`` to save it).
+
+        Raises:
+            NotFoundError: no such execution, or ``run_no`` names no run of it.
+        """
+        view = await self._row()
+        if run_no is None or run_no == view.run_no:
+            rows = await self.client.store.list_history(self.id)
+            run_id, data = view.run_id, view.input
+        else:
+            store: Any = self.client.store
+            rows = await store.list_run_history(self.id, run_no)
+            run = next(r for r in await self.runs() if r.run_no == run_no)
+            run_id, data = run.run_id, run.input
+        recorded = RecordedHistory.from_rows(view.name, data, rows, self.id)
+        if run_id is not None and run_id != self.id:
+            recorded.run_id = run_id
+        return recorded
 
     async def result(self, timeout: timedelta | float | None = None) -> R:  # noqa: ASYNC109
         """Wait for the execution to finish and return its result.
