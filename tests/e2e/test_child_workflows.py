@@ -16,6 +16,8 @@ from azync_flow.replay import Replayer
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
+from azync_flow.telemetry import run_span_id
+from azync_flow.testing_otel import SpanCapture
 from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
 
 
@@ -227,3 +229,31 @@ async def test_given_child_id_is_used(store: PostgresStore, runtime: LocalRuntim
     assert await handle.result(timeout=5) == 10
     view = await Client(store).get_handle(child_id).describe()
     assert view.parent_id == handle.id
+
+
+async def test_child_run_is_traced_in_the_parent_trace_linked_to_the_starting_pass(
+    store: PostgresStore,
+) -> None:
+    capture = SpanCapture()
+    runtime = LocalRuntime(store, Registry(WORKFLOWS, [double]), tracer_provider=capture.provider)
+    handle = await Client(store, tracer_provider=capture.provider).start(parent_one, 4)
+    await runtime.run_until_idle()
+    assert await handle.result(timeout=5) == 9
+    [parent_run] = capture.named("workflow parent_one")
+    [child_run] = capture.named("workflow kid")
+    (child,) = await store.list_child_workflows(handle.id)
+    assert child_run.context.span_id == run_span_id(child.id)
+    assert child_run.context.trace_id == parent_run.context.trace_id
+    # the child's run span links to the parent's workflow task that started it
+    [link] = child_run.links
+    starting = [
+        s
+        for s in capture.named("workflow.task parent_one")
+        if s.context.span_id == link.context.span_id
+    ]
+    assert len(starting) == 1
+    assert starting[0].context.trace_id == parent_run.context.trace_id
+    kid_spans = [
+        s for s in capture.spans() if s.name.endswith(" kid") or s.name == "activity double"
+    ]
+    assert {s.context.trace_id for s in kid_spans} == {parent_run.context.trace_id}
