@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
 from azync_flow.telemetry import run_span_id
+from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture
 from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
 
@@ -73,6 +75,11 @@ async def parent_leaves(ctx: WorkflowContext, policy: str) -> str:
     return str(handle.id)
 
 
+@workflow(name="parent_waits")
+async def parent_waits(ctx: WorkflowContext, label: str) -> str:
+    return await ctx.execute_child(waiting_kid, label)
+
+
 @workflow(name="parent_given_id")
 async def parent_given_id(ctx: WorkflowContext, child_id: str) -> int:
     return await ctx.execute_child(kid, 5, id=uuid.UUID(child_id))
@@ -87,6 +94,7 @@ WORKFLOWS = [
     parent_signals,
     parent_leaves,
     parent_given_id,
+    parent_waits,
 ]
 
 
@@ -257,3 +265,21 @@ async def test_child_run_is_traced_in_the_parent_trace_linked_to_the_starting_pa
         s for s in capture.spans() if s.name.endswith(" kid") or s.name == "activity double"
     ]
     assert {s.context.trace_id for s in kid_spans} == {parent_run.context.trace_id}
+
+
+async def test_a_parent_waiting_only_on_a_live_child_is_not_stalled(
+    store: PostgresStore, runtime: LocalRuntime, clock: MovableClock
+) -> None:
+    client = Client(store)
+    handle = await client.start(parent_waits, "w")
+    await runtime.run_until_idle()
+    clock.advance(timedelta(hours=1))
+    (child,) = await store.list_child_workflows(handle.id)
+    assert await store.list_stalled_workflows(timedelta(minutes=5), 10) == []
+    # once the child is gone (abandoned by an operator's terminate), the parent
+    # is woken by its ChildFailed event and finishes
+    await client.get_handle(child.id).terminate("stop it")
+    await runtime.run_until_idle()
+    with pytest.raises(WorkflowFailedError) as caught:
+        await handle.result(timeout=5)
+    assert "ChildWorkflowError" in caught.value.error_type
