@@ -196,12 +196,24 @@ async def test_parent_close_policy_applies_when_the_parent_completes(
         assert await child.result(timeout=5) == "abandon:later"
 
 
-@pytest.mark.parametrize("end", ["cancel", "terminate"])
+@pytest.mark.parametrize(
+    ("end", "policy", "child_state"),
+    [
+        ("cancel", "terminate", WorkflowState.TERMINATED),
+        ("terminate", "terminate", WorkflowState.TERMINATED),
+        ("cancel", "request_cancel", WorkflowState.CANCELLED),
+        ("terminate", "abandon", WorkflowState.RUNNING),
+    ],
+)
 async def test_parent_cancel_or_terminate_applies_the_policy_to_live_children(
-    store: PostgresStore, runtime: LocalRuntime, end: str
+    store: PostgresStore,
+    runtime: LocalRuntime,
+    end: str,
+    policy: str,
+    child_state: WorkflowState,
 ) -> None:
     client = Client(store)
-    handle = await client.start(parent_leaves, "terminate")
+    handle = await client.start(parent_leaves, policy)
     await runtime.run_until_idle()
     (child,) = await store.list_child_workflows(handle.id)
     assert child.state == WorkflowState.RUNNING
@@ -211,10 +223,13 @@ async def test_parent_cancel_or_terminate_applies_the_policy_to_live_children(
         await handle.terminate("operator stop")
     await runtime.run_until_idle()
     view = await client.get_handle(child.id).describe()
-    assert view.state == WorkflowState.TERMINATED
-    assert "parent-close policy terminate" in view.failure_reason
+    assert view.state == child_state
     history = await client.get_handle(child.id).history()
-    assert type(history[-1].event).__name__ == "WorkflowTerminated"
+    if policy == "terminate":
+        assert "parent-close policy terminate" in view.failure_reason
+        assert type(history[-1].event).__name__ == "WorkflowTerminated"
+    elif policy == "request_cancel":  # the child's code saw the cancel request
+        assert "CancelRequested" in [type(e.event).__name__ for e in history]
 
 
 async def test_child_id_taken_by_another_execution_fails_the_child_call(
