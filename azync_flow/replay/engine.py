@@ -520,6 +520,7 @@ class WorkflowInstance(DurableCallsMixin):
             unconsumed_signals=unconsumed,
             events_replayed=self._events_replayed,
             awaited_signals=sorted(n for n in self._signal_waiters if self._has_waiter(n)),
+            live_children=len(self._children),
         )
         terminal = self._terminal
         if isinstance(terminal, WorkflowCompleted):

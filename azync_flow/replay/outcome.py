@@ -157,6 +157,8 @@ class PassOutcome:
         awaited_signals: names the workflow's ``wait_signal`` calls are
             blocked on when the pass ends, sorted (empty when it waits on none).
         continued: with status continued_as_new, ``(new run id, new input bytes)``.
+        live_children: children started by this run whose outcome has not been
+            delivered (the parent-close policy applies to them if the run ends).
     """
 
     status: PassStatus
@@ -171,6 +173,7 @@ class PassOutcome:
     events_replayed: int = 0
     awaited_signals: list[str] = field(default_factory=list)
     continued: tuple[uuid.UUID, bytes] | None = None
+    live_children: int = 0
 
     @property
     def failure_reason(self) -> str:

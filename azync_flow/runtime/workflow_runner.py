@@ -34,7 +34,7 @@ from azync_flow.replay.passes import InstanceCache, to_entries
 from azync_flow.retry import RetryPolicy, describe_error
 from azync_flow.runtime._operations import operation_params
 from azync_flow.runtime._transient import retry_transient
-from azync_flow.runtime.children import child_params
+from azync_flow.runtime.children import child_params, end_closed_children_spans
 from azync_flow.runtime.clock import BackendClock
 from azync_flow.runtime.run_span import end_workflow_run_span
 from azync_flow.store.errors import ConflictError, NotFoundError, is_not_found
@@ -146,6 +146,7 @@ class WorkflowRunner:
         self.passes = 0
         self.conflicts = 0
         self._warned: set[str] = set()
+        self._background: set[asyncio.Future[Any]] = set()
 
     async def run(self, job: Job, lease: Any) -> None:
         """``JobRunner`` signature for ``Worker.add_loop``: ``lease.token`` fences."""
@@ -259,6 +260,16 @@ class WorkflowRunner:
         finished = _FINISHED.get(outcome.status)
         if finished is not None:
             end_workflow_run_span(self.tracer, execution, carrier, finished, outcome.failure_reason)
+        if outcome.live_children and (
+            finished is not None or outcome.status is PassStatus.CONTINUED_AS_NEW
+        ):
+            # the run's end terminated them (parent-close policy): their run spans too
+            run = execution.run_id or execution.id
+            task = asyncio.ensure_future(
+                end_closed_children_spans(self.tracer, self.store, execution.id, run)
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     async def _pass(
         self,

@@ -298,3 +298,24 @@ async def test_a_parent_waiting_only_on_a_live_child_is_not_stalled(
     with pytest.raises(WorkflowFailedError) as caught:
         await handle.result(timeout=5)
     assert "ChildWorkflowError" in caught.value.error_type
+
+
+async def test_a_child_terminated_by_its_parents_end_has_its_run_span_exported_once(
+    store: PostgresStore,
+) -> None:
+    capture = SpanCapture()
+    runtime = LocalRuntime(store, Registry(WORKFLOWS, [double]), tracer_provider=capture.provider)
+    handle = await Client(store, tracer_provider=capture.provider).start(parent_leaves, "terminate")
+    await runtime.run_until_idle()
+    await handle.signal("finish")
+    await runtime.run_until_idle()
+    child_id = uuid.UUID(await handle.result(timeout=5))
+    for _ in range(500):  # exported right after the parent's commit, off its path
+        if capture.named("workflow waiting_kid"):
+            break
+        await asyncio.sleep(0.01)
+    [span] = capture.named("workflow waiting_kid")
+    assert span.context.span_id == run_span_id(child_id)
+    assert (span.attributes or {})["azync.state"] == "terminated"
+    [parent_run] = capture.named("workflow parent_leaves")
+    assert span.context.trace_id == parent_run.context.trace_id

@@ -17,7 +17,7 @@ import msgspec
 
 from ..errors import NotFoundError
 from ..types import HistoryEvent, PassWrite, WorkflowExecutionView, WorkflowRunView
-from ._base import encode_meta
+from ._base import decode_meta, encode_meta
 from .workflow_core import ENQUEUED, WORKFLOW_TASK, WorkflowCoreMixin, execution_from_row
 
 __all__ = ["WorkflowChildrenMixin"]
@@ -165,6 +165,16 @@ class WorkflowChildrenMixin(WorkflowCoreMixin):
         row = await self._fetchrow("workflow_history_size", id)
         assert row is not None  # an aggregate always returns its row
         return int(row["events"]), int(row["bytes"])
+
+    async def list_closed_children(
+        self, parent_id: uuid.UUID, parent_run_id: uuid.UUID
+    ) -> list[tuple[WorkflowExecutionView, dict[str, str]]]:
+        """The executions terminated by the parent-close policy when run
+        ``parent_run_id`` of ``parent_id`` ended (its children, recursively
+        theirs), each with its trace context: their run spans are exported by
+        the process that ended the run."""
+        rows = await self._fetch("workflow_children_closed", parent_id, parent_run_id)
+        return [(execution_from_row(r), decode_meta(r["trace_context"])) for r in rows]
 
     async def list_child_workflows(self, parent_id: uuid.UUID) -> list[WorkflowExecutionView]:
         """The child executions started by ``parent_id`` (any run), oldest first."""

@@ -104,3 +104,21 @@ WHERE workflow_id = $2
 SELECT *, $1::timestamptz AS at FROM azync_workflow_executions
 WHERE parent_id = $2
 ORDER BY created_at, id
+
+-- name: workflow_children_closed
+-- $2 parent id, $3 parent run id: the executions the end of that run
+-- terminated by parent-close policy — its children and, recursively, theirs
+-- (each run ends once, so each is listed for exactly one ended run).
+WITH RECURSIVE closed AS (
+    SELECT e.* FROM azync_workflow_executions e
+    WHERE e.parent_id = $2 AND e.parent_run_id = $3 AND e.state = 'terminated'
+      AND e.failure_reason = 'parent workflow ' || $2::text
+                             || ' closed (parent-close policy terminate)'
+    UNION ALL
+    SELECT g.* FROM azync_workflow_executions g
+    JOIN closed c ON g.parent_id = c.id AND g.parent_run_id = coalesce(c.run_id, c.id)
+    WHERE g.state = 'terminated'
+      AND g.failure_reason = 'parent workflow ' || c.id::text
+                             || ' closed (parent-close policy terminate)'
+)
+SELECT *, $1::timestamptz AS at FROM closed
