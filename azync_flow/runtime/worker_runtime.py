@@ -37,6 +37,7 @@ from azync_flow.runtime.folded_completion import CompletionFolder
 from azync_flow.runtime.local_dispatch import LocalDispatch
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
+from azync_flow.schedules import attach_schedules
 from azync_flow.store.types import Job, Source
 from azync_flow.telemetry import AttemptKind, Outcome, RunTracer
 from azync_flow.workflow import Registry
@@ -202,6 +203,8 @@ class WorkflowRuntime:
                 leadership=WORKFLOW_LEADERSHIP,
                 source=Source.WORKFLOW,
             )
+        # every workflow worker fires schedules (its own election)
+        attach_schedules(worker, workflows=registry.workflows.values())
 
     # --- maintenance steps (leader only; each returns what it made runnable) ---------
 
