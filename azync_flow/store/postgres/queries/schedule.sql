@@ -14,11 +14,11 @@ RETURNING id
 
 -- name: schedule_get
 -- $2 id
-SELECT * FROM azync_schedules WHERE id = $2
+SELECT * FROM azync_schedules WHERE id = $2 AND ($1::timestamptz IS NULL OR true)
 
 -- name: schedule_list
 -- $2 limit
-SELECT * FROM azync_schedules ORDER BY id LIMIT $2
+SELECT * FROM azync_schedules WHERE ($1::timestamptz IS NULL OR true) ORDER BY id LIMIT $2
 
 -- name: schedule_due
 -- Unpaused schedules whose next fire has come, most overdue first. $2 limit
@@ -33,12 +33,14 @@ LIMIT $2
 SELECT s.* FROM azync_schedules s
 WHERE EXISTS (SELECT 1 FROM azync_schedule_runs r
               WHERE r.schedule_id = s.id AND r.outcome IN ('buffered', 'requested'))
+  AND ($1::timestamptz IS NULL OR true)
 ORDER BY s.id
 
 -- name: schedule_runs_pending
 -- $2 schedule_id: its requested and buffered runs, oldest nominal time first.
 SELECT * FROM azync_schedule_runs
 WHERE schedule_id = $2 AND outcome IN ('buffered', 'requested')
+  AND ($1::timestamptz IS NULL OR true)
 ORDER BY nominal_at
 
 -- name: schedule_runs_request
@@ -78,7 +80,7 @@ RETURNING id
 
 -- name: schedule_delete
 -- $2 id
-DELETE FROM azync_schedules WHERE id = $2 RETURNING id
+DELETE FROM azync_schedules WHERE id = $2 AND ($1::timestamptz IS NULL OR true) RETURNING id
 
 -- name: schedule_run_record
 -- Record the outcome for one nominal time; a buffered or requested row may
@@ -94,11 +96,13 @@ RETURNING outcome
 
 -- name: schedule_run_get
 -- $2 schedule_id, $3 nominal_at
-SELECT * FROM azync_schedule_runs WHERE schedule_id = $2 AND nominal_at = $3
+SELECT * FROM azync_schedule_runs
+WHERE schedule_id = $2 AND nominal_at = $3 AND ($1::timestamptz IS NULL OR true)
 
 -- name: schedule_runs_recent
 -- Newest nominal times first. $2 schedule_id, $3 limit, $4 outcomes (NULL = any)
 SELECT * FROM azync_schedule_runs
 WHERE schedule_id = $2 AND ($4::text[] IS NULL OR outcome = ANY ($4::text[]))
+  AND ($1::timestamptz IS NULL OR true)
 ORDER BY nominal_at DESC
 LIMIT $3
