@@ -16,7 +16,7 @@ or ``@workflow(schedule="30 1 * * *", tz="Europe/London")``. See docs/schedules.
 
 from ._attach import attach_schedules, declared_schedule_id
 from ._client import ScheduleClient
-from ._errors import ScheduleError, ScheduleSpecError
+from ._errors import ScheduleError, ScheduleExistsError, ScheduleSpecError
 from ._model import (
     DEFAULT_ID_TEMPLATE,
     Action,
@@ -45,6 +45,7 @@ __all__ = [
     "ScheduleClient",
     "ScheduleDescription",
     "ScheduleError",
+    "ScheduleExistsError",
     "SchedulePolicy",
     "ScheduleRun",
     "ScheduleSpec",

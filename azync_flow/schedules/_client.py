@@ -15,7 +15,7 @@ from azync_flow.store.types import ScheduleRecord
 
 from ._actions import ActionRunner
 from ._codec import decode, encode, fire_of
-from ._errors import ScheduleError, ScheduleSpecError
+from ._errors import ScheduleExistsError, ScheduleSpecError
 from ._model import (
     Action,
     EnqueueJob,
@@ -93,7 +93,7 @@ class ScheduleClient:
 
         Raises:
             ScheduleSpecError: an invalid spec or action, or an empty id.
-            ScheduleError: a schedule ``id`` exists (delete it first).
+            ScheduleExistsError: a schedule ``id`` exists (delete it first).
         """
         policy = policy or SchedulePolicy()
         if not id or "\x00" in id:
@@ -113,7 +113,7 @@ class ScheduleClient:
             updated_at=now,
         )
         if not await self.store.create_schedule(record):
-            raise ScheduleError(f"schedule {id!r} exists; delete it first or pick another id")
+            raise ScheduleExistsError(f"schedule {id!r} exists; delete it first or pick another id")
 
     async def ensure(
         self, id: str, spec: ScheduleSpec, action: Action, *, policy: SchedulePolicy | None = None
@@ -125,7 +125,7 @@ class ScheduleClient:
         try:
             current = await self.store.get_schedule(id)
         except NotFoundError:
-            with contextlib.suppress(ScheduleError):  # declared by another worker meanwhile
+            with contextlib.suppress(ScheduleExistsError):  # declared by another worker meanwhile
                 await self.create(id, spec, action, policy=policy)
             return
         wanted = (encode(spec), encode(action), encode(policy))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from azync_flow.store.errors import AzyncError
+from azync_flow.store.errors import AzyncError, ConflictError
 
-__all__ = ["ScheduleError", "ScheduleSpecError"]
+__all__ = ["ScheduleError", "ScheduleExistsError", "ScheduleSpecError"]
 
 
 class ScheduleError(AzyncError):
@@ -19,3 +19,9 @@ class ScheduleSpecError(ScheduleError, ValueError):
     before the start. Nothing is stored. Also a ``ValueError``."""
 
     code = "schedule_spec"
+
+
+class ScheduleExistsError(ScheduleError, ConflictError):
+    """A schedule with this id exists (delete it first). Also a ``ConflictError``."""
+
+    code = "schedule_exists"
