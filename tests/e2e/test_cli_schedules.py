@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from azync_flow import WorkflowContext, workflow
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock, WorkflowEnvironment
-from tests.e2e.test_cli_commands import Cmd, cmd  # noqa: F401 - the fixture
+from tests.e2e.test_cli_commands import Cmd, cmd
 
 __all__ = ["cmd"]
 
@@ -20,7 +20,7 @@ async def cli_nightly(ctx: WorkflowContext, kind: str) -> str:
 
 
 async def test_schedules_commands_create_show_operate_and_delete(
-    cmd: Cmd,  # noqa: F811
+    cmd: Cmd,
     store: PostgresStore,
 ) -> None:
     made = await cmd(
@@ -91,7 +91,7 @@ async def test_schedules_commands_create_show_operate_and_delete(
 
 
 async def test_schedules_bad_input_is_one_clear_line_and_a_nonzero_exit(
-    cmd: Cmd,  # noqa: F811
+    cmd: Cmd,
 ) -> None:
     bad_cron = await cmd("schedules", "create", "x", "--cron", "every day", "--job", "k")
     assert bad_cron.code == 2
