@@ -261,3 +261,37 @@ def test_daily_cron_fires_once_per_local_day_in_increasing_order(
     two = list(itertools.islice(both.fires_after(start.replace(tzinfo=UTC), seed="p"), 400))
     assert [f.nominal_at for f in two] == sorted({f.nominal_at for f in two})
     assert max(Counter(f.local.date() for f in two).values()) <= 2
+
+
+def test_schedules_package_exports_are_pinned() -> None:
+    import azync_flow
+    import azync_flow.schedules as schedules_pkg
+
+    assert schedules_pkg.__all__ == [
+        "DEFAULT_ID_TEMPLATE",
+        "SCHEDULE_LEADERSHIP",
+        "Action",
+        "EnqueueJob",
+        "Fire",
+        "Interval",
+        "MissingTime",
+        "Overlap",
+        "RepeatedTime",
+        "ScheduleClient",
+        "ScheduleDescription",
+        "ScheduleError",
+        "ScheduleExistsError",
+        "SchedulePolicy",
+        "ScheduleRun",
+        "ScheduleSpec",
+        "ScheduleSpecError",
+        "ScheduleSummary",
+        "Scheduler",
+        "StartDAG",
+        "StartWorkflow",
+        "attach_schedules",
+        "declared_schedule_id",
+    ]
+    assert azync_flow.ScheduleSpec is ScheduleSpec
+    assert azync_flow.StartWorkflow is StartWorkflow
+    assert azync_flow.attach_schedules is schedules_pkg.attach_schedules
