@@ -20,16 +20,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from azync_flow._logging import log_failure
+from azync_flow.store.errors import StoreError
 
 from ._actions import ActionRunner
 from ._codec import Decoded, decode, fire_of
 from ._model import Overlap, run_key
 from ._spec import Fire
 
-__all__ = ["SCHEDULE_LEADERSHIP", "Scheduler", "due_fires"]
+__all__ = ["SCHEDULE_LEADERSHIP", "Plan", "Scheduler", "plan"]
 
 log = logging.getLogger("azync_flow.schedules")
 
@@ -42,12 +43,14 @@ MAX_FIRES_PER_TICK = 10_000
 
 def due_fires(
     item: Decoded, now: datetime, limit: int = MAX_FIRES_PER_TICK
-) -> tuple[list[Fire], Fire | None]:
+) -> tuple[datetime, list[Fire], Fire | None]:
     """The fires after the cursor that are due at ``now`` and the next one.
 
     Returns:
-        ``(due, next)``: due fires in nominal order (at most ``limit``) and the
-        first fire not yet due (None when the spec has no more).
+        ``(after, due, next)``: the instant listed from (the cursor, or later
+        when the catch-up window drops everything before it), the due fires
+        in nominal order (at most ``limit``) and the first fire not listed
+        (None when the spec has no more).
     """
     after = item.record.cursor_at
     window = item.policy.catchup_window
@@ -56,9 +59,9 @@ def due_fires(
     due: list[Fire] = []
     for fire in item.spec.fires_after(after, seed=item.id):
         if fire.fire_at > now or len(due) >= limit:
-            return due, fire
+            return after, due, fire
         due.append(fire)
-    return due, None
+    return after, due, None
 
 
 def catch_up(item: Decoded, due: list[Fire], now: datetime) -> list[Fire]:
@@ -69,14 +72,44 @@ def catch_up(item: Decoded, due: list[Fire], now: datetime) -> list[Fire]:
     return [f for f in due if f.fire_at >= now - window]
 
 
+class Plan(NamedTuple):
+    """What one tick does for a due schedule.
+
+    Attributes:
+        fires: the fires to run, in nominal order.
+        dropped: due fires left out by the catch-up window.
+        cursor: the schedule's cursor afterwards (the last due nominal instant).
+        next_fire_at: its next fire afterwards (None: no more).
+    """
+
+    fires: list[Fire]
+    dropped: int
+    cursor: datetime
+    next_fire_at: datetime | None
+
+
+def plan(item: Decoded, now: datetime, limit: int = MAX_FIRES_PER_TICK) -> Plan:
+    """The fires due at ``now`` after the cursor, picked by the catch-up window."""
+    after, due, following = due_fires(item, now, limit)
+    kept = catch_up(item, due, now)
+    if item.policy.catchup_window is None and following is not None and following.fire_at <= now:
+        kept = []  # a backlog longer than one listing: only its very last fire runs
+    cursor = due[-1].nominal_at if due else after
+    return Plan(
+        kept, len(due) - len(kept), cursor, None if following is None else following.fire_at
+    )
+
+
 class Scheduler:
     """Fires due schedules; :meth:`run_once` is the maintenance step.
 
     Args:
         store: the store (``ScheduleStore`` plus the verbs the actions use).
         actions: starts the runs (knows the DAGs ``StartDAG`` may start).
-        declared: schedules declared in code (``@workflow(schedule=...)``),
-            created or updated on the first tick.
+
+    Attributes:
+        declared: schedules declared in code (``@workflow(schedule=...)``) by
+            id, created or updated on the first tick (see :meth:`declare`).
     """
 
     def __init__(self, store: Any, actions: ActionRunner) -> None:
@@ -103,14 +136,13 @@ class Scheduler:
         return started
 
     async def _guarded(self, step: Any, item: Decoded) -> int:
-        from azync_flow.worker._maintenance import _is_leadership_lost
-
         try:
             return int(await step(item))
+        except StoreError:
+            raise  # lost leadership, database away: the whole step stops
         except Exception as exc:
-            if _is_leadership_lost(exc):
-                raise
-            # one broken schedule (an unknown DAG) must not stop the others
+            # one broken schedule (an unknown DAG, an input the workflow refuses)
+            # must not stop the others; it is retried next tick
             log_failure(log, exc, "schedule %r: fire failed", item.id)
             return 0
 
@@ -123,21 +155,13 @@ class Scheduler:
         self._declared_synced = True
 
     async def _fire_due(self, item: Decoded) -> int:
-        now = await self.store.schedule_clock()
-        due, following = due_fires(item, now)
+        todo = plan(item, await self.store.schedule_clock())
+        if todo.dropped:
+            log.info("schedule %r: %d missed fires dropped (catch-up)", item.id, todo.dropped)
         started = 0
-        kept = catch_up(item, due, now)
-        if len(kept) < len(due):
-            log.info(
-                "schedule %r: %d missed fires dropped (catch-up window)",
-                item.id,
-                len(due) - len(kept),
-            )
-        for fire in kept:
+        for fire in todo.fires:
             started += await self._fire(item, fire)
-        cursor = due[-1].nominal_at if due else item.record.cursor_at
-        next_fire = following.fire_at if following is not None else None
-        await self.store.advance_schedule(item.id, cursor, next_fire)
+        await self.store.advance_schedule(item.id, todo.cursor, todo.next_fire_at)
         return started
 
     async def _fire(self, item: Decoded, fire: Fire) -> int:

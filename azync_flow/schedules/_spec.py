@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 from ._errors import ScheduleSpecError
 
@@ -209,7 +209,11 @@ class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
         # no longer be overtaken: a heap merges the two sequences of "both".
         pending: list[datetime] = []
         while True:
-            wall: datetime = it.get_next(datetime)
+            try:
+                wall: datetime = it.get_next(datetime)
+            except CroniterError:  # no further match (``0 0 30 2 *``): no more fires
+                yield from sorted(i for i in pending if i > after)
+                return
             instants = resolve_wall_time(wall, zone, self.repeated, self.missing)
             if not instants:
                 continue

@@ -23,7 +23,7 @@ from azync_flow.schedules import (
 )
 from azync_flow.schedules._codec import Decoded, encode
 from azync_flow.schedules._model import run_key
-from azync_flow.schedules._scheduler import catch_up, due_fires
+from azync_flow.schedules._scheduler import plan
 from azync_flow.store.types import ScheduleRecord
 
 
@@ -228,12 +228,27 @@ def test_catch_up_after_three_days_down_runs_what_the_window_allows(
 ) -> None:
     daily = ScheduleSpec(cron=("0 9 * * *",))
     item = _decoded(daily, SchedulePolicy(catchup_window=window), utc(2024, 5, 1, 12))
-    now = utc(2024, 5, 4, 20)
-    due, following = due_fires(item, now)
-    kept = catch_up(item, due, now)
-    assert [f.nominal_at for f in kept] == [utc(2024, 5, d, 9) for d in expected_days]
-    assert following is not None
-    assert following.nominal_at == utc(2024, 5, 5, 9)
+    todo = plan(item, utc(2024, 5, 4, 20))
+    assert [f.nominal_at for f in todo.fires] == [utc(2024, 5, d, 9) for d in expected_days]
+    assert utc(2024, 5, 4, 9) <= todo.cursor <= utc(2024, 5, 4, 20)
+    assert todo.next_fire_at == utc(2024, 5, 5, 9)
+
+
+def test_latest_only_runs_just_the_last_fire_of_a_backlog_longer_than_one_listing() -> None:
+    every_minute = ScheduleSpec(cron=("* * * * *",))
+    item = _decoded(every_minute, SchedulePolicy(), utc(2024, 5, 1))
+    now = utc(2024, 5, 1, 2)  # 120 due, listed 50 at a time
+    first = plan(item, now, limit=50)
+    assert (first.fires, first.dropped, first.cursor) == ([], 50, utc(2024, 5, 1, 0, 50))
+    item = _decoded(every_minute, SchedulePolicy(), first.cursor)
+    item = _decoded(every_minute, SchedulePolicy(), plan(item, now, limit=50).cursor)
+    last = plan(item, now, limit=50)
+    assert [f.nominal_at for f in last.fires] == [utc(2024, 5, 1, 2)]
+    assert last.next_fire_at == utc(2024, 5, 1, 2, 1)
+
+
+def test_a_cron_that_never_matches_has_no_fires() -> None:
+    assert nominals(ScheduleSpec(cron=("0 0 30 2 *",)), utc(2024, 1, 1), utc(2030, 1, 1)) == []
 
 
 ZONES = ["Europe/London", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "UTC"]
