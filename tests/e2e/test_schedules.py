@@ -25,6 +25,7 @@ from azync_flow.schedules import (
     StartWorkflow,
     attach_schedules,
 )
+from azync_flow.schedules._model import run_key
 from azync_flow.store.types import DAGState, WorkflowState
 from azync_flow.testing import MovableClock, WorkflowEnvironment
 from azync_flow.worker import Worker
@@ -295,3 +296,29 @@ async def test_sleep_until_across_a_transition_wakes_at_the_local_instant(
     bad = await env.client.start(naive_sleeper)
     with pytest.raises(WorkflowFailedError, match="timezone-aware"):
         await bad.result()
+
+
+async def test_a_run_started_before_a_crash_is_not_started_again(
+    azync_store: Any, azync_clock: MovableClock
+) -> None:
+    azync_clock.set(utc(2024, 6, 1, 0, 30))
+    env = WorkflowEnvironment(azync_store, azync_clock)
+    action = StartWorkflow.of(tick)
+    await env.client.schedules.create("crash", HOURLY, action)
+    azync_clock.set(utc(2024, 6, 1, 1, 0, 5))
+    scheduler = attach_schedules(Worker(azync_store, handle_signals=False))
+    # the previous scheduler started the 01:00 run, then died before its ledger
+    # row and cursor move were written
+    fire = next(
+        (await env.client.schedules.describe("crash", fires=1)).spec.fires_after(
+            utc(2024, 6, 1, 0, 59), seed="crash"
+        )
+    )
+    key, run_id = run_key(action, "crash", fire)
+    assert await scheduler.actions.start(action, run_id, key, {})
+    assert await scheduler.run_once() == 0
+    runs = await executions(env, "tick")
+    assert [e.id for e in runs] == [run_id]
+    recent = (await env.client.schedules.describe("crash")).recent_runs
+    assert [(r.nominal_at, r.outcome) for r in recent] == [(utc(2024, 6, 1, 1), "started")]
+    await env.close()
