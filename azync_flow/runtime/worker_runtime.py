@@ -19,7 +19,10 @@ This adds to the worker:
   idempotent operations (re-run), park expired non-idempotent operations as
   uncertain (never re-run) and run the ``reconcile=`` hooks of uncertain
   operations (:class:`~azync_flow.runtime.uncertain.Reconciler`), repair stalled
-  executions, vacuum finished ones.
+  executions, vacuum finished ones;
+* the scheduler of :mod:`azync_flow.schedules` (its own election,
+  ``azync_flow.schedule``), which also creates the schedules of workflows
+  declared with ``@workflow(schedule=...)``.
 """
 
 from __future__ import annotations
