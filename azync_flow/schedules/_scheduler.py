@@ -18,12 +18,14 @@ never start a nominal time twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from azync_flow._logging import log_failure
 from azync_flow.store.errors import StoreError
+from azync_flow.store.types import ScheduleRunRecord
 
 from ._actions import ActionRunner
 from ._codec import Decoded, decode, fire_of
@@ -135,9 +137,9 @@ class Scheduler:
             started += await self._guarded(self._fire_due, decode(record))
         return started
 
-    async def _guarded(self, step: Any, item: Decoded) -> int:
+    async def _guarded(self, step: Callable[[Decoded], Awaitable[int]], item: Decoded) -> int:
         try:
-            return int(await step(item))
+            return await step(item)
         except StoreError:
             raise  # lost leadership, database away: the whole step stops
         except Exception as exc:
@@ -185,8 +187,11 @@ class Scheduler:
                 await self.actions.cancel(item.action, previous)
         return await self._start(item, fire)
 
-    async def _live_previous(self, item: Decoded) -> Any:
-        runs = await self.store.recent_schedule_runs(item.id, 1, ["started"])
+    async def _live_previous(self, item: Decoded) -> uuid.UUID | None:
+        """The run of the latest started nominal time, while it is still going."""
+        runs: list[ScheduleRunRecord] = await self.store.recent_schedule_runs(
+            item.id, 1, ["started"]
+        )
         if runs and await self.actions.running(item.action, runs[0].run_id):
             return runs[0].run_id
         return None
