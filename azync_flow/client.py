@@ -61,6 +61,7 @@ from azync_flow.workflow import HistoryLimit, WorkflowDefinition
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from azync_flow.schedules import ScheduleClient
     from azync_flow.worker import Worker
 
 __all__ = ["Client", "ExecutionPage", "IdempotencyConflictError", "WorkflowHandle"]
@@ -162,6 +163,14 @@ class Client:
         self._watcher = _DoneWatcher(store, listen_linger.total_seconds())
         #: ``result`` waits ended by a wake-up (not by the fallback re-read); a test hook.
         self.wakeups = 0
+
+    @property
+    def schedules(self) -> ScheduleClient:
+        """Schedules on this client's store (create, describe, list, pause,
+        unpause, trigger, delete, backfill; docs/schedules.md)."""
+        from azync_flow.schedules import ScheduleClient
+
+        return ScheduleClient(self.store)
 
     async def close(self) -> None:
         """Release the LISTEN connection (only open while a ``result`` waits)."""

@@ -19,7 +19,10 @@ This adds to the worker:
   idempotent operations (re-run), park expired non-idempotent operations as
   uncertain (never re-run) and run the ``reconcile=`` hooks of uncertain
   operations (:class:`~azync_flow.runtime.uncertain.Reconciler`), repair stalled
-  executions, vacuum finished ones.
+  executions, vacuum finished ones;
+* the scheduler of :mod:`azync_flow.schedules` (its own election,
+  ``azync_flow.schedule``), which also creates the schedules of workflows
+  declared with ``@workflow(schedule=...)``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from azync_flow.runtime.folded_completion import CompletionFolder
 from azync_flow.runtime.local_dispatch import LocalDispatch
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
+from azync_flow.schedules import attach_schedules
 from azync_flow.store.types import Job, Source
 from azync_flow.telemetry import AttemptKind, Outcome, RunTracer
 from azync_flow.workflow import HistoryLimit, Registry
@@ -207,6 +211,8 @@ class WorkflowRuntime:
                 leadership=WORKFLOW_LEADERSHIP,
                 source=Source.WORKFLOW,
             )
+        # every workflow worker fires schedules (its own election)
+        attach_schedules(worker, workflows=registry.workflows.values())
 
     # --- maintenance steps (leader only; each returns what it made runnable) ---------
 

@@ -13,6 +13,7 @@ from azync_flow.store import (
     LeaseElector,
     Migrator,
     Notifier,
+    ScheduleStore,
     Store,
     Subscription,
     TxStore,
@@ -21,7 +22,17 @@ from azync_flow.store.postgres import PostgresStore
 
 
 @pytest.mark.parametrize(
-    "protocol", [Store, TxStore, Notifier, ChangeNotifier, LeaderElector, LeaseElector, Migrator]
+    "protocol",
+    [
+        Store,
+        TxStore,
+        Notifier,
+        ChangeNotifier,
+        LeaderElector,
+        LeaseElector,
+        Migrator,
+        ScheduleStore,
+    ],
 )
 async def test_postgres_store_implements_protocol_with_matching_signatures(
     store: PostgresStore, protocol: type
@@ -58,6 +69,7 @@ def test_store_package_exports_the_protocols() -> None:
         "TxStore",
         "TxDAGStore",
         "Subscription",
+        "ScheduleStore",
     ):
         assert name in store_pkg.__all__
     assert store_pkg.__all__ == sorted(store_pkg.__all__)
