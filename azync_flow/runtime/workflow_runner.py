@@ -413,6 +413,7 @@ class WorkflowRunner:
                 )
                 for c in outcome.child_signals
             ],
+            child_cancels=[c.workflow_id for c in outcome.child_cancels],
         )
 
     async def _commit(

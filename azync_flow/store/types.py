@@ -722,6 +722,7 @@ class PassWrite(msgspec.Struct, kw_only=True):
             parent run of the children it starts.
         children: child executions to create (idempotent by id).
         child_signals: signals to buffer for children (deduplicated by message id).
+        child_cancels: children to request cancellation of.
     """
 
     expected_next_seq: int
@@ -736,6 +737,7 @@ class PassWrite(msgspec.Struct, kw_only=True):
     run_id: uuid.UUID | None = None
     children: list[ChildStartParams] = msgspec.field(default_factory=list)
     child_signals: list[ChildSignalParams] = msgspec.field(default_factory=list)
+    child_cancels: list[uuid.UUID] = msgspec.field(default_factory=list)
 
 
 class OperationSettle(msgspec.Struct, kw_only=True):
