@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from azync_flow.errors import (
         ActivityError,
         AzyncError,
+        ChildWorkflowError,
         NonDeterminismError,
         SchemaNotMigratedError,
         StoreUnavailableError,
@@ -58,6 +59,7 @@ _HOMES = {
     "attach_dags": "azync_flow.dag",
     "ActivityError": "azync_flow.errors",
     "AzyncError": "azync_flow.errors",
+    "ChildWorkflowError": "azync_flow.errors",
     "NonDeterminismError": "azync_flow.errors",
     "SchemaNotMigratedError": "azync_flow.errors",
     "StoreUnavailableError": "azync_flow.errors",
@@ -86,6 +88,7 @@ __all__ = [
     "ActivityError",
     "ActivityOptions",
     "AzyncError",
+    "ChildWorkflowError",
     "DAGClient",
     "DAGValidationError",
     "EventContext",

@@ -51,11 +51,12 @@ from azync_flow.store.types import (
     StalledWorkflow,
     TerminatedExecution,
     WorkflowExecutionView,
+    WorkflowRunView,
     WorkflowStartParams,
     WorkflowState,
 )
 from azync_flow.telemetry import RunEvent, RunKind, RunTracer
-from azync_flow.workflow import WorkflowDefinition
+from azync_flow.workflow import HistoryLimit, WorkflowDefinition
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -132,6 +133,8 @@ class Client:
             connection). A client awaiting results one after another saves a
             connection set-up per result with a few seconds here;
             ``worker.client()`` uses 5 s. ``close()`` always closes it.
+        history_limit: the thresholds behind ``describe().history_limit_exceeded``
+            (default :class:`~azync_flow.workflow.HistoryLimit`).
     """
 
     @property
@@ -149,8 +152,10 @@ class Client:
         tracer_provider: TracerProvider | None = None,
         worker: Worker | None = None,
         listen_linger: timedelta = timedelta(0),
+        history_limit: HistoryLimit | None = None,
     ):
         self.store = store
+        self.history_limit = history_limit or HistoryLimit()
         self.worker = worker
         self.poll_interval = poll_interval.total_seconds()
         self.fallback_poll = fallback_poll.total_seconds()
@@ -613,22 +618,65 @@ class WorkflowHandle(Generic[R]):
         """The execution row: state, result, failure reason, timestamps, and
         ``blocked_reason`` when a running execution's workflow task keeps
         failing (e.g. ``UnknownWorkflowError: no worker has registered workflow
-        'x' (after 4 workflow task attempts)``).
+        'x' (after 4 workflow task attempts)``); its current run (``run_id``,
+        ``run_no``), its parent (``parent_id``) when it is a child, and the
+        size of the current run's history (``history_events``,
+        ``history_bytes``) with ``history_limit_exceeded`` set past the
+        client's :class:`~azync_flow.workflow.HistoryLimit`.
 
         Raises:
             NotFoundError: no such execution.
         """
-        return await self.client.store.get_workflow_execution(self.id)
+        store: Any = self.client.store
+        view = await self._row()
+        events, size = await store.workflow_history_size(self.id)
+        view.history_events, view.history_bytes = events, size
+        view.history_limit_exceeded = self.client.history_limit.exceeded(events, size)
+        return view
 
-    async def history(self) -> list[HistoryEntry]:
-        """The decoded history, in seq order."""
-        return to_entries(await self.client.store.list_history(self.id))
+    async def runs(self) -> list[WorkflowRunView]:
+        """The run chain of the execution (``continue_as_new``), oldest first;
+        the last entry is the current (or final) run.
 
-    async def recorded_history(self) -> RecordedHistory:
-        """The history in the Replayer's portable form (``.to_json()`` to save it)."""
-        view = await self.describe()
-        rows = await self.client.store.list_history(self.id)
-        return RecordedHistory.from_rows(view.name, view.input, rows, self.id)
+        Raises:
+            NotFoundError: no such execution.
+        """
+        store: Any = self.client.store
+        runs: list[WorkflowRunView] = await store.list_workflow_runs(self.id)
+        return runs
+
+    async def history(self, run_no: int | None = None) -> list[HistoryEntry]:
+        """The decoded history of the current run (or of earlier run ``run_no``,
+        see :meth:`runs`), in seq order.
+
+        Raises:
+            NotFoundError: ``run_no`` names no earlier run.
+        """
+        store: Any = self.client.store
+        if run_no is not None and run_no != (await self._row()).run_no:
+            return to_entries(await store.list_run_history(self.id, run_no))
+        return to_entries(await store.list_history(self.id))
+
+    async def recorded_history(self, run_no: int | None = None) -> RecordedHistory:
+        """The history of the current run (or of earlier run ``run_no``) in the
+        Replayer's portable form (``.to_json()`` to save it).
+
+        Raises:
+            NotFoundError: no such execution, or ``run_no`` names no run of it.
+        """
+        view = await self._row()
+        if run_no is None or run_no == view.run_no:
+            rows = await self.client.store.list_history(self.id)
+            run_id, data = view.run_id, view.input
+        else:
+            store: Any = self.client.store
+            rows = await store.list_run_history(self.id, run_no)
+            run = next(r for r in await self.runs() if r.run_no == run_no)
+            run_id, data = run.run_id, run.input
+        recorded = RecordedHistory.from_rows(view.name, data, rows, self.id)
+        if run_id is not None and run_id != self.id:
+            recorded.run_id = run_id
+        return recorded
 
     async def result(self, timeout: timedelta | float | None = None) -> R:  # noqa: ASYNC109
         """Wait for the execution to finish and return its result.
@@ -654,7 +702,7 @@ class WorkflowHandle(Generic[R]):
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         deadline = None if seconds is None else time.monotonic() + seconds
-        view = await self.describe()
+        view = await self._row()
         if view.state in _TERMINAL:
             return self._outcome(view)
         watcher = self.client._watcher
@@ -663,7 +711,7 @@ class WorkflowHandle(Generic[R]):
         try:
             while True:
                 woken.clear()
-                view = await self.describe()
+                view = await self._row()
                 if view.state in _TERMINAL:
                     return self._outcome(view)
                 now = time.monotonic()
@@ -683,6 +731,12 @@ class WorkflowHandle(Generic[R]):
                     self.client.wakeups += 1
         finally:
             await watcher.release(self.id, woken)
+
+    async def _row(self) -> WorkflowExecutionView:
+        """The execution row alone (``result`` re-reads it; a continued execution's
+        row is its final run's)."""
+        view: WorkflowExecutionView = await self.client.store.get_workflow_execution(self.id)
+        return view
 
     def _outcome(self, view: WorkflowExecutionView) -> R:
         if view.state == WorkflowState.SUCCEEDED:

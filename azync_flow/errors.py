@@ -13,7 +13,9 @@ Tree::
     │   ├── WorkflowCancelledError      (workflow_id)
     │   ├── WorkflowTerminatedError     (workflow_id, reason) — ended by ``terminate``
     │   ├── WorkflowSuspendedError      (workflow_id, reason)
-    │   └── UnknownWorkflowError        (name)
+    │   ├── UnknownWorkflowError        (name)
+    │   └── ChildWorkflowError          (workflow_id, state, error_type, message) — a child
+    │                                    execution did not succeed
     ├── ActivityError                   (activity, error_type, message, attempts, seq)
     ├── Uncertain                       raised BY an activity: outcome unknown, park it
     └── PayloadError
@@ -21,8 +23,10 @@ Tree::
         └── PayloadTooLargeError        (size, limit)
 
     BaseException
-    └── WorkflowAbort                   control flow: stops workflow code during a pass;
-                                        user code must not catch it.
+    ├── WorkflowAbort                   control flow: stops workflow code during a pass;
+    │                                   user code must not catch it.
+    └── ContinueAsNew                   control flow: ``ctx.continue_as_new(input)`` ends
+                                        the run; user code must not catch it.
 
 Every error carries structured fields and a stable ``code`` shown in ``str()``.
 """
@@ -45,7 +49,9 @@ from azync_flow.store.errors import (
 __all__ = [
     "ActivityError",
     "AzyncError",
+    "ChildWorkflowError",
     "ConflictError",
+    "ContinueAsNew",
     "ForbiddenCallError",
     "LeadershipLostError",
     "NonDeterminismError",
@@ -199,6 +205,38 @@ class UnknownWorkflowError(WorkflowError):
         super().__init__(f"no definition registered under {name!r}")
 
 
+class ChildWorkflowError(WorkflowError):
+    """A child execution started with ``ctx.start_child`` did not succeed.
+
+    Raised in the parent's workflow code by ``await handle.result()`` (and
+    ``ctx.execute_child``) when the child's ``ChildFailed`` event is delivered.
+
+    Attributes:
+        workflow_id: the child execution.
+        state: its terminal state: ``failed``, ``cancelled`` or ``terminated``
+            (``failed`` also when the child could not be started because its
+            id is taken by another execution).
+        error_type: the class name of the child's error (``WorkflowCancelled``
+            / ``WorkflowTerminated`` for those states).
+        message: the child's error message (or the cancel/terminate reason).
+    """
+
+    code = "child_workflow_failed"
+
+    def __init__(
+        self, workflow_id: uuid.UUID | str, state: str, error_type: str, message: str
+    ) -> None:
+        self.workflow_id = workflow_id
+        self.state = state
+        self.error_type = error_type
+        self.message = message
+        cause = f"{error_type}: {message}" if error_type else message
+        super().__init__(f"child workflow {workflow_id} {state}: {cause}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.state, self.error_type, self.message))
+
+
 class ActivityError(AzyncError):
     """An activity failed for good (retry budget spent or non-retryable error).
 
@@ -278,3 +316,19 @@ class WorkflowAbort(BaseException):
     Derives from ``BaseException`` so ``except Exception`` in user code does not
     swallow it. Never raised to callers outside the replay engine.
     """
+
+
+class ContinueAsNew(BaseException):
+    """Raised by ``ctx.continue_as_new(input)``: end this run of the execution and
+    start a fresh one (same workflow id, empty history) with ``input``.
+
+    Derives from ``BaseException`` so ``except Exception`` in workflow code
+    does not swallow it; let it propagate out of the workflow function.
+
+    Attributes:
+        input: the new run's input, encoded (JSON bytes).
+    """
+
+    def __init__(self, input: bytes) -> None:
+        self.input = input
+        super().__init__("continue as new")

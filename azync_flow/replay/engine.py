@@ -29,6 +29,7 @@ import collections
 import contextlib
 import contextvars
 import random
+import uuid
 from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -36,6 +37,7 @@ from typing import Any, Protocol
 import msgspec
 
 from azync_flow.errors import (
+    ContinueAsNew,
     ForbiddenCallError,
     NonDeterminismError,
     WorkflowAbort,
@@ -48,6 +50,8 @@ from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
     CancelRequested,
+    ChildCompleted,
+    ChildFailed,
     Event,
     HistoryEntry,
     OperationResolved,
@@ -57,6 +61,7 @@ from azync_flow.replay.events import (
     TimerFired,
     WorkflowCancelled,
     WorkflowCompleted,
+    WorkflowContinuedAsNew,
     WorkflowFailed,
     encode_event,
 )
@@ -128,7 +133,8 @@ class WorkflowInstance(DurableCallsMixin):
         self.max_payload_bytes = max_payload_bytes
         self.loop = DeterministicLoop(self)  # type: ignore[abstract]
         self._input = input_bytes
-        self._rng = random.Random(info.execution_id.int)
+        # the first run's id is the execution id: its sequence is unchanged
+        self._rng = random.Random(info.current_run_id.int)
         self._main: asyncio.Task[bytes] | None = None
         self._known_upto = 0
         self._next_seq = 1
@@ -137,6 +143,7 @@ class WorkflowInstance(DurableCallsMixin):
         self._pass_inputs: list[int] = []  # seqs of pass-written inputs not yet walked past
         self._pass_input_events: dict[int, Event] = {}
         self._activities: dict[int, tuple[asyncio.Future[Any], str]] = {}
+        self._children: dict[int, asyncio.Future[Any]] = {}
         self._timers: dict[int, DurableTimerHandle] = {}
         self._signal_waiters: dict[str, collections.deque[asyncio.Future[Any]]] = {}
         self._patches: dict[str, bool] = {}
@@ -148,6 +155,9 @@ class WorkflowInstance(DurableCallsMixin):
         self._now = datetime.fromtimestamp(0, UTC)
         self._replaying = False
         self._events_replayed = 0
+        #: Runtime book-keeping of the history size (see the worker's history limit).
+        self.history_bytes = 0
+        self.history_warned = False
         self._reset_outputs()
 
     # --- public state ------------------------------------------------------------
@@ -161,6 +171,11 @@ class WorkflowInstance(DurableCallsMixin):
     def reusable(self) -> bool:
         """True when the instance may be kept in a sticky cache for the next pass."""
         return self._failure is None and self._terminal is None and not self._closing
+
+    @property
+    def cancel_seen(self) -> bool:
+        """True once a cancel request has been delivered to the code."""
+        return self._cancel_seen
 
     @property
     def is_replaying(self) -> bool:
@@ -258,7 +273,10 @@ class WorkflowInstance(DurableCallsMixin):
             event = entry.event
             if event.is_command:
                 self._recorded.append((entry.seq, event))
-                if isinstance(event, (WorkflowCompleted, WorkflowFailed, WorkflowCancelled)):
+                if isinstance(
+                    event,
+                    (WorkflowCompleted, WorkflowFailed, WorkflowCancelled, WorkflowContinuedAsNew),
+                ):
                     self._terminal_recorded = True
             elif not event.is_external:
                 self._pass_inputs.append(entry.seq)
@@ -302,6 +320,12 @@ class WorkflowInstance(DurableCallsMixin):
         elif isinstance(event, ActivityFailed):
             self._fail_activity(
                 event.scheduled_seq, event.error_type, event.message, event.attempts
+            )
+        elif isinstance(event, ChildCompleted):
+            self._resolve_child(event.started_seq, event.result)
+        elif isinstance(event, ChildFailed):
+            self._fail_child(
+                event.started_seq, event.workflow_id, event.state, event.error_type, event.message
             )
         elif isinstance(event, (OperationUncertain, OperationResolved)):
             # audit only: the activity stays pending; a "complete"/"fail" decision is
@@ -442,16 +466,24 @@ class WorkflowInstance(DurableCallsMixin):
             exc = task.exception()
             if isinstance(exc, WorkflowAbort):
                 return
-            if exc is not None:
+            if isinstance(exc, ContinueAsNew):
+                terminal = WorkflowContinuedAsNew(seq=0, input=msgspec.Raw(exc.input))
+            elif exc is not None:
                 terminal = WorkflowFailed(
                     seq=0, error_type=type(exc).__name__, message=_safe_message(exc)
                 )
             else:
                 terminal = WorkflowCompleted(seq=0, result=msgspec.Raw(task.result()))
         try:
-            self._emit(terminal)
+            seq, recorded = self._emit(terminal)
         except WorkflowAbort:
             return
+        if isinstance(terminal, WorkflowContinuedAsNew):
+            if isinstance(recorded, WorkflowContinuedAsNew):
+                terminal.new_run_id = recorded.new_run_id
+            else:  # derived: a re-run of this pass names the same new run
+                run = uuid.uuid5(self.info.current_run_id, f"continue-as-new/{seq}")
+                terminal.new_run_id = str(run)
         self._terminal = terminal
         self.loop.halt()
 
@@ -488,6 +520,7 @@ class WorkflowInstance(DurableCallsMixin):
             unconsumed_signals=unconsumed,
             events_replayed=self._events_replayed,
             awaited_signals=sorted(n for n in self._signal_waiters if self._has_waiter(n)),
+            live_children=len(self._children),
         )
         terminal = self._terminal
         if isinstance(terminal, WorkflowCompleted):
@@ -501,6 +534,9 @@ class WorkflowInstance(DurableCallsMixin):
         elif isinstance(terminal, WorkflowCancelled):
             outcome.status = PassStatus.CANCELLED
             outcome.error = WorkflowCancelledError(self.info.execution_id)
+        elif isinstance(terminal, WorkflowContinuedAsNew):
+            outcome.status = PassStatus.CONTINUED_AS_NEW
+            outcome.continued = (uuid.UUID(terminal.new_run_id), bytes(terminal.input))
         return outcome
 
     def _cancelled_timer_seqs(self) -> list[int]:

@@ -17,6 +17,8 @@ __all__ = [
     "PassOutcome",
     "PassStatus",
     "ScheduleActivity",
+    "SignalChild",
+    "StartChild",
     "StartTimer",
     "WorkflowInfo",
 ]
@@ -32,12 +34,23 @@ class WorkflowInfo:
         version: workflow version the execution was started with.
         attempt: attempt number of the current workflow task (informational only;
             it differs between replays, so do not branch on it).
+        run_id: the current run (``continue_as_new`` starts a new one); None =
+            the first run, whose run id is the execution id.
+        parent_id: the parent execution of a child started by ``ctx.start_child``,
+            else None.
     """
 
     execution_id: uuid.UUID
     name: str
     version: str = ""
     attempt: int = 1
+    run_id: uuid.UUID | None = None
+    parent_id: uuid.UUID | None = None
+
+    @property
+    def current_run_id(self) -> uuid.UUID:
+        """The id of the current run (the execution id for the first run)."""
+        return self.run_id or self.execution_id
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,35 @@ class CancelTimer:
     timer_seq: int
 
 
-Command = ScheduleActivity | StartTimer | CancelTimer
+@dataclass(frozen=True)
+class StartChild:
+    """Create child execution ``workflow_id`` (recorded as ChildStarted at ``seq``).
+
+    ``input`` is the child's encoded input; ``parent_close_policy`` is
+    ``terminate``, ``request_cancel`` or ``abandon``.
+    """
+
+    seq: int
+    workflow_id: uuid.UUID
+    name: str
+    version: str
+    input: bytes
+    parent_close_policy: str
+
+
+@dataclass(frozen=True)
+class SignalChild:
+    """Buffer signal ``name`` for child ``workflow_id`` (ChildSignaled at ``seq``),
+    deduplicated by ``message_id``."""
+
+    seq: int
+    workflow_id: uuid.UUID
+    name: str
+    payload: bytes
+    message_id: str
+
+
+Command = ScheduleActivity | StartTimer | CancelTimer | StartChild | SignalChild
 
 
 class PassStatus(enum.StrEnum):
@@ -89,6 +130,7 @@ class PassStatus(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    CONTINUED_AS_NEW = "continued_as_new"
     NONDETERMINISM = "nondeterminism"
 
 
@@ -114,6 +156,9 @@ class PassOutcome:
             them on a full replay; only the new ones on a cached instance).
         awaited_signals: names the workflow's ``wait_signal`` calls are
             blocked on when the pass ends, sorted (empty when it waits on none).
+        continued: with status continued_as_new, ``(new run id, new input bytes)``.
+        live_children: children started by this run whose outcome has not been
+            delivered (the parent-close policy applies to them if the run ends).
     """
 
     status: PassStatus
@@ -127,6 +172,8 @@ class PassOutcome:
     unconsumed_signals: int = 0
     events_replayed: int = 0
     awaited_signals: list[str] = field(default_factory=list)
+    continued: tuple[uuid.UUID, bytes] | None = None
+    live_children: int = 0
 
     @property
     def failure_reason(self) -> str:
@@ -157,6 +204,14 @@ class PassOutcome:
     @property
     def cancelled_timers(self) -> list[int]:
         return [c.timer_seq for c in self.commands if isinstance(c, CancelTimer)]
+
+    @property
+    def children(self) -> list[StartChild]:
+        return [c for c in self.commands if isinstance(c, StartChild)]
+
+    @property
+    def child_signals(self) -> list[SignalChild]:
+        return [c for c in self.commands if isinstance(c, SignalChild)]
 
 
 def sanitize_text(text: str) -> str:

@@ -43,7 +43,7 @@ from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.schedules import attach_schedules
 from azync_flow.store.types import Job, Source
 from azync_flow.telemetry import AttemptKind, Outcome, RunTracer
-from azync_flow.workflow import Registry
+from azync_flow.workflow import HistoryLimit, Registry
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -110,6 +110,9 @@ class WorkflowRuntime:
             commit, no dequeue), and commit an activity's outcome together
             with the next pass of an execution this worker caches. False: every
             operation is inserted pending and completed alone (the plain path).
+        history_limit: the history size of a run past which the worker logs a
+            WARNING suggesting ``continue_as_new`` (default
+            :class:`~azync_flow.workflow.HistoryLimit`: 10,000 events / 10 MiB).
     """
 
     def __init__(
@@ -126,6 +129,7 @@ class WorkflowRuntime:
         max_reaps: int | None = None,
         tracer_provider: TracerProvider | None = None,
         local_dispatch: bool = True,
+        history_limit: HistoryLimit | None = None,
     ) -> None:
         if Source.WORKFLOW in getattr(worker, "_maintained", ()):
             raise ValueError(
@@ -147,6 +151,7 @@ class WorkflowRuntime:
             cache_size=cache_size,
             max_payload_bytes=max_payload_bytes,
             tracer=self.tracer,
+            history_limit=history_limit,
         )
         self.activities = ActivityRunner(
             store, registry, max_payload_bytes=max_payload_bytes, tracer=self.tracer

@@ -595,6 +595,13 @@ class WorkflowRuntimeStore(Protocol):
         """Execution, history past ``after_seq``, buffered signals, due timers: one snapshot."""
         ...
 
+    async def list_closed_children(
+        self, parent_id: uuid.UUID, parent_run_id: uuid.UUID
+    ) -> list[tuple[WorkflowExecutionView, dict[str, str]]]:
+        """Executions the end of run ``parent_run_id`` terminated by parent-close
+        policy (recursively), with their trace contexts."""
+        ...
+
     async def lease_workflow_tasks(
         self,
         limit: int,

@@ -23,6 +23,8 @@ __all__ = [
     "BufferedSignal",
     "Change",
     "ChangeEntity",
+    "ChildSignalParams",
+    "ChildStartParams",
     "Config",
     "DAGDep",
     "DAGFailure",
@@ -69,6 +71,7 @@ __all__ = [
     "UncertainDecision",
     "Wake",
     "WorkflowExecutionView",
+    "WorkflowRunView",
     "WorkflowStartParams",
     "WorkflowState",
     "WorkflowTaskState",
@@ -501,6 +504,45 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     #: failing (e.g. no worker registers the workflow) — the last error and
     #: the attempts made. "" when nothing is known to hold it up.
     blocked_reason: str = ""
+    #: The current run (``continue_as_new`` starts a new one in place): its id
+    #: (the execution id for the first run), number (from 1) and start.
+    run_id: uuid.UUID | None = None
+    run_no: int = 1
+    run_started_at: datetime | None = None
+    #: For a child execution: its parent, the parent run that started it, the
+    #: seq of the ChildStarted event there, and its parent-close policy.
+    parent_id: uuid.UUID | None = None
+    parent_run_id: uuid.UUID | None = None
+    parent_seq: int | None = None
+    parent_close_policy: str = ""
+    #: Size of the current run's history (``describe()`` fills these; None
+    #: when not read) and whether it passed the history limit's warning
+    #: threshold (then ``continue_as_new`` is due).
+    history_events: int | None = None
+    history_bytes: int | None = None
+    history_limit_exceeded: bool = False
+
+
+class WorkflowRunView(msgspec.Struct, kw_only=True):
+    """One run of an execution (``continue_as_new`` chains them).
+
+    Attributes:
+        run_no: 1 for the first run.
+        run_id: the run's id (the execution id for the first run).
+        input: the run's input (JSON bytes).
+        started_at / ended_at: when it began; when it continued as new (None
+            for the current run).
+        events: history events of the run (so far, for the current run).
+        current: True for the execution's current (or final) run.
+    """
+
+    run_no: int
+    run_id: uuid.UUID
+    input: bytes
+    started_at: datetime
+    ended_at: datetime | None
+    events: int
+    current: bool = False
 
 
 class TerminatedExecution(msgspec.Struct, kw_only=True):
@@ -569,12 +611,43 @@ class StalledWorkflow(msgspec.Struct, kw_only=True):
 
 #: A pass outcome: ("complete", result bytes) | ("fail", reason) |
 #: ("cancelled", reason) | ("suspend", reason[, history seq it concerns or
-#: None]); None = keep running.
+#: None]) | ("continue", new input bytes, new run id, the pass saw the cancel
+#: request); None = keep running.
 Outcome = (
     tuple[Literal["complete"], bytes]
     | tuple[Literal["fail", "cancelled", "suspend"], str]
     | tuple[Literal["suspend"], str, int | None]
+    | tuple[Literal["continue"], bytes, uuid.UUID, bool]
 )
+
+
+class ChildStartParams(msgspec.Struct, kw_only=True):
+    """A child execution a pass starts (its ``ChildStarted`` event is in the pass).
+
+    Attributes:
+        seq: the parent's seq of the ChildStarted event.
+        id: the child execution id.
+        name / version / input: the child workflow and its encoded input.
+        parent_close_policy: ``terminate``, ``request_cancel`` or ``abandon``.
+        trace_context: the child's run carrier (in the parent's trace).
+    """
+
+    seq: int
+    id: uuid.UUID
+    name: str
+    version: str
+    input: bytes
+    parent_close_policy: str = "terminate"
+    trace_context: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class ChildSignalParams(msgspec.Struct, kw_only=True):
+    """A signal a pass sends to one of its children (``ChildSignaled`` event)."""
+
+    workflow_id: uuid.UUID
+    name: str
+    payload: bytes
+    message_id: str
 
 
 class BufferedSignal(NamedTuple):
@@ -645,6 +718,10 @@ class PassWrite(msgspec.Struct, kw_only=True):
         local: operations to insert leased to the committing worker.
         awaited_signals: signal names the pass left the workflow waiting for
             (replaces the recorded set; None keeps it).
+        run_id: the run the pass belongs to (None = the first run); the
+            parent run of the children it starts.
+        children: child executions to create (idempotent by id).
+        child_signals: signals to buffer for children (deduplicated by message id).
     """
 
     expected_next_seq: int
@@ -656,6 +733,9 @@ class PassWrite(msgspec.Struct, kw_only=True):
     outcome: Outcome | None = None
     local: OperationLease | None = None
     awaited_signals: list[str] | None = None
+    run_id: uuid.UUID | None = None
+    children: list[ChildStartParams] = msgspec.field(default_factory=list)
+    child_signals: list[ChildSignalParams] = msgspec.field(default_factory=list)
 
 
 class OperationSettle(msgspec.Struct, kw_only=True):

@@ -303,7 +303,9 @@ class WorkflowEnvironment:
 
 
 async def _is_terminal(handle: WorkflowHandle[Any]) -> bool:
-    return (await handle.describe()).state in _TERMINAL
+    # the row alone: describe() also sizes the history, needless while polling
+    view = await handle.client.store.get_workflow_execution(handle.id)
+    return view.state in _TERMINAL
 
 
 def _attach_subscribers(worker: Worker, subscribers: list[Any]) -> None:

@@ -7,17 +7,22 @@ import typing
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from azync_flow._payload import encode_value
 from azync_flow.replay.codec import decode_value
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
 from azync_flow.replay.outcome import WorkflowInfo
+from azync_flow.workflow._children import ChildHandle, ParentClosePolicy
+
+if TYPE_CHECKING:
+    from azync_flow.workflow._definitions import WorkflowDefinition
 
 __all__ = ["WorkflowContext"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def _seconds(duration: timedelta | float) -> float:
@@ -169,3 +174,79 @@ class WorkflowContext:
         done = [t for t in order if t.done()]
         done += [t for t in tasks if t.done() and t not in done]
         return done, [t for t in tasks if not t.done()]
+
+    async def start_child(
+        self,
+        workflow: WorkflowDefinition[Any, R],
+        input: Any = None,
+        *,
+        id: uuid.UUID | None = None,
+        parent_close_policy: ParentClosePolicy = "terminate",
+    ) -> ChildHandle[R]:
+        """Start ``workflow`` as a child execution and return its handle.
+
+        The start is recorded in this execution's history (``ChildStarted``) in
+        the same commit that creates the child, so it happens exactly once.
+        The child is a full execution (listed with this execution as its
+        ``parent_id``); its outcome comes back as a ``ChildCompleted`` or
+        ``ChildFailed`` event that ``await handle.result()`` returns or raises.
+
+        Args:
+            workflow: the child's ``@workflow`` definition (any worker that
+                registers it runs it).
+            input: the child's input (JSON-encodable).
+            id: the child's execution id; default: derived from this run's id
+                and the seq (the same on every replay). An id already used by
+                another execution makes ``result()`` raise ChildWorkflowError.
+            parent_close_policy: what happens to the child if this run ends
+                first: ``"terminate"`` (default), ``"request_cancel"`` or
+                ``"abandon"``.
+
+        Raises:
+            ValueError: an unknown ``parent_close_policy``.
+            PayloadEncodeError: ``input`` is not JSON-encodable.
+        """
+        data = workflow.encode_input(input)
+        seq, child_id, future = self._instance.start_child(
+            workflow.name, workflow.version, data, id, parent_close_policy
+        )
+        return ChildHandle(
+            self._instance, seq, child_id, workflow.name, future, workflow.result_type
+        )
+
+    async def execute_child(
+        self,
+        workflow: WorkflowDefinition[Any, R],
+        input: Any = None,
+        *,
+        id: uuid.UUID | None = None,
+        parent_close_policy: ParentClosePolicy = "terminate",
+    ) -> R:
+        """``await (await ctx.start_child(...)).result()``: start a child and wait
+        for its result.
+
+        Raises:
+            ChildWorkflowError: the child did not succeed.
+            ValueError / PayloadEncodeError: as :meth:`start_child`.
+        """
+        handle = await self.start_child(
+            workflow, input, id=id, parent_close_policy=parent_close_policy
+        )
+        return await handle.result()
+
+    def continue_as_new(self, input: Any = None) -> NoReturn:
+        """End this run and start a fresh run of the same execution with ``input``.
+
+        The new run has the same workflow id, an empty history and a new run id
+        (``ctx.info.run_id``); it starts in the same commit that ends this
+        one. Signals this run has not consumed stay buffered for the new run.
+        Live children get their parent-close policy, pending activities are
+        cancelled. Clients waiting on ``result()`` get the final run's result.
+        Call it (it raises) from the workflow function and let it propagate.
+
+        Raises:
+            ContinueAsNew: always (control flow; do not catch it).
+            PayloadEncodeError: ``input`` is not JSON-encodable.
+        """
+        data = encode_value(input, "continue-as-new input")
+        raise self._instance.continue_as_new(data)

@@ -22,6 +22,10 @@ HERE = Path(__file__).resolve().parent
 SAMPLES = HERE.parents[1] / "samples"
 sys.path.insert(0, str(SAMPLES))
 
+from composition import ACTIVITIES as COMPOSITION_ACTIVITIES  # noqa: E402
+from composition import WORKFLOWS as COMPOSITION_WORKFLOWS  # noqa: E402
+from composition import Order as ShopOrder  # noqa: E402
+from composition import Subscription, checkout, subscription  # noqa: E402
 from order import ACTIVITIES, WORKFLOWS, Order, order_workflow  # noqa: E402
 from payment_uncertain import Payment, activities, payment, workflows  # noqa: E402
 
@@ -72,11 +76,71 @@ async def payment_charged(env: WorkflowEnvironment) -> Any:
     return handle
 
 
+async def checkout_shipped(env: WorkflowEnvironment) -> Any:
+    handle = await env.client.start(checkout, ShopOrder("o-7", 2500, "4242", "1 Main St"))
+    await handle.result(timeout=30)
+    return handle
+
+
+async def checkout_declined(env: WorkflowEnvironment) -> Any:
+    handle = await env.client.start(checkout, ShopOrder("o-8", 2500, "4111000000000000", "x"))
+    await handle.result(timeout=30)
+    return handle
+
+
+async def _child(env: WorkflowEnvironment, name: str) -> Any:
+    handle = await checkout_shipped(env)
+    kids = await env.store.list_child_workflows(handle.id)
+    return env.client.get_handle(next(k.id for k in kids if k.name == name))
+
+
+async def order_payment_charged(env: WorkflowEnvironment) -> Any:
+    return await _child(env, "order_payment")
+
+
+async def order_shipping_picked_up(env: WorkflowEnvironment) -> Any:
+    return await _child(env, "order_shipping")
+
+
+async def subscription_ended(env: WorkflowEnvironment) -> Any:
+    handle = await env.client.start(subscription, Subscription("c-1", periods=2))
+    await handle.result(timeout=30)
+    return handle
+
+
+class FirstRun:
+    """A handle whose recorded history is its first run's (continued as new)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    async def recorded_history(self) -> Any:
+        return await self.handle.recorded_history(run_no=1)
+
+
+async def subscription_renewed(env: WorkflowEnvironment) -> Any:
+    return FirstRun(await subscription_ended(env))
+
+
 RECORDINGS: dict[str, tuple[list[Any], list[Any], Scenario]] = {
     "order-shipped": (WORKFLOWS, ACTIVITIES, order_shipped),
     "order-declined": (WORKFLOWS, ACTIVITIES, order_declined),
     "order-approval-timed-out": (WORKFLOWS, ACTIVITIES, order_approval_timed_out),
     "payment-charged": (workflows, activities, payment_charged),
+    "checkout-shipped": (COMPOSITION_WORKFLOWS, COMPOSITION_ACTIVITIES, checkout_shipped),
+    "checkout-declined": (COMPOSITION_WORKFLOWS, COMPOSITION_ACTIVITIES, checkout_declined),
+    "order-payment-charged": (
+        COMPOSITION_WORKFLOWS,
+        COMPOSITION_ACTIVITIES,
+        order_payment_charged,
+    ),
+    "order-shipping-picked-up": (
+        COMPOSITION_WORKFLOWS,
+        COMPOSITION_ACTIVITIES,
+        order_shipping_picked_up,
+    ),
+    "subscription-renewed": (COMPOSITION_WORKFLOWS, COMPOSITION_ACTIVITIES, subscription_renewed),
+    "subscription-ended": (COMPOSITION_WORKFLOWS, COMPOSITION_ACTIVITIES, subscription_ended),
 }
 
 
@@ -100,7 +164,8 @@ async def record(name: str) -> Path:
 
 
 async def main() -> None:
-    for name in RECORDINGS:
+    names = sys.argv[1:] or list(RECORDINGS)
+    for name in names:
         print(await record(name))
 
 

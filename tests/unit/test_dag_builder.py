@@ -204,6 +204,7 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "ActivityError",
         "ActivityOptions",
         "AzyncError",
+        "ChildWorkflowError",
         "DAGClient",
         "DAGValidationError",
         "EventContext",

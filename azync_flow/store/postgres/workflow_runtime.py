@@ -32,19 +32,19 @@ from ..types import (
     WorkflowTaskState,
 )
 from ._base import decode_meta, encode_meta, job_from_row
+from .workflow_children import WorkflowChildrenMixin
 from .workflow_core import (
     ENQUEUED,
     FAILED,
     LIVE_WORKFLOW_STATES,
     PROCESSED,
     WORKFLOW_TASK,
-    WorkflowCoreMixin,
     clean_text,
     execution_from_row,
 )
 
 
-class WorkflowRuntimeMixin(WorkflowCoreMixin):
+class WorkflowRuntimeMixin(WorkflowChildrenMixin):
     async def dequeue_workflow_tasks(
         self, limit: int, lease: timedelta, kind: str = WORKFLOW_TASK
     ) -> list[Job]:
@@ -267,9 +267,16 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         if write.operations:
             rows = await self._schedule_ops(conn, run_id, write.operations, write.local)
             leased = _leased_jobs(run_id, write.operations, rows)
+        appended = 0
+        if write.children or write.child_signals:
+            appended = await self._pass_family_writes(conn, run_id, write)
+            if appended:
+                next_task_at = "now"
         await self._write_timers(conn, run_id, write.timers, write.fired_timers)
         await self._consume_signals(conn, run_id, write.consumed_signals)
         state = await self._apply_outcome(conn, run_id, ex["state"], write.outcome)
+        if write.outcome is not None and write.outcome[0] == "continue":
+            next_task_at = "now"  # the new run's first pass
         if schedule and state == WorkflowState.RUNNING:
             # Next task + this transaction's stats in one (last) statement.
             if next_task_at == "now":
@@ -278,7 +285,9 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
                 await self._schedule_last(
                     conn, run_id, next_task_at, timers_only=True, signals_wake=signals_wake
                 )
-        return PassCommitResult(next_seq=first + len(events), leased=leased, now=ex["at"])
+        return PassCommitResult(
+            next_seq=first + len(events) + appended, leased=leased, now=ex["at"]
+        )
 
     async def abandon_workflow_task(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> bool:
         """Give up a leased workflow task (after a ConflictError).
@@ -559,6 +568,11 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             target = WorkflowState.FAILED if kind == "fail" else WorkflowState.CANCELLED
             await self._finish_locked(conn, run_id, target, None, str(value))
             return target
+        if kind == "continue":
+            assert len(outcome) == 4
+            _, new_input, new_run, cancel_seen = outcome
+            await self._continue_as_new(conn, run_id, new_input, new_run, cancel_seen)
+            return state
         if kind == "suspend":
             if state == WorkflowState.RUNNING:
                 seq = outcome[2] if len(outcome) == 3 else None
@@ -662,5 +676,7 @@ def one_statement(write: PassWrite) -> bool:
         and not write.timers
         and not write.fired_timers
         and not write.consumed_signals
+        and not write.children
+        and not write.child_signals
         and all(o.run_at is None for o in write.operations)
     )
