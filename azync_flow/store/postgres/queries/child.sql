@@ -142,3 +142,13 @@ WITH live AS (
     FROM req r WHERE r.state = 'running'
 )
 SELECT (SELECT count(*) FROM req) AS requested, (SELECT count(*) FROM wake) AS woken
+
+-- name: workflow_runs_vacuum
+-- $2 retention: earlier runs (and, cascading, their histories) that ended
+-- before now - retention. Returns how many were removed.
+WITH d AS (
+    DELETE FROM azync_workflow_runs
+    WHERE ended_at < coalesce($1::timestamptz, now()) - $2::interval
+    RETURNING 1
+)
+SELECT count(*) FROM d
