@@ -13,15 +13,15 @@ Two families:
 * **Commands** — written by a replay pass from what the workflow code did;
   on replay they are matched in order against what the code does again:
   :class:`ActivityScheduled`, :class:`TimerStarted`, :class:`TimerCancelled`,
-  :class:`SideEffectRecorded`, :class:`PatchMarker`, and the terminal
+  :class:`SideEffectRecorded`, :class:`PatchMarker`, :class:`UpdateCompleted`, and the terminal
   :class:`WorkflowCompleted`, :class:`WorkflowFailed`, :class:`WorkflowCancelled`.
 * **Inputs** — delivered to the code when the replay reaches them:
   :class:`ActivityCompleted`, :class:`ActivityFailed`, :class:`OperationUncertain`,
   :class:`OperationResolved` (appended by the activity runtime / operators),
   :class:`SignalsUndelivered` (appended by the store when the execution finishes
   with signals its code never consumed) and
-  :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested` (appended
-  by the pass that delivered them).
+  :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested`,
+  :class:`UpdateAccepted` (appended by the pass that delivered them).
 
 :class:`WorkflowTerminated` ends a history without the code's say: an operator's
 ``terminate`` appends it; replay reads it as the end of the recorded history.
@@ -54,6 +54,8 @@ __all__ = [
     "TimerFired",
     "TimerStarted",
     "UndeliveredSignal",
+    "UpdateAccepted",
+    "UpdateCompleted",
     "WorkflowCancelled",
     "WorkflowCompleted",
     "WorkflowFailed",
@@ -166,6 +168,23 @@ class WorkflowCancelled(Event):
     seq: int
 
 
+class UpdateCompleted(Event):
+    """The handler of the update accepted as ``update_id`` returned ``result``
+    (``error_type`` empty) or raised ``error_type: message``."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    update_id: str
+    name: str
+    result: msgspec.Raw = msgspec.Raw(b"null")
+    error_type: str = ""
+    message: str = ""
+
+    def describe(self) -> str:
+        outcome = f"{self.error_type}: {self.message[:60]}" if self.error_type else "ok"
+        return f"UpdateCompleted({self.name}, id={self.update_id!r}, {outcome})"
+
+
 # --- inputs written by a pass ------------------------------------------------------
 
 
@@ -195,6 +214,19 @@ class CancelRequested(Event):
 
     seq: int
     reason: str = ""
+
+
+class UpdateAccepted(Event):
+    """Update ``name`` (id ``update_id``, arguments ``args`` as a JSON array) passed
+    its validator and its handler started here."""
+
+    seq: int
+    update_id: str
+    name: str
+    args: msgspec.Raw = msgspec.Raw(b"[]")
+
+    def describe(self) -> str:
+        return f"UpdateAccepted({self.name}, id={self.update_id!r}, args={_shown(self.args)})"
 
 
 # --- inputs appended outside passes ------------------------------------------------
@@ -311,6 +343,8 @@ AnyEvent = (
     | TimerFired
     | SignalReceived
     | CancelRequested
+    | UpdateAccepted
+    | UpdateCompleted
     | ActivityCompleted
     | ActivityFailed
     | OperationUncertain
@@ -333,6 +367,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TimerFired,
         SignalReceived,
         CancelRequested,
+        UpdateAccepted,
+        UpdateCompleted,
         ActivityCompleted,
         ActivityFailed,
         OperationUncertain,

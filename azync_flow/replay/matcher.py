@@ -12,6 +12,7 @@ position when:
 * ``TimerCancelled``: same timer seq;
 * ``SideEffectRecorded``: same kind;
 * ``PatchMarker``: same patch id;
+* ``UpdateCompleted``: same update id (the result may differ);
 * terminal events (completed/failed/cancelled): always (the result may differ).
 """
 
@@ -23,6 +24,7 @@ from azync_flow.replay.events import (
     PatchMarker,
     SideEffectRecorded,
     TimerCancelled,
+    UpdateCompleted,
 )
 
 __all__ = ["commands_match"]
@@ -44,4 +46,7 @@ def commands_match(recorded: Event, new: Event) -> bool:
     if isinstance(recorded, PatchMarker):
         assert isinstance(new, PatchMarker)
         return recorded.patch_id == new.patch_id
+    if isinstance(recorded, UpdateCompleted):
+        assert isinstance(new, UpdateCompleted)
+        return recorded.update_id == new.update_id
     return True

@@ -18,7 +18,9 @@ __all__ = [
     "PassStatus",
     "ScheduleActivity",
     "StartTimer",
+    "UpdateResult",
     "WorkflowInfo",
+    "safe_message",
 ]
 
 
@@ -84,6 +86,28 @@ class CancelTimer:
 Command = ScheduleActivity | StartTimer | CancelTimer
 
 
+@dataclass(frozen=True)
+class UpdateResult:
+    """The end of one update request in a pass.
+
+    Attributes:
+        update_id: the update's id.
+        name: the update name.
+        state: ``"rejected"`` (validator or unknown name; not in history),
+            ``"completed"`` or ``"failed"`` (the handler returned or raised).
+        result: the handler's JSON-encoded result when completed, else None.
+        error_type: class name of the rejection or failure ("" when completed).
+        message: its message.
+    """
+
+    update_id: str
+    name: str
+    state: str
+    result: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+
+
 class PassStatus(enum.StrEnum):
     BLOCKED = "blocked"
     COMPLETED = "completed"
@@ -114,6 +138,7 @@ class PassOutcome:
             them on a full replay; only the new ones on a cached instance).
         awaited_signals: names the workflow's ``wait_signal`` calls are
             blocked on when the pass ends, sorted (empty when it waits on none).
+        update_results: updates this pass rejected, completed or failed.
     """
 
     status: PassStatus
@@ -127,6 +152,7 @@ class PassOutcome:
     unconsumed_signals: int = 0
     events_replayed: int = 0
     awaited_signals: list[str] = field(default_factory=list)
+    update_results: list[UpdateResult] = field(default_factory=list)
 
     @property
     def failure_reason(self) -> str:
@@ -157,6 +183,19 @@ class PassOutcome:
     @property
     def cancelled_timers(self) -> list[int]:
         return [c.timer_seq for c in self.commands if isinstance(c, CancelTimer)]
+
+
+def safe_message(exc: BaseException) -> str:
+    """``str(exc)`` made encodable (lone surrogates escaped); NUL is kept (JSON escapes it)."""
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ must not break recording the failure
+        return f"<unprintable {type(exc).__name__}>"
+    try:
+        message.encode("utf-8")
+    except UnicodeEncodeError:
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return message
 
 
 def sanitize_text(text: str) -> str:
