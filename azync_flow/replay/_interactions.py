@@ -171,7 +171,9 @@ class InteractionsMixin:
         handler = self._update_handlers.get(name)
         if handler is None:
             known = ", ".join(sorted(self._update_handlers)) or "none"
-            return rejected("UnknownUpdate", f"no update handler of that name (registered: {known})")
+            return rejected(
+                "UnknownUpdate", f"no update handler of that name (registered: {known})"
+            )
         if handler.validate is not None:
             validate = handler.validate
             try:
@@ -223,4 +225,3 @@ class InteractionsMixin:
 def _retrieve(task: asyncio.Task[None]) -> None:
     if not task.cancelled():
         task.exception()  # aborted handlers end with WorkflowAbort: not an error to report
-

@@ -531,4 +531,3 @@ def _close_coroutines(tasks: list[asyncio.Task[Any]]) -> None:
             continue
         with contextlib.suppress(BaseException):
             close()
-

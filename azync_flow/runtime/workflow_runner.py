@@ -42,6 +42,7 @@ from azync_flow.store.types import (
     Job,
     LeasedTask,
     PassWrite,
+    UpdateOutcome,
     WorkflowExecutionView,
     WorkflowState,
     WorkflowTaskState,
@@ -371,6 +372,17 @@ class WorkflowRunner:
             fired_timers=outcome.fired_timers,
             outcome=_store_outcome(outcome),
             awaited_signals=outcome.awaited_signals,
+            updates=[
+                UpdateOutcome(
+                    update_id=r.update_id,
+                    name=r.name,
+                    state=r.state,
+                    result=r.result,
+                    error_type=r.error_type,
+                    message=r.message,
+                )
+                for r in outcome.update_results
+            ],
         )
 
     async def _commit(

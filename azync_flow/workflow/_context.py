@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from azync_flow._payload import encode_value
-from azync_flow.replay.codec import decode_value
 from azync_flow.replay._interactions import UPDATE_SIGNAL_PREFIX
+from azync_flow.replay.codec import decode_value
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
 from azync_flow.replay.outcome import WorkflowInfo

@@ -42,9 +42,10 @@ from .workflow_core import (
     clean_text,
     execution_from_row,
 )
+from .workflow_interaction import WorkflowInteractionMixin
 
 
-class WorkflowRuntimeMixin(WorkflowCoreMixin):
+class WorkflowRuntimeMixin(WorkflowCoreMixin, WorkflowInteractionMixin):
     async def dequeue_workflow_tasks(
         self, limit: int, lease: timedelta, kind: str = WORKFLOW_TASK
     ) -> list[Job]:
@@ -269,6 +270,7 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             leased = _leased_jobs(run_id, write.operations, rows)
         await self._write_timers(conn, run_id, write.timers, write.fired_timers)
         await self._consume_signals(conn, run_id, write.consumed_signals)
+        await self._record_update_outcomes(conn, run_id, write.updates)
         state = await self._apply_outcome(conn, run_id, ex["state"], write.outcome)
         if schedule and state == WorkflowState.RUNNING:
             # Next task + this transaction's stats in one (last) statement.
@@ -655,12 +657,13 @@ def task_state_from_row(
 def one_statement(write: PassWrite) -> bool:
     """True when the pass can commit as one statement: it only appends events and
     schedules due operations (no timers started or fired, no signal consumed, no
-    outcome — a terminal or suspending outcome always goes through the
+    update outcome, no outcome — a terminal or suspending outcome always goes through the
     transaction's one outcome step, ``_apply_outcome``)."""
     return (
         write.outcome is None
         and not write.timers
         and not write.fired_timers
         and not write.consumed_signals
+        and not write.updates
         and all(o.run_at is None for o in write.operations)
     )
