@@ -110,7 +110,7 @@ async def test_an_unknown_query_and_a_command_in_a_query_are_errors(
     store: PostgresStore, running: LocalRuntime
 ) -> None:
     handle = await Client(store).start(cart, "cy")
-    with pytest.raises(QueryNotFoundError, match="known|registered: clock, summary"):
+    with pytest.raises(QueryNotFoundError, match="registered: clock, summary"):
         await handle.query("nope", timeout=10)
     with pytest.raises(QueryFailedError, match="ReadOnlyContextError") as info:
         await handle.query("clock", timeout=10)
@@ -121,7 +121,7 @@ async def test_an_unknown_query_and_a_command_in_a_query_are_errors(
 
 async def test_a_query_nobody_answers_times_out(store: PostgresStore) -> None:
     handle = await Client(store).start(cart, "dee")  # no worker runs
-    with pytest.raises(QueryTimeoutError, match="no worker answered within 0.3s"):
+    with pytest.raises(QueryTimeoutError, match=r"no worker answered within 0\.3s"):
         await handle.query("summary", timeout=timedelta(milliseconds=300))
     assert await store.pool.fetchval("SELECT count(*) FROM azync_workflow_queries") == 0
 

@@ -16,12 +16,23 @@ from azync_flow.store import (
     Store,
     Subscription,
     TxStore,
+    WorkflowInteractionStore,
 )
 from azync_flow.store.postgres import PostgresStore
 
 
 @pytest.mark.parametrize(
-    "protocol", [Store, TxStore, Notifier, ChangeNotifier, LeaderElector, LeaseElector, Migrator]
+    "protocol",
+    [
+        Store,
+        TxStore,
+        Notifier,
+        ChangeNotifier,
+        LeaderElector,
+        LeaseElector,
+        Migrator,
+        WorkflowInteractionStore,
+    ],
 )
 async def test_postgres_store_implements_protocol_with_matching_signatures(
     store: PostgresStore, protocol: type
