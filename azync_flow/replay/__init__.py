@@ -22,6 +22,8 @@ from azync_flow.replay.events import (
     TimerCancelled,
     TimerFired,
     TimerStarted,
+    UpdateAccepted,
+    UpdateCompleted,
     WorkflowCancelled,
     WorkflowCompleted,
     WorkflowFailed,
@@ -37,6 +39,7 @@ from azync_flow.replay.outcome import (
     PassStatus,
     ScheduleActivity,
     StartTimer,
+    UpdateResult,
     WorkflowInfo,
 )
 from azync_flow.replay.passes import InstanceCache, run_pass, to_entries
@@ -77,6 +80,9 @@ __all__ = [
     "TimerCancelled",
     "TimerFired",
     "TimerStarted",
+    "UpdateAccepted",
+    "UpdateCompleted",
+    "UpdateResult",
     "WorkflowCancelled",
     "WorkflowCompleted",
     "WorkflowFailed",

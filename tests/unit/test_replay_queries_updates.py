@@ -176,3 +176,20 @@ def test_a_validator_that_issues_a_command_rejects_the_update(mode: str) -> None
     assert [(r.state, r.error_type) for r in out.update_results] == [
         ("rejected", "ReadOnlyContextError")
     ]
+
+
+def test_the_query_and_update_names_are_exported() -> None:
+    import azync_flow
+    import azync_flow.errors as errors
+    import azync_flow.replay as replay
+
+    for name in ("QueryFailedError", "QueryNotFoundError", "QueryTimeoutError"):
+        assert getattr(azync_flow, name) is getattr(errors, name)
+        assert issubclass(getattr(errors, name), errors.QueryError)
+    for name in ("UpdateFailedError", "UpdateRejectedError"):
+        assert getattr(azync_flow, name) is getattr(errors, name)
+        assert issubclass(getattr(errors, name), errors.UpdateError)
+    assert {"QueryError", "UpdateError", "ReadOnlyContextError"} <= set(errors.__all__)
+    assert {"UpdateAccepted", "UpdateCompleted", "UpdateResult"} <= set(replay.__all__)
+    assert replay.UpdateAccepted.is_command is False
+    assert replay.UpdateCompleted.is_command is True
