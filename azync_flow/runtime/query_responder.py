@@ -20,16 +20,17 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol, cast
 
 from azync_flow.errors import NonDeterminismError, QueryError
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.outcome import PassStatus, WorkflowInfo, safe_message
 from azync_flow.replay.passes import to_entries
 from azync_flow.runtime.workflow_runner import WorkflowRunner
-from azync_flow.store.types import Job, JobState, QueryAnswer, QueryClaim, Source
+from azync_flow.store.protocols import WorkflowInteractionStore, WorkflowRuntimeStore
+from azync_flow.store.types import Job, JobState, QueryAnswer, QueryClaim, Source, WorkflowTaskState
 
-__all__ = ["QUERY_KIND", "QUERY_LEASE", "QueryResponder"]
+__all__ = ["QUERY_KIND", "QUERY_LEASE", "QueryResponder", "QueryStore"]
 
 log = logging.getLogger("azync_flow.workflow")
 
@@ -38,6 +39,10 @@ QUERY_KIND = "$query"
 #: Lease the loop gives a claim: long, since a claim is a row, not a job, and
 #: must never be heartbeated (the query's own deadline bounds it).
 QUERY_LEASE = timedelta(hours=1)
+
+
+class QueryStore(WorkflowRuntimeStore, WorkflowInteractionStore, Protocol):
+    """The store verbs a query responder uses: loads and the query verbs."""
 
 
 class QueryResponder:
@@ -49,7 +54,7 @@ class QueryResponder:
 
     def __init__(self, runner: WorkflowRunner) -> None:
         self.runner = runner
-        self.store: Any = runner.store
+        self.store = cast(QueryStore, runner.store)
         self._claims: dict[uuid.UUID, QueryClaim] = {}
         #: Queries answered from a cached instance / by a full replay.
         self.from_cache = 0
@@ -112,7 +117,7 @@ class QueryResponder:
         self.replayed += 1
         return self._replay_and_query(claim, state)
 
-    def _replay_and_query(self, claim: QueryClaim, state: Any) -> bytes:
+    def _replay_and_query(self, claim: QueryClaim, state: WorkflowTaskState) -> bytes:
         runner = self.runner
         execution = state.execution
         instance = WorkflowInstance(
