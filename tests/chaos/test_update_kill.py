@@ -59,7 +59,11 @@ async def test_an_update_survives_a_sigkill_in_its_handler_and_completes_once(
     client = Client(store)
     handle = await client.start(APP_MODULE.tab)
     caller = asyncio.create_task(handle.update("pay", 7, update_id="pay-1", timeout=60))
-    await asyncio.sleep(0.2)  # the request is in the inbox before any worker runs
+    async with asyncio.timeout(10):  # the request is in the inbox before any worker runs
+        while not await store.pool.fetchval(  # noqa: ASYNC110 - a row, not an event
+            "SELECT count(*) FROM azync_workflow_signals WHERE name = '$update:pay'"
+        ):
+            await asyncio.sleep(0.01)
     args = [str(handle.id), "pay-1"]
     assert await run_worker(pg_dsn, schema, args, ledger, "during:charge") == -signal.SIGKILL
     assert ledger.read_text().splitlines() == ["start:7"]

@@ -182,7 +182,11 @@ async def test_an_update_pending_when_the_workflow_ends_fails(
     handle = await Client(store).start(cart, "gus")
     await handle.signal("checkout")
     waiter = asyncio.create_task(handle.update("add", "hat", 1, update_id="x", timeout=20))
-    await asyncio.sleep(0.2)  # the request is buffered before the only pass runs
+    async with asyncio.timeout(10):  # the request is buffered before the only pass runs
+        while not await store.pool.fetchval(  # noqa: ASYNC110 - a row, not an event
+            "SELECT count(*) FROM azync_workflow_signals WHERE name = '$update:add'"
+        ):
+            await asyncio.sleep(0.01)
     await runtime.run_until_idle()
     assert (await handle.describe()).state == WorkflowState.SUCCEEDED
     with pytest.raises(UpdateFailedError, match="WorkflowFinished"):
