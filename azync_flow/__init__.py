@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from azync_flow.replay import Replayer
     from azync_flow.retry import RetryPolicy
     from azync_flow.runtime.uncertain import Reconciled
+    from azync_flow.schedules import ScheduleSpec, StartWorkflow, attach_schedules
     from azync_flow.worker import Worker
     from azync_flow.workflow import (
         ActivityOptions,
@@ -80,6 +81,9 @@ _HOMES = {
     "Replayer": "azync_flow.replay",
     "RetryPolicy": "azync_flow.retry",
     "Reconciled": "azync_flow.runtime.uncertain",
+    "ScheduleSpec": "azync_flow.schedules",
+    "StartWorkflow": "azync_flow.schedules",
+    "attach_schedules": "azync_flow.schedules",
     "Worker": "azync_flow.worker",
     "ActivityOptions": "azync_flow.workflow",
     "Registry": "azync_flow.workflow",
@@ -104,8 +108,10 @@ __all__ = [
     "Registry",
     "Replayer",
     "RetryPolicy",
+    "ScheduleSpec",
     "SchemaNotMigratedError",
     "Skip",
+    "StartWorkflow",
     "StoreUnavailableError",
     "TaskContext",
     "Uncertain",
@@ -118,6 +124,7 @@ __all__ = [
     "WorkflowTerminatedError",
     "activity",
     "attach_dags",
+    "attach_schedules",
     "attach_subscribers",
     "subscriber",
     "workflow",

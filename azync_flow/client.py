@@ -67,6 +67,7 @@ from azync_flow.workflow import WorkflowDefinition
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from azync_flow.schedules import ScheduleClient
     from azync_flow.worker import Worker
 
 __all__ = ["Client", "ExecutionPage", "IdempotencyConflictError", "WorkflowHandle"]
@@ -164,6 +165,14 @@ class Client:
         self._watcher = _DoneWatcher(store, listen_linger.total_seconds())
         #: ``result`` waits ended by a wake-up (not by the fallback re-read); a test hook.
         self.wakeups = 0
+
+    @property
+    def schedules(self) -> ScheduleClient:
+        """Schedules on this client's store (create, describe, list, pause,
+        unpause, trigger, delete, backfill; docs/schedules.md)."""
+        from azync_flow.schedules import ScheduleClient
+
+        return ScheduleClient(self.store)
 
     async def close(self) -> None:
         """Release the LISTEN connection (only open while a ``result`` waits)."""

@@ -21,7 +21,10 @@ This adds to the worker:
   idempotent operations (re-run), park expired non-idempotent operations as
   uncertain (never re-run) and run the ``reconcile=`` hooks of uncertain
   operations (:class:`~azync_flow.runtime.uncertain.Reconciler`), repair stalled
-  executions, vacuum finished ones.
+  executions, vacuum finished ones;
+* the scheduler of :mod:`azync_flow.schedules` (its own election,
+  ``azync_flow.schedule``), which also creates the schedules of workflows
+  declared with ``@workflow(schedule=...)``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from azync_flow.runtime.local_dispatch import LocalDispatch
 from azync_flow.runtime.query_responder import QUERY_KIND, QUERY_LEASE, QueryResponder
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
+from azync_flow.schedules import attach_schedules
 from azync_flow.store.types import Job, Source
 from azync_flow.telemetry import AttemptKind, Outcome, RunTracer
 from azync_flow.workflow import Registry
@@ -215,6 +219,8 @@ class WorkflowRuntime:
                 leadership=WORKFLOW_LEADERSHIP,
                 source=Source.WORKFLOW,
             )
+        # every workflow worker fires schedules (its own election)
+        attach_schedules(worker, workflows=registry.workflows.values())
 
     # --- maintenance steps (leader only; each returns what it made runnable) ---------
 

@@ -61,6 +61,8 @@ from .types import (
     QueryRequest,
     ReplayFilter,
     ScheduleOperationParams,
+    ScheduleRecord,
+    ScheduleRunRecord,
     SignalParams,
     Source,
     StalledWorkflow,
@@ -85,6 +87,7 @@ __all__ = [
     "Migrator",
     "Notifier",
     "OperationStore",
+    "ScheduleStore",
     "Store",
     "Subscription",
     "TxDAGStore",
@@ -840,4 +843,122 @@ class Migrator(Protocol):
 
     async def migrate(self) -> list[int]:
         """Bring the schema up to date; returns the migration versions applied."""
+        ...
+
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """Schedules and their run ledger (an extension of the contract).
+
+    Times are the store's clock (``coalesce($now, now())``); ids are the
+    user's schedule ids; ``spec``/``action``/``policy`` are stored byte for byte.
+    """
+
+    async def schedule_clock(self) -> datetime:
+        """The store's current time (UTC)."""
+        ...
+
+    async def create_schedule(self, record: ScheduleRecord) -> bool:
+        """Insert a schedule (its ``created_at``/``updated_at`` are the store clock).
+
+        Returns:
+            False when a schedule with this id exists (nothing written).
+        """
+        ...
+
+    async def get_schedule(self, id: str) -> ScheduleRecord:
+        """Raises NotFoundError: no schedule ``id``."""
+        ...
+
+    async def list_schedules(self, limit: int = 1000) -> list[ScheduleRecord]:
+        """Schedules ordered by id."""
+        ...
+
+    async def due_schedules(self, limit: int = 100) -> list[ScheduleRecord]:
+        """Unpaused schedules whose ``next_fire_at`` has come, most overdue first."""
+        ...
+
+    async def schedules_with_pending_runs(self) -> list[ScheduleRecord]:
+        """Schedules holding a run still to start: requested (trigger,
+        backfill) or buffered behind a running one."""
+        ...
+
+    async def pending_schedule_runs(self, schedule_id: str) -> list[ScheduleRunRecord]:
+        """Requested and buffered runs of a schedule, oldest nominal time first."""
+        ...
+
+    async def request_schedule_runs(
+        self, schedule_id: str, runs: Sequence[tuple[datetime, datetime, uuid.UUID]]
+    ) -> int:
+        """Record ``(nominal_at, fire_at, run_id)`` rows as ``requested`` for the
+        scheduler to start; a nominal time already recorded is left alone.
+
+        Returns:
+            How many rows were new.
+        """
+        ...
+
+    async def update_schedule(
+        self, id: str, spec: bytes, action: bytes, policy: bytes, next_fire_at: datetime | None
+    ) -> None:
+        """Replace spec, action and policy; the cursor stays.
+
+        Raises NotFoundError: no schedule ``id``.
+        """
+        ...
+
+    async def advance_schedule(
+        self, id: str, cursor_at: datetime, next_fire_at: datetime | None
+    ) -> bool:
+        """Move the cursor to ``cursor_at`` (never back) and set the next fire.
+
+        Returns:
+            False when the schedule is gone or its cursor is already later
+            (re-created meanwhile): nothing written.
+        """
+        ...
+
+    async def set_schedule_paused(
+        self, id: str, paused: bool, note: str, cursor_at: datetime, next_fire_at: datetime | None
+    ) -> None:
+        """Pause or unpause; the cursor moves to at least ``cursor_at``.
+
+        Raises NotFoundError: no schedule ``id``.
+        """
+        ...
+
+    async def delete_schedule(self, id: str) -> None:
+        """Delete the schedule and its ledger (runs already started go on).
+
+        Raises NotFoundError: no schedule ``id``.
+        """
+        ...
+
+    async def record_schedule_run(
+        self,
+        schedule_id: str,
+        nominal_at: datetime,
+        fire_at: datetime,
+        run_id: uuid.UUID,
+        outcome: str,
+    ) -> str | None:
+        """Record the outcome of one nominal time (a ``buffered`` or
+        ``requested`` row may be overwritten; any other is final).
+
+        Returns:
+            The outcome written, or None when the nominal time was already
+            recorded with a final outcome (nothing written).
+        """
+        ...
+
+    async def schedule_run(
+        self, schedule_id: str, nominal_at: datetime
+    ) -> ScheduleRunRecord | None:
+        """The ledger row of one nominal time, if any."""
+        ...
+
+    async def recent_schedule_runs(
+        self, schedule_id: str, limit: int, outcomes: Sequence[str] | None = None
+    ) -> list[ScheduleRunRecord]:
+        """Ledger rows, newest nominal time first, optionally of some outcomes."""
         ...

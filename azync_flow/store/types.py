@@ -59,6 +59,8 @@ __all__ = [
     "QueryRequest",
     "ReplayFilter",
     "ScheduleOperationParams",
+    "ScheduleRecord",
+    "ScheduleRunRecord",
     "SignalParams",
     "Source",
     "StalledWorkflow",
@@ -784,3 +786,55 @@ class LeasedTask(msgspec.Struct, kw_only=True):
     job: Job
     state: WorkflowTaskState
     after_seq: int
+
+
+class ScheduleRecord(msgspec.Struct, kw_only=True):
+    """A stored schedule (``spec``, ``action`` and ``policy`` are the client's JSON).
+
+    Attributes:
+        id: the schedule id.
+        spec: encoded ``ScheduleSpec``.
+        action: encoded action (start a workflow, a DAG, enqueue a job).
+        policy: encoded ``SchedulePolicy``.
+        note: why it was paused (operators' text).
+        paused: no fire while True.
+        cursor_at: the last nominal instant handled; only later ones fire.
+        next_fire_at: when the next fire is due (None: no more fires).
+        created_at: when it was created (store clock).
+        updated_at: last change (store clock).
+    """
+
+    id: str
+    spec: bytes
+    action: bytes
+    policy: bytes
+    note: str
+    paused: bool
+    cursor_at: datetime
+    next_fire_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduleRunRecord(msgspec.Struct, kw_only=True):
+    """What a schedule did for one nominal instant.
+
+    Attributes:
+        schedule_id: the schedule.
+        nominal_at: the nominal instant (UTC), the identity of the fire.
+        fire_at: when it was due (nominal plus jitter).
+        run_id: the workflow execution, DAG run or job started for it (derived
+            from the schedule id and ``nominal_at``).
+        outcome: ``started``, ``skipped`` (overlap), ``buffered`` (waiting
+            for the run before it).
+        created_at: when it was recorded (store clock).
+        updated_at: last change (a buffered run started).
+    """
+
+    schedule_id: str
+    nominal_at: datetime
+    fire_at: datetime
+    run_id: uuid.UUID
+    outcome: str
+    created_at: datetime
+    updated_at: datetime

@@ -89,6 +89,27 @@ class WorkflowContext:
         """
         await asyncio.sleep(_seconds(duration))
 
+    async def sleep_until(self, when: datetime) -> None:
+        """Durable timer until the instant ``when`` (e.g. 09:00 in a zone).
+
+        The remaining time is measured from :meth:`now` (recorded, so replay
+        starts the same timer); the timer fires on the backend clock at or
+        just after ``when`` whatever DST does in between, as the wall times
+        were resolved to an instant when ``when`` was built. A ``when`` in the
+        past just yields. Plain :meth:`sleep` durations are elapsed time and
+        never shift with DST.
+
+        Args:
+            when: a timezone-aware datetime.
+
+        Raises:
+            ScheduleSpecError: ``when`` is naive (also a ``ValueError``).
+        """
+        from azync_flow.schedules._spec import aware_utc
+
+        target = aware_utc(when, "sleep_until")
+        await asyncio.sleep(max(0.0, (target - self.now()).total_seconds()))
+
     async def wait_signal(
         self,
         name: str,

@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import inspect
 import typing
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -184,12 +184,15 @@ class WorkflowDefinition(Generic[I, R]):
         fn: Callable[..., Coroutine[Any, Any, R]],
         name: str,
         version: str,
+        schedule: dict[str, Any] | None = None,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an async def, got {fn!r}")
         self.fn = fn
         self.name = name
         self.version = version
+        #: ``ScheduleClient.ensure`` arguments of a ``schedule=`` declaration (None: none).
+        self.schedule = schedule
         params = list(inspect.signature(fn).parameters.values())
         if not params:
             raise TypeError("a workflow function takes the WorkflowContext as first parameter")
@@ -232,7 +235,11 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, R]], /) -> WorkflowDefinition
 
 @overload
 def workflow(
-    *, name: str | None = None, version: str = ""
+    *,
+    name: str | None = None,
+    version: str = "",
+    schedule: str | Sequence[str] | None = None,
+    tz: str = "UTC",
 ) -> Callable[[Callable[..., Coroutine[Any, Any, R]]], WorkflowDefinition[Any, R]]: ...
 
 
@@ -242,19 +249,36 @@ def workflow(
     *,
     name: str | None = None,
     version: str = "",
+    schedule: str | Sequence[str] | None = None,
+    tz: str = "UTC",
 ) -> Any:
-    """Declare a workflow. Use bare (``@workflow``) or with ``name=``/``version=``.
+    """Declare a workflow. Use bare (``@workflow``) or with options.
 
     Args:
         name: registry name (default: the function's ``__qualname__``).
         version: recorded with each execution and visible as ``ctx.info.version``.
+        schedule: cron expression(s) starting this workflow (input None) on
+            their nominal times in ``tz``, with the default DST, overlap and
+            catch-up policies (docs/schedules.md). The schedule, id
+            ``workflow:<name>``, is created or updated when a worker running
+            the workflow leads the scheduler.
+        tz: IANA time zone of ``schedule``.
+
+    Raises:
+        ScheduleSpecError: an invalid cron expression or time zone.
 
     Warning:
         Renaming a workflow orphans running executions of the old name.
     """
+    declared = None
+    if schedule is not None:
+        from azync_flow.schedules._spec import ScheduleSpec
+
+        crons = (schedule,) if isinstance(schedule, str) else tuple(schedule)
+        declared = {"spec": ScheduleSpec(cron=crons, tz=tz).validated()}
 
     def wrap(f: Callable[..., Coroutine[Any, Any, R]]) -> WorkflowDefinition[Any, R]:
-        return WorkflowDefinition(f, name or f.__qualname__, version)
+        return WorkflowDefinition(f, name or f.__qualname__, version, declared)
 
     return wrap(fn) if fn is not None else wrap
 

@@ -13,6 +13,7 @@ from azync_flow.store import (
     LeaseElector,
     Migrator,
     Notifier,
+    ScheduleStore,
     Store,
     Subscription,
     TxStore,
@@ -31,6 +32,7 @@ from azync_flow.store.postgres import PostgresStore
         LeaderElector,
         LeaseElector,
         Migrator,
+        ScheduleStore,
         WorkflowInteractionStore,
     ],
 )
@@ -69,6 +71,7 @@ def test_store_package_exports_the_protocols() -> None:
         "TxStore",
         "TxDAGStore",
         "Subscription",
+        "ScheduleStore",
     ):
         assert name in store_pkg.__all__
     assert store_pkg.__all__ == sorted(store_pkg.__all__)

@@ -16,6 +16,7 @@ from .events import EventMixin
 from .leader import LeaderMixin
 from .notify import NotifyMixin
 from .queue import QueueMixin
+from .schedule import ScheduleMixin
 from .workflow import WorkflowMixin
 
 
@@ -28,6 +29,7 @@ class PostgresStore(
     ChangeMixin,
     LeaderMixin,
     WorkflowMixin,
+    ScheduleMixin,
     PgBase,
 ):
     """asyncpg implementation of the storage contract.
