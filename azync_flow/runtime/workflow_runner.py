@@ -44,6 +44,7 @@ from azync_flow.store.types import (
     Job,
     LeasedTask,
     PassWrite,
+    UpdateOutcome,
     WorkflowExecutionView,
     WorkflowState,
     WorkflowTaskState,
@@ -412,6 +413,17 @@ class WorkflowRunner:
                     message_id=c.message_id,
                 )
                 for c in outcome.child_signals
+            ],
+            updates=[
+                UpdateOutcome(
+                    update_id=r.update_id,
+                    name=r.name,
+                    state=r.state,
+                    result=r.result,
+                    error_type=r.error_type,
+                    message=r.message,
+                )
+                for r in outcome.update_results
             ],
         )
 
