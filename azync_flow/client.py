@@ -23,6 +23,13 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 import asyncpg
 
+from azync_flow._client_interactions import (
+    DEFAULT_QUERY_TIMEOUT,
+    TERMINAL_STATES,
+    query_workflow,
+    update_workflow,
+    wait_for,
+)
 from azync_flow._payload import encode_value
 from azync_flow.errors import (
     WorkflowCancelledError,
@@ -703,34 +710,100 @@ class WorkflowHandle(Generic[R]):
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         deadline = None if seconds is None else time.monotonic() + seconds
         view = await self._row()
-        if view.state in _TERMINAL:
+        if view.state in TERMINAL_STATES:
             return self._outcome(view)
-        watcher = self.client._watcher
-        woken, listening = await watcher.acquire(self.id)
-        pause = 0.002
-        try:
-            while True:
-                woken.clear()
-                view = await self._row()
-                if view.state in _TERMINAL:
-                    return self._outcome(view)
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    raise TimeoutError(f"workflow {self.id} still {view.state} after {seconds}s")
-                if listening:
-                    wait = self.client.fallback_poll
-                else:
-                    wait = pause
-                    pause = min(pause * 2, self.client.poll_interval)
-                if deadline is not None:
-                    wait = min(wait, deadline - now)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait):
-                        await woken.wait()
-                if woken.is_set():
-                    self.client.wakeups += 1
-        finally:
-            await watcher.release(self.id, woken)
+
+        async def finished() -> WorkflowExecutionView | None:
+            nonlocal view
+            view = await self._row()
+            return view if view.state in TERMINAL_STATES else None
+
+        done = await wait_for(self.client, self.id, finished, deadline)
+        if done is None:
+            raise TimeoutError(f"workflow {self.id} still {view.state} after {seconds}s")
+        return self._outcome(done)
+
+    async def query(
+        self,
+        name: str,
+        *args: Any,
+        timeout: timedelta | float = DEFAULT_QUERY_TIMEOUT,  # noqa: ASYNC109 - part of the API
+        type: Any = Any,
+    ) -> Any:
+        """Ask the execution a question: call its query handler ``name`` (registered
+        with ``@ctx.query``) with ``args`` and return the result.
+
+        A worker that registers the workflow answers from the state after the
+        execution's whole recorded history (its cached instance, or a full
+        replay; finished executions are answered too). Nothing is written to
+        history and the execution does not move.
+
+        Args:
+            name: the query name.
+            *args: JSON-encodable arguments, decoded to the handler's annotations.
+            timeout: how long to wait for a worker's answer (``timedelta`` or seconds).
+            type: decode the result to this type.
+
+        Returns:
+            The handler's result.
+
+        Raises:
+            QueryTimeoutError: no worker answered within ``timeout`` (none runs
+                that registers the workflow, or all were busy).
+            QueryNotFoundError: the workflow has no query handler ``name``.
+            QueryFailedError: the handler raised (``ReadOnlyContextError`` when it
+                issued a command), or the history could not be replayed.
+            NotFoundError: no such execution.
+            PayloadEncodeError: an argument is not JSON-encodable.
+            ValueError: ``timeout`` is not positive, or ``name`` is empty or too long.
+        """
+        return await query_workflow(self, name, args, timeout=timeout, type=type)
+
+    async def update(
+        self,
+        name: str,
+        *args: Any,
+        update_id: str | None = None,
+        timeout: timedelta | float | None = None,  # noqa: ASYNC109 - part of the API
+        type: Any = Any,
+    ) -> Any:
+        """Send update ``name`` (a handler registered with ``@ctx.update``) and
+        wait for its result.
+
+        The next workflow task runs the handler's validator; a rejection is not
+        recorded. An accepted update is recorded in history (``UpdateAccepted``,
+        then ``UpdateCompleted`` with its result or error) and its handler
+        runs as workflow code, surviving worker crashes. Calls with the same
+        ``update_id`` (retries, concurrent duplicates) run the handler once
+        and all get its outcome, also after the execution finished.
+
+        Args:
+            name: the update name.
+            *args: JSON-encodable arguments, decoded to the handler's annotations.
+            update_id: deduplication key (default: a new random id); at most
+                255 characters.
+            timeout: how long to wait for the outcome (None: as long as it takes).
+            type: decode the result to this type.
+
+        Returns:
+            The handler's result.
+
+        Raises:
+            UpdateRejectedError: the validator raised, the workflow has no
+                handler ``name`` (``UnknownUpdate``), ``update_id`` belongs to
+                another update, or the execution is not running
+                (``WorkflowNotRunning``). Nothing was recorded.
+            UpdateFailedError: the handler raised, or the execution ended
+                (``WorkflowFinished``) before the handler returned.
+            TimeoutError: ``timeout`` elapsed first; the update goes on (call
+                again with the same ``update_id`` to get its outcome).
+            NotFoundError: no such execution.
+            PayloadEncodeError: an argument is not JSON-encodable.
+            ValueError: ``name`` or ``update_id`` is empty or too long.
+        """
+        return await update_workflow(
+            self, name, args, update_id=update_id, timeout=timeout, type=type
+        )
 
     async def _row(self) -> WorkflowExecutionView:
         """The execution row alone (``result`` re-reads it; a continued execution's
@@ -751,14 +824,6 @@ class WorkflowHandle(Generic[R]):
         if view.state == WorkflowState.TERMINATED:
             raise WorkflowTerminatedError(self.id, view.failure_reason)
         raise WorkflowCancelledError(self.id, view.failure_reason)
-
-
-_TERMINAL = (
-    WorkflowState.SUCCEEDED,
-    WorkflowState.FAILED,
-    WorkflowState.CANCELLED,
-    WorkflowState.TERMINATED,
-)
 
 
 class _DoneWatcher:

@@ -14,8 +14,18 @@ Tree::
     │   ├── WorkflowTerminatedError     (workflow_id, reason) — ended by ``terminate``
     │   ├── WorkflowSuspendedError      (workflow_id, reason)
     │   ├── UnknownWorkflowError        (name)
-    │   └── ChildWorkflowError          (workflow_id, state, error_type, message) — a child
-    │                                    execution did not succeed
+    │   ├── ChildWorkflowError          (workflow_id, state, error_type, message) — a child
+    │   │                                execution did not succeed
+    │   ├── ReadOnlyContextError        (call) — a command inside a query handler or validator
+    │   ├── QueryError                  (workflow_id, query)
+    │   │   ├── QueryNotFoundError      no handler of that name
+    │   │   ├── QueryFailedError        (error_type, message) — the handler raised
+    │   │   └── QueryTimeoutError       (timeout_s) — no worker answered in time
+    │   └── UpdateError                 (workflow_id, update, update_id)
+    │       ├── UpdateRejectedError     (error_type, message) — validator, unknown name,
+    │       │                           finished execution; not in history
+    │       └── UpdateFailedError       (error_type, message) — the handler raised, or the
+    │                                   execution ended before the handler returned
     ├── ActivityError                   (activity, error_type, message, attempts, seq)
     ├── Uncertain                       raised BY an activity: outcome unknown, park it
     └── PayloadError
@@ -59,11 +69,19 @@ __all__ = [
     "PayloadEncodeError",
     "PayloadError",
     "PayloadTooLargeError",
+    "QueryError",
+    "QueryFailedError",
+    "QueryNotFoundError",
+    "QueryTimeoutError",
+    "ReadOnlyContextError",
     "SchemaNotMigratedError",
     "StoreError",
     "StoreUnavailableError",
     "Uncertain",
     "UnknownWorkflowError",
+    "UpdateError",
+    "UpdateFailedError",
+    "UpdateRejectedError",
     "WorkflowAbort",
     "WorkflowCancelledError",
     "WorkflowError",
@@ -235,6 +253,147 @@ class ChildWorkflowError(WorkflowError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.workflow_id, self.state, self.error_type, self.message))
+
+
+class ReadOnlyContextError(WorkflowError):
+    """A query handler or an update validator issued a command (activity, timer,
+    ``ctx.now()``, ``ctx.random()``, a signal wait, ...): they may only read
+    the workflow's state, never change its history.
+
+    Attributes:
+        call: what was attempted (e.g. ``ActivityScheduled(charge, ...)``).
+    """
+
+    code = "read_only_context"
+
+    def __init__(self, call: str) -> None:
+        self.call = call
+        super().__init__(
+            f"{call} is not allowed in a query handler or update validator "
+            "(they must not change the workflow's history)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.call,))
+
+
+class QueryError(WorkflowError):
+    """Base of the errors of ``WorkflowHandle.query``.
+
+    Attributes:
+        workflow_id: the execution queried.
+        query: the query name.
+    """
+
+    code = "query"
+
+    def __init__(self, workflow_id: uuid.UUID | None, query: str, detail: str) -> None:
+        self.workflow_id = workflow_id
+        self.query = query
+        self.detail = detail
+        super().__init__(f"query {query!r} of workflow {workflow_id}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.query, self.detail))
+
+
+class QueryNotFoundError(QueryError):
+    """The workflow registered no query handler of that name (at the point of
+    its history the query was answered)."""
+
+    code = "query_not_found"
+
+
+class QueryFailedError(QueryError):
+    """The query could not be answered: the handler raised ``error_type: message``
+    (``ReadOnlyContextError`` when it tried to issue a command), or the history
+    could not be replayed by the current code."""
+
+    code = "query_failed"
+
+    def __init__(
+        self, workflow_id: uuid.UUID | None, query: str, error_type: str, message: str
+    ) -> None:
+        self.error_type = error_type
+        self.message = message
+        super().__init__(workflow_id, query, f"{error_type}: {message}" if error_type else message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.query, self.error_type, self.message))
+
+
+class QueryTimeoutError(QueryError):
+    """No worker answered within the timeout (none runs that registers the
+    workflow, or all are busy); the query was withdrawn."""
+
+    code = "query_timeout"
+
+    def __init__(self, workflow_id: uuid.UUID | None, query: str, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        super().__init__(
+            workflow_id,
+            query,
+            f"no worker answered within {timeout_s:g}s (is a worker that registers "
+            "this workflow running?)",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.query, self.timeout_s))
+
+
+class UpdateError(WorkflowError):
+    """Base of the errors of ``WorkflowHandle.update``.
+
+    Attributes:
+        workflow_id: the execution.
+        update: the update name.
+        update_id: the update's id (its deduplication key).
+        error_type: class name of the cause (``""`` when none).
+        message: the cause's message.
+    """
+
+    code = "update"
+    verb = "failed"
+
+    def __init__(
+        self,
+        workflow_id: uuid.UUID | None,
+        update: str,
+        update_id: str,
+        error_type: str,
+        message: str,
+    ) -> None:
+        self.workflow_id = workflow_id
+        self.update = update
+        self.update_id = update_id
+        self.error_type = error_type
+        self.message = message
+        cause = f"{error_type}: {message}" if error_type else message
+        super().__init__(
+            f"update {update!r} (id {update_id}) of workflow {workflow_id} {self.verb}: {cause}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (self.workflow_id, self.update, self.update_id, self.error_type, self.message),
+        )
+
+
+class UpdateRejectedError(UpdateError):
+    """The update was refused before it was accepted: its validator raised, the
+    workflow has no handler of that name, or the execution is not running.
+    Nothing was recorded in history."""
+
+    code = "update_rejected"
+    verb = "was rejected"
+
+
+class UpdateFailedError(UpdateError):
+    """The update was accepted (recorded in history) but its handler raised, or
+    the execution finished before the handler returned."""
+
+    code = "update_failed"
 
 
 class ActivityError(AzyncError):

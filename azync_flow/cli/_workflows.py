@@ -59,6 +59,7 @@ from ._output import (
     to_plain,
     when,
 )
+from ._workflow_interactions import query_cmd, update_cmd
 
 STATES = [s.value for s in WorkflowState]
 
@@ -447,7 +448,7 @@ _ENDED: dict[type[Exception], str] = {
 }
 
 
-for _cmd in (show, start, signal, cancel, terminate, result, stalled):
+for _cmd in (show, start, signal, cancel, terminate, result, stalled, query_cmd, update_cmd):
     workflows.add_command(_cmd)
 
 

@@ -27,6 +27,8 @@ from azync_flow.replay.events import (
     TimerCancelled,
     TimerFired,
     TimerStarted,
+    UpdateAccepted,
+    UpdateCompleted,
     WorkflowCancelled,
     WorkflowCompleted,
     WorkflowContinuedAsNew,
@@ -46,6 +48,7 @@ from azync_flow.replay.outcome import (
     SignalChild,
     StartChild,
     StartTimer,
+    UpdateResult,
     WorkflowInfo,
 )
 from azync_flow.replay.passes import InstanceCache, run_pass, to_entries
@@ -94,6 +97,9 @@ __all__ = [
     "TimerCancelled",
     "TimerFired",
     "TimerStarted",
+    "UpdateAccepted",
+    "UpdateCompleted",
+    "UpdateResult",
     "WorkflowCancelled",
     "WorkflowCompleted",
     "WorkflowContinuedAsNew",

@@ -74,6 +74,7 @@ class DurableCallsMixin:
     _replaying: bool
     _closing: bool
     _failure: NonDeterminismError | None
+    _check_writable: Callable[[str], None]  # InteractionsMixin: refuse durable calls in queries
 
     def _emit(self, event: Event) -> tuple[int, Event | None]:
         raise NotImplementedError
@@ -206,21 +207,25 @@ class DurableCallsMixin:
 
     def random(self) -> float:
         """Deterministic ``random.random()`` seeded by the execution id."""
+        self._check_writable("ctx.random()")
         return self._rng.random()
 
     @property
     def rng(self) -> Random:
         """The deterministic PRNG (same sequence on every replay)."""
+        self._check_writable("ctx.rng")
         return self._rng
 
     def uuid4(self) -> uuid.UUID:
         """Deterministic version-4 UUID from the seeded PRNG."""
+        self._check_writable("ctx.uuid4()")
         return uuid.UUID(int=self._rng.getrandbits(128), version=4)
 
     def patched(self, patch_id: str) -> bool:
         """Version gate: True for code paths added after the execution reached this point."""
         if patch_id in self._patches:
             return self._patches[patch_id]
+        self._check_writable(f"ctx.patched({patch_id!r})")
         if self._failure is not None or self._closing:
             raise WorkflowAbort()
         if self._recorded:
@@ -240,6 +245,7 @@ class DurableCallsMixin:
 
     def add_signal_waiter(self, name: str) -> asyncio.Future[Any]:
         """Register a waiter for the next signal ``name`` (FIFO among waiters)."""
+        self._check_writable(f"ctx.wait_signal({name!r})")
         future: asyncio.Future[Any] = self.loop.create_future()
         self._signal_waiters.setdefault(name, collections.deque()).append(future)
         return future

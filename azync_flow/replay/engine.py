@@ -17,8 +17,9 @@ Walk rules (what makes replay deterministic):
    still lies ahead is a :class:`~azync_flow.errors.NonDeterminismError`.
 4. After the recorded history, new inputs of the pass are delivered in a fixed
    order — cancel request, due timers by (deadline, seq), buffered signals in
-   arrival order (each only to a waiting ``wait_signal`` of that name) — and
-   recorded as new events interleaved with the commands they cause.
+   arrival order (each only to a waiting ``wait_signal`` of that name), then
+   update requests in arrival order (see :mod:`azync_flow.replay._interactions`)
+   — and recorded as new events interleaved with the commands they cause.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from azync_flow.errors import (
 )
 from azync_flow.replay import guard
 from azync_flow.replay._calls import DurableCallsMixin
+from azync_flow.replay._interactions import InteractionsMixin
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
@@ -59,6 +61,7 @@ from azync_flow.replay.events import (
     PatchMarker,
     SignalReceived,
     TimerFired,
+    UpdateAccepted,
     WorkflowCancelled,
     WorkflowCompleted,
     WorkflowContinuedAsNew,
@@ -74,6 +77,7 @@ from azync_flow.replay.outcome import (
     PassOutcome,
     PassStatus,
     WorkflowInfo,
+    safe_message,
 )
 
 __all__ = ["Startable", "WorkflowInstance", "current_instance"]
@@ -102,7 +106,7 @@ def current_instance() -> WorkflowInstance | None:
     return None
 
 
-class WorkflowInstance(DurableCallsMixin):
+class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
     """A workflow execution held by the replay engine (pure; no I/O).
 
     Args:
@@ -158,6 +162,7 @@ class WorkflowInstance(DurableCallsMixin):
         #: Runtime book-keeping of the history size (see the worker's history limit).
         self.history_bytes = 0
         self.history_warned = False
+        self._init_interactions()
         self._reset_outputs()
 
     # --- public state ------------------------------------------------------------
@@ -347,6 +352,8 @@ class WorkflowInstance(DurableCallsMixin):
                 )
                 return
             waiter.set_result(event)
+        elif isinstance(event, UpdateAccepted):
+            self._start_update(seq, event)
         elif isinstance(event, CancelRequested):
             self._cancel_seen = True
             if self._main is not None and not self._main.done():
@@ -385,6 +392,7 @@ class WorkflowInstance(DurableCallsMixin):
                 )
             )
             self._consumed.append((signal.signal_id, seq))
+        self._deliver_updates(signals)
 
     def _append_input(self, event: Event) -> int:
         seq = self._next_seq
@@ -402,6 +410,7 @@ class WorkflowInstance(DurableCallsMixin):
 
     def _emit(self, event: Event) -> tuple[int, Event | None]:
         """Match ``event`` (a new command) against history; returns (seq, recorded or None)."""
+        self._check_writable(event.describe())
         if self._failure is not None or self._closing or self._terminal is not None:
             raise WorkflowAbort()
         if not isinstance(event, PatchMarker):
@@ -439,7 +448,10 @@ class WorkflowInstance(DurableCallsMixin):
         self.loop.halt()
 
     def forbidden(self, error: ForbiddenCallError) -> None:
-        """Loop/guard hook: workflow code made a forbidden call."""
+        """Loop/guard hook: workflow code made a forbidden call (in a query handler
+        or validator the call fails, but the instance stays usable)."""
+        if self._read_only:
+            return
         if self._failure is None and not self._closing:
             self._failure = error
         self.loop.halt()
@@ -470,7 +482,7 @@ class WorkflowInstance(DurableCallsMixin):
                 terminal = WorkflowContinuedAsNew(seq=0, input=msgspec.Raw(exc.input))
             elif exc is not None:
                 terminal = WorkflowFailed(
-                    seq=0, error_type=type(exc).__name__, message=_safe_message(exc)
+                    seq=0, error_type=type(exc).__name__, message=safe_message(exc)
                 )
             else:
                 terminal = WorkflowCompleted(seq=0, result=msgspec.Raw(task.result()))
@@ -497,6 +509,7 @@ class WorkflowInstance(DurableCallsMixin):
         self._commands: list[Command] = []
         self._consumed: list[tuple[int, int]] = []
         self._fired: list[int] = []
+        self._rejected = []
 
     def _outcome(self, signals: Sequence[BufferedSignal]) -> PassOutcome:
         consumed_ids = {signal_id for signal_id, _ in self._consumed}
@@ -521,6 +534,7 @@ class WorkflowInstance(DurableCallsMixin):
             events_replayed=self._events_replayed,
             awaited_signals=sorted(n for n in self._signal_waiters if self._has_waiter(n)),
             live_children=len(self._children),
+            update_results=self._update_results(),
         )
         terminal = self._terminal
         if isinstance(terminal, WorkflowCompleted):
@@ -553,16 +567,3 @@ def _close_coroutines(tasks: list[asyncio.Task[Any]]) -> None:
             continue
         with contextlib.suppress(BaseException):
             close()
-
-
-def _safe_message(exc: BaseException) -> str:
-    """``str(exc)`` made encodable (lone surrogates escaped); NUL is kept (JSON escapes it)."""
-    try:
-        message = str(exc)
-    except Exception:  # a broken __str__ must not break recording the failure
-        return f"<unprintable {type(exc).__name__}>"
-    try:
-        message.encode("utf-8")
-    except UnicodeEncodeError:
-        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
-    return message

@@ -14,7 +14,8 @@ Two families:
   on replay they are matched in order against what the code does again:
   :class:`ActivityScheduled`, :class:`TimerStarted`, :class:`TimerCancelled`,
   :class:`SideEffectRecorded`, :class:`PatchMarker`, :class:`ChildStarted`,
-  :class:`ChildSignaled`, :class:`ChildCancelRequested`, and the terminal
+  :class:`ChildSignaled`, :class:`ChildCancelRequested`, :class:`UpdateCompleted`,
+  and the terminal
   :class:`WorkflowCompleted`, :class:`WorkflowFailed`, :class:`WorkflowCancelled`,
   :class:`WorkflowContinuedAsNew`.
 * **Inputs** — delivered to the code when the replay reaches them:
@@ -24,8 +25,8 @@ Two families:
   child execution ends),
   :class:`SignalsUndelivered` (appended by the store when the execution finishes
   with signals its code never consumed) and
-  :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested` (appended
-  by the pass that delivered them).
+  :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested`,
+  :class:`UpdateAccepted` (appended by the pass that delivered them).
 
 :class:`WorkflowTerminated` ends a history without the code's say: an operator's
 ``terminate`` appends it; replay reads it as the end of the recorded history.
@@ -63,6 +64,8 @@ __all__ = [
     "TimerFired",
     "TimerStarted",
     "UndeliveredSignal",
+    "UpdateAccepted",
+    "UpdateCompleted",
     "WorkflowCancelled",
     "WorkflowCompleted",
     "WorkflowContinuedAsNew",
@@ -233,6 +236,23 @@ class WorkflowContinuedAsNew(Event):
         return f"WorkflowContinuedAsNew(input={_shown(self.input)})"
 
 
+class UpdateCompleted(Event):
+    """The handler of the update accepted as ``update_id`` returned ``result``
+    (``error_type`` empty) or raised ``error_type: message``."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    update_id: str
+    name: str
+    result: msgspec.Raw = msgspec.Raw(b"null")
+    error_type: str = ""
+    message: str = ""
+
+    def describe(self) -> str:
+        outcome = f"{self.error_type}: {self.message[:60]}" if self.error_type else "ok"
+        return f"UpdateCompleted({self.name}, id={self.update_id!r}, {outcome})"
+
+
 # --- inputs written by a pass ------------------------------------------------------
 
 
@@ -262,6 +282,19 @@ class CancelRequested(Event):
 
     seq: int
     reason: str = ""
+
+
+class UpdateAccepted(Event):
+    """Update ``name`` (id ``update_id``, arguments ``args`` as a JSON array) passed
+    its validator and its handler started here."""
+
+    seq: int
+    update_id: str
+    name: str
+    args: msgspec.Raw = msgspec.Raw(b"[]")
+
+    def describe(self) -> str:
+        return f"UpdateAccepted({self.name}, id={self.update_id!r}, args={_shown(self.args)})"
 
 
 # --- inputs appended outside passes ------------------------------------------------
@@ -408,6 +441,8 @@ AnyEvent = (
     | TimerFired
     | SignalReceived
     | CancelRequested
+    | UpdateAccepted
+    | UpdateCompleted
     | ActivityCompleted
     | ActivityFailed
     | OperationUncertain
@@ -436,6 +471,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TimerFired,
         SignalReceived,
         CancelRequested,
+        UpdateAccepted,
+        UpdateCompleted,
         ActivityCompleted,
         ActivityFailed,
         OperationUncertain,

@@ -16,6 +16,7 @@ position when:
   child id is the same on every replay; the recorded id is kept);
 * ``ChildSignaled``: same child, signal name and byte-identical payload;
 * ``ChildCancelRequested``: same child;
+* ``UpdateCompleted``: same update id (the result may differ);
 * terminal events (completed/failed/cancelled/continued as new): always (the
   result or the new input may differ).
 """
@@ -31,6 +32,7 @@ from azync_flow.replay.events import (
     PatchMarker,
     SideEffectRecorded,
     TimerCancelled,
+    UpdateCompleted,
 )
 
 __all__ = ["commands_match"]
@@ -65,4 +67,7 @@ def commands_match(recorded: Event, new: Event) -> bool:
     if isinstance(recorded, PatchMarker):
         assert isinstance(new, PatchMarker)
         return recorded.patch_id == new.patch_id
+    if isinstance(recorded, UpdateCompleted):
+        assert isinstance(new, UpdateCompleted)
+        return recorded.update_id == new.update_id
     return True

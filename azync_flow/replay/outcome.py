@@ -21,7 +21,9 @@ __all__ = [
     "SignalChild",
     "StartChild",
     "StartTimer",
+    "UpdateResult",
     "WorkflowInfo",
+    "safe_message",
 ]
 
 
@@ -134,6 +136,28 @@ class CancelChild:
 Command = ScheduleActivity | StartTimer | CancelTimer | StartChild | SignalChild | CancelChild
 
 
+@dataclass(frozen=True)
+class UpdateResult:
+    """The end of one update request in a pass.
+
+    Attributes:
+        update_id: the update's id.
+        name: the update name.
+        state: ``"rejected"`` (validator or unknown name; not in history),
+            ``"completed"`` or ``"failed"`` (the handler returned or raised).
+        result: the handler's JSON-encoded result when completed, else None.
+        error_type: class name of the rejection or failure ("" when completed).
+        message: its message.
+    """
+
+    update_id: str
+    name: str
+    state: str
+    result: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+
+
 class PassStatus(enum.StrEnum):
     BLOCKED = "blocked"
     COMPLETED = "completed"
@@ -168,6 +192,7 @@ class PassOutcome:
         continued: with status continued_as_new, ``(new run id, new input bytes)``.
         live_children: children started by this run whose outcome has not been
             delivered (the parent-close policy applies to them if the run ends).
+        update_results: updates this pass rejected, completed or failed.
     """
 
     status: PassStatus
@@ -183,6 +208,7 @@ class PassOutcome:
     awaited_signals: list[str] = field(default_factory=list)
     continued: tuple[uuid.UUID, bytes] | None = None
     live_children: int = 0
+    update_results: list[UpdateResult] = field(default_factory=list)
 
     @property
     def failure_reason(self) -> str:
@@ -225,6 +251,19 @@ class PassOutcome:
     @property
     def child_cancels(self) -> list[CancelChild]:
         return [c for c in self.commands if isinstance(c, CancelChild)]
+
+
+def safe_message(exc: BaseException) -> str:
+    """``str(exc)`` made encodable (lone surrogates escaped); NUL is kept (JSON escapes it)."""
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ must not break recording the failure
+        return f"<unprintable {type(exc).__name__}>"
+    try:
+        message.encode("utf-8")
+    except UnicodeEncodeError:
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return message
 
 
 def sanitize_text(text: str) -> str:

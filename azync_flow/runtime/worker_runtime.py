@@ -14,6 +14,8 @@ This adds to the worker:
   (:class:`WorkflowRunner`);
 * one lease loop per registered activity (``$op:<name>@<version>``), one attempt
   per lease (:class:`ActivityRunner`);
+* a ``$query`` loop answering queries of the registered workflows
+  (:class:`~azync_flow.runtime.query_responder.QueryResponder`);
 * leader-only maintenance under its own election (``azync_flow.workflow``):
   promote due workflow jobs, reap expired workflow tasks (re-run) and
   idempotent operations (re-run), park expired non-idempotent operations as
@@ -38,6 +40,7 @@ from azync_flow.runtime.activity_runner import ActivityRunner, log_suspended
 from azync_flow.runtime.eager_start import EagerStarter
 from azync_flow.runtime.folded_completion import CompletionFolder
 from azync_flow.runtime.local_dispatch import LocalDispatch
+from azync_flow.runtime.query_responder import QUERY_KIND, QUERY_LEASE, QueryResponder
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.schedules import attach_schedules
@@ -169,6 +172,16 @@ class WorkflowRuntime:
             self.workflows.run,
             concurrency=concurrency,
             dequeue=dequeue_tasks,
+        )
+        #: Answers queries of these workflows (a cached instance or a full replay).
+        self.queries = QueryResponder(self.workflows)
+        self.query_loop = worker.add_loop(
+            Source.WORKFLOW,
+            QUERY_KIND,
+            self.queries.run,
+            concurrency=concurrency,
+            lease=QUERY_LEASE,
+            dequeue=self.queries.dequeue,
         )
         self.activity_loops = [
             worker.add_loop(

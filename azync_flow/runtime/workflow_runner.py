@@ -44,6 +44,7 @@ from azync_flow.store.types import (
     Job,
     LeasedTask,
     PassWrite,
+    UpdateOutcome,
     WorkflowExecutionView,
     WorkflowState,
     WorkflowTaskState,
@@ -414,6 +415,17 @@ class WorkflowRunner:
                 for c in outcome.child_signals
             ],
             child_cancels=[c.workflow_id for c in outcome.child_cancels],
+            updates=[
+                UpdateOutcome(
+                    update_id=r.update_id,
+                    name=r.name,
+                    state=r.state,
+                    result=r.result,
+                    error_type=r.error_type,
+                    message=r.message,
+                )
+                for r in outcome.update_results
+            ],
         )
 
     async def _commit(

@@ -56,6 +56,9 @@ from .types import (
     PassCommitResult,
     PassWrite,
     PublishParams,
+    QueryAnswer,
+    QueryClaim,
+    QueryRequest,
     ReplayFilter,
     ScheduleOperationParams,
     ScheduleRecord,
@@ -68,6 +71,7 @@ from .types import (
     SubscriberView,
     TaskResult,
     TerminatedExecution,
+    UpdateOutcome,
     Wake,
     WorkflowExecutionView,
     WorkflowStartParams,
@@ -88,6 +92,7 @@ __all__ = [
     "Subscription",
     "TxDAGStore",
     "TxStore",
+    "WorkflowInteractionStore",
     "WorkflowRuntimeStore",
     "WorkflowStore",
 ]
@@ -723,6 +728,40 @@ class OperationStore(WorkflowRuntimeStore, Protocol):
         why: str,
     ) -> uuid.UUID:
         """Keep a refused late report as a ledger event."""
+        ...
+
+
+@runtime_checkable
+class WorkflowInteractionStore(Protocol):
+    """Queries and updates of workflow executions (what ``WorkflowHandle.query``
+    / ``update`` and the worker's query loop use; update outcomes are written
+    by the pass commit, ``PassWrite.updates``)."""
+
+    async def request_workflow_query(self, p: QueryRequest) -> str:
+        """Insert a pending query and wake the workers; returns the workflow name.
+        NotFoundError: no such execution."""
+        ...
+
+    async def claim_workflow_queries(
+        self, workflow_names: Sequence[str], limit: int
+    ) -> list[QueryClaim]:
+        """Claim pending, unexpired queries of these workflows (each by one worker)."""
+        ...
+
+    async def answer_workflow_query(self, query_id: uuid.UUID, answer: QueryAnswer) -> bool:
+        """Record a claimed query's answer and wake its caller; False when withdrawn."""
+        ...
+
+    async def take_workflow_query(
+        self, query_id: uuid.UUID, *, withdraw: bool = False
+    ) -> QueryAnswer | None:
+        """Delete and return an answered query (any query with ``withdraw``)."""
+        ...
+
+    async def get_workflow_update(
+        self, workflow_id: uuid.UUID, update_id: str
+    ) -> UpdateOutcome | None:
+        """The recorded outcome of an update, or None while undecided."""
         ...
 
 

@@ -56,6 +56,9 @@ __all__ = [
     "PassCommitResult",
     "PassWrite",
     "PublishParams",
+    "QueryAnswer",
+    "QueryClaim",
+    "QueryRequest",
     "ReplayFilter",
     "ScheduleOperationParams",
     "ScheduleRecord",
@@ -69,6 +72,7 @@ __all__ = [
     "TaskResult",
     "TerminatedExecution",
     "UncertainDecision",
+    "UpdateOutcome",
     "Wake",
     "WorkflowExecutionView",
     "WorkflowRunView",
@@ -703,6 +707,66 @@ class OperationLease(msgspec.Struct, kw_only=True):
     default_max_attempts: int = 25
 
 
+class UpdateOutcome(msgspec.Struct, kw_only=True):
+    """How an update ended (kept per ``(execution, update_id)``; the first wins).
+
+    Attributes:
+        update_id: the update's id.
+        name: the update name.
+        state: ``"rejected"`` (not recorded in history), ``"completed"`` or ``"failed"``.
+        result: the JSON result when completed, else None.
+        error_type: class name of the rejection or failure ("" when completed).
+        message: its message.
+    """
+
+    update_id: str
+    name: str
+    state: str
+    result: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+
+
+class QueryRequest(msgspec.Struct, kw_only=True):
+    """A query to answer (``request_workflow_query``).
+
+    Attributes:
+        id: the query's id (the caller's handle on the answer).
+        workflow_id: the execution asked.
+        name: the query name.
+        args: the arguments, a JSON array.
+        timeout: how long a worker may take to claim it (after that it is left).
+    """
+
+    id: uuid.UUID
+    workflow_id: uuid.UUID
+    name: str
+    args: bytes = b"[]"
+    timeout: timedelta = timedelta(seconds=10)
+
+
+class QueryClaim(msgspec.Struct, kw_only=True):
+    """A query a worker claimed to answer."""
+
+    id: uuid.UUID
+    workflow_id: uuid.UUID
+    workflow_name: str
+    name: str
+    args: bytes
+
+
+class QueryAnswer(msgspec.Struct, kw_only=True):
+    """The answer of a query: ``state`` is ``"answered"`` (``answer`` holds the
+    JSON result) or ``"failed"`` (``error_type``: ``message``; ``error_type``
+    ``QueryNotFoundError`` for an unknown name), or ``"pending"``/``"claimed"``
+    for a query withdrawn unanswered."""
+
+    state: str
+    answer: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+
+
 class PassWrite(msgspec.Struct, kw_only=True):
     """What one replay pass writes, fenced by the seq it replayed up to.
 
@@ -723,6 +787,7 @@ class PassWrite(msgspec.Struct, kw_only=True):
         children: child executions to create (idempotent by id).
         child_signals: signals to buffer for children (deduplicated by message id).
         child_cancels: children to request cancellation of.
+        updates: outcomes of the updates the pass rejected, completed or failed.
     """
 
     expected_next_seq: int
@@ -738,6 +803,7 @@ class PassWrite(msgspec.Struct, kw_only=True):
     children: list[ChildStartParams] = msgspec.field(default_factory=list)
     child_signals: list[ChildSignalParams] = msgspec.field(default_factory=list)
     child_cancels: list[uuid.UUID] = msgspec.field(default_factory=list)
+    updates: list[UpdateOutcome] = msgspec.field(default_factory=list)
 
 
 class OperationSettle(msgspec.Struct, kw_only=True):

@@ -10,11 +10,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from azync_flow._payload import encode_value
+from azync_flow.replay._interactions import UPDATE_SIGNAL_PREFIX
 from azync_flow.replay.codec import decode_value
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
 from azync_flow.replay.outcome import WorkflowInfo
 from azync_flow.workflow._children import ChildHandle, ParentClosePolicy
+from azync_flow.workflow._handlers import query_handler, update_handler
 
 if TYPE_CHECKING:
     from azync_flow.workflow._definitions import WorkflowDefinition
@@ -23,6 +25,7 @@ __all__ = ["WorkflowContext"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _seconds(duration: timedelta | float) -> float:
@@ -137,6 +140,8 @@ class WorkflowContext:
             TimeoutError: (``asyncio.TimeoutError``) the timeout elapsed first; the
                 signal, if it comes later, stays buffered for a later wait.
         """
+        if name.startswith(UPDATE_SIGNAL_PREFIX):
+            raise ValueError(f"signal names starting with {UPDATE_SIGNAL_PREFIX!r} are reserved")
         future = self._instance.add_signal_waiter(name)
         try:
             if timeout is None:
@@ -250,3 +255,71 @@ class WorkflowContext:
         """
         data = encode_value(input, "continue-as-new input")
         raise self._instance.continue_as_new(data)
+
+    def query(self, name: str | None = None) -> Callable[[F], F]:
+        """Decorator registering a query handler: a plain function reading the
+        workflow's state (usually closing over the workflow function's locals).
+
+        ``handle.query(name, *args)`` calls it on a worker, with the state the
+        workflow has after its whole history so far, and returns its result.
+        Arguments are decoded to the handler's annotations; the result must be
+        JSON-encodable. A query writes no history: a command issued inside the
+        handler (an activity, a timer, ``ctx.now()``, ``ctx.random()``, a
+        signal wait, ...) raises :class:`~azync_flow.errors.ReadOnlyContextError`.
+        Register handlers before the workflow's first durable await, so every
+        point of its history can answer.
+
+        Args:
+            name: query name (default: the function's ``__name__``).
+
+        Returns:
+            A decorator returning the function unchanged.
+
+        Raises:
+            TypeError: the handler is an ``async def``.
+        """
+
+        def register(fn: F) -> F:
+            qname = name or fn.__name__
+            self._instance.set_query_handler(qname, query_handler(qname, fn))
+            return fn
+
+        return register
+
+    def update(
+        self, name: str | None = None, *, validator: Callable[..., Any] | None = None
+    ) -> Callable[[F], F]:
+        """Decorator registering an update handler: a durable request/response
+        into this running workflow.
+
+        ``handle.update(name, *args)`` sends a request; the next workflow task
+        runs ``validator(*args)`` (optional, read-only like a query: raising
+        rejects the update, nothing is recorded and the caller gets
+        :class:`~azync_flow.errors.UpdateRejectedError`). An accepted update is
+        recorded (``UpdateAccepted``) and the handler runs as workflow code: it
+        may await activities, timers and signals, and change the workflow's
+        state; its result (or error) is recorded (``UpdateCompleted``) and
+        returned to the caller. Requests are deduplicated by update id.
+
+        Args:
+            name: update name (default: the function's ``__name__``).
+            validator: a plain function taking the same arguments; raise to reject.
+
+        Returns:
+            A decorator returning the function unchanged.
+
+        Raises:
+            TypeError: ``validator`` is an ``async def``.
+
+        Warning:
+            Register update handlers before the workflow's first durable await,
+            and never remove one that running executions accepted updates for:
+            replay restarts accepted handlers by name.
+        """
+
+        def register(fn: F) -> F:
+            uname = name or fn.__name__
+            self._instance.set_update_handler(uname, update_handler(uname, fn, validator))
+            return fn
+
+        return register

@@ -11,13 +11,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-import msgspec
-
 from azync_flow._payload import encode_value
 from azync_flow.errors import UnknownWorkflowError
 from azync_flow.replay.codec import decode_value
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.retry import RetryPolicy
+from azync_flow.workflow._handlers import decode_args
 
 __all__ = [
     "ActivityDefinition",
@@ -142,13 +141,7 @@ class ActivityDefinition(Generic[P, R]):
 
     def decode_args(self, data: bytes) -> list[Any]:
         """Decode an operation's input back into positional arguments (typed by annotation)."""
-        raws = decode_value(data, list[msgspec.Raw], f"input of activity {self.name!r}")
-        types = self.param_types
-        args = []
-        for index, raw in enumerate(raws):
-            hint = types[min(index, len(types) - 1)] if types else Any
-            args.append(decode_value(raw, hint, f"argument {index} of activity {self.name!r}"))
-        return args
+        return decode_args(data, self.param_types, f"activity {self.name!r}")
 
     async def run(self, data: bytes) -> bytes:
         """Run one attempt for the activity runtime: decode args, call, encode the result.

@@ -17,6 +17,7 @@ from azync_flow.store import (
     Store,
     Subscription,
     TxStore,
+    WorkflowInteractionStore,
 )
 from azync_flow.store.postgres import PostgresStore
 
@@ -32,6 +33,7 @@ from azync_flow.store.postgres import PostgresStore
         LeaseElector,
         Migrator,
         ScheduleStore,
+        WorkflowInteractionStore,
     ],
 )
 async def test_postgres_store_implements_protocol_with_matching_signatures(

@@ -42,9 +42,10 @@ from .workflow_core import (
     clean_text,
     execution_from_row,
 )
+from .workflow_interaction import WorkflowInteractionMixin
 
 
-class WorkflowRuntimeMixin(WorkflowChildrenMixin):
+class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
     async def dequeue_workflow_tasks(
         self, limit: int, lease: timedelta, kind: str = WORKFLOW_TASK
     ) -> list[Job]:
@@ -274,6 +275,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin):
                 next_task_at = "now"
         await self._write_timers(conn, run_id, write.timers, write.fired_timers)
         await self._consume_signals(conn, run_id, write.consumed_signals)
+        await self._record_update_outcomes(conn, run_id, write.updates)
         state = await self._apply_outcome(conn, run_id, ex["state"], write.outcome)
         if write.outcome is not None and write.outcome[0] == "continue":
             next_task_at = "now"  # the new run's first pass
@@ -669,7 +671,7 @@ def task_state_from_row(
 def one_statement(write: PassWrite) -> bool:
     """True when the pass can commit as one statement: it only appends events and
     schedules due operations (no timers started or fired, no signal consumed, no
-    outcome — a terminal or suspending outcome always goes through the
+    update outcome, no outcome — a terminal or suspending outcome always goes through the
     transaction's one outcome step, ``_apply_outcome``)."""
     return (
         write.outcome is None
@@ -679,5 +681,6 @@ def one_statement(write: PassWrite) -> bool:
         and not write.children
         and not write.child_signals
         and not write.child_cancels
+        and not write.updates
         and all(o.run_at is None for o in write.operations)
     )
