@@ -25,8 +25,8 @@ import asyncpg
 
 from azync_flow._payload import encode_value
 from azync_flow.errors import (
+    IdempotencyConflictError,
     WorkflowCancelledError,
-    WorkflowError,
     WorkflowFailedError,
     WorkflowTerminatedError,
 )
@@ -44,7 +44,6 @@ from azync_flow.runtime.uncertain import (
     default_decider,
     resolve_operation,
 )
-from azync_flow.store.errors import ConflictError
 from azync_flow.store.types import (
     EnqueueParams,
     SignalParams,
@@ -70,13 +69,6 @@ log = logging.getLogger("azync_flow.client")
 RESET = uuid.UUID(int=0)
 
 R = TypeVar("R")
-
-
-class IdempotencyConflictError(ConflictError, WorkflowError):
-    """A start reused an id or idempotency key of an execution with a different
-    workflow or different input (C19). Nothing was started."""
-
-    code = "idempotency_conflict"
 
 
 class ClientStore(Protocol):

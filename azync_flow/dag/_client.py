@@ -13,8 +13,8 @@ import asyncpg
 from opentelemetry.trace import TracerProvider
 
 from .._payload import encode_value
+from ..errors import DAGIdempotencyConflictError, NotFoundError
 from ..runtime.run_span import end_dag_run_span
-from ..store.errors import NotFoundError
 from ..store.types import (
     DAGDep,
     DAGFilter,
@@ -28,7 +28,6 @@ from ..store.types import (
 from ..telemetry import RUN_CALLER_KEY, RunEvent, RunKind, RunTracer
 from ._context import TaskOutcome
 from ._definition import DAG
-from ._errors import DAGIdempotencyConflictError
 
 #: Trace-carrier keys merged into every task's meta at start; not part of the request.
 _CARRIER_KEYS = frozenset({"traceparent", "tracestate", "baggage", RUN_CALLER_KEY})

@@ -20,14 +20,12 @@ from typing import Any, Protocol
 from opentelemetry.trace import TracerProvider
 
 from .._payload import encode_value
-from ..errors import PayloadError
-from ..store.errors import NotFoundError
+from ..errors import NotFoundError, NotReady, PayloadError, Skip
 from ..store.types import Job, TaskResult
 from ..telemetry import AttemptKind, AttemptSpan, RunTracer
 from ..telemetry import Outcome as SpanOutcome
 from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, Handler, TaskSpec
-from ._errors import NotReady, Skip
 
 log = logging.getLogger("azync_flow.dag")
 
@@ -220,7 +218,7 @@ class DAGRunner:
                 span.record_failure(e)
             return _traced(span, outcome, e.delay)
         except Skip as e:
-            skipped = self.store.skip(job.id, job.lease_token, _clean(e.reason))
+            skipped = self.store.skip(job.id, job.lease_token, _clean(e.reason or "skipped"))
             outcome = await self._settle(Outcome.SKIPPED, skipped)
             if outcome is Outcome.SKIPPED:  # dependents may start: wake the scheduler
                 await self.store.dag_notify_tick()
