@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 import asyncpg
 
 from azync_flow._payload import encode_value
+from azync_flow._text import clean_text
 from azync_flow.errors import (
     IdempotencyConflictError,
     WorkflowCancelledError,
@@ -33,7 +34,6 @@ from azync_flow.errors import (
 from azync_flow.events._publish import publish_event
 from azync_flow.replay.codec import decode_value
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
-from azync_flow.replay.outcome import sanitize_text
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.runtime._transient import retry_transient
@@ -573,8 +573,8 @@ class WorkflowHandle(Generic[R]):
                 off and retries meanwhile); nothing changed, call it again.
         """
         # free text, escaped like every recorded reason (NUL, lone surrogates)
-        reason = sanitize_text(reason)
-        who = sanitize_text(terminated_by or default_decider())
+        reason = clean_text(reason)
+        who = clean_text(terminated_by or default_decider())
         event = encode_event(WorkflowTerminated(reason=reason, terminated_by=who))
         done = await retry_transient(
             lambda: self.client.store.terminate_workflow(self.id, reason, who, event)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from opentelemetry.trace import TracerProvider
 
 from .._payload import encode_value
+from .._text import clean_text
 from ..errors import NotFoundError, NotReady, PayloadError, Skip
 from ..store.types import Job, TaskResult
 from ..telemetry import AttemptKind, AttemptSpan, RunTracer
@@ -218,7 +219,7 @@ class DAGRunner:
                 span.record_failure(e)
             return _traced(span, outcome, e.delay)
         except Skip as e:
-            skipped = self.store.skip(job.id, job.lease_token, _clean(e.reason or "skipped"))
+            skipped = self.store.skip(job.id, job.lease_token, clean_text(e.reason or "skipped"))
             outcome = await self._settle(Outcome.SKIPPED, skipped)
             if outcome is Outcome.SKIPPED:  # dependents may start: wake the scheduler
                 await self.store.dag_notify_tick()
@@ -282,7 +283,7 @@ class DAGRunner:
                 job.id,
                 job.lease_token,  # type: ignore[arg-type]
                 e.delay,
-                _clean(f"deadline exceeded: {e.reason}"),
+                clean_text(f"deadline exceeded: {e.reason}"),
             )
         except NotFoundError:
             return Outcome.STALE
@@ -292,7 +293,7 @@ class DAGRunner:
         return Outcome.DEADLINED
 
     async def _failed(self, job: Job, e: Exception, span: AttemptSpan) -> Outcome:
-        msg = _clean(f"{type(e).__name__}: {e}")
+        msg = clean_text(f"{type(e).__name__}: {e}")
         # an unencodable result (NaN, lone surrogate, ...) would fail again: no retry
         if isinstance(e, PayloadError) or job.attempt >= max(job.max_attempts, 1):
             return _traced(span, await self._dead(job, msg))
@@ -333,8 +334,3 @@ def _traced(span: AttemptSpan, outcome: Outcome, delay: timedelta | None = None)
         delayed = outcome in (Outcome.RETRY, Outcome.SNOOZED)
         span.set_outcome(mapped, retry_delay=delay if delayed else None)
     return outcome
-
-
-def _clean(text: str) -> str:
-    """Make an error text storable in a Postgres text column (NUL escaped)."""
-    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from azync_flow._text import escape_surrogates
 from azync_flow.errors import (
     ForbiddenCallError,
     NonDeterminismError,
@@ -525,8 +526,4 @@ def _safe_message(exc: BaseException) -> str:
         message = str(exc)
     except Exception:  # a broken __str__ must not break recording the failure
         return f"<unprintable {type(exc).__name__}>"
-    try:
-        message.encode("utf-8")
-    except UnicodeEncodeError:
-        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
-    return message
+    return escape_surrogates(message)

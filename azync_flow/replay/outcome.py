@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from azync_flow._text import clean_text
 from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
 
 __all__ = [
@@ -139,12 +140,12 @@ class PassOutcome:
         # WorkflowFailedError / WorkflowCancelledError again (said once).
         if isinstance(error, WorkflowFailedError):
             text = f"{error.error_type}: {error.message}" if error.error_type else error.message
-            return sanitize_text(text)
+            return clean_text(text)
         if isinstance(error, WorkflowCancelledError):
-            return sanitize_text(
+            return clean_text(
                 error.reason or "requested by the client; the code ended with CancelledError"
             )
-        return sanitize_text(str(error))
+        return clean_text(str(error))
 
     @property
     def activities(self) -> list[ScheduleActivity]:
@@ -157,9 +158,3 @@ class PassOutcome:
     @property
     def cancelled_timers(self) -> list[int]:
         return [c.timer_seq for c in self.commands if isinstance(c, CancelTimer)]
-
-
-def sanitize_text(text: str) -> str:
-    """Escape NUL and lone surrogates so ``text`` fits a Postgres ``text`` column."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text.replace("\x00", "\\x00")

@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from azync_flow._text import clean_text
 from azync_flow.errors import PayloadError, Uncertain, UnknownWorkflowError
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
     encode_event,
 )
-from azync_flow.replay.outcome import sanitize_text
 from azync_flow.retry import RetryDecision, describe_error
 from azync_flow.runtime._operations import OperationPayload, decode_operation
 from azync_flow.runtime._transient import retry_transient
@@ -353,7 +353,7 @@ class ActivityRunner:
                     event = ActivityFailed(
                         scheduled_seq=op.seq,
                         error_type=type(exc).__name__,
-                        message=sanitize_text(str(exc))[:8192],
+                        message=clean_text(str(exc))[:8192],
                         attempts=job.attempt,
                     )
                     await self._late_ignored(
@@ -365,7 +365,7 @@ class ActivityRunner:
         event = ActivityFailed(
             scheduled_seq=op.seq,
             error_type=type(exc).__name__,
-            message=sanitize_text(str(exc))[:8192],
+            message=clean_text(str(exc))[:8192],
             attempts=job.attempt,
         )
         if await self._settle(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from azync_flow._payload import encode_value
+from azync_flow._text import clean_text
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
@@ -29,7 +30,6 @@ from azync_flow.replay.events import (
     OperationUncertain,
     encode_event,
 )
-from azync_flow.replay.outcome import sanitize_text
 from azync_flow.retry import describe_error
 from azync_flow.runtime._operations import decode_operation
 from azync_flow.store.errors import ConflictError, NotFoundError
@@ -66,7 +66,7 @@ def uncertain_event(job: Job, reason: str) -> tuple[str, bytes]:
         seq = decode_operation(job.payload).seq
     else:
         seq = seq_of_execution_key(job.task_key)
-    return encode_event(OperationUncertain(scheduled_seq=seq, reason=sanitize_text(reason)))
+    return encode_event(OperationUncertain(scheduled_seq=seq, reason=clean_text(reason)))
 
 
 def resolution_events(
@@ -97,7 +97,7 @@ def resolution_events(
         outcome = ActivityCompleted(scheduled_seq=seq, result=msgspec.Raw(result), attempts=0)
     elif decision == "fail":
         outcome = ActivityFailed(
-            scheduled_seq=seq, error_type="Uncertain", message=sanitize_text(error or "")
+            scheduled_seq=seq, error_type="Uncertain", message=clean_text(error or "")
         )
     elif decision == "retry":
         return resolved, None
@@ -237,8 +237,8 @@ async def resolve_operation(
     op_id = operation_id if isinstance(operation_id, uuid.UUID) else uuid.UUID(str(operation_id))
     op = await store.get_operation(op_id)
     # free text, escaped like every recorded reason (NUL, lone surrogates)
-    by = sanitize_text(decided_by if decided_by is not None else default_decider())
-    note = sanitize_text(note) if note else note
+    by = clean_text(decided_by if decided_by is not None else default_decider())
+    note = clean_text(note) if note else note
     data = encode_value(result, "uncertain operation result") if decision == "complete" else None
     if decision == "fail" and not error:
         error = f"resolved as failed by {by or 'an unnamed resolver'}"

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from ..._text import clean_text
 from ..errors import ConflictError, NotFoundError
 from ..types import (
     HistoryEvent,
@@ -512,23 +513,6 @@ class WorkflowCoreMixin(PgBase):
             if r["inserted"]:
                 self._count(conn, r["kind"], ENQUEUED)
         return rows
-
-
-def clean_text(value: str) -> str:
-    """Make free text (reasons, errors, notes) storable in a ``text`` column.
-
-    Postgres text rejects NUL and UTF-8 cannot encode lone surrogates, so a
-    failure message carrying either would make recording the failure itself
-    fail (scenario C26). NUL is stored as the four characters ``\\x00`` and a
-    lone surrogate as its ``\\udXXX`` escape; other text is unchanged.
-    """
-    if "\x00" in value:
-        value = value.replace("\x00", "\\x00")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
-    return value
 
 
 def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecutionView:

@@ -16,6 +16,7 @@ from typing import Literal
 
 import asyncpg
 
+from ..._text import clean_text
 from ..errors import ConflictError, NotFoundError
 from ..types import (
     BufferedSignal,
@@ -39,7 +40,6 @@ from .workflow_core import (
     PROCESSED,
     WORKFLOW_TASK,
     WorkflowCoreMixin,
-    clean_text,
     execution_from_row,
 )
 

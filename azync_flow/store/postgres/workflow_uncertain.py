@@ -15,10 +15,11 @@ from typing import NamedTuple
 import asyncpg
 import msgspec
 
+from ..._text import clean_text
 from ..errors import ConflictError, NotFoundError
 from ..types import Job, PublishParams, UncertainDecision, WorkflowState
 from ._base import decode_meta, job_from_row
-from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin, clean_text
+from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin
 
 #: Ledger event type of a late report refused by the fence (scenario C20).
 LATE_OUTCOME_EVENT = "azync.operation.late_outcome_ignored"
