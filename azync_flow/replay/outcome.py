@@ -10,6 +10,7 @@ from typing import Any
 
 from azync_flow._text import clean_text
 from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
+from azync_flow.store.types import BufferedSignal
 
 __all__ = [
     "BufferedSignal",
@@ -39,16 +40,6 @@ class WorkflowInfo:
     name: str
     version: str = ""
     attempt: int = 1
-
-
-@dataclass(frozen=True)
-class BufferedSignal:
-    """A delivered-but-unconsumed signal from the store's inbox (arrival order)."""
-
-    signal_id: int
-    name: str
-    payload: bytes = b"null"
-    message_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -576,12 +576,19 @@ Outcome = (
 
 
 class BufferedSignal(NamedTuple):
-    """A signal accepted but not yet consumed by a pass, in arrival order."""
+    """A signal accepted but not yet consumed by a pass, in arrival order.
+
+    Attributes:
+        signal_id: the store's id of the signal (arrival order).
+        name: the signal name.
+        payload: its JSON-encoded argument.
+        message_id: the sender's deduplication id ('' when none).
+    """
 
     signal_id: int
     name: str
-    message_id: str
-    payload: bytes
+    payload: bytes = b"null"
+    message_id: str = ""
 
 
 class WorkflowTaskState(msgspec.Struct, kw_only=True):

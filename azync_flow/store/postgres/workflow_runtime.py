@@ -640,7 +640,7 @@ def task_state_from_row(
         if h_seq
         else [],
         signals=[
-            BufferedSignal(i, name, message_id, bytes(payload))
+            BufferedSignal(i, name, bytes(payload), message_id)
             for i, name, message_id, payload in zip(
                 s_id, row["s_name"], row["s_message_id"], row["s_payload"], strict=True
             )
