@@ -19,7 +19,7 @@ import time
 import typing
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 import asyncpg
 
@@ -44,11 +44,11 @@ from azync_flow.runtime.uncertain import (
     default_decider,
     resolve_operation,
 )
+from azync_flow.store.protocols import WorkflowClientStore
 from azync_flow.store.types import (
     EnqueueParams,
     SignalParams,
     StalledWorkflow,
-    TerminatedExecution,
     WorkflowExecutionView,
     WorkflowStartParams,
     WorkflowState,
@@ -69,29 +69,6 @@ log = logging.getLogger("azync_flow.client")
 RESET = uuid.UUID(int=0)
 
 R = TypeVar("R")
-
-
-class ClientStore(Protocol):
-    async def start_workflow(
-        self, p: WorkflowStartParams, *, trace_context: dict[str, str] | None = None
-    ) -> tuple[bool, uuid.UUID]: ...
-    async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView: ...
-    async def signal_workflow(self, p: SignalParams) -> bool: ...
-    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState | None: ...
-    async def terminate_workflow(
-        self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
-    ) -> TerminatedExecution: ...
-    async def resume_workflow(self, id: uuid.UUID) -> None: ...
-    async def list_uncertain_operations(
-        self, limit: int = 100, workflow_id: uuid.UUID | None = None
-    ) -> list[Any]: ...
-    async def resolve_uncertain(self, *args: Any, **kwargs: Any) -> Any: ...
-    async def list_history(
-        self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
-    ) -> list[Any]: ...
-    async def list_stalled_workflows(
-        self, older_than: timedelta, limit: int
-    ) -> list[StalledWorkflow]: ...
 
 
 class ExecutionPage(NamedTuple):
@@ -133,7 +110,7 @@ class Client:
 
     def __init__(
         self,
-        store: ClientStore,
+        store: WorkflowClientStore[asyncpg.Connection],
         *,
         poll_interval: timedelta = timedelta(milliseconds=200),
         fallback_poll: timedelta = timedelta(seconds=5),
@@ -192,7 +169,7 @@ class Client:
             meta=traced_meta(meta),
             **options,
         )
-        inserted = await self.store.enqueue(params)  # type: ignore[attr-defined]
+        inserted = await self.store.enqueue(params)
         return job_id if inserted else None
 
     async def publish(
@@ -229,7 +206,7 @@ class Client:
             ConflictError: an event with this ``id`` exists.
         """
         return await publish_event(
-            self.store,  # type: ignore[arg-type]
+            self.store,
             event_type,
             payload,
             key=key,
@@ -265,7 +242,7 @@ class Client:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
-        rows = await self.store.list_workflow_executions(  # type: ignore[attr-defined]
+        rows = await self.store.list_workflow_executions(
             name=name, state=state, limit=limit + 1, before=cursor
         )
         more = len(rows) > limit
@@ -445,7 +422,7 @@ class Client:
         """
         op_id = getattr(operation_id, "job_id", operation_id)
         resolved_op = await resolve_operation(
-            self.store,  # type: ignore[arg-type]
+            self.store,
             op_id,
             decision,
             result=result,

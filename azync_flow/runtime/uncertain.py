@@ -17,7 +17,7 @@ import socket
 import uuid
 from collections import OrderedDict
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -33,6 +33,7 @@ from azync_flow.replay.events import (
 from azync_flow.retry import describe_error
 from azync_flow.runtime._operations import decode_operation
 from azync_flow.store.errors import ConflictError, NotFoundError
+from azync_flow.store.protocols import UncertainStore
 from azync_flow.store.types import Job
 
 if TYPE_CHECKING:
@@ -172,17 +173,6 @@ class Reconciled:
         ) == (other.outcome, other.result, other.error)
 
     __hash__ = None  # type: ignore[assignment]
-
-
-class UncertainStore(Protocol):
-    """Store verbs used to decide uncertain operations (``PostgresStore``)."""
-
-    async def get_operation(self, operation_job_id: uuid.UUID) -> Any: ...
-    async def resolve_uncertain(self, *args: Any, **kwargs: Any) -> Any: ...
-    async def list_unreconciled_operations(self, kinds: list[str], limit: int = 100) -> Any: ...
-    async def record_reconcile_verdict(
-        self, operation_job_id: uuid.UUID, attempt: int, verdict: str
-    ) -> bool: ...
 
 
 def default_decider() -> str:

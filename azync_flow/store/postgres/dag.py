@@ -32,6 +32,8 @@ from ..types import (
     Job,
     JobState,
     OnFailurePolicy,
+    ReapedTask,
+    SettledDAG,
     TaskResult,
 )
 from ..validate import check_meta, check_name, check_text
@@ -41,51 +43,7 @@ from ._queries import QUERIES
 _ZERO = timedelta(0)
 
 
-class ReapedTask(msgspec.Struct, kw_only=True, frozen=True):
-    """A DAG task whose lease expired, as :meth:`DAGMixin.dag_reap_expired_tasks` left it.
-
-    Attributes:
-        dag_id: the run.
-        task_key: the task.
-        attempt: the attempt whose lease expired.
-        dead: True when it was dead-lettered (reaped too often), else pending again.
-        meta: the task's meta (with the run's W3C trace carrier).
-        kind: the task's handler kind.
-        started_at: when the lost attempt was leased.
-        dag_name: the run's DAG name.
-    """
-
-    dag_id: uuid.UUID
-    task_key: str
-    attempt: int
-    dead: bool
-    meta: dict[str, str]
-    kind: str = ""
-    started_at: datetime | None = None
-    dag_name: str = ""
-
-
 _reaped_decoder = msgspec.json.Decoder(list[ReapedTask])
-
-
-class SettledDAG(msgspec.Struct, kw_only=True, frozen=True):
-    """A DAG run that :meth:`DAGMixin.complete_dags` just made terminal.
-
-    Attributes:
-        id: the run.
-        name: the DAG name.
-        state: its terminal state.
-        reason: its failure reason ('' when it succeeded).
-        created_at: when it started.
-        trace_context: the W3C carrier recorded when it started.
-    """
-
-    id: uuid.UUID
-    name: str
-    state: DAGState
-    reason: str = ""
-    created_at: datetime
-    trace_context: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 _settled_decoder = msgspec.json.Decoder(list[SettledDAG])

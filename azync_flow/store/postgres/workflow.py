@@ -9,18 +9,20 @@ API agreed in ``notes/workflow_store_api.md``.
 
 from __future__ import annotations
 
-from ..types import BufferedSignal, Outcome, WorkflowTaskState
+from ..types import (
+    BufferedSignal,
+    Outcome,
+    ReapReport,
+    ResolvedOperation,
+    UncertainOperation,
+    WorkflowTaskState,
+)
 from .workflow_core import WORKFLOW_TASK
 from .workflow_hotpath import WorkflowHotPathMixin
 from .workflow_listing import WorkflowDoneSubscription, WorkflowListingMixin
-from .workflow_reaper import ReapReport, WorkflowReaperMixin
+from .workflow_reaper import WorkflowReaperMixin
 from .workflow_terminate import WORKFLOW_TERMINATED_EVENT, WorkflowTerminateMixin
-from .workflow_uncertain import (
-    LEASE_EXPIRED_REASON,
-    ResolvedOperation,
-    UncertainMixin,
-    UncertainOperation,
-)
+from .workflow_uncertain import LEASE_EXPIRED_REASON, UncertainMixin
 
 __all__ = [
     "LEASE_EXPIRED_REASON",

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import datetime
-from typing import NamedTuple
 
 import asyncpg
-import msgspec
 
 from ..._text import clean_text
 from ..errors import ConflictError, NotFoundError
-from ..types import Job, PublishParams, UncertainDecision, WorkflowState
+from ..types import (
+    Job,
+    PublishParams,
+    ResolvedOperation,
+    UncertainDecision,
+    UncertainOperation,
+    WorkflowState,
+)
 from ._base import decode_meta, job_from_row
 from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin
 
@@ -34,42 +38,6 @@ _RESOLVED_STATE = {
     UncertainDecision.FAIL: "dead",
     UncertainDecision.RETRY: "pending",
 }
-
-
-class ResolvedOperation(NamedTuple):
-    """Result of :meth:`UncertainMixin.resolve_uncertain` (contract: workflowID, workflowName)."""
-
-    workflow_id: uuid.UUID
-    workflow_name: str
-
-
-class UncertainOperation(msgspec.Struct, kw_only=True):
-    """One operation waiting for a decision.
-
-    Attributes:
-        job_id: the operation job id (what ``resolve_uncertain`` takes).
-        workflow_id / workflow_name: its execution.
-        kind: ``$op:<activity>@<version>``; ``activity`` is meta's "activity"
-            or the name parsed from ``kind``.
-        execution_key: ``<workflow_id>/<seq>``, the natural idempotency key.
-        input: the operation payload, byte for byte.
-        attempt: attempts leased so far.
-        since / reason: when and why it turned uncertain.
-        state: the job state ('uncertain' in listings; any from ``get_operation``).
-    """
-
-    job_id: uuid.UUID
-    workflow_id: uuid.UUID
-    workflow_name: str
-    kind: str
-    activity: str
-    execution_key: str
-    input: bytes
-    attempt: int
-    since: datetime | None
-    reason: str
-    meta: dict[str, str]
-    state: str = "uncertain"
 
 
 class UncertainMixin(WorkflowCoreMixin):
