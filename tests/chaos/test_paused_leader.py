@@ -127,7 +127,8 @@ async def test_frozen_leader_is_replaced_after_its_ttl_and_stays_fenced_out_when
     os.kill(old.pid, signal.SIGSTOP)
     frozen_at = time.monotonic()
     took = await reaped_after(store, await orphan(store), within=5 * TTL)
-    assert took <= TTL + TICK + SLACK, f"reaped {took:.2f}s after the leader froze"
+    # TTL, a tick, and at most TTL / 3 waiting on a session the frozen leader left open
+    assert took <= TTL + TICK + TTL / 3 + SLACK, f"reaped {took:.2f}s after the leader froze"
     after = await leadership(store)
     assert after is not None
     assert after["holder"].endswith(f":{new.pid}")

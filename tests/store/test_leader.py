@@ -165,6 +165,36 @@ async def test_a_holder_frozen_inside_a_fenced_transaction_is_cut_off_by_the_ser
     assert new is not None
 
 
+async def test_a_holder_stuck_inside_a_fenced_statement_is_cut_off_by_the_takeover(
+    store: PostgresStore, other: PostgresStore, clock: MovableClock
+) -> None:
+    """A lapsed holder whose fenced session stays active (frozen between two
+    protocol messages, or a statement that never returns) gets no server
+    timeout; the contender ends it after a third of the TTL and takes over."""
+    ttl = timedelta(milliseconds=600)
+    clock.advance(timedelta(0))
+    old = await store.acquire_leadership_lease("maint", ttl)
+    assert old is not None
+    job = await enqueue_and_lease(store)
+
+    async def stuck_write() -> None:
+        with old.fenced():
+            async with store.transaction() as conn:
+                await conn.execute("UPDATE azync_jobs SET state = 'pending' WHERE id = $1", job.id)
+                await conn.execute("SELECT pg_sleep(30)")  # active, never idle
+
+    stuck = asyncio.create_task(stuck_write())
+    await asyncio.sleep(0.3)
+    clock.advance(ttl)
+    async with asyncio.timeout(5):
+        new = await other.acquire_leadership_lease("maint", ttl)
+    assert new is not None
+    assert new.term == old.term + 1
+    with pytest.raises(StoreUnavailableError):  # its session was ended
+        await stuck
+    assert (await row(store, job.id))["state"] == "active"  # its write rolled back
+
+
 async def test_acquire_leadership_returns_release_or_none(store: PostgresStore) -> None:
     release = await store.acquire_leadership("maint")
     assert release is not None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Iterator
@@ -29,6 +30,8 @@ from ..errors import StoreError, StoreUnavailableError
 from ._base import PgBase
 from ._fence import CURRENT_FENCE, LeaderFence
 from ._queries import QUERIES
+
+log = logging.getLogger("azync_flow.store")
 
 #: Default time a leadership stays held without renewal.
 DEFAULT_LEADER_TTL = timedelta(seconds=10)
@@ -140,8 +143,11 @@ class LeaderMixin(PgBase):
 
         Takes the leadership when nobody holds it or its lease has lapsed on
         the backend clock (a takeover increments the term). Never waits on a
-        live holder; it may wait, at most about ``ttl / 3``, for a lapsed
-        holder's fenced transaction to end.
+        live holder; it waits at most about ``ttl / 3`` for a lapsed holder's
+        fenced transaction to end, then ends that holder's session (its
+        uncommitted write is lost), whatever state a frozen holder left it in.
+        Ending it needs the right to signal that backend: the same database
+        role, or ``pg_signal_backend``.
 
         Args:
             name: leadership name (scoped to the store's schema).
@@ -160,9 +166,7 @@ class LeaderMixin(PgBase):
         if ttl <= timedelta(0):
             raise ValueError("leadership ttl must be positive")
         try:
-            row = await self.pool.fetchrow(
-                QUERIES["leader_acquire"], self.now(), name, holder or default_holder(), ttl
-            )
+            row = await self._take_or_insert(name, holder or default_holder(), ttl)
         except StoreUnavailableError:
             raise
         except _ERRORS as exc:
@@ -170,6 +174,38 @@ class LeaderMixin(PgBase):
         if row is None:
             return None
         return PgLeadershipLease(self, name, int(row["term"]), ttl, row["expires_at"])
+
+    async def _take_or_insert(
+        self, name: str, holder: str, ttl: timedelta
+    ) -> asyncpg.Record | None:
+        # A lapsed holder frozen inside a fenced statement (SIGSTOP between two
+        # protocol messages) keeps its session "active": no server timeout ends
+        # it. After a third of the TTL the contender ends the sessions it waits on.
+        grace = max(ttl.total_seconds() / 3, 0.05)
+        async with self.pool.acquire() as conn:
+            attempt = asyncio.ensure_future(
+                conn.fetchrow(QUERIES["leader_acquire"], self.now(), name, holder, ttl)
+            )
+            try:
+                return await asyncio.wait_for(asyncio.shield(attempt), grace)
+            except TimeoutError:
+                pass
+            try:
+                ended = await self.pool.fetch(
+                    QUERIES["leader_cut_off"], self.now(), conn.get_server_pid()
+                )
+            except BaseException:
+                attempt.cancel()
+                raise
+            for r in ended:
+                log.warning(
+                    "leadership %r: ended session %s of a lapsed term, which held "
+                    "the takeover for %.1fs",
+                    name,
+                    r["pid"],
+                    grace,
+                )
+            return await attempt
 
     async def acquire_leadership(self, name: str) -> Callable[[], Awaitable[None]] | None:
         """Contract ``LeaderElector.AcquireLeadership``.

@@ -29,6 +29,14 @@ SELECT term, expires_at FROM ins
 UNION ALL
 SELECT term, expires_at FROM taken
 
+-- name: leader_cut_off
+-- $2 backend pid of a contender waiting in leader_acquire: end the sessions it
+-- waits on. Only a lapsed term's fenced transaction (or another contender's
+-- takeover) can hold the lapsed row, so nothing live inside its term is cut.
+-- Returns (pid, ended) per blocking session.
+SELECT b AS pid, pg_terminate_backend(b) AS ended, coalesce($1::timestamptz, now()) AS at
+FROM unnest(pg_blocking_pids($2)) AS b
+
 -- name: leader_renew
 -- $2 name, $3 term, $4 ttl: extend a lease its holder still holds (not yet
 -- expired on the backend clock, same term). No row: the lease is lost.
