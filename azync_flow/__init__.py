@@ -13,20 +13,16 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from azync_flow.dag import (
-        DAG,
-        DAGClient,
-        DAGValidationError,
-        NotReady,
-        Skip,
-        TaskContext,
-        attach_dags,
-    )
+    from azync_flow.client import Client
+    from azync_flow.dag import DAG, DAGClient, TaskContext, attach_dags
     from azync_flow.errors import (
         ActivityError,
         AzyncError,
+        DAGValidationError,
         NonDeterminismError,
+        NotReady,
         SchemaNotMigratedError,
+        Skip,
         StoreUnavailableError,
         Uncertain,
         WorkflowCancelledError,
@@ -37,6 +33,9 @@ if TYPE_CHECKING:
     from azync_flow.replay import Replayer
     from azync_flow.retry import RetryPolicy
     from azync_flow.runtime.uncertain import Reconciled
+    from azync_flow.runtime.worker_runtime import attach_workflows
+    from azync_flow.store import Config
+    from azync_flow.store.postgres import open_store
     from azync_flow.worker import Worker
     from azync_flow.workflow import (
         ActivityOptions,
@@ -48,11 +47,12 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it.
 _HOMES = {
+    "Client": "azync_flow.client",
     "DAG": "azync_flow.dag",
     "DAGClient": "azync_flow.dag",
-    "DAGValidationError": "azync_flow.dag",
-    "NotReady": "azync_flow.dag",
-    "Skip": "azync_flow.dag",
+    "DAGValidationError": "azync_flow.errors",
+    "NotReady": "azync_flow.errors",
+    "Skip": "azync_flow.errors",
     "TaskContext": "azync_flow.dag",
     "attach_dags": "azync_flow.dag",
     "ActivityError": "azync_flow.errors",
@@ -70,6 +70,9 @@ _HOMES = {
     "Replayer": "azync_flow.replay",
     "RetryPolicy": "azync_flow.retry",
     "Reconciled": "azync_flow.runtime.uncertain",
+    "attach_workflows": "azync_flow.runtime.worker_runtime",
+    "Config": "azync_flow.store",
+    "open_store": "azync_flow.store.postgres",
     "Worker": "azync_flow.worker",
     "ActivityOptions": "azync_flow.workflow",
     "Registry": "azync_flow.workflow",
@@ -82,6 +85,8 @@ __all__ = [
     "ActivityError",
     "ActivityOptions",
     "AzyncError",
+    "Client",
+    "Config",
     "DAGClient",
     "DAGValidationError",
     "EventContext",
@@ -104,6 +109,8 @@ __all__ = [
     "activity",
     "attach_dags",
     "attach_subscribers",
+    "attach_workflows",
+    "open_store",
     "subscriber",
     "workflow",
 ]

@@ -204,6 +204,8 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "ActivityError",
         "ActivityOptions",
         "AzyncError",
+        "Client",
+        "Config",
         "DAGClient",
         "DAGValidationError",
         "EventContext",
@@ -226,6 +228,8 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "activity",
         "attach_dags",
         "attach_subscribers",
+        "attach_workflows",
+        "open_store",
         "subscriber",
         "workflow",
     ]

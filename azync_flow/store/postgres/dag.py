@@ -40,6 +40,10 @@ from ..validate import check_meta, check_name, check_text
 from ._base import PgBase, decode_meta, encode_meta, job_from_row
 from ._queries import QUERIES
 
+__all__ = [
+    "DAGMixin",
+]
+
 _ZERO = timedelta(0)
 
 

@@ -20,6 +20,11 @@ from .notify import NotifyMixin
 from .queue import QueueMixin
 from .workflow import WorkflowMixin
 
+__all__ = [
+    "PostgresStore",
+    "open_store",
+]
+
 
 class PostgresStore(
     QueueMixin,

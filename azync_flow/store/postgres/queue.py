@@ -14,6 +14,10 @@ from ..types import AttemptError, DequeueParams, EnqueueParams, Job, Source
 from ..validate import check_max_attempts, check_meta, check_name, check_text
 from ._base import PgBase, encode_meta, job_from_row
 
+__all__ = [
+    "QueueMixin",
+]
+
 
 class QueueMixin(PgBase):
     async def enqueue(self, p: EnqueueParams) -> bool:

@@ -14,6 +14,17 @@ races and writers of one execution serialise. History payloads are opaque bytes.
 
 from __future__ import annotations
 
+__all__ = [
+    "ENQUEUED",
+    "FAILED",
+    "LIVE_WORKFLOW_STATES",
+    "PROCESSED",
+    "WORKFLOW_TASK",
+    "WorkflowCoreMixin",
+    "execution_from_row",
+    "history_from_row",
+]
+
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager

@@ -16,6 +16,10 @@ contract ``ReapExpired``), run by the leader.
 
 from __future__ import annotations
 
+__all__ = [
+    "WorkflowReaperMixin",
+]
+
 import uuid
 from collections.abc import Callable
 from datetime import timedelta

@@ -9,6 +9,12 @@ a duplicate pass therefore writes nothing.
 
 from __future__ import annotations
 
+__all__ = [
+    "WorkflowRuntimeMixin",
+    "one_statement",
+    "task_state_from_row",
+]
+
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta

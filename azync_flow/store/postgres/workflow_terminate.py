@@ -7,6 +7,11 @@ come). ``cancel`` stays the cooperative verb: it asks the code to clean up.
 
 from __future__ import annotations
 
+__all__ = [
+    "WORKFLOW_TERMINATED_EVENT",
+    "WorkflowTerminateMixin",
+]
+
 import asyncio
 import uuid
 

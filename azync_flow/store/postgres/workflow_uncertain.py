@@ -7,6 +7,12 @@ the store stays opaque to them.
 
 from __future__ import annotations
 
+__all__ = [
+    "LATE_OUTCOME_EVENT",
+    "LEASE_EXPIRED_REASON",
+    "UncertainMixin",
+]
+
 import uuid
 from collections.abc import Callable
 
