@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 import asyncpg
 
-from azync_flow._payload import encode_value
 from azync_flow._text import clean_text
 from azync_flow.errors import (
     IdempotencyConflictError,
@@ -32,7 +31,7 @@ from azync_flow.errors import (
     WorkflowTerminatedError,
 )
 from azync_flow.events._publish import publish_event
-from azync_flow.replay.codec import decode_value
+from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory

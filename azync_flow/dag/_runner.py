@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from opentelemetry.trace import TracerProvider
 
-from .._payload import encode_value
 from .._text import clean_text
 from ..errors import NotFoundError, NotReady, PayloadError, Skip
+from ..replay.codec import encode_value
 from ..retry import RetryDecision, RetryPolicy
 from ..store.types import Job, TaskResult
 from ..telemetry import AttemptKind, AttemptSpan, RunTracer

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from azync_flow._payload import encode_value
 from azync_flow._text import clean_text
+from azync_flow.replay.codec import encode_value
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,

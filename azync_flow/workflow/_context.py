@@ -9,8 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from azync_flow._payload import encode_value
-from azync_flow.replay.codec import decode_value
+from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
 from azync_flow.replay.outcome import WorkflowInfo

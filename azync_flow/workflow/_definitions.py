@@ -13,9 +13,8 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import msgspec
 
-from azync_flow._payload import encode_value
 from azync_flow.errors import UnknownWorkflowError
-from azync_flow.replay.codec import decode_value
+from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.retry import RetryPolicy
 
