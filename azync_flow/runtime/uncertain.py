@@ -1,4 +1,4 @@
-"""Uncertain operations (issue 5): history events, decisions and reconcile hooks.
+"""Uncertain operations: history events, decisions and reconcile hooks.
 
 * :func:`uncertain_event` / :func:`resolution_events` build the history events
   the store verbs append (the store keeps history opaque).

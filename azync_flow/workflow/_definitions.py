@@ -51,7 +51,7 @@ class ActivityOptions:
             its task cancelled; ``None`` = the worker renews the lease while
             the attempt runs.
         idempotent: False marks a non-idempotent step: an attempt whose outcome is
-            unknown is not retried blindly but parked as uncertain (issue 5).
+            unknown is not retried blindly but parked as uncertain.
         reconcile: optional hook deciding an uncertain attempt's outcome.
     """
 
@@ -288,7 +288,7 @@ def activity(
         heartbeat_timeout: maximum gap between heartbeats of one attempt (the
             attempt is lost after a longer silence; see ``ActivityOptions``).
         idempotent: False for non-idempotent steps (uncertain outcomes are parked).
-        reconcile: hook deciding an uncertain attempt's outcome (issue 5).
+        reconcile: hook deciding an uncertain attempt's outcome.
 
     Warning:
         Renaming an activity called by running executions breaks their replay

@@ -1,10 +1,9 @@
 """Workflow store of the PostgreSQL driver: contract ``WorkflowStore`` plus the
 runtime verbs (lease, load, commit a pass; complete an operation) and the
-uncertain-operation verbs (issue 5).
+uncertain-operation verbs.
 
 The verbs live in four modules (core, runtime, reaper, uncertain);
 :class:`WorkflowMixin` joins them for ``PostgresStore``.
-API agreed in ``notes/workflow_store_api.md``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Workflow-as-code verbs of the contract ``WorkflowStore`` (executions, history,
 signals, workflow tasks, operations).
 
-Job conventions (see ``notes/workflow_store_api.md``): every job has
+Job conventions: every job has
 ``source='workflow'`` and ``run_id`` = the execution id; a workflow task has
 ``task_key='$wft'`` (kind ``"$wft"``), an operation ``kind="$op:<name>@<ver>"``
 and ``task_key`` = its execution key. At most one runnable (pending/scheduled)

@@ -1,4 +1,4 @@
-"""Uncertain operations (issue 5): an operation whose outcome is unknown is
+"""Uncertain operations: an operation whose outcome is unknown is
 parked, never blindly retried, until code or a person decides.
 
 Event type names and payload bytes are chosen by the caller (the runtime);
@@ -31,7 +31,7 @@ from ..types import (
 from ._base import decode_meta, job_from_row
 from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin
 
-#: Ledger event type of a late report refused by the fence (scenario C20).
+#: Ledger event type of a late report refused by the fence.
 LATE_OUTCOME_EVENT = "azync.operation.late_outcome_ignored"
 
 #: Reason the reaper records for an expired non-idempotent operation.
@@ -190,7 +190,7 @@ class UncertainMixin(WorkflowCoreMixin):
         result: bytes | None = None,
     ) -> ResolvedOperation:
         """Resolve an uncertain operation from a late report of the very attempt
-        that turned uncertain (scenario C20, variant), in one transaction.
+        that turned uncertain (a late report in another form), in one transaction.
 
         The attempt's worker knows the outcome, so its report decides:
         ``complete`` (or ``fail`` with ``dead``) recorded with
@@ -299,7 +299,7 @@ class UncertainMixin(WorkflowCoreMixin):
         *,
         why: str,
     ) -> uuid.UUID:
-        """Keep a refused late report (scenario C20): an attempt row on the
+        """Keep a refused late report: an attempt row on the
         operation and a :data:`LATE_OUTCOME_EVENT` ledger event carrying the
         report's payload, in one transaction. Nothing else changes.
 
