@@ -587,20 +587,6 @@ class WorkflowStore(Protocol):
         """Insert (or return the existing non-terminal) operation job by execution key."""
         ...
 
-    async def mark_uncertain(
-        self,
-        operation_job_id: uuid.UUID,
-        lease_token: uuid.UUID,
-        reason: str,
-        *,
-        event_type: str,
-        payload: bytes,
-    ) -> int:
-        """Move an active operation to uncertain (lease-fenced), append the
-        ``(event_type, payload)`` history event and suspend the execution;
-        returns the event's seq."""
-        ...
-
     async def schedule_task(
         self, workflow_id: uuid.UUID, kind: str, run_at: datetime | None = None
     ) -> None:
