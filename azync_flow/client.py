@@ -23,6 +23,13 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 import asyncpg
 
+from azync_flow._client_interactions import (
+    DEFAULT_QUERY_TIMEOUT,
+    TERMINAL_STATES,
+    query_workflow,
+    update_workflow,
+    wait_for,
+)
 from azync_flow._text import clean_text
 from azync_flow.errors import (
     IdempotencyConflictError,
@@ -49,15 +56,17 @@ from azync_flow.store.types import (
     SignalParams,
     StalledWorkflow,
     WorkflowExecutionView,
+    WorkflowRunView,
     WorkflowStartParams,
     WorkflowState,
 )
 from azync_flow.telemetry import RunEvent, RunKind, RunTracer
-from azync_flow.workflow import WorkflowDefinition
+from azync_flow.workflow import HistoryLimit, WorkflowDefinition
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from azync_flow.schedules import ScheduleClient
     from azync_flow.worker import Worker
 
 __all__ = ["Client", "ExecutionPage", "IdempotencyConflictError", "WorkflowHandle"]
@@ -99,6 +108,8 @@ class Client:
             connection). A client awaiting results one after another saves a
             connection set-up per result with a few seconds here;
             ``worker.client()`` uses 5 s. ``close()`` always closes it.
+        history_limit: the thresholds behind ``describe().history_limit_exceeded``
+            (default :class:`~azync_flow.workflow.HistoryLimit`).
     """
 
     @property
@@ -116,8 +127,10 @@ class Client:
         tracer_provider: TracerProvider | None = None,
         worker: Worker | None = None,
         listen_linger: timedelta = timedelta(0),
+        history_limit: HistoryLimit | None = None,
     ):
         self.store = store
+        self.history_limit = history_limit or HistoryLimit()
         self.worker = worker
         self.poll_interval = poll_interval.total_seconds()
         self.fallback_poll = fallback_poll.total_seconds()
@@ -125,6 +138,14 @@ class Client:
         self._watcher = _DoneWatcher(store, listen_linger.total_seconds())
         #: ``result`` waits ended by a wake-up (not by the fallback re-read); a test hook.
         self.wakeups = 0
+
+    @property
+    def schedules(self) -> ScheduleClient:
+        """Schedules on this client's store (create, describe, list, pause,
+        unpause, trigger, delete, backfill; docs/schedules.md)."""
+        from azync_flow.schedules import ScheduleClient
+
+        return ScheduleClient(self.store)
 
     async def close(self) -> None:
         """Release the LISTEN connection (only open while a ``result`` waits)."""
@@ -572,22 +593,65 @@ class WorkflowHandle(Generic[R]):
         """The execution row: state, result, failure reason, timestamps, and
         ``blocked_reason`` when a running execution's workflow task keeps
         failing (e.g. ``UnknownWorkflowError: no worker has registered workflow
-        'x' (after 4 workflow task attempts)``).
+        'x' (after 4 workflow task attempts)``); its current run (``run_id``,
+        ``run_no``), its parent (``parent_id``) when it is a child, and the
+        size of the current run's history (``history_events``,
+        ``history_bytes``) with ``history_limit_exceeded`` set past the
+        client's :class:`~azync_flow.workflow.HistoryLimit`.
 
         Raises:
             NotFoundError: no such execution.
         """
-        return await self.client.store.get_workflow_execution(self.id)
+        store: Any = self.client.store
+        view = await self._row()
+        events, size = await store.workflow_history_size(self.id)
+        view.history_events, view.history_bytes = events, size
+        view.history_limit_exceeded = self.client.history_limit.exceeded(events, size)
+        return view
 
-    async def history(self) -> list[HistoryEntry]:
-        """The decoded history, in seq order."""
-        return to_entries(await self.client.store.list_history(self.id))
+    async def runs(self) -> list[WorkflowRunView]:
+        """The run chain of the execution (``continue_as_new``), oldest first;
+        the last entry is the current (or final) run.
 
-    async def recorded_history(self) -> RecordedHistory:
-        """The history in the Replayer's portable form (``.to_json()`` to save it)."""
-        view = await self.describe()
-        rows = await self.client.store.list_history(self.id)
-        return RecordedHistory.from_rows(view.name, view.input, rows, self.id)
+        Raises:
+            NotFoundError: no such execution.
+        """
+        store: Any = self.client.store
+        runs: list[WorkflowRunView] = await store.list_workflow_runs(self.id)
+        return runs
+
+    async def history(self, run_no: int | None = None) -> list[HistoryEntry]:
+        """The decoded history of the current run (or of earlier run ``run_no``,
+        see :meth:`runs`), in seq order.
+
+        Raises:
+            NotFoundError: ``run_no`` names no earlier run.
+        """
+        store: Any = self.client.store
+        if run_no is not None and run_no != (await self._row()).run_no:
+            return to_entries(await store.list_run_history(self.id, run_no))
+        return to_entries(await store.list_history(self.id))
+
+    async def recorded_history(self, run_no: int | None = None) -> RecordedHistory:
+        """The history of the current run (or of earlier run ``run_no``) in the
+        Replayer's portable form (``.to_json()`` to save it).
+
+        Raises:
+            NotFoundError: no such execution, or ``run_no`` names no run of it.
+        """
+        view = await self._row()
+        if run_no is None or run_no == view.run_no:
+            rows = await self.client.store.list_history(self.id)
+            run_id, data = view.run_id, view.input
+        else:
+            store: Any = self.client.store
+            rows = await store.list_run_history(self.id, run_no)
+            run = next(r for r in await self.runs() if r.run_no == run_no)
+            run_id, data = run.run_id, run.input
+        recorded = RecordedHistory.from_rows(view.name, data, rows, self.id)
+        if run_id is not None and run_id != self.id:
+            recorded.run_id = run_id
+        return recorded
 
     async def result(self, timeout: timedelta | float | None = None) -> R:  # noqa: ASYNC109
         """Wait for the execution to finish and return its result.
@@ -613,35 +677,107 @@ class WorkflowHandle(Generic[R]):
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         deadline = None if seconds is None else time.monotonic() + seconds
-        view = await self.describe()
-        if view.state in _TERMINAL:
+        view = await self._row()
+        if view.state in TERMINAL_STATES:
             return self._outcome(view)
-        watcher = self.client._watcher
-        woken, listening = await watcher.acquire(self.id)
-        pause = 0.002
-        try:
-            while True:
-                woken.clear()
-                view = await self.describe()
-                if view.state in _TERMINAL:
-                    return self._outcome(view)
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    raise TimeoutError(f"workflow {self.id} still {view.state} after {seconds}s")
-                if listening:
-                    wait = self.client.fallback_poll
-                else:
-                    wait = pause
-                    pause = min(pause * 2, self.client.poll_interval)
-                if deadline is not None:
-                    wait = min(wait, deadline - now)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait):
-                        await woken.wait()
-                if woken.is_set():
-                    self.client.wakeups += 1
-        finally:
-            await watcher.release(self.id, woken)
+
+        async def finished() -> WorkflowExecutionView | None:
+            nonlocal view
+            view = await self._row()
+            return view if view.state in TERMINAL_STATES else None
+
+        done = await wait_for(self.client, self.id, finished, deadline)
+        if done is None:
+            raise TimeoutError(f"workflow {self.id} still {view.state} after {seconds}s")
+        return self._outcome(done)
+
+    async def query(
+        self,
+        name: str,
+        *args: Any,
+        timeout: timedelta | float = DEFAULT_QUERY_TIMEOUT,  # noqa: ASYNC109 - part of the API
+        type: Any = Any,
+    ) -> Any:
+        """Ask the execution a question: call its query handler ``name`` (registered
+        with ``@ctx.query``) with ``args`` and return the result.
+
+        A worker that registers the workflow answers from the state after the
+        execution's whole recorded history (its cached instance, or a full
+        replay; finished executions are answered too). Nothing is written to
+        history and the execution does not move.
+
+        Args:
+            name: the query name.
+            *args: JSON-encodable arguments, decoded to the handler's annotations.
+            timeout: how long to wait for a worker's answer (``timedelta`` or seconds).
+            type: decode the result to this type.
+
+        Returns:
+            The handler's result.
+
+        Raises:
+            QueryTimeoutError: no worker answered within ``timeout`` (none runs
+                that registers the workflow, or all were busy).
+            QueryNotFoundError: the workflow has no query handler ``name``.
+            QueryFailedError: the handler raised (``ReadOnlyContextError`` when it
+                issued a command), or the history could not be replayed.
+            NotFoundError: no such execution.
+            PayloadEncodeError: an argument is not JSON-encodable.
+            ValueError: ``timeout`` is not positive, or ``name`` is empty or too long.
+        """
+        return await query_workflow(self, name, args, timeout=timeout, type=type)
+
+    async def update(
+        self,
+        name: str,
+        *args: Any,
+        update_id: str | None = None,
+        timeout: timedelta | float | None = None,  # noqa: ASYNC109 - part of the API
+        type: Any = Any,
+    ) -> Any:
+        """Send update ``name`` (a handler registered with ``@ctx.update``) and
+        wait for its result.
+
+        The next workflow task runs the handler's validator; a rejection is not
+        recorded. An accepted update is recorded in history (``UpdateAccepted``,
+        then ``UpdateCompleted`` with its result or error) and its handler
+        runs as workflow code, surviving worker crashes. Calls with the same
+        ``update_id`` (retries, concurrent duplicates) run the handler once
+        and all get its outcome, also after the execution finished.
+
+        Args:
+            name: the update name.
+            *args: JSON-encodable arguments, decoded to the handler's annotations.
+            update_id: deduplication key (default: a new random id); at most
+                255 characters.
+            timeout: how long to wait for the outcome (None: as long as it takes).
+            type: decode the result to this type.
+
+        Returns:
+            The handler's result.
+
+        Raises:
+            UpdateRejectedError: the validator raised, the workflow has no
+                handler ``name`` (``UnknownUpdate``), ``update_id`` belongs to
+                another update, or the execution is not running
+                (``WorkflowNotRunning``). Nothing was recorded.
+            UpdateFailedError: the handler raised, or the execution ended
+                (``WorkflowFinished``) before the handler returned.
+            TimeoutError: ``timeout`` elapsed first; the update goes on (call
+                again with the same ``update_id`` to get its outcome).
+            NotFoundError: no such execution.
+            PayloadEncodeError: an argument is not JSON-encodable.
+            ValueError: ``name`` or ``update_id`` is empty or too long.
+        """
+        return await update_workflow(
+            self, name, args, update_id=update_id, timeout=timeout, type=type
+        )
+
+    async def _row(self) -> WorkflowExecutionView:
+        """The execution row alone (``result`` re-reads it; a continued execution's
+        row is its final run's)."""
+        view: WorkflowExecutionView = await self.client.store.get_workflow_execution(self.id)
+        return view
 
     def _outcome(self, view: WorkflowExecutionView) -> R:
         if view.state == WorkflowState.SUCCEEDED:
@@ -656,14 +792,6 @@ class WorkflowHandle(Generic[R]):
         if view.state == WorkflowState.TERMINATED:
             raise WorkflowTerminatedError(self.id, view.failure_reason)
         raise WorkflowCancelledError(self.id, view.failure_reason)
-
-
-_TERMINAL = (
-    WorkflowState.SUCCEEDED,
-    WorkflowState.FAILED,
-    WorkflowState.CANCELLED,
-    WorkflowState.TERMINATED,
-)
 
 
 class _DoneWatcher:

@@ -20,6 +20,18 @@ Tree::
     │   ├── WorkflowTerminatedError     (workflow_id, reason) — ended by ``terminate``
     │   ├── WorkflowSuspendedError      (workflow_id, reason)
     │   ├── UnknownWorkflowError        (name)
+    │   ├── ChildWorkflowError          (workflow_id, state, error_type, message) — a child
+    │   │                                execution did not succeed
+    │   ├── ReadOnlyContextError        (call) — a command inside a query handler or validator
+    │   ├── QueryError                  (workflow_id, query)
+    │   │   ├── QueryNotFoundError      no handler of that name
+    │   │   ├── QueryFailedError        (error_type, message) — the handler raised
+    │   │   └── QueryTimeoutError       (timeout_s) — no worker answered in time
+    │   ├── UpdateError                 (workflow_id, update, update_id)
+    │   │   ├── UpdateRejectedError     (error_type, message) — validator, unknown name,
+    │   │                               finished execution; not in history
+    │   │   └── UpdateFailedError       (error_type, message) — the handler raised, or the
+    │   │                               execution ended before the handler returned
     │   └── IdempotencyConflictError    (also a ConflictError, above)
     ├── ActivityError                   (activity, error_type, message, attempts, seq)
     ├── Uncertain                       raised BY an activity: outcome unknown, park it
@@ -33,6 +45,7 @@ Tree::
 
     BaseException
     ├── WorkflowAbort                   stops workflow code during a pass; never caught by it
+    ├── ContinueAsNew                   ``ctx.continue_as_new(input)`` ends the run
     ├── Snooze                          (delay) raised by a queue handler: re-check later
     ├── Skip                            (reason) raised by a handler: settle as skipped
     └── NotReady                        (delay, reason) raised by a DAG task: re-check later
@@ -53,7 +66,9 @@ from typing import Any
 __all__ = [
     "ActivityError",
     "AzyncError",
+    "ChildWorkflowError",
     "ConflictError",
+    "ContinueAsNew",
     "DAGIdempotencyConflictError",
     "DAGValidationError",
     "ForbiddenCallError",
@@ -69,6 +84,11 @@ __all__ = [
     "PayloadEncodeError",
     "PayloadError",
     "PayloadTooLargeError",
+    "QueryError",
+    "QueryFailedError",
+    "QueryNotFoundError",
+    "QueryTimeoutError",
+    "ReadOnlyContextError",
     "SchemaNotMigratedError",
     "Skip",
     "Snooze",
@@ -76,6 +96,9 @@ __all__ = [
     "StoreUnavailableError",
     "Uncertain",
     "UnknownWorkflowError",
+    "UpdateError",
+    "UpdateFailedError",
+    "UpdateRejectedError",
     "WorkflowAbort",
     "WorkflowCancelledError",
     "WorkflowError",
@@ -307,6 +330,179 @@ class UnknownWorkflowError(WorkflowError):
         super().__init__(f"no definition registered under {name!r}")
 
 
+class ChildWorkflowError(WorkflowError):
+    """A child execution started with ``ctx.start_child`` did not succeed.
+
+    Raised in the parent's workflow code by ``await handle.result()`` (and
+    ``ctx.execute_child``) when the child's ``ChildFailed`` event is delivered.
+
+    Attributes:
+        workflow_id: the child execution.
+        state: its terminal state: ``failed``, ``cancelled`` or ``terminated``
+            (``failed`` also when the child could not be started because its
+            id is taken by another execution).
+        error_type: the class name of the child's error (``WorkflowCancelled``
+            / ``WorkflowTerminated`` for those states).
+        message: the child's error message (or the cancel/terminate reason).
+    """
+
+    code = "child_workflow_failed"
+
+    def __init__(
+        self, workflow_id: uuid.UUID | str, state: str, error_type: str, message: str
+    ) -> None:
+        self.workflow_id = workflow_id
+        self.state = state
+        self.error_type = error_type
+        self.message = message
+        cause = f"{error_type}: {message}" if error_type else message
+        super().__init__(f"child workflow {workflow_id} {state}: {cause}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.state, self.error_type, self.message))
+
+
+class ReadOnlyContextError(WorkflowError):
+    """A query handler or an update validator issued a command (activity, timer,
+    ``ctx.now()``, ``ctx.random()``, a signal wait, ...): they may only read
+    the workflow's state, never change its history.
+
+    Attributes:
+        call: what was attempted (e.g. ``ActivityScheduled(charge, ...)``).
+    """
+
+    code = "read_only_context"
+
+    def __init__(self, call: str) -> None:
+        self.call = call
+        super().__init__(
+            f"{call} is not allowed in a query handler or update validator "
+            "(they must not change the workflow's history)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.call,))
+
+
+class QueryError(WorkflowError):
+    """Base of the errors of ``WorkflowHandle.query``.
+
+    Attributes:
+        workflow_id: the execution queried.
+        query: the query name.
+    """
+
+    code = "query"
+
+    def __init__(self, workflow_id: uuid.UUID | None, query: str, detail: str) -> None:
+        self.workflow_id = workflow_id
+        self.query = query
+        self.detail = detail
+        super().__init__(f"query {query!r} of workflow {workflow_id}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.query, self.detail))
+
+
+class QueryNotFoundError(QueryError):
+    """The workflow registered no query handler of that name (at the point of
+    its history the query was answered)."""
+
+    code = "query_not_found"
+
+
+class QueryFailedError(QueryError):
+    """The query could not be answered: the handler raised ``error_type: message``
+    (``ReadOnlyContextError`` when it tried to issue a command), or the history
+    could not be replayed by the current code."""
+
+    code = "query_failed"
+
+    def __init__(
+        self, workflow_id: uuid.UUID | None, query: str, error_type: str, message: str
+    ) -> None:
+        self.error_type = error_type
+        self.message = message
+        super().__init__(workflow_id, query, f"{error_type}: {message}" if error_type else message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.query, self.error_type, self.message))
+
+
+class QueryTimeoutError(QueryError):
+    """No worker answered within the timeout (none runs that registers the
+    workflow, or all are busy); the query was withdrawn."""
+
+    code = "query_timeout"
+
+    def __init__(self, workflow_id: uuid.UUID | None, query: str, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        super().__init__(
+            workflow_id,
+            query,
+            f"no worker answered within {timeout_s:g}s (is a worker that registers "
+            "this workflow running?)",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.query, self.timeout_s))
+
+
+class UpdateError(WorkflowError):
+    """Base of the errors of ``WorkflowHandle.update``.
+
+    Attributes:
+        workflow_id: the execution.
+        update: the update name.
+        update_id: the update's id (its deduplication key).
+        error_type: class name of the cause (``""`` when none).
+        message: the cause's message.
+    """
+
+    code = "update"
+    verb = "failed"
+
+    def __init__(
+        self,
+        workflow_id: uuid.UUID | None,
+        update: str,
+        update_id: str,
+        error_type: str,
+        message: str,
+    ) -> None:
+        self.workflow_id = workflow_id
+        self.update = update
+        self.update_id = update_id
+        self.error_type = error_type
+        self.message = message
+        cause = f"{error_type}: {message}" if error_type else message
+        super().__init__(
+            f"update {update!r} (id {update_id}) of workflow {workflow_id} {self.verb}: {cause}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (self.workflow_id, self.update, self.update_id, self.error_type, self.message),
+        )
+
+
+class UpdateRejectedError(UpdateError):
+    """The update was refused before it was accepted: its validator raised, the
+    workflow has no handler of that name, or the execution is not running.
+    Nothing was recorded in history."""
+
+    code = "update_rejected"
+    verb = "was rejected"
+
+
+class UpdateFailedError(UpdateError):
+    """The update was accepted (recorded in history) but its handler raised, or
+    the execution finished before the handler returned."""
+
+    code = "update_failed"
+
+
 class ActivityError(AzyncError):
     """An activity failed for good (retry budget spent or non-retryable error).
 
@@ -525,3 +721,21 @@ class WorkflowAbort(BaseException):
     """
 
     code = "workflow_abort"
+
+
+class ContinueAsNew(BaseException):
+    """Raised by ``ctx.continue_as_new(input)``: end this run of the execution and
+    start a fresh one (same workflow id, empty history) with ``input``.
+
+    Derives from ``BaseException`` so ``except Exception`` in workflow code
+    does not swallow it; let it propagate out of the workflow function.
+
+    Attributes:
+        input: the new run's input, encoded (JSON bytes).
+    """
+
+    code = "continue_as_new"
+
+    def __init__(self, input: bytes) -> None:
+        self.input = input
+        super().__init__("continue as new")

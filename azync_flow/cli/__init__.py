@@ -1,6 +1,6 @@
 """The `azync-flow` command line (click; see `azync-flow --help` and docs/cli.md).
 
-Commands: `workflows`, `dags`, `jobs`, `events`, `uncertain`, `stats`,
+Commands: `workflows`, `dags`, `jobs`, `events`, `schedules`, `uncertain`, `stats`,
 `replay`, `migrate`, `worker`, `embedded` (and the earlier spellings `workflow` and
 `queue` as aliases). Every command that needs the database takes it from
 `--dsn` (after the command, else before it), else `$AZYNC_DSN`, else the
@@ -39,6 +39,7 @@ from ._events import events
 from ._jobs import jobs, queue_alias
 from ._ops import migrate, stats, uncertain
 from ._replay import replay_command
+from ._schedules import schedules
 from ._worker import worker_command
 from ._workflows import workflow_alias, workflows
 
@@ -68,6 +69,7 @@ for _command in (
     dags,
     jobs,
     events,
+    schedules,
     uncertain,
     stats,
     replay_command,

@@ -94,18 +94,37 @@ def read_input(value: str | None, what: str) -> Any:
     return parse_json(value, what)
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_or_none(value: str) -> timedelta | None:
+    """`90s`, `15m`, `2h`, `3d` as a timedelta; None when `value` is not one."""
+    if value[-1:] not in _UNITS:
+        return None
+    try:
+        amount = float(value[:-1])
+    except ValueError:
+        return None
+    if not math.isfinite(amount) or amount < 0:
+        return None
+    return timedelta(seconds=amount * _UNITS[value[-1]])
+
+
+def parse_duration(value: str, what: str) -> timedelta:
+    """A duration like `90s`, `15m`, `2h`, `3d`, or a usage error naming `what`."""
+    duration = duration_or_none(value)
+    if duration is None:
+        raise CliError(f"{what} {value!r} is not a duration (90s, 15m, 2h, 3d)")
+    return duration
+
+
 def parse_since(value: str | None, what: str = "--since") -> datetime | None:
     """An ISO-8601 time (naive: UTC) or a relative age like `90s`, `15m`, `2h`, `3d`."""
     if value is None:
         return None
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if value[-1:] in units:
-        try:
-            amount = float(value[:-1])
-        except ValueError:
-            amount = math.nan
-        if math.isfinite(amount) and amount >= 0:
-            return datetime.now(UTC) - timedelta(seconds=amount * units[value[-1]])
+    age = duration_or_none(value)
+    if age is not None:
+        return datetime.now(UTC) - age
     try:
         when = datetime.fromisoformat(value)
     except ValueError:

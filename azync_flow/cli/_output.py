@@ -71,7 +71,7 @@ def to_plain(value: Any) -> Any:
         return {str(k): to_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_plain(v) for v in value]
-    if isinstance(value, (bytes, bytearray, memoryview)):
+    if isinstance(value, (bytes, bytearray, memoryview, msgspec.Raw)):
         return payload_json(bytes(value))
     if isinstance(value, enum.Enum):
         return value.value

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import click
+import msgspec
 
 from azync_flow.client import Client, WorkflowHandle
 from azync_flow.errors import (
@@ -58,6 +59,7 @@ from ._output import (
     to_plain,
     when,
 )
+from ._workflow_interactions import query_cmd, update_cmd
 
 STATES = [s.value for s in WorkflowState]
 
@@ -100,6 +102,8 @@ def _list_item(v: WorkflowExecutionView) -> dict[str, Any]:
         "failure_reason": v.failure_reason,
         "suspend_reason": v.suspend_reason,
         "blocked_reason": v.blocked_reason,
+        "parent_id": v.parent_id,
+        "run_no": v.run_no,
     }
 
 
@@ -143,6 +147,7 @@ async def list_cmd(
             ("WORKFLOW", lambda v: v.name),
             ("STATE", lambda v: v.state),
             ("CREATED (UTC)", lambda v: when(v.created_at)),
+            ("PARENT", lambda v: v.parent_id or ""),
             ("INPUT", lambda v: preview(v.input)),
             ("RESULT / REASON", _why),
         ],
@@ -174,9 +179,11 @@ async def legacy_list(
 async def show(id: str, as_json: bool, db: DbOptions) -> int:
     """Show one execution: state, why it is suspended or failed, input and result."""
     async with connect(db) as store:
-        v = await Client(store).get_handle(parse_id(id, "execution id")).describe()
+        handle: WorkflowHandle[Any] = Client(store).get_handle(parse_id(id, "execution id"))
+        v = await handle.describe()
+        runs = await handle.runs()
     if as_json:
-        emit(v)
+        emit({**msgspec.structs.asdict(v), "runs": runs})
         return EXIT_OK
     fields: list[tuple[str, Any]] = [
         ("id", v.id),
@@ -195,6 +202,15 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         ("suspended at seq", v.suspend_seq),
         ("suspended on operation", v.suspend_operation_id),
         ("signals undelivered", v.signals_undelivered or None),
+        ("parent", v.parent_id),
+        ("parent close policy", v.parent_close_policy if v.parent_id else ""),
+        ("run", f"{v.run_no} ({v.run_id})" if v.run_no > 1 else ""),
+        ("earlier runs", ", ".join(f"{r.run_no}={r.run_id}" for r in runs[:-1])),
+        ("history", f"{v.history_events} events, {v.history_bytes} bytes"),
+        (
+            "history limit",
+            "exceeded: continue_as_new is due" if v.history_limit_exceeded else "",
+        ),
         ("meta", ", ".join(f"{k}={val}" for k, val in v.meta.items())),
     ]
     fields += [(k, val) for k, val in optional if val not in (None, "")]
@@ -432,7 +448,7 @@ _ENDED: dict[type[Exception], str] = {
 }
 
 
-for _cmd in (show, start, signal, cancel, terminate, result, stalled):
+for _cmd in (show, start, signal, cancel, terminate, result, stalled, query_cmd, update_cmd):
     workflows.add_command(_cmd)
 
 

@@ -18,12 +18,16 @@ import msgspec
 
 from azync_flow.errors import (
     ActivityError,
+    ChildWorkflowError,
+    ContinueAsNew,
     NonDeterminismError,
     PayloadTooLargeError,
     WorkflowAbort,
 )
 from azync_flow.replay.events import (
     ActivityScheduled,
+    ChildSignaled,
+    ChildStarted,
     Event,
     PatchMarker,
     SideEffectRecorded,
@@ -31,7 +35,19 @@ from azync_flow.replay.events import (
     TimerStarted,
 )
 from azync_flow.replay.loop import DeterministicLoop, DurableTimerHandle
-from azync_flow.replay.outcome import CancelTimer, Command, ScheduleActivity, StartTimer
+from azync_flow.replay.outcome import (
+    CancelTimer,
+    Command,
+    ScheduleActivity,
+    SignalChild,
+    StartChild,
+    StartTimer,
+    WorkflowInfo,
+)
+
+#: Parent-close policies of a child execution (what happens to it when its
+#: parent run ends while it is still live).
+PARENT_CLOSE_POLICIES = ("terminate", "request_cancel", "abandon")
 
 __all__ = ["DurableCallsMixin"]
 
@@ -40,8 +56,10 @@ class DurableCallsMixin:
     """Durable-call API of a workflow instance (state lives in the instance)."""
 
     loop: DeterministicLoop
+    info: WorkflowInfo
     max_payload_bytes: int | None
     _activities: dict[int, tuple[asyncio.Future[Any], str]]
+    _children: dict[int, asyncio.Future[Any]]
     _timers: dict[int, DurableTimerHandle]
     _signal_waiters: dict[str, collections.deque[asyncio.Future[Any]]]
     _patches: dict[str, bool]
@@ -54,6 +72,7 @@ class DurableCallsMixin:
     _replaying: bool
     _closing: bool
     _failure: NonDeterminismError | None
+    _check_writable: Callable[[str], None]  # InteractionsMixin: refuse durable calls in queries
 
     def _emit(self, event: Event) -> tuple[int, Event | None]:
         raise NotImplementedError
@@ -76,6 +95,73 @@ class DurableCallsMixin:
         if recorded is None:
             self._commands.append(ScheduleActivity(seq, name, version, input_bytes, options))
         return seq, future
+
+    def start_child(
+        self,
+        name: str,
+        version: str,
+        input_bytes: bytes,
+        workflow_id: uuid.UUID | None,
+        parent_close_policy: str,
+    ) -> tuple[int, uuid.UUID, asyncio.Future[Any]]:
+        """Issue (or match) a child start. Returns ``(seq, child id, future)``; the
+        future resolves to the child's result ``Raw`` or raises
+        :class:`ChildWorkflowError`. Without ``workflow_id`` the child's id is
+        derived from this run's id and the seq (the same on every replay).
+
+        Raises:
+            ValueError: an unknown ``parent_close_policy``.
+        """
+        if parent_close_policy not in PARENT_CLOSE_POLICIES:
+            raise ValueError(
+                f"parent_close_policy must be one of {', '.join(PARENT_CLOSE_POLICIES)}, "
+                f"got {parent_close_policy!r}"
+            )
+        self._check_size("child workflow input", input_bytes)
+        event = ChildStarted(
+            seq=0,
+            name=name,
+            workflow_id="",
+            input=msgspec.Raw(input_bytes),
+            parent_close_policy=parent_close_policy,
+        )
+        seq, recorded = self._emit(event)
+        if isinstance(recorded, ChildStarted):
+            child_id = uuid.UUID(recorded.workflow_id)
+        else:
+            child_id = workflow_id or uuid.uuid5(self.info.current_run_id, f"child/{seq}")
+            event.workflow_id = str(child_id)
+            self._commands.append(
+                StartChild(seq, child_id, name, version, input_bytes, parent_close_policy)
+            )
+        future: asyncio.Future[Any] = self.loop.create_future()
+        self._children[seq] = future
+        return seq, child_id, future
+
+    def signal_child(
+        self, started_seq: int, child_id: uuid.UUID, name: str, payload: bytes
+    ) -> None:
+        """Issue (or match) a signal to a child; its message id is derived from this
+        run's id and the seq, so a re-run commit cannot deliver it twice."""
+        self._check_size(f"payload of signal {name!r}", payload)
+        event = ChildSignaled(
+            seq=0,
+            started_seq=started_seq,
+            workflow_id=str(child_id),
+            name=name,
+            payload=msgspec.Raw(payload),
+        )
+        seq, recorded = self._emit(event)
+        if recorded is None:
+            event.message_id = f"{self.info.current_run_id}/{seq}"
+            self._commands.append(SignalChild(seq, child_id, name, payload, event.message_id))
+
+    def continue_as_new(self, input_bytes: bytes) -> ContinueAsNew:
+        """The control-flow exception ending this run with a new run's input."""
+        if self._failure is not None or self._closing:
+            raise WorkflowAbort()
+        self._check_size("continue-as-new input", input_bytes)
+        return ContinueAsNew(input_bytes)
 
     def start_timer(self, handle: DurableTimerHandle, delay: float) -> None:
         """Loop hook: a durable timer was requested (``call_later``/``asyncio.sleep``)."""
@@ -112,21 +198,25 @@ class DurableCallsMixin:
 
     def random(self) -> float:
         """Deterministic ``random.random()`` seeded by the execution id."""
+        self._check_writable("ctx.random()")
         return self._rng.random()
 
     @property
     def rng(self) -> Random:
         """The deterministic PRNG (same sequence on every replay)."""
+        self._check_writable("ctx.rng")
         return self._rng
 
     def uuid4(self) -> uuid.UUID:
         """Deterministic version-4 UUID from the seeded PRNG."""
+        self._check_writable("ctx.uuid4()")
         return uuid.UUID(int=self._rng.getrandbits(128), version=4)
 
     def patched(self, patch_id: str) -> bool:
         """Version gate: True for code paths added after the execution reached this point."""
         if patch_id in self._patches:
             return self._patches[patch_id]
+        self._check_writable(f"ctx.patched({patch_id!r})")
         if self._failure is not None or self._closing:
             raise WorkflowAbort()
         if self._recorded:
@@ -146,6 +236,7 @@ class DurableCallsMixin:
 
     def add_signal_waiter(self, name: str) -> asyncio.Future[Any]:
         """Register a waiter for the next signal ``name`` (FIFO among waiters)."""
+        self._check_writable(f"ctx.wait_signal({name!r})")
         future: asyncio.Future[Any] = self.loop.create_future()
         self._signal_waiters.setdefault(name, collections.deque()).append(future)
         return future
@@ -182,3 +273,17 @@ class DurableCallsMixin:
         pending = self._activities.pop(seq, None)
         if pending is not None and not pending[0].done():
             pending[0].set_exception(ActivityError(pending[1], error_type, message, attempts, seq))
+
+    # --- child resolution ---------------------------------------------------------------------
+
+    def _resolve_child(self, seq: int, result: msgspec.Raw) -> None:
+        future = self._children.pop(seq, None)
+        if future is not None and not future.done():
+            future.set_result(result)
+
+    def _fail_child(
+        self, seq: int, child_id: str, state: str, error_type: str, message: str
+    ) -> None:
+        future = self._children.pop(seq, None)
+        if future is not None and not future.done():
+            future.set_exception(ChildWorkflowError(child_id, state, error_type, message))

@@ -17,8 +17,9 @@ Walk rules (what makes replay deterministic):
    still lies ahead is a :class:`~azync_flow.errors.NonDeterminismError`.
 4. After the recorded history, new inputs of the pass are delivered in a fixed
    order — cancel request, due timers by (deadline, seq), buffered signals in
-   arrival order (each only to a waiting ``wait_signal`` of that name) — and
-   recorded as new events interleaved with the commands they cause.
+   arrival order (each only to a waiting ``wait_signal`` of that name), then
+   update requests in arrival order (see :mod:`azync_flow.replay._interactions`)
+   — and recorded as new events interleaved with the commands they cause.
 """
 
 from __future__ import annotations
@@ -29,14 +30,15 @@ import collections
 import contextlib
 import contextvars
 import random
+import uuid
 from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import msgspec
 
-from azync_flow._text import escape_surrogates
 from azync_flow.errors import (
+    ContinueAsNew,
     ForbiddenCallError,
     NonDeterminismError,
     WorkflowAbort,
@@ -45,10 +47,13 @@ from azync_flow.errors import (
 )
 from azync_flow.replay import guard
 from azync_flow.replay._calls import DurableCallsMixin
+from azync_flow.replay._interactions import InteractionsMixin
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
     CancelRequested,
+    ChildCompleted,
+    ChildFailed,
     Event,
     HistoryEntry,
     OperationResolved,
@@ -56,8 +61,10 @@ from azync_flow.replay.events import (
     PatchMarker,
     SignalReceived,
     TimerFired,
+    UpdateAccepted,
     WorkflowCancelled,
     WorkflowCompleted,
+    WorkflowContinuedAsNew,
     WorkflowFailed,
     encode_event,
 )
@@ -70,6 +77,7 @@ from azync_flow.replay.outcome import (
     PassOutcome,
     PassStatus,
     WorkflowInfo,
+    safe_message,
 )
 
 __all__ = ["Startable", "WorkflowInstance", "current_instance"]
@@ -98,7 +106,7 @@ def current_instance() -> WorkflowInstance | None:
     return None
 
 
-class WorkflowInstance(DurableCallsMixin):
+class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
     """A workflow execution held by the replay engine (pure; no I/O).
 
     Args:
@@ -129,7 +137,8 @@ class WorkflowInstance(DurableCallsMixin):
         self.max_payload_bytes = max_payload_bytes
         self.loop = DeterministicLoop(self)  # type: ignore[abstract]
         self._input = input_bytes
-        self._rng = random.Random(info.execution_id.int)
+        # the first run's id is the execution id: its sequence is unchanged
+        self._rng = random.Random(info.current_run_id.int)
         self._main: asyncio.Task[bytes] | None = None
         self._known_upto = 0
         self._next_seq = 1
@@ -138,6 +147,7 @@ class WorkflowInstance(DurableCallsMixin):
         self._pass_inputs: list[int] = []  # seqs of pass-written inputs not yet walked past
         self._pass_input_events: dict[int, Event] = {}
         self._activities: dict[int, tuple[asyncio.Future[Any], str]] = {}
+        self._children: dict[int, asyncio.Future[Any]] = {}
         self._timers: dict[int, DurableTimerHandle] = {}
         self._signal_waiters: dict[str, collections.deque[asyncio.Future[Any]]] = {}
         self._patches: dict[str, bool] = {}
@@ -149,6 +159,10 @@ class WorkflowInstance(DurableCallsMixin):
         self._now = datetime.fromtimestamp(0, UTC)
         self._replaying = False
         self._events_replayed = 0
+        #: Runtime book-keeping of the history size (see the worker's history limit).
+        self.history_bytes = 0
+        self.history_warned = False
+        self._init_interactions()
         self._reset_outputs()
 
     # --- public state ------------------------------------------------------------
@@ -162,6 +176,11 @@ class WorkflowInstance(DurableCallsMixin):
     def reusable(self) -> bool:
         """True when the instance may be kept in a sticky cache for the next pass."""
         return self._failure is None and self._terminal is None and not self._closing
+
+    @property
+    def cancel_seen(self) -> bool:
+        """True once a cancel request has been delivered to the code."""
+        return self._cancel_seen
 
     @property
     def is_replaying(self) -> bool:
@@ -259,7 +278,10 @@ class WorkflowInstance(DurableCallsMixin):
             event = entry.event
             if event.is_command:
                 self._recorded.append((entry.seq, event))
-                if isinstance(event, (WorkflowCompleted, WorkflowFailed, WorkflowCancelled)):
+                if isinstance(
+                    event,
+                    (WorkflowCompleted, WorkflowFailed, WorkflowCancelled, WorkflowContinuedAsNew),
+                ):
                     self._terminal_recorded = True
             elif not event.is_external:
                 self._pass_inputs.append(entry.seq)
@@ -304,6 +326,12 @@ class WorkflowInstance(DurableCallsMixin):
             self._fail_activity(
                 event.scheduled_seq, event.error_type, event.message, event.attempts
             )
+        elif isinstance(event, ChildCompleted):
+            self._resolve_child(event.started_seq, event.result)
+        elif isinstance(event, ChildFailed):
+            self._fail_child(
+                event.started_seq, event.workflow_id, event.state, event.error_type, event.message
+            )
         elif isinstance(event, (OperationUncertain, OperationResolved)):
             # audit only: the activity stays pending; a "complete"/"fail" decision is
             # followed by its ActivityCompleted/ActivityFailed event, a "retry" by a
@@ -324,6 +352,8 @@ class WorkflowInstance(DurableCallsMixin):
                 )
                 return
             waiter.set_result(event)
+        elif isinstance(event, UpdateAccepted):
+            self._start_update(seq, event)
         elif isinstance(event, CancelRequested):
             self._cancel_seen = True
             if self._main is not None and not self._main.done():
@@ -362,6 +392,7 @@ class WorkflowInstance(DurableCallsMixin):
                 )
             )
             self._consumed.append((signal.signal_id, seq))
+        self._deliver_updates(signals)
 
     def _append_input(self, event: Event) -> int:
         seq = self._next_seq
@@ -379,6 +410,7 @@ class WorkflowInstance(DurableCallsMixin):
 
     def _emit(self, event: Event) -> tuple[int, Event | None]:
         """Match ``event`` (a new command) against history; returns (seq, recorded or None)."""
+        self._check_writable(event.describe())
         if self._failure is not None or self._closing or self._terminal is not None:
             raise WorkflowAbort()
         if not isinstance(event, PatchMarker):
@@ -416,7 +448,10 @@ class WorkflowInstance(DurableCallsMixin):
         self.loop.halt()
 
     def forbidden(self, error: ForbiddenCallError) -> None:
-        """Loop/guard hook: workflow code made a forbidden call."""
+        """Loop/guard hook: workflow code made a forbidden call (in a query handler
+        or validator the call fails, but the instance stays usable)."""
+        if self._read_only:
+            return
         if self._failure is None and not self._closing:
             self._failure = error
         self.loop.halt()
@@ -443,16 +478,24 @@ class WorkflowInstance(DurableCallsMixin):
             exc = task.exception()
             if isinstance(exc, WorkflowAbort):
                 return
-            if exc is not None:
+            if isinstance(exc, ContinueAsNew):
+                terminal = WorkflowContinuedAsNew(seq=0, input=msgspec.Raw(exc.input))
+            elif exc is not None:
                 terminal = WorkflowFailed(
-                    seq=0, error_type=type(exc).__name__, message=_safe_message(exc)
+                    seq=0, error_type=type(exc).__name__, message=safe_message(exc)
                 )
             else:
                 terminal = WorkflowCompleted(seq=0, result=msgspec.Raw(task.result()))
         try:
-            self._emit(terminal)
+            seq, recorded = self._emit(terminal)
         except WorkflowAbort:
             return
+        if isinstance(terminal, WorkflowContinuedAsNew):
+            if isinstance(recorded, WorkflowContinuedAsNew):
+                terminal.new_run_id = recorded.new_run_id
+            else:  # derived: a re-run of this pass names the same new run
+                run = uuid.uuid5(self.info.current_run_id, f"continue-as-new/{seq}")
+                terminal.new_run_id = str(run)
         self._terminal = terminal
         self.loop.halt()
 
@@ -466,6 +509,7 @@ class WorkflowInstance(DurableCallsMixin):
         self._commands: list[Command] = []
         self._consumed: list[tuple[int, int]] = []
         self._fired: list[int] = []
+        self._rejected = []
 
     def _outcome(self, signals: Sequence[BufferedSignal]) -> PassOutcome:
         consumed_ids = {signal_id for signal_id, _ in self._consumed}
@@ -489,6 +533,8 @@ class WorkflowInstance(DurableCallsMixin):
             unconsumed_signals=unconsumed,
             events_replayed=self._events_replayed,
             awaited_signals=sorted(n for n in self._signal_waiters if self._has_waiter(n)),
+            live_children=len(self._children),
+            update_results=self._update_results(),
         )
         terminal = self._terminal
         if isinstance(terminal, WorkflowCompleted):
@@ -502,6 +548,9 @@ class WorkflowInstance(DurableCallsMixin):
         elif isinstance(terminal, WorkflowCancelled):
             outcome.status = PassStatus.CANCELLED
             outcome.error = WorkflowCancelledError(self.info.execution_id)
+        elif isinstance(terminal, WorkflowContinuedAsNew):
+            outcome.status = PassStatus.CONTINUED_AS_NEW
+            outcome.continued = (uuid.UUID(terminal.new_run_id), bytes(terminal.input))
         return outcome
 
     def _cancelled_timer_seqs(self) -> list[int]:
@@ -518,12 +567,3 @@ def _close_coroutines(tasks: list[asyncio.Task[Any]]) -> None:
             continue
         with contextlib.suppress(BaseException):
             close()
-
-
-def _safe_message(exc: BaseException) -> str:
-    """``str(exc)`` made encodable (lone surrogates escaped); NUL is kept (JSON escapes it)."""
-    try:
-        message = str(exc)
-    except Exception:  # a broken __str__ must not break recording the failure
-        return f"<unprintable {type(exc).__name__}>"
-    return escape_surrogates(message)

@@ -13,15 +13,19 @@ Two families:
 * **Commands** — written by a replay pass from what the workflow code did;
   on replay they are matched in order against what the code does again:
   :class:`ActivityScheduled`, :class:`TimerStarted`, :class:`TimerCancelled`,
-  :class:`SideEffectRecorded`, :class:`PatchMarker`, and the terminal
-  :class:`WorkflowCompleted`, :class:`WorkflowFailed`, :class:`WorkflowCancelled`.
+  :class:`SideEffectRecorded`, :class:`PatchMarker`, :class:`ChildStarted`,
+  :class:`ChildSignaled`, :class:`UpdateCompleted`, and the terminal
+  :class:`WorkflowCompleted`, :class:`WorkflowFailed`, :class:`WorkflowCancelled`,
+  :class:`WorkflowContinuedAsNew`.
 * **Inputs** — delivered to the code when the replay reaches them:
   :class:`ActivityCompleted`, :class:`ActivityFailed`, :class:`OperationUncertain`,
   :class:`OperationResolved` (appended by the activity runtime / operators),
+  :class:`ChildCompleted`, :class:`ChildFailed` (appended by the store when a
+  child execution ends),
   :class:`SignalsUndelivered` (appended by the store when the execution finishes
   with signals its code never consumed) and
-  :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested` (appended
-  by the pass that delivered them).
+  :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested`,
+  :class:`UpdateAccepted` (appended by the pass that delivered them).
 
 :class:`WorkflowTerminated` ends a history without the code's say: an operator's
 ``terminate`` appends it; replay reads it as the end of the recorded history.
@@ -42,6 +46,10 @@ __all__ = [
     "ActivityFailed",
     "ActivityScheduled",
     "CancelRequested",
+    "ChildCompleted",
+    "ChildFailed",
+    "ChildSignaled",
+    "ChildStarted",
     "Event",
     "HistoryEntry",
     "OperationResolved",
@@ -54,8 +62,11 @@ __all__ = [
     "TimerFired",
     "TimerStarted",
     "UndeliveredSignal",
+    "UpdateAccepted",
+    "UpdateCompleted",
     "WorkflowCancelled",
     "WorkflowCompleted",
+    "WorkflowContinuedAsNew",
     "WorkflowFailed",
     "WorkflowTerminated",
     "decode_event",
@@ -166,6 +177,67 @@ class WorkflowCancelled(Event):
     seq: int
 
 
+class ChildStarted(Event):
+    """The code started child execution ``workflow_id`` of workflow ``name`` with
+    ``input``; the child row was created in the same commit as this event."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    name: str
+    workflow_id: str
+    input: msgspec.Raw = msgspec.Raw(b"null")
+    parent_close_policy: str = "terminate"
+
+    def describe(self) -> str:
+        return f"ChildStarted({self.name}, id={self.workflow_id}, input={_shown(self.input)})"
+
+
+class ChildSignaled(Event):
+    """The code sent signal ``name`` to its child ``workflow_id`` (started at
+    ``started_seq``); delivered in the same commit, deduplicated by ``message_id``."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    started_seq: int
+    workflow_id: str
+    name: str
+    payload: msgspec.Raw = msgspec.Raw(b"null")
+    message_id: str = ""
+
+    def describe(self) -> str:
+        return f"ChildSignaled({self.name} -> {self.workflow_id}, payload={_shown(self.payload)})"
+
+
+class WorkflowContinuedAsNew(Event):
+    """The code called ``ctx.continue_as_new(input)``: this run ended and run
+    ``new_run_id`` of the same execution starts with ``input``."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    input: msgspec.Raw = msgspec.Raw(b"null")
+    new_run_id: str = ""
+
+    def describe(self) -> str:
+        return f"WorkflowContinuedAsNew(input={_shown(self.input)})"
+
+
+class UpdateCompleted(Event):
+    """The handler of the update accepted as ``update_id`` returned ``result``
+    (``error_type`` empty) or raised ``error_type: message``."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    update_id: str
+    name: str
+    result: msgspec.Raw = msgspec.Raw(b"null")
+    error_type: str = ""
+    message: str = ""
+
+    def describe(self) -> str:
+        outcome = f"{self.error_type}: {self.message[:60]}" if self.error_type else "ok"
+        return f"UpdateCompleted({self.name}, id={self.update_id!r}, {outcome})"
+
+
 # --- inputs written by a pass ------------------------------------------------------
 
 
@@ -195,6 +267,19 @@ class CancelRequested(Event):
 
     seq: int
     reason: str = ""
+
+
+class UpdateAccepted(Event):
+    """Update ``name`` (id ``update_id``, arguments ``args`` as a JSON array) passed
+    its validator and its handler started here."""
+
+    seq: int
+    update_id: str
+    name: str
+    args: msgspec.Raw = msgspec.Raw(b"[]")
+
+    def describe(self) -> str:
+        return f"UpdateAccepted({self.name}, id={self.update_id!r}, args={_shown(self.args)})"
 
 
 # --- inputs appended outside passes ------------------------------------------------
@@ -250,6 +335,36 @@ class OperationResolved(Event):
     decision: str  # "complete" | "fail" | "retry"
     decided_by: str = ""
     note: str = ""
+
+
+class ChildCompleted(Event):
+    """The child started at ``started_seq`` succeeded with ``result``."""
+
+    is_external: ClassVar[bool] = True
+    started_seq: int
+    workflow_id: str = ""
+    result: msgspec.Raw = msgspec.Raw(b"null")
+
+    def describe(self) -> str:
+        return f"ChildCompleted(started_seq={self.started_seq}, result={_shown(self.result)})"
+
+
+class ChildFailed(Event):
+    """The child started at ``started_seq`` ended in ``state`` (failed, cancelled,
+    terminated) with ``error_type: message``."""
+
+    is_external: ClassVar[bool] = True
+    started_seq: int
+    workflow_id: str = ""
+    state: str = "failed"
+    error_type: str = ""
+    message: str = ""
+
+    def describe(self) -> str:
+        return (
+            f"ChildFailed(started_seq={self.started_seq}, {self.state}, "
+            f"{self.error_type}: {self.message[:60]})"
+        )
 
 
 class WorkflowTerminated(Event):
@@ -311,12 +426,19 @@ AnyEvent = (
     | TimerFired
     | SignalReceived
     | CancelRequested
+    | UpdateAccepted
+    | UpdateCompleted
     | ActivityCompleted
     | ActivityFailed
     | OperationUncertain
     | OperationResolved
     | WorkflowTerminated
     | SignalsUndelivered
+    | ChildStarted
+    | ChildSignaled
+    | WorkflowContinuedAsNew
+    | ChildCompleted
+    | ChildFailed
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -333,18 +455,31 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TimerFired,
         SignalReceived,
         CancelRequested,
+        UpdateAccepted,
+        UpdateCompleted,
         ActivityCompleted,
         ActivityFailed,
         OperationUncertain,
         OperationResolved,
         WorkflowTerminated,
         SignalsUndelivered,
+        ChildStarted,
+        ChildSignaled,
+        WorkflowContinuedAsNew,
+        ChildCompleted,
+        ChildFailed,
     )
 }
 COMMAND_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_command)
 EXTERNAL_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_external)
 TERMINAL_TYPES = frozenset(
-    {"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled", "WorkflowTerminated"}
+    {
+        "WorkflowCompleted",
+        "WorkflowFailed",
+        "WorkflowCancelled",
+        "WorkflowTerminated",
+        "WorkflowContinuedAsNew",
+    }
 )
 
 _ENCODER = msgspec.json.Encoder()

@@ -12,17 +12,25 @@ position when:
 * ``TimerCancelled``: same timer seq;
 * ``SideEffectRecorded``: same kind;
 * ``PatchMarker``: same patch id;
-* terminal events (completed/failed/cancelled): always (the result may differ).
+* ``ChildStarted``: same workflow name and byte-identical input (a derived
+  child id is the same on every replay; the recorded id is kept);
+* ``ChildSignaled``: same child, signal name and byte-identical payload;
+* ``UpdateCompleted``: same update id (the result may differ);
+* terminal events (completed/failed/cancelled/continued as new): always (the
+  result or the new input may differ).
 """
 
 from __future__ import annotations
 
 from azync_flow.replay.events import (
     ActivityScheduled,
+    ChildSignaled,
+    ChildStarted,
     Event,
     PatchMarker,
     SideEffectRecorded,
     TimerCancelled,
+    UpdateCompleted,
 )
 
 __all__ = ["commands_match"]
@@ -41,7 +49,20 @@ def commands_match(recorded: Event, new: Event) -> bool:
     if isinstance(recorded, SideEffectRecorded):
         assert isinstance(new, SideEffectRecorded)
         return recorded.kind == new.kind
+    if isinstance(recorded, ChildStarted):
+        assert isinstance(new, ChildStarted)
+        return recorded.name == new.name and bytes(recorded.input) == bytes(new.input)
+    if isinstance(recorded, ChildSignaled):
+        assert isinstance(new, ChildSignaled)
+        return (
+            recorded.workflow_id == new.workflow_id
+            and recorded.name == new.name
+            and bytes(recorded.payload) == bytes(new.payload)
+        )
     if isinstance(recorded, PatchMarker):
         assert isinstance(new, PatchMarker)
         return recorded.patch_id == new.patch_id
+    if isinstance(recorded, UpdateCompleted):
+        assert isinstance(new, UpdateCompleted)
+        return recorded.update_id == new.update_id
     return True

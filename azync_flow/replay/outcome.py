@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from azync_flow._text import clean_text
+from azync_flow._text import clean_text, escape_surrogates
 from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
 from azync_flow.store.types import BufferedSignal
 
@@ -19,8 +19,12 @@ __all__ = [
     "PassOutcome",
     "PassStatus",
     "ScheduleActivity",
+    "SignalChild",
+    "StartChild",
     "StartTimer",
+    "UpdateResult",
     "WorkflowInfo",
+    "safe_message",
 ]
 
 
@@ -34,12 +38,23 @@ class WorkflowInfo:
         version: workflow version the execution was started with.
         attempt: attempt number of the current workflow task (informational only;
             it differs between replays, so do not branch on it).
+        run_id: the current run (``continue_as_new`` starts a new one); None =
+            the first run, whose run id is the execution id.
+        parent_id: the parent execution of a child started by ``ctx.start_child``,
+            else None.
     """
 
     execution_id: uuid.UUID
     name: str
     version: str = ""
     attempt: int = 1
+    run_id: uuid.UUID | None = None
+    parent_id: uuid.UUID | None = None
+
+    @property
+    def current_run_id(self) -> uuid.UUID:
+        """The id of the current run (the execution id for the first run)."""
+        return self.run_id or self.execution_id
 
 
 @dataclass(frozen=True)
@@ -73,7 +88,57 @@ class CancelTimer:
     timer_seq: int
 
 
-Command = ScheduleActivity | StartTimer | CancelTimer
+@dataclass(frozen=True)
+class StartChild:
+    """Create child execution ``workflow_id`` (recorded as ChildStarted at ``seq``).
+
+    ``input`` is the child's encoded input; ``parent_close_policy`` is
+    ``terminate``, ``request_cancel`` or ``abandon``.
+    """
+
+    seq: int
+    workflow_id: uuid.UUID
+    name: str
+    version: str
+    input: bytes
+    parent_close_policy: str
+
+
+@dataclass(frozen=True)
+class SignalChild:
+    """Buffer signal ``name`` for child ``workflow_id`` (ChildSignaled at ``seq``),
+    deduplicated by ``message_id``."""
+
+    seq: int
+    workflow_id: uuid.UUID
+    name: str
+    payload: bytes
+    message_id: str
+
+
+Command = ScheduleActivity | StartTimer | CancelTimer | StartChild | SignalChild
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """The end of one update request in a pass.
+
+    Attributes:
+        update_id: the update's id.
+        name: the update name.
+        state: ``"rejected"`` (validator or unknown name; not in history),
+            ``"completed"`` or ``"failed"`` (the handler returned or raised).
+        result: the handler's JSON-encoded result when completed, else None.
+        error_type: class name of the rejection or failure ("" when completed).
+        message: its message.
+    """
+
+    update_id: str
+    name: str
+    state: str
+    result: bytes | None = None
+    error_type: str = ""
+    message: str = ""
 
 
 class PassStatus(enum.StrEnum):
@@ -81,6 +146,7 @@ class PassStatus(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    CONTINUED_AS_NEW = "continued_as_new"
     NONDETERMINISM = "nondeterminism"
 
 
@@ -106,6 +172,10 @@ class PassOutcome:
             them on a full replay; only the new ones on a cached instance).
         awaited_signals: names the workflow's ``wait_signal`` calls are
             blocked on when the pass ends, sorted (empty when it waits on none).
+        continued: with status continued_as_new, ``(new run id, new input bytes)``.
+        live_children: children started by this run whose outcome has not been
+            delivered (the parent-close policy applies to them if the run ends).
+        update_results: updates this pass rejected, completed or failed.
     """
 
     status: PassStatus
@@ -119,6 +189,9 @@ class PassOutcome:
     unconsumed_signals: int = 0
     events_replayed: int = 0
     awaited_signals: list[str] = field(default_factory=list)
+    continued: tuple[uuid.UUID, bytes] | None = None
+    live_children: int = 0
+    update_results: list[UpdateResult] = field(default_factory=list)
 
     @property
     def failure_reason(self) -> str:
@@ -149,3 +222,20 @@ class PassOutcome:
     @property
     def cancelled_timers(self) -> list[int]:
         return [c.timer_seq for c in self.commands if isinstance(c, CancelTimer)]
+
+    @property
+    def children(self) -> list[StartChild]:
+        return [c for c in self.commands if isinstance(c, StartChild)]
+
+    @property
+    def child_signals(self) -> list[SignalChild]:
+        return [c for c in self.commands if isinstance(c, SignalChild)]
+
+
+def safe_message(exc: BaseException) -> str:
+    """``str(exc)`` made encodable (lone surrogates escaped); NUL is kept (JSON escapes it)."""
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ must not break recording the failure
+        return f"<unprintable {type(exc).__name__}>"
+    return escape_surrogates(message)

@@ -42,6 +42,9 @@ class RecordedHistory(msgspec.Struct, kw_only=True):
     input: msgspec.Raw = msgspec.Raw(b"null")
     workflow_id: uuid.UUID = uuid.UUID(int=0)
     events: list[RecordedEvent] = msgspec.field(default_factory=list)
+    #: The run the events belong to when it is not the first (continue-as-new):
+    #: it seeds ``ctx.random()``/``ctx.uuid4()``. None = the first run.
+    run_id: uuid.UUID | None = None
 
     @classmethod
     def from_rows(
@@ -135,7 +138,10 @@ class Replayer:
         entries = recorded.entries()
         defn = self._workflows[recorded.workflow_name]
         info = WorkflowInfo(
-            execution_id=recorded.workflow_id, name=recorded.workflow_name, version=defn.version
+            execution_id=recorded.workflow_id,
+            name=recorded.workflow_name,
+            version=defn.version,
+            run_id=recorded.run_id,
         )
         instance = WorkflowInstance(defn, bytes(recorded.input), info)
         try:

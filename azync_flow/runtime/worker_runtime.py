@@ -14,12 +14,17 @@ This adds to the worker:
   (:class:`WorkflowRunner`);
 * one lease loop per registered activity (``$op:<name>@<version>``), one attempt
   per lease (:class:`ActivityRunner`);
+* a ``$query`` loop answering queries of the registered workflows
+  (:class:`~azync_flow.runtime.query_responder.QueryResponder`);
 * leader-only maintenance under its own election (``azync_flow.workflow``):
   promote due workflow jobs, reap expired workflow tasks (re-run) and
   idempotent operations (re-run), park expired non-idempotent operations as
   uncertain (never re-run) and run the ``reconcile=`` hooks of uncertain
   operations (:class:`~azync_flow.runtime.uncertain.Reconciler`), repair stalled
-  executions, vacuum finished ones.
+  executions, vacuum finished ones;
+* the scheduler of :mod:`azync_flow.schedules` (its own election,
+  ``azync_flow.schedule``), which also creates the schedules of workflows
+  declared with ``@workflow(schedule=...)``.
 """
 
 from __future__ import annotations
@@ -35,11 +40,13 @@ from azync_flow.runtime.activity_runner import ActivityRunner, log_suspended
 from azync_flow.runtime.eager_start import EagerStarter
 from azync_flow.runtime.folded_completion import CompletionFolder
 from azync_flow.runtime.local_dispatch import LocalDispatch
+from azync_flow.runtime.query_responder import QUERY_KIND, QUERY_LEASE, QueryResponder
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
+from azync_flow.schedules import attach_schedules
 from azync_flow.store.types import Job, Source
 from azync_flow.telemetry import AttemptKind, Outcome, RunTracer
-from azync_flow.workflow import Registry
+from azync_flow.workflow import HistoryLimit, Registry
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -112,6 +119,9 @@ class WorkflowRuntime:
             commit, no dequeue), and commit an activity's outcome together
             with the next pass of an execution this worker caches. False: every
             operation is inserted pending and completed alone (the plain path).
+        history_limit: the history size of a run past which the worker logs a
+            WARNING suggesting ``continue_as_new`` (default
+            :class:`~azync_flow.workflow.HistoryLimit`: 10,000 events / 10 MiB).
     """
 
     def __init__(
@@ -128,6 +138,7 @@ class WorkflowRuntime:
         max_reaps: int | None = None,
         tracer_provider: TracerProvider | None = None,
         local_dispatch: bool = True,
+        history_limit: HistoryLimit | None = None,
     ) -> None:
         if Source.WORKFLOW in worker.maintained_sources:
             raise ValueError(
@@ -149,6 +160,7 @@ class WorkflowRuntime:
             cache_size=cache_size,
             max_payload_bytes=max_payload_bytes,
             tracer=self.tracer,
+            history_limit=history_limit,
         )
         self.activities = ActivityRunner(
             store, registry, max_payload_bytes=max_payload_bytes, tracer=self.tracer
@@ -166,6 +178,16 @@ class WorkflowRuntime:
             self.workflows.run,
             concurrency=concurrency,
             dequeue=dequeue_tasks,
+        )
+        #: Answers queries of these workflows (a cached instance or a full replay).
+        self.queries = QueryResponder(self.workflows)
+        self.query_loop = worker.add_loop(
+            Source.WORKFLOW,
+            QUERY_KIND,
+            self.queries.run,
+            concurrency=concurrency,
+            lease=QUERY_LEASE,
+            dequeue=self.queries.dequeue,
         )
         self.activity_loops = [
             worker.add_loop(
@@ -208,6 +230,8 @@ class WorkflowRuntime:
                 leadership=WORKFLOW_LEADERSHIP,
                 source=Source.WORKFLOW,
             )
+        # every workflow worker fires schedules (its own election)
+        attach_schedules(worker, workflows=registry.workflows.values())
 
     # --- maintenance steps (leader only; each returns what it made runnable) ---------
 

@@ -34,14 +34,17 @@ from azync_flow.replay.passes import InstanceCache, to_entries
 from azync_flow.retry import RetryPolicy, describe_error
 from azync_flow.runtime._operations import operation_params
 from azync_flow.runtime._transient import retry_transient
+from azync_flow.runtime.children import child_params, end_closed_children_spans
 from azync_flow.runtime.clock import BackendClock
 from azync_flow.runtime.run_span import end_workflow_run_span
 from azync_flow.store.errors import ConflictError, NotFoundError, is_not_found
 from azync_flow.store.protocols import WorkflowRuntimeStore
 from azync_flow.store.types import (
+    ChildSignalParams,
     Job,
     LeasedTask,
     PassWrite,
+    UpdateOutcome,
     WorkflowExecutionView,
     WorkflowState,
     WorkflowTaskState,
@@ -57,7 +60,7 @@ from azync_flow.telemetry import (
     suppressed_context,
 )
 from azync_flow.worker import lease_gone
-from azync_flow.workflow import Registry
+from azync_flow.workflow import HistoryLimit, Registry
 
 if TYPE_CHECKING:
     from azync_flow.runtime.local_dispatch import LocalDispatch
@@ -103,6 +106,8 @@ class WorkflowRunner:
             task runs in (e.g. one with spans suppressed, see
             ``azync_flow.telemetry.suppressed_context``); None = a copy of the
             current context.
+        history_limit: the history size past which a WARNING suggests
+            ``continue_as_new`` (default :class:`HistoryLimit`).
     """
 
     def __init__(
@@ -115,6 +120,7 @@ class WorkflowRunner:
         task_context: Callable[[], contextvars.Context] | None = None,
         tracer: RunTracer | None = None,
         dispatch: LocalDispatch | None = None,
+        history_limit: HistoryLimit | None = None,
     ) -> None:
         self.store = store
         #: Leases the activities a pass schedules to this worker (None: never).
@@ -136,9 +142,12 @@ class WorkflowRunner:
         self.cache = InstanceCache(cache_size)
         self.max_payload_bytes = max_payload_bytes
         self.tracer = tracer or RunTracer()
+        #: When a run's history is large enough to log a continue-as-new warning.
+        self.history_limit = history_limit or HistoryLimit()
         self.passes = 0
         self.conflicts = 0
         self._warned: set[str] = set()
+        self._background: set[asyncio.Future[Any]] = set()
 
     async def run(self, job: Job, lease: Any) -> None:
         """``JobRunner`` signature for ``Worker.add_loop``: ``lease.token`` fences."""
@@ -201,6 +210,11 @@ class WorkflowRunner:
             raise
         self.clock.observe(state.now)
         execution = state.execution
+        if cached is not None and cached.info.current_run_id != (execution.run_id or run_id):
+            # the execution continued as new since this instance was cached
+            cached.close()
+            cached, state = None, await self.store.load_workflow_task(run_id)
+            execution = state.execution
         if execution.state != WorkflowState.RUNNING:
             if cached is not None:
                 cached.close()
@@ -247,6 +261,16 @@ class WorkflowRunner:
         finished = _FINISHED.get(outcome.status)
         if finished is not None:
             end_workflow_run_span(self.tracer, execution, carrier, finished, outcome.failure_reason)
+        if outcome.live_children and (
+            finished is not None or outcome.status is PassStatus.CONTINUED_AS_NEW
+        ):
+            # the run's end terminated them (parent-close policy): their run spans too
+            run = execution.run_id or execution.id
+            task = asyncio.ensure_future(
+                end_closed_children_spans(self.tracer, self.store, execution.id, run)
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     async def _pass(
         self,
@@ -272,10 +296,18 @@ class WorkflowRunner:
         instance = cached or WorkflowInstance(
             defn,
             execution.input,
-            WorkflowInfo(run_id, execution.name, execution.version, job.attempt),
+            WorkflowInfo(
+                run_id,
+                execution.name,
+                execution.version,
+                job.attempt,
+                run_id=execution.run_id,
+                parent_id=execution.parent_id,
+            ),
             max_payload_bytes=self.max_payload_bytes,
             task_context=self.task_context(),
         )
+        instance.history_bytes += sum(len(e.payload) for e in state.history)
         try:
             outcome = instance.advance(
                 to_entries(state.history),
@@ -366,8 +398,30 @@ class WorkflowRunner:
             timers=[(t.seq, t.fire_after) for t in outcome.timers],
             consumed_signals=outcome.consumed_signals,
             fired_timers=outcome.fired_timers,
-            outcome=_store_outcome(outcome),
+            outcome=_store_outcome(outcome, instance.cancel_seen),
             awaited_signals=outcome.awaited_signals,
+            run_id=instance.info.run_id,
+            children=[child_params(self.tracer, carrier, c) for c in outcome.children],
+            child_signals=[
+                ChildSignalParams(
+                    workflow_id=c.workflow_id,
+                    name=c.name,
+                    payload=c.payload,
+                    message_id=c.message_id,
+                )
+                for c in outcome.child_signals
+            ],
+            updates=[
+                UpdateOutcome(
+                    update_id=r.update_id,
+                    name=r.name,
+                    state=r.state,
+                    result=r.result,
+                    error_type=r.error_type,
+                    message=r.message,
+                )
+                for r in outcome.update_results
+            ],
         )
 
     async def _commit(
@@ -435,6 +489,11 @@ class WorkflowRunner:
                 )
         if outcome.status is PassStatus.NONDETERMINISM:
             log.error("workflow %s suspended: %s", run_id, outcome.error)
+        instance.history_bytes += sum(len(payload) for _, _, payload in outcome.new_events)
+        if outcome.status is PassStatus.BLOCKED and not instance.history_warned:
+            instance.history_warned = self.history_limit.warn(
+                instance.info, outcome.next_seq - 1, instance.history_bytes
+            )
         self.cache.put(run_id, instance)
         if run_id in self.cache:
             self.runs[run_id] = run._replace(signals_waiting=outcome.unconsumed_signals > 0)
@@ -485,8 +544,12 @@ _FINISHED = {
 }
 
 
-def _store_outcome(outcome: PassOutcome) -> StoreOutcome | None:
+def _store_outcome(outcome: PassOutcome, cancel_seen: bool = False) -> StoreOutcome | None:
     status = outcome.status
+    if status is PassStatus.CONTINUED_AS_NEW:
+        assert outcome.continued is not None
+        new_run, new_input = outcome.continued
+        return ("continue", new_input, new_run, cancel_seen)
     if status is PassStatus.COMPLETED:
         assert outcome.result is not None
         return ("complete", outcome.result)

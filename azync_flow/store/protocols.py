@@ -56,9 +56,14 @@ from .types import (
     PassCommitResult,
     PassWrite,
     PublishParams,
+    QueryAnswer,
+    QueryClaim,
+    QueryRequest,
     ReplayFilter,
     ResolvedOperation,
     ScheduleOperationParams,
+    ScheduleRecord,
+    ScheduleRunRecord,
     SettledDAG,
     SignalParams,
     Source,
@@ -69,6 +74,7 @@ from .types import (
     TaskResult,
     TerminatedExecution,
     UncertainOperation,
+    UpdateOutcome,
     Wake,
     WorkflowExecutionView,
     WorkflowStartParams,
@@ -86,12 +92,14 @@ __all__ = [
     "Migrator",
     "Notifier",
     "OperationStore",
+    "ScheduleStore",
     "Store",
     "Subscription",
     "TxDAGStore",
     "TxStore",
     "UncertainStore",
     "WorkflowClientStore",
+    "WorkflowInteractionStore",
     "WorkflowRuntimeStore",
     "WorkflowStore",
 ]
@@ -692,6 +700,13 @@ class WorkflowRuntimeStore(Protocol):
         """Execution, history past ``after_seq``, buffered signals, due timers: one snapshot."""
         ...
 
+    async def list_closed_children(
+        self, parent_id: uuid.UUID, parent_run_id: uuid.UUID
+    ) -> list[tuple[WorkflowExecutionView, dict[str, str]]]:
+        """Executions the end of run ``parent_run_id`` terminated by parent-close
+        policy (recursively), with their trace contexts."""
+        ...
+
     async def lease_workflow_tasks(
         self,
         limit: int,
@@ -817,6 +832,40 @@ class OperationStore(WorkflowRuntimeStore, Protocol):
 
 
 @runtime_checkable
+class WorkflowInteractionStore(Protocol):
+    """Queries and updates of workflow executions (what ``WorkflowHandle.query``
+    / ``update`` and the worker's query loop use; update outcomes are written
+    by the pass commit, ``PassWrite.updates``)."""
+
+    async def request_workflow_query(self, p: QueryRequest) -> str:
+        """Insert a pending query and wake the workers; returns the workflow name.
+        NotFoundError: no such execution."""
+        ...
+
+    async def claim_workflow_queries(
+        self, workflow_names: Sequence[str], limit: int
+    ) -> list[QueryClaim]:
+        """Claim pending, unexpired queries of these workflows (each by one worker)."""
+        ...
+
+    async def answer_workflow_query(self, query_id: uuid.UUID, answer: QueryAnswer) -> bool:
+        """Record a claimed query's answer and wake its caller; False when withdrawn."""
+        ...
+
+    async def take_workflow_query(
+        self, query_id: uuid.UUID, *, withdraw: bool = False
+    ) -> QueryAnswer | None:
+        """Delete and return an answered query (any query with ``withdraw``)."""
+        ...
+
+    async def get_workflow_update(
+        self, workflow_id: uuid.UUID, update_id: str
+    ) -> UpdateOutcome | None:
+        """The recorded outcome of an update, or None while undecided."""
+        ...
+
+
+@runtime_checkable
 class ChangeNotifier(Protocol):
     """Contract ``ChangeNotifier``: change hints for admin surfaces."""
 
@@ -901,4 +950,122 @@ class Migrator(Protocol):
 
     async def migrate(self) -> list[int]:
         """Bring the schema up to date; returns the migration versions applied."""
+        ...
+
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """Schedules and their run ledger (an extension of the contract).
+
+    Times are the store's clock (``coalesce($now, now())``); ids are the
+    user's schedule ids; ``spec``/``action``/``policy`` are stored byte for byte.
+    """
+
+    async def schedule_clock(self) -> datetime:
+        """The store's current time (UTC)."""
+        ...
+
+    async def create_schedule(self, record: ScheduleRecord) -> bool:
+        """Insert a schedule (its ``created_at``/``updated_at`` are the store clock).
+
+        Returns:
+            False when a schedule with this id exists (nothing written).
+        """
+        ...
+
+    async def get_schedule(self, id: str) -> ScheduleRecord:
+        """Raises NotFoundError: no schedule ``id``."""
+        ...
+
+    async def list_schedules(self, limit: int = 1000) -> list[ScheduleRecord]:
+        """Schedules ordered by id."""
+        ...
+
+    async def due_schedules(self, limit: int = 100) -> list[ScheduleRecord]:
+        """Unpaused schedules whose ``next_fire_at`` has come, most overdue first."""
+        ...
+
+    async def schedules_with_pending_runs(self) -> list[ScheduleRecord]:
+        """Schedules holding a run still to start: requested (trigger,
+        backfill) or buffered behind a running one."""
+        ...
+
+    async def pending_schedule_runs(self, schedule_id: str) -> list[ScheduleRunRecord]:
+        """Requested and buffered runs of a schedule, oldest nominal time first."""
+        ...
+
+    async def request_schedule_runs(
+        self, schedule_id: str, runs: Sequence[tuple[datetime, datetime, uuid.UUID]]
+    ) -> int:
+        """Record ``(nominal_at, fire_at, run_id)`` rows as ``requested`` for the
+        scheduler to start; a nominal time already recorded is left alone.
+
+        Returns:
+            How many rows were new.
+        """
+        ...
+
+    async def update_schedule(
+        self, id: str, spec: bytes, action: bytes, policy: bytes, next_fire_at: datetime | None
+    ) -> None:
+        """Replace spec, action and policy; the cursor stays.
+
+        Raises NotFoundError: no schedule ``id``.
+        """
+        ...
+
+    async def advance_schedule(
+        self, id: str, cursor_at: datetime, next_fire_at: datetime | None
+    ) -> bool:
+        """Move the cursor to ``cursor_at`` (never back) and set the next fire.
+
+        Returns:
+            False when the schedule is gone or its cursor is already later
+            (re-created meanwhile): nothing written.
+        """
+        ...
+
+    async def set_schedule_paused(
+        self, id: str, paused: bool, note: str, cursor_at: datetime, next_fire_at: datetime | None
+    ) -> None:
+        """Pause or unpause; the cursor moves to at least ``cursor_at``.
+
+        Raises NotFoundError: no schedule ``id``.
+        """
+        ...
+
+    async def delete_schedule(self, id: str) -> None:
+        """Delete the schedule and its ledger (runs already started go on).
+
+        Raises NotFoundError: no schedule ``id``.
+        """
+        ...
+
+    async def record_schedule_run(
+        self,
+        schedule_id: str,
+        nominal_at: datetime,
+        fire_at: datetime,
+        run_id: uuid.UUID,
+        outcome: str,
+    ) -> str | None:
+        """Record the outcome of one nominal time (a ``buffered`` or
+        ``requested`` row may be overwritten; any other is final).
+
+        Returns:
+            The outcome written, or None when the nominal time was already
+            recorded with a final outcome (nothing written).
+        """
+        ...
+
+    async def schedule_run(
+        self, schedule_id: str, nominal_at: datetime
+    ) -> ScheduleRunRecord | None:
+        """The ledger row of one nominal time, if any."""
+        ...
+
+    async def recent_schedule_runs(
+        self, schedule_id: str, limit: int, outcomes: Sequence[str] | None = None
+    ) -> list[ScheduleRunRecord]:
+        """Ledger rows, newest nominal time first, optionally of some outcomes."""
         ...

@@ -24,6 +24,8 @@ __all__ = [
     "BufferedSignal",
     "Change",
     "ChangeEntity",
+    "ChildSignalParams",
+    "ChildStartParams",
     "Config",
     "DAGDep",
     "DAGFailure",
@@ -55,11 +57,16 @@ __all__ = [
     "PassCommitResult",
     "PassWrite",
     "PublishParams",
+    "QueryAnswer",
+    "QueryClaim",
+    "QueryRequest",
     "ReapReport",
     "ReapedTask",
     "ReplayFilter",
     "ResolvedOperation",
     "ScheduleOperationParams",
+    "ScheduleRecord",
+    "ScheduleRunRecord",
     "SettledDAG",
     "SignalParams",
     "Source",
@@ -71,8 +78,10 @@ __all__ = [
     "TerminatedExecution",
     "UncertainDecision",
     "UncertainOperation",
+    "UpdateOutcome",
     "Wake",
     "WorkflowExecutionView",
+    "WorkflowRunView",
     "WorkflowStartParams",
     "WorkflowState",
     "WorkflowTaskState",
@@ -519,6 +528,45 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     #: failing (e.g. no worker registers the workflow) — the last error and
     #: the attempts made. "" when nothing is known to hold it up.
     blocked_reason: str = ""
+    #: The current run (``continue_as_new`` starts a new one in place): its id
+    #: (the execution id for the first run), number (from 1) and start.
+    run_id: uuid.UUID | None = None
+    run_no: int = 1
+    run_started_at: datetime | None = None
+    #: For a child execution: its parent, the parent run that started it, the
+    #: seq of the ChildStarted event there, and its parent-close policy.
+    parent_id: uuid.UUID | None = None
+    parent_run_id: uuid.UUID | None = None
+    parent_seq: int | None = None
+    parent_close_policy: str = ""
+    #: Size of the current run's history (``describe()`` fills these; None
+    #: when not read) and whether it passed the history limit's warning
+    #: threshold (then ``continue_as_new`` is due).
+    history_events: int | None = None
+    history_bytes: int | None = None
+    history_limit_exceeded: bool = False
+
+
+class WorkflowRunView(msgspec.Struct, kw_only=True):
+    """One run of an execution (``continue_as_new`` chains them).
+
+    Attributes:
+        run_no: 1 for the first run.
+        run_id: the run's id (the execution id for the first run).
+        input: the run's input (JSON bytes).
+        started_at / ended_at: when it began; when it continued as new (None
+            for the current run).
+        events: history events of the run (so far, for the current run).
+        current: True for the execution's current (or final) run.
+    """
+
+    run_no: int
+    run_id: uuid.UUID
+    input: bytes
+    started_at: datetime
+    ended_at: datetime | None
+    events: int
+    current: bool = False
 
 
 class TerminatedExecution(msgspec.Struct, kw_only=True):
@@ -587,12 +635,43 @@ class StalledWorkflow(msgspec.Struct, kw_only=True):
 
 #: A pass outcome: ("complete", result bytes) | ("fail", reason) |
 #: ("cancelled", reason) | ("suspend", reason[, history seq it concerns or
-#: None]); None = keep running.
+#: None]) | ("continue", new input bytes, new run id, the pass saw the cancel
+#: request); None = keep running.
 Outcome = (
     tuple[Literal["complete"], bytes]
     | tuple[Literal["fail", "cancelled", "suspend"], str]
     | tuple[Literal["suspend"], str, int | None]
+    | tuple[Literal["continue"], bytes, uuid.UUID, bool]
 )
+
+
+class ChildStartParams(msgspec.Struct, kw_only=True):
+    """A child execution a pass starts (its ``ChildStarted`` event is in the pass).
+
+    Attributes:
+        seq: the parent's seq of the ChildStarted event.
+        id: the child execution id.
+        name / version / input: the child workflow and its encoded input.
+        parent_close_policy: ``terminate``, ``request_cancel`` or ``abandon``.
+        trace_context: the child's run carrier (in the parent's trace).
+    """
+
+    seq: int
+    id: uuid.UUID
+    name: str
+    version: str
+    input: bytes
+    parent_close_policy: str = "terminate"
+    trace_context: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class ChildSignalParams(msgspec.Struct, kw_only=True):
+    """A signal a pass sends to one of its children (``ChildSignaled`` event)."""
+
+    workflow_id: uuid.UUID
+    name: str
+    payload: bytes
+    message_id: str
 
 
 class BufferedSignal(NamedTuple):
@@ -655,6 +734,66 @@ class OperationLease(msgspec.Struct, kw_only=True):
     default_max_attempts: int = 25
 
 
+class UpdateOutcome(msgspec.Struct, kw_only=True):
+    """How an update ended (kept per ``(execution, update_id)``; the first wins).
+
+    Attributes:
+        update_id: the update's id.
+        name: the update name.
+        state: ``"rejected"`` (not recorded in history), ``"completed"`` or ``"failed"``.
+        result: the JSON result when completed, else None.
+        error_type: class name of the rejection or failure ("" when completed).
+        message: its message.
+    """
+
+    update_id: str
+    name: str
+    state: str
+    result: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+
+
+class QueryRequest(msgspec.Struct, kw_only=True):
+    """A query to answer (``request_workflow_query``).
+
+    Attributes:
+        id: the query's id (the caller's handle on the answer).
+        workflow_id: the execution asked.
+        name: the query name.
+        args: the arguments, a JSON array.
+        timeout: how long a worker may take to claim it (after that it is left).
+    """
+
+    id: uuid.UUID
+    workflow_id: uuid.UUID
+    name: str
+    args: bytes = b"[]"
+    timeout: timedelta = timedelta(seconds=10)
+
+
+class QueryClaim(msgspec.Struct, kw_only=True):
+    """A query a worker claimed to answer."""
+
+    id: uuid.UUID
+    workflow_id: uuid.UUID
+    workflow_name: str
+    name: str
+    args: bytes
+
+
+class QueryAnswer(msgspec.Struct, kw_only=True):
+    """The answer of a query: ``state`` is ``"answered"`` (``answer`` holds the
+    JSON result) or ``"failed"`` (``error_type``: ``message``; ``error_type``
+    ``QueryNotFoundError`` for an unknown name), or ``"pending"``/``"claimed"``
+    for a query withdrawn unanswered."""
+
+    state: str
+    answer: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+
+
 class PassWrite(msgspec.Struct, kw_only=True):
     """What one replay pass writes, fenced by the seq it replayed up to.
 
@@ -670,6 +809,11 @@ class PassWrite(msgspec.Struct, kw_only=True):
         local: operations to insert leased to the committing worker.
         awaited_signals: signal names the pass left the workflow waiting for
             (replaces the recorded set; None keeps it).
+        run_id: the run the pass belongs to (None = the first run); the
+            parent run of the children it starts.
+        children: child executions to create (idempotent by id).
+        child_signals: signals to buffer for children (deduplicated by message id).
+        updates: outcomes of the updates the pass rejected, completed or failed.
     """
 
     expected_next_seq: int
@@ -681,6 +825,10 @@ class PassWrite(msgspec.Struct, kw_only=True):
     outcome: Outcome | None = None
     local: OperationLease | None = None
     awaited_signals: list[str] | None = None
+    run_id: uuid.UUID | None = None
+    children: list[ChildStartParams] = msgspec.field(default_factory=list)
+    child_signals: list[ChildSignalParams] = msgspec.field(default_factory=list)
+    updates: list[UpdateOutcome] = msgspec.field(default_factory=list)
 
 
 class OperationSettle(msgspec.Struct, kw_only=True):
@@ -835,3 +983,55 @@ class ReapReport(NamedTuple):
 
     reaped: int
     killed: int
+
+
+class ScheduleRecord(msgspec.Struct, kw_only=True):
+    """A stored schedule (``spec``, ``action`` and ``policy`` are the client's JSON).
+
+    Attributes:
+        id: the schedule id.
+        spec: encoded ``ScheduleSpec``.
+        action: encoded action (start a workflow, a DAG, enqueue a job).
+        policy: encoded ``SchedulePolicy``.
+        note: why it was paused (operators' text).
+        paused: no fire while True.
+        cursor_at: the last nominal instant handled; only later ones fire.
+        next_fire_at: when the next fire is due (None: no more fires).
+        created_at: when it was created (store clock).
+        updated_at: last change (store clock).
+    """
+
+    id: str
+    spec: bytes
+    action: bytes
+    policy: bytes
+    note: str
+    paused: bool
+    cursor_at: datetime
+    next_fire_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduleRunRecord(msgspec.Struct, kw_only=True):
+    """What a schedule did for one nominal instant.
+
+    Attributes:
+        schedule_id: the schedule.
+        nominal_at: the nominal instant (UTC), the identity of the fire.
+        fire_at: when it was due (nominal plus jitter).
+        run_id: the workflow execution, DAG run or job started for it (derived
+            from the schedule id and ``nominal_at``).
+        outcome: ``started``, ``skipped`` (overlap), ``buffered`` (waiting
+            for the run before it).
+        created_at: when it was recorded (store clock).
+        updated_at: last change (a buffered run started).
+    """
+
+    schedule_id: str
+    nominal_at: datetime
+    fire_at: datetime
+    run_id: uuid.UUID
+    outcome: str
+    created_at: datetime
+    updated_at: datetime

@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from azync_flow.client import _TERMINAL, Client, WorkflowHandle
+from azync_flow._client_interactions import TERMINAL_STATES
+from azync_flow.client import Client, WorkflowHandle
 from azync_flow.runtime.worker_runtime import attach_workflows
 from azync_flow.store.types import Source
 from azync_flow.worker import Retention, Worker
@@ -304,7 +305,9 @@ class WorkflowEnvironment:
 
 
 async def _is_terminal(handle: WorkflowHandle[Any]) -> bool:
-    return (await handle.describe()).state in _TERMINAL
+    # the row alone: describe() also sizes the history, needless while polling
+    view = await handle.client.store.get_workflow_execution(handle.id)
+    return view.state in TERMINAL_STATES
 
 
 def _attach_subscribers(worker: Worker, subscribers: list[Any]) -> None:

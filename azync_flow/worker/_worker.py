@@ -303,7 +303,8 @@ class Worker:
         never overlap), one loop per activity, and the leader-only workflow
         maintenance (election ``azync_flow.workflow``): promote, reap expired
         workflow tasks and idempotent operations, park expired non-idempotent
-        operations as uncertain, repair stalled executions, vacuum.
+        operations as uncertain, repair stalled executions, vacuum; and the
+        scheduler of ``azync_flow.schedules`` (election ``azync_flow.schedule``).
 
         Args:
             workflows: ``@workflow`` definitions, or a ``Registry``.

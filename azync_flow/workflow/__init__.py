@@ -1,6 +1,7 @@
 """Workflow-as-code API: ``@workflow``, ``@activity``, ``WorkflowContext``, ``Registry``."""
 
 from azync_flow.retry import RetryPolicy
+from azync_flow.workflow._children import ChildHandle, ParentClosePolicy
 from azync_flow.workflow._context import WorkflowContext
 from azync_flow.workflow._definitions import (
     ActivityDefinition,
@@ -10,10 +11,14 @@ from azync_flow.workflow._definitions import (
     activity,
     workflow,
 )
+from azync_flow.workflow._limits import HistoryLimit
 
 __all__ = [
     "ActivityDefinition",
     "ActivityOptions",
+    "ChildHandle",
+    "HistoryLimit",
+    "ParentClosePolicy",
     "Registry",
     "RetryPolicy",
     "WorkflowContext",

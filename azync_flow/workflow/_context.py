@@ -7,16 +7,24 @@ import typing
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from azync_flow.replay._interactions import UPDATE_SIGNAL_PREFIX
 from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
 from azync_flow.replay.outcome import WorkflowInfo
+from azync_flow.workflow._children import ChildHandle, ParentClosePolicy
+from azync_flow.workflow._handlers import query_handler, update_handler
+
+if TYPE_CHECKING:
+    from azync_flow.workflow._definitions import WorkflowDefinition
 
 __all__ = ["WorkflowContext"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _seconds(duration: timedelta | float) -> float:
@@ -85,6 +93,27 @@ class WorkflowContext:
         """
         await asyncio.sleep(_seconds(duration))
 
+    async def sleep_until(self, when: datetime) -> None:
+        """Durable timer until the instant ``when`` (e.g. 09:00 in a zone).
+
+        The remaining time is measured from :meth:`now` (recorded, so replay
+        starts the same timer); the timer fires on the backend clock at or
+        just after ``when`` whatever DST does in between, as the wall times
+        were resolved to an instant when ``when`` was built. A ``when`` in the
+        past just yields. Plain :meth:`sleep` durations are elapsed time and
+        never shift with DST.
+
+        Args:
+            when: a timezone-aware datetime.
+
+        Raises:
+            ScheduleSpecError: ``when`` is naive (also a ``ValueError``).
+        """
+        from azync_flow.schedules._spec import aware_utc
+
+        target = aware_utc(when, "sleep_until")
+        await asyncio.sleep(max(0.0, (target - self.now()).total_seconds()))
+
     async def wait_signal(
         self,
         name: str,
@@ -110,6 +139,8 @@ class WorkflowContext:
             TimeoutError: (``asyncio.TimeoutError``) the timeout elapsed first; the
                 signal, if it comes later, stays buffered for a later wait.
         """
+        if name.startswith(UPDATE_SIGNAL_PREFIX):
+            raise ValueError(f"signal names starting with {UPDATE_SIGNAL_PREFIX!r} are reserved")
         future = self._instance.add_signal_waiter(name)
         try:
             if timeout is None:
@@ -147,3 +178,147 @@ class WorkflowContext:
         done = [t for t in order if t.done()]
         done += [t for t in tasks if t.done() and t not in done]
         return done, [t for t in tasks if not t.done()]
+
+    async def start_child(
+        self,
+        workflow: WorkflowDefinition[Any, R],
+        input: Any = None,
+        *,
+        id: uuid.UUID | None = None,
+        parent_close_policy: ParentClosePolicy = "terminate",
+    ) -> ChildHandle[R]:
+        """Start ``workflow`` as a child execution and return its handle.
+
+        The start is recorded in this execution's history (``ChildStarted``) in
+        the same commit that creates the child, so it happens exactly once.
+        The child is a full execution (listed with this execution as its
+        ``parent_id``); its outcome comes back as a ``ChildCompleted`` or
+        ``ChildFailed`` event that ``await handle.result()`` returns or raises.
+
+        Args:
+            workflow: the child's ``@workflow`` definition (any worker that
+                registers it runs it).
+            input: the child's input (JSON-encodable).
+            id: the child's execution id; default: derived from this run's id
+                and the seq (the same on every replay). An id already used by
+                another execution makes ``result()`` raise ChildWorkflowError.
+            parent_close_policy: what happens to the child if this run ends
+                first: ``"terminate"`` (default), ``"request_cancel"`` or
+                ``"abandon"``.
+
+        Raises:
+            ValueError: an unknown ``parent_close_policy``.
+            PayloadEncodeError: ``input`` is not JSON-encodable.
+        """
+        data = workflow.encode_input(input)
+        seq, child_id, future = self._instance.start_child(
+            workflow.name, workflow.version, data, id, parent_close_policy
+        )
+        return ChildHandle(
+            self._instance, seq, child_id, workflow.name, future, workflow.result_type
+        )
+
+    async def execute_child(
+        self,
+        workflow: WorkflowDefinition[Any, R],
+        input: Any = None,
+        *,
+        id: uuid.UUID | None = None,
+        parent_close_policy: ParentClosePolicy = "terminate",
+    ) -> R:
+        """``await (await ctx.start_child(...)).result()``: start a child and wait
+        for its result.
+
+        Raises:
+            ChildWorkflowError: the child did not succeed.
+            ValueError / PayloadEncodeError: as :meth:`start_child`.
+        """
+        handle = await self.start_child(
+            workflow, input, id=id, parent_close_policy=parent_close_policy
+        )
+        return await handle.result()
+
+    def continue_as_new(self, input: Any = None) -> NoReturn:
+        """End this run and start a fresh run of the same execution with ``input``.
+
+        The new run has the same workflow id, an empty history and a new run id
+        (``ctx.info.run_id``); it starts in the same commit that ends this
+        one. Signals this run has not consumed stay buffered for the new run.
+        Live children get their parent-close policy, pending activities are
+        cancelled. Clients waiting on ``result()`` get the final run's result.
+        Call it (it raises) from the workflow function and let it propagate.
+
+        Raises:
+            ContinueAsNew: always (control flow; do not catch it).
+            PayloadEncodeError: ``input`` is not JSON-encodable.
+        """
+        data = encode_value(input, "continue-as-new input")
+        raise self._instance.continue_as_new(data)
+
+    def query(self, name: str | None = None) -> Callable[[F], F]:
+        """Decorator registering a query handler: a plain function reading the
+        workflow's state (usually closing over the workflow function's locals).
+
+        ``handle.query(name, *args)`` calls it on a worker, with the state the
+        workflow has after its whole history so far, and returns its result.
+        Arguments are decoded to the handler's annotations; the result must be
+        JSON-encodable. A query writes no history: a command issued inside the
+        handler (an activity, a timer, ``ctx.now()``, ``ctx.random()``, a
+        signal wait, ...) raises :class:`~azync_flow.errors.ReadOnlyContextError`.
+        Register handlers before the workflow's first durable await, so every
+        point of its history can answer.
+
+        Args:
+            name: query name (default: the function's ``__name__``).
+
+        Returns:
+            A decorator returning the function unchanged.
+
+        Raises:
+            TypeError: the handler is an ``async def``.
+        """
+
+        def register(fn: F) -> F:
+            qname = name or fn.__name__
+            self._instance.set_query_handler(qname, query_handler(qname, fn))
+            return fn
+
+        return register
+
+    def update(
+        self, name: str | None = None, *, validator: Callable[..., Any] | None = None
+    ) -> Callable[[F], F]:
+        """Decorator registering an update handler: a durable request/response
+        into this running workflow.
+
+        ``handle.update(name, *args)`` sends a request; the next workflow task
+        runs ``validator(*args)`` (optional, read-only like a query: raising
+        rejects the update, nothing is recorded and the caller gets
+        :class:`~azync_flow.errors.UpdateRejectedError`). An accepted update is
+        recorded (``UpdateAccepted``) and the handler runs as workflow code: it
+        may await activities, timers and signals, and change the workflow's
+        state; its result (or error) is recorded (``UpdateCompleted``) and
+        returned to the caller. Requests are deduplicated by update id.
+
+        Args:
+            name: update name (default: the function's ``__name__``).
+            validator: a plain function taking the same arguments; raise to reject.
+
+        Returns:
+            A decorator returning the function unchanged.
+
+        Raises:
+            TypeError: ``validator`` is an ``async def``.
+
+        Warning:
+            Register update handlers before the workflow's first durable await,
+            and never remove one that running executions accepted updates for:
+            replay restarts accepted handlers by name.
+        """
+
+        def register(fn: F) -> F:
+            uname = name or fn.__name__
+            self._instance.set_update_handler(uname, update_handler(uname, fn, validator))
+            return fn
+
+        return register

@@ -7,16 +7,15 @@ import dataclasses
 import functools
 import inspect
 import typing
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
-
-import msgspec
 
 from azync_flow.errors import UnknownWorkflowError
 from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.retry import RetryPolicy
+from azync_flow.workflow._handlers import decode_args
 
 __all__ = [
     "ActivityDefinition",
@@ -141,13 +140,7 @@ class ActivityDefinition(Generic[P, R]):
 
     def decode_args(self, data: bytes) -> list[Any]:
         """Decode an operation's input back into positional arguments (typed by annotation)."""
-        raws = decode_value(data, list[msgspec.Raw], f"input of activity {self.name!r}")
-        types = self.param_types
-        args = []
-        for index, raw in enumerate(raws):
-            hint = types[min(index, len(types) - 1)] if types else Any
-            args.append(decode_value(raw, hint, f"argument {index} of activity {self.name!r}"))
-        return args
+        return decode_args(data, self.param_types, f"activity {self.name!r}")
 
     async def run(self, data: bytes) -> bytes:
         """Run one attempt for the activity runtime: decode args, call, encode the result.
@@ -190,12 +183,15 @@ class WorkflowDefinition(Generic[I, R]):
         fn: Callable[..., Coroutine[Any, Any, R]],
         name: str,
         version: str,
+        schedule: dict[str, Any] | None = None,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an async def, got {fn!r}")
         self.fn = fn
         self.name = name
         self.version = version
+        #: ``ScheduleClient.ensure`` arguments of a ``schedule=`` declaration (None: none).
+        self.schedule = schedule
         params = list(inspect.signature(fn).parameters.values())
         if not params:
             raise TypeError("a workflow function takes the WorkflowContext as first parameter")
@@ -238,7 +234,11 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, R]], /) -> WorkflowDefinition
 
 @overload
 def workflow(
-    *, name: str | None = None, version: str = ""
+    *,
+    name: str | None = None,
+    version: str = "",
+    schedule: str | Sequence[str] | None = None,
+    tz: str = "UTC",
 ) -> Callable[[Callable[..., Coroutine[Any, Any, R]]], WorkflowDefinition[Any, R]]: ...
 
 
@@ -248,19 +248,36 @@ def workflow(
     *,
     name: str | None = None,
     version: str = "",
+    schedule: str | Sequence[str] | None = None,
+    tz: str = "UTC",
 ) -> Any:
-    """Declare a workflow. Use bare (``@workflow``) or with ``name=``/``version=``.
+    """Declare a workflow. Use bare (``@workflow``) or with options.
 
     Args:
         name: registry name (default: the function's ``__qualname__``).
         version: recorded with each execution and visible as ``ctx.info.version``.
+        schedule: cron expression(s) starting this workflow (input None) on
+            their nominal times in ``tz``, with the default DST, overlap and
+            catch-up policies (docs/schedules.md). The schedule, id
+            ``workflow:<name>``, is created or updated when a worker running
+            the workflow leads the scheduler.
+        tz: IANA time zone of ``schedule``.
+
+    Raises:
+        ScheduleSpecError: an invalid cron expression or time zone.
 
     Warning:
         Renaming a workflow orphans running executions of the old name.
     """
+    declared = None
+    if schedule is not None:
+        from azync_flow.schedules._spec import ScheduleSpec
+
+        crons = (schedule,) if isinstance(schedule, str) else tuple(schedule)
+        declared = {"spec": ScheduleSpec(cron=crons, tz=tz).validated()}
 
     def wrap(f: Callable[..., Coroutine[Any, Any, R]]) -> WorkflowDefinition[Any, R]:
-        return WorkflowDefinition(f, name or f.__qualname__, version)
+        return WorkflowDefinition(f, name or f.__qualname__, version, declared)
 
     return wrap(fn) if fn is not None else wrap
 

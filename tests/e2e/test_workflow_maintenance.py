@@ -9,6 +9,7 @@ import pytest
 
 from azync_flow.client import Client
 from azync_flow.runtime import WORKFLOW_LEADERSHIP
+from azync_flow.schedules import SCHEDULE_LEADERSHIP
 from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import Source, WorkflowState
@@ -67,10 +68,15 @@ async def test_leader_vacuums_finished_executions_past_retention(
 def test_workflow_maintenance_has_its_own_election(store: PostgresStore) -> None:
     worker = make_worker(store)
     names = {
-        step.leadership for group in worker.maintenance.groups.values() for step in group.steps
+        step.name: step.leadership
+        for group in worker.maintenance.groups.values()
+        for step in group.steps
     }
-    assert names == {WORKFLOW_LEADERSHIP}
+    assert {v for k, v in names.items() if k.startswith("workflow.")} == {WORKFLOW_LEADERSHIP}
     assert WORKFLOW_LEADERSHIP == "azync_flow.workflow"
+    # the scheduler a workflow worker runs has an election of its own
+    assert names["schedule.tick"] == SCHEDULE_LEADERSHIP == "azync_flow.schedule"
+    assert set(names) - {"schedule.tick"} == {k for k in names if k.startswith("workflow.")}
 
 
 def test_generic_workflow_maintenance_is_refused(store: PostgresStore) -> None:

@@ -99,6 +99,19 @@ async def test_quickstart_approval_timeout_refunds_then_releases(
     assert "SignalReceived" not in history_events(out), out
 
 
+async def test_shopping_cart_sample_adds_items_by_update_and_reads_them_by_query(
+    pg_dsn: str, sample_schema: str
+) -> None:
+    out = await run_sample(pg_dsn, sample_schema, "shopping_cart.py")
+    assert "items:     1\nitems:     2\nretried:   2\n" in out
+    assert "rejected:  [update_rejected]" in out
+    assert "quantity must be 1..10, got 99" in out
+    assert "status='open'" in out.split("summary:")[1].split("\n")[0]
+    assert "status='checked out'" in out.split("result:")[1].split("\n")[0]
+    history = out.split("history:")[1]
+    assert history.count("UpdateAccepted") == history.count("UpdateCompleted") == 2
+
+
 async def test_crash_recovery_sample_runs_each_completed_activity_exactly_once(
     pg_dsn: str, sample_schema: str
 ) -> None:

@@ -60,6 +60,7 @@ def test_store_package_exports_the_protocols() -> None:
         "DAGClientStore",
         "WorkflowRuntimeStore",
         "OperationStore",
+        "ScheduleStore",
     ):
         assert name in store_pkg.__all__
     assert store_pkg.__all__ == sorted(store_pkg.__all__)

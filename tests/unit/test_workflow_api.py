@@ -189,6 +189,9 @@ def test_export_lists_are_pinned() -> None:
     assert workflow_pkg.__all__ == [
         "ActivityDefinition",
         "ActivityOptions",
+        "ChildHandle",
+        "HistoryLimit",
+        "ParentClosePolicy",
         "Registry",
         "RetryPolicy",
         "WorkflowContext",

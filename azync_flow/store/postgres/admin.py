@@ -207,7 +207,8 @@ class AdminMixin(PgBase):
 
         Counts scheduled and future pending jobs of every source (retry
         backoffs, snoozes, delayed jobs, future workflow tasks, DAG sleep
-        tasks) and unfired workflow timers; not lease expiries. Time skipping
+        tasks), unfired workflow timers and the next fire of every unpaused
+        schedule; not lease expiries. Time skipping
         (``azync_flow.testing``) moves a movable clock exactly there.
 
         Returns:

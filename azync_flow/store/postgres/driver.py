@@ -18,6 +18,7 @@ from .events import EventMixin
 from .leader import LeaderMixin
 from .notify import NotifyMixin
 from .queue import QueueMixin
+from .schedule import ScheduleMixin
 from .workflow import WorkflowMixin
 
 __all__ = [
@@ -35,6 +36,7 @@ class PostgresStore(
     ChangeMixin,
     LeaderMixin,
     WorkflowMixin,
+    ScheduleMixin,
     PgBase,
 ):
     """asyncpg implementation of the storage contract.

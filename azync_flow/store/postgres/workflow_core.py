@@ -556,6 +556,13 @@ def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecuti
         suspend_operation_id=row[prefix + "suspend_operation_id"],
         signals_undelivered=row[prefix + "signals_undelivered"],
         blocked_reason=blocked,
+        run_id=row.get(prefix + "run_id") or row[prefix + "id"],
+        run_no=row.get(prefix + "run_no") or 1,
+        run_started_at=row.get(prefix + "run_started_at") or row[prefix + "created_at"],
+        parent_id=row.get(prefix + "parent_id"),
+        parent_run_id=row.get(prefix + "parent_run_id"),
+        parent_seq=row.get(prefix + "parent_seq"),
+        parent_close_policy=row.get(prefix + "parent_close_policy") or "",
     )
 
 

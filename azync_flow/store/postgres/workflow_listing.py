@@ -2,8 +2,10 @@
 
 Terminal transitions (succeeded, failed, cancelled) send
 ``NOTIFY <channel>, 'workflow.done:<id>'`` in the transaction that makes them,
-so a client waiting for a result wakes when it commits. Workers ignore the
-payload (it is not a ``<source>:<kind>`` wake).
+so a client waiting for a result wakes when it commits. Answered queries and
+decided updates send ``workflow.query:<id>`` / ``workflow.update:<id>``: the
+same subscription yields their execution id, so their callers wake too.
+Workers ignore these payloads (they are not ``<source>:<kind>`` wakes).
 """
 
 from __future__ import annotations
@@ -17,27 +19,31 @@ from ..types import WorkflowExecutionView, WorkflowState
 from ..validate import check_text
 from .notify import ListenSubscription
 from .workflow_core import WorkflowCoreMixin, execution_from_row
+from .workflow_interaction import QUERY_PREFIX, UPDATE_PREFIX
 
 __all__ = ["DONE_PREFIX", "RESET", "WorkflowDoneSubscription", "WorkflowListingMixin"]
 
 DONE_PREFIX = "workflow.done:"
 #: Item sent once LISTEN is live again after a reconnect: re-check every waiter.
 RESET = uuid.UUID(int=0)
+_PREFIXES = (DONE_PREFIX, QUERY_PREFIX, UPDATE_PREFIX)
 
 
 class WorkflowDoneSubscription(ListenSubscription[uuid.UUID]):
-    """Ids of executions that reached a terminal state; :data:`RESET` after a
-    reconnect (notifications may have been missed: re-read)."""
+    """Ids of executions that reached a terminal state (or had a query answered
+    or an update decided); :data:`RESET` after a reconnect (notifications may
+    have been missed: re-read)."""
 
     _task_name = "azync-workflow-done-listener"
 
     def _decode(self, payload: str) -> uuid.UUID | None:
-        if not payload.startswith(DONE_PREFIX):
-            return None
-        try:
-            return uuid.UUID(payload[len(DONE_PREFIX) :])
-        except ValueError:
-            return None
+        for prefix in _PREFIXES:
+            if payload.startswith(prefix):
+                try:
+                    return uuid.UUID(payload[len(prefix) :])
+                except ValueError:
+                    return None
+        return None
 
     async def _after_connect(self, conn: asyncpg.Connection, *, reconnected: bool) -> None:
         if reconnected:

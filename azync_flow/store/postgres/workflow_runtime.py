@@ -39,18 +39,19 @@ from ..types import (
     WorkflowTaskState,
 )
 from ._base import decode_meta, encode_meta, job_from_row
+from .workflow_children import WorkflowChildrenMixin
 from .workflow_core import (
     ENQUEUED,
     FAILED,
     LIVE_WORKFLOW_STATES,
     PROCESSED,
     WORKFLOW_TASK,
-    WorkflowCoreMixin,
     execution_from_row,
 )
+from .workflow_interaction import WorkflowInteractionMixin
 
 
-class WorkflowRuntimeMixin(WorkflowCoreMixin):
+class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
     async def dequeue_workflow_tasks(
         self, limit: int, lease: timedelta, kind: str = WORKFLOW_TASK
     ) -> list[Job]:
@@ -273,9 +274,17 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
         if write.operations:
             rows = await self._schedule_ops(conn, run_id, write.operations, write.local)
             leased = _leased_jobs(run_id, write.operations, rows)
+        appended = 0
+        if write.children or write.child_signals:
+            appended = await self._pass_family_writes(conn, run_id, write)
+            if appended:
+                next_task_at = "now"
         await self._write_timers(conn, run_id, write.timers, write.fired_timers)
         await self._consume_signals(conn, run_id, write.consumed_signals)
+        await self._record_update_outcomes(conn, run_id, write.updates)
         state = await self._apply_outcome(conn, run_id, ex["state"], write.outcome)
+        if write.outcome is not None and write.outcome[0] == "continue":
+            next_task_at = "now"  # the new run's first pass
         if schedule and state == WorkflowState.RUNNING:
             # Next task + this transaction's stats in one (last) statement.
             if next_task_at == "now":
@@ -284,7 +293,9 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
                 await self._schedule_last(
                     conn, run_id, next_task_at, timers_only=True, signals_wake=signals_wake
                 )
-        return PassCommitResult(next_seq=first + len(events), leased=leased, now=ex["at"])
+        return PassCommitResult(
+            next_seq=first + len(events) + appended, leased=leased, now=ex["at"]
+        )
 
     async def abandon_workflow_task(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> bool:
         """Give up a leased workflow task (after a ConflictError).
@@ -565,6 +576,11 @@ class WorkflowRuntimeMixin(WorkflowCoreMixin):
             target = WorkflowState.FAILED if kind == "fail" else WorkflowState.CANCELLED
             await self._finish_locked(conn, run_id, target, None, str(value))
             return target
+        if kind == "continue":
+            assert len(outcome) == 4
+            _, new_input, new_run, cancel_seen = outcome
+            await self._continue_as_new(conn, run_id, new_input, new_run, cancel_seen)
+            return state
         if kind == "suspend":
             if state == WorkflowState.RUNNING:
                 seq = outcome[2] if len(outcome) == 3 else None
@@ -661,12 +677,15 @@ def task_state_from_row(
 def one_statement(write: PassWrite) -> bool:
     """True when the pass can commit as one statement: it only appends events and
     schedules due operations (no timers started or fired, no signal consumed, no
-    outcome — a terminal or suspending outcome always goes through the
+    update outcome, no outcome — a terminal or suspending outcome always goes through the
     transaction's one outcome step, ``_apply_outcome``)."""
     return (
         write.outcome is None
         and not write.timers
         and not write.fired_timers
         and not write.consumed_signals
+        and not write.children
+        and not write.child_signals
+        and not write.updates
         and all(o.run_at is None for o in write.operations)
     )

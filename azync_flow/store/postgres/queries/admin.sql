@@ -243,8 +243,9 @@ SELECT count(*) FROM d
 -- name: next_due_at
 -- The earliest moment after the clock at which something becomes due in this
 -- schema: a scheduled or future pending job of any source (retry backoffs,
--- snoozes, delayed jobs, future workflow tasks, DAG sleep tasks) or an unfired
--- workflow timer. NULL when nothing is waiting on time. Leases are not counted.
+-- snoozes, delayed jobs, future workflow tasks, DAG sleep tasks), an unfired
+-- workflow timer or the next fire of an unpaused schedule. NULL when nothing
+-- is waiting on time. Leases are not counted.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 )
@@ -252,5 +253,7 @@ SELECT least(
     (SELECT min(run_at) FROM azync_jobs, clock
      WHERE state IN ('scheduled', 'pending') AND run_at > clock.t),
     (SELECT min(fire_at) FROM azync_workflow_timers, clock
-     WHERE fired_at IS NULL AND fire_at > clock.t)
+     WHERE fired_at IS NULL AND fire_at > clock.t),
+    (SELECT min(next_fire_at) FROM azync_schedules, clock
+     WHERE NOT paused AND next_fire_at > clock.t)
 )

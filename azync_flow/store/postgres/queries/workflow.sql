@@ -386,8 +386,9 @@ SELECT count(*) FROM d
 
 -- name: workflow_list_stalled
 -- $2 older_than, $3 limit. Running executions with nothing pending: no live
--- workflow job (task or operation), no unfired timer, and not blocked on a
--- signal — unless a signal it waits for is already buffered (its task is lost).
+-- workflow job (task or operation), no unfired timer, no live child of the
+-- current run (its outcome will wake it), and not blocked on a signal —
+-- unless a signal it waits for is already buffered (its task is lost).
 SELECT e.id, e.name, e.updated_at FROM azync_workflow_executions e
 WHERE e.state = 'running'
   AND e.updated_at <= coalesce($1::timestamptz, now()) - $2::interval
@@ -398,6 +399,10 @@ WHERE e.state = 'running'
   AND NOT EXISTS (
       SELECT 1 FROM azync_workflow_timers t
       WHERE t.workflow_id = e.id AND t.fired_at IS NULL)
+  AND NOT EXISTS (
+      SELECT 1 FROM azync_workflow_executions c
+      WHERE c.parent_id = e.id AND c.parent_run_id = coalesce(e.run_id, e.id)
+        AND c.state IN ('running', 'suspended'))
   AND (cardinality(e.awaited_signals) = 0 OR EXISTS (
       SELECT 1 FROM azync_workflow_signals s
       WHERE s.workflow_id = e.id AND s.consumed_seq IS NULL
@@ -767,6 +772,7 @@ SELECT l.*, coalesce($1::timestamptz, now()) AS load_now,
        e.suspend_reason AS e_suspend_reason, e.trace_context AS e_trace_context,
        e.suspend_seq AS e_suspend_seq, e.suspend_operation_id AS e_suspend_operation_id,
        e.signals_undelivered AS e_signals_undelivered,
+       e.run_id AS e_run_id, e.run_no AS e_run_no, e.parent_id AS e_parent_id,
        h.h_seq, h.h_type, h.h_payload, h.h_created,
        s.s_id, s.s_name, s.s_message_id, s.s_payload,
        ARRAY(SELECT t.seq FROM azync_workflow_timers t

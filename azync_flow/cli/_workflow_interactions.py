@@ -1,0 +1,136 @@
+"""`azync-flow workflows query` / `update`: ask a running (or finished) execution
+a question, or send it an update and print the handler's result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from azync_flow.client import Client
+from azync_flow.errors import (
+    QueryFailedError,
+    QueryNotFoundError,
+    QueryTimeoutError,
+    UpdateError,
+)
+
+from ._common import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    CliError,
+    DbOptions,
+    connect,
+    db_options,
+    example,
+    parse_id,
+    read_input,
+    run_async,
+)
+from ._output import done, emit, json_option, record, to_plain
+
+__all__ = ["query_cmd", "update_cmd"]
+
+
+def _args(value: str | None) -> list[Any]:
+    args = read_input(value, "ARGS")
+    if args is None:
+        return []
+    if not isinstance(args, list):
+        raise CliError(
+            "ARGS must be a JSON array of the handler's arguments, e.g. '[\"sku-1\", 2]'"
+        )
+    return args
+
+
+def _print(value: Any, as_json: bool) -> None:
+    if as_json:
+        emit(value)
+    else:
+        record([], payloads=[("result", to_plain(value))])
+
+
+@click.command("query", epilog=example("azync-flow workflows query 3f2a0c9e-... summary '[]'"))
+@click.argument("id")
+@click.argument("name")
+@click.argument("args", required=False, metavar="[ARGS]")
+@click.option(
+    "--timeout", type=float, default=10.0, show_default=True,
+    help="Seconds to wait for a worker's answer.",
+)  # fmt: skip
+@json_option
+@db_options
+@run_async
+async def query_cmd(
+    id: str,
+    name: str,
+    args: str | None,
+    timeout: float,  # noqa: ASYNC109 - a CLI option
+    as_json: bool,
+    db: DbOptions,
+) -> int:
+    """Call query handler NAME of execution ID and print its result. ARGS is a JSON
+    array of arguments (inline, @file or -). A worker that registers the workflow
+    answers; nothing is written to history. Exit 3 for an unknown query, 1 when
+    the handler failed, 6 when no worker answered in time."""
+    wid = parse_id(id, "execution id")
+    values = _args(args)
+    async with connect(db) as store:
+        client = Client(store)
+        try:
+            value = await client.get_handle(wid).query(name, *values, timeout=timeout)
+        except QueryTimeoutError as exc:
+            raise CliError(str(exc), EXIT_TIMEOUT) from None
+        except QueryNotFoundError as exc:
+            raise CliError(str(exc), EXIT_NOT_FOUND) from None
+        except QueryFailedError as exc:
+            done(as_json, {"error": exc.error_type, "message": exc.message}, str(exc))
+            return EXIT_FAILED
+        finally:
+            await client.close()
+    _print(value, as_json)
+    return EXIT_OK
+
+
+@click.command(
+    "update", epilog=example("azync-flow workflows update 3f2a0c9e-... add_item '[\"sku-1\", 2]'")
+)
+@click.argument("id")
+@click.argument("name")
+@click.argument("args", required=False, metavar="[ARGS]")
+@click.option("--update-id", default=None, help="Deduplication id (default: a new UUID).")
+@click.option("--timeout", type=float, default=None, help="Seconds to wait (default: forever).")
+@json_option
+@db_options
+@run_async
+async def update_cmd(
+    id: str,
+    name: str,
+    args: str | None,
+    update_id: str | None,
+    timeout: float | None,  # noqa: ASYNC109 - a CLI option
+    as_json: bool,
+    db: DbOptions,
+) -> int:
+    """Send update NAME to running execution ID and print the handler's result.
+    ARGS is a JSON array of arguments (inline, @file or -). The same --update-id
+    runs the handler once and prints the same outcome. Exit 1 when the update was
+    rejected or failed, 6 on --timeout (the update goes on)."""
+    wid = parse_id(id, "execution id")
+    values = _args(args)
+    async with connect(db) as store:
+        client = Client(store)
+        try:
+            value = await client.get_handle(wid).update(
+                name, *values, update_id=update_id, timeout=timeout
+            )
+        except UpdateError as exc:
+            outcome = {"update_id": exc.update_id, "error": exc.error_type, "message": exc.message}
+            done(as_json, {"code": exc.code, **outcome}, str(exc))
+            return EXIT_FAILED
+        finally:
+            await client.close()
+    _print(value, as_json)
+    return EXIT_OK

@@ -1,0 +1,59 @@
+"""Schedules: cron expressions and intervals in a time zone, with explicit DST
+policies, fired exactly once per nominal time by a leader-only scheduler.
+
+Example::
+
+    from azync_flow.schedules import ScheduleSpec, StartWorkflow
+
+    await client.schedules.create(
+        "nightly-report",
+        ScheduleSpec(cron=("30 1 * * *",), tz="Europe/London"),
+        StartWorkflow.of(report, {"kind": "daily"}),
+    )
+
+or ``@workflow(schedule="30 1 * * *", tz="Europe/London")``. See docs/schedules.md.
+"""
+
+from ._attach import attach_schedules, declared_schedule_id
+from ._client import ScheduleClient
+from ._errors import ScheduleError, ScheduleExistsError, ScheduleSpecError
+from ._model import (
+    DEFAULT_ID_TEMPLATE,
+    Action,
+    EnqueueJob,
+    Overlap,
+    ScheduleDescription,
+    SchedulePolicy,
+    ScheduleRun,
+    ScheduleSummary,
+    StartDAG,
+    StartWorkflow,
+)
+from ._scheduler import SCHEDULE_LEADERSHIP, Scheduler
+from ._spec import Fire, Interval, MissingTime, RepeatedTime, ScheduleSpec
+
+__all__ = [
+    "DEFAULT_ID_TEMPLATE",
+    "SCHEDULE_LEADERSHIP",
+    "Action",
+    "EnqueueJob",
+    "Fire",
+    "Interval",
+    "MissingTime",
+    "Overlap",
+    "RepeatedTime",
+    "ScheduleClient",
+    "ScheduleDescription",
+    "ScheduleError",
+    "ScheduleExistsError",
+    "SchedulePolicy",
+    "ScheduleRun",
+    "ScheduleSpec",
+    "ScheduleSpecError",
+    "ScheduleSummary",
+    "Scheduler",
+    "StartDAG",
+    "StartWorkflow",
+    "attach_schedules",
+    "declared_schedule_id",
+]

@@ -1,0 +1,171 @@
+"""Schedules and their run ledger on PostgreSQL (``ScheduleStore``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+from ..errors import NotFoundError
+from ..types import ScheduleRecord, ScheduleRunRecord
+from ._base import PgBase
+
+__all__ = ["ScheduleMixin"]
+
+
+def _schedule(row: asyncpg.Record) -> ScheduleRecord:
+    return ScheduleRecord(
+        id=row["id"],
+        spec=bytes(row["spec"]),
+        action=bytes(row["action"]),
+        policy=bytes(row["policy"]),
+        note=row["note"],
+        paused=row["paused"],
+        cursor_at=row["cursor_at"],
+        next_fire_at=row["next_fire_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _run(row: asyncpg.Record) -> ScheduleRunRecord:
+    return ScheduleRunRecord(
+        schedule_id=row["schedule_id"],
+        nominal_at=row["nominal_at"],
+        fire_at=row["fire_at"],
+        run_id=row["run_id"],
+        outcome=row["outcome"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+class ScheduleMixin(PgBase):
+    """``ScheduleStore`` verbs (see ``store/protocols.py`` for their contract)."""
+
+    async def schedule_clock(self) -> datetime:
+        """The store's current time (UTC)."""
+        now: datetime = await self._fetchval("schedule_clock")
+        return now
+
+    async def create_schedule(self, record: ScheduleRecord) -> bool:
+        """Insert a schedule; False when the id exists (nothing written)."""
+        row = await self._fetchrow(
+            "schedule_insert",
+            record.id,
+            record.spec,
+            record.action,
+            record.policy,
+            record.note,
+            record.paused,
+            record.cursor_at,
+            record.next_fire_at,
+        )
+        return row is not None
+
+    async def get_schedule(self, id: str) -> ScheduleRecord:
+        """Raises NotFoundError: no schedule ``id``."""
+        row = await self._fetchrow("schedule_get", id)
+        if row is None:
+            raise NotFoundError(f"schedule {id!r}")
+        return _schedule(row)
+
+    async def list_schedules(self, limit: int = 1000) -> list[ScheduleRecord]:
+        """Schedules ordered by id."""
+        return [_schedule(r) for r in await self._fetch("schedule_list", limit)]
+
+    async def due_schedules(self, limit: int = 100) -> list[ScheduleRecord]:
+        """Unpaused schedules whose next fire has come, most overdue first."""
+        return [_schedule(r) for r in await self._fetch("schedule_due", limit)]
+
+    async def schedules_with_pending_runs(self) -> list[ScheduleRecord]:
+        """Schedules holding a requested or buffered run."""
+        return [_schedule(r) for r in await self._fetch("schedule_with_pending_runs")]
+
+    async def pending_schedule_runs(self, schedule_id: str) -> list[ScheduleRunRecord]:
+        """Requested and buffered runs of a schedule, oldest nominal time first."""
+        return [_run(r) for r in await self._fetch("schedule_runs_pending", schedule_id)]
+
+    async def request_schedule_runs(
+        self, schedule_id: str, runs: Sequence[tuple[datetime, datetime, uuid.UUID]]
+    ) -> int:
+        """Record ``(nominal_at, fire_at, run_id)`` as requested; times already
+        recorded are left alone. Returns how many were new."""
+        rows = await self._fetch(
+            "schedule_runs_request",
+            schedule_id,
+            [n for n, _, _ in runs],
+            [f for _, f, _ in runs],
+            [r for _, _, r in runs],
+        )
+        return len(rows)
+
+    async def update_schedule(
+        self, id: str, spec: bytes, action: bytes, policy: bytes, next_fire_at: datetime | None
+    ) -> None:
+        """Replace spec, action and policy (the cursor stays).
+
+        Raises NotFoundError: no schedule ``id``.
+        """
+        await self._must(
+            "schedule_update", id, spec, action, policy, next_fire_at, what=f"schedule {id!r}"
+        )
+
+    async def advance_schedule(
+        self, id: str, cursor_at: datetime, next_fire_at: datetime | None
+    ) -> bool:
+        """Move the cursor forward; False when gone or already later."""
+        return await self._fetchrow("schedule_advance", id, cursor_at, next_fire_at) is not None
+
+    async def set_schedule_paused(
+        self, id: str, paused: bool, note: str, cursor_at: datetime, next_fire_at: datetime | None
+    ) -> None:
+        """Pause or unpause. Raises NotFoundError: no schedule ``id``."""
+        await self._must(
+            "schedule_set_paused",
+            id,
+            paused,
+            note,
+            cursor_at,
+            next_fire_at,
+            what=f"schedule {id!r}",
+        )
+
+    async def delete_schedule(self, id: str) -> None:
+        """Delete it and its ledger. Raises NotFoundError: no schedule ``id``."""
+        await self._must("schedule_delete", id, what=f"schedule {id!r}")
+
+    async def record_schedule_run(
+        self,
+        schedule_id: str,
+        nominal_at: datetime,
+        fire_at: datetime,
+        run_id: uuid.UUID,
+        outcome: str,
+    ) -> str | None:
+        """Record one nominal time's outcome; None when already final."""
+        value: str | None = await self._fetchval(
+            "schedule_run_record", schedule_id, nominal_at, fire_at, run_id, outcome
+        )
+        return value
+
+    async def schedule_run(
+        self, schedule_id: str, nominal_at: datetime
+    ) -> ScheduleRunRecord | None:
+        """The ledger row of one nominal time, if any."""
+        row = await self._fetchrow("schedule_run_get", schedule_id, nominal_at)
+        return None if row is None else _run(row)
+
+    async def recent_schedule_runs(
+        self, schedule_id: str, limit: int, outcomes: Sequence[str] | None = None
+    ) -> list[ScheduleRunRecord]:
+        """Ledger rows, newest nominal time first."""
+        rows = await self._fetch(
+            "schedule_runs_recent",
+            schedule_id,
+            limit,
+            None if outcomes is None else list(outcomes),
+        )
+        return [_run(r) for r in rows]

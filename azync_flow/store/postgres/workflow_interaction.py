@@ -1,0 +1,149 @@
+"""Queries and updates of workflow executions (PostgreSQL driver).
+
+* Queries are short-lived rows: ``request_workflow_query`` inserts one and
+  NOTIFYs ``workflow:$query``; a worker registering the workflow claims it
+  (``claim_workflow_queries``), answers it (``answer_workflow_query``, which
+  NOTIFYs ``workflow.query:<execution id>``); the caller takes the answer
+  (``take_workflow_query``, deleting the row). Nothing touches history.
+* Update requests travel through the signal inbox; their outcomes are kept
+  by the pass commit that decided them (:meth:`_record_update_outcomes`, in
+  the pass's transaction, NOTIFYing ``workflow.update:<execution id>``) and
+  read with ``get_workflow_update``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from ..errors import NotFoundError
+from ..types import QueryAnswer, QueryClaim, QueryRequest, UpdateOutcome
+from ..validate import check_name
+from ._base import PgBase
+
+__all__ = ["QUERY_PREFIX", "UPDATE_PREFIX", "WorkflowInteractionMixin"]
+
+#: Notification payload prefixes (the execution id follows) waking callers.
+QUERY_PREFIX = "workflow.query:"
+UPDATE_PREFIX = "workflow.update:"
+
+
+class WorkflowInteractionMixin(PgBase):
+    async def request_workflow_query(self, p: QueryRequest) -> str:
+        """Insert a pending query of execution ``p.workflow_id`` (running or
+        finished) and wake the workers, in one statement.
+
+        Returns:
+            The execution's workflow name (the workers registering it answer).
+
+        Raises:
+            NotFoundError: no such execution.
+            ValueError: ``p.name`` is empty, over 255 characters, or not valid text.
+        """
+        check_name(p.name, "query name")
+        row = await self._fetchrow(
+            "workflow_query_request",
+            p.id,
+            p.workflow_id,
+            p.name,
+            p.args,
+            p.timeout,
+            self.channel,
+        )
+        if row is None:
+            raise NotFoundError(f"workflow execution {p.workflow_id} does not exist")
+        return str(row["workflow_name"])
+
+    async def claim_workflow_queries(
+        self, workflow_names: Sequence[str], limit: int
+    ) -> list[QueryClaim]:
+        """Claim up to ``limit`` pending, unexpired queries of these workflows,
+        oldest first (``SKIP LOCKED``: each query goes to one worker); rows
+        whose deadline passed a minute ago are deleted on the way."""
+        if limit <= 0 or not workflow_names:
+            return []
+        rows = await self._fetch("workflow_query_claim", list(workflow_names), limit)
+        return [
+            QueryClaim(
+                id=r["id"],
+                workflow_id=r["workflow_id"],
+                workflow_name=r["workflow_name"],
+                name=r["name"],
+                args=bytes(r["args"]),
+            )
+            for r in rows
+        ]
+
+    async def answer_workflow_query(self, query_id: uuid.UUID, answer: QueryAnswer) -> bool:
+        """Record the answer (``answer.state``: answered or failed) of a claimed
+        query and wake its caller.
+
+        Returns:
+            False when the caller withdrew the query meanwhile (nothing written).
+        """
+        row = await self._fetchrow(
+            "workflow_query_answer",
+            query_id,
+            answer.state,
+            answer.answer,
+            answer.error_type,
+            answer.message,
+            self.channel,
+        )
+        return row is not None
+
+    async def take_workflow_query(
+        self, query_id: uuid.UUID, *, withdraw: bool = False
+    ) -> QueryAnswer | None:
+        """Delete an answered query and return its answer; None while it is not
+        answered. With ``withdraw`` the query is deleted whatever its state (a
+        worker that claimed it then cannot answer) and returned as it was."""
+        row = await self._fetchrow("workflow_query_take", query_id, withdraw)
+        if row is None:
+            return None
+        answer = row["answer"]
+        return QueryAnswer(
+            state=row["state"],
+            answer=None if answer is None else bytes(answer),
+            error_type=row["error_type"],
+            message=row["message"],
+        )
+
+    async def get_workflow_update(
+        self, workflow_id: uuid.UUID, update_id: str
+    ) -> UpdateOutcome | None:
+        """The outcome of update ``update_id`` of an execution; None while it
+        has none (not yet decided, or never requested)."""
+        row = await self._fetchrow("workflow_update_get", workflow_id, update_id)
+        if row is None:
+            return None
+        result = row["result"]
+        return UpdateOutcome(
+            update_id=update_id,
+            name=row["name"],
+            state=row["state"],
+            result=None if result is None else bytes(result),
+            error_type=row["error_type"],
+            message=row["message"],
+        )
+
+    async def _record_update_outcomes(
+        self, conn: asyncpg.Connection, run_id: uuid.UUID, outcomes: Sequence[UpdateOutcome]
+    ) -> None:
+        """Keep a pass's update outcomes (inside its transaction) and wake callers."""
+        if not outcomes:
+            return
+        await self._fetchrow(
+            "workflow_update_outcomes_record",
+            run_id,
+            [o.update_id for o in outcomes],
+            [o.name for o in outcomes],
+            [o.state for o in outcomes],
+            [o.result for o in outcomes],
+            [o.error_type for o in outcomes],
+            [o.message for o in outcomes],
+            self.channel,
+            conn=conn,
+        )

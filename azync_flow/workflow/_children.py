@@ -1,0 +1,75 @@
+"""Child workflows seen from the parent's code: :class:`ChildHandle`."""
+
+from __future__ import annotations
+
+import asyncio
+import typing
+import uuid
+from typing import Any, Generic, TypeVar
+
+from azync_flow.replay.codec import decode_value, encode_value
+from azync_flow.replay.engine import WorkflowInstance
+
+__all__ = ["ChildHandle", "ParentClosePolicy"]
+
+R = TypeVar("R")
+
+#: What happens to a live child when its parent run ends (completes, fails, is
+#: cancelled or terminated, or continues as new): ``"terminate"`` ends it
+#: (the default), ``"request_cancel"`` sends it a cancel request, ``"abandon"``
+#: leaves it running on its own.
+ParentClosePolicy = typing.Literal["terminate", "request_cancel", "abandon"]
+
+
+class ChildHandle(Generic[R]):
+    """A child execution started by ``ctx.start_child``.
+
+    Attributes:
+        id: the child execution's id (list/describe it with the client).
+        name: its workflow name.
+        seq: the parent's history seq of its ``ChildStarted`` event.
+    """
+
+    def __init__(
+        self,
+        instance: WorkflowInstance,
+        seq: int,
+        child_id: uuid.UUID,
+        name: str,
+        future: asyncio.Future[Any],
+        result_type: Any,
+    ) -> None:
+        self._instance = instance
+        self._future = future
+        self._result_type = result_type
+        self.id = child_id
+        self.name = name
+        self.seq = seq
+
+    def __repr__(self) -> str:
+        return f"ChildHandle({self.name!r}, id={self.id})"
+
+    async def result(self) -> R:
+        """Wait (durably) for the child to finish and return its result, decoded to
+        the child workflow's return annotation.
+
+        Raises:
+            ChildWorkflowError: the child failed, was cancelled or terminated
+                (its ``state``, ``error_type`` and ``message``), or its id was
+                taken by another execution.
+        """
+        raw = await asyncio.shield(self._future)
+        value = decode_value(raw, self._result_type, f"result of child workflow {self.name!r}")
+        return typing.cast(R, value)
+
+    async def signal(self, name: str, payload: Any = None) -> None:
+        """Send signal ``name`` to the child. Recorded in the parent's history
+        (``ChildSignaled``) and buffered for the child in the same commit,
+        exactly once (its message id is derived from the parent run and seq). A
+        signal to a child that has already finished is dropped.
+
+        Raises:
+            PayloadEncodeError: ``payload`` is not JSON-encodable.
+        """
+        data = encode_value(payload, f"payload of signal {name!r}")
+        self._instance.signal_child(self.seq, self.id, name, data)

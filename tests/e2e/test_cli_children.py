@@ -1,0 +1,44 @@
+"""`azync-flow workflows list/show` name a child's parent and a continued
+execution's run chain."""
+
+from __future__ import annotations
+
+from azync_flow.client import Client
+from azync_flow.runtime import LocalRuntime
+from azync_flow.store.postgres import PostgresStore
+from azync_flow.workflow import Registry
+
+from . import test_child_workflows as kids
+from . import test_continue_as_new as loops
+from .test_cli_commands import Cmd, cmd  # noqa: F401
+
+
+async def test_workflows_list_and_show_name_the_parent_and_the_run_chain(
+    cmd: Cmd,  # noqa: F811
+    store: PostgresStore,
+) -> None:
+    runtime = LocalRuntime(
+        store, Registry([*kids.WORKFLOWS, loops.counter], [kids.double, loops.add])
+    )
+    client = Client(store)
+    parent = await client.start(kids.parent_one, 3)
+    looped = await client.start(loops.counter, loops.Loop(0, 3))
+    await runtime.run_until_idle()
+    (child,) = await store.list_child_workflows(parent.id)
+    listed = (await cmd("workflows", "list", "--json")).json["items"]
+    by_id = {i["id"]: i for i in listed}
+    assert by_id[str(child.id)]["parent_id"] == str(parent.id)
+    assert by_id[str(parent.id)]["parent_id"] is None
+    assert by_id[str(looped.id)]["run_no"] == 3
+    table = await cmd("workflows", "list")
+    assert "PARENT" in table.out
+    shown = await cmd("workflows", "show", str(child.id))
+    assert shown.code == 0
+    assert str(parent.id) in shown.out
+    assert "terminate" in shown.out  # its parent-close policy
+    chain = (await cmd("workflows", "show", str(looped.id), "--json")).json
+    assert [r["run_no"] for r in chain["runs"]] == [1, 2, 3]
+    assert chain["runs"][0]["run_id"] == str(looped.id)
+    assert chain["run_no"] == 3
+    text = await cmd("workflows", "show", str(looped.id))
+    assert "earlier runs" in text.out

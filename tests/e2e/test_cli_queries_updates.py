@@ -1,0 +1,58 @@
+"""`azync-flow workflows query` / `update` in a subprocess against a real worker
+process (the shopping cart sample)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from azync_flow.store.postgres import PostgresStore
+
+from .test_cli_commands import ROOT, Cmd, cmd
+
+__all__ = ["cmd"]  # the fixture, re-used
+
+
+async def test_workflows_query_and_update_verbs(cmd: Cmd, store: PostgresStore) -> None:
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "azync_flow.cli", "worker", "shopping_cart", "--log-level", "ERROR",
+        cwd=ROOT / "samples", env=cmd.env,
+    )  # fmt: skip
+    try:
+        started = await cmd("workflows", "start", "shopping_cart", "--input", '"ann"', "--json")
+        wid = started.json["id"]
+        added = await cmd(
+            "workflows", "update", wid, "add_item", '["sku-1", 2]', "--update-id", "l1", "--json"
+        )
+        assert (added.code, added.json) == (0, 1)
+        again = await cmd(
+            "workflows", "update", wid, "add_item", '["sku-1", 2]', "--update-id", "l1"
+        )
+        assert again.code == 0
+        assert "1" in again.out
+        rejected = await cmd("workflows", "update", wid, "add_item", '["sku-2", 0]', "--json")
+        assert rejected.code == 1
+        assert rejected.json["error"] == "ValueError"
+        assert rejected.json["code"] == "update_rejected"
+        summary = await cmd("workflows", "query", wid, "summary", "--json")
+        assert summary.code == 0
+        assert summary.json["lines"] == [
+            {"sku": "sku-1", "quantity": 2, "reservation": "rsv-sku-1x2"}
+        ]
+        table = await cmd("workflows", "query", wid, "summary")
+        assert "sku-1" in table.out
+        unknown = await cmd("workflows", "query", wid, "nope")
+        assert unknown.code == 3
+        assert "no query handler of that name" in unknown.err
+        bad = await cmd("workflows", "query", wid, "summary", '{"not": "an array"}')
+        assert bad.code == 2
+        assert "ARGS must be a JSON array" in bad.err
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(worker.wait(), 30) == 0
+    late = await cmd("workflows", "query", wid, "summary", "--timeout", "0.5")
+    assert late.code == 6
+    assert "no worker answered within 0.5s" in late.err
+    history = await cmd("workflows", "history", wid)
+    assert history.out.count("UpdateAccepted") == 1
