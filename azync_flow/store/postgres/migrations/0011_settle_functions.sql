@@ -121,3 +121,13 @@ BEGIN
     WHERE (SELECT count(*) FROM wake) >= 0;
 END
 $$;
+
+-- The child-workflow wake (migration 0009) is the same merge-insert made due
+-- now: one home for it.
+CREATE OR REPLACE FUNCTION azync_workflow_wake_task(p_id uuid, p_at timestamptz, p_channel text)
+RETURNS void
+    LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    PERFORM azync_schedule_workflow_task(p_id, '$wft', p_at, p_at, p_channel);
+END
+$$;
