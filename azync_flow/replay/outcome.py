@@ -14,6 +14,7 @@ from azync_flow.store.types import BufferedSignal
 
 __all__ = [
     "BufferedSignal",
+    "CancelChild",
     "CancelTimer",
     "Command",
     "PassOutcome",
@@ -116,7 +117,15 @@ class SignalChild:
     message_id: str
 
 
-Command = ScheduleActivity | StartTimer | CancelTimer | StartChild | SignalChild
+@dataclass(frozen=True)
+class CancelChild:
+    """Request cancellation of child ``workflow_id`` (ChildCancelRequested at ``seq``)."""
+
+    seq: int
+    workflow_id: uuid.UUID
+
+
+Command = ScheduleActivity | StartTimer | CancelTimer | StartChild | SignalChild | CancelChild
 
 
 @dataclass(frozen=True)
@@ -230,6 +239,10 @@ class PassOutcome:
     @property
     def child_signals(self) -> list[SignalChild]:
         return [c for c in self.commands if isinstance(c, SignalChild)]
+
+    @property
+    def child_cancels(self) -> list[CancelChild]:
+        return [c for c in self.commands if isinstance(c, CancelChild)]
 
 
 def safe_message(exc: BaseException) -> str:
