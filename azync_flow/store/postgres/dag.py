@@ -88,14 +88,12 @@ _PUBLISH_DAG_EVENTS = """, dag_ev AS (
     FROM dag_ev v JOIN azync_subscribers s ON s.event_type = v.type CROSS JOIN clock c
     RETURNING kind
 ), dag_ev_stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
-    SELECT 'event', kind, ((SELECT t FROM clock) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, count(*)
-    FROM dag_ev_jobs GROUP BY kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
+    SELECT azync_job_count((SELECT t FROM clock),
+                           array_agg(ROW('event', kind, 1, 0, 0, 0)::azync_job_delta))
+    FROM dag_ev_jobs
 ), dag_ev_wake AS (
     SELECT pg_notify({channel}, 'event:' || kind) FROM (SELECT DISTINCT kind FROM dag_ev_jobs) k
+    WHERE (SELECT count(*) FROM dag_ev_stat) >= 0
 )"""
 _PUBLISH_MARK = re.compile(r"^-- @publish_dag_events (\$\d+)$", re.MULTILINE)
 
