@@ -13,24 +13,20 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from azync_flow.dag import (
-        DAG,
-        DAGClient,
-        DAGValidationError,
-        NotReady,
-        Skip,
-        TaskContext,
-        attach_dags,
-    )
+    from azync_flow.client import Client
+    from azync_flow.dag import DAG, DAGClient, TaskContext, attach_dags
     from azync_flow.errors import (
         ActivityError,
         AzyncError,
         ChildWorkflowError,
+        DAGValidationError,
         NonDeterminismError,
+        NotReady,
         QueryFailedError,
         QueryNotFoundError,
         QueryTimeoutError,
         SchemaNotMigratedError,
+        Skip,
         StoreUnavailableError,
         Uncertain,
         UpdateFailedError,
@@ -43,7 +39,10 @@ if TYPE_CHECKING:
     from azync_flow.replay import Replayer
     from azync_flow.retry import RetryPolicy
     from azync_flow.runtime.uncertain import Reconciled
+    from azync_flow.runtime.worker_runtime import attach_workflows
     from azync_flow.schedules import ScheduleSpec, StartWorkflow, attach_schedules
+    from azync_flow.store import Config
+    from azync_flow.store.postgres import open_store
     from azync_flow.worker import Worker
     from azync_flow.workflow import (
         ActivityOptions,
@@ -55,11 +54,12 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it.
 _HOMES = {
+    "Client": "azync_flow.client",
     "DAG": "azync_flow.dag",
     "DAGClient": "azync_flow.dag",
-    "DAGValidationError": "azync_flow.dag",
-    "NotReady": "azync_flow.dag",
-    "Skip": "azync_flow.dag",
+    "DAGValidationError": "azync_flow.errors",
+    "NotReady": "azync_flow.errors",
+    "Skip": "azync_flow.errors",
     "TaskContext": "azync_flow.dag",
     "attach_dags": "azync_flow.dag",
     "ActivityError": "azync_flow.errors",
@@ -83,6 +83,9 @@ _HOMES = {
     "Replayer": "azync_flow.replay",
     "RetryPolicy": "azync_flow.retry",
     "Reconciled": "azync_flow.runtime.uncertain",
+    "attach_workflows": "azync_flow.runtime.worker_runtime",
+    "Config": "azync_flow.store",
+    "open_store": "azync_flow.store.postgres",
     "ScheduleSpec": "azync_flow.schedules",
     "StartWorkflow": "azync_flow.schedules",
     "attach_schedules": "azync_flow.schedules",
@@ -99,6 +102,8 @@ __all__ = [
     "ActivityOptions",
     "AzyncError",
     "ChildWorkflowError",
+    "Client",
+    "Config",
     "DAGClient",
     "DAGValidationError",
     "EventContext",
@@ -129,6 +134,8 @@ __all__ = [
     "attach_dags",
     "attach_schedules",
     "attach_subscribers",
+    "attach_workflows",
+    "open_store",
     "subscriber",
     "workflow",
 ]

@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from azync_flow._payload import encode_value
 from azync_flow.errors import (
     NotFoundError,
     QueryFailedError,
@@ -29,7 +28,7 @@ from azync_flow.errors import (
     UpdateRejectedError,
 )
 from azync_flow.replay._interactions import UPDATE_SIGNAL_PREFIX
-from azync_flow.replay.codec import decode_value
+from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.store.types import (
     QueryAnswer,
     QueryRequest,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from azync_flow.store.errors import StoreUnavailableError
+from azync_flow.errors import LeadershipLostError, StoreUnavailableError
 
 __all__ = ["log_failure"]
 
@@ -21,9 +21,11 @@ def log_failure(
     when ``traceback``, else followed by ``: <exc>``.
 
     A :class:`StoreUnavailableError` is one DEBUG line instead: the store logs
-    one WARNING per outage, not one per retry.
+    one WARNING per outage, not one per retry. So is a
+    :class:`LeadershipLostError`: a fenced write of a lapsed leadership term is
+    expected when leadership moves, and the new leader does the work.
     """
-    if isinstance(exc, StoreUnavailableError):
+    if isinstance(exc, StoreUnavailableError | LeadershipLostError):
         logger.debug(msg + ": %s", *args, exc)
     elif traceback:
         logger.log(level, msg, *args, exc_info=exc)

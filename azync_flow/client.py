@@ -19,7 +19,7 @@ import time
 import typing
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 import asyncpg
 
@@ -30,17 +30,16 @@ from azync_flow._client_interactions import (
     update_workflow,
     wait_for,
 )
-from azync_flow._payload import encode_value
+from azync_flow._text import clean_text
 from azync_flow.errors import (
+    IdempotencyConflictError,
     WorkflowCancelledError,
-    WorkflowError,
     WorkflowFailedError,
     WorkflowTerminatedError,
 )
 from azync_flow.events._publish import publish_event
-from azync_flow.replay.codec import decode_value
+from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
-from azync_flow.replay.outcome import sanitize_text
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.runtime._transient import retry_transient
@@ -51,12 +50,11 @@ from azync_flow.runtime.uncertain import (
     default_decider,
     resolve_operation,
 )
-from azync_flow.store.errors import ConflictError
+from azync_flow.store.protocols import WorkflowClientStore
 from azync_flow.store.types import (
     EnqueueParams,
     SignalParams,
     StalledWorkflow,
-    TerminatedExecution,
     WorkflowExecutionView,
     WorkflowRunView,
     WorkflowStartParams,
@@ -79,36 +77,6 @@ log = logging.getLogger("azync_flow.client")
 RESET = uuid.UUID(int=0)
 
 R = TypeVar("R")
-
-
-class IdempotencyConflictError(ConflictError, WorkflowError):
-    """A start reused an id or idempotency key of an execution with a different
-    workflow or different input (C19). Nothing was started."""
-
-    code = "idempotency_conflict"
-
-
-class ClientStore(Protocol):
-    async def start_workflow(
-        self, p: WorkflowStartParams, *, trace_context: dict[str, str] | None = None
-    ) -> tuple[bool, uuid.UUID]: ...
-    async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView: ...
-    async def signal_workflow(self, p: SignalParams) -> bool: ...
-    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState | None: ...
-    async def terminate_workflow(
-        self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
-    ) -> TerminatedExecution: ...
-    async def resume_workflow(self, id: uuid.UUID) -> None: ...
-    async def list_uncertain_operations(
-        self, limit: int = 100, workflow_id: uuid.UUID | None = None
-    ) -> list[Any]: ...
-    async def resolve_uncertain(self, *args: Any, **kwargs: Any) -> Any: ...
-    async def list_history(
-        self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
-    ) -> list[Any]: ...
-    async def list_stalled_workflows(
-        self, older_than: timedelta, limit: int
-    ) -> list[StalledWorkflow]: ...
 
 
 class ExecutionPage(NamedTuple):
@@ -152,7 +120,7 @@ class Client:
 
     def __init__(
         self,
-        store: ClientStore,
+        store: WorkflowClientStore[asyncpg.Connection],
         *,
         poll_interval: timedelta = timedelta(milliseconds=200),
         fallback_poll: timedelta = timedelta(seconds=5),
@@ -221,7 +189,7 @@ class Client:
             meta=traced_meta(meta),
             **options,
         )
-        inserted = await self.store.enqueue(params)  # type: ignore[attr-defined]
+        inserted = await self.store.enqueue(params)
         return job_id if inserted else None
 
     async def publish(
@@ -258,7 +226,7 @@ class Client:
             ConflictError: an event with this ``id`` exists.
         """
         return await publish_event(
-            self.store,  # type: ignore[arg-type]
+            self.store,
             event_type,
             payload,
             key=key,
@@ -294,7 +262,7 @@ class Client:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
-        rows = await self.store.list_workflow_executions(  # type: ignore[attr-defined]
+        rows = await self.store.list_workflow_executions(
             name=name, state=state, limit=limit + 1, before=cursor
         )
         more = len(rows) > limit
@@ -474,7 +442,7 @@ class Client:
         """
         op_id = getattr(operation_id, "job_id", operation_id)
         resolved_op = await resolve_operation(
-            self.store,  # type: ignore[arg-type]
+            self.store,
             op_id,
             decision,
             result=result,
@@ -602,8 +570,8 @@ class WorkflowHandle(Generic[R]):
                 off and retries meanwhile); nothing changed, call it again.
         """
         # free text, escaped like every recorded reason (NUL, lone surrogates)
-        reason = sanitize_text(reason)
-        who = sanitize_text(terminated_by or default_decider())
+        reason = clean_text(reason)
+        who = clean_text(terminated_by or default_decider())
         event = encode_event(WorkflowTerminated(reason=reason, terminated_by=who))
         done = await retry_transient(
             lambda: self.client.store.terminate_workflow(self.id, reason, who, event)

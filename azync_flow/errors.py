@@ -1,11 +1,17 @@
-"""Public error tree of azync_flow.
+"""Public error tree of azync_flow: every error and control-flow signal it raises on purpose.
 
 Tree::
 
-    AzyncError                          (azync_flow.store.errors)
-    ├── StoreError                      (NotFoundError, ConflictError, LeadershipLostError,
-    │                                    MigrationError, SchemaNotMigratedError,
-    │                                    StoreUnavailableError)
+    AzyncError
+    ├── StoreError
+    │   ├── NotFoundError               missing row, stale lease token, wrong state for the verb
+    │   ├── ConflictError               the row exists but another writer won
+    │   │   ├── IdempotencyConflictError    (a workflow start reused an id or key with other input)
+    │   │   └── DAGIdempotencyConflictError (existing_id) — a DAG run reused a live run's key
+    │   ├── LeadershipLostError         a fenced maintenance write of a lapsed leadership term
+    │   ├── MigrationError
+    │   ├── SchemaNotMigratedError      (schema) — the schema lacks the tables: run the migrations
+    │   └── StoreUnavailableError       the database cannot be reached right now; retryable
     ├── WorkflowError
     │   ├── NonDeterminismError         (seq, recorded, new) — execution is suspended
     │   │   └── ForbiddenCallError      (call) — real I/O, threads, wall clock in a workflow
@@ -21,40 +27,41 @@ Tree::
     │   │   ├── QueryNotFoundError      no handler of that name
     │   │   ├── QueryFailedError        (error_type, message) — the handler raised
     │   │   └── QueryTimeoutError       (timeout_s) — no worker answered in time
-    │   └── UpdateError                 (workflow_id, update, update_id)
-    │       ├── UpdateRejectedError     (error_type, message) — validator, unknown name,
-    │       │                           finished execution; not in history
-    │       └── UpdateFailedError       (error_type, message) — the handler raised, or the
-    │                                   execution ended before the handler returned
+    │   ├── UpdateError                 (workflow_id, update, update_id)
+    │   │   ├── UpdateRejectedError     (error_type, message) — validator, unknown name,
+    │   │                               finished execution; not in history
+    │   │   └── UpdateFailedError       (error_type, message) — the handler raised, or the
+    │   │                               execution ended before the handler returned
+    │   └── IdempotencyConflictError    (also a ConflictError, above)
     ├── ActivityError                   (activity, error_type, message, attempts, seq)
     ├── Uncertain                       raised BY an activity: outcome unknown, park it
-    └── PayloadError
-        ├── PayloadEncodeError          (a value msgspec cannot encode, e.g. a lone surrogate)
-        └── PayloadTooLargeError        (size, limit)
+    ├── PayloadError
+    │   ├── PayloadEncodeError          (a value msgspec cannot encode, e.g. a lone surrogate)
+    │   └── PayloadTooLargeError        (size, limit)
+    ├── LeaseLost                       a job's lease token no longer owns the row
+    ├── DAGValidationError              (dag, task) — also a ValueError
+    ├── HistoryFileError                (source, problem) — also a ValueError
+    └── OtlpConfigError                 ``configure_otlp`` cannot do what was asked
 
     BaseException
-    ├── WorkflowAbort                   control flow: stops workflow code during a pass;
-    │                                   user code must not catch it.
-    └── ContinueAsNew                   control flow: ``ctx.continue_as_new(input)`` ends
-                                        the run; user code must not catch it.
+    ├── WorkflowAbort                   stops workflow code during a pass; never caught by it
+    ├── ContinueAsNew                   ``ctx.continue_as_new(input)`` ends the run
+    ├── Snooze                          (delay) raised by a queue handler: re-check later
+    ├── Skip                            (reason) raised by a handler: settle as skipped
+    └── NotReady                        (delay, reason) raised by a DAG task: re-check later
 
-Every error carries structured fields and a stable ``code`` shown in ``str()``.
+Every error carries structured fields and a stable ``code`` shown in ``str()``;
+the control-flow signals derive from ``BaseException`` so a handler's
+``except Exception`` cannot swallow them. ``azync_flow.store.errors``,
+``azync_flow.dag`` and ``azync_flow.worker`` re-export the names they used to
+define.
 """
 
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
-
-from azync_flow.store.errors import (
-    AzyncError,
-    ConflictError,
-    LeadershipLostError,
-    NotFoundError,
-    SchemaNotMigratedError,
-    StoreError,
-    StoreUnavailableError,
-)
 
 __all__ = [
     "ActivityError",
@@ -62,10 +69,18 @@ __all__ = [
     "ChildWorkflowError",
     "ConflictError",
     "ContinueAsNew",
+    "DAGIdempotencyConflictError",
+    "DAGValidationError",
     "ForbiddenCallError",
+    "HistoryFileError",
+    "IdempotencyConflictError",
     "LeadershipLostError",
+    "LeaseLost",
+    "MigrationError",
     "NonDeterminismError",
     "NotFoundError",
+    "NotReady",
+    "OtlpConfigError",
     "PayloadEncodeError",
     "PayloadError",
     "PayloadTooLargeError",
@@ -75,6 +90,8 @@ __all__ = [
     "QueryTimeoutError",
     "ReadOnlyContextError",
     "SchemaNotMigratedError",
+    "Skip",
+    "Snooze",
     "StoreError",
     "StoreUnavailableError",
     "Uncertain",
@@ -88,7 +105,97 @@ __all__ = [
     "WorkflowFailedError",
     "WorkflowSuspendedError",
     "WorkflowTerminatedError",
+    "is_not_found",
 ]
+
+
+class AzyncError(Exception):
+    """Root of every error azync_flow raises on purpose."""
+
+    code = "azync"
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {super().__str__()}"
+
+
+class StoreError(AzyncError):
+    """Base of errors from the store: the database said no, or cannot be reached."""
+
+    code = "store"
+
+
+class NotFoundError(StoreError):
+    """The target row does not exist, is in the wrong state, or the lease token
+    no longer owns it. Nothing was changed."""
+
+    code = "not_found"
+
+
+class ConflictError(StoreError):
+    """A concurrent writer already applied a conflicting change. Nothing was changed."""
+
+    code = "conflict"
+
+
+class LeadershipLostError(StoreError):
+    """The leadership term a maintenance write was fenced by is no longer held
+    (its lease expired on the backend clock or another holder took over).
+    Nothing was changed; stop acting as leader."""
+
+    code = "leadership_lost"
+
+
+class MigrationError(StoreError):
+    """A bundled migration cannot be applied (bad file set, failing DDL, edited after applying)."""
+
+    code = "migration"
+
+
+class SchemaNotMigratedError(StoreError):
+    """The schema has no azync_flow tables, or lacks migrations this version needs.
+
+    Not retryable: run ``azync-flow migrate`` (or ``open_store(..., migrate=True)``)
+    against the schema, or point ``Config.schema`` / ``--schema`` at the right one.
+
+    Attributes:
+        schema: the schema the store was opened on.
+    """
+
+    code = "schema_not_migrated"
+
+    def __init__(self, schema: str, detail: str = "it has no azync_flow tables") -> None:
+        self.schema = schema
+        self.detail = detail
+        super().__init__(
+            f"schema {schema!r} is not migrated ({detail}); "
+            "run `azync-flow migrate` first (or check the schema name)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.schema, self.detail))
+
+
+class StoreUnavailableError(StoreError):
+    """The database cannot be reached right now: refused or dropped connection,
+    server starting up or shutting down, too many connections.
+
+    Retryable. A call that failed while reading changed nothing; a write whose
+    connection broke mid-commit may or may not have been applied, so retry with
+    the same ids, idempotency keys and message ids (the client verbs are
+    idempotent under them). The driver error is kept as ``__cause__``.
+    """
+
+    code = "store_unavailable"
+    retryable = True
+
+
+def is_not_found(err: BaseException | None) -> bool:
+    """Return True when ``err`` is (or wraps) a :class:`NotFoundError`."""
+    while err is not None:
+        if isinstance(err, NotFoundError):
+            return True
+        err = err.__cause__
+    return False
 
 
 class WorkflowError(AzyncError):
@@ -469,12 +576,151 @@ class PayloadTooLargeError(PayloadError):
         return (type(self), (self.what, self.size, self.limit))
 
 
+class IdempotencyConflictError(ConflictError, WorkflowError):
+    """A start reused an id or idempotency key of an execution with a different
+    workflow or different input. Nothing was started."""
+
+    code = "idempotency_conflict"
+
+
+class DAGIdempotencyConflictError(ConflictError):
+    """A run reused the idempotency key of a live run of the same DAG with
+    different tasks, task payloads or meta. Nothing was started.
+
+    Attributes:
+        existing_id: the live run holding the key.
+    """
+
+    code = "idempotency_conflict"
+
+    def __init__(self, message: str, existing_id: uuid.UUID) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+
+
+class DAGValidationError(AzyncError, ValueError):
+    """A DAG definition is invalid (cycle, unknown dependency, duplicate or reserved key).
+
+    Attributes:
+        dag: the DAG name.
+        task: the offending task key.
+    """
+
+    code = "dag_invalid"
+
+    def __init__(self, dag: str, task: str, problem: str) -> None:
+        super().__init__(f"dag {dag!r}, task {task!r}: {problem}")
+        self.dag = dag
+        self.task = task
+
+
+class LeaseLost(AzyncError):
+    """The job's lease token no longer owns the row: another attempt may run it now.
+
+    Raised by ``LeaseHandle.extend`` (and ``JobContext.heartbeat``). A
+    runner that sees it must stop and must not settle the job.
+    """
+
+    code = "lease_lost"
+
+
+class HistoryFileError(AzyncError, ValueError):
+    """A recorded history (file or JSON bytes) is malformed: not JSON, not the
+    ``RecordedHistory`` shape, or an event payload that does not match its type.
+
+    Attributes:
+        source: the file path, or ``"<json>"`` for in-memory JSON.
+        problem: what is wrong, as the decoder reported it (with a JSON path).
+    """
+
+    code = "history_file"
+
+    def __init__(self, source: str, problem: str) -> None:
+        self.source = source
+        self.problem = problem
+        super().__init__(f"malformed history {source}: {problem}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.source, self.problem))
+
+
+class OtlpConfigError(AzyncError):
+    """``configure_otlp`` cannot do what was asked (bad protocol, provider already set)."""
+
+    code = "otlp_config"
+
+
+class Snooze(BaseException):
+    """Raise from a queue or event handler to park the job and re-check after ``delay``.
+
+    The lease's attempt is given back, so snoozing never spends the retry
+    budget. A job with a snooze budget is dead-lettered with
+    ``SnoozeDeadlineExceeded`` once a snooze is settled past its deadline.
+
+    Args:
+        delay: how long to wait, from the backend clock's now.
+
+    Raises:
+        ValueError: ``delay`` is negative.
+    """
+
+    code = "snooze"
+
+    def __init__(self, delay: timedelta) -> None:
+        if delay < timedelta(0):
+            raise ValueError("snooze delay must be >= 0")
+        super().__init__(delay)
+        self.delay = delay
+
+
+class Skip(BaseException):
+    """Raise from a handler (queue job, event subscriber or DAG task) to settle it as skipped.
+
+    Skipped is terminal and never retried; ``reason`` is kept as the job's last
+    error for the ops surfaces. A skipped DAG task has no result, satisfies its
+    dependents like a succeeded one and is never compensated (with no reason
+    it is recorded as ``"skipped"``).
+
+    Args:
+        reason: why; shown as the last error.
+    """
+
+    code = "skip"
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class NotReady(BaseException):
+    """Raise from a DAG task handler to re-check later without spending an attempt.
+
+    The task is snoozed for ``delay``. When the task declared a ``deadline``
+    (its snooze budget), the first snooze stamps the deadline on the backend
+    clock and a snooze settled past it dead-letters the task, which triggers the
+    DAG's failure policy.
+
+    Args:
+        delay: how long to wait before the next attempt (default 1 second).
+        reason: shown as the last error if the deadline is exhausted.
+    """
+
+    code = "not_ready"
+
+    def __init__(self, delay: timedelta = timedelta(seconds=1), reason: str = "not ready") -> None:
+        super().__init__(reason)
+        self.delay = delay
+        self.reason = reason
+
+
 class WorkflowAbort(BaseException):
     """Stops workflow code when a pass is abandoned (non-determinism, eviction).
 
     Derives from ``BaseException`` so ``except Exception`` in user code does not
     swallow it. Never raised to callers outside the replay engine.
     """
+
+    code = "workflow_abort"
 
 
 class ContinueAsNew(BaseException):
@@ -487,6 +733,8 @@ class ContinueAsNew(BaseException):
     Attributes:
         input: the new run's input, encoded (JSON bytes).
     """
+
+    code = "continue_as_new"
 
     def __init__(self, input: bytes) -> None:
         self.input = input

@@ -45,7 +45,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
-from azync_flow.store.errors import AzyncError
+from azync_flow.errors import OtlpConfigError
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
@@ -61,12 +61,6 @@ Protocol = Literal["http/protobuf", "grpc"]
 
 DEFAULT_SERVICE_NAME = "azync-flow"
 _PROTOCOLS: tuple[str, ...] = ("http/protobuf", "grpc")
-
-
-class OtlpConfigError(AzyncError):
-    """``configure_otlp`` cannot do what was asked (bad protocol, provider already set)."""
-
-    code = "otlp_config"
 
 
 def _protocol(protocol: str | None) -> str:

@@ -25,6 +25,8 @@ from datetime import timedelta
 
 import msgspec
 
+from azync_flow._text import clean_text
+
 __all__ = ["RetryDecision", "RetryPolicy", "describe_error", "error_type_names"]
 
 
@@ -150,11 +152,11 @@ def describe_error(exc: BaseException, *, limit: int = 8192) -> str:
 
     NUL characters (which Postgres ``text`` rejects) are shown as ``\\x00`` and
     lone surrogates are backslash-escaped, so recording a failure can never
-    itself fail (scenario C26). Long messages are cut to ``limit`` characters.
+    itself fail. Long messages are cut to ``limit`` characters.
     """
     message = str(exc)
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+    text = clean_text(text)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text

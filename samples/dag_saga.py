@@ -109,7 +109,11 @@ async def main() -> None:
     try:
         saga = build()
         client = DAGClient(store)
-        runner = DAGRunner(store, [saga], retry=RetryPolicy(initial=timedelta(milliseconds=50)))
+        runner = DAGRunner(
+            store,
+            [saga],
+            retry=RetryPolicy(initial_interval=timedelta(milliseconds=50), jitter=0.0),
+        )
         print("happy path:")
         await run_once(client, runner, store, saga, 1001)
         carrier_up = False

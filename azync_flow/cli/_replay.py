@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from azync_flow.replay.replayer import HistoryFileError, Replayer
+from azync_flow.errors import HistoryFileError
+from azync_flow.replay.replayer import Replayer
 
 from ._apps import app_parts, load_app
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, example
@@ -42,7 +43,7 @@ def replay_command(app: str, histories: tuple[str, ...], as_json: bool) -> int:
         try:
             result = replayer.replay(path)
         except HistoryFileError as err:
-            unreadable.append(f"{err}; {_HINT}")
+            unreadable.append(f"malformed history {err.source}: {err.problem}; {_HINT}")
             verdicts.append({"file": path, "verdict": "error", "error": unreadable[-1]})
             continue
         except OSError as err:

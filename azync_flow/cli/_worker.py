@@ -27,6 +27,7 @@ from typing import Any
 
 import click
 
+from azync_flow.runtime.worker_runtime import attach_workflows
 from azync_flow.store import Config, Source
 from azync_flow.store.postgres import open_store
 from azync_flow.worker import Worker
@@ -86,7 +87,7 @@ async def build_worker(
     worker = Worker(store, concurrency=concurrency, lease=lease, maintain=(Source.QUEUE,))
     try:
         if workflows or activities:
-            worker.register_workflows(workflows, activities)
+            attach_workflows(worker, workflows, activities)
         for kind, handler in handlers.items():
             worker.register(kind, handler)
     except (TypeError, ValueError) as exc:

@@ -1,11 +1,12 @@
 """Static DAGs with sagas: decorator-built task graphs, compensation, failure policies."""
 
+from ..errors import DAGIdempotencyConflictError, DAGValidationError, NotReady, Skip
+from ..retry import RetryPolicy
 from ._client import DAGClient, DAGRun, SignalReceipt
 from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, RESERVED_PREFIXES, TaskSpec
-from ._errors import DAGIdempotencyConflictError, DAGValidationError, NotReady, Skip
 from ._events import DAGEvent
-from ._runner import DAGRunner, Outcome, RetryPolicy
+from ._runner import DAGRunner, Outcome
 from ._scheduler import DAGScheduler, TickStats
 from ._testing import run_until_settled
 from ._worker import DAG_LEADERSHIP, DAGWorkerBinding, attach_dags

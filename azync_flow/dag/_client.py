@@ -7,14 +7,15 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import asyncpg
 from opentelemetry.trace import TracerProvider
 
-from .._payload import encode_value
+from ..errors import DAGIdempotencyConflictError, NotFoundError
+from ..replay.codec import encode_value
 from ..runtime.run_span import end_dag_run_span
-from ..store.errors import NotFoundError
+from ..store.protocols import DAGClientStore
 from ..store.types import (
     DAGDep,
     DAGFilter,
@@ -28,7 +29,6 @@ from ..store.types import (
 from ..telemetry import RUN_CALLER_KEY, RunEvent, RunKind, RunTracer
 from ._context import TaskOutcome
 from ._definition import DAG
-from ._errors import DAGIdempotencyConflictError
 
 #: Trace-carrier keys merged into every task's meta at start; not part of the request.
 _CARRIER_KEYS = frozenset({"traceparent", "tracestate", "baggage", RUN_CALLER_KEY})
@@ -36,40 +36,6 @@ _CARRIER_KEYS = frozenset({"traceparent", "tracestate", "baggage", RUN_CALLER_KE
 
 def _strip(meta: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in meta.items() if k not in _CARRIER_KEYS}
-
-
-class ClientStore(Protocol):
-    """The ``DAGStore`` + ``TxDAGStore`` verbs the client uses."""
-
-    async def create_dag(
-        self, p: DAGParams, *, trace_context: Mapping[str, str] | None = None
-    ) -> tuple[bool, uuid.UUID | None]: ...
-    async def create_dag_tx(
-        self,
-        tx: asyncpg.Connection,
-        p: DAGParams,
-        *,
-        trace_context: Mapping[str, str] | None = None,
-    ) -> tuple[bool, uuid.UUID | None]: ...
-    async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]: ...
-    async def signal(self, p: DAGSignalParams) -> tuple[int, bool]: ...
-    async def find_dag_by_key(self, name: str, idempotency_key: str) -> uuid.UUID: ...
-    async def get_dag(self, id: uuid.UUID) -> DAGView: ...
-    async def list_dags(
-        self, filter: DAGFilter, offset: int, limit: int
-    ) -> tuple[list[DAGView], int]: ...
-    async def dag_tasks(self, id: uuid.UUID) -> list[Job]: ...
-    async def dag_deps(self, id: uuid.UUID) -> list[DAGDep]: ...
-    async def dag_name_state_counts(self) -> dict[str, dict[DAGState, int]]: ...
-    async def dag_task_counts(
-        self, ids: Sequence[uuid.UUID]
-    ) -> dict[uuid.UUID, dict[JobState, int]]: ...
-    async def task_results(self, dag_id: uuid.UUID, keys: Sequence[str]) -> Any: ...
-    async def pause_dag(self, id: uuid.UUID, reason: str) -> None: ...
-    async def retry_dag(self, id: uuid.UUID) -> None: ...
-    async def compensate_dag(self, id: uuid.UUID) -> Any: ...
-    async def cancel_dag(self, id: uuid.UUID) -> DAGState | None: ...
-    async def vacuum_dags(self, retention: timedelta) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -112,7 +78,10 @@ class DAGClient:
     """
 
     def __init__(
-        self, store: ClientStore, *, tracer_provider: TracerProvider | None = None
+        self,
+        store: DAGClientStore[asyncpg.Connection],
+        *,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.store = store
         self.tracer = RunTracer(tracer_provider)

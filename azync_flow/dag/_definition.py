@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._payload import encode_value
+from ..errors import DAGValidationError
+from ..replay.codec import encode_value
 from ..store.types import KIND_SIGNAL, KIND_SLEEP, DAGDep, DAGParams, DAGTask, OnFailurePolicy
-from ._errors import DAGValidationError
 
 if TYPE_CHECKING:
     from ._context import TaskContext

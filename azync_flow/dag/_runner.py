@@ -13,21 +13,20 @@ import enum
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
 from opentelemetry.trace import TracerProvider
 
-from .._payload import encode_value
-from ..errors import PayloadError
-from ..store.errors import NotFoundError
+from .._text import clean_text
+from ..errors import NotFoundError, NotReady, PayloadError, Skip
+from ..replay.codec import encode_value
+from ..retry import RetryDecision, RetryPolicy
 from ..store.types import Job, TaskResult
 from ..telemetry import AttemptKind, AttemptSpan, RunTracer
 from ..telemetry import Outcome as SpanOutcome
 from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, Handler, TaskSpec
-from ._errors import NotReady, Skip
 
 log = logging.getLogger("azync_flow.dag")
 
@@ -80,24 +79,11 @@ class Outcome(enum.StrEnum):
     STALE = "stale"
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff between failed attempts of a task.
-
-    Attributes:
-        initial: delay after the first failure.
-        coefficient: growth factor per further failure.
-        maximum: cap on any single delay.
-    """
-
-    initial: timedelta = timedelta(seconds=1)
-    coefficient: float = 2.0
-    maximum: timedelta = timedelta(minutes=5)
-
-    def delay(self, attempt: int) -> timedelta:
-        """Delay after failed attempt number ``attempt`` (1-based)."""
-        seconds = self.initial.total_seconds() * self.coefficient ** max(attempt - 1, 0)
-        return min(timedelta(seconds=seconds), self.maximum)
+#: Backoff of a DAG task when the runner is given none: 1 s doubling up to
+#: 5 min, no jitter.
+DEFAULT_TASK_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=5), jitter=0.0
+)
 
 
 class DAGRunner:
@@ -107,7 +93,9 @@ class DAGRunner:
         store: the store (DAG verbs plus plain settle verbs).
         dags: the definitions whose handlers this runner executes.
         default_max_attempts: retry budget for tasks that declared none.
-        retry: backoff between attempts.
+        retry: backoff between attempts and the errors never retried
+            (default :data:`DEFAULT_TASK_RETRY`); the attempt budget is the
+            task's own (``max_attempts``), else ``default_max_attempts``.
         lease: lease taken by :meth:`run_batch` and renewed while a handler runs.
         release_on_cancel: hand the job back (release) when the handler is
             cancelled. A Worker releases jobs itself on shutdown, so the
@@ -133,7 +121,7 @@ class DAGRunner:
         self.tracer = RunTracer(tracer_provider)
         self.release_on_cancel = release_on_cancel
         self.default_max_attempts = default_max_attempts
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or DEFAULT_TASK_RETRY
         self.lease = lease
         self._handlers: dict[str, tuple[TaskSpec, Handler, bool]] = {}
         self._dag_names: dict[str, str] = {}
@@ -220,7 +208,7 @@ class DAGRunner:
                 span.record_failure(e)
             return _traced(span, outcome, e.delay)
         except Skip as e:
-            skipped = self.store.skip(job.id, job.lease_token, _clean(e.reason))
+            skipped = self.store.skip(job.id, job.lease_token, clean_text(e.reason or "skipped"))
             outcome = await self._settle(Outcome.SKIPPED, skipped)
             if outcome is Outcome.SKIPPED:  # dependents may start: wake the scheduler
                 await self.store.dag_notify_tick()
@@ -284,7 +272,7 @@ class DAGRunner:
                 job.id,
                 job.lease_token,  # type: ignore[arg-type]
                 e.delay,
-                _clean(f"deadline exceeded: {e.reason}"),
+                clean_text(f"deadline exceeded: {e.reason}"),
             )
         except NotFoundError:
             return Outcome.STALE
@@ -294,9 +282,13 @@ class DAGRunner:
         return Outcome.DEADLINED
 
     async def _failed(self, job: Job, e: Exception, span: AttemptSpan) -> Outcome:
-        msg = _clean(f"{type(e).__name__}: {e}")
+        msg = clean_text(f"{type(e).__name__}: {e}")
         # an unencodable result (NaN, lone surrogate, ...) would fail again: no retry
-        if isinstance(e, PayloadError) or job.attempt >= max(job.max_attempts, 1):
+        if (
+            isinstance(e, PayloadError)
+            or self.retry.decide(e, job.attempt, max(job.max_attempts, 1))
+            is not RetryDecision.RETRY
+        ):
             return _traced(span, await self._dead(job, msg))
         delay = self.retry.delay(job.attempt)
         rescheduled = self.store.reschedule(job.id, job.lease_token, delay, msg)  # type: ignore[arg-type]
@@ -335,8 +327,3 @@ def _traced(span: AttemptSpan, outcome: Outcome, delay: timedelta | None = None)
         delayed = outcome in (Outcome.RETRY, Outcome.SNOOZED)
         span.set_outcome(mapped, retry_delay=delay if delayed else None)
     return outcome
-
-
-def _clean(text: str) -> str:
-    """Make an error text storable in a Postgres text column (NUL escaped)."""
-    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")

@@ -26,9 +26,7 @@ from opentelemetry.trace import TracerProvider
 from .._logging import log_failure
 from ..runtime.run_span import end_dag_run_span
 from ..store.errors import StoreError
-from ..store.postgres._base import default_channel
-from ..store.postgres.dag import ReapedTask, SettledDAG
-from ..store.types import DAGFailure, Source
+from ..store.types import DAGFailure, ReapedTask, SettledDAG, Source, default_channel
 from ..telemetry import AttemptKind, Outcome, RunTracer
 
 log = logging.getLogger("azync_flow.dag")

@@ -23,9 +23,10 @@ from typing import Any, Protocol
 from opentelemetry.trace import TracerProvider
 
 from .._logging import log_failure
+from ..retry import RetryPolicy
 from ..store.types import Job, Source
 from ._definition import DAG
-from ._runner import DAGRunner, RetryPolicy
+from ._runner import DAGRunner
 from ._scheduler import DAGScheduler
 
 log = logging.getLogger("azync_flow.dag")

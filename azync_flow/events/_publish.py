@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from .._payload import encode_value
+from ..replay.codec import encode_value
 from ..runtime.job_tracing import traced_meta
 from ..store.errors import ConflictError
 from ..store.types import PublishParams

@@ -5,6 +5,7 @@ Pure: no I/O, no database. The runtime loads state from the store, calls
 the :class:`PassOutcome`.
 """
 
+from azync_flow.errors import HistoryFileError
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.replay.events import (
     ActivityCompleted,
@@ -53,7 +54,6 @@ from azync_flow.replay.outcome import (
 )
 from azync_flow.replay.passes import InstanceCache, run_pass, to_entries
 from azync_flow.replay.replayer import (
-    HistoryFileError,
     RecordedEvent,
     RecordedHistory,
     Replayer,

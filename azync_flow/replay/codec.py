@@ -1,7 +1,20 @@
-"""JSON payload codec for user values (inputs, results, signal payloads)."""
+"""The one JSON payload codec for user values (inputs, results, signal and event payloads).
+
+:func:`encode_value` also turns the failures msgspec reports outside its usual
+error types into :class:`PayloadEncodeError`:
+
+* nesting deeper than the interpreter's recursion limit (``RecursionError``);
+* a NaN or ±Infinity float, which msgspec writes as JSON ``null`` — silently
+  losing the value. The check costs nothing unless the JSON contains ``null``:
+  then the value is also msgpack-encoded (native code, floats kept bit for
+  bit) and only when that output holds a float64 with an all-ones exponent is
+  the decoded value walked to confirm.
+"""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import msgspec
@@ -22,6 +35,16 @@ def _enc_hook(value: Any) -> Any:
 
 _HOOKED = msgspec.json.Encoder(enc_hook=_enc_hook)
 
+#: A msgpack float64 (0xcb) whose exponent bits are all ones: NaN or ±Inf.
+_NON_FINITE = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")
+
+
+def _msgpack_hook(value: Any) -> Any:
+    raise NotImplementedError(type(value).__name__)
+
+
+_MSGPACK = msgspec.msgpack.Encoder(enc_hook=_msgpack_hook)
+
 
 def encode_value(value: Any, what: str = "payload", limit: int | None = None) -> bytes:
     """Encode ``value`` as JSON bytes.
@@ -30,16 +53,26 @@ def encode_value(value: Any, what: str = "payload", limit: int | None = None) ->
     ``bytes`` annotation to get them back).
 
     Raises:
-        PayloadEncodeError: the value is not encodable (unsupported type, lone
-            surrogate in a string, ...). Not retryable.
+        PayloadEncodeError: the value is not encodable: unsupported type, lone
+            surrogate, nesting deeper than ~1000 levels, or a NaN/±Inf float.
+            Not retryable.
         PayloadTooLargeError: the encoding is over ``limit`` bytes.
     """
     try:
         data = _HOOKED.encode(value)
     except (TypeError, NotImplementedError, UnicodeEncodeError, OverflowError) as exc:
         raise PayloadEncodeError(f"{what} is not JSON-encodable: {exc}") from exc
+    except RecursionError as exc:
+        raise PayloadEncodeError(
+            f"{what} is not JSON-encodable: nested too deeply (over ~1000 levels)"
+        ) from exc
     if limit is not None and len(data) > limit:
         raise PayloadTooLargeError(what, len(data), limit)
+    if b"null" in data and _has_non_finite(value):
+        raise PayloadEncodeError(
+            f"{what} is not JSON-encodable: it contains a NaN or infinite float, "
+            "which JSON cannot represent (it would be stored as null)"
+        )
     return data
 
 
@@ -57,3 +90,24 @@ def decode_value(data: bytes | msgspec.Raw, type: Any = Any, what: str = "payloa
         raise PayloadError(f"{what} does not match {type!r}: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise PayloadError(f"{what} is not valid JSON: {exc}") from exc
+
+
+def _has_non_finite(value: Any) -> bool:
+    try:
+        packed = _MSGPACK.encode(value)
+    except (TypeError, NotImplementedError, OverflowError, RecursionError):
+        return False
+    if _NON_FINITE.search(packed) is None:
+        return False
+    stack = [msgspec.msgpack.decode(packed)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+            stack.extend(item.keys())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False

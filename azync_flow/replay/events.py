@@ -331,7 +331,7 @@ class ActivityFailed(Event):
 
 
 class OperationUncertain(Event):
-    """The outcome of the operation at ``scheduled_seq`` is unknown (issue 5)."""
+    """The outcome of the operation at ``scheduled_seq`` is unknown."""
 
     is_external: ClassVar[bool] = True
     scheduled_seq: int

@@ -56,7 +56,7 @@ class _OrderedTask(asyncio.Task[Any]):
 
     ``asyncio.wait`` returns *sets*; with address-based hashes their iteration
     order differs between processes (and between replays), so code looping over
-    ``done`` would issue commands in a different order on replay (scenario C03).
+    ``done`` would issue commands in a different order on replay.
     Creation order is deterministic, so the set order is too.
     """
 

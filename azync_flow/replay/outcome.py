@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from azync_flow._text import clean_text, escape_surrogates
 from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
+from azync_flow.store.types import BufferedSignal
 
 __all__ = [
     "BufferedSignal",
@@ -54,16 +56,6 @@ class WorkflowInfo:
     def current_run_id(self) -> uuid.UUID:
         """The id of the current run (the execution id for the first run)."""
         return self.run_id or self.execution_id
-
-
-@dataclass(frozen=True)
-class BufferedSignal:
-    """A delivered-but-unconsumed signal from the store's inbox (arrival order)."""
-
-    signal_id: int
-    name: str
-    payload: bytes = b"null"
-    message_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -221,12 +213,12 @@ class PassOutcome:
         # WorkflowFailedError / WorkflowCancelledError again (said once).
         if isinstance(error, WorkflowFailedError):
             text = f"{error.error_type}: {error.message}" if error.error_type else error.message
-            return sanitize_text(text)
+            return clean_text(text)
         if isinstance(error, WorkflowCancelledError):
-            return sanitize_text(
+            return clean_text(
                 error.reason or "requested by the client; the code ended with CancelledError"
             )
-        return sanitize_text(str(error))
+        return clean_text(str(error))
 
     @property
     def activities(self) -> list[ScheduleActivity]:
@@ -259,14 +251,4 @@ def safe_message(exc: BaseException) -> str:
         message = str(exc)
     except Exception:  # a broken __str__ must not break recording the failure
         return f"<unprintable {type(exc).__name__}>"
-    try:
-        message.encode("utf-8")
-    except UnicodeEncodeError:
-        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
-    return message
-
-
-def sanitize_text(text: str) -> str:
-    """Escape NUL and lone surrogates so ``text`` fits a Postgres ``text`` column."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text.replace("\x00", "\\x00")
+    return escape_surrogates(message)

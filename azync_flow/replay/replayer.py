@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from azync_flow.errors import NonDeterminismError
+from azync_flow.errors import HistoryFileError, NonDeterminismError
 from azync_flow.replay.engine import Startable, WorkflowInstance
 from azync_flow.replay.events import HistoryEntry, decode_event, encode_event
 from azync_flow.replay.outcome import PassOutcome, PassStatus, WorkflowInfo
@@ -83,21 +83,6 @@ class RecordedHistory(msgspec.Struct, kw_only=True):
     @classmethod
     def from_json(cls, data: bytes | str) -> RecordedHistory:
         return msgspec.json.decode(data, type=cls)
-
-
-class HistoryFileError(ValueError):
-    """A recorded history (file or JSON bytes) is malformed: not JSON, not the
-    ``RecordedHistory`` shape, or an event payload that does not match its type.
-
-    Attributes:
-        source: the file path, or ``"<json>"`` for in-memory JSON.
-        problem: what is wrong, as the decoder reported it (with a JSON path).
-    """
-
-    def __init__(self, source: str, problem: str) -> None:
-        self.source = source
-        self.problem = problem
-        super().__init__(f"malformed history {source}: {problem}")
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Runtime glue between the store and the replay engine: workflow tasks and activities.
 
 The one way to run workflows is a :class:`~azync_flow.worker.Worker` with the
-workflow runtime registered: ``worker.register_workflows(workflows, activities)``.
+workflow runtime attached: ``attach_workflows(worker, workflows, activities)``.
 """
 
 from azync_flow.runtime.activity_runner import ActivityRunner, current_activity
@@ -9,6 +9,7 @@ from azync_flow.runtime.local import LocalRuntime
 from azync_flow.runtime.worker_runtime import (
     WORKFLOW_LEADERSHIP,
     WorkflowRuntime,
+    attach_workflows,
     register_workflows,
 )
 from azync_flow.runtime.workflow_runner import WorkflowRunner
@@ -19,6 +20,7 @@ __all__ = [
     "LocalRuntime",
     "WorkflowRunner",
     "WorkflowRuntime",
+    "attach_workflows",
     "current_activity",
     "register_workflows",
 ]

@@ -8,17 +8,17 @@ Per attempt::
                 RETRY          -> store.reschedule(delay)           (backoff, same job)
                 DEAD / NON_RETRYABLE -> complete_operation(ActivityFailed, dead=True)
 
-Non-idempotent activities (``idempotent=False``, issue 5): an attempt that
+Non-idempotent activities (``idempotent=False``): an attempt that
 overruns its ``start_to_close`` is parked as uncertain (like one raising
 ``Uncertain``), never retried blindly; the operation's reconcile hook (if any)
 is asked at once. A report arriving after the attempt was parked (its lease
-expired meanwhile, scenario C20) resolves the operation if nobody decided yet
+expired meanwhile) resolves the operation if nobody decided yet
 (``accept_late_report``); otherwise it is refused by the fence and kept as a
 ``late outcome ignored`` ledger event — the recorded outcome never changes.
 
 A result that cannot be encoded (``PayloadEncodeError``, e.g. a lone surrogate)
 or is over the size limit fails the step at once as non-retryable, recorded
-with a sanitised message, so a bad value never leaves a run stuck (C26, C27).
+with a sanitised message, so a bad value never leaves a run stuck.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from azync_flow._text import clean_text
 from azync_flow.errors import PayloadError, Uncertain, UnknownWorkflowError
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
     encode_event,
 )
-from azync_flow.replay.outcome import sanitize_text
 from azync_flow.retry import RetryDecision, describe_error
 from azync_flow.runtime._operations import OperationPayload, decode_operation
 from azync_flow.runtime._transient import retry_transient
@@ -199,7 +199,7 @@ class ActivityRunner:
         #: ``reconciler.run_once``). None: park only, never call hooks.
         self.reconciler: Reconciler | None = reconciler or Reconciler(store, registry)  # type: ignore[arg-type]
         self.attempts = 0
-        #: Reports dropped because another attempt or a decision owned the operation (C20).
+        #: Reports dropped because another attempt or a decision owned the operation.
         self.late_ignored = 0
         #: Fault-injection point for tests: called with (job, event type) right
         #: after an operation's outcome was committed.
@@ -353,7 +353,7 @@ class ActivityRunner:
                     event = ActivityFailed(
                         scheduled_seq=op.seq,
                         error_type=type(exc).__name__,
-                        message=sanitize_text(str(exc))[:8192],
+                        message=clean_text(str(exc))[:8192],
                         attempts=job.attempt,
                     )
                     await self._late_ignored(
@@ -365,7 +365,7 @@ class ActivityRunner:
         event = ActivityFailed(
             scheduled_seq=op.seq,
             error_type=type(exc).__name__,
-            message=sanitize_text(str(exc))[:8192],
+            message=clean_text(str(exc))[:8192],
             attempts=job.attempt,
         )
         if await self._settle(
@@ -454,7 +454,7 @@ class ActivityRunner:
     ) -> bool:
         """Record the attempt's outcome. Returns False when the report came too late.
 
-        A late report (scenario C20) is never applied twice: when the attempt
+        A late report is never applied twice: when the attempt
         was parked uncertain (its worker was presumed dead) and no decision was
         made yet, the attempt's real outcome resolves it, atomically
         (``store.accept_late_report``); when the operation was re-leased, reaped
@@ -562,7 +562,7 @@ class ActivityRunner:
     async def _late_ignored(
         self, job: Job, op: OperationPayload, event_type: str, payload: bytes, *, why: str
     ) -> None:
-        """Drop a report another attempt or a decision owns (C20); a non-idempotent
+        """Drop a report another attempt or a decision owns; a non-idempotent
         operation's report is kept as a ``late_outcome_ignored`` ledger event."""
         self.late_ignored += 1
         log.warning(

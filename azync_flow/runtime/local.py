@@ -2,11 +2,11 @@
 with the workflow runtime registered (tests, scripts, benchmarks).
 
 It is NOT a second runtime: it builds ``Worker(store, ...)`` and calls
-``worker.register_workflows(registry, ...)``; ``run_until_idle`` and ``run`` are
+``attach_workflows(worker, registry, ...)``; ``run_until_idle`` and ``run`` are
 the worker's. Production code uses the worker directly::
 
     worker = Worker(store)
-    worker.register_workflows([order], [reserve, charge])
+    attach_workflows(worker, [order], [reserve, charge])
     await worker.run()
 """
 
@@ -20,7 +20,7 @@ from azync_flow.runtime.activity_runner import ActivityRunner
 from azync_flow.runtime.worker_runtime import (
     WORKFLOW_TASK_KIND,
     WorkflowRuntime,
-    register_workflows,
+    attach_workflows,
 )
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.worker import Worker
@@ -67,7 +67,7 @@ class LocalRuntime:
             maintain=(),
             handle_signals=False,
         )
-        self.runtime: WorkflowRuntime = register_workflows(
+        self.runtime: WorkflowRuntime = attach_workflows(
             self.worker,
             registry,
             cache_size=cache_size,

@@ -1,4 +1,4 @@
-"""Uncertain operations (issue 5): history events, decisions and reconcile hooks.
+"""Uncertain operations: history events, decisions and reconcile hooks.
 
 * :func:`uncertain_event` / :func:`resolution_events` build the history events
   the store verbs append (the store keeps history opaque).
@@ -17,11 +17,12 @@ import socket
 import uuid
 from collections import OrderedDict
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from azync_flow._payload import encode_value
+from azync_flow._text import clean_text
+from azync_flow.replay.codec import encode_value
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
@@ -29,10 +30,10 @@ from azync_flow.replay.events import (
     OperationUncertain,
     encode_event,
 )
-from azync_flow.replay.outcome import sanitize_text
 from azync_flow.retry import describe_error
 from azync_flow.runtime._operations import decode_operation
 from azync_flow.store.errors import ConflictError, NotFoundError
+from azync_flow.store.protocols import UncertainStore
 from azync_flow.store.types import Job
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def uncertain_event(job: Job, reason: str) -> tuple[str, bytes]:
         seq = decode_operation(job.payload).seq
     else:
         seq = seq_of_execution_key(job.task_key)
-    return encode_event(OperationUncertain(scheduled_seq=seq, reason=sanitize_text(reason)))
+    return encode_event(OperationUncertain(scheduled_seq=seq, reason=clean_text(reason)))
 
 
 def resolution_events(
@@ -97,7 +98,7 @@ def resolution_events(
         outcome = ActivityCompleted(scheduled_seq=seq, result=msgspec.Raw(result), attempts=0)
     elif decision == "fail":
         outcome = ActivityFailed(
-            scheduled_seq=seq, error_type="Uncertain", message=sanitize_text(error or "")
+            scheduled_seq=seq, error_type="Uncertain", message=clean_text(error or "")
         )
     elif decision == "retry":
         return resolved, None
@@ -174,17 +175,6 @@ class Reconciled:
     __hash__ = None  # type: ignore[assignment]
 
 
-class UncertainStore(Protocol):
-    """Store verbs used to decide uncertain operations (``PostgresStore``)."""
-
-    async def get_operation(self, operation_job_id: uuid.UUID) -> Any: ...
-    async def resolve_uncertain(self, *args: Any, **kwargs: Any) -> Any: ...
-    async def list_unreconciled_operations(self, kinds: list[str], limit: int = 100) -> Any: ...
-    async def record_reconcile_verdict(
-        self, operation_job_id: uuid.UUID, attempt: int, verdict: str
-    ) -> bool: ...
-
-
 def default_decider() -> str:
     """``user@host`` of this process: who decided, when the caller does not say."""
     try:
@@ -237,8 +227,8 @@ async def resolve_operation(
     op_id = operation_id if isinstance(operation_id, uuid.UUID) else uuid.UUID(str(operation_id))
     op = await store.get_operation(op_id)
     # free text, escaped like every recorded reason (NUL, lone surrogates)
-    by = sanitize_text(decided_by if decided_by is not None else default_decider())
-    note = sanitize_text(note) if note else note
+    by = clean_text(decided_by if decided_by is not None else default_decider())
+    note = clean_text(note) if note else note
     data = encode_value(result, "uncertain operation result") if decision == "complete" else None
     if decision == "fail" and not error:
         error = f"resolved as failed by {by or 'an unnamed resolver'}"

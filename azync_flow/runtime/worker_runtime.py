@@ -4,7 +4,7 @@ to run workflows and activities.
 Usage::
 
     worker = Worker(store)
-    worker.register_workflows([order], [reserve, charge, ship])
+    attach_workflows(worker, [order], [reserve, charge, ship])
     await worker.run()                 # or: async with worker: ... / run_until_idle()
 
 This adds to the worker:
@@ -53,7 +53,13 @@ if TYPE_CHECKING:
 
     from azync_flow.worker import Worker
 
-__all__ = ["WORKFLOW_LEADERSHIP", "WORKFLOW_TASK_KIND", "WorkflowRuntime", "register_workflows"]
+__all__ = [
+    "WORKFLOW_LEADERSHIP",
+    "WORKFLOW_TASK_KIND",
+    "WorkflowRuntime",
+    "attach_workflows",
+    "register_workflows",
+]
 
 WORKFLOW_TASK_KIND = "$wft"
 #: Election of the workflow maintenance steps (workers without workflows never win it).
@@ -89,7 +95,7 @@ def lost_attempt_delay(job: Job) -> timedelta:
 class WorkflowRuntime:
     """Workflows and activities of a registry, running on a Worker.
 
-    Build it with :meth:`Worker.register_workflows` (or :func:`register_workflows`)
+    Build it with :func:`attach_workflows` (or :meth:`Worker.register_workflows`)
     before the worker starts.
 
     Args:
@@ -134,11 +140,11 @@ class WorkflowRuntime:
         local_dispatch: bool = True,
         history_limit: HistoryLimit | None = None,
     ) -> None:
-        if Source.WORKFLOW in getattr(worker, "_maintained", ()):
+        if Source.WORKFLOW in worker.maintained_sources:
             raise ValueError(
                 "worker.maintain_source(Source.WORKFLOW) adds the generic reaper, which would "
                 "re-run non-idempotent operations and drop lease-expired ones without history; "
-                "register_workflows adds the workflow maintenance itself"
+                "attach_workflows adds the workflow maintenance itself"
             )
         store: Any = worker.store
         self.worker = worker
@@ -328,13 +334,17 @@ class WorkflowRuntime:
         return 0
 
 
-def register_workflows(
+def attach_workflows(
     worker: Worker,
     workflows: Iterable[Any] | Registry = (),
     activities: Iterable[Any] = (),
     **options: Any,
 ) -> WorkflowRuntime:
     """Run ``workflows`` and ``activities`` on ``worker`` (see :class:`WorkflowRuntime`).
+
+    The workflow counterpart of ``attach_dags`` and ``attach_subscribers``:
+    the worker runs the loops and maintenance this adds, knowing nothing of
+    workflows. ``Worker.register_workflows`` calls it.
 
     Args:
         worker: a Worker that has not started.
@@ -353,3 +363,7 @@ def register_workflows(
     else:
         registry = Registry(workflows, activities)
     return WorkflowRuntime(worker, registry, **options)
+
+
+#: The earlier name of :func:`attach_workflows`.
+register_workflows = attach_workflows

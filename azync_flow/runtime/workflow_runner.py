@@ -29,7 +29,7 @@ from opentelemetry import context as otel_context
 
 from azync_flow.errors import UnknownWorkflowError
 from azync_flow.replay.engine import WorkflowInstance
-from azync_flow.replay.outcome import BufferedSignal, PassOutcome, PassStatus, WorkflowInfo
+from azync_flow.replay.outcome import PassOutcome, PassStatus, WorkflowInfo
 from azync_flow.replay.passes import InstanceCache, to_entries
 from azync_flow.retry import RetryPolicy, describe_error
 from azync_flow.runtime._operations import operation_params
@@ -311,10 +311,7 @@ class WorkflowRunner:
         try:
             outcome = instance.advance(
                 to_entries(state.history),
-                buffered_signals=[
-                    BufferedSignal(s.signal_id, s.name, s.payload, s.message_id)
-                    for s in state.signals
-                ],
+                buffered_signals=state.signals,
                 fired_timers=state.due_timers,
                 cancel_requested=state.cancel_requested,
                 now=state.now,

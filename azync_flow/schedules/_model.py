@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from azync_flow._payload import encode_value
+from azync_flow.replay.codec import encode_value
 
 from ._errors import ScheduleSpecError
 from ._spec import Fire, ScheduleSpec

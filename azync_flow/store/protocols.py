@@ -60,9 +60,11 @@ from .types import (
     QueryClaim,
     QueryRequest,
     ReplayFilter,
+    ResolvedOperation,
     ScheduleOperationParams,
     ScheduleRecord,
     ScheduleRunRecord,
+    SettledDAG,
     SignalParams,
     Source,
     StalledWorkflow,
@@ -71,15 +73,18 @@ from .types import (
     SubscriberView,
     TaskResult,
     TerminatedExecution,
+    UncertainOperation,
     UpdateOutcome,
     Wake,
     WorkflowExecutionView,
     WorkflowStartParams,
+    WorkflowState,
     WorkflowTaskState,
 )
 
 __all__ = [
     "ChangeNotifier",
+    "DAGClientStore",
     "DAGStore",
     "LeaderElector",
     "LeadershipLease",
@@ -92,6 +97,8 @@ __all__ = [
     "Subscription",
     "TxDAGStore",
     "TxStore",
+    "UncertainStore",
+    "WorkflowClientStore",
     "WorkflowInteractionStore",
     "WorkflowRuntimeStore",
     "WorkflowStore",
@@ -399,8 +406,12 @@ class TxStore(Protocol[TTx_contra]):
 class DAGStore(Protocol):
     """Contract ``DAGStore``: static DAGs with sagas."""
 
-    async def create_dag(self, p: DAGParams) -> tuple[bool, uuid.UUID | None]:
+    async def create_dag(
+        self, p: DAGParams, *, trace_context: Mapping[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID | None]:
         """Insert header, tasks and edges atomically; ``(inserted, existing_id)``.
+
+        ``trace_context`` is the starter's W3C carrier, kept on the run.
 
         With a live ``(name, idempotency_key)`` nothing is inserted and the
         live execution's id is returned as ``(False, id)``.
@@ -418,6 +429,11 @@ class DAGStore(Protocol):
         """Hand buffered signals to tasks that became deliverable."""
         ...
 
+    async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]:
+        """The W3C carrier recorded when the run started (``{}`` without one);
+        NotFoundError when the DAG does not exist."""
+        ...
+
     async def find_dag_by_key(self, name: str, idempotency_key: str) -> uuid.UUID:
         """The live DAG holding the key; NotFoundError when none."""
         ...
@@ -426,20 +442,30 @@ class DAGStore(Protocol):
         """Freeze a running DAG; NotFoundError for any other state."""
         ...
 
-    async def promote_unblocked(self) -> int:
-        """Move blocked tasks whose dependencies are satisfied to their runnable state."""
+    async def promote_unblocked(self, *, since: datetime | None = None) -> int:
+        """Move blocked tasks whose dependencies are satisfied to their runnable state
+        (``since``: only those whose dependencies settled after it; None: all)."""
         ...
 
     async def complete_due_sleeps(self) -> int:
         """Succeed every due scheduled sleep task."""
         ...
 
-    async def apply_failure_policy(self) -> list[DAGFailure]:
-        """Apply each running DAG's on-failure policy to triggering dead tasks."""
+    async def apply_failure_policy(
+        self, *, on_settled: Callable[[SettledDAG], None] | None = None
+    ) -> list[DAGFailure]:
+        """Apply each running DAG's on-failure policy to triggering dead tasks
+        (``on_settled`` is called with each run it made terminal)."""
         ...
 
-    async def complete_dags(self) -> int:
-        """Settle DAGs whose work is finished; returns the number transitioned."""
+    async def complete_dags(
+        self,
+        *,
+        since: datetime | None = None,
+        on_settled: Callable[[SettledDAG], None] | None = None,
+    ) -> int:
+        """Settle DAGs whose work is finished; returns the number transitioned
+        (``since`` as in :meth:`promote_unblocked`; ``on_settled`` per run settled)."""
         ...
 
     async def task_results(self, dag_id: uuid.UUID, keys: Sequence[str]) -> dict[str, TaskResult]:
@@ -482,12 +508,13 @@ class DAGStore(Protocol):
         """Reset dead tasks and resume a non-terminal DAG."""
         ...
 
-    async def compensate_dag(self, id: uuid.UUID) -> None:
-        """Manually trigger compensation on a running or suspended DAG."""
+    async def compensate_dag(self, id: uuid.UUID) -> SettledDAG | None:
+        """Manually trigger compensation on a running or suspended DAG; the run
+        when that settled it at once (nothing to compensate), else None."""
         ...
 
-    async def cancel_dag(self, id: uuid.UUID) -> None:
-        """Cancel a non-terminal DAG without compensating."""
+    async def cancel_dag(self, id: uuid.UUID) -> DAGState:
+        """Cancel a non-terminal DAG without compensating; its new state."""
         ...
 
     async def vacuum_dags(self, retention: timedelta) -> int:
@@ -499,7 +526,9 @@ class DAGStore(Protocol):
 class TxDAGStore(Protocol[TTx_contra]):
     """Contract ``TxDAGStore``."""
 
-    async def create_dag_tx(self, tx: TTx_contra, p: DAGParams) -> tuple[bool, uuid.UUID | None]:
+    async def create_dag_tx(
+        self, tx: TTx_contra, p: DAGParams, *, trace_context: Mapping[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID | None]:
         """:meth:`DAGStore.create_dag` inside the caller's transaction."""
         ...
 
@@ -508,20 +537,37 @@ class TxDAGStore(Protocol[TTx_contra]):
 class WorkflowStore(Protocol):
     """Contract ``WorkflowStore``: workflow-as-code executions, history, operations."""
 
-    async def start_workflow(self, p: WorkflowStartParams) -> tuple[bool, uuid.UUID | None]:
-        """Insert an execution (and its first workflow task); ``(inserted, existing_id)``."""
+    async def start_workflow(
+        self, p: WorkflowStartParams, *, trace_context: dict[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID]:
+        """Insert an execution (and its first workflow task); ``(inserted, id)``
+        where ``id`` is the existing execution's on a conflict."""
         ...
 
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView:
         """One execution; NotFoundError when none."""
         ...
 
+    async def list_workflow_executions(
+        self,
+        *,
+        name: str | None = None,
+        state: WorkflowState | str | None = None,
+        limit: int = 50,
+        before: tuple[datetime, uuid.UUID] | None = None,
+    ) -> list[WorkflowExecutionView]:
+        """Executions newest first (``created_at``, then id); ``before`` is the
+        keyset cursor ``(created_at, id)`` of the previous page's last row."""
+        ...
+
     async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
         """Append one history event; returns its seq."""
         ...
 
-    async def list_history(self, workflow_id: uuid.UUID) -> list[HistoryEvent]:
-        """The execution's history in seq order."""
+    async def list_history(
+        self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
+    ) -> list[HistoryEvent]:
+        """The execution's history in seq order, past ``after_seq`` (``limit``: at most)."""
         ...
 
     async def signal_workflow(self, p: SignalParams) -> bool:
@@ -532,7 +578,10 @@ class WorkflowStore(Protocol):
 
     async def fail_workflow(self, id: uuid.UUID, reason: str) -> None: ...
 
-    async def cancel_workflow_execution(self, id: uuid.UUID) -> None: ...
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState:
+        """Request cancellation (a suspended execution ends cancelled at once);
+        the execution's state after the request."""
+        ...
 
     async def terminate_workflow(
         self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
@@ -548,18 +597,6 @@ class WorkflowStore(Protocol):
 
     async def schedule_operation(self, p: ScheduleOperationParams) -> uuid.UUID:
         """Insert (or return the existing non-terminal) operation job by execution key."""
-        ...
-
-    async def mark_uncertain(
-        self, operation_job_id: uuid.UUID, lease_token: uuid.UUID, reason: str
-    ) -> None:
-        """Move an active operation to uncertain (lease-fenced) and suspend the execution."""
-        ...
-
-    async def resolve_uncertain(
-        self, operation_job_id: uuid.UUID, decision: str, result: bytes | None
-    ) -> tuple[uuid.UUID, str]:
-        """Apply a decision to an uncertain operation; ``(workflow_id, workflow_name)``."""
         ...
 
     async def schedule_task(
@@ -578,6 +615,69 @@ class WorkflowStore(Protocol):
         """Running executions with nothing pending (no live workflow job, no unfired
         timer, not blocked on a signal), updated >= older_than ago."""
         ...
+
+
+@runtime_checkable
+class UncertainStore(Protocol):
+    """Operations whose outcome is unknown: listing, deciding and reconciling them."""
+
+    async def list_uncertain_operations(
+        self, limit: int = 100, workflow_id: uuid.UUID | None = None
+    ) -> list[UncertainOperation]:
+        """Operations waiting for a decision, oldest first (optionally of one execution)."""
+        ...
+
+    async def get_operation(self, operation_job_id: uuid.UUID) -> UncertainOperation:
+        """One operation in any state; NotFoundError when it does not exist."""
+        ...
+
+    async def resolve_uncertain(
+        self,
+        operation_job_id: uuid.UUID,
+        decision: str,
+        result: bytes | None = None,
+        error: str | None = None,
+        note: str | None = None,
+        decided_by: str = "",
+        *,
+        resolved_event: tuple[str, bytes],
+        outcome_event: tuple[str, bytes] | None = None,
+        expected_attempt: int | None = None,
+    ) -> ResolvedOperation:
+        """Apply an audited decision (complete / fail / retry) to an uncertain
+        operation, appending ``resolved_event`` (and ``outcome_event``) in one
+        transaction. ConflictError when it is no longer uncertain (or its
+        attempt is not ``expected_attempt``)."""
+        ...
+
+    async def list_unreconciled_operations(
+        self, kinds: list[str], limit: int = 100
+    ) -> list[UncertainOperation]:
+        """Uncertain operations of ``kinds`` whose reconcile hook has given no
+        verdict for the current uncertain attempt yet, oldest first."""
+        ...
+
+    async def record_reconcile_verdict(
+        self, operation_job_id: uuid.UUID, attempt: int, verdict: str
+    ) -> bool:
+        """Record that the reconcile hook left ``attempt`` undecided; False when
+        the operation moved on (decided, or another attempt)."""
+        ...
+
+
+@runtime_checkable
+class WorkflowClientStore(
+    Store, TxStore[TTx_contra], WorkflowStore, UncertainStore, Protocol[TTx_contra]
+):
+    """What :class:`azync_flow.Client` needs: executions, uncertain operations and
+    event publishing, also in the caller's transaction (``TTx_contra``: the
+    driver's connection type)."""
+
+
+@runtime_checkable
+class DAGClientStore(DAGStore, TxDAGStore[TTx_contra], Protocol[TTx_contra]):
+    """What :class:`azync_flow.dag.DAGClient` needs: the DAG verbs, also in the
+    caller's transaction (``TTx_contra``: the driver's connection type)."""
 
 
 @runtime_checkable

@@ -9,6 +9,7 @@ holding JSON exactly as the caller gave it.
 from __future__ import annotations
 
 import enum
+import hashlib
 import uuid
 from datetime import datetime, timedelta
 from typing import Literal, NamedTuple
@@ -59,10 +60,14 @@ __all__ = [
     "QueryAnswer",
     "QueryClaim",
     "QueryRequest",
+    "ReapReport",
+    "ReapedTask",
     "ReplayFilter",
+    "ResolvedOperation",
     "ScheduleOperationParams",
     "ScheduleRecord",
     "ScheduleRunRecord",
+    "SettledDAG",
     "SignalParams",
     "Source",
     "StalledWorkflow",
@@ -72,6 +77,7 @@ __all__ = [
     "TaskResult",
     "TerminatedExecution",
     "UncertainDecision",
+    "UncertainOperation",
     "UpdateOutcome",
     "Wake",
     "WorkflowExecutionView",
@@ -79,6 +85,7 @@ __all__ = [
     "WorkflowStartParams",
     "WorkflowState",
     "WorkflowTaskState",
+    "default_channel",
 ]
 
 
@@ -173,6 +180,19 @@ class ChangeEntity(enum.StrEnum):
 #: Internal DAG task kinds, run by the scheduler rather than a handler.
 KIND_SLEEP = "$sleep"
 KIND_SIGNAL = "$signal"
+
+
+def default_channel(schema: str) -> str:
+    """The NOTIFY channel of a schema when ``Config.notify_channel`` is empty.
+
+    ``azync_wake_<schema>``, so stores on different schemas of one database
+    never wake each other; a schema name too long for a 63-byte identifier is
+    replaced by a stable hash of it.
+    """
+    channel = f"azync_wake_{schema}"
+    if len(channel) <= 63:
+        return channel
+    return f"azync_wake_{hashlib.sha256(schema.encode()).hexdigest()[:32]}"
 
 
 class Config(msgspec.Struct, kw_only=True):
@@ -659,12 +679,19 @@ class ChildSignalParams(msgspec.Struct, kw_only=True):
 
 
 class BufferedSignal(NamedTuple):
-    """A signal accepted but not yet consumed by a pass, in arrival order."""
+    """A signal accepted but not yet consumed by a pass, in arrival order.
+
+    Attributes:
+        signal_id: the store's id of the signal (arrival order).
+        name: the signal name.
+        payload: its JSON-encoded argument.
+        message_id: the sender's deduplication id ('' when none).
+    """
 
     signal_id: int
     name: str
-    message_id: str
-    payload: bytes
+    payload: bytes = b"null"
+    message_id: str = ""
 
 
 class WorkflowTaskState(msgspec.Struct, kw_only=True):
@@ -872,6 +899,96 @@ class LeasedTask(msgspec.Struct, kw_only=True):
     job: Job
     state: WorkflowTaskState
     after_seq: int
+
+
+# --- values the DAG scheduler and the uncertain-operation verbs return ----------
+
+
+class ReapedTask(msgspec.Struct, kw_only=True, frozen=True):
+    """A DAG task whose lease expired, as the ``dag_reap_expired_tasks`` verb left it.
+
+    Attributes:
+        dag_id: the run.
+        task_key: the task.
+        attempt: the attempt whose lease expired.
+        dead: True when it was dead-lettered (reaped too often), else pending again.
+        meta: the task's meta (with the run's W3C trace carrier).
+        kind: the task's handler kind.
+        started_at: when the lost attempt was leased.
+        dag_name: the run's DAG name.
+    """
+
+    dag_id: uuid.UUID
+    task_key: str
+    attempt: int
+    dead: bool
+    meta: dict[str, str]
+    kind: str = ""
+    started_at: datetime | None = None
+    dag_name: str = ""
+
+
+class SettledDAG(msgspec.Struct, kw_only=True, frozen=True):
+    """A DAG run that ``complete_dags`` just made terminal.
+
+    Attributes:
+        id: the run.
+        name: the DAG name.
+        state: its terminal state.
+        reason: its failure reason ('' when it succeeded).
+        created_at: when it started.
+        trace_context: the W3C carrier recorded when it started.
+    """
+
+    id: uuid.UUID
+    name: str
+    state: DAGState
+    reason: str = ""
+    created_at: datetime
+    trace_context: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class ResolvedOperation(NamedTuple):
+    """What ``resolve_uncertain`` returns: the execution of the decided operation."""
+
+    workflow_id: uuid.UUID
+    workflow_name: str
+
+
+class UncertainOperation(msgspec.Struct, kw_only=True):
+    """One operation waiting for a decision.
+
+    Attributes:
+        job_id: the operation job id (what ``resolve_uncertain`` takes).
+        workflow_id / workflow_name: its execution.
+        kind: ``$op:<activity>@<version>``; ``activity`` is meta's "activity"
+            or the name parsed from ``kind``.
+        execution_key: ``<workflow_id>/<seq>``, the natural idempotency key.
+        input: the operation payload, byte for byte.
+        attempt: attempts leased so far.
+        since / reason: when and why it turned uncertain.
+        state: the job state ('uncertain' in listings; any from ``get_operation``).
+    """
+
+    job_id: uuid.UUID
+    workflow_id: uuid.UUID
+    workflow_name: str
+    kind: str
+    activity: str
+    execution_key: str
+    input: bytes
+    attempt: int
+    since: datetime | None
+    reason: str
+    meta: dict[str, str]
+    state: str = "uncertain"
+
+
+class ReapReport(NamedTuple):
+    """Jobs returned to pending, and jobs given up on (dead-lettered)."""
+
+    reaped: int
+    killed: int
 
 
 class ScheduleRecord(msgspec.Struct, kw_only=True):

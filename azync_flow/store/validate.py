@@ -11,6 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "check_max_attempts",
+    "check_meta",
+    "check_name",
+    "check_text",
+]
+
 #: Longest accepted name (job kind, workflow/DAG name, signal name), in characters.
 MAX_NAME_LENGTH = 255
 

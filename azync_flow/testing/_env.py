@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from azync_flow._client_interactions import TERMINAL_STATES
 from azync_flow.client import Client, WorkflowHandle
+from azync_flow.runtime.worker_runtime import attach_workflows
 from azync_flow.store.types import Source
 from azync_flow.worker import Retention, Worker
 
@@ -142,8 +143,8 @@ class WorkflowEnvironment:
         activity_defs, dag_list, subs = list(activities), list(dags), list(subscribers)
         if workflow_defs or activity_defs or not (dag_list or subs or self.worker.handlers):
             runtime_options.setdefault("retention", timedelta(0))  # see __init__
-            self.runtime = self.worker.register_workflows(
-                workflow_defs, activity_defs, **runtime_options
+            self.runtime = attach_workflows(
+                self.worker, workflow_defs, activity_defs, **runtime_options
             )
         if self.worker.handlers:
             self.worker.maintain_source(Source.QUEUE)

@@ -26,6 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+__all__ = [
+    "DSN_VARIABLE",
+    "azync_clock",
+    "azync_dsn",
+    "azync_schema",
+    "azync_store",
+    "workflow_env",
+]
+
 if TYPE_CHECKING:
     from azync_flow.store.postgres import PostgresStore
 

@@ -19,13 +19,13 @@ Public surface::
 Run a worker from the command line with ``python -m azync_flow.worker module:factory``.
 """
 
+from ..errors import LeaseLost, Skip, Snooze
 from ..retry import RetryPolicy
 from ._acker import AckBatcher
-from ._lease import LeaseHandle, LeaseLost, lease_gone
+from ._lease import LeaseHandle, lease_gone
 from ._loop import JobRunner, LeaseLoop, LoopStats
 from ._maintenance import DEFAULT_LEADERSHIP, MaintenanceStep, Retention
 from ._queue import Interceptor, JobContext, PayloadError, UnknownKindError
-from ._signals import Skip, Snooze
 from ._store import WorkerStore
 from ._worker import Worker
 

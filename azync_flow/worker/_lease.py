@@ -22,23 +22,13 @@ import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..store.errors import AzyncError, is_not_found
+from ..errors import LeaseLost, is_not_found
 from ..store.types import Job
 
 if TYPE_CHECKING:
     from ._store import WorkerStore
 
 __all__ = ["LeaseHandle", "LeaseLost", "lease_gone"]
-
-
-class LeaseLost(AzyncError):
-    """The job's lease token no longer owns the row: another attempt may run it now.
-
-    Raised by :meth:`LeaseHandle.extend` (and ``JobContext.heartbeat``). A
-    runner that sees it must stop and must not settle the job.
-    """
-
-    code = "lease_lost"
 
 
 class LeaseHandle:

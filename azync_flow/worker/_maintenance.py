@@ -35,7 +35,8 @@ from ..store.errors import LeadershipLostError
 from ..store.types import Source
 
 if TYPE_CHECKING:
-    from ._store import LeadershipLease, WorkerStore
+    from ..store.protocols import LeadershipLease
+    from ._store import WorkerStore
 
 __all__ = ["DEFAULT_LEADERSHIP", "MaintenanceStep", "Retention"]
 

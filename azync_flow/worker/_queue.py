@@ -27,11 +27,10 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 import msgspec
 
+from ..errors import Skip, Snooze, is_not_found
 from ..retry import RetryDecision, RetryPolicy, describe_error
-from ..store.errors import is_not_found
 from ..store.types import Job
 from ._lease import LeaseHandle
-from ._signals import Skip, Snooze
 
 if TYPE_CHECKING:
     from ._acker import AckBatcher

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
+from ..store.protocols import LeadershipLease
 from ..store.types import DequeueParams, Job, Source, Wake
 
 
@@ -69,20 +69,3 @@ class WakeStream(Protocol):
     def __aiter__(self) -> AsyncIterator[Wake]: ...
 
     async def close(self) -> None: ...
-
-
-class LeadershipLease(Protocol):
-    """Contract ``LeadershipLease``: a leadership term on the backend clock.
-
-    ``valid`` renews it (False once lost), ``renew_if_due`` renews it when a
-    third of its TTL passed, ``fenced`` makes the store statements of the
-    current task fail with ``LeadershipLostError`` once the term is over.
-    """
-
-    async def valid(self) -> bool: ...
-
-    async def renew_if_due(self) -> bool: ...
-
-    def fenced(self) -> AbstractContextManager[None]: ...
-
-    async def release(self) -> None: ...

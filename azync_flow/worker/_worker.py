@@ -319,9 +319,9 @@ class Worker:
         Raises:
             ValueError: the worker runs already, or a kind is registered twice.
         """
-        from ..runtime.worker_runtime import register_workflows
+        from ..runtime.worker_runtime import attach_workflows
 
-        return register_workflows(self, workflows, activities, **options)
+        return attach_workflows(self, workflows, activities, **options)
 
     def client(self, **options: Any) -> Client:
         """A :class:`~azync_flow.client.Client` bound to this worker: while the
@@ -380,6 +380,11 @@ class Worker:
             leadership=leadership,
             source=source,
         )
+
+    @property
+    def maintained_sources(self) -> frozenset[Source]:
+        """The sources whose built-in promote/reap/vacuum this worker takes part in."""
+        return frozenset(self._maintained)
 
     def maintain_source(self, source: Source) -> None:
         """Take part in the built-in promote/reap/vacuum of ``source`` (leader only).

@@ -7,8 +7,7 @@ import typing
 import uuid
 from typing import Any, Generic, TypeVar
 
-from azync_flow._payload import encode_value
-from azync_flow.replay.codec import decode_value
+from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.engine import WorkflowInstance
 
 __all__ = ["ChildHandle", "ParentClosePolicy"]

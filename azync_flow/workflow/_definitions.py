@@ -11,9 +11,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-from azync_flow._payload import encode_value
 from azync_flow.errors import UnknownWorkflowError
-from azync_flow.replay.codec import decode_value
+from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.retry import RetryPolicy
 from azync_flow.workflow._handlers import decode_args
@@ -51,7 +50,7 @@ class ActivityOptions:
             its task cancelled; ``None`` = the worker renews the lease while
             the attempt runs.
         idempotent: False marks a non-idempotent step: an attempt whose outcome is
-            unknown is not retried blindly but parked as uncertain (issue 5).
+            unknown is not retried blindly but parked as uncertain.
         reconcile: optional hook deciding an uncertain attempt's outcome.
     """
 
@@ -306,7 +305,7 @@ def activity(
         heartbeat_timeout: maximum gap between heartbeats of one attempt (the
             attempt is lost after a longer silence; see ``ActivityOptions``).
         idempotent: False for non-idempotent steps (uncertain outcomes are parked).
-        reconcile: hook deciding an uncertain attempt's outcome (issue 5).
+        reconcile: hook deciding an uncertain attempt's outcome.
 
     Warning:
         Renaming an activity called by running executions breaks their replay

@@ -14,7 +14,7 @@ from azync_flow.dag import DAG, DAGRunner, DAGScheduler, RetryPolicy, run_until_
 from azync_flow.store import DAGView, JobState
 from azync_flow.store.postgres import PostgresStore
 
-FAST = RetryPolicy(initial=timedelta(0))
+FAST = RetryPolicy(initial_interval=timedelta(0), jitter=0.0)
 
 
 def runner(store: PostgresStore, *dags: DAG, **kw: object) -> DAGRunner:

@@ -11,8 +11,8 @@ import pytest
 
 from azync_flow.store import Config, PublishParams, Source, Subscriber, Wake
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.store.postgres._base import default_channel
 from azync_flow.store.postgres.notify import WakeSubscription
+from azync_flow.store.types import default_channel
 from azync_flow.testing import MovableClock, drop_schema, unique_schema
 
 from .helpers import eventually, job, lease

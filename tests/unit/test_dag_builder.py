@@ -205,6 +205,8 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "ActivityOptions",
         "AzyncError",
         "ChildWorkflowError",
+        "Client",
+        "Config",
         "DAGClient",
         "DAGValidationError",
         "EventContext",
@@ -235,6 +237,8 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "attach_dags",
         "attach_schedules",
         "attach_subscribers",
+        "attach_workflows",
+        "open_store",
         "subscriber",
         "workflow",
     ]
@@ -242,5 +246,5 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         assert getattr(azync_flow, name) is getattr(dag_pkg, name)
     assert azync_flow.attach_dags is dag_pkg.attach_dags
     assert azync_flow.Worker is worker_pkg.Worker
-    # the top-level Skip is the DAG handler's; queue handlers use azync_flow.worker.Skip
-    assert azync_flow.Skip is not worker_pkg.Skip
+    # one Skip settles a DAG task, a queue job or an event delivery as skipped
+    assert azync_flow.Skip is worker_pkg.Skip

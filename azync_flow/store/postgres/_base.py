@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,7 +12,7 @@ import asyncpg
 import msgspec
 
 from ..errors import NotFoundError
-from ..types import Config, EventRecord, Job, JobState, Source
+from ..types import Config, EventRecord, Job, JobState, Source, default_channel
 from ._fence import CURRENT_FENCE
 from ._guard import Availability, GuardedPool
 from ._queries import QUERIES
@@ -40,19 +39,6 @@ def validate_identifier(value: str, what: str) -> str:
             f"invalid {what} {value!r}: names starting with 'pg_' are reserved by PostgreSQL"
         )
     return value
-
-
-def default_channel(schema: str) -> str:
-    """The NOTIFY channel of a schema when ``Config.notify_channel`` is empty.
-
-    ``azync_wake_<schema>``, so stores on different schemas of one database
-    never wake each other; a schema name too long for a 63-byte identifier is
-    replaced by a stable hash of it.
-    """
-    channel = f"azync_wake_{schema}"
-    if len(channel) <= 63:
-        return channel
-    return f"azync_wake_{hashlib.sha256(schema.encode()).hexdigest()[:32]}"
 
 
 class PgBase:

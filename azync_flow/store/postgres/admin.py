@@ -11,6 +11,12 @@ from ..errors import ConflictError, NotFoundError
 from ..types import DailyCount, Depths, Job, JobFilter, JobState, NukeReport, Source
 from ._base import PgBase, job_from_row
 
+__all__ = [
+    "DAILY_WINDOW_DAYS",
+    "VACUUM_BATCH",
+    "AdminMixin",
+]
+
 #: Length of the daily throughput window of :meth:`AdminMixin.stats` and ``all_daily``.
 DAILY_WINDOW_DAYS = 30
 #: Rows deleted per statement by :meth:`AdminMixin.vacuum_completed`.

@@ -28,6 +28,12 @@ from ._base import PgBase
 from ._queries import QUERIES
 from .notify import ListenSubscription, parse_wake
 
+__all__ = [
+    "CHANGE_POLL_INTERVAL",
+    "ChangeMixin",
+    "ChangeSubscription",
+]
+
 #: How often the statistics counters are compared (seconds).
 CHANGE_POLL_INTERVAL = 1.0
 

@@ -32,60 +32,22 @@ from ..types import (
     Job,
     JobState,
     OnFailurePolicy,
+    ReapedTask,
+    SettledDAG,
     TaskResult,
 )
 from ..validate import check_meta, check_name, check_text
 from ._base import PgBase, decode_meta, encode_meta, job_from_row
 from ._queries import QUERIES
 
+__all__ = [
+    "DAGMixin",
+]
+
 _ZERO = timedelta(0)
 
 
-class ReapedTask(msgspec.Struct, kw_only=True, frozen=True):
-    """A DAG task whose lease expired, as :meth:`DAGMixin.dag_reap_expired_tasks` left it.
-
-    Attributes:
-        dag_id: the run.
-        task_key: the task.
-        attempt: the attempt whose lease expired.
-        dead: True when it was dead-lettered (reaped too often), else pending again.
-        meta: the task's meta (with the run's W3C trace carrier).
-        kind: the task's handler kind.
-        started_at: when the lost attempt was leased.
-        dag_name: the run's DAG name.
-    """
-
-    dag_id: uuid.UUID
-    task_key: str
-    attempt: int
-    dead: bool
-    meta: dict[str, str]
-    kind: str = ""
-    started_at: datetime | None = None
-    dag_name: str = ""
-
-
 _reaped_decoder = msgspec.json.Decoder(list[ReapedTask])
-
-
-class SettledDAG(msgspec.Struct, kw_only=True, frozen=True):
-    """A DAG run that :meth:`DAGMixin.complete_dags` just made terminal.
-
-    Attributes:
-        id: the run.
-        name: the DAG name.
-        state: its terminal state.
-        reason: its failure reason ('' when it succeeded).
-        created_at: when it started.
-        trace_context: the W3C carrier recorded when it started.
-    """
-
-    id: uuid.UUID
-    name: str
-    state: DAGState
-    reason: str = ""
-    created_at: datetime
-    trace_context: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 _settled_decoder = msgspec.json.Decoder(list[SettledDAG])
@@ -126,14 +88,12 @@ _PUBLISH_DAG_EVENTS = """, dag_ev AS (
     FROM dag_ev v JOIN azync_subscribers s ON s.event_type = v.type CROSS JOIN clock c
     RETURNING kind
 ), dag_ev_stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
-    SELECT 'event', kind, ((SELECT t FROM clock) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, count(*)
-    FROM dag_ev_jobs GROUP BY kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
+    SELECT azync_job_count((SELECT t FROM clock),
+                           array_agg(ROW('event', kind, 1, 0, 0, 0)::azync_job_delta))
+    FROM dag_ev_jobs
 ), dag_ev_wake AS (
     SELECT pg_notify({channel}, 'event:' || kind) FROM (SELECT DISTINCT kind FROM dag_ev_jobs) k
+    WHERE (SELECT count(*) FROM dag_ev_stat) >= 0
 )"""
 _PUBLISH_MARK = re.compile(r"^-- @publish_dag_events (\$\d+)$", re.MULTILINE)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncpg
 
 from ..errors import SchemaNotMigratedError, StoreError, StoreUnavailableError
@@ -18,6 +20,11 @@ from .notify import NotifyMixin
 from .queue import QueueMixin
 from .schedule import ScheduleMixin
 from .workflow import WorkflowMixin
+
+__all__ = [
+    "PostgresStore",
+    "open_store",
+]
 
 
 class PostgresStore(
@@ -129,3 +136,27 @@ async def open_store(
             await pool.close()
             raise
     return store
+
+
+if TYPE_CHECKING:
+    from .. import protocols as p
+
+    def _satisfies_every_protocol(s: PostgresStore) -> None:
+        """mypy checks here that the driver implements the whole contract."""
+        _: tuple[
+            p.Store,
+            p.TxStore[asyncpg.Connection],
+            p.DAGStore,
+            p.TxDAGStore[asyncpg.Connection],
+            p.DAGClientStore[asyncpg.Connection],
+            p.WorkflowStore,
+            p.UncertainStore,
+            p.WorkflowClientStore[asyncpg.Connection],
+            p.WorkflowRuntimeStore,
+            p.OperationStore,
+            p.ChangeNotifier,
+            p.Notifier,
+            p.LeaderElector,
+            p.LeaseElector,
+            p.Migrator,
+        ] = (s, s, s, s, s, s, s, s, s, s, s, s, s, s, s)

@@ -29,6 +29,10 @@ from ._base import PgBase, decode_meta, encode_meta
 from ._guard import translate
 from ._queries import QUERIES
 
+__all__ = [
+    "EventMixin",
+]
+
 
 class EventMixin(PgBase):
     async def publish(self, p: PublishParams) -> int:

@@ -31,6 +31,13 @@ from ._base import PgBase
 from ._fence import CURRENT_FENCE, LeaderFence
 from ._queries import QUERIES
 
+__all__ = [
+    "DEFAULT_LEADER_TTL",
+    "LeaderMixin",
+    "PgLeadershipLease",
+    "default_holder",
+]
+
 log = logging.getLogger("azync_flow.store")
 
 #: Default time a leadership stays held without renewal.

@@ -25,6 +25,16 @@ from ._base import PgBase
 from ._guard import is_unavailable, translate
 from ._queries import QUERIES
 
+__all__ = [
+    "HEALTH_INTERVAL",
+    "MAX_BUFFERED",
+    "ListenSubscription",
+    "NotifyMixin",
+    "WakeSubscription",
+    "connect_dedicated",
+    "parse_wake",
+]
+
 log = logging.getLogger(__name__)
 
 #: Buffered wakes per subscription; further wakes are dropped (polling covers them).

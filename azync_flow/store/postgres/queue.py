@@ -8,11 +8,15 @@ from datetime import timedelta
 
 import asyncpg
 
+from ..._text import clean_text
 from ..errors import ConflictError
 from ..types import AttemptError, DequeueParams, EnqueueParams, Job, Source
 from ..validate import check_max_attempts, check_meta, check_name, check_text
 from ._base import PgBase, encode_meta, job_from_row
-from ._text import clean_text
+
+__all__ = [
+    "QueueMixin",
+]
 
 
 class QueueMixin(PgBase):

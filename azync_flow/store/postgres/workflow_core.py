@@ -1,7 +1,7 @@
 """Workflow-as-code verbs of the contract ``WorkflowStore`` (executions, history,
 signals, workflow tasks, operations).
 
-Job conventions (see ``notes/workflow_store_api.md``): every job has
+Job conventions: every job has
 ``source='workflow'`` and ``run_id`` = the execution id; a workflow task has
 ``task_key='$wft'`` (kind ``"$wft"``), an operation ``kind="$op:<name>@<ver>"``
 and ``task_key`` = its execution key. At most one runnable (pending/scheduled)
@@ -14,6 +14,17 @@ races and writers of one execution serialise. History payloads are opaque bytes.
 
 from __future__ import annotations
 
+__all__ = [
+    "ENQUEUED",
+    "FAILED",
+    "LIVE_WORKFLOW_STATES",
+    "PROCESSED",
+    "WORKFLOW_TASK",
+    "WorkflowCoreMixin",
+    "execution_from_row",
+    "history_from_row",
+]
+
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +32,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from ..._text import clean_text
 from ..errors import ConflictError, NotFoundError
 from ..types import (
     HistoryEvent,
@@ -516,23 +528,6 @@ class WorkflowCoreMixin(PgBase):
             if r["inserted"]:
                 self._count(conn, r["kind"], ENQUEUED)
         return rows
-
-
-def clean_text(value: str) -> str:
-    """Make free text (reasons, errors, notes) storable in a ``text`` column.
-
-    Postgres text rejects NUL and UTF-8 cannot encode lone surrogates, so a
-    failure message carrying either would make recording the failure itself
-    fail (scenario C26). NUL is stored as the four characters ``\\x00`` and a
-    lone surrogate as its ``\\udXXX`` escape; other text is unchanged.
-    """
-    if "\x00" in value:
-        value = value.replace("\x00", "\\x00")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
-    return value
 
 
 def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecutionView:

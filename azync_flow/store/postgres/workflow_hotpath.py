@@ -10,6 +10,10 @@ then ``commit_pass``), minus the workflow task that would have carried the pass.
 
 from __future__ import annotations
 
+__all__ = [
+    "WorkflowHotPathMixin",
+]
+
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta

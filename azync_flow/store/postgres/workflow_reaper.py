@@ -16,21 +16,17 @@ contract ``ReapExpired``), run by the leader.
 
 from __future__ import annotations
 
+__all__ = [
+    "WorkflowReaperMixin",
+]
+
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from typing import NamedTuple
 
-from ..types import Job
+from ..types import Job, ReapReport
 from ._base import job_from_row
 from .workflow_runtime import WorkflowRuntimeMixin
-
-
-class ReapReport(NamedTuple):
-    """Jobs returned to pending, and jobs given up on (dead-lettered)."""
-
-    reaped: int
-    killed: int
 
 
 class WorkflowReaperMixin(WorkflowRuntimeMixin):

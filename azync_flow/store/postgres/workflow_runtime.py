@@ -9,6 +9,12 @@ a duplicate pass therefore writes nothing.
 
 from __future__ import annotations
 
+__all__ = [
+    "WorkflowRuntimeMixin",
+    "one_statement",
+    "task_state_from_row",
+]
+
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -16,6 +22,7 @@ from typing import Literal
 
 import asyncpg
 
+from ..._text import clean_text
 from ..errors import ConflictError, NotFoundError
 from ..types import (
     BufferedSignal,
@@ -39,7 +46,6 @@ from .workflow_core import (
     LIVE_WORKFLOW_STATES,
     PROCESSED,
     WORKFLOW_TASK,
-    clean_text,
     execution_from_row,
 )
 from .workflow_interaction import WorkflowInteractionMixin
@@ -656,7 +662,7 @@ def task_state_from_row(
         if h_seq
         else [],
         signals=[
-            BufferedSignal(i, name, message_id, bytes(payload))
+            BufferedSignal(i, name, bytes(payload), message_id)
             for i, name, message_id, payload in zip(
                 s_id, row["s_name"], row["s_message_id"], row["s_payload"], strict=True
             )

@@ -7,16 +7,22 @@ come). ``cancel`` stays the cooperative verb: it asks the code to clean up.
 
 from __future__ import annotations
 
+__all__ = [
+    "WORKFLOW_TERMINATED_EVENT",
+    "WorkflowTerminateMixin",
+]
+
 import asyncio
 import uuid
 
 import asyncpg
 import msgspec
 
+from ..._text import clean_text
 from ..errors import ConflictError
 from ..types import TerminatedExecution, WorkflowState
 from ._base import decode_meta, encode_meta
-from .workflow_core import WorkflowCoreMixin, clean_text
+from .workflow_core import WorkflowCoreMixin
 
 #: Lock attempts before giving up (backoff 2 ms doubling to 100 ms: about 5 s).
 _LOCK_ATTEMPTS = 55

@@ -1,4 +1,4 @@
-"""Uncertain operations (issue 5): an operation whose outcome is unknown is
+"""Uncertain operations: an operation whose outcome is unknown is
 parked, never blindly retried, until code or a person decides.
 
 Event type names and payload bytes are chosen by the caller (the runtime);
@@ -7,20 +7,31 @@ the store stays opaque to them.
 
 from __future__ import annotations
 
+__all__ = [
+    "LATE_OUTCOME_EVENT",
+    "LEASE_EXPIRED_REASON",
+    "UncertainMixin",
+]
+
 import uuid
 from collections.abc import Callable
-from datetime import datetime
-from typing import NamedTuple
 
 import asyncpg
-import msgspec
 
+from ..._text import clean_text
 from ..errors import ConflictError, NotFoundError
-from ..types import Job, PublishParams, UncertainDecision, WorkflowState
+from ..types import (
+    Job,
+    PublishParams,
+    ResolvedOperation,
+    UncertainDecision,
+    UncertainOperation,
+    WorkflowState,
+)
 from ._base import decode_meta, job_from_row
-from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin, clean_text
+from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin
 
-#: Ledger event type of a late report refused by the fence (scenario C20).
+#: Ledger event type of a late report refused by the fence.
 LATE_OUTCOME_EVENT = "azync.operation.late_outcome_ignored"
 
 #: Reason the reaper records for an expired non-idempotent operation.
@@ -33,42 +44,6 @@ _RESOLVED_STATE = {
     UncertainDecision.FAIL: "dead",
     UncertainDecision.RETRY: "pending",
 }
-
-
-class ResolvedOperation(NamedTuple):
-    """Result of :meth:`UncertainMixin.resolve_uncertain` (contract: workflowID, workflowName)."""
-
-    workflow_id: uuid.UUID
-    workflow_name: str
-
-
-class UncertainOperation(msgspec.Struct, kw_only=True):
-    """One operation waiting for a decision.
-
-    Attributes:
-        job_id: the operation job id (what ``resolve_uncertain`` takes).
-        workflow_id / workflow_name: its execution.
-        kind: ``$op:<activity>@<version>``; ``activity`` is meta's "activity"
-            or the name parsed from ``kind``.
-        execution_key: ``<workflow_id>/<seq>``, the natural idempotency key.
-        input: the operation payload, byte for byte.
-        attempt: attempts leased so far.
-        since / reason: when and why it turned uncertain.
-        state: the job state ('uncertain' in listings; any from ``get_operation``).
-    """
-
-    job_id: uuid.UUID
-    workflow_id: uuid.UUID
-    workflow_name: str
-    kind: str
-    activity: str
-    execution_key: str
-    input: bytes
-    attempt: int
-    since: datetime | None
-    reason: str
-    meta: dict[str, str]
-    state: str = "uncertain"
 
 
 class UncertainMixin(WorkflowCoreMixin):
@@ -215,7 +190,7 @@ class UncertainMixin(WorkflowCoreMixin):
         result: bytes | None = None,
     ) -> ResolvedOperation:
         """Resolve an uncertain operation from a late report of the very attempt
-        that turned uncertain (scenario C20, variant), in one transaction.
+        that turned uncertain (a late report in another form), in one transaction.
 
         The attempt's worker knows the outcome, so its report decides:
         ``complete`` (or ``fail`` with ``dead``) recorded with
@@ -324,7 +299,7 @@ class UncertainMixin(WorkflowCoreMixin):
         *,
         why: str,
     ) -> uuid.UUID:
-        """Keep a refused late report (scenario C20): an attempt row on the
+        """Keep a refused late report: an attempt row on the
         operation and a :data:`LATE_OUTCOME_EVENT` ledger event carrying the
         report's payload, in one transaction. Nothing else changes.
 

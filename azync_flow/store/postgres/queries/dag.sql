@@ -51,15 +51,14 @@ WITH clock AS (
     FROM src s, clock c
     RETURNING kind, state
 ), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
-    SELECT 'dag', kind, ((SELECT t FROM clock) AT TIME ZONE 'UTC')::date, 0, count(*)
-    FROM ins WHERE kind NOT IN ('$sleep', '$signal') GROUP BY kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
+    SELECT azync_job_count((SELECT t FROM clock),
+                           array_agg(ROW('dag', kind, 1, 0, 0, 0)::azync_job_delta))
+    FROM ins WHERE kind NOT IN ('$sleep', '$signal')
 ), wake AS (
     SELECT pg_notify($15, 'dag:' || kind) FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
 )
 SELECT (SELECT count(*) FROM ins) AS inserted, (SELECT count(*) FROM wake) AS woken
+WHERE (SELECT count(*) FROM stat) >= 0
 
 -- name: dag_insert_deps
 -- $2 dag_id, $3 task_keys, $4 depends_on_keys
@@ -479,17 +478,8 @@ WHERE dag_id = $2 AND state IN ('succeeded', 'skipped')
 -- name: dag_ack_result
 -- $2 id, $3 lease_token, $4 result (NULL = succeeded without result), $5 channel
 WITH done AS (
-    UPDATE azync_jobs
-    SET state = 'succeeded', result = $4, completed_at = coalesce($1::timestamptz, now()),
-        lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
-    WHERE id = $2 AND lease_token = $3 AND state = 'active'
-    RETURNING source, kind
-), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, processed)
-    SELECT source, kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, 1 FROM done
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET processed = azync_job_stats.processed + 1
+    SELECT id FROM azync_job_settle(coalesce($1::timestamptz, now()), ARRAY[$2::uuid],
+                                    ARRAY[$3::uuid], 'succeeded', NULL, $4::bytea, true)
 ), wake AS (
     SELECT pg_notify($5, 'dag:$tick') FROM done
 )

@@ -131,16 +131,14 @@ WITH clock AS (
     WHERE $2 = '' OR s.name = $2
     RETURNING kind, enqueued_at
 ), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
-    SELECT 'event', kind, (min(enqueued_at) AT TIME ZONE 'UTC')::date, (random() * 7)::int,
-           count(*)
-    FROM ins GROUP BY kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
+    SELECT azync_job_count(min(enqueued_at),
+                           array_agg(ROW('event', kind, 1, 0, 0, 0)::azync_job_delta))
+    FROM ins
 ), wake AS (
     SELECT pg_notify($8, 'event:' || kind) FROM (SELECT DISTINCT kind FROM ins) k
 )
 SELECT (SELECT count(*) FROM ins) AS created, (SELECT count(*) FROM wake) AS woken
+WHERE (SELECT count(*) FROM stat) >= 0
 
 -- name: event_retain
 -- $2 before, $3 limit: delete up to limit events that occurred before the

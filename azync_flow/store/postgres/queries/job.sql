@@ -1,5 +1,6 @@
 -- Queue job lifecycle. $1 is always the clock override: coalesce($1, now()).
--- Stats counters are spread over 8 shards per (source, kind, day).
+-- Every settle goes through azync_job_settle and every stats write through
+-- azync_job_count (migration 0011).
 
 -- name: job_enqueue
 -- $2 id, $3 source, $4 kind, $5 payload, $6 meta, $7 run_at, $8 delay,
@@ -36,14 +37,13 @@ WITH clock AS (
     WHERE $11 <> '' AND $14::interval > interval '0'
     ON CONFLICT (source, kind, key) DO UPDATE SET expires_at = EXCLUDED.expires_at
 ), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
-    SELECT $3, $4, (enqueued_at AT TIME ZONE 'UTC')::date, (random() * 7)::int, 1 FROM ins
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET enqueued = azync_job_stats.enqueued + 1
+    SELECT azync_job_count(enqueued_at, ARRAY[ROW($3, $4, 1, 0, 0, 0)::azync_job_delta])
+    FROM ins
 ), wake AS (
     SELECT pg_notify($12, $3 || ':' || $4) FROM ins WHERE state = 'pending'
 )
 SELECT (SELECT count(*) FROM ins) AS inserted, (SELECT count(*) FROM wake) AS woken
+WHERE (SELECT count(*) FROM stat) >= 0
 
 -- name: job_dequeue
 -- $2 source, $3 kind, $4 limit, $5 lease, $6 default_max_attempts, $7 override_default.
@@ -75,38 +75,13 @@ RETURNING j.*
 
 -- name: job_ack
 -- $2 id, $3 lease_token
-WITH done AS (
-    UPDATE azync_jobs
-    SET state = 'succeeded', completed_at = coalesce($1::timestamptz, now()),
-        lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
-    WHERE id = $2 AND lease_token = $3 AND state = 'active'
-    RETURNING source, kind
-), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, processed)
-    SELECT source, kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, 1 FROM done
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET processed = azync_job_stats.processed + 1
-)
-SELECT 1 FROM done
+SELECT 1 FROM azync_job_settle(coalesce($1::timestamptz, now()), ARRAY[$2::uuid],
+                               ARRAY[$3::uuid], 'succeeded', NULL, NULL, true)
 
 -- name: job_ack_many
 -- $2 ids uuid[], $3 lease_tokens uuid[]; returns the ids acked
-WITH done AS (
-    UPDATE azync_jobs j
-    SET state = 'succeeded', completed_at = coalesce($1::timestamptz, now()),
-        lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
-    FROM unnest($2::uuid[], $3::uuid[]) AS s(id, token)
-    WHERE j.id = s.id AND j.lease_token = s.token AND j.state = 'active'
-    RETURNING j.id, j.source, j.kind
-), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, processed)
-    SELECT source, kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, count(*) FROM done GROUP BY source, kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET processed = azync_job_stats.processed + EXCLUDED.processed
-)
-SELECT id FROM done
+SELECT id FROM azync_job_settle(coalesce($1::timestamptz, now()), $2::uuid[], $3::uuid[],
+                                'succeeded', NULL, NULL, true)
 
 -- name: job_reschedule
 -- $2 id, $3 lease_token, $4 delay, $5 last_error
@@ -125,23 +100,8 @@ SELECT 1 FROM j
 
 -- name: job_dead
 -- $2 id, $3 lease_token, $4 last_error
-WITH j AS (
-    UPDATE azync_jobs
-    SET state = 'dead', last_error = $4, failed_at = coalesce($1::timestamptz, now()),
-        lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
-    WHERE id = $2 AND lease_token = $3 AND state = 'active'
-    RETURNING id, attempt, source, kind
-), a AS (
-    INSERT INTO azync_job_attempts (job_id, attempt, error, at)
-    SELECT id, attempt, $4, coalesce($1::timestamptz, now()) FROM j
-), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, failed)
-    SELECT source, kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, 1 FROM j
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET failed = azync_job_stats.failed + 1
-)
-SELECT 1 FROM j
+SELECT 1 FROM azync_job_settle(coalesce($1::timestamptz, now()), ARRAY[$2::uuid],
+                               ARRAY[$3::uuid], 'dead', $4::text, NULL, true)
 
 -- name: job_release
 -- $2 id, $3 lease_token
@@ -161,20 +121,8 @@ RETURNING lease_until
 
 -- name: job_skip
 -- $2 id, $3 lease_token, $4 reason. Terminal; counted as processed.
-WITH done AS (
-    UPDATE azync_jobs
-    SET state = 'skipped', last_error = $4, completed_at = coalesce($1::timestamptz, now()),
-        lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
-    WHERE id = $2 AND lease_token = $3 AND state = 'active'
-    RETURNING source, kind
-), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, processed)
-    SELECT source, kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, 1 FROM done
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET processed = azync_job_stats.processed + 1
-)
-SELECT 1 FROM done
+SELECT 1 FROM azync_job_settle(coalesce($1::timestamptz, now()), ARRAY[$2::uuid],
+                               ARRAY[$3::uuid], 'skipped', $4::text, NULL, true)
 
 -- name: job_snooze
 -- $2 id, $3 lease_token, $4 delay, $5 deadline_error. Returns the new state:
@@ -205,13 +153,10 @@ WITH clock AS (
     INSERT INTO azync_job_attempts (job_id, attempt, error, at)
     SELECT id, attempt, $5, t FROM j WHERE state = 'dead'
 ), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, failed)
-    SELECT source, kind, (t AT TIME ZONE 'UTC')::date, (random() * 7)::int, 1
+    SELECT azync_job_count(t, ARRAY[ROW(source, kind, 0, 0, 1, 0)::azync_job_delta])
     FROM j WHERE state = 'dead'
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET failed = azync_job_stats.failed + 1
 )
-SELECT state FROM j
+SELECT state FROM j WHERE (SELECT count(*) FROM stat) >= 0
 
 -- name: job_promote_due
 -- $2 source, $3 kinds text[] (NULL = every kind), $4 channel. DAG sleep tasks
@@ -271,13 +216,9 @@ WITH clock AS (
     INSERT INTO azync_job_attempts (job_id, attempt, error, at)
     SELECT id, attempt, last_error, t FROM up WHERE state = 'dead'
 ), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, reaped, failed)
-    SELECT source, kind, (min(t) AT TIME ZONE 'UTC')::date, (random() * 7)::int,
-           count(*), count(*) FILTER (WHERE state = 'dead')
-    FROM up GROUP BY source, kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET reaped = azync_job_stats.reaped + EXCLUDED.reaped,
-                      failed = azync_job_stats.failed + EXCLUDED.failed
+    SELECT azync_job_count(min(t), array_agg(ROW(
+               source, kind, 0, 0, (state = 'dead')::int, 1)::azync_job_delta))
+    FROM up
 ), wake AS (
     SELECT pg_notify($5, $2 || ':' || kind)
     FROM (SELECT DISTINCT kind FROM up WHERE state = 'pending') k
@@ -285,6 +226,7 @@ WITH clock AS (
 SELECT (SELECT count(*) FROM up) AS reaped,
        (SELECT count(*) FROM up WHERE state = 'dead') AS killed,
        (SELECT count(*) FROM wake) AS woken
+WHERE (SELECT count(*) FROM stat) >= 0
 
 -- name: job_attempts
 -- $2 source, $3 id: the job's failure history, oldest first.

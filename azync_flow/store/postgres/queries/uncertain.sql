@@ -1,4 +1,4 @@
--- Uncertain operations (issue 5): reconcile-hook bookkeeping and late reports.
+-- Uncertain operations: reconcile-hook bookkeeping and late reports.
 
 -- name: uncertain_list_unreconciled
 -- $2 kinds text[], $3 limit: uncertain operations of these kinds whose current

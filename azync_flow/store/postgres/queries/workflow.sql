@@ -27,15 +27,14 @@ WITH clock AS (
     FROM ins
     RETURNING kind
 ), stat AS (
-    INSERT INTO azync_job_stats (source, kind, day, shard, enqueued)
-    SELECT 'workflow', kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
-           (random() * 7)::int, count(*) FROM task GROUP BY kind
-    ON CONFLICT (source, kind, day, shard)
-        DO UPDATE SET enqueued = azync_job_stats.enqueued + EXCLUDED.enqueued
+    SELECT azync_job_count(coalesce($1::timestamptz, now()),
+                           array_agg(ROW('workflow', kind, 1, 0, 0, 0)::azync_job_delta))
+    FROM task
 ), wake AS (
     SELECT pg_notify($10, 'workflow:$wft') FROM task
 )
 SELECT (SELECT count(*) FROM ins) AS inserted, (SELECT count(*) FROM wake) AS woken
+WHERE (SELECT count(*) FROM stat) >= 0
 
 -- name: workflow_existing
 -- $2 id, $3 name, $4 business key: the execution a conflicting start hit.
@@ -133,28 +132,11 @@ ORDER BY uncertain_since, id
 
 -- name: workflow_task_schedule
 -- $2 run id, $3 kind, $4 run_at (NULL = now), $5 channel. Inserts the one
--- runnable workflow task, or moves an existing one to least(run_at, new).
-WITH clock AS (
-    SELECT coalesce($1::timestamptz, now()) AS t
-), up AS (
-    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
-                                 enqueued_at, updated_at)
-    SELECT gen_random_uuid(), 'workflow', $3,
-           CASE WHEN coalesce($4::timestamptz, c.t) > c.t THEN 'scheduled' ELSE 'pending' END,
-           coalesce($4::timestamptz, c.t), $2, '$wft', c.t, c.t
-    FROM clock c
-    ON CONFLICT (run_id)
-        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
-        DO UPDATE SET
-            run_at = least(j.run_at, EXCLUDED.run_at),
-            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
-                         THEN 'scheduled' ELSE 'pending' END,
-            updated_at = EXCLUDED.updated_at
-    RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
-), wake AS (
-    SELECT pg_notify($5, 'workflow:' || kind) FROM up WHERE state = 'pending'
-)
-SELECT id, state, kind, inserted, (SELECT count(*) FROM wake) AS woken FROM up
+-- runnable workflow task, or moves an existing one to least(run_at, new)
+-- (azync_schedule_workflow_task, migration 0011).
+SELECT id, state, kind, inserted, (state = 'pending')::int::bigint AS woken
+FROM azync_schedule_workflow_task($2::uuid, $3::text, $4::timestamptz,
+                                  coalesce($1::timestamptz, now()), $5::text)
 
 -- name: workflow_task_dequeue
 -- $2 kind, $3 limit, $4 lease. Due pending (or due scheduled) workflow tasks
@@ -489,25 +471,13 @@ RETURNING state
 -- name: workflow_job_ack
 -- $2 id, $3 lease_token. Like job_ack without the stats upsert: workflow
 -- transactions count into one sorted workflow_stats_bump at their end.
-UPDATE azync_jobs
-SET state = 'succeeded', completed_at = coalesce($1::timestamptz, now()),
-    lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
-WHERE id = $2 AND lease_token = $3 AND state = 'active'
-RETURNING kind
+SELECT kind FROM azync_job_settle(coalesce($1::timestamptz, now()), ARRAY[$2::uuid],
+                                  ARRAY[$3::uuid], 'succeeded', NULL, NULL, false)
 
 -- name: workflow_job_dead
 -- $2 id, $3 lease_token, $4 last_error. Like job_dead without the stats upsert.
-WITH j AS (
-    UPDATE azync_jobs
-    SET state = 'dead', last_error = $4, failed_at = coalesce($1::timestamptz, now()),
-        lease_until = NULL, updated_at = coalesce($1::timestamptz, now())
-    WHERE id = $2 AND lease_token = $3 AND state = 'active'
-    RETURNING id, attempt, kind
-), a AS (
-    INSERT INTO azync_job_attempts (job_id, attempt, error, at)
-    SELECT id, attempt, $4, coalesce($1::timestamptz, now()) FROM j
-)
-SELECT kind FROM j
+SELECT kind FROM azync_job_settle(coalesce($1::timestamptz, now()), ARRAY[$2::uuid],
+                                  ARRAY[$3::uuid], 'dead', $4::text, NULL, false)
 
 -- name: workflow_stats_bump
 -- $2 kinds text[] (sorted, distinct), $3 enqueued, $4 processed, $5 failed
@@ -515,15 +485,9 @@ SELECT kind FROM j
 -- its last statement: stats rows are locked in kind order after every other
 -- lock, so two transactions can never wait on each other's stats rows
 -- (the random-shard upserts spread through a commit used to deadlock).
-INSERT INTO azync_job_stats AS s (source, kind, day, shard, enqueued, processed, failed)
-SELECT 'workflow', u.kind, (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date,
-       (random() * 7)::int, u.enq, u.proc, u.failed
+SELECT azync_job_count(coalesce($1::timestamptz, now()), array_agg(ROW(
+           'workflow', u.kind, u.enq, u.proc, u.failed, 0)::azync_job_delta))
 FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(kind, enq, proc, failed)
-ORDER BY u.kind
-ON CONFLICT (source, kind, day, shard) DO UPDATE
-    SET enqueued = s.enqueued + EXCLUDED.enqueued,
-        processed = s.processed + EXCLUDED.processed,
-        failed = s.failed + EXCLUDED.failed
 
 -- name: workflow_list
 -- $2 name (NULL = any), $3 state (NULL = any), $4 limit, $5 before created_at,
@@ -644,48 +608,24 @@ WITH clock AS (
                 ELSE coalesce($4::timestamptz, c.t) END AS at
     FROM clock c
 ), up AS (
-    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
-                                 enqueued_at, updated_at)
-    SELECT gen_random_uuid(), 'workflow', $3,
-           CASE WHEN w.at > c.t THEN 'scheduled' ELSE 'pending' END,
-           w.at, $2, '$wft', c.t, c.t
-    FROM clock c, want w
+    SELECT s.* FROM clock c, want w,
+         LATERAL azync_schedule_workflow_task($2, $3, w.at, c.t, $5) s
     WHERE w.at IS NOT NULL
-    ON CONFLICT (run_id)
-        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
-        DO UPDATE SET
-            run_at = least(j.run_at, EXCLUDED.run_at),
-            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
-                         THEN 'scheduled' ELSE 'pending' END,
-            updated_at = EXCLUDED.updated_at
-    RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
-), wake AS (
-    SELECT pg_notify($5, 'workflow:' || kind) FROM up WHERE state = 'pending'
 ), delta AS (
-    SELECT d.kind, sum(d.enq)::bigint AS enq, sum(d.proc)::bigint AS proc,
-           sum(d.failed)::bigint AS failed
-    FROM (
-        SELECT u.kind, u.enq, u.proc, u.failed
-        FROM unnest($7::text[], $8::bigint[], $9::bigint[], $10::bigint[])
-             AS u(kind, enq, proc, failed)
-        UNION ALL
-        SELECT kind, 1, 0, 0 FROM up WHERE inserted
-    ) d
-    GROUP BY d.kind
+    SELECT u.kind, u.enq, u.proc, u.failed
+    FROM unnest($7::text[], $8::bigint[], $9::bigint[], $10::bigint[])
+         AS u(kind, enq, proc, failed)
+    UNION ALL
+    SELECT kind, 1, 0, 0 FROM up WHERE inserted
 ), stat AS (
-    INSERT INTO azync_job_stats AS s (source, kind, day, shard, enqueued, processed, failed)
-    SELECT 'workflow', x.kind, (c.t AT TIME ZONE 'UTC')::date, (random() * 7)::int,
-           x.enq, x.proc, x.failed
+    SELECT azync_job_count(c.t, array_agg(ROW(
+               'workflow', x.kind, x.enq, x.proc, x.failed, 0)::azync_job_delta)) AS n
     FROM delta x, clock c
-    ORDER BY x.kind
-    ON CONFLICT (source, kind, day, shard) DO UPDATE
-        SET enqueued = s.enqueued + EXCLUDED.enqueued,
-            processed = s.processed + EXCLUDED.processed,
-            failed = s.failed + EXCLUDED.failed
-    RETURNING 1
+    GROUP BY c.t
 )
-SELECT (SELECT count(*) FROM up) AS scheduled, (SELECT count(*) FROM wake) AS woken,
-       (SELECT count(*) FROM stat) AS stats_rows
+SELECT (SELECT count(*) FROM up) AS scheduled,
+       (SELECT count(*) FROM up WHERE state = 'pending') AS woken,
+       coalesce((SELECT n FROM stat), 0) AS stats_rows
 
 -- name: workflow_op_complete
 -- $2 job id, $3 lease_token, $4 run id, $5 event type, $6 payload, $7 channel.
@@ -729,43 +669,26 @@ WITH clock AS (
     WHERE e.id = f.run_id AND f.state IN ('running', 'suspended')
     RETURNING e.next_seq
 ), up AS (
-    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
-                                 enqueued_at, updated_at)
-    SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', c.t, f.run_id, '$wft', c.t, c.t
-    FROM f, clock c
+    SELECT s.* FROM f, clock c,
+         LATERAL azync_schedule_workflow_task(f.run_id, '$wft', c.t, c.t, $7) s
     WHERE f.state = 'running'
-    ON CONFLICT (run_id)
-        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
-        DO UPDATE SET
-            run_at = least(j.run_at, EXCLUDED.run_at),
-            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
-                         THEN 'scheduled' ELSE 'pending' END,
-            updated_at = EXCLUDED.updated_at
-    RETURNING j.state, j.kind, (j.xmax = 0) AS inserted
-), wake AS (
-    SELECT pg_notify($7, 'workflow:' || kind) FROM up WHERE state = 'pending'
 ), delta AS (
-    SELECT d.kind, sum(d.enq)::bigint AS enq, sum(d.proc)::bigint AS proc
+    SELECT d.kind, d.enq, d.proc
     FROM (
         SELECT kind, 0 AS enq, 1 AS proc FROM ack
         UNION ALL
         SELECT kind, 1, 0 FROM up WHERE inserted
     ) d
     WHERE (SELECT count(*) FROM ev) >= 0 AND (SELECT count(*) FROM ex) >= 0
-    GROUP BY d.kind
 ), stat AS (
-    INSERT INTO azync_job_stats AS s (source, kind, day, shard, enqueued, processed, failed)
-    SELECT 'workflow', x.kind, (c.t AT TIME ZONE 'UTC')::date, (random() * 7)::int,
-           x.enq, x.proc, 0
+    SELECT azync_job_count(c.t, array_agg(ROW(
+               'workflow', x.kind, x.enq, x.proc, 0, 0)::azync_job_delta)) AS n
     FROM delta x, clock c
-    ORDER BY x.kind
-    ON CONFLICT (source, kind, day, shard) DO UPDATE
-        SET enqueued = s.enqueued + EXCLUDED.enqueued,
-            processed = s.processed + EXCLUDED.processed
-    RETURNING 1
+    GROUP BY c.t
 )
 SELECT f.state, (SELECT max(seq) FROM ev) AS seq, (SELECT count(*) FROM ack) AS acked,
-       (SELECT count(*) FROM wake) AS woken, (SELECT count(*) FROM stat) AS stats_rows
+       (SELECT count(*) FROM up WHERE state = 'pending') AS woken,
+       coalesce((SELECT n FROM stat), 0) AS stats_rows
 FROM f
 
 -- name: workflow_ops_fence
@@ -969,25 +892,11 @@ WITH clock AS (
     FROM clock c, f
     WHERE f.ok
 ), up AS (
-    INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
-                                 enqueued_at, updated_at)
-    SELECT gen_random_uuid(), 'workflow', '$wft',
-           CASE WHEN w.at > c.t THEN 'scheduled' ELSE 'pending' END,
-           w.at, $2, '$wft', c.t, c.t
-    FROM clock c, want w
+    SELECT s.* FROM clock c, want w,
+         LATERAL azync_schedule_workflow_task($2, '$wft', w.at, c.t, $17) s
     WHERE w.at IS NOT NULL
-    ON CONFLICT (run_id)
-        WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
-        DO UPDATE SET
-            run_at = least(j.run_at, EXCLUDED.run_at),
-            state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
-                         THEN 'scheduled' ELSE 'pending' END,
-            updated_at = EXCLUDED.updated_at
-    RETURNING j.state, j.kind, (j.xmax = 0) AS inserted
-), wake AS (
-    SELECT pg_notify($17, 'workflow:' || kind) FROM up WHERE state = 'pending'
 ), delta AS (
-    SELECT d.kind, sum(d.enq)::bigint AS enq, sum(d.proc)::bigint AS proc
+    SELECT d.kind, d.enq, d.proc
     FROM (
         SELECT kind, 0 AS enq, 1 AS proc FROM ack
         UNION ALL
@@ -996,21 +905,15 @@ WITH clock AS (
         SELECT kind, 1, 0 FROM up WHERE inserted
     ) d
     WHERE (SELECT count(*) FROM ev) >= 0 AND (SELECT count(*) FROM ex) >= 0
-      AND (SELECT count(*) FROM op_wake) >= 0 AND (SELECT count(*) FROM wake) >= 0
-    GROUP BY d.kind
+      AND (SELECT count(*) FROM op_wake) >= 0
 ), stat AS (
-    INSERT INTO azync_job_stats AS s (source, kind, day, shard, enqueued, processed, failed)
-    SELECT 'workflow', x.kind, (c.t AT TIME ZONE 'UTC')::date, (random() * 7)::int,
-           x.enq, x.proc, 0
+    SELECT azync_job_count(c.t, array_agg(ROW(
+               'workflow', x.kind, x.enq, x.proc, 0, 0)::azync_job_delta)) AS n
     FROM delta x, clock c
-    ORDER BY x.kind
-    ON CONFLICT (source, kind, day, shard) DO UPDATE
-        SET enqueued = s.enqueued + EXCLUDED.enqueued,
-            processed = s.processed + EXCLUDED.processed
-    RETURNING 1
+    GROUP BY c.t
 )
 SELECT f.ok, f.n AS fenced, f.state, f.next_seq, c.t AS at,
-       (SELECT count(*) FROM stat) AS stats_rows,
+       coalesce((SELECT n FROM stat), 0) AS stats_rows,
        r.key, r.kind, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS inserted,
        i.state AS job_state, i.attempt, i.max_attempts, i.lease_token, i.lease_until,
        i.started_at, i.run_at, i.enqueued_at

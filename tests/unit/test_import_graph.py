@@ -1,0 +1,119 @@
+"""The package's import graph: no circle, and dependencies point one way."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = {
+    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+    for p in (ROOT / "azync_flow").rglob("*.py")
+}
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The package modules an import statement of ``module`` loads by name."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            package = package.rpartition(".")[0]
+        base = f"{package}.{base}" if base else package
+    subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES]
+    # ``from pkg import submodule`` needs the submodule, not pkg's other names
+    return subs if len(subs) == len(node.names) else [base, *subs]
+
+
+def _imports(
+    body: list[ast.stmt], *, top: bool
+) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement with whether it runs at import time (not in a
+    function, not under ``if TYPE_CHECKING``)."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node, top
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        else:
+            nested = top and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                sub = getattr(node, field, None)
+                if isinstance(sub, list):
+                    yield from _imports(sub, top=nested)
+
+
+def _graph(*, lazy_too: bool) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module, path in MODULES.items():
+        for node, top in _imports(ast.parse(path.read_text()).body, top=True):
+            if top or lazy_too:
+                graph[module] |= {t for t in _targets(module, node) if t in MODULES} - {module}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_through_a_circle() -> None:
+    assert _circles(_graph(lazy_too=False)) == []
+
+
+def test_the_circle_finder_sees_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        ("azync_flow.worker", ("azync_flow.runtime", "azync_flow.workflow", "azync_flow.dag")),
+        ("azync_flow.replay", ("azync_flow.store.postgres", "azync_flow.runtime")),
+        ("azync_flow.dag", ("azync_flow.store.postgres",)),
+        ("azync_flow.runtime", ("azync_flow.store.postgres",)),
+        ("azync_flow.client", ("azync_flow.store.postgres",)),
+    ],
+)
+def test_dependencies_point_one_way(package: str, forbidden: tuple[str, ...]) -> None:
+    graph = _graph(lazy_too=False)
+    wrong = sorted(
+        (module, target)
+        for module, targets in graph.items()
+        if module == package or module.startswith(f"{package}.")
+        for target in targets
+        if any(target == f or target.startswith(f"{f}.") for f in forbidden)
+    )
+    assert wrong == []
