@@ -1,6 +1,7 @@
 """The job verbs (`jobs retry|archive|delete`, run for real in a subprocess) refuse
 jobs owned by a workflow execution or a DAG run, and an activity's spent retry
-budget is not a dead letter: the workflow saw the failure and decided."""
+budget is not a dead letter: the workflow saw the failure and decided (and
+`workflows history` shows why it failed)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,14 @@ async def test_a_dag_task_is_not_archived_or_deleted_by_the_job_verbs(
         assert refused.code == 4, refused.err
         assert f"dags retry|cancel {run.id}" in refused.err
     assert (await store.get_job(Source.DAG, task.id)).state == JobState.PENDING
+
+
+async def test_the_history_table_shows_why_the_workflow_failed(
+    cmd: Cmd, store: PostgresStore
+) -> None:
+    handle = await Client(store).start(owned_payment, 70)
+    await LocalRuntime(store, Registry([owned_payment], [owned_charge])).run_until_idle()
+    table = await cmd("workflows", "history", str(handle.id))
+    (failed,) = [line for line in table.out.splitlines() if "WorkflowFailed" in line]
+    assert "ActivityError" in failed
+    assert "card declined" in failed
