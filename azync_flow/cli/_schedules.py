@@ -64,7 +64,7 @@ def _time(value: str, what: str) -> datetime:
 @db_options
 @run_async
 async def list_cmd(as_json: bool, db: DbOptions) -> int:
-    """List schedules by id: action, paused, next fire."""
+    """List schedules by id: action, paused, next fire (none while paused)."""
     async with connect(db) as store:
         rows = await ScheduleClient(store).list()
     if as_json:
@@ -76,7 +76,8 @@ async def list_cmd(as_json: bool, db: DbOptions) -> int:
             ("ID", lambda s: s.id),
             ("ACTION", lambda s: s.action),
             ("PAUSED", lambda s: "yes" if s.paused else ""),
-            ("NEXT FIRE (UTC)", lambda s: when(s.next_fire_at)),
+            # A paused schedule does not fire at its stored next time.
+            ("NEXT FIRE (UTC)", lambda s: "none (paused)" if s.paused else when(s.next_fire_at)),
             ("NOTE", lambda s: s.note),
         ],
         empty="no schedules",

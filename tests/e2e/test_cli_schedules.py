@@ -60,6 +60,8 @@ async def test_schedules_commands_create_show_operate_and_delete(
 
     assert (await cmd("schedules", "pause", "nightly", "--note", "db move")).code == 0
     assert (await cmd("schedules", "list", "--json")).json["items"][0]["paused"] is True
+    (paused_row,) = [r for r in (await cmd("schedules", "list")).out.splitlines() if "nightly" in r]
+    assert "none (paused)" in paused_row
     assert (await cmd("schedules", "unpause", "nightly")).code == 0
 
     triggered = await cmd("schedules", "trigger", "nightly", "--json")
