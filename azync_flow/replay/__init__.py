@@ -11,6 +11,7 @@ from azync_flow.replay.events import (
     ActivityFailed,
     ActivityScheduled,
     CancelRequested,
+    ChildCancelRequested,
     ChildCompleted,
     ChildFailed,
     ChildSignaled,
@@ -38,6 +39,7 @@ from azync_flow.replay.events import (
 )
 from azync_flow.replay.outcome import (
     BufferedSignal,
+    CancelChild,
     CancelTimer,
     Command,
     PassOutcome,
@@ -63,8 +65,10 @@ __all__ = [
     "ActivityFailed",
     "ActivityScheduled",
     "BufferedSignal",
+    "CancelChild",
     "CancelRequested",
     "CancelTimer",
+    "ChildCancelRequested",
     "ChildCompleted",
     "ChildFailed",
     "ChildSignaled",

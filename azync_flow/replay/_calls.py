@@ -26,6 +26,7 @@ from azync_flow.errors import (
 )
 from azync_flow.replay.events import (
     ActivityScheduled,
+    ChildCancelRequested,
     ChildSignaled,
     ChildStarted,
     Event,
@@ -36,6 +37,7 @@ from azync_flow.replay.events import (
 )
 from azync_flow.replay.loop import DeterministicLoop, DurableTimerHandle
 from azync_flow.replay.outcome import (
+    CancelChild,
     CancelTimer,
     Command,
     ScheduleActivity,
@@ -155,6 +157,13 @@ class DurableCallsMixin:
         if recorded is None:
             event.message_id = f"{self.info.current_run_id}/{seq}"
             self._commands.append(SignalChild(seq, child_id, name, payload, event.message_id))
+
+    def cancel_child(self, started_seq: int, child_id: uuid.UUID) -> None:
+        """Issue (or match) a cancel request to a child."""
+        event = ChildCancelRequested(seq=0, started_seq=started_seq, workflow_id=str(child_id))
+        seq, recorded = self._emit(event)
+        if recorded is None:
+            self._commands.append(CancelChild(seq, child_id))
 
     def continue_as_new(self, input_bytes: bytes) -> ContinueAsNew:
         """The control-flow exception ending this run with a new run's input."""

@@ -14,7 +14,8 @@ Two families:
   on replay they are matched in order against what the code does again:
   :class:`ActivityScheduled`, :class:`TimerStarted`, :class:`TimerCancelled`,
   :class:`SideEffectRecorded`, :class:`PatchMarker`, :class:`ChildStarted`,
-  :class:`ChildSignaled`, :class:`UpdateCompleted`, and the terminal
+  :class:`ChildSignaled`, :class:`ChildCancelRequested`, :class:`UpdateCompleted`,
+  and the terminal
   :class:`WorkflowCompleted`, :class:`WorkflowFailed`, :class:`WorkflowCancelled`,
   :class:`WorkflowContinuedAsNew`.
 * **Inputs** — delivered to the code when the replay reaches them:
@@ -46,6 +47,7 @@ __all__ = [
     "ActivityFailed",
     "ActivityScheduled",
     "CancelRequested",
+    "ChildCancelRequested",
     "ChildCompleted",
     "ChildFailed",
     "ChildSignaled",
@@ -206,6 +208,19 @@ class ChildSignaled(Event):
 
     def describe(self) -> str:
         return f"ChildSignaled({self.name} -> {self.workflow_id}, payload={_shown(self.payload)})"
+
+
+class ChildCancelRequested(Event):
+    """The code asked its child ``workflow_id`` (started at ``started_seq``) to
+    cancel; the request is recorded on the child in the same commit."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    started_seq: int
+    workflow_id: str
+
+    def describe(self) -> str:
+        return f"ChildCancelRequested({self.workflow_id})"
 
 
 class WorkflowContinuedAsNew(Event):
@@ -436,6 +451,7 @@ AnyEvent = (
     | SignalsUndelivered
     | ChildStarted
     | ChildSignaled
+    | ChildCancelRequested
     | WorkflowContinuedAsNew
     | ChildCompleted
     | ChildFailed
@@ -465,6 +481,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         SignalsUndelivered,
         ChildStarted,
         ChildSignaled,
+        ChildCancelRequested,
         WorkflowContinuedAsNew,
         ChildCompleted,
         ChildFailed,

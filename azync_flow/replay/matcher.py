@@ -15,6 +15,7 @@ position when:
 * ``ChildStarted``: same workflow name and byte-identical input (a derived
   child id is the same on every replay; the recorded id is kept);
 * ``ChildSignaled``: same child, signal name and byte-identical payload;
+* ``ChildCancelRequested``: same child;
 * ``UpdateCompleted``: same update id (the result may differ);
 * terminal events (completed/failed/cancelled/continued as new): always (the
   result or the new input may differ).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 from azync_flow.replay.events import (
     ActivityScheduled,
+    ChildCancelRequested,
     ChildSignaled,
     ChildStarted,
     Event,
@@ -59,6 +61,9 @@ def commands_match(recorded: Event, new: Event) -> bool:
             and recorded.name == new.name
             and bytes(recorded.payload) == bytes(new.payload)
         )
+    if isinstance(recorded, ChildCancelRequested):
+        assert isinstance(new, ChildCancelRequested)
+        return recorded.workflow_id == new.workflow_id
     if isinstance(recorded, PatchMarker):
         assert isinstance(new, PatchMarker)
         return recorded.patch_id == new.patch_id

@@ -12,6 +12,7 @@ from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
 
 __all__ = [
     "BufferedSignal",
+    "CancelChild",
     "CancelTimer",
     "Command",
     "PassOutcome",
@@ -124,7 +125,15 @@ class SignalChild:
     message_id: str
 
 
-Command = ScheduleActivity | StartTimer | CancelTimer | StartChild | SignalChild
+@dataclass(frozen=True)
+class CancelChild:
+    """Request cancellation of child ``workflow_id`` (ChildCancelRequested at ``seq``)."""
+
+    seq: int
+    workflow_id: uuid.UUID
+
+
+Command = ScheduleActivity | StartTimer | CancelTimer | StartChild | SignalChild | CancelChild
 
 
 @dataclass(frozen=True)
@@ -238,6 +247,10 @@ class PassOutcome:
     @property
     def child_signals(self) -> list[SignalChild]:
         return [c for c in self.commands if isinstance(c, SignalChild)]
+
+    @property
+    def child_cancels(self) -> list[CancelChild]:
+        return [c for c in self.commands if isinstance(c, CancelChild)]
 
 
 def safe_message(exc: BaseException) -> str:

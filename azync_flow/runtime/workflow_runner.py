@@ -414,6 +414,7 @@ class WorkflowRunner:
                 )
                 for c in outcome.child_signals
             ],
+            child_cancels=[c.workflow_id for c in outcome.child_cancels],
             updates=[
                 UpdateOutcome(
                     update_id=r.update_id,

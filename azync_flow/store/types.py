@@ -786,6 +786,7 @@ class PassWrite(msgspec.Struct, kw_only=True):
             parent run of the children it starts.
         children: child executions to create (idempotent by id).
         child_signals: signals to buffer for children (deduplicated by message id).
+        child_cancels: children to request cancellation of.
         updates: outcomes of the updates the pass rejected, completed or failed.
     """
 
@@ -801,6 +802,7 @@ class PassWrite(msgspec.Struct, kw_only=True):
     run_id: uuid.UUID | None = None
     children: list[ChildStartParams] = msgspec.field(default_factory=list)
     child_signals: list[ChildSignalParams] = msgspec.field(default_factory=list)
+    child_cancels: list[uuid.UUID] = msgspec.field(default_factory=list)
     updates: list[UpdateOutcome] = msgspec.field(default_factory=list)
 
 

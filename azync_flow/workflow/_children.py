@@ -78,3 +78,12 @@ class ChildHandle(Generic[R]):
         check_signal_name(name)
         data = encode_value(payload, f"payload of signal {name!r}")
         self._instance.signal_child(self.seq, self.id, name, data)
+
+    async def cancel(self) -> None:
+        """Ask the child to cancel: recorded in the parent's history
+        (``ChildCancelRequested``) and set on the child in the same commit. The
+        child's code sees ``CancelledError`` and may clean up; when it ends
+        cancelled, ``result()`` raises ChildWorkflowError with state
+        ``cancelled``. A request to a child that has already finished does
+        nothing."""
+        self._instance.cancel_child(self.seq, self.id)

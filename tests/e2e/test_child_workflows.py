@@ -75,6 +75,27 @@ async def parent_leaves(ctx: WorkflowContext, policy: str) -> str:
     return str(handle.id)
 
 
+@workflow(name="parent_cancels")
+async def parent_cancels(ctx: WorkflowContext, label: str) -> dict[str, Any]:
+    handle = await ctx.start_child(cleanup_kid, label)
+    await handle.cancel()
+    try:
+        await handle.result()
+    except ChildWorkflowError as err:
+        return {"state": err.state, "type": err.error_type}
+    return {"state": "succeeded"}
+
+
+@workflow(name="cleanup_kid")
+async def cleanup_kid(ctx: WorkflowContext, label: str) -> str:
+    try:
+        await ctx.wait_signal("never")
+    except asyncio.CancelledError:
+        await double(1)  # cleanup still runs activities
+        raise
+    return label
+
+
 @workflow(name="parent_waits")
 async def parent_waits(ctx: WorkflowContext, label: str) -> str:
     return await ctx.execute_child(waiting_kid, label)
@@ -95,6 +116,8 @@ WORKFLOWS = [
     parent_leaves,
     parent_given_id,
     parent_waits,
+    parent_cancels,
+    cleanup_kid,
 ]
 
 
@@ -319,3 +342,20 @@ async def test_a_child_terminated_by_its_parents_end_has_its_run_span_exported_o
     assert (span.attributes or {})["azync.state"] == "terminated"
     [parent_run] = capture.named("workflow parent_leaves")
     assert span.context.trace_id == parent_run.context.trace_id
+
+
+async def test_cancel_from_the_parent_reaches_the_child_which_ends_cancelled(
+    store: PostgresStore, runtime: LocalRuntime
+) -> None:
+    handle = await Client(store).start(parent_cancels, "c")
+    await runtime.run_until_idle()
+    assert await handle.result(timeout=5) == {"state": "cancelled", "type": "WorkflowCancelled"}
+    types = [type(e.event).__name__ for e in await handle.history()]
+    assert types[:2] == ["ChildStarted", "ChildCancelRequested"]
+    (child,) = await store.list_child_workflows(handle.id)
+    assert child.state == WorkflowState.CANCELLED
+    child_types = [
+        type(e.event).__name__ for e in await Client(store).get_handle(child.id).history()
+    ]
+    assert "CancelRequested" in child_types
+    assert "ActivityCompleted" in child_types  # its cleanup ran

@@ -5,6 +5,7 @@ following the chain, children closed at the run's end, and the history limit."""
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -13,8 +14,10 @@ import pytest
 from azync_flow.client import Client
 from azync_flow.replay import Replayer
 from azync_flow.runtime import LocalRuntime
+from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
+from azync_flow.testing import MovableClock
 from azync_flow.workflow import HistoryLimit, Registry, WorkflowContext, activity, workflow
 
 
@@ -181,3 +184,23 @@ async def test_history_past_the_limit_is_flagged_and_logged(
     assert str(handle.id) in warnings[0]
     # the default thresholds (10,000 events / 10 MiB) are far away
     assert not (await Client(store).get_handle(handle.id).describe()).history_limit_exceeded
+
+
+async def test_vacuum_drops_earlier_runs_past_retention_and_keeps_the_execution(
+    store: PostgresStore, runtime: LocalRuntime, clock: MovableClock
+) -> None:
+    handle = await Client(store).start(inbox, [])
+    await handle.signal("item", "a")
+    await runtime.run_until_idle()
+    assert len(await handle.runs()) == 2  # run 1 archived, run 2 waiting
+    assert await store.vacuum_workflows(timedelta(days=7)) == 0
+    assert len(await handle.runs()) == 2  # not old enough
+    clock.advance(timedelta(days=8))
+    assert await store.vacuum_workflows(timedelta(days=7)) == 0  # the execution is live
+    runs = await handle.runs()
+    assert [r.run_no for r in runs] == [2]
+    with pytest.raises(NotFoundError):
+        await handle.history(run_no=1)
+    await handle.signal("item", "stop")
+    await runtime.run_until_idle()
+    assert await handle.result(timeout=5) == ["a", "stop"]

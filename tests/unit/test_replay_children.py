@@ -16,7 +16,7 @@ import pytest
 from azync_flow.errors import ChildWorkflowError, NonDeterminismError
 from azync_flow.replay import PassStatus, WorkflowInfo, run_pass
 from azync_flow.replay.events import ChildCompleted, ChildFailed, ChildStarted
-from azync_flow.replay.outcome import SignalChild, StartChild
+from azync_flow.replay.outcome import CancelChild, SignalChild, StartChild
 from azync_flow.workflow import WorkflowContext, workflow
 
 from .test_replay_sim import Sim
@@ -43,6 +43,16 @@ async def fan_out(ctx: WorkflowContext, n: int) -> dict[str, Any]:
         else:
             results.append(outcome)
     return {"results": results, "ids": [str(h.id) for h in handles], "r": ctx.random()}
+
+
+@workflow(name="stopper")
+async def stopper(ctx: WorkflowContext) -> str:
+    handle = await ctx.start_child(leaf, 1)
+    await handle.cancel()
+    try:
+        return str(await handle.result())
+    except ChildWorkflowError as err:
+        return err.state
 
 
 @workflow(name="renew")
@@ -154,3 +164,23 @@ def test_unknown_parent_close_policy_fails_the_workflow_with_a_clear_error() -> 
     outcome = run_pass(bad, b"null", [], info=WorkflowInfo(uuid.UUID(int=1), "bad_policy"))
     assert outcome.status is PassStatus.FAILED
     assert "parent_close_policy must be one of terminate" in outcome.failure_reason
+
+
+@pytest.mark.parametrize("mode", ["full", "sticky"])
+def test_a_cancel_request_to_a_child_is_a_recorded_command(mode: str) -> None:
+    sim = Sim(stopper, None, mode=mode)
+    first = sim.run_pass()
+    (cancel,) = [c for c in first.commands if isinstance(c, CancelChild)]
+    (start,) = [c for c in first.commands if isinstance(c, StartChild)]
+    assert cancel.workflow_id == start.workflow_id
+    assert sim.types() == ["ChildStarted", "ChildCancelRequested"]
+    sim.append(
+        ChildFailed(
+            started_seq=1,
+            workflow_id=str(start.workflow_id),
+            state="cancelled",
+            error_type="WorkflowCancelled",
+        )
+    )
+    sim.run_pass()
+    assert sim.result() == "cancelled"

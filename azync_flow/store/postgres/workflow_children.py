@@ -30,8 +30,9 @@ class WorkflowChildrenMixin(WorkflowCoreMixin):
     async def _pass_family_writes(
         self, conn: asyncpg.Connection, run_id: uuid.UUID, write: PassWrite
     ) -> int:
-        """Create the pass's children and buffer its signals to children, inside
-        the pass's transaction (after its events are written).
+        """Create the pass's children, buffer its signals to children and record
+        its cancel requests on children, inside the pass's transaction (after
+        its events are written).
 
         A child id held by another execution (an id given by the code) gets a
         ``ChildFailed`` event appended to this execution's history right away.
@@ -86,6 +87,10 @@ class WorkflowChildrenMixin(WorkflowCoreMixin):
                 [s.message_id for s in sigs],
                 self.channel,
                 conn=conn,
+            )
+        if write.child_cancels:
+            await self._fetchrow(
+                "workflow_children_cancel", list(write.child_cancels), self.channel, conn=conn
             )
         return appended
 

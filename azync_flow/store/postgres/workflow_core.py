@@ -383,12 +383,16 @@ class WorkflowCoreMixin(PgBase):
 
     async def vacuum_workflows(self, retention: timedelta) -> int:
         """Contract ``VacuumWorkflows``: delete terminal executions completed before
-        ``retention`` ago, cascading to history, signals, timers and jobs.
+        ``retention`` ago, cascading to history, signals, timers and jobs; and the
+        earlier runs (continue-as-new) of any execution that ended before
+        ``retention`` ago, with their histories (an ever-running execution keeps
+        its recent runs only).
 
         A retention <= 0 removes nothing. Returns the executions removed.
         """
         if retention <= timedelta(0):
             return 0
+        await self._fetchval("workflow_runs_vacuum", retention)
         return int(await self._fetchval("workflow_vacuum", retention))
 
     async def list_stalled_workflows(

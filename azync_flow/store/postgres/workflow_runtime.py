@@ -269,7 +269,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             rows = await self._schedule_ops(conn, run_id, write.operations, write.local)
             leased = _leased_jobs(run_id, write.operations, rows)
         appended = 0
-        if write.children or write.child_signals:
+        if write.children or write.child_signals or write.child_cancels:
             appended = await self._pass_family_writes(conn, run_id, write)
             if appended:
                 next_task_at = "now"
@@ -680,6 +680,7 @@ def one_statement(write: PassWrite) -> bool:
         and not write.consumed_signals
         and not write.children
         and not write.child_signals
+        and not write.child_cancels
         and not write.updates
         and all(o.run_at is None for o in write.operations)
     )

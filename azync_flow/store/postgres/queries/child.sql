@@ -122,3 +122,33 @@ WITH RECURSIVE closed AS (
                              || ' closed (parent-close policy terminate)'
 )
 SELECT *, $1::timestamptz AS at FROM closed
+
+-- name: workflow_children_cancel
+-- $2 child ids uuid[], $3 channel: record a cancel request on each live child
+-- (locked in id order) and make a running child's workflow task due.
+WITH live AS (
+    SELECT id, state FROM azync_workflow_executions
+    WHERE id = ANY($2::uuid[]) AND state IN ('running', 'suspended')
+    ORDER BY id
+    FOR NO KEY UPDATE
+), req AS (
+    UPDATE azync_workflow_executions e
+    SET cancel_requested = true, updated_at = coalesce($1::timestamptz, now())
+    FROM live l
+    WHERE e.id = l.id
+    RETURNING e.id, l.state
+), wake AS (
+    SELECT azync_workflow_wake_task(r.id, coalesce($1::timestamptz, now()), $3)
+    FROM req r WHERE r.state = 'running'
+)
+SELECT (SELECT count(*) FROM req) AS requested, (SELECT count(*) FROM wake) AS woken
+
+-- name: workflow_runs_vacuum
+-- $2 retention: earlier runs (and, cascading, their histories) that ended
+-- before now - retention. Returns how many were removed.
+WITH d AS (
+    DELETE FROM azync_workflow_runs
+    WHERE ended_at < coalesce($1::timestamptz, now()) - $2::interval
+    RETURNING 1
+)
+SELECT count(*) FROM d
