@@ -38,6 +38,7 @@ from azync_flow.errors import (
     WorkflowTerminatedError,
 )
 from azync_flow.events._publish import publish_event
+from azync_flow.replay._interactions import check_signal_name
 from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
@@ -518,9 +519,11 @@ class WorkflowHandle(Generic[R]):
             NotFoundError: no such execution, or it finished (the message says
                 "finished"; a send racing the completion gets this too).
             ValueError: ``name`` or ``message_id`` contains NUL or is not valid
-                UTF-8, or ``name`` is over 255 characters.
+                UTF-8, ``name`` is over 255 characters or starts with the
+                reserved ``$update:`` prefix (update requests use it).
             PayloadEncodeError: ``payload`` is not JSON-encodable.
         """
+        check_signal_name(name)
         data = encode_value(payload, f"payload of signal {name!r}")
         accepted = await self.client.store.signal_workflow(
             SignalParams(workflow_id=self.id, name=name, payload=data, message_id=message_id)

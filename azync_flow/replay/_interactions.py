@@ -29,11 +29,27 @@ from azync_flow.errors import NonDeterminismError, QueryNotFoundError, ReadOnlyC
 from azync_flow.replay.events import Event, UpdateAccepted, UpdateCompleted
 from azync_flow.replay.loop import DeterministicLoop
 from azync_flow.replay.outcome import BufferedSignal, UpdateResult, WorkflowInfo, safe_message
+from azync_flow.store.validate import check_name
 
-__all__ = ["UPDATE_SIGNAL_PREFIX", "InteractionsMixin", "UpdateHandler"]
+__all__ = ["UPDATE_SIGNAL_PREFIX", "InteractionsMixin", "UpdateHandler", "check_signal_name"]
 
 #: Inbox name prefix of update requests (``$update:<update name>``).
 UPDATE_SIGNAL_PREFIX = "$update:"
+
+
+def check_signal_name(name: str) -> str:
+    """Return ``name`` if user code may send or wait for a signal of that name.
+
+    Raises:
+        ValueError: ``name`` contains NUL or is not valid UTF-8, is over 255
+            characters, or starts with the reserved ``$update:`` prefix (the
+            inbox entries of update requests; a signal of that name would forge one).
+    """
+    check_name(name, "signal name")
+    if name.startswith(UPDATE_SIGNAL_PREFIX):
+        raise ValueError(f"signal names starting with {UPDATE_SIGNAL_PREFIX!r} are reserved")
+    return name
+
 
 T = TypeVar("T")
 

@@ -7,6 +7,7 @@ import typing
 import uuid
 from typing import Any, Generic, TypeVar
 
+from azync_flow.replay._interactions import check_signal_name
 from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.engine import WorkflowInstance
 
@@ -69,8 +70,11 @@ class ChildHandle(Generic[R]):
         signal to a child that has already finished is dropped.
 
         Raises:
+            ValueError: ``name`` contains NUL, is over 255 characters or starts
+                with the reserved ``$update:`` prefix.
             PayloadEncodeError: ``payload`` is not JSON-encodable.
         """
+        check_signal_name(name)
         data = encode_value(payload, f"payload of signal {name!r}")
         self._instance.signal_child(self.seq, self.id, name, data)
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from azync_flow.replay._interactions import UPDATE_SIGNAL_PREFIX
+from azync_flow.replay._interactions import check_signal_name
 from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
@@ -138,9 +138,10 @@ class WorkflowContext:
         Raises:
             TimeoutError: (``asyncio.TimeoutError``) the timeout elapsed first; the
                 signal, if it comes later, stays buffered for a later wait.
+            ValueError: ``name`` contains NUL, is over 255 characters or starts
+                with the reserved ``$update:`` prefix.
         """
-        if name.startswith(UPDATE_SIGNAL_PREFIX):
-            raise ValueError(f"signal names starting with {UPDATE_SIGNAL_PREFIX!r} are reserved")
+        check_signal_name(name)
         future = self._instance.add_signal_waiter(name)
         try:
             if timeout is None:
@@ -208,8 +209,11 @@ class WorkflowContext:
 
         Raises:
             ValueError: an unknown ``parent_close_policy``.
+            TypeError: ``id`` is not a ``uuid.UUID``.
             PayloadEncodeError: ``input`` is not JSON-encodable.
         """
+        if id is not None and not isinstance(id, uuid.UUID):
+            raise TypeError(f"child workflow id must be a uuid.UUID, got {id!r}")
         data = workflow.encode_input(input)
         seq, child_id, future = self._instance.start_child(
             workflow.name, workflow.version, data, id, parent_close_policy

@@ -181,3 +181,53 @@ async def test_database_restart_logs_one_warning_per_store_and_client_calls_rais
     assert reconnected
     assert all(r.levelno == logging.INFO for r in reconnected)
     assert (await handle.describe()).state == WorkflowState.SUCCEEDED
+
+
+_charges: list[int] = []
+_charge_started = asyncio.Event()
+_charge_release = asyncio.Event()
+
+
+@activity(name="rs_charge", idempotent=False)
+async def rs_charge(amount: int) -> str:
+    _charges.append(amount)
+    _charge_started.set()
+    await _charge_release.wait()  # ends while the database is down
+    return f"charged {amount}"
+
+
+@workflow(name="rs_pay")
+async def rs_pay(ctx: WorkflowContext, amount: int) -> str:
+    return await rs_charge(amount)
+
+
+async def test_a_non_idempotent_activity_ending_in_an_outage_is_reported_once_the_server_is_back(
+    private_pg: PrivatePostgres, stores: tuple[PostgresStore, PostgresStore]
+) -> None:
+    worker_store, client_store = stores
+    client = Client(client_store)
+    _charges.clear()
+    _charge_started.clear()
+    _charge_release.clear()
+    worker = Worker(
+        worker_store,
+        lease=timedelta(seconds=60),
+        poll_interval=timedelta(milliseconds=50),
+        maintenance_interval=timedelta(milliseconds=100),
+        handle_signals=False,
+    )
+    worker.register_workflows([rs_pay], [rs_charge])
+    async with worker:
+        handle = await client.start(rs_pay, 7)
+        await asyncio.wait_for(_charge_started.wait(), 10)
+        await asyncio.to_thread(private_pg.stop)
+        _charge_release.set()  # its outcome is known, but cannot be written yet
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(private_pg.start)
+        # The report is repeated until the server is back, well within the lease:
+        # the outcome is recorded, not left to expire into an uncertain operation.
+        assert await _retrying(lambda: handle.result(timeout=20)) == "charged 7"
+    assert _charges == [7]
+    view = await handle.describe()
+    assert view.state == WorkflowState.SUCCEEDED
+    assert view.suspend_reason == ""
