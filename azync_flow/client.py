@@ -330,6 +330,8 @@ class Client:
             IdempotencyConflictError: same id/key, different workflow or input.
             PayloadEncodeError: the input is not JSON-encodable (NaN/±Inf,
                 nesting over ~1000 levels, lone surrogate, unsupported type).
+            PayloadError: (a definition) the input does not decode to the
+                workflow's declared input type; nothing is created.
             StoreUnavailableError: the database cannot be reached; retry with
                 the same ``id`` or ``idempotency_key``.
             SchemaNotMigratedError: the store's schema has no azync_flow tables.

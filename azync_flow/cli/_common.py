@@ -119,9 +119,14 @@ def parse_duration(value: str, what: str) -> timedelta:
 
 
 def parse_since(value: str | None, what: str = "--since") -> datetime | None:
-    """An ISO-8601 time (naive: UTC) or a relative age like `90s`, `15m`, `2h`, `3d`."""
-    if value is None:
-        return None
+    """:func:`parse_time` of an optional option (None when not given)."""
+    return None if value is None else parse_time(value, what)
+
+
+def parse_time(value: str, what: str) -> datetime:
+    """Every CLI time option: an ISO-8601 time (naive: UTC) or a relative age
+    like `90s`, `15m`, `2h`, `3d` (that long ago); aware, or a usage error
+    naming ``what``."""
     age = duration_or_none(value)
     if age is not None:
         return datetime.now(UTC) - age

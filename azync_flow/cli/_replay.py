@@ -32,7 +32,8 @@ def replay_command(app: str, histories: tuple[str, ...], as_json: bool) -> int:
     directory as `python -m` would): `ok` when the code still makes the
     recorded decisions, `FAIL` with the first difference otherwise. Exits 0
     when every history replays cleanly, 1 on a mismatch, 2 when a file cannot
-    be read or is not an exported history. Needs no database."""
+    be read or is not an exported history, or APP lacks its workflow. Needs
+    no database."""
     workflows = app_parts(load_app(app))[0]
     if not workflows:
         raise CliError(f"{app!r} provides no @workflow definitions")
@@ -53,7 +54,7 @@ def replay_command(app: str, histories: tuple[str, ...], as_json: bool) -> int:
         except KeyError as exc:
             raise CliError(
                 f"{path}: the history names workflow {exc}, which {app!r} does not define",
-                EXIT_FAILED,
+                EXIT_USAGE,
             ) from None
         error = None if result.ok else str(result.error)
         verdicts.append({"file": path, "verdict": "ok" if result.ok else "fail", "error": error})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -32,6 +32,7 @@ from ._common import (
     db_options,
     example,
     parse_duration,
+    parse_time,
     read_input,
     run_async,
 )
@@ -52,19 +53,12 @@ def schedules() -> None:
     """Create, inspect and operate schedules (cron and intervals in a time zone)."""
 
 
-def _time(value: str, what: str) -> datetime:
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        raise CliError(f"{what} {value!r} is not an ISO time (2026-01-31T12:00+00:00)") from None
-
-
 @schedules.command("list", epilog=example("azync-flow schedules list --json"))
 @json_option
 @db_options
 @run_async
 async def list_cmd(as_json: bool, db: DbOptions) -> int:
-    """List schedules by id: action, paused, next fire."""
+    """List schedules by id: action, paused, next fire (none while paused)."""
     async with connect(db) as store:
         rows = await ScheduleClient(store).list()
     if as_json:
@@ -76,7 +70,8 @@ async def list_cmd(as_json: bool, db: DbOptions) -> int:
             ("ID", lambda s: s.id),
             ("ACTION", lambda s: s.action),
             ("PAUSED", lambda s: "yes" if s.paused else ""),
-            ("NEXT FIRE (UTC)", lambda s: when(s.next_fire_at)),
+            # A paused schedule does not fire at its stored next time.
+            ("NEXT FIRE (UTC)", lambda s: "none (paused)" if s.paused else when(s.next_fire_at)),
             ("NOTE", lambda s: s.note),
         ],
         empty="no schedules",
@@ -176,8 +171,10 @@ def _action(workflow: str | None, dag: str | None, job: str | None, value: Any) 
 @click.option("--repeated", type=StrictChoice([r.value for r in RepeatedTime]), default="first")
 @click.option("--missing", type=StrictChoice([m.value for m in MissingTime]), default="next_valid")
 @click.option("--jitter", help="Delay each fire by up to this (90s, 5m).")
-@click.option("--start", help="No nominal time before this ISO time (with offset).")
-@click.option("--end", help="No nominal time after this ISO time (with offset).")
+@click.option(
+    "--start", help="No nominal time before this time (ISO, UTC without a zone; or an age)."
+)
+@click.option("--end", help="No nominal time after this time (ISO, UTC without a zone; or an age).")
 @click.option("--paused", is_flag=True, help="Create it paused.")
 @click.option("--note", default="", help="Why (shown by list and show).")
 @json_option
@@ -209,8 +206,8 @@ async def create(
         cron=crons,
         intervals=tuple(Interval(every=parse_duration(e, "--every")) for e in everies),
         tz=tz,
-        start_at=None if start is None else _time(start, "--start"),
-        end_at=None if end is None else _time(end, "--end"),
+        start_at=None if start is None else parse_time(start, "--start"),
+        end_at=None if end is None else parse_time(end, "--end"),
         jitter=parse_duration(jitter, "--jitter") if jitter else timedelta(0),
         repeated=RepeatedTime(repeated),
         missing=MissingTime(missing),
@@ -287,14 +284,22 @@ async def delete(id: str, as_json: bool, db: DbOptions) -> int:
     ),
 )
 @click.argument("id")
-@click.option("--start", required=True, help="First nominal time (ISO with offset), inclusive.")
-@click.option("--end", required=True, help="Last nominal time (ISO with offset), inclusive.")
+@click.option(
+    "--start",
+    required=True,
+    help="First nominal time, inclusive (ISO, UTC without a zone; or an age).",
+)
+@click.option(
+    "--end",
+    required=True,
+    help="Last nominal time, inclusive (ISO, UTC without a zone; or an age).",
+)
 @json_option
 @db_options
 @run_async
 async def backfill(id: str, start: str, end: str, as_json: bool, db: DbOptions) -> int:
     """Run every nominal time in a range (not already run)."""
-    first, last = _time(start, "--start"), _time(end, "--end")
+    first, last = parse_time(start, "--start"), parse_time(end, "--end")
     async with connect(db) as store:
         count = await ScheduleClient(store).backfill(id, first, last)
     done(as_json, {"id": id, "requested": count}, f"requested {count} runs of schedule {id}")

@@ -3,6 +3,7 @@
 APP is `module` or `module:attr` (imported from the current directory, as
 `python -m` would). It names either
 
+\b
 * a `Worker`, or a function (sync or async) returning one: run as is (the
   worker brings its own store; `--dsn`/`--concurrency`/`--lease` are not
   used), or

@@ -3,6 +3,7 @@ a question, or send it an update and print the handler's result."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import click
@@ -117,9 +118,12 @@ async def update_cmd(
     """Send update NAME to running execution ID and print the handler's result.
     ARGS is a JSON array of arguments (inline, @file or -). The same --update-id
     runs the handler once and prints the same outcome. Exit 1 when the update was
-    rejected or failed, 6 on --timeout (the update goes on)."""
+    rejected or failed (the error on stderr; with --json its fields on stdout),
+    6 on --timeout (the update goes on: call again with the same --update-id,
+    printed in the message, to get its outcome)."""
     wid = parse_id(id, "execution id")
     values = _args(args)
+    update_id = update_id or str(uuid.uuid4())  # named in the timeout message
     async with connect(db) as store:
         client = Client(store)
         try:
@@ -127,9 +131,18 @@ async def update_cmd(
                 name, *values, update_id=update_id, timeout=timeout
             )
         except UpdateError as exc:
+            if not as_json:
+                raise CliError(str(exc), EXIT_FAILED) from None
             outcome = {"update_id": exc.update_id, "error": exc.error_type, "message": exc.message}
             done(as_json, {"code": exc.code, **outcome}, str(exc))
             return EXIT_FAILED
+        except TimeoutError:
+            raise CliError(
+                f"update {name!r} of execution {wid} has no outcome after {timeout or 0:g}s: it is "
+                "still queued or in progress; get its outcome by calling again with "
+                f"--update-id {update_id}",
+                EXIT_TIMEOUT,
+            ) from None
         finally:
             await client.close()
     _print(value, as_json)

@@ -26,6 +26,7 @@ from azync_flow.store.validate import check_name, check_text
 
 from ._common import (
     EXIT_FAILED,
+    EXIT_NOT_FOUND,
     EXIT_OK,
     CliError,
     DbOptions,
@@ -221,20 +222,46 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
     return EXIT_OK
 
 
+_RUN = click.option(
+    "--run", "run_no", type=click.IntRange(min=1), default=None,
+    help="Run number of a continued-as-new execution (default: the current run).",
+)  # fmt: skip
+
+
+async def _earlier_run(handle: WorkflowHandle[Any], run_no: int | None) -> int | None:
+    """``run_no`` when it names an earlier run of the execution, None for the
+    current one; CliError (not found) when the execution has no such run."""
+    if run_no is None:
+        return None
+    runs = await handle.runs()  # NotFoundError if no execution
+    if run_no > len(runs):
+        raise CliError(
+            f"execution {handle.id} has no run {run_no} (runs 1..{len(runs)})", EXIT_NOT_FOUND
+        )
+    return None if run_no == len(runs) else run_no
+
+
 @workflows.command("history", epilog=example("azync-flow workflows history 3f2a0c9e-... --json"))
 @click.argument("id")
+@_RUN
 @json_option
 @db_options
 @run_async
-async def history(id: str, as_json: bool, db: DbOptions) -> int:
-    """Print an execution's history in seq order. With `--json`: one JSON
-    object per line, `{"seq", "type", "event"}` (for `jq`); to replay a
-    history, use `workflows export`."""
+async def history(id: str, run_no: int | None, as_json: bool, db: DbOptions) -> int:
+    """Print an execution's history in seq order (of run --run N of a
+    continued execution). With `--json`: one JSON object per line,
+    `{"seq", "type", "event"}` (for `jq`); to replay a history, use
+    `workflows export`."""
     wid = parse_id(id, "execution id")
     async with connect(db) as store:
-        rows = await store.list_history(wid)
+        handle: WorkflowHandle[Any] = Client(store).get_handle(wid)
+        earlier = await _earlier_run(handle, run_no)
+        if earlier is not None:
+            rows = await store.list_run_history(wid, earlier)
+        else:
+            rows = await store.list_history(wid)
         if not rows:
-            await Client(store).get_handle(wid).describe()  # NotFoundError if none
+            await handle.describe()  # NotFoundError if none
     if as_json:
         for row in rows:
             click.echo(json_line({"seq": row.seq, "type": row.type, "event": row.payload}))
@@ -262,13 +289,15 @@ def _detail(name: str, described: str) -> str:
 
 @workflows.command("export", epilog=example("azync-flow workflows export 3f2a0c9e-... > run.json"))
 @click.argument("id")
+@_RUN
 @db_options
 @run_async
-async def export(id: str, db: DbOptions) -> int:
-    """Write an execution's history as the JSON file `replay` reads
-    (`azync-flow replay APP run.json`)."""
+async def export(id: str, run_no: int | None, db: DbOptions) -> int:
+    """Write an execution's history (of run --run N of a continued execution)
+    as the JSON file `replay` reads (`azync-flow replay APP run.json`)."""
     async with connect(db) as store:
-        recorded = await Client(store).get_handle(parse_id(id, "execution id")).recorded_history()
+        handle: WorkflowHandle[Any] = Client(store).get_handle(parse_id(id, "execution id"))
+        recorded = await handle.recorded_history(await _earlier_run(handle, run_no))
     sys.stdout.buffer.write(recorded.to_json() + b"\n")
     sys.stdout.flush()
     return EXIT_OK

@@ -171,6 +171,10 @@ class WorkflowFailed(Event):
     error_type: str
     message: str = ""
 
+    def describe(self) -> str:
+        cause = f"{self.error_type}: {self.message}" if self.error_type else self.message
+        return f"WorkflowFailed({cause})"
+
 
 class WorkflowCancelled(Event):
     """The workflow function ended with ``CancelledError`` after a cancel request."""

@@ -96,9 +96,12 @@ def aware_utc(value: datetime, what: str) -> datetime:
 class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
     """When a schedule fires.
 
+    Every field is checked at construction (and again by :meth:`validated`).
+
     Attributes:
         cron: cron expressions (5 fields, or 6 with seconds last, croniter
-            syntax) read as local wall times in ``tz``.
+            syntax) read as local wall times in ``tz``; a single string is
+            taken as one expression.
         intervals: fixed periods (see :class:`Interval`).
         tz: IANA time zone name of the cron expressions (``"UTC"`` default).
         start_at: no nominal time before it (aware; stored in UTC).
@@ -110,7 +113,8 @@ class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
         missing: missing local time policy (:class:`MissingTime`).
     """
 
-    cron: tuple[str, ...] = ()
+    #: A ``str`` given here is stored as a one-expression tuple.
+    cron: tuple[str, ...] | str = ()
     intervals: tuple[Interval, ...] = ()
     tz: str = "UTC"
     start_at: datetime | None = None
@@ -118,6 +122,16 @@ class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
     jitter: timedelta = timedelta(0)
     repeated: RepeatedTime = RepeatedTime.FIRST
     missing: MissingTime = MissingTime.NEXT_VALID
+
+    def __post_init__(self) -> None:
+        """Take a lone cron string as one expression, then check the spec.
+
+        Raises:
+            ScheduleSpecError: as :meth:`validated`.
+        """
+        if isinstance(self.cron, str):
+            msgspec.structs.force_setattr(self, "cron", (self.cron,))
+        self._check()
 
     def validated(self) -> ScheduleSpec:
         """This spec with datetimes in UTC, once checked.
@@ -128,6 +142,19 @@ class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
                 that is not positive or an offset outside ``[0, every)``, or a
                 negative jitter.
         """
+        start, end = self._check()
+        return msgspec.structs.replace(
+            self,
+            cron=tuple(self.cron),
+            intervals=tuple(self.intervals),
+            start_at=start,
+            end_at=end,
+            repeated=RepeatedTime(self.repeated),
+            missing=MissingTime(self.missing),
+        )
+
+    def _check(self) -> tuple[datetime | None, datetime | None]:
+        """Raise ScheduleSpecError for a bad spec; return start/end in UTC."""
         if not self.cron and not self.intervals:
             raise ScheduleSpecError(
                 "a schedule spec needs at least one cron expression or interval"
@@ -135,7 +162,12 @@ class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
         self.zone()
         for expr in self.cron:
             if not isinstance(expr, str) or not croniter.is_valid(expr):
-                raise ScheduleSpecError(f"invalid cron expression {expr!r}")
+                raise ScheduleSpecError(
+                    f"invalid cron expression {expr!r}: use 5 fields 'minute hour "
+                    "day-of-month month day-of-week', or 6 with the seconds field LAST "
+                    "('minute hour day-of-month month day-of-week second'; not seconds "
+                    "first as in Quartz or Spring)"
+                )
         for iv in self.intervals:
             if iv.every <= timedelta(0) or not timedelta(0) <= iv.offset < iv.every:
                 raise ScheduleSpecError(
@@ -150,15 +182,7 @@ class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
             raise ScheduleSpecError(
                 f"end_at {end.isoformat()} is before start_at {start.isoformat()}"
             )
-        return msgspec.structs.replace(
-            self,
-            cron=tuple(self.cron),
-            intervals=tuple(self.intervals),
-            start_at=start,
-            end_at=end,
-            repeated=RepeatedTime(self.repeated),
-            missing=MissingTime(self.missing),
-        )
+        return start, end
 
     def zone(self) -> ZoneInfo:
         """The spec's time zone.

@@ -311,11 +311,12 @@ class Store(Protocol):
 
     async def retry_job(self, source: Source, id: uuid.UUID) -> None:
         """Reset a dead job to pending (attempt, reap_count cleared); NotFoundError
-        when not dead."""
+        when not dead, ConflictError when a workflow execution or a DAG run owns it."""
         ...
 
     async def retry_all_dead(self, source: Source, kind: str) -> int:
-        """Reset every dead job of (source, kind) ('' = all kinds) to pending."""
+        """Reset every dead job of (source, kind) ('' = all kinds) to pending,
+        except those owned by a workflow execution or a DAG run; returns the count."""
         ...
 
     async def run_now(self, source: Source, id: uuid.UUID) -> None:
@@ -324,7 +325,8 @@ class Store(Protocol):
         ...
 
     async def archive_job(self, source: Source, id: uuid.UUID) -> None:
-        """Force a pending or scheduled job to dead; NotFoundError otherwise."""
+        """Force a pending or scheduled job to dead; NotFoundError otherwise,
+        ConflictError when a workflow execution or a DAG run owns it."""
         ...
 
     async def pause_job(self, source: Source, id: uuid.UUID) -> None:
@@ -336,11 +338,13 @@ class Store(Protocol):
         ...
 
     async def delete_job(self, source: Source, id: uuid.UUID, state: JobState) -> None:
-        """Delete a job in the given state; NotFoundError when none."""
+        """Delete a job in the given state; NotFoundError when none, ConflictError
+        when a workflow execution or a DAG run owns it."""
         ...
 
     async def delete_all(self, source: Source, kind: str, state: JobState) -> int:
-        """Delete every job of (source, kind) ('' = all kinds) in the state."""
+        """Delete every job of (source, kind) ('' = all kinds) in the state,
+        except those owned by a workflow execution or a DAG run."""
         ...
 
     async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:

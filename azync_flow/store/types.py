@@ -554,10 +554,13 @@ class WorkflowRunView(msgspec.Struct, kw_only=True):
         run_no: 1 for the first run.
         run_id: the run's id (the execution id for the first run).
         input: the run's input (JSON bytes).
-        started_at / ended_at: when it began; when it continued as new (None
-            for the current run).
+        started_at / ended_at: when it began; when it ended: continued as new,
+            or (the final run) when the execution completed; None while the
+            current run is live.
         events: history events of the run (so far, for the current run).
         current: True for the execution's current (or final) run.
+        state: ``"continued_as_new"`` for an earlier run; the execution's
+            state for the current (or final) run (``running``, ``succeeded`` ...).
     """
 
     run_no: int
@@ -567,6 +570,7 @@ class WorkflowRunView(msgspec.Struct, kw_only=True):
     ended_at: datetime | None
     events: int
     current: bool = False
+    state: str = "continued_as_new"
 
 
 class TerminatedExecution(msgspec.Struct, kw_only=True):

@@ -58,7 +58,9 @@ def replay_histories(paths: str | Path | Iterable[str | Path], *, workflows: Ite
 
 def recorded_histories(folder: str | Path) -> list[Any]:
     """The ``*.json`` histories of ``folder`` as pytest parameters (one test each,
-    named after the file)::
+    named after the file). A relative ``folder`` is resolved against the
+    current directory, not the calling file's (anchor it with
+    ``Path(__file__).parent / "histories"`` to run pytest from anywhere)::
 
         @pytest.mark.parametrize("history", recorded_histories("tests/replay"))
         def test_replays(history: Path) -> None:

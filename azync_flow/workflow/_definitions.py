@@ -219,8 +219,19 @@ class WorkflowDefinition(Generic[I, R]):
         return encode_value(result, f"result of workflow {self.name!r}", instance.max_payload_bytes)
 
     def encode_input(self, value: Any) -> bytes:
-        """Encode a start input (the client uses this)."""
-        return encode_value(value, f"input of workflow {self.name!r}")
+        """Encode a start input (the client and child starts use this), checked
+        against the declared input type the way the worker will decode it.
+
+        Raises:
+            PayloadEncodeError: ``value`` is not JSON-encodable.
+            PayloadError: the encoded value does not decode to the input type
+                (e.g. a str for a Struct input), so the run could never start.
+        """
+        what = f"input of workflow {self.name!r}"
+        data = encode_value(value, what)
+        if self.takes_input:
+            decode_value(data, self.input_type, what)
+        return data
 
     def decode_result(self, data: bytes) -> R:
         """Decode a stored result to the return annotation."""

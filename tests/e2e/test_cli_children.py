@@ -42,3 +42,24 @@ async def test_workflows_list_and_show_name_the_parent_and_the_run_chain(
     assert chain["run_no"] == 3
     text = await cmd("workflows", "show", str(looped.id))
     assert "earlier runs" in text.out
+
+
+async def test_history_and_export_take_the_run_number_of_a_continued_execution(
+    cmd: Cmd,  # noqa: F811
+    store: PostgresStore,
+) -> None:
+    looped = await Client(store).start(loops.counter, loops.Loop(0, 3))
+    await LocalRuntime(store, Registry([loops.counter], [loops.add])).run_until_idle()
+    wid = str(looped.id)
+    first = await cmd("workflows", "history", wid, "--run", "1")
+    assert first.code == 0, first.err
+    assert "WorkflowContinuedAsNew" in first.out
+    current = await cmd("workflows", "history", wid, "--run", "3")
+    assert "WorkflowCompleted" in current.out
+    assert "WorkflowContinuedAsNew" not in current.out
+    exported = await cmd("workflows", "export", wid, "--run", "2")
+    assert exported.code == 0, exported.err
+    assert "WorkflowContinuedAsNew" in exported.out
+    assert '"input":{"i":1' in exported.out.replace(" ", "")
+    missing = await cmd("workflows", "export", wid, "--run", "9")
+    assert (missing.code, "has no run 9 (runs 1..3)" in missing.err) == (3, True)

@@ -54,6 +54,16 @@ async def order(ctx: WorkflowContext, n: int) -> dict:
 """
 
 
+OTHER = """
+from azync_flow import WorkflowContext, workflow
+
+
+@workflow(name="other_flow")
+async def other(ctx: WorkflowContext) -> None:
+    return None
+"""
+
+
 @workflow(name="cli_big")
 async def cli_big(ctx: WorkflowContext, data: dict[str, Any]) -> None:
     return None
@@ -161,6 +171,9 @@ async def test_worker_imports_the_users_module_and_export_is_what_replay_accepts
     assert rejected.code == 2
     assert rejected.err.startswith("azync-flow: error: malformed history history.jsonl")
     assert "azync-flow workflows export ID > run.json" in rejected.err
+    (tmp_path / "other_flows.py").write_text(OTHER)
+    foreign = await cmd("replay", "other_flows", "run.json", cwd=tmp_path)
+    assert (foreign.code, "which 'other_flows' does not define" in foreign.err) == (2, True)
     table = await cmd("workflows", "history", wid)
     assert "ActivityScheduled" in table.out
     assert "SignalReceived" in table.out
@@ -392,3 +405,10 @@ async def test_tables_fit_the_terminal_with_one_line_per_row(
     rows = [line for line in lines if "cli_big" in line]
     assert sorted(line.split()[1] for line in rows) == sorted(str(h.id) for h in handles)
     assert all("…" in line for line in rows)  # the input preview was cut to fit
+
+
+async def test_worker_help_shows_the_app_forms_as_a_list(cmd: Cmd) -> None:
+    shown = await cmd("worker", "--help")
+    lines = [line.strip() for line in shown.out.splitlines()]
+    assert sum(line.startswith("* ") for line in lines) == 2
+    assert any(line.startswith("* what to register on a new worker") for line in lines)

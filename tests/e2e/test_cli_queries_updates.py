@@ -35,6 +35,9 @@ async def test_workflows_query_and_update_verbs(cmd: Cmd, store: PostgresStore) 
         assert rejected.code == 1
         assert rejected.json["error"] == "ValueError"
         assert rejected.json["code"] == "update_rejected"
+        refused = await cmd("workflows", "update", wid, "add_item", '["sku-2", 0]')
+        assert (refused.code, refused.out) == (1, "")
+        assert refused.err.startswith("azync-flow: error:")
         summary = await cmd("workflows", "query", wid, "summary", "--json")
         assert summary.code == 0
         assert summary.json["lines"] == [
@@ -54,5 +57,10 @@ async def test_workflows_query_and_update_verbs(cmd: Cmd, store: PostgresStore) 
     late = await cmd("workflows", "query", wid, "summary", "--timeout", "0.5")
     assert late.code == 6
     assert "no worker answered within 0.5s" in late.err
+    queued = await cmd("workflows", "update", wid, "add_item", '["sku-3", 1]',
+                       "--update-id", "l9", "--timeout", "0.5")  # fmt: skip
+    assert queued.code == 6
+    assert "still queued or in progress" in queued.err
+    assert "calling again with --update-id l9" in queued.err
     history = await cmd("workflows", "history", wid)
     assert history.out.count("UpdateAccepted") == 1

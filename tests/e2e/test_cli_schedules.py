@@ -60,6 +60,8 @@ async def test_schedules_commands_create_show_operate_and_delete(
 
     assert (await cmd("schedules", "pause", "nightly", "--note", "db move")).code == 0
     assert (await cmd("schedules", "list", "--json")).json["items"][0]["paused"] is True
+    (paused_row,) = [r for r in (await cmd("schedules", "list")).out.splitlines() if "nightly" in r]
+    assert "none (paused)" in paused_row
     assert (await cmd("schedules", "unpause", "nightly")).code == 0
 
     triggered = await cmd("schedules", "trigger", "nightly", "--json")
@@ -108,11 +110,18 @@ async def test_schedules_bad_input_is_one_clear_line_and_a_nonzero_exit(
     again = await cmd("schedules", "create", "x", "--every", "1h", "--job", "k")
     assert again.code != 0
     assert "exists" in again.err
+    # one time rule for every option, as for `events --since`: no zone = UTC
     naive = await cmd(
-        "schedules", "backfill", "x", "--start", "2024-01-01T00:00", "--end", "2024-01-02T00:00"
+        "schedules", "backfill", "x", "--start", "2024-01-01T00:00", "--end", "2024-01-01T02:00"
     )
-    assert naive.code == 2
-    assert "timezone-aware" in naive.err
+    assert (naive.code, naive.out.strip()) == (0, "requested 3 runs of schedule x"), naive.err
+    later = await cmd("schedules", "create", "y", "--every", "1h", "--job", "k",
+                      "--start", "2030-01-01T00:00", "--json")  # fmt: skip
+    assert later.code == 0, later.err
+    assert later.json["next_fires"][0]["nominal_at"].startswith("2030-01-01T00:00:00")
+    vague = await cmd("schedules", "backfill", "x", "--start", "yesterday", "--end", "1h")
+    assert vague.code == 2
+    assert "--start 'yesterday' is neither an ISO time" in vague.err
     missing = await cmd("schedules", "show", "nope")
     assert missing.code != 0
     assert "nope" in missing.err

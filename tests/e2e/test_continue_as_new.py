@@ -19,6 +19,9 @@ from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.workflow import HistoryLimit, Registry, WorkflowContext, activity, workflow
+from tests.e2e.test_cli_commands import Cmd, cmd
+
+__all__ = ["cmd"]
 
 
 class Loop(msgspec.Struct):
@@ -122,6 +125,34 @@ async def test_signals_buffered_for_the_old_run_carry_over_none_lost_none_double
     assert not await handle.signal("item", "m0", message_id="id0")  # dedupe across runs
     assert len(await handle.runs()) == 6
     assert (await handle.describe()).signals_undelivered == 0
+
+
+async def test_the_final_run_ends_with_the_execution_whichever_way_it_ends(
+    store: PostgresStore, runtime: LocalRuntime, cmd: Cmd
+) -> None:
+    done = await Client(store).start(inbox, [])
+    await done.signal("item", "a")
+    await runtime.run_until_idle()
+    live = (await done.runs())[-1]
+    assert (live.ended_at, live.state) == (None, WorkflowState.RUNNING)
+    await done.signal("item", "stop")
+    await runtime.run_until_idle()
+    stopped = await Client(store).start(inbox, [])
+    await stopped.signal("item", "a")
+    await runtime.run_until_idle()
+    await stopped.terminate("closing the account")
+    for handle, state in ((done, "succeeded"), (stopped, "terminated")):
+        view = await handle.describe()
+        first, final = await handle.runs()
+        assert (first.state, first.current) == ("continued_as_new", False)
+        assert (final.state, final.current) == (state, True)
+        assert final.ended_at is not None
+        assert final.ended_at == view.completed_at
+    shown = (await cmd("workflows", "show", str(done.id), "--json")).json
+    assert [(r["state"], r["ended_at"] is None) for r in shown["runs"]] == [
+        ("continued_as_new", False),
+        ("succeeded", False),
+    ]
 
 
 async def test_result_waiter_follows_the_chain_to_the_final_run(

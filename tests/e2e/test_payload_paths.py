@@ -14,12 +14,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from azync_flow import ActivityError, RetryPolicy, Uncertain, WorkflowContext, activity, workflow
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
-from azync_flow.errors import PayloadEncodeError
+from azync_flow.errors import PayloadEncodeError, PayloadError
 from azync_flow.store import JobState, WorkflowState
 from azync_flow.store.postgres import PostgresStore
 from tests.e2e._uncertain_helpers import local_runtime
@@ -199,6 +200,29 @@ async def test_client_start_takes_a_workflow_name_and_refuses_other_things(
     with pytest.raises(TypeError, match="a @workflow definition or a workflow name"):
         await client.start(None, 1)  # type: ignore[call-overload]
     assert await _executions(store) == 1
+
+
+class PpOrder(msgspec.Struct):
+    sku: str
+    qty: int
+
+
+@workflow(name="pp_order")
+async def pp_order(ctx: WorkflowContext, order: PpOrder) -> int:
+    return order.qty
+
+
+async def test_client_start_refuses_input_of_the_wrong_shape_and_creates_nothing(
+    store: PostgresStore,
+) -> None:
+    client = Client(store)
+    for wrong in ("just a string", {"foo": 1}, {"sku": "a", "qty": "two"}):
+        with pytest.raises(PayloadError, match="input of workflow 'pp_order' does not match"):
+            await client.start(pp_order, wrong)
+    assert await _executions(store) == 0
+    handle = await client.start(pp_order, {"sku": "a", "qty": 2})  # JSON of the right shape
+    await local_runtime(store, [pp_order], []).run_until_idle()
+    assert await handle.result(timeout=5) == 2
 
 
 @pytest.mark.parametrize("coefficient", [math.nan, math.inf])

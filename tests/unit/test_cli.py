@@ -396,7 +396,7 @@ async def test_replay_subcommand_reuses_the_replay_cli(
     assert code == 1
     assert "FAIL" in out
     code, _, err = await cli("replay", "tests.unit.test_cli:cli_payout", str(path), db=False)
-    assert code == 1
+    assert code == 2  # bad input: the APP lacks the history's workflow
     assert "cli_greeter" in err
 
 

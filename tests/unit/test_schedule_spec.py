@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -164,24 +165,35 @@ def test_jitter_is_deterministic_per_nominal_time_and_bounded() -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "message"),
+    ("fields", "message"),
     [
-        (ScheduleSpec(), "at least one"),
-        (ScheduleSpec(cron=("61 * * * *",)), "invalid cron"),
-        (ScheduleSpec(cron=("0 1 * * *",), tz="Mars/Olympus"), "unknown time zone"),
-        (ScheduleSpec(cron=("0 1 * * *",), start_at=datetime(2024, 1, 1)), "naive"),  # noqa: DTZ001
+        ({}, "at least one"),
+        ({"cron": ("61 * * * *",)}, "invalid cron"),
+        ({"cron": "0 30 1 * * *"}, "6 with the seconds field LAST"),
+        ({"cron": ("0 1 * * *",), "tz": "Mars/Olympus"}, "unknown time zone"),
+        ({"cron": ("0 1 * * *",), "start_at": datetime(2024, 1, 1)}, "naive"),  # noqa: DTZ001
+        ({"cron": "0 1 * * *", "end_at": datetime(2024, 1, 1)}, "naive"),  # noqa: DTZ001
         (
-            ScheduleSpec(cron=("0 1 * * *",), start_at=utc(2024, 2, 1), end_at=utc(2024, 1, 1)),
+            {"cron": ("0 1 * * *",), "start_at": utc(2024, 2, 1), "end_at": utc(2024, 1, 1)},
             "before start_at",
         ),
-        (ScheduleSpec(intervals=(Interval(every=timedelta(0)),)), "positive"),
-        (ScheduleSpec(cron=("0 1 * * *",), jitter=timedelta(seconds=-1)), "jitter"),
+        ({"intervals": (Interval(every=timedelta(0)),)}, "positive"),
+        ({"cron": ("0 1 * * *",), "jitter": timedelta(seconds=-1)}, "jitter"),
     ],
 )
-def test_invalid_specs_raise_a_schedule_spec_error(spec: ScheduleSpec, message: str) -> None:
+def test_invalid_specs_raise_a_schedule_spec_error_at_construction(
+    fields: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ScheduleSpecError, match=message) as info:
-        spec.validated()
+        ScheduleSpec(**fields)
     assert isinstance(info.value, ValueError)
+
+
+def test_a_lone_cron_string_is_one_expression() -> None:
+    spec = ScheduleSpec(cron="30 1 * * *", tz="Europe/London").validated()
+    assert spec.cron == ("30 1 * * *",)
+    (fire,) = itertools.islice(spec.fires_after(utc(2024, 1, 1), seed="s"), 1)
+    assert fire.local.replace(tzinfo=None) == datetime(2024, 1, 1, 1, 30)  # noqa: DTZ001
 
 
 def test_id_template_must_name_the_nominal_time() -> None:

@@ -99,28 +99,51 @@ class AdminMixin(PgBase):
 
     # --- operator verbs -------------------------------------------------------------
 
+    async def _refuse_owned(self, source: Source, id: uuid.UUID, verb: str) -> None:
+        """Raise ConflictError when the job belongs to a workflow execution or a
+        DAG run: its retries and removal go through that run, never the job verbs."""
+        row = await self._fetchrow("job_get", source.value, id)
+        if row is None:
+            return
+        if row["run_id"] is not None:
+            raise ConflictError(
+                f"job {id} cannot be {verb}: it belongs to workflow execution "
+                f"{row['run_id']}, which decides its outcome (an activity's failure is "
+                "already in its history); act on the execution instead "
+                "(`azync-flow workflows resume|cancel|terminate`, or start a new one)"
+            )
+        if row["dag_id"] is not None:
+            raise ConflictError(
+                f"job {id} cannot be {verb}: it is a task of DAG run {row['dag_id']}; "
+                f"act on the run instead (`azync-flow dags retry|cancel {row['dag_id']}`)"
+            )
+
     async def retry_job(self, source: Source, id: uuid.UUID) -> None:
         """Reset a dead job to pending now with a fresh budget (attempt, reap_count
         and the snooze deadline cleared) and wake workers.
 
         Raises:
             NotFoundError: the job is missing or not dead.
-            ConflictError: its idempotency key is now held by another live job.
+            ConflictError: its idempotency key is now held by another live job, or
+                the job belongs to a workflow execution or a DAG run (retried
+                through that run: ``workflows resume``, ``dags retry``); nothing changed.
         """
         try:
-            await self._must(
-                "job_retry", source.value, id, self.channel, what=f"no dead {source} job {id}"
-            )
+            row = await self._fetchrow("job_retry", source.value, id, self.channel)
         except asyncpg.UniqueViolationError as exc:
             raise ConflictError(
                 f"job {id} cannot be retried: a live job holds its idempotency key"
             ) from exc
+        if row is None:
+            await self._refuse_owned(source, id, "retried")
+            raise NotFoundError(f"no dead {source} job {id}")
 
     async def retry_all_dead(self, source: Source, kind: str) -> int:
         """Reset every dead job of ``(source, kind)`` (``''`` = all kinds) to pending.
 
         A dead job whose idempotency key is held by a live job (or by another
-        dead job revived in the same call) stays dead. Returns the count.
+        dead job revived in the same call) stays dead, and so do jobs owned by
+        a workflow execution or a DAG run. Returns the count.
         """
         row = await self._fetchrow("job_retry_all_dead", source.value, kind, self.channel)
         assert row is not None
@@ -141,10 +164,11 @@ class AdminMixin(PgBase):
 
         Raises:
             NotFoundError: the job is missing or not pending/scheduled.
+            ConflictError: the job belongs to a workflow execution or a DAG run.
         """
-        await self._must(
-            "job_archive", source.value, id, what=f"no pending or scheduled {source} job {id}"
-        )
+        if await self._fetchrow("job_archive", source.value, id) is None:
+            await self._refuse_owned(source, id, "archived")
+            raise NotFoundError(f"no pending or scheduled {source} job {id}")
 
     async def pause_job(self, source: Source, id: uuid.UUID) -> None:
         """Hold a pending or scheduled job out of the ready set (paused).
@@ -171,13 +195,16 @@ class AdminMixin(PgBase):
 
         Raises:
             NotFoundError: no such job in that state.
+            ConflictError: the job belongs to a workflow execution or a DAG run.
         """
-        await self._must(
-            "job_delete", source.value, id, state.value, what=f"no {state} {source} job {id}"
-        )
+        if await self._fetchrow("job_delete", source.value, id, state.value) is None:
+            await self._refuse_owned(source, id, "deleted")
+            raise NotFoundError(f"no {state} {source} job {id}")
 
     async def delete_all(self, source: Source, kind: str, state: JobState) -> int:
-        """Delete every job of ``(source, kind)`` (``''`` = all kinds) in ``state``."""
+        """Delete every job of ``(source, kind)`` (``''`` = all kinds) in ``state``,
+        except those owned by a workflow execution or a DAG run (their run
+        removes them)."""
         return int(await self._fetchval("job_delete_all", source.value, kind, state.value))
 
     async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:

@@ -137,9 +137,11 @@ class WorkflowChildrenMixin(WorkflowCoreMixin):
                 run_id=view.run_id or id,
                 input=view.input,
                 started_at=view.run_started_at or view.created_at,
-                ended_at=None,
+                # The final run ends with the execution, whatever way it ended.
+                ended_at=view.completed_at,
                 events=events,
                 current=True,
+                state=view.state,
             )
         )
         return runs

@@ -1,6 +1,9 @@
 -- Queue admin surface and vacuum verbs. $1 is always the clock override.
 -- Every verb is scoped to one source ($2). Live states of the idempotency key:
 -- pending, scheduled, active, paused, blocked, waiting, uncertain.
+-- Jobs owned by a workflow execution (run_id) or a DAG run (dag_id) are out of
+-- reach of retry, archive and delete: their run decides their fate. A dead
+-- operation of a workflow is not a dead letter: the workflow saw its failure.
 
 -- name: job_list_kinds
 -- $2 source: kinds of live or retained jobs and of stat history, sorted.
@@ -15,7 +18,8 @@ SELECT kind,
        count(*) FILTER (WHERE state = 'pending') AS pending,
        count(*) FILTER (WHERE state = 'scheduled') AS scheduled,
        count(*) FILTER (WHERE state = 'active') AS active,
-       count(*) FILTER (WHERE state = 'dead') AS dead,
+       count(*) FILTER (WHERE state = 'dead'
+                        AND (run_id IS NULL OR task_key = '$wft')) AS dead,
        count(*) FILTER (WHERE state = 'paused') AS paused,
        count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
        greatest(interval '0', coalesce(coalesce($1::timestamptz, now())
@@ -54,6 +58,7 @@ ORDER BY days.day
 WITH m AS (
     SELECT * FROM azync_jobs
     WHERE source = $2 AND ($3 = '' OR kind = $3) AND ($4 = '' OR state = $4)
+      AND ($4 <> 'dead' OR run_id IS NULL OR task_key = '$wft')
       AND ($1::timestamptz IS NULL OR true)
 ), total AS (
     SELECT count(*) AS total FROM m
@@ -86,6 +91,7 @@ WITH up AS (
         run_at = coalesce($1::timestamptz, now()), lease_until = NULL,
         updated_at = coalesce($1::timestamptz, now())
     WHERE source = $2 AND id = $3 AND state = 'dead'
+      AND dag_id IS NULL AND run_id IS NULL
     RETURNING kind
 ), wake AS (
     SELECT pg_notify($4, $2 || ':' || kind) FROM up
@@ -99,6 +105,7 @@ SELECT (SELECT count(*) FROM wake) AS woken FROM up
 WITH cand AS (
     SELECT j.id, j.kind, j.idempotency_key FROM azync_jobs j
     WHERE j.source = $2 AND j.state = 'dead' AND ($3 = '' OR j.kind = $3)
+      AND j.dag_id IS NULL AND j.run_id IS NULL
       AND (j.idempotency_key = '' OR NOT EXISTS (
             SELECT 1 FROM azync_jobs l
             WHERE l.source = j.source AND l.kind = j.kind
@@ -142,6 +149,7 @@ UPDATE azync_jobs
 SET state = 'dead', failed_at = coalesce($1::timestamptz, now()),
     updated_at = coalesce($1::timestamptz, now())
 WHERE source = $2 AND id = $3 AND state IN ('pending', 'scheduled')
+  AND dag_id IS NULL AND run_id IS NULL
 RETURNING 1
 
 -- name: job_pause
@@ -167,7 +175,8 @@ SELECT state, (SELECT count(*) FROM wake) AS woken FROM up
 -- name: job_delete
 -- $2 source, $3 id, $4 state
 DELETE FROM azync_jobs
-WHERE source = $2 AND id = $3 AND state = $4 AND ($1::timestamptz IS NULL OR true)
+WHERE source = $2 AND id = $3 AND state = $4 AND dag_id IS NULL AND run_id IS NULL
+  AND ($1::timestamptz IS NULL OR true)
 RETURNING 1
 
 -- name: job_delete_all
@@ -175,7 +184,7 @@ RETURNING 1
 WITH d AS (
     DELETE FROM azync_jobs
     WHERE source = $2 AND ($3 = '' OR kind = $3) AND state = $4
-      AND ($1::timestamptz IS NULL OR true)
+      AND dag_id IS NULL AND run_id IS NULL AND ($1::timestamptz IS NULL OR true)
     RETURNING 1
 )
 SELECT count(*) FROM d
