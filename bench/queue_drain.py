@@ -9,7 +9,7 @@ own rate is measured separately at the end), and is drained by:
 
 * ``bare 4x10 ack-each``: 4 coroutines, each on its own connection, leasing 10
   jobs per statement (``FOR UPDATE SKIP LOCKED``) and acking each job with its
-  own UPDATE — the reference loop of issue 2;
+  own UPDATE — the reference loop;
 * ``bare 4x10 ack-batch``: the same, acking the 10 with one UPDATE (shown so
   the worker's ack batching is compared with its bare equivalent too);
 * ``Worker x1`` / ``Worker x4``: 1 or 4 :class:`~azync_flow.worker.Worker`

@@ -1,4 +1,4 @@
-"""A payment whose charge step must never run twice (issue 5, docs/uncertain.md).
+"""A payment whose charge step must never run twice (docs/uncertain.md).
 
     python samples/payment_uncertain.py        # AZYNC_DSN, or an embedded server
 

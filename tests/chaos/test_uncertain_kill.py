@@ -1,4 +1,4 @@
-"""Real SIGKILLs of worker processes during a non-idempotent charge (issue 5).
+"""Real SIGKILLs of worker processes during a non-idempotent charge.
 
 Each iteration starts a ``pay`` run, runs ``azync-flow worker`` in a subprocess
 that SIGKILLs itself at one point of the charge's first attempt (before the

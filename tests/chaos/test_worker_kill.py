@@ -169,7 +169,7 @@ async def test_sigkilled_worker_job_is_reaped_after_lease_expiry_and_rerun(
     tmp_path: Path,
     procs: list[WorkerProcess],
 ) -> None:
-    """C15: a worker killed with -9 mid-job loses nothing; any live worker reaps its lease.
+    """a worker killed with -9 mid-job loses nothing; any live worker reaps its lease.
 
     The killed process was also the maintenance leader: its leadership lease
     outlives it until its TTL, then the fresh worker takes over and reaps.

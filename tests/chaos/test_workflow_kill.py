@@ -247,7 +247,7 @@ async def test_span_tree_across_two_worker_processes_and_a_kill_inside_an_activi
     """Worker 1 runs reserve then is SIGKILLed inside charge; worker 2 (another
     process) reaps the lost attempt, re-runs charge and finishes. One trace: the
     run span, one span per attempt (the lost one closed by the reaper with ERROR
-    ``lease expired``), no duplicate span for replayed steps (C28)."""
+    ``lease expired``), no duplicate span for replayed steps."""
     client = Client(store, tracer_provider=SpanCapture(service_name="api").provider)
     handle, spans = await traced_kill_run(
         client,

@@ -1,5 +1,6 @@
-"""Peer bug scenarios C22 (join decided too early), C24 (compensation order, crash
-during a compensation) and C25 (parallel failures compensate once), end to end."""
+"""DAG sagas end to end: a join decided only once every upstream finished,
+compensation order (and a crash during a compensation), parallel failures
+compensating once."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from azync_flow.store import (
 from azync_flow.store.postgres import PostgresStore
 from tests.e2e.dag_util import runner, settle, task_states
 
-# --- C22: a join is decided only once every upstream finished ------------------------
+# --- a join is decided only once every upstream finished ------------------------
 
 
 def _c22(b_outcome: str, c_outcome: str, release_b: asyncio.Event, ran: list[str]) -> DAG:
@@ -132,7 +133,7 @@ async def test_c22_same_decision_after_scheduler_and_worker_restart(store: Postg
     assert (await task_states(store, run.id))["j"] == JobState.SUCCEEDED
 
 
-# --- C24: compensations run last-in first-out --------------------------------------
+# --- compensations run last-in first-out --------------------------------------
 
 
 def _chain(name: str, log: list[str], *, fail: str, with_comp: bool = True) -> DAG:
@@ -272,7 +273,7 @@ async def test_c24_worker_killed_during_compensation_recovers_each_once_in_order
     assert c3.state == JobState.SUCCEEDED
 
 
-# --- C25: parallel failures compensate exactly once ---------------------------------
+# --- parallel failures compensate exactly once ---------------------------------
 
 
 async def test_c25_parallel_failures_compensate_once_with_two_schedulers(

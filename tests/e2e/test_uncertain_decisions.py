@@ -1,4 +1,4 @@
-"""Uncertain operations end to end (issue 5): every decision path through the client,
+"""Uncertain operations end to end: every decision path through the client,
 audit, listing, errors that change nothing, concurrent resolvers — real PostgreSQL."""
 
 from __future__ import annotations

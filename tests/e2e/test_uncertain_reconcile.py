@@ -1,4 +1,4 @@
-"""Reconcile hooks (issue 5): each verdict, a hook that raises, both places a hook
+"""Reconcile hooks: each verdict, a hook that raises, both places a hook
 runs (inline in the worker that parked the operation; the leader's maintenance after
 a real lease expiry) and racing reconcilers — real PostgreSQL."""
 

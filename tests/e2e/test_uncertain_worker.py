@@ -1,5 +1,5 @@
 """A Worker shutting down while a non-idempotent call is in flight parks it as
-uncertain instead of releasing it for a blind re-run (issue 5) — real PostgreSQL."""
+uncertain instead of releasing it for a blind re-run — real PostgreSQL."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ def test_policy_validates_its_fields() -> None:
 
 
 def test_describe_error_is_type_and_message_and_always_storable() -> None:
-    """C26: NUL and lone surrogates never make recording a failure fail."""
+    """NUL and lone surrogates never make recording a failure fail."""
     assert describe_error(ValueError("bad input")) == "ValueError: bad input"
     assert describe_error(KeyError()) == "KeyError"
     text = describe_error(RuntimeError("a\x00b \ud800 c"))

@@ -152,7 +152,7 @@ async def test_non_retryable_error_type_dead_letters_on_first_attempt(
     job = await get(store, job_id)
     assert job.state == JobState.DEAD
     assert job.attempt == 1
-    # NUL is shown escaped so recording the failure cannot fail (C26).
+    # NUL is shown escaped so recording the failure cannot fail.
     assert job.last_error == "VeryFatal: bad card\\x00 number"
 
 
@@ -197,7 +197,7 @@ async def test_register_rejects_sync_handlers_and_duplicate_kinds(store: Postgre
 async def test_snoozing_never_spends_attempts_and_first_failure_gets_first_backoff(
     store: PostgresStore, clock: MovableClock
 ) -> None:
-    """C17: 10 snoozes, one failure, then success on the second real attempt of 3."""
+    """10 snoozes, one failure, then success on the second real attempt of 3."""
     clock.set(datetime.now(UTC))
     policy = RetryPolicy(initial_interval=timedelta(seconds=5), jitter=0.1)
     calls: list[int] = []

@@ -111,7 +111,7 @@ async def test_heartbeat_keeps_a_long_handler_lease_while_the_reaper_runs(
 async def test_lost_lease_cancels_the_stale_attempt_and_only_the_new_one_settles(
     store: PostgresStore,
 ) -> None:
-    """C13/C16: once the lease is reaped and re-leased, the old attempt is fenced off."""
+    """once the lease is reaped and re-leased, the old attempt is fenced off."""
     first_started = asyncio.Event()
     first_cancelled = asyncio.Event()
     second_done = asyncio.Event()

@@ -413,7 +413,7 @@ async def test_a_pass_that_cannot_run_is_retried_with_backoff(
 async def test_c19_reused_id_returns_the_finished_run_and_rejects_other_args_or_type(
     store: PostgresStore, runtime: LocalRuntime
 ) -> None:
-    """C19 with execution ids as keys: same id + same input after completion returns
+    """With execution ids as keys: same id + same input after completion returns
     the stored result without a new run; other input or another workflow type is an
     explicit conflict and runs nothing."""
     import uuid

@@ -1,4 +1,4 @@
-"""C20: an activity report that arrives after its attempt was declared crashed
+"""an activity report that arrives after its attempt was declared crashed
 (lease expired) never completes the step twice.
 
 * non-idempotent attempt parked uncertain, then its real outcome arrives: the

@@ -1,6 +1,6 @@
 """The workflow runtime on a real Worker: spans per attempt (SpanCapture), the run
 events, suppressed workflow code, context propagation into activities, no
-duplicate spans after replay (C28) — in both cache modes; Client.list and
+duplicate spans after replay — in both cache modes; Client.list and
 handle.result waking on NOTIFY."""
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ async def test_span_tree_of_a_workflow_run_one_span_per_attempt(
     assert charges[0].attributes["azync.retry_delay_s"] == 0.0
     assert charges[0].status.status_code.name == "ERROR"
     assert [s.attributes["azync.attempt"] for s in charges] == [1, 2]
-    # C28: replay (full mode replays everything each pass) makes no duplicate spans
+    # replay (full mode replays everything each pass) makes no duplicate spans
     assert len(CAPTURE.named("activity t_reserve")) == 1
     passes = CAPTURE.named("workflow.task t_order")
     assert len(passes) == runtime.workflows.passes

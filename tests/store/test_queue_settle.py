@@ -31,7 +31,7 @@ SETTLE_VERBS: dict[str, Settle] = {
 @pytest.mark.parametrize("verb", sorted(SETTLE_VERBS))
 async def test_stale_token_settle_changes_nothing(store: PostgresStore, verb: str) -> None:
     """A foreign token, and the token of a lease that was reaped and re-leased
-    (peer scenario C16), both get NotFoundError and leave the row untouched."""
+    , both get NotFoundError and leave the row untouched."""
     settle = SETTLE_VERBS[verb]
     j = await enqueue_and_lease(store, snooze_budget=timedelta(seconds=1))
     before = dict(await row(store, j.id))
@@ -106,7 +106,7 @@ async def test_extend_lease_renews_from_backend_now(
     t = clock.advance(timedelta(seconds=20))
     await store.extend_lease(j.id, j.lease_token, timedelta(minutes=5))
     assert (await row(store, j.id))["lease_until"] == t + timedelta(minutes=5)
-    # a heartbeat keeps the reaper away past the original lease (peer scenario C12)
+    # a heartbeat keeps the reaper away past the original lease
     clock.advance(timedelta(minutes=1))
     assert await store.reap_expired(Source.QUEUE, None, 5) == (0, 0)
 
@@ -114,7 +114,7 @@ async def test_extend_lease_renews_from_backend_now(
 async def test_snooze_gives_back_attempt_and_records_none(
     store: PostgresStore, clock: MovableClock
 ) -> None:
-    """Peer scenario C17: ten snoozes never spend the 3-attempt budget."""
+    """ten snoozes never spend the 3-attempt budget."""
     await store.enqueue(job(max_attempts=3, max_attempts_explicit=True))
     for _ in range(10):
         (j,) = await lease(store)
@@ -167,7 +167,7 @@ async def test_snooze_past_deadline_dead_letters(store: PostgresStore, clock: Mo
 async def test_settle_error_text_with_nul_and_surrogate_is_stored_escaped(
     store: PostgresStore,
 ) -> None:
-    """Peer scenario C26: recording a failure whose message holds NUL or a lone
+    """recording a failure whose message holds NUL or a lone
     surrogate never fails, so the job is never left active."""
     j = await enqueue_and_lease(store)
     await store.reschedule(j.id, j.lease_token, timedelta(0), "bad \x00 byte \ud800")

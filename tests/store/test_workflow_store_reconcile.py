@@ -1,4 +1,4 @@
-"""Store verbs added for reconcile hooks and late reports (issue 5): one verdict per
+"""Store verbs added for reconcile hooks and late reports: one verdict per
 uncertain attempt, fenced; late outcomes kept in the ledger; resolve fenced by attempt."""
 
 from __future__ import annotations

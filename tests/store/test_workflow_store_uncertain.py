@@ -1,4 +1,4 @@
-"""Uncertain operations (issue 5) in the workflow store: mark_uncertain fencing,
+"""Uncertain operations in the workflow store: mark_uncertain fencing,
 the non-idempotent reaper, resolve_uncertain decisions, listing — real PostgreSQL."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Workflows for the C03 cross-process replay test, and the child-process entry point.
+"""Workflows for the cross-process replay test, and the child-process entry point.
 
 Kept free of pytest imports so 20 child processes start fast.
 """

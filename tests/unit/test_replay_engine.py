@@ -96,7 +96,7 @@ def test_gather_fans_out_in_one_pass_and_keeps_argument_order(mode: str) -> None
 
 
 def test_asyncio_wait_first_completed_sees_completions_one_at_a_time(mode: str) -> None:
-    """C03: completions are delivered in history order, one at a time, so
+    """completions are delivered in history order, one at a time, so
     FIRST_COMPLETED returns the same single task on replay."""
 
     @workflow(name="waitfirst")

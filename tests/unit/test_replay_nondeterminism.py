@@ -1,4 +1,4 @@
-"""Every NonDeterminismError case, the Replayer (C01), and versioning with patches (C04)."""
+"""Every NonDeterminismError case, the Replayer, and versioning with patches."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def mismatch(defn: Any, history: RecordedHistory) -> NonDeterminismError:
 
 
 def test_c01_removed_last_step_is_caught_after_the_function_returns() -> None:
-    """C01 (a): code now calls A twice; history has three calls."""
+    """code now calls A twice; history has three calls."""
     _, history = recorded(three_steps([1, 2, 3]))
     err = mismatch(three_steps([1, 2]), history)
     assert err.seq == 5
@@ -80,7 +80,7 @@ def test_c01_removed_last_step_is_caught_after_the_function_returns() -> None:
 
 
 def test_c01_added_step_after_recorded_completion_is_caught() -> None:
-    """C01 (b): code now calls A four times."""
+    """code now calls A four times."""
     _, history = recorded(three_steps([1, 2, 3]))
     err = mismatch(three_steps([1, 2, 3, 4]), history)
     assert err.seq == 7
@@ -89,7 +89,7 @@ def test_c01_added_step_after_recorded_completion_is_caught() -> None:
 
 
 def test_c01_changed_argument_of_last_step_is_caught() -> None:
-    """C01 (c): third call becomes A(99)."""
+    """third call becomes A(99)."""
     _, history = recorded(three_steps([1, 2, 3]))
     err = mismatch(three_steps([1, 2, 99]), history)
     assert err.seq == 5
@@ -100,7 +100,7 @@ def test_c01_changed_argument_of_last_step_is_caught() -> None:
 
 
 def test_c01_in_flight_step_matches_its_recorded_schedule() -> None:
-    """C01 (d): history cut after step 3 was scheduled; unchanged code replays it."""
+    """history cut after step 3 was scheduled; unchanged code replays it."""
     wf = three_steps([1, 2, 3])
     sim, full = recorded(wf)
     partial = RecordedHistory.from_rows(wf.name, sim.input, sim.history[:5], sim.info.execution_id)
@@ -285,7 +285,7 @@ def test_replayer_reads_a_json_file(tmp_path: Path) -> None:
 
 
 def test_c04_patch_gate_old_executions_take_old_path_new_take_new(mode: str) -> None:
-    """C04: v2 inserts X between A and B behind ctx.patched; in-flight v1
+    """v2 inserts X between A and B behind ctx.patched; in-flight v1
     executions replay cleanly and do not run X; new ones run X."""
 
     def make(version: int) -> Any:

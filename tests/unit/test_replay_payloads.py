@@ -1,4 +1,4 @@
-"""Payloads through history events: byte-for-byte round trips (C26, C27) and the C03
+"""Payloads through history events: byte-for-byte round trips and the
 cross-process check (replays in fresh processes with different PYTHONHASHSEEDs)."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ TRICKY = [
 
 @pytest.mark.parametrize("value", TRICKY)
 def test_values_round_trip_exactly_through_events_input_and_signals(value: Any, mode: str) -> None:
-    """C26: NUL, emoji, nesting and key order survive input, result and signal payloads."""
+    """NUL, emoji, nesting and key order survive input, result and signal payloads."""
     sim = Sim(echo_wf, value, mode=mode, activities={"echo": echo})
     sim.signal("s", value)
     sim.run()
@@ -74,7 +74,7 @@ def test_values_round_trip_exactly_through_events_input_and_signals(value: Any, 
 
 
 def test_ten_mib_value_round_trips_byte_for_byte() -> None:
-    """C27: a 10 MiB value is stored and decoded unchanged."""
+    """a 10 MiB value is stored and decoded unchanged."""
     big = msgspec.Raw(b'"' + b"x\\u0000" * (10 * 1024 * 1024 // 7) + b'"')
     event = ActivityCompleted(scheduled_seq=1, result=big)
     type_name, payload = encode_event(event)
@@ -86,7 +86,7 @@ def test_ten_mib_value_round_trips_byte_for_byte() -> None:
 
 
 def test_bytes_results_round_trip_as_base64() -> None:
-    """C26 variant: a bytes result with NUL/0xff decodes back to the same bytes."""
+    """a bytes result with NUL/0xff decodes back to the same bytes."""
 
     @workflow(name="bytes_wf")
     async def wf(ctx: WorkflowContext, _: None) -> str:
@@ -100,7 +100,7 @@ def test_bytes_results_round_trip_as_base64() -> None:
 
 
 def test_lone_surrogate_is_a_typed_encode_error_not_a_stuck_run() -> None:
-    """C26 variant: a value that cannot be encoded fails at once with a typed error."""
+    """a value that cannot be encoded fails at once with a typed error."""
     with pytest.raises(PayloadEncodeError):
         encode_value("\ud800")
 
@@ -115,7 +115,7 @@ def test_lone_surrogate_is_a_typed_encode_error_not_a_stuck_run() -> None:
 
 
 def test_oversized_activity_input_raises_at_the_call_site() -> None:
-    """C27: a value over the limit is rejected when written, with a typed error."""
+    """a value over the limit is rejected when written, with a typed error."""
 
     @workflow(name="oversize")
     async def wf(ctx: WorkflowContext, size: int) -> str:
@@ -135,11 +135,11 @@ def test_oversized_activity_input_raises_at_the_call_site() -> None:
     assert out.commands == []
 
 
-# --- C03: replay in fresh processes -------------------------------------------------------
+# --- replay in fresh processes -------------------------------------------------------
 
 
 def test_c03_replay_in_twenty_fresh_processes_gives_the_same_verdict(tmp_path: Path) -> None:
-    """C03: FIRST_COMPLETED over three near-simultaneous completions, the gather
+    """FIRST_COMPLETED over three near-simultaneous completions, the gather
     control, and code iterating the *set* asyncio.wait returns all replay cleanly in
     20 processes with different PYTHONHASHSEEDs (workflow tasks and futures hash by
     creation order, so set order does not depend on memory addresses)."""

@@ -1,4 +1,4 @@
-"""Signals in the replay engine: buffering, exactly-once consumption, timeouts (C05, C06, C07)."""
+"""Signals in the replay engine: buffering, exactly-once consumption, timeouts."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ async def collect3(ctx: WorkflowContext, _: None) -> list[int]:
 
 
 def test_c05_early_signals_are_each_consumed_once_in_arrival_order(mode: str) -> None:
-    """C05: two signals arrive while A runs; the third wait blocks until m3."""
+    """two signals arrive while A runs; the third wait blocks until m3."""
     sim = Sim(collect3, None, mode=mode, activities=FAKES)
     sim.run_pass()
     sim.signal("item", 1, "m1")
@@ -160,7 +160,7 @@ def test_signals_of_other_names_stay_buffered_and_order_is_per_arrival(mode: str
 
 
 def test_signal_payload_with_extra_fields_decodes_into_a_struct(mode: str) -> None:
-    """C04 signal-shape variant: unknown extra fields are tolerated."""
+    """unknown extra fields are tolerated."""
 
     class Go(msgspec.Struct):
         amount: int

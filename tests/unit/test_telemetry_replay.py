@@ -1,4 +1,4 @@
-"""C28 at the telemetry level: replay emits no spans for steps that already ran.
+"""At the telemetry level: replay emits no spans for steps that already ran.
 
 A miniature replay engine drives the telemetry API the way the workflow
 runtime must: every pass is a full replay on a different "process" (its own
@@ -144,7 +144,7 @@ def run_activity(db: Db, proc: Process, name: str, *, attempt: int, fail: bool) 
 
 
 def drive_c28() -> tuple[Db, list[Process], int, int]:
-    """Run C28; return the db, the processes, the caller's trace and span ids."""
+    """Run the scenario; return the db, the processes, the caller's trace and span ids."""
     caller = Process(SpanCapture("api"))
     killed = Process(SpanCapture("worker-0"))
     workers = [Process(SpanCapture("worker-1")), Process(SpanCapture("worker-2"))]

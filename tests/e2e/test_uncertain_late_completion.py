@@ -1,4 +1,4 @@
-"""Scenario C20 (a run declared crashed later completes) as tests: a charge whose
+"""A run declared crashed that later completes, as tests: a charge whose
 worker is cut off loses its lease for real, turns uncertain, and its late report
 
 * after an operator's "fail" — is refused by the fence, kept as a ledger event
