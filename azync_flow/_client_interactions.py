@@ -29,6 +29,7 @@ from azync_flow.errors import (
 )
 from azync_flow.replay._interactions import UPDATE_SIGNAL_PREFIX
 from azync_flow.replay.codec import decode_value, encode_value
+from azync_flow.runtime.worker_runtime import workflow_runtime
 from azync_flow.store.types import (
     QueryAnswer,
     QueryRequest,
@@ -124,9 +125,9 @@ async def query_workflow(
             timeout=timedelta(seconds=seconds),
         )
     )
-    worker = handle.client.worker
-    if worker is not None and worker.workflows is not None:
-        worker.workflows.query_loop.poke()  # no NOTIFY hop for a worker of this process
+    runtime = workflow_runtime(handle.client.worker)
+    if runtime is not None:
+        runtime.query_loop.poke()  # no NOTIFY hop for a worker of this process
 
     async def answered() -> QueryAnswer | None:
         answer: QueryAnswer | None = await store.take_workflow_query(query_id)
@@ -212,9 +213,9 @@ async def _request(
             error_type="WorkflowNotRunning",
             message=f"the execution is {view.state}; only a running execution takes updates",
         )
-    worker = handle.client.worker
-    if worker is not None and worker.workflows is not None:
-        worker.workflows.task_loop.poke()
+    runtime = workflow_runtime(handle.client.worker)
+    if runtime is not None:
+        runtime.task_loop.poke()
     return None
 
 

@@ -19,7 +19,7 @@ import time
 import typing
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Self, TypeVar
 
 import asyncpg
 
@@ -51,6 +51,7 @@ from azync_flow.runtime.uncertain import (
     default_decider,
     resolve_operation,
 )
+from azync_flow.runtime.worker_runtime import workflow_runtime
 from azync_flow.store.protocols import WorkflowClientStore
 from azync_flow.store.types import (
     EnqueueParams,
@@ -99,7 +100,7 @@ class Client:
         store: the store (``PostgresStore``).
         poll_interval: longest pause between two reads while waiting for a result.
         worker: a :class:`~azync_flow.worker.Worker` of this process (or use
-            ``worker.client()``). While it runs, a start of a workflow it
+            ``Client.for_worker(worker)``). While it runs, a start of a workflow it
             registers (without ``id`` or ``idempotency_key``) commits the
             execution together with its first pass, run by that worker, and
             a signal wakes its workflow-task loop at once. Other starts, and
@@ -108,7 +109,7 @@ class Client:
             open after the last waiter left (0: closed at once, no idle
             connection). A client awaiting results one after another saves a
             connection set-up per result with a few seconds here;
-            ``worker.client()`` uses 5 s. ``close()`` always closes it.
+            ``Client.for_worker(worker)`` uses 5 s. ``close()`` always closes it.
         history_limit: the thresholds behind ``describe().history_limit_exceeded``
             (default :class:`~azync_flow.workflow.HistoryLimit`).
     """
@@ -140,6 +141,21 @@ class Client:
         #: ``result`` waits ended by a wake-up (not by the fallback re-read); a test hook.
         self.wakeups = 0
 
+    @classmethod
+    def for_worker(cls, worker: Worker, **options: Any) -> Self:
+        """A client bound to ``worker`` (a Worker of this process): while the
+        worker runs, starting a workflow it runs commits the execution with its
+        first pass (run there), and signals wake its loop directly.
+
+        Args:
+            worker: the Worker; the client uses its store.
+            **options: more ``Client`` options (``poll_interval``, ...);
+                ``listen_linger`` defaults to 5 s here (results awaited one
+                after another share one LISTEN connection).
+        """
+        options.setdefault("listen_linger", timedelta(seconds=5))
+        return cls(worker.store, worker=worker, **options)  # type: ignore[arg-type]
+
     @property
     def schedules(self) -> ScheduleClient:
         """Schedules on this client's store (create, describe, list, pause,
@@ -167,7 +183,7 @@ class Client:
         **options: Any,
     ) -> uuid.UUID | None:
         """Enqueue a plain queue job, carrying the caller's trace context in ``meta``
-        (a worker with ``trace_jobs()`` makes its attempt spans children of the caller's).
+        (a worker with ``trace_jobs(worker)`` makes its attempt spans children of the caller's).
 
         Args:
             kind: the handler kind.
@@ -361,7 +377,7 @@ class Client:
         # when the run ends); its context is stored with the execution (a
         # deduplicated start keeps the stored one).
         carrier = self.tracer.start_run_span(RunKind.WORKFLOW, name, run_id)
-        runtime = self.worker.workflows if self.worker is not None else None
+        runtime = workflow_runtime(self.worker)
         if (
             runtime is not None
             and id is None
@@ -528,9 +544,9 @@ class WorkflowHandle(Generic[R]):
         accepted = await self.client.store.signal_workflow(
             SignalParams(workflow_id=self.id, name=name, payload=data, message_id=message_id)
         )
-        worker = self.client.worker
-        if accepted and worker is not None and worker.workflows is not None:
-            worker.workflows.task_loop.poke()  # no NOTIFY hop for a worker of this process
+        runtime = workflow_runtime(self.client.worker)
+        if accepted and runtime is not None:
+            runtime.task_loop.poke()  # no NOTIFY hop for a worker of this process
         return accepted
 
     async def cancel(self) -> None:

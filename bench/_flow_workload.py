@@ -13,7 +13,7 @@ Run by ``bench/workflows.py``, which imports the definitions below for its clien
   three-activity workflows, then wait for all with one aggregate query per 100 ms,
   then exit; the caller reads ``pg_stat_database`` around this process (its
   backends' exit flushes the stats). ``--eager``: the client is bound to the
-  worker (``worker.client()``), so each start commits with its first pass.
+  worker (``Client.for_worker(worker)``), so each start commits with its first pass.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from azync_flow import attach_workflows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -97,7 +99,7 @@ async def flow_worker(dsn: str, concurrency: int) -> AsyncIterator[Worker]:
         maintenance_interval=timedelta(seconds=1),
         handle_signals=False,
     )
-    worker.register_workflows([three, waiter, fan], [step_a, step_b, step_c, step])
+    attach_workflows(worker, [three, waiter, fan], [step_a, step_b, step_c, step])
     try:
         async with worker:
             yield worker
@@ -118,7 +120,7 @@ async def serve(dsn: str, concurrency: int) -> None:
 async def commits_run(dsn: str, k: int, concurrency: int, eager: bool = False) -> None:
     async with flow_worker(dsn, concurrency) as worker:
         store: PostgresStore = worker.store  # type: ignore[assignment]
-        client = worker.client() if eager else Client(store)
+        client = Client.for_worker(worker) if eager else Client(store)
         ids = [(await client.start(three, i)).id for i in range(k)]
         query = (
             "SELECT count(*) FROM azync_workflow_executions"

@@ -52,7 +52,7 @@ Rows:
   superuser: exact on a shared server); where that extension cannot be created, the
   ``txid_current()`` advance (cluster-wide, so other clients add to it: the row
   then shows the minimum over rounds). The ``eager start`` row: the same window
-  with the client bound to the worker (``worker.client()``: each start commits
+  with the client bound to the worker (``Client.for_worker(worker)``: each start commits
   with its first pass), azync_flow only.
 * floor: the same 3 steps as plain asyncpg commits and no engine, 5 commits per
   workflow (start insert, 3 step results, finish update), N workflows over the

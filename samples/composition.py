@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from azync_flow import attach_workflows
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
 from azync_flow.errors import ChildWorkflowError
@@ -136,7 +137,7 @@ def make_worker(store: Any) -> Worker:
         maintenance_interval=timedelta(milliseconds=200),
         handle_signals=False,
     )
-    worker.register_workflows(WORKFLOWS, ACTIVITIES)
+    attach_workflows(worker, WORKFLOWS, ACTIVITIES)
     return worker
 
 

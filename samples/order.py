@@ -12,7 +12,14 @@ from typing import Any
 
 import msgspec
 
-from azync_flow import ActivityError, RetryPolicy, WorkflowContext, activity, workflow
+from azync_flow import (
+    ActivityError,
+    RetryPolicy,
+    WorkflowContext,
+    activity,
+    attach_workflows,
+    workflow,
+)
 from azync_flow.worker import Worker
 
 
@@ -134,6 +141,6 @@ def make_worker(
         maintenance_interval=timedelta(milliseconds=200),
         handle_signals=False,
     )
-    runtime = worker.register_workflows(WORKFLOWS, ACTIVITIES)
+    runtime = attach_workflows(worker, WORKFLOWS, ACTIVITIES)
     runtime.activities.after_settle = after_settle
     return worker

@@ -17,7 +17,7 @@ from datetime import timedelta
 
 import msgspec
 
-from azync_flow import WorkflowContext, activity, workflow
+from azync_flow import Client, WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.embedded import resolve_dsn
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
@@ -78,8 +78,8 @@ async def main() -> None:
     print(f"database:  {where}")
     store = await open_store(dsn, Config(schema=os.environ.get("AZYNC_SCHEMA", "")))
     worker = Worker(store, handle_signals=False)
-    worker.register_workflows(WORKFLOWS, ACTIVITIES)
-    client = worker.client()
+    attach_workflows(worker, WORKFLOWS, ACTIVITIES)
+    client = Client.for_worker(worker)
     try:
         async with worker:
             handle = await client.start(shopping_cart, f"customer-{uuid.uuid4().hex[:6]}")

@@ -31,8 +31,7 @@ from ._output import (
     done,
     emit,
     json_option,
-    next_page,
-    page,
+    list_page,
     preview,
     record,
     table,
@@ -76,13 +75,13 @@ async def list_cmd(
         rows, total = await DAGClient(store).list(
             dag=name, state=DAGState(state) if state else None, offset=offset, limit=limit
         )
-    nxt = next_offset_cursor(offset, len(rows), total)
-    if as_json:
-        emit(page([_item(v) for v in rows], nxt, total))
-        return EXIT_OK
-    table(
+    list_page(
         rows,
-        [
+        next_offset_cursor(offset, len(rows), total),
+        total=total,
+        as_json=as_json,
+        item=_item,
+        columns=[
             ("ID", lambda v: v.id),
             ("DAG", lambda v: v.name),
             ("STATE", lambda v: v.state),
@@ -92,7 +91,6 @@ async def list_cmd(
         ],
         empty="no DAG runs",
     )
-    next_page(nxt, len(rows), total)
     return EXIT_OK
 
 

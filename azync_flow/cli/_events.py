@@ -28,11 +28,10 @@ from ._output import (
     done,
     emit,
     json_option,
-    next_page,
-    page,
+    list_page,
     preview,
     record,
-    table,
+    rows_out,
     when,
 )
 
@@ -100,13 +99,13 @@ async def list_cmd(
     )
     async with connect(db) as store:
         rows, total = await store.list_events(flt, offset, limit)
-    nxt = next_offset_cursor(offset, len(rows), total)
-    if as_json:
-        emit(page([_item(e) for e in rows], nxt, total))
-        return EXIT_OK
-    table(
+    list_page(
         rows,
-        [
+        next_offset_cursor(offset, len(rows), total),
+        total=total,
+        as_json=as_json,
+        item=_item,
+        columns=[
             ("ID", lambda e: e.id),
             ("TYPE", lambda e: e.type),
             ("AGGREGATE", _aggregate),
@@ -116,7 +115,6 @@ async def list_cmd(
         ],
         empty="no events",
     )
-    next_page(nxt, len(rows), total)
     return EXIT_OK
 
 
@@ -200,12 +198,10 @@ async def subscribers(type_: str, as_json: bool, db: DbOptions) -> int:
     check_name(type_, "--type")
     async with connect(db) as store:
         rows = await store.list_subscriber_views(type_)
-    if as_json:
-        emit(rows)
-        return EXIT_OK
-    table(
+    rows_out(
         rows,
-        [
+        as_json=as_json,
+        columns=[
             ("EVENT TYPE", lambda s: s.event_type),
             ("SUBSCRIBER", lambda s: s.subscriber),
             ("MAX ATTEMPTS", lambda s: s.max_attempts or "default"),

@@ -39,8 +39,7 @@ from ._output import (
     done,
     emit,
     json_option,
-    next_page,
-    page,
+    list_page,
     preview,
     record,
     table,
@@ -91,13 +90,13 @@ async def _list(
 
 
 def _print_list(rows: list[Job], total: int, offset: int, as_json: bool, empty: str) -> None:
-    nxt = next_offset_cursor(offset, len(rows), total)
-    if as_json:
-        emit(page([_item(j) for j in rows], nxt, total))
-        return
-    table(
+    list_page(
         rows,
-        [
+        next_offset_cursor(offset, len(rows), total),
+        total=total,
+        as_json=as_json,
+        item=_item,
+        columns=[
             ("ID", lambda j: j.id),
             ("KIND", lambda j: j.kind),
             ("STATE", lambda j: j.state),
@@ -109,7 +108,6 @@ def _print_list(rows: list[Job], total: int, offset: int, as_json: bool, empty: 
         ],
         empty=empty,
     )
-    next_page(nxt, len(rows), total)
 
 
 _LIMIT = limit_option(50)

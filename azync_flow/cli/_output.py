@@ -224,6 +224,35 @@ def page(items: Sequence[Any], cursor: str | None, total: int | None = None) -> 
     return out
 
 
+def list_page(
+    rows: Sequence[Any],
+    cursor: str | None,
+    *,
+    total: int | None = None,
+    as_json: bool,
+    item: Callable[[Any], dict[str, Any]],
+    columns: Columns,
+    empty: str,
+) -> None:
+    """Print one page of a list: with ``as_json`` the :func:`page` of ``item(row)``
+    for each row, else the table of ``columns`` (``empty`` when there are no rows)
+    and the :func:`next_page` footer. ``cursor``: the next page's (None: last)."""
+    if as_json:
+        emit(page([item(row) for row in rows], cursor, total))
+        return
+    table(rows, columns, empty=empty)
+    next_page(cursor, len(rows), total)
+
+
+def rows_out(rows: Sequence[Any], *, as_json: bool, columns: Columns, empty: str) -> None:
+    """Print an unpaged list: with ``as_json`` the rows as a JSON array, else the
+    table of ``columns`` (``empty`` when there are no rows)."""
+    if as_json:
+        emit(rows)
+    else:
+        table(rows, columns, empty=empty)
+
+
 def done(as_json: bool, value: dict[str, Any], text: str) -> None:
     """What a verb did: ``value`` as JSON, or ``text`` as one line."""
     if as_json:

@@ -51,11 +51,11 @@ from ._output import (
     emit,
     json_line,
     json_option,
-    next_page,
-    page,
+    list_page,
     payload_json,
     preview,
     record,
+    rows_out,
     table,
     to_plain,
     when,
@@ -138,12 +138,12 @@ async def list_cmd(
 ) -> int:
     """List executions, newest first, a page at a time (payloads as previews)."""
     rows, nxt = await _page(db, name, state, limit, cursor)
-    if as_json:
-        emit(page([_list_item(v) for v in rows], nxt))
-        return EXIT_OK
-    table(
+    list_page(
         rows,
-        [
+        nxt,
+        as_json=as_json,
+        item=_list_item,
+        columns=[
             ("ID", lambda v: v.id),
             ("WORKFLOW", lambda v: v.name),
             ("STATE", lambda v: v.state),
@@ -154,7 +154,6 @@ async def list_cmd(
         ],
         empty="no executions",
     )
-    next_page(nxt, len(rows))
     return EXIT_OK
 
 
@@ -454,12 +453,10 @@ async def stalled(older_than: float, limit: int, as_json: bool, db: DbOptions) -
         raise CliError("--older-than must not be negative")
     async with connect(db) as store:
         rows = await Client(store).list_stalled(timedelta(seconds=older_than), limit=limit)
-    if as_json:
-        emit(rows)
-        return EXIT_OK
-    table(
+    rows_out(
         rows,
-        [
+        as_json=as_json,
+        columns=[
             ("ID", lambda r: r.id),
             ("WORKFLOW", lambda r: r.name),
             ("UNCHANGED SINCE", lambda r: when(r.updated_at)),

@@ -215,7 +215,7 @@ def attach_subscribers(
             twice to one worker: the first call's ``keep`` applies.)
         trace: record each delivery attempt as a ``job <subscriber>`` span, a
             child of the publisher's span (its trace context rides in the
-            event's meta), with the outcome (as ``Worker.trace_jobs``).
+            event's meta), with the outcome (as ``trace_jobs``).
         tracer_provider: where those spans go (None: the global provider).
 
     Returns:

@@ -180,7 +180,13 @@ class InteractionsMixin:
 
     def _validate_update(self, name: str, request: BufferedSignal) -> UpdateResult | None:
         def rejected(error_type: str, message: str) -> UpdateResult:
-            return UpdateResult(request.message_id, name, "rejected", None, error_type, message)
+            return UpdateResult(
+                update_id=request.message_id,
+                name=name,
+                state="rejected",
+                error_type=error_type,
+                message=message,
+            )
 
         if request.message_id in self._updates_started:
             return rejected("DuplicateUpdateId", "an update with this id was already accepted")
@@ -232,7 +238,12 @@ class InteractionsMixin:
                 result = None if event.error_type else bytes(event.result)
                 results.append(
                     UpdateResult(
-                        event.update_id, event.name, state, result, event.error_type, event.message
+                        update_id=event.update_id,
+                        name=event.name,
+                        state=state,
+                        result=result,
+                        error_type=event.error_type,
+                        message=event.message,
                     )
                 )
         return results

@@ -10,7 +10,7 @@ from typing import Any
 
 from azync_flow._text import clean_text, escape_surrogates
 from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
-from azync_flow.store.types import BufferedSignal
+from azync_flow.store.types import BufferedSignal, UpdateOutcome
 
 __all__ = [
     "BufferedSignal",
@@ -128,26 +128,9 @@ class CancelChild:
 Command = ScheduleActivity | StartTimer | CancelTimer | StartChild | SignalChild | CancelChild
 
 
-@dataclass(frozen=True)
-class UpdateResult:
-    """The end of one update request in a pass.
-
-    Attributes:
-        update_id: the update's id.
-        name: the update name.
-        state: ``"rejected"`` (validator or unknown name; not in history),
-            ``"completed"`` or ``"failed"`` (the handler returned or raised).
-        result: the handler's JSON-encoded result when completed, else None.
-        error_type: class name of the rejection or failure ("" when completed).
-        message: its message.
-    """
-
-    update_id: str
-    name: str
-    state: str
-    result: bytes | None = None
-    error_type: str = ""
-    message: str = ""
+#: The end of one update request in a pass: the store's record of how an update
+#: ended (one type from the pass to the commit).
+UpdateResult = UpdateOutcome
 
 
 class PassStatus(enum.StrEnum):

@@ -5,12 +5,13 @@ workflow runtime attached: ``attach_workflows(worker, workflows, activities)``.
 """
 
 from azync_flow.runtime.activity_runner import ActivityRunner, current_activity
+from azync_flow.runtime.job_tracing import trace_jobs
 from azync_flow.runtime.local import LocalRuntime
 from azync_flow.runtime.worker_runtime import (
     WORKFLOW_LEADERSHIP,
     WorkflowRuntime,
     attach_workflows,
-    register_workflows,
+    workflow_runtime,
 )
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 
@@ -22,5 +23,6 @@ __all__ = [
     "WorkflowRuntime",
     "attach_workflows",
     "current_activity",
-    "register_workflows",
+    "trace_jobs",
+    "workflow_runtime",
 ]

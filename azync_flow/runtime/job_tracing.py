@@ -2,7 +2,7 @@
 a child of the enqueuer's span (trace context carried in ``job.meta``).
 
 Enqueue with :func:`traced_meta` (``Client.enqueue`` does it for you); turn the
-spans on in a worker with ``worker.trace_jobs()``.
+spans on in a worker with ``trace_jobs(worker)``.
 """
 
 from __future__ import annotations
@@ -12,17 +12,29 @@ from typing import TYPE_CHECKING, Any
 
 from azync_flow.retry import RetryDecision
 from azync_flow.telemetry import AttemptKind, Outcome, RunTracer, capture_trace_context
-from azync_flow.worker import JobContext, Skip, Snooze
+from azync_flow.worker import JobContext, Skip, Snooze, Worker
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-__all__ = ["job_span_interceptor", "traced_meta"]
+__all__ = ["job_span_interceptor", "trace_jobs", "traced_meta"]
 
 
 def traced_meta(meta: Mapping[str, str] | None = None) -> dict[str, str]:
     """``meta`` plus the caller's W3C trace context (``traceparent``/``tracestate``)."""
     return {**capture_trace_context(), **(meta or {})}
+
+
+def trace_jobs(worker: Worker, tracer_provider: TracerProvider | None = None) -> None:
+    """Record every queue handler attempt of ``worker`` as a ``job <kind>`` span,
+    a child of the enqueuer's span when its trace context is in ``job.meta``
+    (see ``Client.enqueue`` / :func:`traced_meta`).
+
+    Args:
+        worker: the Worker whose handlers are traced (call before it starts).
+        tracer_provider: OpenTelemetry provider (None = the global one).
+    """
+    worker.add_interceptor(job_span_interceptor(worker, tracer_provider))
 
 
 def job_span_interceptor(

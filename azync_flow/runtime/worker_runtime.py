@@ -30,6 +30,7 @@ This adds to the worker:
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,7 @@ __all__ = [
     "WORKFLOW_TASK_KIND",
     "WorkflowRuntime",
     "attach_workflows",
-    "register_workflows",
+    "workflow_runtime",
 ]
 
 WORKFLOW_TASK_KIND = "$wft"
@@ -95,7 +96,7 @@ def lost_attempt_delay(job: Job) -> timedelta:
 class WorkflowRuntime:
     """Workflows and activities of a registry, running on a Worker.
 
-    Build it with :func:`attach_workflows` (or :meth:`Worker.register_workflows`)
+    Build it with :func:`attach_workflows`
     before the worker starts.
 
     Args:
@@ -203,7 +204,7 @@ class WorkflowRuntime:
         self.activities.folder = self.folder
         #: Starts executions with their first pass (a Client bound to this worker).
         self.eager = EagerStarter(self.workflows, self.task_loop)
-        worker.workflows = self
+        _ATTACHED[worker] = self
         log.info(
             "workflows registered: %s; activities: %s",
             ", ".join(_named(w) for w in registry.workflows.values()) or "none",
@@ -344,7 +345,7 @@ def attach_workflows(
 
     The workflow counterpart of ``attach_dags`` and ``attach_subscribers``:
     the worker runs the loops and maintenance this adds, knowing nothing of
-    workflows. ``Worker.register_workflows`` calls it.
+    workflows.
 
     Args:
         worker: a Worker that has not started.
@@ -365,5 +366,11 @@ def attach_workflows(
     return WorkflowRuntime(worker, registry, **options)
 
 
-#: The earlier name of :func:`attach_workflows`.
-register_workflows = attach_workflows
+#: The workflow runtime of each worker it is attached to (the worker keeps no reference).
+_ATTACHED: weakref.WeakKeyDictionary[Worker, WorkflowRuntime] = weakref.WeakKeyDictionary()
+
+
+def workflow_runtime(worker: Worker | None) -> WorkflowRuntime | None:
+    """The :class:`WorkflowRuntime` :func:`attach_workflows` attached to ``worker``
+    (None: no worker, or none attached)."""
+    return None if worker is None else _ATTACHED.get(worker)

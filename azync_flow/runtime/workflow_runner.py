@@ -44,7 +44,6 @@ from azync_flow.store.types import (
     Job,
     LeasedTask,
     PassWrite,
-    UpdateOutcome,
     WorkflowExecutionView,
     WorkflowState,
     WorkflowTaskState,
@@ -412,17 +411,7 @@ class WorkflowRunner:
                 for c in outcome.child_signals
             ],
             child_cancels=[c.workflow_id for c in outcome.child_cancels],
-            updates=[
-                UpdateOutcome(
-                    update_id=r.update_id,
-                    name=r.name,
-                    state=r.state,
-                    result=r.result,
-                    error_type=r.error_type,
-                    message=r.message,
-                )
-                for r in outcome.update_results
-            ],
+            updates=list(outcome.update_results),
         )
 
     async def _commit(

@@ -32,7 +32,7 @@ def attach_schedules(
     election (``azync_flow.schedule``), so one worker at a time fires schedules.
 
     Calling it again on the same worker adds to the same scheduler. Workers
-    with workflows (``register_workflows``) call it themselves.
+    with workflows (``attach_workflows``) call it themselves.
 
     Args:
         worker: a :class:`~azync_flow.worker.Worker` that has not started.

@@ -158,8 +158,15 @@ class Store(Protocol):
         ...
 
     async def publish(self, p: PublishParams) -> int:
-        """Append one ledger event and fan out one pending delivery per matching
-        subscriber, atomically. Returns the number of deliveries created."""
+        """Append one event and fan out one pending delivery per registered
+        subscriber of ``p.type``, atomically; wake each subscriber's workers.
+
+        Returns:
+            The number of deliveries created (0 when nobody subscribes).
+
+        Raises:
+            ConflictError: an event with the same ``id`` already exists.
+        """
         ...
 
     async def register_subscriber(self, sub: Subscriber) -> None:
@@ -171,8 +178,12 @@ class Store(Protocol):
         ...
 
     async def delete_subscriber(self, name: str, event_type: str) -> int:
-        """Remove ``(name, event_type)``; an empty event type removes every
-        registration of ``name``. Fanned-out deliveries are untouched."""
+        """Remove ``(name, event_type)``, or every registration of ``name`` when
+        ``event_type`` is empty. Deliveries already fanned out are untouched.
+
+        Returns:
+            The number of registrations removed.
+        """
         ...
 
     # --- leasing and settling -------------------------------------------------
@@ -206,8 +217,12 @@ class Store(Protocol):
         ...
 
     async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
-        """Settle an active job as skipped (terminal, reason kept as last error,
-        counted as processed)."""
+        """Settle an active job as skipped: terminal, no result, ``reason`` kept as
+        its last error, counted as processed in the daily stats.
+
+        Raises:
+            NotFoundError: the token no longer owns an active row (nothing changed).
+        """
         ...
 
     async def release(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
@@ -320,26 +335,45 @@ class Store(Protocol):
         ...
 
     async def run_now(self, source: Source, id: uuid.UUID) -> None:
-        """Expedite one scheduled job to pending now and wake workers;
-        NotFoundError for any other state."""
+        """Expedite a scheduled job: pending with run_at = now, workers woken.
+
+        Raises:
+            NotFoundError: the job is missing or not scheduled.
+        """
         ...
 
     async def archive_job(self, source: Source, id: uuid.UUID) -> None:
-        """Force a pending or scheduled job to dead; NotFoundError otherwise,
-        ConflictError when a workflow execution or a DAG run owns it."""
+        """Force a pending or scheduled job to dead.
+
+        Raises:
+            NotFoundError: the job is missing or not pending/scheduled.
+            ConflictError: a workflow execution or a DAG run owns the job.
+        """
         ...
 
     async def pause_job(self, source: Source, id: uuid.UUID) -> None:
-        """Hold a pending or scheduled job as paused; NotFoundError otherwise."""
+        """Hold a pending or scheduled job out of the ready set (paused).
+
+        Raises:
+            NotFoundError: the job is missing or not pending/scheduled.
+        """
         ...
 
     async def resume_job(self, source: Source, id: uuid.UUID) -> None:
-        """Return a paused job to pending or scheduled per its run_at."""
+        """Return a paused job to pending (due) or scheduled (run_at in the future).
+
+        Raises:
+            NotFoundError: the job is missing or not paused.
+        """
         ...
 
     async def delete_job(self, source: Source, id: uuid.UUID, state: JobState) -> None:
-        """Delete a job in the given state; NotFoundError when none, ConflictError
-        when a workflow execution or a DAG run owns it."""
+        """Delete one job of the source in ``state``.
+
+        Raises:
+            NotFoundError: no such job in that state.
+            ConflictError: a workflow execution or a DAG run owns the job.
+        """
         ...
 
     async def delete_all(self, source: Source, kind: str, state: JobState) -> int:
@@ -348,11 +382,15 @@ class Store(Protocol):
         ...
 
     async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
-        """Delete dead jobs of (source, kind) enqueued before older_than ago."""
+        """Delete dead jobs of ``(source, kind)`` enqueued before ``older_than`` ago.
+
+        DAG- and workflow-owned jobs are exempt (their run removes them).
+        """
         ...
 
     async def nuke_all(self, source: Source) -> NukeReport:
-        """Delete all jobs, stats and idempotency keys of the source (dev reset)."""
+        """Delete every job, stat row and idempotency key of the source (a dev
+        reset). The event ledger is left intact."""
         ...
 
     # --- event ledger admin --------------------------------------------------------
@@ -364,7 +402,11 @@ class Store(Protocol):
         ...
 
     async def get_event(self, id: uuid.UUID) -> EventAdminRow:
-        """One ledger event; NotFoundError when none matches."""
+        """One ledger event.
+
+        Raises:
+            NotFoundError: no event has this id.
+        """
         ...
 
     async def list_subscriber_views(self, event_type: str) -> list[SubscriberView]:
@@ -380,8 +422,14 @@ class Store(Protocol):
         ...
 
     async def retain(self, before: datetime, limit: int) -> int:
-        """Delete up to ``limit`` events before the cutoff whose deliveries are all
-        terminal, cascading to those deliveries. Returns events removed."""
+        """Delete up to ``limit`` events that occurred before ``before`` and whose
+        deliveries are all terminal (succeeded, dead, skipped or cancelled),
+        cascading to those deliveries. An event with a pending, scheduled,
+        active or paused delivery is kept. ``limit <= 0`` removes nothing.
+
+        Returns:
+            The number of events removed.
+        """
         ...
 
     async def close(self) -> None:
@@ -430,8 +478,11 @@ class DAGStore(Protocol):
         ...
 
     async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]:
-        """The W3C carrier recorded when the run started (``{}`` without one);
-        NotFoundError when the DAG does not exist."""
+        """The W3C carrier recorded when the run started (``{}`` without one).
+
+        Raises:
+            NotFoundError: the DAG does not exist.
+        """
         ...
 
     async def find_dag_by_key(self, name: str, idempotency_key: str) -> uuid.UUID:
@@ -473,7 +524,11 @@ class DAGStore(Protocol):
         ...
 
     async def ack_task_result(self, id: uuid.UUID, lease_token: uuid.UUID, result: bytes) -> None:
-        """Ack a task and persist its result atomically; lease-fenced."""
+        """Ack an active task and persist ``result`` (None = no result) atomically.
+
+        Raises:
+            NotFoundError: the lease token no longer owns an active row.
+        """
         ...
 
     async def get_dag(self, id: uuid.UUID) -> DAGView:
@@ -487,11 +542,18 @@ class DAGStore(Protocol):
         ...
 
     async def dag_tasks(self, id: uuid.UUID) -> list[Job]:
-        """Every task job of the DAG by creation time; NotFoundError for an unknown DAG."""
+        """Every task job of the DAG (compensation tasks after the initial batch).
+
+        Raises:
+            NotFoundError: the DAG does not exist.
+        """
         ...
 
     async def dag_deps(self, id: uuid.UUID) -> list[DAGDep]:
-        """Every edge ordered by (task_key, depends_on_key); unknown id: empty."""
+        """Every edge (static and compensation chain), ordered by (task_key, depends_on_key).
+
+        An unknown id returns an empty list.
+        """
         ...
 
     async def dag_name_state_counts(self) -> dict[str, dict[DAGState, int]]:
@@ -501,7 +563,10 @@ class DAGStore(Protocol):
     async def dag_task_counts(
         self, ids: Sequence[uuid.UUID]
     ) -> dict[uuid.UUID, dict[JobState, int]]:
-        """Task counts per state for each requested DAG."""
+        """Task counts per state for each requested DAG; unknown ids are absent.
+
+        An empty ``ids`` returns an empty map without querying.
+        """
         ...
 
     async def retry_dag(self, id: uuid.UUID) -> None:
@@ -518,7 +583,10 @@ class DAGStore(Protocol):
         ...
 
     async def vacuum_dags(self, retention: timedelta) -> int:
-        """Delete terminal DAGs completed before retention ago (<= 0 keeps all)."""
+        """Delete terminal DAGs completed before ``retention`` ago, cascading.
+
+        A retention <= 0 keeps everything and returns 0.
+        """
         ...
 
 
@@ -653,8 +721,12 @@ class UncertainStore(Protocol):
     async def list_unreconciled_operations(
         self, kinds: list[str], limit: int = 100
     ) -> list[UncertainOperation]:
-        """Uncertain operations of ``kinds`` whose reconcile hook has given no
-        verdict for the current uncertain attempt yet, oldest first."""
+        """Uncertain operations of ``kinds`` whose reconcile hook has not given a
+        verdict for the current uncertain attempt yet, oldest first.
+
+        A verdict is recorded by :meth:`record_reconcile_verdict` (unknown, hook
+        error) or implied by a decision (the operation is no longer uncertain).
+        """
         ...
 
     async def record_reconcile_verdict(
@@ -701,7 +773,11 @@ class WorkflowRuntimeStore(Protocol):
         ...
 
     async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> WorkflowTaskState:
-        """Execution, history past ``after_seq``, buffered signals, due timers: one snapshot."""
+        """Read the execution, its history past ``after_seq``, buffered signals and
+        due timers in one statement (one snapshot, one round trip).
+
+        Raises NotFoundError when the execution does not exist.
+        """
         ...
 
     async def list_closed_children(
@@ -849,7 +925,9 @@ class WorkflowInteractionStore(Protocol):
     async def claim_workflow_queries(
         self, workflow_names: Sequence[str], limit: int
     ) -> list[QueryClaim]:
-        """Claim pending, unexpired queries of these workflows (each by one worker)."""
+        """Claim up to ``limit`` pending, unexpired queries of these workflows,
+        oldest first (``SKIP LOCKED``: each query goes to one worker); rows
+        whose deadline passed a minute ago are deleted on the way."""
         ...
 
     async def answer_workflow_query(self, query_id: uuid.UUID, answer: QueryAnswer) -> bool:
@@ -865,7 +943,8 @@ class WorkflowInteractionStore(Protocol):
     async def get_workflow_update(
         self, workflow_id: uuid.UUID, update_id: str
     ) -> UpdateOutcome | None:
-        """The recorded outcome of an update, or None while undecided."""
+        """The outcome of update ``update_id`` of an execution; None while it
+        has none (not yet decided, or never requested)."""
         ...
 
 
@@ -901,17 +980,23 @@ class LeadershipLease(Protocol):
         ...
 
     async def renew_if_due(self) -> bool:
-        """:meth:`valid` when a third of the TTL passed since the last renewal."""
+        """:meth:`valid` when a third of the TTL passed since the last renewal,
+        else True (so long maintenance ticks keep the lease)."""
         ...
 
     def fenced(self) -> AbstractContextManager[None]:
-        """Within the block, the store's statements of the current task are
-        fenced by this term: each runs in a transaction that first checks the
-        term still leads and raises ``LeadershipLostError`` otherwise."""
+        """Fence the store statements of the current task by this term.
+
+        Inside the block every statement runs in a transaction that first
+        checks the term still leads (raising
+        :class:`~azync_flow.store.LeadershipLostError` otherwise, nothing
+        written) and blocks a takeover until it ends.
+        """
         ...
 
     async def release(self) -> None:
-        """Relinquish the leadership (another instance may take it at once). Idempotent."""
+        """Expire the lease now so another instance takes over at once.
+        Idempotent; never raises."""
         ...
 
 
@@ -920,10 +1005,12 @@ class LeaderElector(Protocol):
     """Contract ``LeaderElector``."""
 
     async def acquire_leadership(self, name: str) -> Callable[[], Awaitable[None]] | None:
-        """Try to take the named leadership.
+        """Contract ``LeaderElector.AcquireLeadership``.
 
-        Returns an async ``release`` callable when acquired, None when another
-        instance leads.
+        Returns:
+            An async ``release`` callable when acquired, None when another
+            instance leads. The caller renews nothing: the leadership lapses
+            :data:`DEFAULT_LEADER_TTL` after acquisition unless released sooner.
         """
         ...
 
@@ -1012,7 +1099,7 @@ class ScheduleStore(Protocol):
     async def update_schedule(
         self, id: str, spec: bytes, action: bytes, policy: bytes, next_fire_at: datetime | None
     ) -> None:
-        """Replace spec, action and policy; the cursor stays.
+        """Replace spec, action and policy (the cursor stays).
 
         Raises NotFoundError: no schedule ``id``.
         """

@@ -8,7 +8,7 @@ import functools
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
@@ -29,8 +29,6 @@ from ._queue import Handler, Interceptor, QueueHandler, QueueRunner
 from ._wake import WakeHub
 
 if TYPE_CHECKING:
-    from ..client import Client
-    from ..runtime.worker_runtime import WorkflowRuntime
     from ._store import WorkerStore
 
 __all__ = ["Worker"]
@@ -124,8 +122,6 @@ class Worker:
         self.maintenance = Maintenance(store, tick=maintenance_interval, leader_ttl=leader_ttl)
         self.maintenance.on_runnable = self._poke_source
         self._queue_runner = QueueRunner(store, self.handlers, self.acks)
-        #: The workflow runtime attached by :meth:`register_workflows` (None: none).
-        self.workflows: WorkflowRuntime | None = None
         self._maintained: set[Source] = set()
         self._changed = asyncio.Event()
         self._stopping: asyncio.Event | None = None
@@ -293,62 +289,6 @@ class Worker:
         self.loops[(source, kind)] = loop
         self.wakeups.route(source, kind, loop.poke)
         return loop
-
-    def register_workflows(
-        self, workflows: Iterable[Any] = (), activities: Iterable[Any] = (), **options: Any
-    ) -> WorkflowRuntime:
-        """Run workflows and activities on this worker (the one way to run them).
-
-        Adds the ``$wft`` loop (replay passes, leased so passes of one execution
-        never overlap), one loop per activity, and the leader-only workflow
-        maintenance (election ``azync_flow.workflow``): promote, reap expired
-        workflow tasks and idempotent operations, park expired non-idempotent
-        operations as uncertain, repair stalled executions, vacuum; and the
-        scheduler of ``azync_flow.schedules`` (election ``azync_flow.schedule``).
-
-        Args:
-            workflows: ``@workflow`` definitions, or a ``Registry``.
-            activities: ``@activity`` definitions.
-            **options: ``WorkflowRuntime`` options (``cache_size``,
-                ``max_payload_bytes``, ``concurrency``, ``activity_concurrency``,
-                ``stalled_after``, ``retention``, ``max_reaps``, ``tracer_provider``).
-
-        Returns:
-            The :class:`~azync_flow.runtime.WorkflowRuntime` (its runners and loops).
-
-        Raises:
-            ValueError: the worker runs already, or a kind is registered twice.
-        """
-        from ..runtime.worker_runtime import attach_workflows
-
-        return attach_workflows(self, workflows, activities, **options)
-
-    def client(self, **options: Any) -> Client:
-        """A :class:`~azync_flow.client.Client` bound to this worker: while the
-        worker runs, starting a workflow it registers commits the execution
-        with its first pass (run here), and signals wake its loop directly.
-
-        Args:
-            **options: more ``Client`` options (``poll_interval``, ...); its
-                ``listen_linger`` defaults to 5 s here (results awaited one
-                after another share one LISTEN connection).
-        """
-        from ..client import Client
-
-        options.setdefault("listen_linger", timedelta(seconds=5))
-        return Client(self.store, worker=self, **options)  # type: ignore[arg-type]
-
-    def trace_jobs(self, tracer_provider: Any = None) -> None:
-        """Record every queue handler attempt as a ``job <kind>`` span, a child of
-        the enqueuer's span when its trace context is in ``job.meta`` (see
-        ``Client.enqueue`` / ``azync_flow.runtime.job_tracing.traced_meta``).
-
-        Args:
-            tracer_provider: OpenTelemetry provider (None = the global one).
-        """
-        from ..runtime.job_tracing import job_span_interceptor
-
-        self.add_interceptor(job_span_interceptor(self, tracer_provider))
 
     def add_maintenance(
         self,

@@ -36,7 +36,7 @@ import msgspec
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from azync_flow import WorkflowContext, activity, workflow
+from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
 from azync_flow.otlp import configure_console, configure_otlp, export_tally
@@ -93,7 +93,7 @@ async def run_order(dsn: str, schema: str, provider: TracerProvider) -> tuple[st
     """Start the order inside a caller span, signal it, wait for its result."""
     store = await open_store(dsn, Config(schema=schema))
     worker = Worker(store, handle_signals=False)
-    worker.register_workflows([order_workflow], [reserve, charge, ship], tracer_provider=provider)
+    attach_workflows(worker, [order_workflow], [reserve, charge, ship], tracer_provider=provider)
     try:
         async with worker, Client(store, tracer_provider=provider) as client:
             with trace.get_tracer("checkout-api").start_as_current_span("POST /checkout"):

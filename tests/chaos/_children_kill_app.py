@@ -23,7 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from azync_flow import WorkflowContext, activity, workflow
+from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
@@ -96,8 +96,8 @@ async def main(dsn: str, schema: str, run_id: str) -> None:
         maintain=(),
         handle_signals=False,
     )
-    runtime = worker.register_workflows(
-        WORKFLOWS, [work], cache_size=int(os.environ.get("CACHE_SIZE", "1000"))
+    runtime = attach_workflows(
+        worker, WORKFLOWS, [work], cache_size=int(os.environ.get("CACHE_SIZE", "1000"))
     )
     install_faults(runtime)
     async with worker:

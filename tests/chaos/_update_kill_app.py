@@ -21,7 +21,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from azync_flow import WorkflowContext, activity, workflow
+from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
 from azync_flow.worker import Worker
@@ -66,7 +66,7 @@ async def main(dsn: str, schema: str, run_id: str, update_id: str) -> None:
         maintain=(),
         handle_signals=False,
     )
-    worker.register_workflows([tab], [charge], cache_size=int(os.environ.get("CACHE_SIZE", "1000")))
+    attach_workflows(worker, [tab], [charge], cache_size=int(os.environ.get("CACHE_SIZE", "1000")))
     async with worker:
         while await store.get_workflow_update(uuid.UUID(run_id), update_id) is None:  # noqa: ASYNC110
             await asyncio.sleep(0.05)

@@ -44,7 +44,7 @@ from typing import Any
 
 import msgspec
 
-from azync_flow import WorkflowContext, activity, workflow
+from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
@@ -171,7 +171,8 @@ async def main(dsn: str, schema: str, run_id: str) -> None:
         maintain=(),
         handle_signals=False,
     )
-    runtime = worker.register_workflows(
+    runtime = attach_workflows(
+        worker,
         WORKFLOWS,
         ACTIVITIES,
         cache_size=int(os.environ.get("CACHE_SIZE", "1000")),

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from azync_flow import StoreUnavailableError, WorkflowContext, activity, workflow
+from azync_flow import StoreUnavailableError, WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.cli import main
 from azync_flow.client import Client
 from azync_flow.embedded import start_embedded
@@ -139,7 +139,7 @@ async def test_database_restart_logs_one_warning_per_store_and_client_calls_rais
         started.set()
         await release.wait()  # finishes during the outage: its ack is retried
 
-    worker.register_workflows([rs_flow], [rs_double])
+    attach_workflows(worker, [rs_flow], [rs_double])
     caplog.set_level(logging.DEBUG, logger="azync_flow")
     async with worker:
         await client.enqueue("rs.note", "before")
@@ -216,7 +216,7 @@ async def test_a_non_idempotent_activity_ending_in_an_outage_is_reported_once_th
         maintenance_interval=timedelta(milliseconds=100),
         handle_signals=False,
     )
-    worker.register_workflows([rs_pay], [rs_charge])
+    attach_workflows(worker, [rs_pay], [rs_charge])
     async with worker:
         handle = await client.start(rs_pay, 7)
         await asyncio.wait_for(_charge_started.wait(), 10)

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from azync_flow import attach_workflows
 from azync_flow.client import Client, WorkflowHandle
 from azync_flow.runtime.worker_runtime import WORKFLOW_LEADERSHIP
 from azync_flow.store import WorkflowState
@@ -63,7 +64,7 @@ async def test_a_frozen_worker_loses_a_silent_call_to_the_reaper_within_the_time
         poll_interval=timedelta(milliseconds=50),
         handle_signals=False,
     )
-    leader.register_workflows([app.wire], [])
+    attach_workflows(leader, [app.wire], [])
     handle = await Client(store).start(app.wire, 10)
     async with leader:
         await _wait_for(_is_leader(leader), 10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from azync_flow import WorkflowContext, workflow
+from azync_flow import WorkflowContext, attach_workflows, workflow
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
 from azync_flow.worker import Worker
@@ -20,5 +20,5 @@ async def make_worker() -> Worker:
     schema = os.environ["AZYNC_SCHEMA"]
     store = await open_store(os.environ["AZYNC_DSN"], Config(schema=schema), migrate=False)
     worker = Worker(store)
-    worker.register_workflows([schema_app_echo])
+    attach_workflows(worker, [schema_app_echo])
     return worker

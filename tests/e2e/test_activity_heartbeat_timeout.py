@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import StatusCode
 
-from azync_flow import WorkflowContext, activity, workflow
+from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.replay.events import ActivityCompleted, OperationUncertain
 from azync_flow.retry import RetryPolicy
@@ -121,8 +121,8 @@ def _worker(store: PostgresStore, tracer_provider: TracerProvider | None = None)
         shutdown_grace=timedelta(milliseconds=200),
         handle_signals=False,
     )
-    worker.runtime = worker.register_workflows(
-        [one_call], list(ACTIVITIES.values()), tracer_provider=tracer_provider
+    worker.runtime = attach_workflows(
+        worker, [one_call], list(ACTIVITIES.values()), tracer_provider=tracer_provider
     )
     return worker
 

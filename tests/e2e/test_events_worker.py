@@ -15,7 +15,7 @@ import asyncpg
 import msgspec
 import pytest
 
-from azync_flow import WorkflowContext, activity, workflow
+from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.errors import NotFoundError, PayloadEncodeError, StoreUnavailableError
 from azync_flow.events import (
@@ -199,7 +199,7 @@ async def test_activity_publishes_once_although_its_attempt_is_retried(
         received.append(payload)
 
     worker = Worker(store, **FAST)
-    worker.register_workflows([fulfil], [ship])
+    attach_workflows(worker, [fulfil], [ship])
     await attach_subscribers(worker, [mail]).register()
     client = Client(store)
     handle = await client.start(fulfil, "o-9")
@@ -262,7 +262,7 @@ async def test_workflow_started_from_an_event_runs_once_despite_a_duplicate_deli
     store: PostgresStore,
 ) -> None:
     worker = Worker(store, **FAST)
-    worker.register_workflows([order_flow], [])
+    attach_workflows(worker, [order_flow], [])
     await attach_subscribers(worker, [start_order_flow]).register()
     client = Client(store)
     event_id = await client.publish("order.placed", Order("o-5", 10), key="o-5")

@@ -1,5 +1,5 @@
 """Queue jobs traced end to end: Client.enqueue carries the caller's trace
-context in meta; a worker with trace_jobs() makes one ``job <kind>`` span per
+context in meta; a worker with trace_jobs(worker) makes one ``job <kind>`` span per
 attempt, a child of the caller's span, with the outcome."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from opentelemetry import trace
 
 from azync_flow.client import Client
 from azync_flow.retry import RetryPolicy
+from azync_flow.runtime import trace_jobs
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing_otel import SpanCapture, parent_id
 from azync_flow.worker import JobContext, Skip, Worker
@@ -22,7 +23,7 @@ async def test_each_queue_attempt_is_a_span_under_the_enqueuers_span(
     user = capture.provider.get_tracer("app")
     seen: list[int] = []
     worker = Worker(store, handle_signals=False, poll_interval=timedelta(milliseconds=50))
-    worker.trace_jobs(capture.provider)
+    trace_jobs(worker, capture.provider)
 
     @worker.register("email", retry=RetryPolicy(initial_interval=timedelta(0), jitter=0))
     async def send(payload: dict[str, str], ctx: JobContext) -> None:

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from azync_flow import DAG, TaskContext, WorkflowContext, workflow
+from azync_flow import DAG, TaskContext, WorkflowContext, attach_workflows, workflow
 from azync_flow.errors import NotFoundError, WorkflowFailedError
 from azync_flow.schedules import (
     EnqueueJob,
@@ -74,8 +74,8 @@ async def test_two_schedulers_racing_start_each_nominal_time_once(
     assert sum(started) == 5
     assert len(await executions(env, "tick")) == 5
     # and two real workers leading in turn never add one
-    one.register_workflows([tick])
-    two.register_workflows([tick])
+    attach_workflows(one, [tick])
+    attach_workflows(two, [tick])
     azync_clock.set(utc(2024, 6, 1, 8, 30))
     await asyncio.gather(one.run_until_idle(), two.run_until_idle())
     runs = await executions(env, "tick")

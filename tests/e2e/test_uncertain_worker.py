@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from azync_flow import WorkflowContext, activity, workflow
+from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.store import WorkflowState
 from azync_flow.store.postgres import PostgresStore
@@ -45,7 +45,7 @@ async def _stop_mid_call(store: PostgresStore, kind: str) -> tuple[object, objec
         poll_interval=timedelta(milliseconds=50),
         handle_signals=False,
     )
-    worker.register_workflows([wire_run], [send_wire, slow_lookup])
+    attach_workflows(worker, [wire_run], [send_wire, slow_lookup])
     handle = await Client(store).start(wire_run, kind)
     async with worker:
         for _ in range(500):

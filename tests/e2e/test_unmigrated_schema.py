@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from azync_flow import SchemaNotMigratedError, WorkflowContext, workflow
+from azync_flow import SchemaNotMigratedError, WorkflowContext, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
@@ -81,7 +81,7 @@ def test_worker_module_on_an_unmigrated_schema_exits_with_one_line(pg_dsn: str) 
 
 async def test_worker_refuses_to_start_on_an_unmigrated_schema(bare: PostgresStore) -> None:
     worker = Worker(bare, handle_signals=False)
-    worker.register_workflows([um_echo])
+    attach_workflows(worker, [um_echo])
     async with asyncio.timeout(10):
         with pytest.raises(SchemaNotMigratedError, match="azync-flow migrate"):
             async with worker:

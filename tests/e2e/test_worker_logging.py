@@ -10,7 +10,16 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow import DAG, TaskContext, Uncertain, WorkflowContext, activity, attach_dags, workflow
+from azync_flow import (
+    DAG,
+    TaskContext,
+    Uncertain,
+    WorkflowContext,
+    activity,
+    attach_dags,
+    attach_workflows,
+    workflow,
+)
 from azync_flow.client import Client
 from azync_flow.events import attach_subscribers, subscriber
 from azync_flow.retry import RetryPolicy
@@ -72,7 +81,7 @@ async def test_worker_logs_registrations_activity_retries_and_suspensions(
     async def send(payload: object) -> None:
         return None
 
-    worker.register_workflows([logged], [flaky, charge])
+    attach_workflows(worker, [logged], [flaky, charge])
     attach_dags(worker, [pack])
     attach_subscribers(worker, [audit])
     handle = await Client(store).start(logged, 1)
@@ -110,7 +119,7 @@ async def test_worker_logs_a_run_suspended_because_the_worker_running_its_call_w
 ) -> None:
     caplog.set_level(logging.INFO, logger="azync_flow")
     first = Worker(store, **FAST)
-    first.register_workflows([paying], [])  # schedules the call, cannot run it
+    attach_workflows(first, [paying], [])  # schedules the call, cannot run it
     handle = await Client(store).start(paying, 1)
     async with asyncio.timeout(30):
         await first.run_until_idle()
@@ -120,7 +129,7 @@ async def test_worker_logs_a_run_suspended_because_the_worker_running_its_call_w
     )
     clock.advance(timedelta(minutes=1))
     second = Worker(store, **FAST)
-    second.register_workflows([paying], [pay])
+    attach_workflows(second, [paying], [pay])
     async with asyncio.timeout(30):
         await second.run_until_idle()
 
@@ -142,7 +151,7 @@ async def test_worker_logs_a_run_suspended_because_its_workflow_task_kept_losing
     [task] = await store.dequeue_workflow_tasks(1, timedelta(seconds=5), WORKFLOW_TASK_KIND)
     clock.advance(timedelta(minutes=1))
     worker = Worker(store, **FAST)
-    worker.register_workflows([paying], [pay], max_reaps=1)
+    attach_workflows(worker, [paying], [pay], max_reaps=1)
     async with asyncio.timeout(30):
         await worker.run_until_idle()
 

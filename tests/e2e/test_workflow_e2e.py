@@ -1,5 +1,5 @@
 """Workflows end to end on a real PostgreSQL on a real Worker (``LocalRuntime`` is a
-Worker with ``register_workflows``): lease, pass, commit.
+Worker with ``attach_workflows``): lease, pass, commit.
 
 Each test runs with the sticky cache on and off (``cache_size`` 1000 / 0).
 """

@@ -14,7 +14,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from azync_flow import attach_workflows
 from azync_flow.client import Client
+from azync_flow.runtime import WorkflowRuntime, workflow_runtime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import Job, WorkflowState
 from azync_flow.worker import Worker
@@ -70,6 +72,13 @@ def cache_size(request: pytest.FixtureRequest) -> int:
     return int(request.param)
 
 
+def runtime_of(worker: Worker) -> WorkflowRuntime:
+    """The workflow runtime attached to ``worker`` (there is one)."""
+    runtime = workflow_runtime(worker)
+    assert runtime is not None
+    return runtime
+
+
 def make_worker(
     store: PostgresStore, cache_size: int, activities: list[Any] | None = None, **options: Any
 ) -> Worker:
@@ -81,7 +90,8 @@ def make_worker(
         maintain=(),
         handle_signals=False,
     )
-    worker.register_workflows(
+    attach_workflows(
+        worker,
         [three_steps, fan_out, uses_elsewhere, signal_after_step],
         activities if activities is not None else [inc, slow_inc],
         cache_size=cache_size,
@@ -109,8 +119,7 @@ async def test_pass_leases_registered_activities_to_its_worker_and_runs_them_at_
     async with worker:
         handle = await Client(store).start(three_steps, 1)
         assert await handle.result(timeout=10) == 4
-    assert worker.workflows is not None
-    loop = worker.workflows.activity_loops[0]
+    loop = runtime_of(worker).activity_loops[0]
     assert loop.stats.local == 3  # never dequeued: each leased in the commit that scheduled it
     ops = [j for j in await jobs_of(store, handle.id) if j[0].startswith("$op:")]
     assert ops == [("$op:inc@1", "succeeded", 1)] * 3
@@ -145,12 +154,11 @@ async def test_eager_start_commits_the_first_pass_with_the_execution(
 ) -> None:
     worker = make_worker(store, cache_size)
     async with worker:
-        client = worker.client()
+        client = Client.for_worker(worker)
         handle = await client.start(three_steps, 5)
         assert handle.started
         assert await handle.result(timeout=10) == 8
-    assert worker.workflows is not None
-    assert worker.workflows.eager.started == 1
+    assert runtime_of(worker).eager.started == 1
     jobs = await jobs_of(store, handle.id)
     tasks = [j for j in jobs if j[0] == "$wft"]
     assert len(tasks) == (0 if cache_size else 3)  # no workflow task for the first pass
@@ -169,8 +177,7 @@ async def test_eager_start_with_an_idempotency_key_keeps_its_dedupe(
         assert not again.started
         assert await first.result(timeout=10) == 4
         # a duplicate id through the eager path writes nothing and finds the winner
-        assert worker.workflows is not None
-        dup = await worker.workflows.eager.start(_params(first.id, b"1"), trace_context={})
+        dup = await runtime_of(worker).eager.start(_params(first.id, b"1"), trace_context={})
         assert (dup.inserted, dup.id, dup.commit) == (False, first.id, None)
     assert CALLS == ["inc:1", "inc:2", "inc:3"]
 
@@ -186,7 +193,7 @@ async def test_gathered_completions_all_recorded_once(
 ) -> None:
     worker = make_worker(store, cache_size)
     async with worker:
-        handle = await worker.client().start(fan_out, 6)
+        handle = await Client.for_worker(worker).start(fan_out, 6)
         assert await handle.result(timeout=10) == [1, 2, 3, 4, 5, 6]
     types = await history_types(Client(store), handle.id)
     assert types.count("ActivityCompleted") == 6
@@ -200,8 +207,7 @@ async def test_activities_beyond_free_slots_are_inserted_pending_and_dequeued(
     async with worker:
         handle = await Client(store).start(fan_out, 5)
         assert await handle.result(timeout=10) == [1, 2, 3, 4, 5]
-    assert worker.workflows is not None
-    loop = next(lp for lp in worker.workflows.activity_loops if lp.kind == "$op:slow_inc@1")
+    loop = next(lp for lp in runtime_of(worker).activity_loops if lp.kind == "$op:slow_inc@1")
     assert loop.stats.local == 2  # the two free slots; three were dequeued
     assert loop.stats.leased == 5
 
@@ -211,7 +217,7 @@ async def test_unregistered_activity_stays_pending_for_a_worker_that_has_it(
 ) -> None:
     only_inc = make_worker(store, cache_size, activities=[inc])
     async with only_inc:
-        handle = await only_inc.client().start(uses_elsewhere, 2)
+        handle = await Client.for_worker(only_inc).start(uses_elsewhere, 2)
         await asyncio.sleep(0.3)
         jobs = await jobs_of(store, handle.id)
         assert ("$op:elsewhere@1", "pending", 0) in jobs
@@ -227,8 +233,7 @@ async def test_fence_failure_falls_back_without_a_lost_or_doubled_result(
     sibling's outcome recorded first): the folded commit writes nothing and the
     outcome is recorded alone; every result is in history exactly once."""
     worker = make_worker(store, cache_size)
-    assert worker.workflows is not None
-    runtime = worker.workflows
+    runtime = runtime_of(worker)
     sibling_done: list[uuid.UUID] = []
     hooked: list[uuid.UUID] = []
 
@@ -261,7 +266,7 @@ async def test_fence_failure_falls_back_without_a_lost_or_doubled_result(
 
     runtime.activities.before_settle = record_sibling_first
     async with worker:
-        handle = await worker.client().start(fan_out, 2)
+        handle = await Client.for_worker(worker).start(fan_out, 2)
         result = await handle.result(timeout=10)
     assert sibling_done
     assert sorted(result) in ([1, 100], [2, 100])
@@ -282,8 +287,7 @@ async def test_signal_buffered_before_a_folded_pass_is_still_delivered(
     """A signal that arrives while the activity runs is consumed even though the
     pass folded into the completion never loaded it."""
     worker = make_worker(store, cache_size)
-    assert worker.workflows is not None
-    client = worker.client()
+    client = Client.for_worker(worker)
     sent: list[bool] = []
 
     async def signal_during_first_step(job: Job, event_type: str) -> None:
@@ -291,7 +295,7 @@ async def test_signal_buffered_before_a_folded_pass_is_still_delivered(
             assert job.run_id is not None
             sent.append(await client.get_handle(job.run_id).signal("go", "now"))
 
-    worker.workflows.activities.before_settle = signal_during_first_step
+    runtime_of(worker).activities.before_settle = signal_during_first_step
     async with worker:
         handle = await client.start(signal_after_step, 1)
         assert await handle.result(timeout=10) == [2, "now", 3]
@@ -301,10 +305,9 @@ async def test_signal_buffered_before_a_folded_pass_is_still_delivered(
 async def test_plain_path_when_local_dispatch_is_off(store: PostgresStore, cache_size: int) -> None:
     worker = make_worker(store, cache_size, local_dispatch=False)
     async with worker:
-        handle = await worker.client().start(three_steps, 1)
+        handle = await Client.for_worker(worker).start(three_steps, 1)
         assert await handle.result(timeout=10) == 4
-    assert worker.workflows is not None
-    assert worker.workflows.activity_loops[0].stats.local == 0
+    assert runtime_of(worker).activity_loops[0].stats.local == 0
     tasks = [j for j in await jobs_of(store, handle.id) if j[0] == "$wft"]
     assert len(tasks) == 3  # the first pass was eager; each completion scheduled a task
     assert (await client_state(store, handle.id)) == WorkflowState.SUCCEEDED
@@ -319,7 +322,7 @@ async def test_bound_client_keeps_one_listen_connection_across_sequential_result
 ) -> None:
     worker = make_worker(store, cache_size)
     async with worker:
-        client = worker.client(listen_linger=timedelta(milliseconds=300))
+        client = Client.for_worker(worker, listen_linger=timedelta(milliseconds=300))
         assert await (await client.start(three_steps, 1)).result(timeout=10) == 4
         first = client._watcher.sub
         assert first is not None  # lingers after its waiter left

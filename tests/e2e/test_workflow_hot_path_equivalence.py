@@ -19,6 +19,7 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from azync_flow import attach_workflows
 from azync_flow.client import Client
 from azync_flow.replay.events import ActivityCompleted, HistoryEntry
 from azync_flow.store import Config
@@ -89,10 +90,10 @@ async def run_program(
             maintain=(),
             handle_signals=False,
         )
-        worker.register_workflows([program], [add], local_dispatch=hot)
+        attach_workflows(worker, [program], [add], local_dispatch=hot)
         signals = [arg for kind, arg in steps if kind == "signal"]
         async with worker:
-            client = worker.client() if hot else Client(store)
+            client = Client.for_worker(worker) if hot else Client(store)
             handle = await client.start(program, steps)
             for n, arg in enumerate(signals):
                 await handle.signal(f"s{arg}", n)

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from azync_flow import attach_workflows
 from azync_flow.client import Client
 from azync_flow.runtime import WORKFLOW_LEADERSHIP
 from azync_flow.schedules import SCHEDULE_LEADERSHIP
@@ -25,8 +26,8 @@ async def m_double(ctx: WorkflowContext, n: int) -> int:
 
 def make_worker(store: PostgresStore) -> Worker:
     worker = Worker(store, maintain=(), handle_signals=False)
-    worker.register_workflows(
-        [m_double], [], stalled_after=timedelta(minutes=5), retention=timedelta(days=1)
+    attach_workflows(
+        worker, [m_double], [], stalled_after=timedelta(minutes=5), retention=timedelta(days=1)
     )
     return worker
 
@@ -82,4 +83,4 @@ def test_workflow_maintenance_has_its_own_election(store: PostgresStore) -> None
 def test_generic_workflow_maintenance_is_refused(store: PostgresStore) -> None:
     worker = Worker(store, maintain=(Source.WORKFLOW,), handle_signals=False)
     with pytest.raises(ValueError, match="generic reaper"):
-        worker.register_workflows([m_double], [])
+        attach_workflows(worker, [m_double], [])

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 
+from azync_flow import attach_workflows
 from azync_flow.client import Client
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.workflow_runner import WorkflowRunner
@@ -71,8 +72,12 @@ def worker_for(store: PostgresStore, cache_size: int) -> tuple[Worker, Any]:
         maintain=(),
         handle_signals=False,
     )
-    runtime = worker.register_workflows(
-        [t_order], [t_reserve, t_charge], cache_size=cache_size, tracer_provider=CAPTURE.provider
+    runtime = attach_workflows(
+        worker,
+        [t_order],
+        [t_reserve, t_charge],
+        cache_size=cache_size,
+        tracer_provider=CAPTURE.provider,
     )
     return worker, runtime
 
@@ -179,7 +184,7 @@ async def test_list_filters_by_name_and_state_newest_first_in_pages(
     quick = [await client.start(t_quick, i) for i in range(5)]
     waiting = [await client.start(t_waits, i) for i in range(2)]
     worker = Worker(store, maintain=(), handle_signals=False)
-    worker.register_workflows([t_quick, t_waits], [])
+    attach_workflows(worker, [t_quick, t_waits], [])
     await worker.run_until_idle()
 
     page = await client.list(t_quick, limit=2)
@@ -209,7 +214,7 @@ async def test_result_wakes_on_the_terminal_notify_not_by_polling(store: Postgre
     client = Client(store, fallback_poll=timedelta(seconds=30))
     handle = await client.start(t_waits, 1)
     worker = Worker(store, poll_interval=timedelta(seconds=30), maintain=(), handle_signals=False)
-    worker.register_workflows([t_waits], [])
+    attach_workflows(worker, [t_waits], [])
     async with worker:
         waiter = asyncio.create_task(handle.result(timeout=20))
         await asyncio.sleep(0.2)
@@ -281,7 +286,7 @@ async def test_cancel_of_a_suspended_run_ends_it_and_exports_the_run_span(
     client = Client(store, tracer_provider=cap.provider)
     handle = await client.start(t_waits, 1)
     worker = Worker(store, maintain=(), handle_signals=False)
-    worker.register_workflows([t_waits], [], tracer_provider=cap.provider)
+    attach_workflows(worker, [t_waits], [], tracer_provider=cap.provider)
     await worker.run_until_idle()  # waits for "go"
     await store.suspend_workflow(handle.id, "held by an operator")
     await handle.cancel()  # a suspended run cannot run code: settled here, no pass

@@ -38,10 +38,13 @@ def _imports(
     for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node, top
-        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
         else:
-            nested = top and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            typing_only = isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            nested = (
+                top
+                and not typing_only
+                and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            )
             for field in ("body", "orelse", "finalbody", "handlers"):
                 sub = getattr(node, field, None)
                 if isinstance(sub, list):
@@ -49,12 +52,25 @@ def _imports(
 
 
 def _graph(*, lazy_too: bool) -> dict[str, set[str]]:
+    """Module -> the package modules it imports: at import time only, or (with
+    ``lazy_too``) also in functions and under ``if TYPE_CHECKING``."""
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
     for module, path in MODULES.items():
         for node, top in _imports(ast.parse(path.read_text()).body, top=True):
             if top or lazy_too:
                 graph[module] |= {t for t in _targets(module, node) if t in MODULES} - {module}
     return graph
+
+
+def _wrong(graph: dict[str, set[str]], package: str, forbidden: tuple[str, ...]) -> list[str]:
+    """``module -> target`` for each import of ``package`` into ``forbidden``."""
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module == package or module.startswith(f"{package}.")
+        for target in targets
+        if any(target == f or target.startswith(f"{f}.") for f in forbidden)
+    )
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -100,7 +116,6 @@ def test_the_circle_finder_sees_a_circle() -> None:
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        ("azync_flow.worker", ("azync_flow.runtime", "azync_flow.workflow", "azync_flow.dag")),
         ("azync_flow.replay", ("azync_flow.store.postgres", "azync_flow.runtime")),
         ("azync_flow.dag", ("azync_flow.store.postgres",)),
         ("azync_flow.runtime", ("azync_flow.store.postgres",)),
@@ -108,12 +123,29 @@ def test_the_circle_finder_sees_a_circle() -> None:
     ],
 )
 def test_dependencies_point_one_way(package: str, forbidden: tuple[str, ...]) -> None:
-    graph = _graph(lazy_too=False)
-    wrong = sorted(
-        (module, target)
-        for module, targets in graph.items()
-        if module == package or module.startswith(f"{package}.")
-        for target in targets
-        if any(target == f or target.startswith(f"{f}.") for f in forbidden)
-    )
-    assert wrong == []
+    assert _wrong(_graph(lazy_too=False), package, forbidden) == []
+
+
+#: What the generic worker must never import, not even in a function or for types.
+WORKER_FORBIDDEN = (
+    "azync_flow.runtime",
+    "azync_flow.workflow",
+    "azync_flow.dag",
+    "azync_flow.client",
+)
+
+
+def test_the_worker_imports_nothing_of_workflows_dags_or_the_client() -> None:
+    # __main__ is the ``python -m azync_flow.worker`` entry point: it hands over to the CLI
+    graph = {m: t for m, t in _graph(lazy_too=True).items() if m != "azync_flow.worker.__main__"}
+    assert _wrong(graph, "azync_flow.worker", WORKER_FORBIDDEN) == []
+
+
+def test_the_worker_check_sees_a_function_level_import() -> None:
+    source = "def f():\n    from ..runtime.worker_runtime import attach_workflows\n"
+    ((node, top),) = _imports(ast.parse(source).body, top=True)
+    assert not top
+    graph = {"azync_flow.worker._worker": set(_targets("azync_flow.worker._worker", node))}
+    assert _wrong(graph, "azync_flow.worker", WORKER_FORBIDDEN) == [
+        "azync_flow.worker._worker -> azync_flow.runtime.worker_runtime"
+    ]

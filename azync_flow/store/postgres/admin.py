@@ -150,53 +150,31 @@ class AdminMixin(PgBase):
         return int(row["retried"])
 
     async def run_now(self, source: Source, id: uuid.UUID) -> None:
-        """Expedite a scheduled job: pending with run_at = now, workers woken.
-
-        Raises:
-            NotFoundError: the job is missing or not scheduled.
-        """
+        """``Store.run_now``: expedite a scheduled job."""
         await self._must(
             "job_run_now", source.value, id, self.channel, what=f"no scheduled {source} job {id}"
         )
 
     async def archive_job(self, source: Source, id: uuid.UUID) -> None:
-        """Force a pending or scheduled job to dead.
-
-        Raises:
-            NotFoundError: the job is missing or not pending/scheduled.
-            ConflictError: the job belongs to a workflow execution or a DAG run.
-        """
+        """``Store.archive_job``: force a pending or scheduled job to dead."""
         if await self._fetchrow("job_archive", source.value, id) is None:
             await self._refuse_owned(source, id, "archived")
             raise NotFoundError(f"no pending or scheduled {source} job {id}")
 
     async def pause_job(self, source: Source, id: uuid.UUID) -> None:
-        """Hold a pending or scheduled job out of the ready set (paused).
-
-        Raises:
-            NotFoundError: the job is missing or not pending/scheduled.
-        """
+        """``Store.pause_job``: hold a pending or scheduled job out of the ready set (paused)."""
         await self._must(
             "job_pause", source.value, id, what=f"no pending or scheduled {source} job {id}"
         )
 
     async def resume_job(self, source: Source, id: uuid.UUID) -> None:
-        """Return a paused job to pending (due) or scheduled (run_at in the future).
-
-        Raises:
-            NotFoundError: the job is missing or not paused.
-        """
+        """Implements ``Store.resume_job`` (documented there)."""
         await self._must(
             "job_resume", source.value, id, self.channel, what=f"no paused {source} job {id}"
         )
 
     async def delete_job(self, source: Source, id: uuid.UUID, state: JobState) -> None:
-        """Delete one job of the source in ``state``.
-
-        Raises:
-            NotFoundError: no such job in that state.
-            ConflictError: the job belongs to a workflow execution or a DAG run.
-        """
+        """``Store.delete_job``: delete one job of the source in ``state``."""
         if await self._fetchrow("job_delete", source.value, id, state.value) is None:
             await self._refuse_owned(source, id, "deleted")
             raise NotFoundError(f"no {state} {source} job {id}")
@@ -208,15 +186,11 @@ class AdminMixin(PgBase):
         return int(await self._fetchval("job_delete_all", source.value, kind, state.value))
 
     async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
-        """Delete dead jobs of ``(source, kind)`` enqueued before ``older_than`` ago.
-
-        DAG- and workflow-owned jobs are exempt (their run removes them).
-        """
+        """Implements ``Store.vacuum_dead`` (documented there)."""
         return int(await self._fetchval("job_vacuum_dead", source.value, kind, older_than))
 
     async def nuke_all(self, source: Source) -> NukeReport:
-        """Delete every job, stat row and idempotency key of the source (a dev
-        reset). The event ledger is left intact."""
+        """Implements ``Store.nuke_all`` (documented there)."""
         row = await self._fetchrow("job_nuke_all", source.value)
         assert row is not None
         return NukeReport(jobs=row["jobs"], stats=row["stats"], keys=row["keys"])

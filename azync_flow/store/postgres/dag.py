@@ -290,21 +290,14 @@ class DAGMixin(PgBase):
         return [_view(r) for r in rows], int(total)
 
     async def dag_tasks(self, id: uuid.UUID) -> list[Job]:
-        """Every task job of the DAG (compensation tasks after the initial batch).
-
-        Raises:
-            NotFoundError: the DAG does not exist.
-        """
+        """Implements ``DAGStore.dag_tasks`` (documented there)."""
         rows = await self._fetch("dag_tasks", id)
         if not rows:
             raise NotFoundError(f"dag {id} not found")
         return [job_from_row(r) for r in rows if r["id"] is not None]
 
     async def dag_deps(self, id: uuid.UUID) -> list[DAGDep]:
-        """Every edge (static and compensation chain), ordered by (task_key, depends_on_key).
-
-        An unknown id returns an empty list.
-        """
+        """Implements ``DAGStore.dag_deps`` (documented there)."""
         rows = await self._fetch("dag_deps", id)
         return [DAGDep(task_key=r[0], depends_on_key=r[1]) for r in rows]
 
@@ -318,10 +311,7 @@ class DAGMixin(PgBase):
     async def dag_task_counts(
         self, ids: Sequence[uuid.UUID]
     ) -> dict[uuid.UUID, dict[JobState, int]]:
-        """Task counts per state for each requested DAG; unknown ids are absent.
-
-        An empty ``ids`` returns an empty map without querying.
-        """
+        """``DAGStore.dag_task_counts``: task counts per state for each requested DAG."""
         if not ids:
             return {}
         out: dict[uuid.UUID, dict[JobState, int]] = {}
@@ -350,11 +340,7 @@ class DAGMixin(PgBase):
     async def ack_task_result(
         self, id: uuid.UUID, lease_token: uuid.UUID, result: bytes | None
     ) -> None:
-        """Ack an active task and persist ``result`` (None = no result) atomically.
-
-        Raises:
-            NotFoundError: the lease token no longer owns an active row.
-        """
+        """Implements ``DAGStore.ack_task_result`` (documented there)."""
         await self._must("dag_ack_result", id, lease_token, result, self.channel, what=_stale(id))
 
     async def dag_dequeue(
@@ -372,11 +358,7 @@ class DAGMixin(PgBase):
         return now
 
     async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]:
-        """The W3C carrier recorded when the run started (``{}`` without one).
-
-        Raises:
-            NotFoundError: the DAG does not exist.
-        """
+        """Implements ``DAGStore.dag_trace_context`` (documented there)."""
         row = await self._fetchrow("dag_trace_context", id)
         if row is None:
             raise NotFoundError(f"dag {id} not found")
@@ -584,10 +566,7 @@ class DAGMixin(PgBase):
         return DAGState(row["state"])
 
     async def vacuum_dags(self, retention: timedelta) -> int:
-        """Delete terminal DAGs completed before ``retention`` ago, cascading.
-
-        A retention <= 0 keeps everything and returns 0.
-        """
+        """Implements ``DAGStore.vacuum_dags`` (documented there)."""
         if retention <= _ZERO:
             return 0
         return int(await self._fetchval("dag_vacuum", retention))

@@ -36,15 +36,7 @@ __all__ = [
 
 class EventMixin(PgBase):
     async def publish(self, p: PublishParams) -> int:
-        """Append one event and fan out one pending delivery per registered
-        subscriber of ``p.type``, atomically; wake each subscriber's workers.
-
-        Returns:
-            The number of deliveries created (0 when nobody subscribes).
-
-        Raises:
-            ConflictError: an event with the same ``id`` already exists.
-        """
+        """Implements ``Store.publish`` (documented there)."""
         async with self.connection() as conn:
             return await self.publish_tx(conn, p)
 
@@ -98,12 +90,7 @@ class EventMixin(PgBase):
         ]
 
     async def delete_subscriber(self, name: str, event_type: str) -> int:
-        """Remove ``(name, event_type)``, or every registration of ``name`` when
-        ``event_type`` is empty. Deliveries already fanned out are untouched.
-
-        Returns:
-            The number of registrations removed.
-        """
+        """Implements ``Store.delete_subscriber`` (documented there)."""
         return int(await self._fetchval("event_delete_subscriber", name, event_type))
 
     async def list_subscriber_views(self, event_type: str) -> list[SubscriberView]:
@@ -144,11 +131,7 @@ class EventMixin(PgBase):
         return [_event_row(r) for r in rows if r["id"] is not None], total
 
     async def get_event(self, id: uuid.UUID) -> EventAdminRow:
-        """One ledger event.
-
-        Raises:
-            NotFoundError: no event has this id.
-        """
+        """``Store.get_event``: one ledger event."""
         row = await self._fetchrow("event_get", id)
         if row is None:
             raise NotFoundError(f"no event {id}")
@@ -193,14 +176,7 @@ class EventMixin(PgBase):
         return int(row["created"])
 
     async def retain(self, before: datetime, limit: int) -> int:
-        """Delete up to ``limit`` events that occurred before ``before`` and whose
-        deliveries are all terminal (succeeded, dead, skipped or cancelled),
-        cascading to those deliveries. An event with a pending, scheduled,
-        active or paused delivery is kept. ``limit <= 0`` removes nothing.
-
-        Returns:
-            The number of events removed.
-        """
+        """Implements ``Store.retain`` (documented there)."""
         if limit <= 0:
             return 0
         return int(await self._fetchval("event_retain", before, limit))

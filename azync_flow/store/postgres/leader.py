@@ -107,8 +107,7 @@ class PgLeadershipLease:
         return True
 
     async def renew_if_due(self) -> bool:
-        """:meth:`valid` when a third of the TTL passed since the last renewal,
-        else True (so long maintenance ticks keep the lease)."""
+        """Implements ``LeadershipLease.renew_if_due`` (documented there)."""
         if self._lost:
             return False
         if asyncio.get_running_loop().time() - self._renewed_at < self.ttl.total_seconds() / 3:
@@ -117,13 +116,7 @@ class PgLeadershipLease:
 
     @contextmanager
     def fenced(self) -> Iterator[None]:
-        """Fence the store statements of the current task by this term.
-
-        Inside the block every statement runs in a transaction that first
-        checks the term still leads (raising
-        :class:`~azync_flow.store.LeadershipLostError` otherwise, nothing
-        written) and blocks a takeover until it ends.
-        """
+        """Implements ``LeadershipLease.fenced`` (documented there)."""
         token = CURRENT_FENCE.set(self.fence)
         try:
             yield
@@ -131,8 +124,7 @@ class PgLeadershipLease:
             CURRENT_FENCE.reset(token)
 
     async def release(self) -> None:
-        """Expire the lease now so another instance takes over at once.
-        Idempotent; never raises."""
+        """Implements ``LeadershipLease.release`` (documented there)."""
         if self._lost:
             return
         self._lost = True
@@ -215,12 +207,6 @@ class LeaderMixin(PgBase):
             return await attempt
 
     async def acquire_leadership(self, name: str) -> Callable[[], Awaitable[None]] | None:
-        """Contract ``LeaderElector.AcquireLeadership``.
-
-        Returns:
-            An async ``release`` callable when acquired, None when another
-            instance leads. The caller renews nothing: the leadership lapses
-            :data:`DEFAULT_LEADER_TTL` after acquisition unless released sooner.
-        """
+        """Implements ``LeaderElector.acquire_leadership`` (documented there)."""
         lease = await self.acquire_leadership_lease(name)
         return None if lease is None else lease.release

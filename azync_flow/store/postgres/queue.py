@@ -115,10 +115,7 @@ class QueueMixin(PgBase):
         await self._must("job_ack", id, lease_token, what=_stale(id))
 
     async def ack_many(self, items: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
-        """Ack several ``(id, lease_token)`` pairs in one statement.
-
-        Returns the ids acked; a pair whose token is stale is skipped, not raised.
-        """
+        """``Store.ack_many``: ack several ``(id, lease_token)`` pairs in one statement."""
         if not items:
             return set()
         rows = await self._fetch("job_ack_many", [i for i, _ in items], [t for _, t in items])
@@ -145,12 +142,7 @@ class QueueMixin(PgBase):
         await self._must("job_extend_lease", id, lease_token, lease, what=_stale(id))
 
     async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
-        """Settle an active job as skipped: terminal, no result, ``reason`` kept as
-        its last error, counted as processed in the daily stats.
-
-        Raises:
-            NotFoundError: the token no longer owns an active row (nothing changed).
-        """
+        """``Store.skip``: settle an active job as skipped."""
         await self._must("job_skip", id, lease_token, clean_text(reason), what=_stale(id))
 
     async def snooze(

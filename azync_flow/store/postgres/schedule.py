@@ -91,8 +91,7 @@ class ScheduleMixin(PgBase):
     async def request_schedule_runs(
         self, schedule_id: str, runs: Sequence[tuple[datetime, datetime, uuid.UUID]]
     ) -> int:
-        """Record ``(nominal_at, fire_at, run_id)`` as requested; times already
-        recorded are left alone. Returns how many were new."""
+        """Implements ``ScheduleStore.request_schedule_runs`` (documented there)."""
         rows = await self._fetch(
             "schedule_runs_request",
             schedule_id,
@@ -105,10 +104,7 @@ class ScheduleMixin(PgBase):
     async def update_schedule(
         self, id: str, spec: bytes, action: bytes, policy: bytes, next_fire_at: datetime | None
     ) -> None:
-        """Replace spec, action and policy (the cursor stays).
-
-        Raises NotFoundError: no schedule ``id``.
-        """
+        """``ScheduleStore.update_schedule``: replace spec, action and policy (the cursor stays)."""
         await self._must(
             "schedule_update", id, spec, action, policy, next_fire_at, what=f"schedule {id!r}"
         )

@@ -59,9 +59,7 @@ class WorkflowInteractionMixin(PgBase):
     async def claim_workflow_queries(
         self, workflow_names: Sequence[str], limit: int
     ) -> list[QueryClaim]:
-        """Claim up to ``limit`` pending, unexpired queries of these workflows,
-        oldest first (``SKIP LOCKED``: each query goes to one worker); rows
-        whose deadline passed a minute ago are deleted on the way."""
+        """Implements ``WorkflowInteractionStore.claim_workflow_queries`` (documented there)."""
         if limit <= 0 or not workflow_names:
             return []
         rows = await self._fetch("workflow_query_claim", list(workflow_names), limit)
@@ -114,8 +112,7 @@ class WorkflowInteractionMixin(PgBase):
     async def get_workflow_update(
         self, workflow_id: uuid.UUID, update_id: str
     ) -> UpdateOutcome | None:
-        """The outcome of update ``update_id`` of an execution; None while it
-        has none (not yet decided, or never requested)."""
+        """Implements ``WorkflowInteractionStore.get_workflow_update`` (documented there)."""
         row = await self._fetchrow("workflow_update_get", workflow_id, update_id)
         if row is None:
             return None

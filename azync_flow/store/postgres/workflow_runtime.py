@@ -71,11 +71,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         return jobs
 
     async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> WorkflowTaskState:
-        """Read the execution, its history past ``after_seq``, buffered signals and
-        due timers in one statement (one snapshot, one round trip).
-
-        Raises NotFoundError when the execution does not exist.
-        """
+        """Implements ``WorkflowRuntimeStore.load_workflow_task`` (documented there)."""
         row = await self._fetchrow("workflow_task_load", run_id, after_seq)
         if row is None:
             raise NotFoundError(f"workflow execution {run_id} does not exist")

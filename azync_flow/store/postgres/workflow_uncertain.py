@@ -253,12 +253,7 @@ class UncertainMixin(WorkflowCoreMixin):
     async def list_unreconciled_operations(
         self, kinds: list[str], limit: int = 100
     ) -> list[UncertainOperation]:
-        """Uncertain operations of ``kinds`` whose reconcile hook has not given a
-        verdict for the current uncertain attempt yet, oldest first.
-
-        A verdict is recorded by :meth:`record_reconcile_verdict` (unknown, hook
-        error) or implied by a decision (the operation is no longer uncertain).
-        """
+        """Implements ``UncertainStore.list_unreconciled_operations`` (documented there)."""
         rows = await self._fetch("uncertain_list_unreconciled", list(kinds), limit)
         return [_uncertain_from_row(r) for r in rows]
 
