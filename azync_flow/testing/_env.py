@@ -153,11 +153,13 @@ class WorkflowEnvironment:
 
             worker: Any = self.worker  # WorkerLike spells its verbs loosely
             self.dag_binding = attach_dags(worker, dag_list)
-        if subs:
-            _attach_subscribers(self.worker, subs)
         if self.clock() is None:
             self.clock.set(datetime.now(UTC))
         self.clock.flowing = True
+        if subs:
+            # Recorded now, not at the first lease: an event published right
+            # after start() must reach them.
+            await _attach_subscribers(self.worker, subs).register()
         self._bg = asyncio.create_task(self.worker.run(), name="azync test worker")
         try:
             await self.worker._started_or_failed(self._bg)  # surfaces a failed start
@@ -310,7 +312,7 @@ async def _is_terminal(handle: WorkflowHandle[Any]) -> bool:
     return view.state in TERMINAL_STATES
 
 
-def _attach_subscribers(worker: Worker, subscribers: list[Any]) -> None:
+def _attach_subscribers(worker: Worker, subscribers: list[Any]) -> Any:
     try:
         from azync_flow import events
     except ImportError as exc:
@@ -318,7 +320,7 @@ def _attach_subscribers(worker: Worker, subscribers: list[Any]) -> None:
             "this version of azync_flow has no event-ledger subscribers (azync_flow.events)"
         ) from exc
     # the ledger retention must not drop what a skip made old while the test reads it
-    events.attach_subscribers(worker, subscribers, keep=_KEEP_EVENTS)
+    return events.attach_subscribers(worker, subscribers, keep=_KEEP_EVENTS)
 
 
 class TestClient(Client):

@@ -248,6 +248,15 @@ async def test_a_subscriber_delivery_retry_is_skipped_over_and_events_outlive_th
     assert (await env.store.get_event(event_id)).id == event_id
 
 
+async def test_subscriptions_are_recorded_when_start_returns(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """An event published right after start() reaches the subscriber: its
+    subscription does not wait for the worker's first lease."""
+    env = await workflow_env.start(subscribers=[receipt_mailer])
+    assert [s.name for s in await env.store.subscribers("invoice.paid")] == ["receipt_mailer"]
+
+
 nightly = DAG("nightly")
 DAG_RAN: list[str] = []
 
