@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from azync_flow.replay.events import ActivityFailed, encode_event
 from azync_flow.runtime._operations import decode_operation
 from azync_flow.runtime.activity_runner import ActivityRunner, log_suspended
+from azync_flow.runtime.admission import DepthFirstAdmission
 from azync_flow.runtime.eager_start import EagerStarter
 from azync_flow.runtime.folded_completion import CompletionFolder
 from azync_flow.runtime.local_dispatch import LocalDispatch
@@ -168,8 +169,13 @@ class WorkflowRuntime:
         )
 
         async def dequeue_tasks(limit: int, lease: timedelta) -> list[Job]:
+            limit, first_passes = self.admission.lease_plan(limit)
             tasks = await store.lease_workflow_tasks(
-                limit, lease, WORKFLOW_TASK_KIND, self.workflows.cache.known_seqs()
+                limit,
+                lease,
+                WORKFLOW_TASK_KIND,
+                self.workflows.cache.known_seqs(),
+                first_passes=first_passes,
             )
             return self.workflows.preload(tasks)
 
@@ -196,6 +202,8 @@ class WorkflowRuntime:
             )
             for kind in registry.activities
         ]
+        #: Depth-first: new executions start only while activity slots are free.
+        self.admission = DepthFirstAdmission(self.task_loop, self.activity_loops)
         self.dispatch = LocalDispatch(
             {loop.kind: loop for loop in self.activity_loops}, enabled=local_dispatch
         )

@@ -767,9 +767,14 @@ class WorkflowRuntimeStore(Protocol):
         ...
 
     async def dequeue_workflow_tasks(
-        self, limit: int, lease: timedelta, kind: str = "$wft"
+        self, limit: int, lease: timedelta, kind: str = "$wft", *, first_passes: bool = True
     ) -> list[Job]:
-        """Lease up to ``limit`` due workflow tasks, never two of one execution."""
+        """Lease up to ``limit`` due workflow tasks, never two of one execution.
+
+        Tasks of executions in flight come before the first passes of new
+        executions; ``first_passes=False`` leases only the former (depth-first
+        admission when the caller's activity slots are scarce).
+        """
         ...
 
     async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> WorkflowTaskState:
@@ -793,8 +798,11 @@ class WorkflowRuntimeStore(Protocol):
         lease: timedelta,
         kind: str = "$wft",
         known: Mapping[uuid.UUID, int] | None = None,
+        *,
+        first_passes: bool = True,
     ) -> list[LeasedTask]:
-        """Lease workflow tasks and load each (history past ``known[run]``), one round trip."""
+        """Lease workflow tasks and load each (history past ``known[run]``), one round
+        trip; ordered and filtered as :meth:`dequeue_workflow_tasks`."""
         ...
 
     async def commit_pass(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -34,7 +35,9 @@ from azync_flow.telemetry._names import (
 )
 
 
+@functools.cache
 def _package_version() -> str:
+    # Read once: the metadata lookup parses files on disk, and it runs per run span.
     try:
         return metadata.version("azync-flow")
     except metadata.PackageNotFoundError:  # pragma: no cover - source checkout

@@ -147,6 +147,11 @@ class LeaseLoop:
         self._stopping = False
         self._stop_requested = asyncio.Event()
         self._slot_freed = asyncio.Event()
+        #: True while the last dequeue filled its batch: more jobs may be due.
+        self.backlog = False
+        #: Called (synchronously) when the loop may have slots to spare: after a
+        #: dequeue that came back short, and when a slot frees without a backlog.
+        self.spare_listeners: list[Callable[[], None]] = []
         self._changed: asyncio.Event | None = None
         self._beats: asyncio.Task[None] | None = None
         self._rearm = asyncio.Event()
@@ -157,6 +162,13 @@ class LeaseLoop:
     def free_slots(self) -> int:
         """Slots neither running a job nor reserved (0 unless the loop is running)."""
         if self._stopping or not self.running:
+            return 0
+        return max(0, self.concurrency - len(self.in_flight) - self.reserved)
+
+    def spare_slots(self) -> int:
+        """Slots that nothing due will take: free slots while the last dequeue
+        found no more jobs (0 while it has a backlog), whether or not it runs."""
+        if self.backlog:
             return 0
         return max(0, self.concurrency - len(self.in_flight) - self.reserved)
 
@@ -176,7 +188,7 @@ class LeaseLoop:
         """Give back ``n`` reserved slots that will not be used."""
         self.reserved = max(0, self.reserved - n)
         if n:
-            self._slot_freed.set()
+            self._free_slot()
 
     def run_leased(self, job: Job, *, reserved: bool = True) -> None:
         """Run a job that is already leased to this worker (``job.lease_token`` set,
@@ -255,8 +267,9 @@ class LeaseLoop:
                 await asyncio.sleep(0)  # let sibling jobs finishing now free their slots too
                 continue
             self.wake.clear()
+            asked = min(free, self.batch_size)
             try:
-                jobs = await self._dequeue(min(free, self.batch_size))
+                jobs = await self._dequeue(asked)
             except SchemaNotMigratedError:
                 raise  # not retryable: the worker stops with the migrate hint
             except Exception as exc:
@@ -266,6 +279,9 @@ class LeaseLoop:
                 error_backoff = min(error_backoff * 2, 5.0)
                 continue
             error_backoff = 0.05
+            self.backlog = len(jobs) >= asked
+            if not self.backlog:
+                self._spare()
             if jobs:
                 self._set_idle(False)
                 for job in jobs:
@@ -350,9 +366,18 @@ class LeaseLoop:
             )
         finally:
             self.in_flight.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
-            self._slot_freed.set()
+            self._free_slot()
             if not self.in_flight and self._changed is not None:
                 self._changed.set()
+
+    def _free_slot(self) -> None:
+        self._slot_freed.set()
+        if not self.backlog:  # with a backlog, the lease loop takes the slot
+            self._spare()
+
+    def _spare(self) -> None:
+        for listener in self.spare_listeners:
+            listener()
 
     async def _heartbeat_loop(self) -> None:
         """Renew every in-flight lease that is due (about every ``lease / 3``).

@@ -87,6 +87,41 @@ async def test_dequeue_takes_due_scheduled_tasks_without_promotion(
     assert job.lease_until == t0 + timedelta(days=30) + LEASE
 
 
+async def test_tasks_of_executions_in_flight_are_leased_before_first_passes(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    t0 = clock.advance(timedelta(0))
+    in_flight = await started(store)
+    task = await lease_task(store, in_flight)
+    await store.ack(task.id, task.lease_token)
+    clock.set(t0 + timedelta(seconds=1))
+    new = await started(store)  # its first pass: older than the signal's task below
+    clock.set(t0 + timedelta(seconds=2))
+    await store.signal_workflow(SignalParams(workflow_id=in_flight, name="go"))
+    [first] = await store.dequeue_workflow_tasks(1, LEASE)
+    assert first.run_id == in_flight
+    [second] = await store.dequeue_workflow_tasks(1, LEASE)
+    assert second.run_id == new
+
+
+async def test_without_first_passes_only_executions_in_flight_are_leased(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    in_flight = await started(store)
+    task = await lease_task(store, in_flight)
+    await store.ack(task.id, task.lease_token)
+    new = [await started(store) for _ in range(3)]
+    assert await store.dequeue_workflow_tasks(10, LEASE, first_passes=False) == []
+    assert await store.lease_workflow_tasks(10, LEASE, first_passes=False) == []
+    await store.signal_workflow(SignalParams(workflow_id=in_flight, name="go"))
+    [leased] = await store.lease_workflow_tasks(10, LEASE, first_passes=False)
+    assert leased.job.run_id == in_flight
+    # a first pass stays a first pass when a signal merges into its task
+    await store.signal_workflow(SignalParams(workflow_id=new[0], name="early"))
+    assert await store.dequeue_workflow_tasks(10, LEASE, first_passes=False) == []
+    assert {j.run_id for j in await store.dequeue_workflow_tasks(10, LEASE)} == set(new)
+
+
 async def test_load_workflow_task_returns_one_consistent_snapshot(
     store: PostgresStore, clock: MovableClock
 ) -> None:

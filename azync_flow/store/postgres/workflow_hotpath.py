@@ -46,6 +46,8 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         lease: timedelta,
         kind: str = WORKFLOW_TASK,
         known: Mapping[uuid.UUID, int] | None = None,
+        *,
+        first_passes: bool = True,
     ) -> list[LeasedTask]:
         """:meth:`dequeue_workflow_tasks` and :meth:`load_workflow_task` of every
         leased task in ONE statement (one round trip).
@@ -56,6 +58,8 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
             kind: the workflow-task kind.
             known: seqs the caller has already seen per execution (its sticky
                 cache); a leased task's history is read past that seq (else whole).
+            first_passes: False leases only tasks of executions in flight, never
+                the first pass of a new one (depth-first admission).
 
         Returns:
             The leased tasks, oldest first, each with its load.
@@ -70,6 +74,7 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
             lease,
             ids,
             [(known or {})[i] for i in ids],
+            first_passes,
         )
         tasks = [
             LeasedTask(

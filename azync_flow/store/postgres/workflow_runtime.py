@@ -53,9 +53,10 @@ from .workflow_interaction import WorkflowInteractionMixin
 
 class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
     async def dequeue_workflow_tasks(
-        self, limit: int, lease: timedelta, kind: str = WORKFLOW_TASK
+        self, limit: int, lease: timedelta, kind: str = WORKFLOW_TASK, *, first_passes: bool = True
     ) -> list[Job]:
-        """Lease up to ``limit`` due workflow tasks, oldest first.
+        """Lease up to ``limit`` due workflow tasks: tasks of executions in flight
+        first, then (with ``first_passes``) first passes, each oldest first.
 
         Takes pending tasks and scheduled ones whose ``run_at`` has come (no
         separate promotion needed for timers), and never a task of an
@@ -65,7 +66,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         """
         if limit <= 0:
             return []
-        rows = await self._fetch("workflow_task_dequeue", kind, limit, lease)
+        rows = await self._fetch("workflow_task_dequeue", kind, limit, lease, first_passes)
         jobs = [job_from_row(r) for r in rows]
         jobs.sort(key=lambda j: (j.run_at, j.id))
         return jobs

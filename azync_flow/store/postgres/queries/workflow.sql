@@ -21,9 +21,9 @@ WITH clock AS (
     RETURNING id, created_at
 ), task AS (
     INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
-                            enqueued_at, updated_at)
+                            enqueued_at, updated_at, first_pass)
     SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
-           created_at, created_at
+           created_at, created_at, true
     FROM ins
     RETURNING kind
 ), stat AS (
@@ -139,18 +139,21 @@ FROM azync_schedule_workflow_task($2::uuid, $3::text, $4::timestamptz,
                                   coalesce($1::timestamptz, now()), $5::text)
 
 -- name: workflow_task_dequeue
--- $2 kind, $3 limit, $4 lease. Due pending (or due scheduled) workflow tasks
--- whose execution has no active workflow task: passes never overlap.
+-- $2 kind, $3 limit, $4 lease, $5 first passes too (false: only tasks of
+-- executions in flight). Due pending (or due scheduled) workflow tasks whose
+-- execution has no active workflow task (passes never overlap), continuing
+-- passes before first passes.
 WITH picked AS (
     SELECT j.id FROM azync_jobs j
     WHERE j.source = 'workflow' AND j.kind = $2 AND j.task_key = '$wft'
       AND j.state IN ('pending', 'scheduled')
       AND j.run_at <= coalesce($1::timestamptz, now())
+      AND j.first_pass <= $5::boolean
       AND NOT EXISTS (
           SELECT 1 FROM azync_jobs a
           WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
             AND a.state = 'active')
-    ORDER BY j.run_at, j.id
+    ORDER BY j.first_pass, j.run_at, j.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
@@ -731,7 +734,7 @@ RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
 -- name: workflow_task_lease_load
 -- $2 kind, $3 limit, $4 lease, $5 run ids uuid[] and $6 after seqs bigint[]
 -- (the caller's cached executions: history is read past that seq, else from
--- the start). workflow_task_dequeue and workflow_task_load of every leased
+-- the start), $7 first passes too (as workflow_task_dequeue's $5). workflow_task_dequeue and workflow_task_load of every leased
 -- task in ONE statement: the leased job row plus its execution, history,
 -- buffered signals, due timers and the clock (the load's snapshot is the
 -- lease's).
@@ -740,11 +743,12 @@ WITH picked AS (
     WHERE j.source = 'workflow' AND j.kind = $2 AND j.task_key = '$wft'
       AND j.state IN ('pending', 'scheduled')
       AND j.run_at <= coalesce($1::timestamptz, now())
+      AND j.first_pass <= $7::boolean
       AND NOT EXISTS (
           SELECT 1 FROM azync_jobs a
           WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
             AND a.state = 'active')
-    ORDER BY j.run_at, j.id
+    ORDER BY j.first_pass, j.run_at, j.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), leased AS (
