@@ -34,6 +34,7 @@ from .workflow_core import WORKFLOW_TASK, execution_from_row
 from .workflow_runtime import (
     WorkflowRuntimeMixin,
     _check_seq,
+    finishes_in_one_statement,
     one_statement,
     task_state_from_row,
 )
@@ -121,11 +122,15 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         if not settles:
             raise ValueError("commit_completions needs at least one operation to settle")
         before = [(s.event_type, s.payload) for s in settles]
-        if one_statement(write) and not any(s.dead for s in settles):
+        if not any(s.dead for s in settles):
             jobs = [(s.job_id, s.lease_token) for s in settles]
-            done = await self._commit_one(run_id, jobs, False, write, before, signals_wake=True)
-            assert done is not None
-            return done
+            done = None
+            if one_statement(write):
+                done = await self._commit_one(run_id, jobs, False, write, before, signals_wake=True)
+            elif finishes_in_one_statement(write):
+                done = await self._finish_one(run_id, jobs, False, write, before)
+            if done is not None:
+                return done
         async with self._wtx() as conn:
             ex = await self._fetchrow(
                 "workflow_ops_fence",
@@ -205,6 +210,9 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
             if ex is not None:
                 if one_statement(write):
                     commit = await self._commit_one(p.id, [], False, write, conn=conn)
+                    assert commit is not None
+                elif finishes_in_one_statement(write):
+                    commit = await self._finish_one(p.id, [], False, write, conn=conn)
                     assert commit is not None
                 else:
                     commit = await self._commit_body(conn, p.id, ex, write, ack=None)

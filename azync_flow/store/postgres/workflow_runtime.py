@@ -156,8 +156,13 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
                 pass or a completion won), the execution is terminal, or a
                 signal was already consumed. Nothing is written in any case.
         """
-        if keep_lease is None and next_task_at is None and one_statement(write):
-            done = await self._commit_one(run_id, [(job_id, lease_token)], True, write)
+        if keep_lease is None and next_task_at is None:
+            jobs = [(job_id, lease_token)]
+            done = None
+            if one_statement(write):
+                done = await self._commit_one(run_id, jobs, True, write)
+            elif finishes_in_one_statement(write):
+                done = await self._finish_one(run_id, jobs, True, write)
             if done is not None:
                 return done
         async with self._wtx() as conn:
@@ -224,23 +229,52 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             write.awaited_signals,
             conn=conn,
         )
-        what = "workflow task" if task else "operation"
-        if not rows:
-            raise NotFoundError(f"workflow execution {run_id} does not exist")
-        head = rows[0]
-        if not head["ok"]:
-            if head["fenced"] != len({j for j, _ in jobs}):
-                raise NotFoundError(_stale(jobs[0][0], what))
-            _check_seq(run_id, head, write.expected_next_seq)
-            if task:
-                return None  # suspended: the transaction path writes the pass
-            raise ConflictError(
-                f"workflow execution {run_id} is {head['state']}; the pass was not committed"
-            )
+        if not _one_statement_committed(run_id, rows, jobs, task, write):
+            return None
         return PassCommitResult(
             next_seq=write.expected_next_seq + len(events),
             leased=_leased_jobs(run_id, ops, rows) if ops else [],
-            now=head["at"],
+            now=rows[0]["at"],
+        )
+
+    async def _finish_one(
+        self,
+        run_id: uuid.UUID,
+        jobs: Sequence[tuple[uuid.UUID, uuid.UUID]],
+        task: bool,
+        write: PassWrite,
+        before: Sequence[tuple[str, bytes]] = (),
+        conn: asyncpg.Connection | None = None,
+    ) -> PassCommitResult | None:
+        """A pass that appends events and ends its execution (see
+        :func:`finishes_in_one_statement`) as ONE statement
+        (``workflow_pass_finish_one``): the writes of :meth:`_commit_body` with
+        that outcome, one round trip. Arguments and errors as :meth:`_commit_one`.
+        """
+        assert write.outcome is not None
+        kind, value = write.outcome[0], write.outcome[1]
+        state = _TERMINAL_OUTCOMES[kind]
+        events = [*before, *write.events]
+        rows = await self._fetch(
+            "workflow_pass_finish_one",
+            run_id,
+            [j for j, _ in jobs],
+            [t for _, t in jobs],
+            task,
+            write.expected_next_seq,
+            [t for t, _ in events],
+            [p for _, p in events],
+            write.awaited_signals,
+            state.value,
+            value if state == WorkflowState.SUCCEEDED else None,
+            "" if state == WorkflowState.SUCCEEDED else clean_text(str(value)),
+            self.channel,
+            conn=conn,
+        )
+        if not _one_statement_committed(run_id, rows, jobs, task, write):
+            return None
+        return PassCommitResult(
+            next_seq=write.expected_next_seq + len(events), leased=[], now=rows[0]["at"]
         )
 
     async def _commit_body(
@@ -668,6 +702,60 @@ def task_state_from_row(
         else [],
         due_timers=list(row["due_timer_seqs"]),
         now=row["load_now"],
+    )
+
+
+#: The terminal outcomes of a pass and the state each ends the execution in.
+_TERMINAL_OUTCOMES = {
+    "complete": WorkflowState.SUCCEEDED,
+    "fail": WorkflowState.FAILED,
+    "cancelled": WorkflowState.CANCELLED,
+}
+
+
+def finishes_in_one_statement(write: PassWrite) -> bool:
+    """True when the pass only appends events and ends the execution (complete,
+    fail or cancelled): :meth:`WorkflowRuntimeMixin._finish_one` commits it."""
+    return (
+        write.outcome is not None
+        and write.outcome[0] in _TERMINAL_OUTCOMES
+        and not write.operations
+        and not write.timers
+        and not write.fired_timers
+        and not write.consumed_signals
+        and not write.children
+        and not write.child_signals
+        and not write.child_cancels
+        and not write.updates
+    )
+
+
+def _one_statement_committed(
+    run_id: uuid.UUID,
+    rows: Sequence[asyncpg.Record],
+    jobs: Sequence[tuple[uuid.UUID, uuid.UUID]],
+    task: bool,
+    write: PassWrite,
+) -> bool:
+    """Whether a one-statement pass commit wrote; False only for a workflow task
+    of a suspended execution (the transaction path knows that case).
+
+    Raises:
+        NotFoundError: the execution is missing, or a job lost its fence.
+        ConflictError: next_seq moved or the execution is not running.
+    """
+    if not rows:
+        raise NotFoundError(f"workflow execution {run_id} does not exist")
+    head = rows[0]
+    if head["ok"]:
+        return True
+    if head["fenced"] != len({j for j, _ in jobs}):
+        raise NotFoundError(_stale(jobs[0][0], "workflow task" if task else "operation"))
+    _check_seq(run_id, head, write.expected_next_seq)
+    if task:
+        return False  # suspended: the transaction path writes the pass
+    raise ConflictError(
+        f"workflow execution {run_id} is {head['state']}; the pass was not committed"
     )
 
 

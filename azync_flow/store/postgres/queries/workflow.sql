@@ -984,3 +984,14 @@ SELECT x.seq, x.name, x.trace_context, (SELECT count(*) FROM ev) AS written,
        (SELECT count(*) FROM jobs WHERE task_key = '$wft') AS tasks,
        ARRAY(SELECT seq FROM tmr ORDER BY seq) AS timers
 FROM ex x
+
+-- name: workflow_pass_finish_one
+-- $2 id, $3 job ids uuid[], $4 their lease tokens uuid[], $5 true = the
+-- pass's workflow task, $6 expected next_seq, $7 types text[], $8 payloads
+-- bytea[], $9 awaited signals text[] (NULL = unchanged), $10 terminal state,
+-- $11 result, $12 failure reason, $13 channel: a pass that appends events and
+-- ends the execution, ONE statement (azync_workflow_pass_finish, migration
+-- 0016). ok = false: a fence failed and nothing was written; no row: missing.
+SELECT ok, fenced, state, next_seq, at
+FROM azync_workflow_pass_finish($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                                coalesce($1::timestamptz, now()), $13)
