@@ -19,16 +19,19 @@ Processes. azync_flow: a real ``Worker`` alone in its own process
 (``bench/_flow_workload.py worker``); the client (``Client``, the remote-client
 path) runs in this process. DBOS: one process that starts and runs the workflows
 (``bench/_dbos_workload.py serve``): DBOS has no separate worker. Both are started
-fresh each round and answer one JSON command per line.
+fresh each round and answer one JSON command per line. Per side, a watcher process
+(``bench/_pg_watch.py``, on the admin database) samples the server during the
+throughput run.
 
 Rows:
 
 * 3-activity workflows/s: N workflows of 3 sequential activities (steps), all
   started at once (the burst), then all awaited; start-to-finish p50/p99 from each
   side's own row timestamps (created -> completed). That figure starts, per
-  workflow, when its own start committed, so it leaves out the wait in the start
-  loop: DBOS's process both starts and runs the workflows, and its start loop
-  holds back its later starts, which azync_flow's remote client does not.
+  workflow, when its own start committed: DBOS's process both starts and runs the
+  workflows, so its later starts wait in its start loop (not counted), where
+  azync_flow's client creates them all at once and they wait in the queue
+  (counted). The one-clock rows below count both waits.
 * burst of N, one clock: per workflow, its completion minus the moment the burst's
   submission began (azync_flow: the bench's client before its first start; DBOS:
   its process before its first ``start_workflow``), both on this machine's wall
