@@ -1,14 +1,25 @@
 """The bench/workflows.py workflows on azync_flow, and the processes that run them.
 
     python bench/_flow_workload.py worker --dsn DSN [--concurrency C]
+    python bench/_flow_workload.py subscriber --dsn DSN [--concurrency C]
     python bench/_flow_workload.py commits --dsn DSN -n K [--eager]
 
 Run by ``bench/workflows.py``, which imports the definitions below for its client:
 
 * ``worker``: a real ``Worker`` registering every workflow and activity here, alone
   in its process; prints ``{"ready": true}`` once its lease loops run, then answers
-  each stdin line ``{"cmd": "cpu"}`` with ``{"cpu_s": time.process_time()}`` (this
-  process's CPU seconds, all threads) and stops gracefully when stdin closes.
+  one JSON command per stdin line and stops gracefully when stdin closes:
+
+  - ``{"cmd": "cpu"}``: ``{"cpu_s": time.process_time()}`` (this process's CPU
+    seconds, all threads);
+  - ``{"cmd": "sequential", "n": N}``: N three-activity workflows one at a time
+    through a client bound to this worker (``Client.for_worker(worker)``, the
+    in-process eager path), start -> result; ``{"latencies_ms": [...]}``.
+* ``subscriber``: a ``Worker`` running only the subscriber ``bench_sink`` of event
+  type ``bench.ping`` (registered before ``{"ready": true}``), which counts its
+  deliveries; ``{"cmd": "until", "count": C}`` answers once C deliveries ran, with
+  ``{"at": time.time()}`` of the delivery that reached C (the wall clock, which
+  the bench process shares).
 * ``commits``: a worker and a plain (remote-path) ``Client`` in one process start K
   three-activity workflows, then wait for all with one aggregate query per 100 ms,
   then exit; the caller reads ``pg_stat_database`` around this process (its
@@ -25,15 +36,21 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from azync_flow import attach_workflows
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from azync_flow import WorkflowContext, activity, workflow
+from azync_flow import (
+    WorkflowContext,
+    activity,
+    attach_subscribers,
+    attach_workflows,
+    subscriber,
+    workflow,
+)
 from azync_flow.client import Client
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
@@ -88,9 +105,35 @@ async def long(ctx: WorkflowContext, n: int) -> int:
     return total
 
 
+#: Event type and subscriber name of the publish workload.
+PING, SINK = "bench.ping", "bench_sink"
+
+
+@dataclass
+class Deliveries:
+    """Deliveries the subscriber ran, and the wall-clock time each count was reached."""
+
+    count: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    at: dict[int, float] = field(default_factory=dict)
+
+
+DELIVERIES = Deliveries()
+
+
+@subscriber(PING, name=SINK)
+async def sink(payload: dict[str, int]) -> None:
+    DELIVERIES.count += 1
+    DELIVERIES.at[DELIVERIES.count] = time.time()
+    DELIVERIES.changed.set()
+
+
 @contextlib.asynccontextmanager
-async def flow_worker(dsn: str, concurrency: int) -> AsyncIterator[Worker]:
-    """A running worker for every workflow here; yields it (``worker.store``)."""
+async def flow_worker(
+    dsn: str, concurrency: int, *, subscribers: bool = False
+) -> AsyncIterator[Worker]:
+    """A running worker for every workflow here (``subscribers``: for the ``sink``
+    subscriber only, registered before it yields); yields it (``worker.store``)."""
     store = await open_store(dsn, Config(max_pool_size=concurrency + 4), migrate=False)
     worker = Worker(
         store,
@@ -99,22 +142,58 @@ async def flow_worker(dsn: str, concurrency: int) -> AsyncIterator[Worker]:
         maintenance_interval=timedelta(seconds=1),
         handle_signals=False,
     )
-    attach_workflows(worker, [three, waiter, fan], [step_a, step_b, step_c, step])
+    binding = None
+    if subscribers:
+        binding = attach_subscribers(worker, [sink])
+    else:
+        attach_workflows(worker, [three, waiter, fan], [step_a, step_b, step_c, step])
     try:
         async with worker:
+            if binding is not None:
+                await binding.register()
             yield worker
     finally:
         await store.close()
 
 
-async def serve(dsn: str, concurrency: int) -> None:
-    async with flow_worker(dsn, concurrency):
+async def eager_sequential(worker: Worker, n: int) -> list[float]:
+    """N three-activity workflows one at a time through a client bound to ``worker``."""
+    client = Client.for_worker(worker)
+    lat = []
+    try:
+        for i in range(n + 3):
+            a = time.perf_counter()
+            handle = await client.start(three, i)
+            assert (await handle.result(timeout=60))["c"] == 3
+            if i >= 3:  # the first three warm the bound client up
+                lat.append((time.perf_counter() - a) * 1000)
+    finally:
+        await client.close()
+    return lat
+
+
+async def until_delivered(count: int) -> float:
+    while DELIVERIES.count < count:
+        DELIVERIES.changed.clear()
+        await DELIVERIES.changed.wait()
+    return DELIVERIES.at[count]
+
+
+async def serve(dsn: str, concurrency: int, subscribers: bool = False) -> None:
+    async with flow_worker(dsn, concurrency, subscribers=subscribers) as worker:
         print(json.dumps({"ready": True}), flush=True)
         while line := await asyncio.to_thread(sys.stdin.readline):
             cmd = json.loads(line)
-            if cmd.get("cmd") != "cpu":
+            reply: dict[str, Any]
+            if cmd.get("cmd") == "cpu":
+                reply = {"cpu_s": time.process_time()}
+            elif cmd.get("cmd") == "sequential" and not subscribers:
+                reply = {"latencies_ms": await eager_sequential(worker, int(cmd["n"]))}
+            elif cmd.get("cmd") == "until" and subscribers:
+                reply = {"at": await until_delivered(int(cmd["count"]))}
+            else:
                 raise SystemExit(f"unknown command {line!r}")
-            print(json.dumps({"cpu_s": time.process_time()}), flush=True)
+            print(json.dumps(reply), flush=True)
 
 
 async def commits_run(dsn: str, k: int, concurrency: int, eager: bool = False) -> None:
@@ -135,14 +214,14 @@ async def commits_run(dsn: str, k: int, concurrency: int, eager: bool = False) -
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["worker", "commits"])
+    ap.add_argument("mode", choices=["worker", "subscriber", "commits"])
     ap.add_argument("--dsn", required=True)
     ap.add_argument("-n", type=int, default=0)
     ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     ap.add_argument("--eager", action="store_true", help="commits: a client bound to the worker")
     args = ap.parse_args()
-    if args.mode == "worker":
-        asyncio.run(serve(args.dsn, args.concurrency))
+    if args.mode in ("worker", "subscriber"):
+        asyncio.run(serve(args.dsn, args.concurrency, subscribers=args.mode == "subscriber"))
     else:
         asyncio.run(commits_run(args.dsn, args.n, args.concurrency, args.eager))
 

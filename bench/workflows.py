@@ -1,7 +1,8 @@
 """Workflow benchmark: azync_flow side by side with DBOS Transact, one table.
 
     python bench/workflows.py [--rounds 3] [-n 1000] [--seq 200] [--signals 100]
-                              [--gather 200] [--commit-runs 200] [--quick] [--no-dbos]
+                              [--gather 200] [--commit-runs 200] [--events 2000]
+                              [--quick] [--no-dbos]
 
 DSN: ``--dsn``, else ``$AZYNC_DSN``, else an embedded server. The bench creates three
 databases on that server for the run and drops them at its end, ``azb_<pid>_flow``,
@@ -18,20 +19,62 @@ Processes. azync_flow: a real ``Worker`` alone in its own process
 (``bench/_flow_workload.py worker``); the client (``Client``, the remote-client
 path) runs in this process. DBOS: one process that starts and runs the workflows
 (``bench/_dbos_workload.py serve``): DBOS has no separate worker. Both are started
-fresh each round and answer one JSON command per line.
+fresh each round and answer one JSON command per line. Per side, a watcher process
+(``bench/_pg_watch.py``, on the admin database) samples the server during the
+throughput run.
 
 Rows:
 
 * 3-activity workflows/s: N workflows of 3 sequential activities (steps), all
-  started, then all awaited; start-to-finish p50/p99 from each side's own row
-  timestamps (created -> completed).
+  started at once (the burst), then all awaited; start-to-finish p50/p99 from each
+  side's own row timestamps (created -> completed). That figure starts, per
+  workflow, when its own start committed: DBOS's process both starts and runs the
+  workflows, so its later starts wait in its start loop (not counted), where
+  azync_flow's client creates them all at once and they wait in the queue
+  (counted). The one-clock rows below count both waits.
+* burst of N, one clock: per workflow, its completion minus the moment the burst's
+  submission began (azync_flow: the bench's client before its first start; DBOS:
+  its process before its first ``start_workflow``), both on this machine's wall
+  clock (``time.time()``, which the processes share). Completion is the side's row
+  timestamp (azync_flow ``completed_at``, DBOS ``updated_at``, ms; both the
+  server's ``now()`` of the completing transaction), converted to this machine's
+  clock by the offset measured on the fastest of 5 round trips.
 * worker CPU ms / workflow over that run: ``time.process_time`` of the azync_flow
   worker process, and of the DBOS process (which also starts the workflows); the
   ``+ client`` row adds this process's CPU to the azync_flow side, the like-for-like
   figure against DBOS's single process.
-* sequential p50: one 3-activity workflow at a time, start -> result seen by the
-  client (azync_flow: ``handle.result()``, woken by the terminal commit's NOTIFY;
-  DBOS: a direct in-process call, its fastest path).
+* PG rows, over that same run (after its warm-up), each side's database only:
+
+  - statement ms / workflow: ``pg_stat_statements`` (the extension created in each
+    side's database; that database's entries reset before the run), the sum of
+    ``total_exec_time`` of top-level statements, / N; ``statements / workflow``:
+    their calls / N. Background statements (pollers, maintenance) of the run are
+    in it. Where the extension is not preloaded, the rows show n/a and the table
+    says how to preload it (``shared_preload_libraries``); where the server
+    evicted entries meanwhile (``pg_stat_statements.max``), a note says so.
+  - backend CPU ms / workflow: user + system CPU of the database's backends
+    (``/proc/<pid>/stat``; pids from ``pg_stat_activity``, read while they live;
+    see ``bench/_pg_watch.py``), / N. Only where the server runs on this machine
+    (else n/a). Clock-tick resolution (10 ms per backend): with ``--quick``'s
+    small N, a rough figure.
+  - lock-wait ms / workflow: ``pg_stat_activity`` sampled every ~5 ms from a
+    separate process and connection; each sample adds (backends of the database
+    with ``wait_event_type = 'Lock'``) x (time since the previous sample), / N.
+    A sampled estimate (waits shorter than the gap are missed or counted whole);
+    the notes split it by ``wait_event``.
+  - machine CPU busy %: ``/proc/stat`` deltas over the run, every CPU, every
+    process (the other side's idle processes, the sampler and other users of the
+    machine included).
+  A second table lists the 5 costliest statements per side (total time): the
+  named query's name (its ``-- name:`` comment, or the azync_flow named query of
+  the same shape once literals and parameters are blanked), else the first 60
+  characters; calls / workflow, mean ms and total ms / workflow over all rounds.
+* sequential p50 / p99, remote client: one 3-activity workflow at a time, start ->
+  result seen by the client (``handle.result()``, woken by the terminal commit's
+  NOTIFY); DBOS: a direct in-process call, its fastest path.
+* sequential, in-process (eager): the same in the worker's own process through a
+  client bound to it (``Client.for_worker(worker)``: each start commits with its
+  first pass), beside DBOS's direct call: the like-for-like comparison.
 * signal -> resume p50: a workflow parked in ``wait_signal``/``recv``; signal/send ->
   result seen by the client.
 * gather of 10 activities, workflows/s: a workflow that awaits ``asyncio.gather`` of
@@ -41,6 +84,18 @@ Rows:
 * scale-out, workflows/s: the 3-activity throughput run with 2 worker processes and
   the client in this (third) process. DBOS: 2 processes dequeuing from a DBOS queue
   (polling every 0.1 s) and a ``DBOSClient`` process that enqueues and waits.
+* publish, 8 producers: ``--events`` events to one subscriber (a fresh worker
+  process running only that subscriber), each producer a coroutine of this
+  process publishing one event per transaction: through the client's pool
+  (``client.publish``), and on its own connection inside its own transaction
+  (``conn=``, the outbox path). events/s published: ``--events`` / (first publish
+  -> last publish returned); delivered: / (first publish -> the subscriber ran the
+  last delivery). DBOS has no event ledger: its row is the closest equivalent, 8
+  threads sharing a ``DBOSClient`` enqueueing no-op workflows on a queue (one
+  transaction each) that one queue-worker process runs (polling every 0.1 s);
+  there is no DBOS figure for ``conn=``. Floor: 8 asyncpg connections, each
+  inserting an event row and its delivery row in one statement (its own
+  transaction); the ``vs floor`` rows give azync_flow's ratio to it.
 * commits / write txns per 3-activity workflow: over a fresh process that runs K
   workflows (azync_flow: worker and remote-path client in one process, all started,
   then awaited with one aggregate query per 100 ms; DBOS: in-process calls), minus a
@@ -62,8 +117,9 @@ Rows:
   1,000 and 10,000 events, and a cached pass (one new event) at that length, as a
   ratio to the cached pass at event 10.
 
-``--quick`` runs small sizes (``QUICK``) and runs scale-out and the commit windows,
-which start five processes per side, in round 1 only; about 1.5 minutes.
+``--quick`` runs small sizes (``QUICK``) and runs publish, scale-out and the commit
+windows, which start two to five processes per side, in round 1 only; about 3
+minutes (3.3 measured on two cores shared with other work).
 
 Targets: >= 3x DBOS workflows/s; start-to-finish, sequential and signal -> resume
 p50 <= 0.5x DBOS; <= 6 write transactions per workflow with a remote client (<= 4
@@ -77,6 +133,7 @@ import asyncio
 import collections
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -91,11 +148,13 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import msgspec
+from rich.console import Console
+from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _flow_workload import DEFAULT_CONCURRENCY, fan, long, three, waiter
+from _flow_workload import DEFAULT_CONCURRENCY, PING, fan, long, three, waiter
 
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
@@ -112,11 +171,14 @@ from azync_flow.store.postgres import PostgresStore, open_store
 
 HERE = Path(__file__).resolve().parent
 FLOW_SCRIPT, DBOS_SCRIPT = HERE / "_flow_workload.py", HERE / "_dbos_workload.py"
+WATCH_SCRIPT = HERE / "_pg_watch.py"
 #: Worker concurrency (per lease loop) of the azync_flow side, DBOS queue worker
 #: concurrency, and the floor's connection count.
 CONCURRENCY = int(os.environ.get("AZB_CONCURRENCY", str(DEFAULT_CONCURRENCY)))
+#: Producers of the publish rows (each in its own transactions, on its own connection).
+PRODUCERS = 8
 #: Sizes of ``--quick`` (rounds stay as given).
-QUICK = {"n": 80, "seq": 20, "signals": 15, "gather": 15, "commit_runs": 20}
+QUICK = {"n": 80, "seq": 20, "signals": 15, "gather": 15, "commit_runs": 20, "events": 400}
 
 Sample = dict[str, Any]
 
@@ -144,6 +206,20 @@ async def recreate(dsn: str, db: str) -> None:
         await conn.execute(f'CREATE DATABASE "{db}"')
     finally:
         await conn.close()
+
+
+async def clock_offset(conn: Any) -> float:
+    """The server's clock minus this machine's ``time.time()``, in seconds: the
+    fastest of 5 round trips, its midpoint taken as the server's reading."""
+    best: tuple[float, float] | None = None
+    for _ in range(5):
+        a = time.time()
+        server = float(await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())"))
+        b = time.time()
+        if best is None or b - a < best[0]:
+            best = (b - a, server - (a + b) / 2)
+    assert best is not None
+    return best[1]
 
 
 @dataclass
@@ -229,25 +305,61 @@ def dbos_available() -> bool:
 
 
 async def flow_throughput(
-    client: Client, store: PostgresStore, n: int, workers: list[Proc]
+    client: Client, store: PostgresStore, n: int, workers: list[Proc], watch: Watch | None = None
 ) -> Sample:
+    """The burst: N started at once, then all awaited. ``latencies_ms``: created ->
+    completed from the rows; ``burst_ms``: completed (server clock, converted to
+    this machine's) minus the moment the first start was submitted."""
     warm = [await client.start(three, -i - 1) for i in range(20)]  # warm-up, all at once
     assert all([(await h.result(timeout=60))["c"] == 3 for h in warm])
     cpu0 = [(await w.ask(cmd="cpu"))["cpu_s"] for w in workers]
-    own0, t0 = time.process_time(), time.perf_counter()
+    if watch is not None:
+        await watch.begin()
+    own0, t_submit, t0 = time.process_time(), time.time(), time.perf_counter()
     handles = [await client.start(three, i) for i in range(n)]
     results = [await h.result(timeout=300) for h in handles]
     seconds, own = time.perf_counter() - t0, time.process_time() - own0
+    pg = await watch.end() if watch is not None else {}
     cpu1 = [(await w.ask(cmd="cpu"))["cpu_s"] for w in workers]
     cpu = sum(cpu1) - sum(cpu0)
     assert results[-1] == {"i": n - 1, "a": 1, "b": 2, "c": 3}
     rows = await store.pool.fetch(
-        "SELECT extract(epoch FROM completed_at - created_at) * 1000 AS ms"
+        "SELECT extract(epoch FROM completed_at - created_at) * 1000 AS ms,"
+        " extract(epoch FROM completed_at) AS done"
         " FROM azync_workflow_executions WHERE id = any($1::uuid[])",
         [h.id for h in handles],
     )
-    lat = [float(r["ms"]) for r in rows]
-    return {"seconds": seconds, "latencies_ms": lat, "cpu_s": cpu, "client_cpu_s": own}
+    offset = await clock_offset(store.pool)
+    return {
+        "seconds": seconds,
+        "latencies_ms": [float(r["ms"]) for r in rows],
+        "burst_ms": [(float(r["done"]) - offset - t_submit) * 1000 for r in rows],
+        "cpu_s": cpu,
+        "client_cpu_s": own,
+        **pg,
+    }
+
+
+async def dbos_throughput(dbos: Proc, dsn: str, n: int, watch: Watch) -> Sample:
+    """DBOS's burst (its process starts and runs the workflows); the timestamps of
+    ``dbos.workflow_status`` (server clock, ms) read here once the statistics are."""
+    await watch.begin()
+    x = await dbos.ask(mode="throughput", n=n)
+    x.update(await watch.end())
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT created_at, updated_at FROM dbos.workflow_status"
+            " WHERE workflow_uuid = any($1::text[])",
+            x.pop("ids"),
+        )
+        offset = await clock_offset(conn)
+    finally:
+        await conn.close()
+    t_submit = x.pop("t_submit")
+    x["latencies_ms"] = [float(r["updated_at"] - r["created_at"]) for r in rows]
+    x["burst_ms"] = [(r["updated_at"] / 1000 - offset - t_submit) * 1000 for r in rows]
+    return x
 
 
 async def flow_sequential(client: Client, n: int) -> Sample:
@@ -345,6 +457,107 @@ async def floor_run(dsn: str, n: int, seq: int) -> Sample:
                 await floor_workflow(conn, i)
                 lat.append((time.perf_counter() - a) * 1000)
     return {"seconds": seconds, "n": n, "latencies_ms": lat}
+
+
+# --- publish --------------------------------------------------------------------------------
+
+
+async def flow_publish(dsn: str, events: int) -> Sample:
+    """PRODUCERS coroutines publish ``events`` events of ``PING`` (each publish its own
+    transaction) to one subscriber in a fresh worker process: through the client's
+    pool (``pool``), then each producer on its own connection inside its own
+    transaction (``conn``, the outbox path). Per path: ``published_s`` (first
+    publish -> last publish returned) and ``delivered_s`` (first publish -> the
+    subscriber ran the last delivery, on the wall clock both processes share)."""
+    argv = (str(FLOW_SCRIPT), "subscriber", "--dsn", dsn, "--concurrency", str(CONCURRENCY))
+    sub = await Proc.start("azync_flow subscriber", *argv)
+    store = await open_store(dsn, Config(max_pool_size=PRODUCERS + 2), migrate=False)
+    client = Client(store)
+    conns = [await asyncpg.connect(dsn) for _ in range(PRODUCERS)]
+    delivered, out = 0, {}
+
+    async def produce(k: int, count: int, conn: asyncpg.Connection | None) -> None:
+        for i in range(k, count, PRODUCERS):
+            if conn is None:
+                await client.publish(PING, {"i": i})
+            else:
+                async with conn.transaction():
+                    await client.publish(PING, {"i": i}, conn=conn)
+
+    async def burst(count: int, path: str) -> tuple[float, float]:
+        nonlocal delivered
+        lanes = conns if path == "conn" else [None] * PRODUCERS
+        t_wall, t0 = time.time(), time.perf_counter()
+        await asyncio.gather(*(produce(k, count, c) for k, c in enumerate(lanes)))
+        published = time.perf_counter() - t0
+        delivered += count
+        at = (await sub.ask(cmd="until", count=delivered))["at"]
+        return published, at - t_wall
+
+    try:
+        for path in ("pool", "conn"):
+            await burst(PRODUCERS * 5, path)  # warm-up: connections, statements
+            published, done = await burst(events, path)
+            out[path] = {"published_s": published, "delivered_s": done}
+    finally:
+        for c in conns:
+            await c.close()
+        await client.close()
+        await store.close()
+        await sub.stop()
+    return out
+
+
+async def dbos_publish(url: str, events: int) -> Sample:
+    """DBOS's closest equivalent: PRODUCERS threads enqueue no-op workflows on a
+    queue, one ``queue-worker`` process runs them (``_dbos_workload.py publish``)."""
+    argv = (str(DBOS_SCRIPT), "queue-worker", "--url", url, "--concurrency", str(CONCURRENCY))
+    worker = await Proc.start("DBOS queue worker", *argv)
+    try:
+        x = await asyncio.to_thread(
+            run_json,
+            *(str(DBOS_SCRIPT), "publish", "--url", url, "-n", str(events)),
+            *("--producers", str(PRODUCERS)),
+        )
+    finally:
+        await worker.stop()
+    return {"pool": {"published_s": x["seconds_published"], "delivered_s": x["seconds_delivered"]}}
+
+
+FLOOR_EVENTS_SCHEMA = """
+CREATE TABLE floor_events (
+    id uuid PRIMARY KEY, type text NOT NULL, payload jsonb NOT NULL,
+    occurred_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE floor_deliveries (
+    id uuid PRIMARY KEY DEFAULT gen_random_uuid(), event_id uuid NOT NULL,
+    subscriber text NOT NULL, state text NOT NULL DEFAULT 'pending',
+    run_at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX ON floor_deliveries (state, run_at);
+"""
+
+#: One event and its one delivery, one statement, its own (autocommit) transaction.
+FLOOR_PUBLISH = """
+WITH e AS (INSERT INTO floor_events (id, type, payload) VALUES ($1, $2, $3::jsonb) RETURNING id)
+INSERT INTO floor_deliveries (event_id, subscriber) SELECT id, 'sink' FROM e
+"""
+
+
+async def floor_publish(dsn: str, events: int) -> Sample:
+    """PRODUCERS connections insert ``events`` event rows, each with its delivery row."""
+    conns = [await asyncpg.connect(dsn) for _ in range(PRODUCERS)]
+
+    async def produce(k: int, conn: asyncpg.Connection, count: int) -> None:
+        for i in range(k, count, PRODUCERS):
+            await conn.execute(FLOOR_PUBLISH, uuid.uuid4(), PING, json.dumps({"i": i}))
+
+    try:
+        await asyncio.gather(*(produce(k, c, PRODUCERS * 5) for k, c in enumerate(conns)))
+        t0 = time.perf_counter()
+        await asyncio.gather(*(produce(k, c, events) for k, c in enumerate(conns)))
+        return {"published_s": time.perf_counter() - t0}
+    finally:
+        for c in conns:
+            await c.close()
 
 
 # --- commits --------------------------------------------------------------------------------
@@ -458,6 +671,131 @@ async def commit_window(
     return c1 - c0, await meter.writes(db, m0, m1)
 
 
+# --- where PostgreSQL's time goes -------------------------------------------------------------
+
+#: Top-level statements of the connected database since its reset (the statistics'
+#: own statements left out).
+STATEMENTS = """
+SELECT query, calls, total_exec_time AS ms FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel
+  AND query NOT LIKE '%pg_stat_statements%'
+"""
+PRELOAD_HINT = (
+    "pg_stat_statements is not preloaded: PG statement rows are n/a. To get them, add it"
+    " to the server's postgresql.conf, shared_preload_libraries = 'pg_stat_statements',"
+    " and restart the server."
+)
+
+
+@dataclass
+class Statements:
+    """``pg_stat_statements`` of one side's database (the extension created there).
+
+    ``reset`` clears that database's entries only (``pg_stat_statements_reset(0,
+    dbid, 0)``): other databases' statistics on a shared server are left alone.
+    """
+
+    dsn: str
+    evicted0: int = 0
+
+    @classmethod
+    async def open(cls, dsn: str) -> Statements | None:
+        """None when the extension is not preloaded (or cannot be created)."""
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            await conn.fetchval("SELECT count(*) FROM pg_stat_statements")
+        except asyncpg.PostgresError:
+            return None
+        finally:
+            await conn.close()
+        return cls(dsn)
+
+    async def reset(self) -> None:
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            self.evicted0 = int(await conn.fetchval("SELECT dealloc FROM pg_stat_statements_info"))
+            await conn.execute(
+                "SELECT pg_stat_statements_reset(0, oid, 0) FROM pg_database"
+                " WHERE datname = current_database()"
+            )
+        finally:
+            await conn.close()
+
+    async def read(self) -> Sample:
+        """``rows``: query, calls, ms (total execution time); ``evicted``: entries
+        the server evicted meanwhile (``pg_stat_statements.max`` reached: then the
+        figures may undercount)."""
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            rows = await conn.fetch(STATEMENTS)
+            evicted = int(await conn.fetchval("SELECT dealloc FROM pg_stat_statements_info"))
+        finally:
+            await conn.close()
+        return {
+            "rows": [{"query": r["query"], "calls": r["calls"], "ms": r["ms"]} for r in rows],
+            "evicted": evicted - self.evicted0,
+        }
+
+
+@dataclass
+class Watch:
+    """Where PostgreSQL's time goes for one side's database over a window: its
+    statement statistics (``Statements``), and lock waits, backend CPU and the
+    machine's busy share from a ``bench/_pg_watch.py`` process."""
+
+    proc: Proc
+    statements: Statements | None
+
+    @classmethod
+    async def start(cls, env: Env, side: str) -> Watch:
+        argv = (str(WATCH_SCRIPT), "--dsn", env.admin, "--db", env.db(side))
+        return cls(await Proc.start(f"watch {side}", *argv), env.statements.get(side))
+
+    async def begin(self) -> None:
+        if self.statements is not None:
+            await self.statements.reset()
+        await self.proc.ask(cmd="start")
+
+    async def end(self) -> Sample:
+        """``{"pg": {...}}``: the watcher's figures and ``statements`` (or None)."""
+        pg = await self.proc.ask(cmd="stop")
+        pg["statements"] = None if self.statements is None else await self.statements.read()
+        return {"pg": pg}
+
+
+def _shape(sql: str) -> str:
+    """A statement without comments, literals or parameters, whitespace collapsed:
+    equal for a named query and its ``pg_stat_statements`` text (which replaces
+    constants with ``$n``)."""
+    sql = re.sub(r"--[^\n]*", " ", sql)
+    sql = re.sub(r"'(?:[^']|'')*'|\$\d+|\b\d+(?:\.\d+)?\b", "?", sql)
+    return " ".join(sql.split()).lower()
+
+
+def _named_queries() -> dict[str, str]:
+    """{shape: name} of azync_flow's named queries (empty if their module moved)."""
+    try:
+        from azync_flow.store.postgres._queries import QUERIES
+    except ImportError:
+        return {}
+    return {_shape(sql): name for name, sql in QUERIES.items()}
+
+
+NAMED = _named_queries()
+
+
+def statement_label(query: str) -> str:
+    """The named-query name of a statement (its leading ``-- name:`` comment, or the
+    named query of the same shape), else its first 60 characters."""
+    if m := re.match(r"\s*--\s*name:\s*(\S+)", query):
+        return m.group(1)
+    if name := NAMED.get(_shape(query)):
+        return name
+    text = " ".join(re.sub(r"--[^\n]*", " ", query).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 # --- replay ---------------------------------------------------------------------------------
 
 
@@ -551,6 +889,8 @@ class Env:
     tag: str
     with_dbos: bool
     meter: WriteMeter | None = None
+    #: Per engine side, its statement statistics (absent where not preloaded).
+    statements: dict[str, Statements] = field(default_factory=dict)
 
     def db(self, side: str) -> str:
         return f"azb_{self.tag}_{side}"
@@ -560,6 +900,9 @@ class Env:
 
     def sides(self) -> list[str]:
         return ["flow", "floor"] + (["dbos"] if self.with_dbos else [])
+
+    def engines(self) -> list[str]:
+        return ["flow"] + (["dbos"] if self.with_dbos else [])
 
     def commits_argv(self, side: str, k: int, eager: bool = False) -> tuple[str, ...]:
         if side == "flow":
@@ -577,11 +920,13 @@ class Env:
 
 
 async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> Samples:
-    """Every workload once per side, interleaved; scale-out, commit windows, floor last.
+    """Every workload once per side, interleaved; publish, scale-out, commit windows,
+    floors last.
 
-    Scale-out runs with only its side's processes alive (connections are scarce), and
-    commit windows with no other process of this run connected. ``heavy=False`` skips
-    both (they start five processes per side).
+    Publish and scale-out run with only their side's processes alive (connections
+    are scarce), and commit windows with no other process of this run connected.
+    ``heavy=False`` skips publish, scale-out and commit windows (they start two to
+    five processes per side).
     """
     s = Samples()
     ph = Phases()
@@ -592,6 +937,7 @@ async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> S
         starts.append(Proc.start("DBOS", str(DBOS_SCRIPT), "serve", "--url", dbos_url))
     procs = list(await asyncio.gather(*starts))
     worker, dbos = procs[0], procs[1] if env.with_dbos else None
+    watches = {side: await Watch.start(env, side) for side in env.engines()}
     store = await open_store(flow_dsn, Config(max_pool_size=4), migrate=False)
     # results are awaited one after another: one LISTEN connection for all of them
     client = Client(store, listen_linger=timedelta(seconds=5))
@@ -605,13 +951,16 @@ async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> S
             await both(
                 s,
                 "thr",
-                lambda: flow_throughput(client, store, args.n, [worker]),
-                on_dbos("throughput", args.n),
+                lambda: flow_throughput(client, store, args.n, [worker], watches["flow"]),
+                None
+                if dbos is None
+                else (lambda: dbos_throughput(dbos, dbos_url, args.n, watches["dbos"])),
             )
             ph.done("thr")
             await both(
                 s, "seq", lambda: flow_sequential(client, args.seq), on_dbos("sequential", args.seq)
             )
+            s.add("seq_eager", "flow", await worker.ask(cmd="sequential", n=args.seq))
             ph.done("seq")
             await both(
                 s,
@@ -628,9 +977,16 @@ async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> S
             )
             ph.done("gather")
         finally:
-            for p in procs:
+            for p in [*procs, *(w.proc for w in watches.values())]:
                 await p.stop()
         if heavy:
+            await both(
+                s,
+                "publish",
+                lambda: flow_publish(flow_dsn, args.events),
+                (lambda: dbos_publish(dbos_url, args.events)) if env.with_dbos else None,
+            )
+            ph.done("publish")
             await both(
                 s,
                 "scale",
@@ -651,6 +1007,8 @@ async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> S
         s.add("commits_eager", "flow", await env.commits("flow", args.commit_runs, eager=True))
         ph.done("commits")
     s.add("floor", "floor", await floor_run(env.dsn("floor"), args.n, args.seq))
+    if heavy:
+        s.add("publish", "floor", await floor_publish(env.dsn("floor"), args.events))
     ph.done("floor")
     return s
 
@@ -706,6 +1064,8 @@ class Row:
     ratio: float | None = None
     target: str = ""
     met: bool | None = None
+    #: Not measurable here (the figures' source is missing): shown as n/a.
+    na: bool = False
 
 
 def median_or_none(xs: list[float]) -> float | None:
@@ -775,23 +1135,91 @@ def build_rows(
         b = base.get("commits0", side)[0][key]
         return lambda x: (x[key] - b) / args.commit_runs
 
+    def pg_row(label: str, fn: Callable[[Sample], float | None]) -> Row:
+        """A row from the throughput run's ``pg`` figures; n/a where a side has none."""
+
+        def side(name: str) -> list[float]:
+            xs = [fn(x["pg"]) for x in s.get("thr", name) if "pg" in x]
+            return [x for x in xs if x is not None]
+
+        ours, other = side("flow"), side("dbos")
+        if not ours and not other:
+            return Row(label, None, na=True)
+        return compare(label, ours, other)
+
+    def statements(fn: Callable[[Sample], float]) -> Callable[[Sample], float | None]:
+        return lambda pg: None if pg["statements"] is None else fn(pg["statements"])
+
+    def burst(q: float) -> Callable[[Sample], float]:
+        return lambda x: pct(x["burst_ms"], q)
+
+    def events_per_s(path: str, key: str) -> Callable[[Sample], float]:
+        return lambda x: args.events / x[path][key]
+
     n = args.n
     rows = [
         row("3-activity workflows/s", "thr", per_sec(n), ">= 3x", ratio_at_least(3)),
-        row("  start-to-finish p50 ms", "thr", p(50), "<= 0.5x", ratio_at_most(0.5)),
-        row("  start-to-finish p99 ms", "thr", p(99)),
+        row("  start-to-finish p50 ms (own rows)", "thr", p(50), "<= 0.5x", ratio_at_most(0.5)),
+        row("  start-to-finish p99 ms (own rows)", "thr", p(99)),
+        row(f"  burst of {n}: p50 ms, one clock", "thr", burst(50)),
+        row(f"  burst of {n}: p99 ms, one clock", "thr", burst(99)),
         row("  worker CPU ms / workflow", "thr", lambda x: x["cpu_s"] * 1000 / n),
         row(
             "  worker + client CPU ms / workflow",
             "thr",
             lambda x: (x["cpu_s"] + x.get("client_cpu_s", 0.0)) * 1000 / n,
         ),
-        row("sequential p50 ms", "seq", p(50), "<= 0.5x", ratio_at_most(0.5)),
-        row("sequential p99 ms", "seq", p(99)),
+        pg_row(
+            "  PG statement ms / workflow",
+            statements(lambda st: sum(r["ms"] for r in st["rows"]) / n),
+        ),
+        pg_row(
+            "  PG statements / workflow",
+            statements(lambda st: sum(r["calls"] for r in st["rows"]) / n),
+        ),
+        pg_row(
+            "  PG backend CPU ms / workflow",
+            lambda pg: None if pg["backend_cpu_s"] is None else pg["backend_cpu_s"] * 1000 / n,
+        ),
+        pg_row("  PG lock-wait ms / workflow", lambda pg: pg["lock_wait_s"] * 1000 / n),
+        pg_row(
+            "  machine CPU busy %",
+            lambda pg: None if pg["cpu_busy"] is None else pg["cpu_busy"] * 100,
+        ),
+        row("sequential p50 ms, remote client", "seq", p(50), "<= 0.5x", ratio_at_most(0.5)),
+        row("sequential p99 ms, remote client", "seq", p(99)),
+        compare(
+            "sequential p50 ms, in-process (eager)",
+            series("seq_eager", "flow", p(50)),
+            series("seq", "dbos", p(50)),
+        ),
+        compare(
+            "sequential p99 ms, in-process (eager)",
+            series("seq_eager", "flow", p(99)),
+            series("seq", "dbos", p(99)),
+        ),
         row("signal -> resume p50 ms", "sig", p(50), "<= 0.5x", ratio_at_most(0.5)),
         row("signal -> resume p99 ms", "sig", p(99)),
         row("gather of 10 activities: workflows/s", "gather", per_sec(args.gather)),
         row("scale-out (2 workers + client): wf/s", "scale", per_sec(n)),
+        row(
+            f"publish, {PRODUCERS} producers: events/s",
+            "publish",
+            events_per_s("pool", "published_s"),
+        ),
+        row(
+            "  delivered to 1 subscriber: events/s", "publish", events_per_s("pool", "delivered_s")
+        ),
+        compare(
+            "  conn= (caller's txn): events/s",
+            series("publish", "flow", events_per_s("conn", "published_s")),
+            [],
+        ),
+        compare(
+            "  conn=: delivered: events/s",
+            series("publish", "flow", events_per_s("conn", "delivered_s")),
+            [],
+        ),
     ]
     flow_commits = series("commits", "flow", per_wf("commits", "flow"))
     flow_writes = series("commits", "flow", per_wf("writes", "flow"))
@@ -837,6 +1265,13 @@ def build_rows(
             [pct(x["latencies_ms"], 50) for x in floor],
         )
     )
+    floor_events = [args.events / x["published_s"] for x in s.get("publish", "floor")]
+    for path, label in (("pool", "publish events/s vs floor*"), ("conn", "  conn= vs floor*")):
+        rows.append(
+            compare(
+                label, series("publish", "flow", events_per_s(path, "published_s")), floor_events
+            )
+        )
     cached10 = replay[10][1]
     for events in (100, 1_000, 10_000):
         full, cached = replay[events]
@@ -848,33 +1283,104 @@ def build_rows(
     return rows
 
 
-def print_table(rows: list[Row], rounds: int, background: list[float], quick: bool) -> None:
+def top_statements(thr: list[Sample], n: int, k: int = 5) -> list[tuple[str, float, float, float]]:
+    """The ``k`` costliest statements of one side's throughput runs: (label, calls /
+    workflow, mean ms, total ms / workflow), summed over rounds (statements with one
+    label merged)."""
+    calls: collections.Counter[str] = collections.Counter()
+    ms: collections.Counter[str] = collections.Counter()
+    rounds = 0
+    for x in thr:
+        st = x.get("pg", {}).get("statements")
+        if st is None:
+            continue
+        rounds += 1
+        for r in st["rows"]:
+            label = statement_label(r["query"])
+            calls[label] += r["calls"]
+            ms[label] += r["ms"]
+    runs = rounds * n
+    return [
+        (label, calls[label] / runs, total / calls[label] if calls[label] else 0.0, total / runs)
+        for label, total in ms.most_common(k)
+    ]
+
+
+def lock_events(thr: list[Sample], n: int) -> str:
+    """Lock-wait ms / workflow per wait event, over one side's rounds."""
+    waits: collections.Counter[str] = collections.Counter()
+    for x in thr:
+        waits.update(x.get("pg", {}).get("lock_events", {}))
+    runs = len(thr) * n
+    return ", ".join(f"{e} {v * 1000 / runs:.2f}" for e, v in waits.most_common()) or "none"
+
+
+def print_table(
+    rows: list[Row],
+    s: Samples,
+    args: argparse.Namespace,
+    background: list[float],
+    pgss: bool,
+) -> None:
     def num(x: float | None) -> str:
         if x is None:
             return "-"
         return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}"
 
-    head = ("metric", "azync_flow", "DBOS*", "ratio", "target", "met")
-    w = (40, 11, 9, 7, 8, 4)
-
-    def line(cells: tuple[str, ...]) -> str:
-        left = (0, 4, 5)  # text columns; numbers align right
-        return "  ".join(
-            c.ljust(w[i]) if i in left else c.rjust(w[i]) for i, c in enumerate(cells)
-        ).rstrip()
-
-    print(line(head))
-    print(line(tuple("-" * x for x in w)))
+    console = Console(width=120, highlight=False)
+    table = Table("metric", "azync_flow", "DBOS*", "ratio", "target", "met", box=None)
+    for col in table.columns[1:4]:
+        col.justify = "right"
     for r in rows:
+        if r.na:
+            table.add_row(r.label, "n/a", "n/a", "-", r.target, "")
+            continue
         ratio = f"{r.ratio:.2f}x" if r.ratio is not None else "-"
         met = "" if r.met is None else ("yes" if r.met else "NO")
-        print(line((r.label, num(r.ours), num(r.other), ratio, r.target, met)))
+        table.add_row(r.label, num(r.ours), num(r.other), ratio, r.target, met)
+    console.print(table)
+
+    thr = {side: s.get("thr", side) for side in ("flow", "dbos")}
+    if pgss and thr["flow"]:
+        top = Table(
+            "side",
+            "top statements by total time (throughput run)",
+            "calls / wf",
+            "mean ms",
+            "total ms / wf",
+            box=None,
+        )
+        for col in top.columns[2:]:
+            col.justify = "right"
+        for side, name in (("flow", "azync_flow"), ("dbos", "DBOS")):
+            for label, calls, mean, total in top_statements(thr[side], args.n):
+                top.add_row(name, label, f"{calls:.2f}", f"{mean:.3f}", f"{total:.3f}")
+        console.print()
+        console.print(top)
+
+    evicted = sum(
+        (x["pg"]["statements"] or {}).get("evicted", 0)
+        for side in thr.values()
+        for x in side
+        if "pg" in x
+    )
     notes = [
-        f"Medians over {rounds} round(s); ratio = median over rounds of azync_flow / DBOS"
+        f"Medians over {args.rounds} round(s); ratio = median over rounds of azync_flow / DBOS"
         " (per round, so machine noise falls on both sides)."
-        + (" --quick: scale-out and commit rows from round 1 only." if quick else ""),
-        "* floor rows: the DBOS* column is the floor, plain asyncpg with 5 commits per"
-        " workflow and no engine.",
+        + (" --quick: publish, scale-out and commit rows from round 1 only." if args.quick else ""),
+        "* floor rows: the DBOS* column is the floor, plain asyncpg with no engine (workflows:"
+        f" 5 commits per workflow; publish: {PRODUCERS} connections inserting an event row and"
+        " its delivery row, one statement each).",
+        "publish, DBOS: no event ledger; its closest equivalent, a DBOSClient enqueueing"
+        " no-op workflows on a queue run by one queue worker (polling every 0.1 s).",
+        "PG rows: the 3-activity run, the side's database only (pg_stat_statements top-level"
+        " statements; backends' /proc CPU; pg_stat_activity sampled every 5 ms for lock"
+        " waits). Lock-wait ms / workflow by wait event: "
+        + "; ".join(
+            f"{name} {lock_events(thr[side], args.n)}"
+            for side, name in (("flow", "azync_flow"), ("dbos", "DBOS"))
+            if thr[side]
+        ),
         "write txns: COMMIT records in the WAL of transactions that wrote the side's"
         " database (pg_walinspect)."
         if not background
@@ -884,7 +1390,18 @@ def print_table(rows: list[Row], rounds: int, background: list[float], quick: bo
         + ("  <- not idle: the row is unreliable" if max(background) >= 1 else ""),
         f"{os.cpu_count()} CPUs; PostgreSQL shared by all sides.",
     ]
-    print("\n" + "\n".join(notes))
+    if not pgss:
+        notes.insert(0, PRELOAD_HINT)
+    if evicted:
+        notes.insert(
+            0,
+            f"pg_stat_statements evicted {evicted} entries during the runs (a count for the"
+            " whole server, pg_stat_statements.max reached): if the side's entries were"
+            " among them, the statement rows undercount.",
+        )
+    console.print()
+    for note in notes:
+        console.print(note, soft_wrap=True)
 
 
 async def bench(args: argparse.Namespace) -> None:
@@ -912,8 +1429,11 @@ async def run_rounds(args: argparse.Namespace, env: Env) -> None:
     print("set-up and commit baselines (K = 0 processes) ...", end=" ", flush=True)
     (await open_store(env.dsn("flow"), Config())).pool.terminate()  # migrate once
     floor_conn = await asyncpg.connect(env.dsn("floor"))
-    await floor_conn.execute(FLOOR_SCHEMA)
+    await floor_conn.execute(FLOOR_SCHEMA + FLOOR_EVENTS_SCHEMA)
     await floor_conn.close()
+    for side in env.engines():
+        if (stmts := await Statements.open(env.dsn(side))) is not None:
+            env.statements[side] = stmts
     env.meter = meter = await WriteMeter.open(env.dsn("floor"))
     if env.with_dbos:  # DBOS creates its schema at its first launch: not in a window
         run_json(*env.commits_argv("dbos", 0))
@@ -935,7 +1455,7 @@ async def run_rounds(args: argparse.Namespace, env: Env) -> None:
     print("replay ...", flush=True)
     rows = build_rows(samples, base, args, replay_times(), meter.exact)
     print()
-    print_table(rows, args.rounds, background, args.quick)
+    print_table(rows, samples, args, background, bool(env.statements))
 
 
 def main() -> None:
@@ -947,17 +1467,19 @@ def main() -> None:
     parser.add_argument("--signals", type=int, default=100, help="signal -> resume runs")
     parser.add_argument("--gather", type=int, default=200, help="gather-of-10 workflows")
     parser.add_argument("--commit-runs", type=int, default=200, help="workflows per commit count")
+    parser.add_argument("--events", type=int, default=2000, help="events per publish run")
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"small sizes ({', '.join(f'{k}={v}' for k, v in QUICK.items())}), ~2 min",
+        help=f"small sizes ({', '.join(f'{k}={v}' for k, v in QUICK.items())}), ~3 min",
     )
     parser.add_argument("--no-dbos", action="store_true", help="skip the DBOS side")
     args = parser.parse_args()
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)
-    if min(args.rounds, args.n, args.seq, args.signals, args.gather, args.commit_runs) < 1:
+    sizes = (args.n, args.seq, args.signals, args.gather, args.commit_runs, args.events)
+    if min(args.rounds, *sizes) < 1:
         parser.error("--rounds and every size must be >= 1")
     asyncio.run(bench(args))
 
