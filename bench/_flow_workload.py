@@ -128,6 +128,32 @@ async def sink(payload: dict[str, int]) -> None:
     DELIVERIES.changed.set()
 
 
+@workflow(name="parked_signal")
+async def parked_signal(ctx: WorkflowContext, i: int) -> Any:
+    """One activity, then a wait for signal ``go`` with no timeout (bench/idle.py)."""
+    await step_a(i)
+    return await ctx.wait_signal("go")
+
+
+@workflow(name="parked_deadline")
+async def parked_deadline(ctx: WorkflowContext, i: int) -> Any:
+    """One activity, then a wait for signal ``go`` for at most 30 days (a timer)."""
+    await step_a(i)
+    return await ctx.wait_signal("go", timeout=timedelta(days=30))
+
+
+@workflow(name="parked_sleep")
+async def parked_sleep(ctx: WorkflowContext, i: int) -> int:
+    """One activity, then a 30-day sleep (a timer and a scheduled workflow task)."""
+    await step_a(i)
+    await ctx.sleep(timedelta(days=30))
+    return i
+
+
+#: The workflows bench/idle.py parks (and clones) in the store.
+PARKED = (parked_signal, parked_deadline, parked_sleep)
+
+
 @contextlib.asynccontextmanager
 async def flow_worker(
     dsn: str, concurrency: int, *, subscribers: bool = False
@@ -146,7 +172,7 @@ async def flow_worker(
     if subscribers:
         binding = attach_subscribers(worker, [sink])
     else:
-        attach_workflows(worker, [three, waiter, fan], [step_a, step_b, step_c, step])
+        attach_workflows(worker, [three, waiter, fan, *PARKED], [step_a, step_b, step_c, step])
     try:
         async with worker:
             if binding is not None:

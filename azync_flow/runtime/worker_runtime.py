@@ -30,9 +30,11 @@ This adds to the worker:
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 import weakref
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from azync_flow.replay.events import ActivityFailed, encode_event
@@ -66,6 +68,11 @@ __all__ = [
 WORKFLOW_TASK_KIND = "$wft"
 #: Election of the workflow maintenance steps (workers without workflows never win it).
 WORKFLOW_LEADERSHIP = "azync_flow.workflow"
+#: Executions one statement of the stalled repair examines.
+STALLED_BATCH = 1000
+#: Most wall time one run of the stalled repair spends catching up (the lease TTL
+#: is longer: the leader renews between steps).
+STALLED_SWEEP = timedelta(seconds=1)
 
 log = logging.getLogger("azync_flow.workflow")
 
@@ -154,6 +161,8 @@ class WorkflowRuntime:
         self.registry = registry
         self.tracer = RunTracer(tracer_provider)
         self.stalled_after = stalled_after
+        #: Where the incremental stalled repair resumes: (updated_at, id) examined last.
+        self._stalled_cursor: tuple[datetime, uuid.UUID] | None = None
         self.retention = retention
         self.max_reaps = worker.max_reaps if max_reaps is None else max_reaps
         self.workflows = WorkflowRunner(
@@ -330,11 +339,28 @@ class WorkflowRuntime:
         )
 
     async def repair_stalled(self) -> int:
-        """Running executions with nothing scheduled get a workflow task."""
-        stalled = await self.store.list_stalled_workflows(self.stalled_after, 100)
-        for execution in stalled:
-            await self.store.schedule_task(execution.id)
-        return len(stalled)
+        """Running executions with nothing scheduled get a workflow task.
+
+        Incremental: each execution is examined once it has gone
+        ``stalled_after`` without a change (a keyset cursor over
+        ``(updated_at, id)``), plus those holding a buffered signal, so an idle
+        run costs what became due, not what is parked. The first run of this
+        runtime sweeps every running execution, in batches, at most
+        ``STALLED_SWEEP`` of wall time per run (the rest on the next runs).
+        """
+        repaired = 0
+        deadline = time.monotonic() + STALLED_SWEEP.total_seconds()
+        while True:
+            scan = await self.store.scan_stalled_workflows(
+                self.stalled_after, self._stalled_cursor, STALLED_BATCH
+            )
+            for execution in scan.stalled:
+                await self.store.schedule_task(execution.id)
+            repaired += len(scan.stalled)
+            # advanced only once every stalled run of the batch got its task
+            self._stalled_cursor = scan.cursor or self._stalled_cursor
+            if scan.scanned < STALLED_BATCH or time.monotonic() >= deadline:
+                return repaired
 
     async def vacuum(self) -> int:
         """Delete finished executions older than ``retention`` (with their history)."""

@@ -67,6 +67,7 @@ from .types import (
     SettledDAG,
     SignalParams,
     Source,
+    StalledScan,
     StalledWorkflow,
     StartCommitResult,
     Subscriber,
@@ -682,6 +683,18 @@ class WorkflowStore(Protocol):
     ) -> list[StalledWorkflow]:
         """Running executions with nothing pending (no live workflow job, no unfired
         timer, not blocked on a signal), updated >= older_than ago."""
+        ...
+
+    async def scan_stalled_workflows(
+        self,
+        older_than: timedelta,
+        after: tuple[datetime, uuid.UUID] | None,
+        batch: int,
+    ) -> StalledScan:
+        """The next ``batch`` running executions updated >= older_than ago, in
+        ``(updated_at, id)`` order after ``after`` (None: from the oldest), and
+        every one holding a buffered signal: those of them that are stalled (as
+        ``list_stalled_workflows``), and the cursor of the next batch."""
         ...
 
 

@@ -70,6 +70,7 @@ __all__ = [
     "SettledDAG",
     "SignalParams",
     "Source",
+    "StalledScan",
     "StalledWorkflow",
     "StartCommitResult",
     "Subscriber",
@@ -633,6 +634,22 @@ class StalledWorkflow(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     name: str
     updated_at: datetime | None = None
+
+
+class StalledScan(msgspec.Struct, kw_only=True):
+    """One batch of the incremental stalled-execution scan (``scan_stalled_workflows``).
+
+    Attributes:
+        stalled: the stalled executions found in the batch, oldest first.
+        scanned: candidates examined; fewer than the batch means the scan
+            caught up with every execution aged ``older_than``.
+        cursor: ``(updated_at, id)`` of the last candidate examined, the
+            ``after`` of the next batch (None: none examined; keep the old one).
+    """
+
+    stalled: list[StalledWorkflow]
+    scanned: int
+    cursor: tuple[datetime, uuid.UUID] | None = None
 
 
 # --- the hot path of the workflow runtime (lease, load and commit of passes) ---------

@@ -377,3 +377,40 @@ async def test_daily_stats_count_each_inserted_workflow_job_once(store: Postgres
         " GROUP BY kind ORDER BY kind"
     )
     assert [(r["kind"], r["n"]) for r in rows] == [("$op:charge@1", 1), ("$wft", 2)]
+
+
+async def test_stalled_scan_examines_only_past_its_cursor_and_executions_with_a_buffered_signal(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    ids = []
+    for name in ("a", "b", "c"):
+        run = await started(store, name=name)
+        task = await lease_task(store, run)
+        await store.ack(task.id, task.lease_token)  # nothing pending: stalled
+        ids.append(run)
+        clock.advance(timedelta(seconds=1))
+    await store.pool.execute(
+        "UPDATE azync_workflow_executions SET awaited_signals = '{go}' WHERE id = $1", ids[0]
+    )
+    first = await store.scan_stalled_workflows(timedelta(0), None, 2)
+    assert (first.scanned, [s.id for s in first.stalled]) == (2, [ids[1]])  # ids[0] waits
+    assert first.cursor is not None
+    assert first.cursor[1] == ids[1]
+    rest = await store.scan_stalled_workflows(timedelta(0), first.cursor, 2)
+    assert (rest.scanned, [s.id for s in rest.stalled]) == (1, [ids[2]])
+    assert rest.cursor is not None
+    caught_up = await store.scan_stalled_workflows(timedelta(0), rest.cursor, 2)
+    assert (caught_up.scanned, caught_up.stalled, caught_up.cursor) == (0, [], None)
+    # the awaited signal is buffered but its task was lost: found behind the cursor
+    await store.pool.execute(
+        "INSERT INTO azync_workflow_signals (workflow_id, name, payload, created_at)"
+        " VALUES ($1, 'go', 'null', now())",
+        ids[0],
+    )
+    late = await store.scan_stalled_workflows(timedelta(0), rest.cursor, 2)
+    assert (late.scanned, [s.id for s in late.stalled]) == (0, [ids[0]])
+    assert [s.id for s in await store.list_stalled_workflows(timedelta(0), 10)] == ids
+    assert [s.id for s in await store.list_stalled_workflows(timedelta(0), 2)] == ids[:2]
+    with pytest.raises(ValueError, match="batch"):
+        await store.scan_stalled_workflows(timedelta(0), None, 0)

@@ -39,6 +39,7 @@ from ..types import (
     OperationLease,
     ScheduleOperationParams,
     SignalParams,
+    StalledScan,
     StalledWorkflow,
     WorkflowExecutionView,
     WorkflowStartParams,
@@ -415,14 +416,55 @@ class WorkflowCoreMixin(PgBase):
         scheduled, active or uncertain workflow job, no unfired timer, and not
         blocked on a signal (an execution whose awaited signal is already
         buffered counts as stalled: its task was lost). Oldest first, at most
-        ``limit``.
+        ``limit``; examined in batches (``scan_stalled_workflows``), one
+        statement per ``_STALLED_VIEW_BATCH`` executions.
         """
         if limit <= 0:
             return []
-        rows = await self._fetch("workflow_list_stalled", older_than, limit)
-        return [
-            StalledWorkflow(id=r["id"], name=r["name"], updated_at=r["updated_at"]) for r in rows
-        ]
+        found: dict[uuid.UUID, StalledWorkflow] = {}
+        after: tuple[datetime, uuid.UUID] | None = None
+        while True:  # batches from the oldest until `limit` in scan order, or the end
+            scan = await self.scan_stalled_workflows(older_than, after, _STALLED_VIEW_BATCH)
+            found.update((s.id, s) for s in scan.stalled)
+            after = scan.cursor
+            upto = sum(1 for s in found.values() if after is None or _key(s) <= after)
+            if scan.scanned < _STALLED_VIEW_BATCH or upto >= limit:
+                break
+        return sorted(found.values(), key=_key)[:limit]
+
+    async def scan_stalled_workflows(
+        self,
+        older_than: timedelta,
+        after: tuple[datetime, uuid.UUID] | None,
+        batch: int,
+    ) -> StalledScan:
+        """Contract ``ScanStalledWorkflows``: one batch of the stalled scan.
+
+        Examines the next ``batch`` (> 0) running executions updated at least
+        ``older_than`` ago in ``(updated_at, id)`` order after ``after`` (None:
+        from the oldest) — an index range, whatever the number of parked
+        executions — plus every running execution holding a buffered signal,
+        and returns the stalled ones among them (the test of
+        ``list_stalled_workflows``), oldest first, with the cursor of the next
+        batch. In the product an execution only becomes stalled by changing
+        (its ``updated_at`` moves past the cursor) or by a signal being
+        buffered for it, so a scan that follows the cursor misses none; a job
+        deleted by hand after its execution was examined is seen by the next
+        scan from the start.
+
+        Raises:
+            ValueError: ``batch`` is not positive.
+        """
+        if batch <= 0:
+            raise ValueError(f"batch must be positive, got {batch}")
+        at, id = after if after is not None else (None, None)
+        rows = await self._fetch("workflow_stalled_scan", older_than, at, id, batch)
+        cursor = None
+        if rows and rows[0]["cursor_id"] is not None:
+            cursor = (rows[0]["cursor_at"], rows[0]["cursor_id"])
+        return StalledScan(
+            stalled=_stalled(rows), scanned=int(rows[0]["scanned"]) if rows else 0, cursor=cursor
+        )
 
     # --- helpers shared with the runtime mixin --------------------------------------
 
@@ -578,3 +620,21 @@ def history_from_row(row: asyncpg.Record) -> HistoryEvent:
         payload=bytes(row["payload"]),
         created_at=row["created_at"],
     )
+
+
+#: Executions one statement of ``list_stalled_workflows`` examines.
+_STALLED_VIEW_BATCH = 1000
+
+
+def _key(s: StalledWorkflow) -> tuple[datetime, uuid.UUID]:
+    assert s.updated_at is not None
+    return (s.updated_at, s.id)
+
+
+def _stalled(rows: list[asyncpg.Record]) -> list[StalledWorkflow]:
+    """The stalled executions of ``workflow_stalled_scan`` rows (a NULL id: none)."""
+    return [
+        StalledWorkflow(id=r["id"], name=r["name"], updated_at=r["updated_at"])
+        for r in rows
+        if r["id"] is not None
+    ]

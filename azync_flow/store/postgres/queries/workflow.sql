@@ -387,31 +387,67 @@ WITH d AS (
 )
 SELECT count(*) FROM d
 
--- name: workflow_list_stalled
--- $2 older_than, $3 limit. Running executions with nothing pending: no live
--- workflow job (task or operation), no unfired timer, no live child of the
--- current run (its outcome will wake it), and not blocked on a signal —
--- unless a signal it waits for is already buffered (its task is lost).
-SELECT e.id, e.name, e.updated_at FROM azync_workflow_executions e
-WHERE e.state = 'running'
-  AND e.updated_at <= coalesce($1::timestamptz, now()) - $2::interval
-  AND NOT EXISTS (
-      SELECT 1 FROM azync_jobs j
-      WHERE j.run_id = e.id AND j.source = 'workflow'
-        AND j.state IN ('pending', 'scheduled', 'active', 'uncertain'))
-  AND NOT EXISTS (
-      SELECT 1 FROM azync_workflow_timers t
-      WHERE t.workflow_id = e.id AND t.fired_at IS NULL)
-  AND NOT EXISTS (
-      SELECT 1 FROM azync_workflow_executions c
-      WHERE c.parent_id = e.id AND c.parent_run_id = coalesce(e.run_id, e.id)
-        AND c.state IN ('running', 'suspended'))
-  AND (cardinality(e.awaited_signals) = 0 OR EXISTS (
-      SELECT 1 FROM azync_workflow_signals s
-      WHERE s.workflow_id = e.id AND s.consumed_seq IS NULL
-        AND s.name = ANY (e.awaited_signals)))
-ORDER BY e.updated_at, e.id
-LIMIT $3
+-- name: workflow_stalled_scan
+-- $2 older_than, $3 cursor updated_at and $4 cursor id (NULL = from the
+-- oldest), $5 batch. One batch of the stalled-execution scan: running
+-- executions updated at least $2 ago with nothing pending — no live workflow
+-- job (task or operation), no unfired timer, no live child of the current run
+-- (its outcome will wake it), and not blocked on a signal unless a signal it
+-- waits for is already buffered (its task is lost). Examines only the next $5
+-- candidates in (updated_at, id) order after the cursor (an index range, not
+-- every parked execution) and the executions holding a buffered signal (few:
+-- a pass consumes them), and returns every stalled one of them, oldest first.
+-- Every row carries the batch's size and its last (updated_at, id), the next
+-- cursor; one row with a NULL id when none is stalled.
+WITH scan AS (
+    SELECT e.id, e.name, e.updated_at, e.run_id, e.awaited_signals
+    FROM azync_workflow_executions e
+    WHERE e.state = 'running'
+      AND e.updated_at <= coalesce($1::timestamptz, now()) - $2::interval
+      AND e.updated_at >= coalesce($3::timestamptz, '-infinity')
+      AND (e.updated_at, e.id) > (coalesce($3::timestamptz, '-infinity'),
+                                  coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'))
+    ORDER BY e.updated_at, e.id
+    LIMIT $5::int
+), cand AS (
+    SELECT * FROM scan
+    UNION ALL
+    SELECT e.id, e.name, e.updated_at, e.run_id, e.awaited_signals
+    FROM azync_workflow_executions e
+    WHERE e.state = 'running'
+      AND e.updated_at <= coalesce($1::timestamptz, now()) - $2::interval
+      AND e.id IN (SELECT s.workflow_id FROM azync_workflow_signals s
+                   WHERE s.consumed_seq IS NULL)
+      AND e.id NOT IN (SELECT id FROM scan)
+), stalled AS MATERIALIZED (
+    -- tested in the select list, so each test is an index probe per candidate,
+    -- never a join against every job or timer (a waiting run is ruled out first)
+    SELECT e.id, e.name, e.updated_at,
+           (cardinality(e.awaited_signals) = 0 OR EXISTS (
+                SELECT 1 FROM azync_workflow_signals s
+                WHERE s.workflow_id = e.id AND s.consumed_seq IS NULL
+                  AND s.name = ANY (e.awaited_signals)))
+           AND NOT EXISTS (
+                SELECT 1 FROM azync_jobs j
+                WHERE j.run_id = e.id AND j.source = 'workflow'
+                  AND j.state IN ('pending', 'scheduled', 'active', 'uncertain'))
+           AND NOT EXISTS (
+                SELECT 1 FROM azync_workflow_timers t
+                WHERE t.workflow_id = e.id AND t.fired_at IS NULL)
+           AND NOT EXISTS (
+                SELECT 1 FROM azync_workflow_executions c
+                WHERE c.parent_id = e.id AND c.parent_run_id = coalesce(e.run_id, e.id)
+                  AND c.state IN ('running', 'suspended')) AS stalled
+    FROM cand e
+), last AS (
+    SELECT updated_at, id FROM scan ORDER BY updated_at DESC, id DESC LIMIT 1
+)
+SELECT s.id, s.name, s.updated_at, (SELECT count(*) FROM scan) AS scanned,
+       l.updated_at AS cursor_at, l.id AS cursor_id
+FROM (SELECT 1) one
+LEFT JOIN last l ON true
+LEFT JOIN stalled s ON s.stalled
+ORDER BY s.updated_at, s.id
 
 -- name: workflow_wake
 -- $2 channel, $3 "source:kind"
