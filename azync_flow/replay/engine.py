@@ -250,7 +250,7 @@ class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
             return
         self._closing = True
         self.loop.stopped = False
-        tasks = list(asyncio.all_tasks(self.loop))
+        tasks = self.loop.live_tasks()
         for task in tasks:
             task.cancel()
         try:

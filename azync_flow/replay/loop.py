@@ -101,6 +101,8 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
         self._task_factory: Any = None
         self._debug = False
         self._created = 0  # tasks and futures created, for their deterministic hashes
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._prune_at = 64
         #: Unhandled-exception contexts reported by tasks/handles (for diagnostics).
         self.unhandled: list[dict[str, Any]] = []
         self.stopped = False
@@ -222,11 +224,25 @@ class DeterministicLoop(asyncio.AbstractEventLoop):
         context: contextvars.Context | None = None,
     ) -> asyncio.Task[Any]:
         if self._task_factory is not None:
-            task = self._task_factory(self, coro)
+            task = typing.cast(asyncio.Task[Any], self._task_factory(self, coro))
             if name is not None:
                 task.set_name(name)
-            return typing.cast(asyncio.Task[Any], task)
-        return _OrderedTask(coro, loop=self, order=self._next_order(), name=name, context=context)
+        else:
+            task = _OrderedTask(
+                coro, loop=self, order=self._next_order(), name=name, context=context
+            )
+        self._tasks.append(task)
+        if len(self._tasks) >= self._prune_at:  # amortised: a long run keeps no dead tasks
+            self._tasks = [t for t in self._tasks if not t.done()]
+            self._prune_at = max(64, 2 * len(self._tasks))
+        return task
+
+    def live_tasks(self) -> list[asyncio.Task[Any]]:
+        """The tasks of this loop not yet done, in creation order (what
+        ``asyncio.all_tasks(loop)`` answers, without scanning every task of the
+        process)."""
+        self._tasks = [t for t in self._tasks if not t.done()]
+        return list(self._tasks)
 
     def set_task_factory(self, factory: Any) -> None:
         self._task_factory = factory
