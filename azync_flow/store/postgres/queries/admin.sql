@@ -247,8 +247,9 @@ SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM dd)
 -- locked (SKIP LOCKED: a racing fold takes other rows), deleted, and their
 -- RETURNING sums added to the daily rows in (source, kind, day) order. A
 -- delta is counted by the one fold whose DELETE removed it, so two folds
--- racing never count a delta twice nor lose one. O(rows folded). Returns the
--- rows folded.
+-- racing never count a delta twice nor lose one (the second waits only to add
+-- to a daily row the first wrote, until the first commits). O(rows folded).
+-- Returns the rows folded.
 WITH picked AS (
     DELETE FROM azync_job_stat_deltas
     WHERE ctid = ANY(ARRAY(
