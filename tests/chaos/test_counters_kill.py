@@ -90,7 +90,7 @@ async def test_counters_equal_the_rows_after_concurrent_writers_and_a_sigkill(
     # every kind of writer did count, and the worker ran workflows and deliveries
     kinds = {k for k in rows}
     assert {("queue", "counted_q0"), ("event", "counted_sub_a"), ("workflow", "$wft")} <= kinds
-    assert rows[("workflow", "counted_act")][1] > 0
+    assert rows[("workflow", "$op:counted_act@1")][1] > 0
     assert rows[("event", "counted_sub_b")][1] > 0
     assert rows[("queue", "counted_q1")][2] > 0
     assert await counted(store) == rows  # whatever the worker folded meanwhile

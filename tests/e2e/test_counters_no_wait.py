@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
+from asyncpg.transaction import Transaction
 
 from azync_flow.client import Client
 from azync_flow.events import EventContext, attach_subscribers, subscriber
@@ -55,11 +56,12 @@ async def tagged_store(pg_dsn: str, schema: str) -> AsyncIterator[PostgresStore]
 class LockWatch:
     """Samples ``pg_stat_activity`` for backends of the test waiting on a lock.
 
-    One lock is not a row: PostgreSQL serialises the commits of transactions
-    that sent a NOTIFY (the wake-ups) on a lock of the database object, held
-    from the start of the commit to its end, never while a transaction is
-    open. Those waits are counted apart (``notify_waits``); any other wait, or
-    a wait blocked by the held transaction, is recorded in ``waiting``.
+    Two waits are not on a row, and never on an open transaction: PostgreSQL
+    serialises the commits of transactions that sent a NOTIFY (the wake-ups)
+    on a lock of the database object, held only while one commits; and a
+    backend growing a table's file holds its extension lock for that moment.
+    Those are counted apart (``brief_waits``). Any other wait, or any wait
+    blocked by the held transaction, is recorded in ``waiting``.
     """
 
     def __init__(self, observer: asyncpg.Connection, app: str, held_pid: int) -> None:
@@ -67,22 +69,23 @@ class LockWatch:
         self.app = app
         self.held_pid = held_pid
         self.samples = 0
-        self.notify_waits = 0
+        self.brief_waits = 0
         self.waiting: list[tuple[str, str, list[int]]] = []
 
     async def sample(self) -> None:
         rows = await self.observer.fetch(
-            "SELECT l.locktype, l.classid = 'pg_database'::regclass AND l.objid = 0"
-            " AS notify_commit, pg_blocking_pids(a.pid) AS blockers, a.query"
+            "SELECT l.locktype, l.locktype = 'extend' OR (l.locktype = 'object'"
+            " AND l.classid = 'pg_database'::regclass AND l.objid = 0) AS brief,"
+            " pg_blocking_pids(a.pid) AS blockers, a.query"
             " FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid AND NOT l.granted"
             " WHERE a.application_name = $1 AND a.wait_event_type = 'Lock'",
             self.app,
         )
         self.samples += 1
         for r in rows:
-            if r["locktype"] == "object" and r["notify_commit"]:
-                self.notify_waits += 1
-            if not r["notify_commit"] or self.held_pid in r["blockers"]:
+            if r["brief"]:
+                self.brief_waits += 1
+            if not r["brief"] or self.held_pid in r["blockers"]:
                 self.waiting.append((r["locktype"], r["query"], r["blockers"]))
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -99,9 +102,12 @@ async def hold_while(
     pg_dsn: str,
     schema: str,
     held: asyncpg.Connection,
+    tx: Transaction,
     others: Callable[[], Awaitable[None]],
 ) -> LockWatch:
-    """Run ``others`` to completion (bounded) while sampling lock waits."""
+    """Run ``others`` to completion (bounded) while sampling lock waits; when
+    they do not complete, roll the held transaction ``tx`` back (so nothing
+    waits on it at teardown) and raise."""
     observer = await asyncpg.connect(pg_dsn)
     watch = LockWatch(observer, schema, held.get_server_pid())
     stop = asyncio.Event()
@@ -109,6 +115,9 @@ async def hold_while(
     try:
         async with asyncio.timeout(BOUND):
             await others()
+    except BaseException:
+        await tx.rollback()
+        raise
     finally:
         stop.set()
         await sampler
@@ -124,12 +133,13 @@ async def in_parallel(n: int, one: Callable[[int], Awaitable[object]], lanes: in
     await asyncio.gather(*(lane(k) for k in range(lanes)))
 
 
-async def delivery_rows(store: PostgresStore, source: Source, kind: str) -> list[asyncpg.Record]:
-    return await store.pool.fetch(
+async def delivery_rows(store: PostgresStore, source: Source, kind: str) -> list[tuple[str, int]]:
+    rows = await store.pool.fetch(
         "SELECT state, attempt FROM azync_jobs WHERE source = $1 AND kind = $2",
         source.value,
         kind,
     )
+    return [(r["state"], r["attempt"]) for r in rows]
 
 
 def assert_once_at_attempt_one(seen: list[tuple[int, int]], worker: Worker) -> None:
@@ -168,7 +178,7 @@ async def test_an_open_publishing_transaction_delays_only_its_own_event(
                     await in_parallel(OTHERS, lambda i: client.publish("counted.placed", {"i": i}))
                     await others_done.wait()
 
-                watch = await hold_while(pg_dsn, schema, own, others)
+                watch = await hold_while(pg_dsn, schema, own, tx, others)
                 assert not held_done.is_set()  # the held event is not visible yet
                 await tx.commit()
                 async with asyncio.timeout(BOUND):
@@ -179,7 +189,7 @@ async def test_an_open_publishing_transaction_delays_only_its_own_event(
     assert watch.waiting == []
     assert_once_at_attempt_one(seen, worker)
     rows = await delivery_rows(store, Source.EVENT, "counted_sub")
-    assert [(r["state"], r["attempt"]) for r in rows] == [("succeeded", 1)] * (OTHERS + 1)
+    assert rows == [("succeeded", 1)] * (OTHERS + 1)
 
 
 async def test_an_open_enqueuing_transaction_delays_only_its_own_job(
@@ -212,7 +222,7 @@ async def test_an_open_enqueuing_transaction_delays_only_its_own_job(
                     await in_parallel(OTHERS, lambda i: client.enqueue("counted_job", {"i": i}))
                     await others_done.wait()
 
-                watch = await hold_while(pg_dsn, schema, own, others)
+                watch = await hold_while(pg_dsn, schema, own, tx, others)
                 assert not held_done.is_set()
                 await tx.commit()
                 async with asyncio.timeout(BOUND):
@@ -221,7 +231,7 @@ async def test_an_open_enqueuing_transaction_delays_only_its_own_job(
     assert watch.waiting == []
     assert_once_at_attempt_one(seen, worker)
     rows = await delivery_rows(store, Source.QUEUE, "counted_job")
-    assert [(r["state"], r["attempt"]) for r in rows] == [("succeeded", 1)] * (OTHERS + 1)
+    assert rows == [("succeeded", 1)] * (OTHERS + 1)
 
 
 def dag(i: int) -> DAGParams:
@@ -247,7 +257,7 @@ async def test_an_open_dag_creating_transaction_delays_no_other_creation(
             async def others() -> None:
                 await in_parallel(OTHERS, lambda i: tagged.create_dag(dag(i)))
 
-            watch = await hold_while(pg_dsn, schema, own, others)
+            watch = await hold_while(pg_dsn, schema, own, tx, others)
             await tx.commit()
         counted = {}
         for kind in ("counted_a", "counted_b"):
