@@ -274,7 +274,30 @@ class Store(Protocol):
         ...
 
     async def vacuum_stats(self, source: Source, retention: timedelta) -> int:
-        """Trim daily stat rows older than retention (<= 0 keeps all)."""
+        """Trim the daily counters (folded or not) of days older than retention
+        (<= 0 keeps all)."""
+        ...
+
+    async def fold_stats(self, limit: int) -> int:
+        """Fold up to ``limit`` recorded counter deltas (every source) into the
+        daily counters, in one transaction.
+
+        Every counted transaction (start, commit, settle, publish ...) only
+        inserts delta rows, so none waits on a shared counter row; the leader's
+        maintenance folds them. Reads (``stats``, ``all_daily``,
+        ``list_kinds``) sum folded counts and pending deltas, so they are exact
+        before and after a fold. Folds may race: each delta is counted by
+        exactly one of them.
+
+        Args:
+            limit: the most delta rows folded by this call (> 0).
+
+        Returns:
+            The delta rows folded; ``limit`` means more may be pending.
+
+        Raises:
+            ValueError: ``limit`` is not positive.
+        """
         ...
 
     async def vacuum_idempotency(self, source: Source) -> int:

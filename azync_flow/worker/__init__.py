@@ -24,13 +24,14 @@ from ..retry import RetryPolicy
 from ._acker import AckBatcher
 from ._lease import LeaseHandle, lease_gone
 from ._loop import JobRunner, LeaseLoop, LoopStats
-from ._maintenance import DEFAULT_LEADERSHIP, MaintenanceStep, Retention
+from ._maintenance import DEFAULT_LEADERSHIP, STATS_LEADERSHIP, MaintenanceStep, Retention
 from ._queue import Interceptor, JobContext, PayloadError, UnknownKindError
 from ._store import WorkerStore
 from ._worker import Worker
 
 __all__ = [
     "DEFAULT_LEADERSHIP",
+    "STATS_LEADERSHIP",
     "AckBatcher",
     "Interceptor",
     "JobContext",

@@ -1,4 +1,5 @@
-"""Leader-only periodic maintenance: promote due jobs, reap expired leases, vacuum.
+"""Leader-only periodic maintenance: promote due jobs, reap expired leases, fold
+the counter deltas into the daily stats, vacuum.
 
 Steps are grouped by *leadership name*. For each group a worker tries, every
 tick, to acquire the store's leadership lease (contract ``LeaseElector``: a
@@ -47,6 +48,16 @@ DEFAULT_LEADERSHIP = "azync_flow.maintenance"
 
 #: Default leadership lease TTL (backend clock); at least twice the tick.
 DEFAULT_LEADER_TTL = timedelta(seconds=10)
+
+#: Leadership name of the counter fold (every worker takes part: it covers every
+#: source, so whichever worker leads, every counted delta gets folded).
+STATS_LEADERSHIP = "azync_flow.stats"
+
+#: Counter delta rows folded per statement by the ``stats.fold`` step,
+#: and the most statements per tick: a tick's fold stays bounded, and a backlog
+#: drains over the next ticks (reads are exact meanwhile).
+STATS_FOLD_BATCH = 5_000
+STATS_FOLD_ROUNDS = 4
 
 #: ``async def step() -> int | None``: one maintenance action. Returning a
 #: positive int means "work became runnable" (the worker then pokes its loops).
@@ -277,3 +288,18 @@ def builtin_steps(
         (f"{source}.reap_expired", reap, False),
         (f"{source}.vacuum", vacuum, True),
     ]
+
+
+def fold_stats_step(store: WorkerStore) -> MaintenanceStep:
+    """The ``stats.fold`` step: fold the recorded counter deltas into the daily
+    counters, at most :data:`STATS_FOLD_ROUNDS` batches of
+    :data:`STATS_FOLD_BATCH` rows per tick (a backlog drains over the next
+    ticks; reads are exact meanwhile)."""
+
+    async def fold() -> int:
+        for _ in range(STATS_FOLD_ROUNDS):
+            if await store.fold_stats(STATS_FOLD_BATCH) < STATS_FOLD_BATCH:
+                break
+        return 0  # counting makes no job runnable
+
+    return fold

@@ -20,10 +20,12 @@ from ._acker import AckBatcher
 from ._loop import Dequeue, JobRunner, LeaseLoop
 from ._maintenance import (
     DEFAULT_LEADERSHIP,
+    STATS_LEADERSHIP,
     Maintenance,
     MaintenanceStep,
     Retention,
     builtin_steps,
+    fold_stats_step,
 )
 from ._queue import Handler, Interceptor, QueueHandler, QueueRunner
 from ._wake import WakeHub
@@ -67,7 +69,9 @@ class Worker:
         shutdown_grace: how long in-flight jobs may finish after a shutdown
             request before they are cancelled and released.
         maintenance_interval: tick of the leader's maintenance (promote due,
-            reap expired); non-leaders try to take over every tick.
+            reap expired, fold the counter deltas into the daily stats: every
+            worker takes part in that fold's election); non-leaders try to
+            take over every tick.
         leader_ttl: how long a maintenance leadership holds without renewal
             (backend clock; default max(10 s, 3 ticks), at least 2 ticks). A
             leader that stops renewing (crashed, frozen) is replaced after
@@ -130,6 +134,7 @@ class Worker:
         self._bg: asyncio.Task[None] | None = None
         for source in maintain:
             self.maintain_source(source)
+        self.add_maintenance(fold_stats_step(store), name="stats.fold", leadership=STATS_LEADERSHIP)
 
     # --- registration --------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from azync_flow.retry import RetryDecision, RetryPolicy, describe_error
 def test_worker_package_exports_exactly_the_public_api() -> None:
     assert worker_pkg.__all__ == [
         "DEFAULT_LEADERSHIP",
+        "STATS_LEADERSHIP",
         "AckBatcher",
         "Interceptor",
         "JobContext",

@@ -39,9 +39,7 @@ def make_worker(store: PostgresStore) -> Worker:
         maintain=(),
         handle_signals=False,
     )
-    attach_workflows(
-        worker, [depth_three, depth_waiter], [depth_step], activity_concurrency=2
-    )
+    attach_workflows(worker, [depth_three, depth_waiter], [depth_step], activity_concurrency=2)
     return worker
 
 
@@ -77,8 +75,12 @@ async def test_a_signal_to_an_execution_in_flight_does_not_wait_behind_new_start
     async with worker:
         waiter = await client.start(depth_waiter, None)
         awaited = "SELECT awaited_signals FROM azync_workflow_executions WHERE id = $1"
-        while await store.pool.fetchval(awaited, waiter.id) != ["go"]:
+        for _ in range(1500):
+            if await store.pool.fetchval(awaited, waiter.id) == ["go"]:
+                break
             await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("the waiter never blocked on signal go")
         burst = [await client.start(depth_three, i) for i in range(30)]
         await waiter.signal("go", "now")
         assert await waiter.result(timeout=30) == "now"

@@ -15,7 +15,7 @@ from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import Source, WorkflowState
 from azync_flow.testing import MovableClock
-from azync_flow.worker import Worker
+from azync_flow.worker import STATS_LEADERSHIP, Worker
 from azync_flow.workflow import WorkflowContext, workflow
 
 
@@ -77,7 +77,11 @@ def test_workflow_maintenance_has_its_own_election(store: PostgresStore) -> None
     assert WORKFLOW_LEADERSHIP == "azync_flow.workflow"
     # the scheduler a workflow worker runs has an election of its own
     assert names["schedule.tick"] == SCHEDULE_LEADERSHIP == "azync_flow.schedule"
-    assert set(names) - {"schedule.tick"} == {k for k in names if k.startswith("workflow.")}
+    # every worker folds the counter deltas (an election of its own)
+    assert names["stats.fold"] == STATS_LEADERSHIP == "azync_flow.stats"
+    assert set(names) - {"schedule.tick", "stats.fold"} == {
+        k for k in names if k.startswith("workflow.")
+    }
 
 
 def test_generic_workflow_maintenance_is_refused(store: PostgresStore) -> None:

@@ -57,14 +57,12 @@ async def attempts(store: PostgresStore, id: uuid.UUID) -> list[tuple[int, str]]
 
 
 async def stat_sums(store: PostgresStore, kind: str, source: Source = Source.QUEUE) -> dict:
-    r = await store.pool.fetchrow(
-        "SELECT coalesce(sum(enqueued),0)::int AS enqueued, coalesce(sum(processed),0)::int"
-        " AS processed, coalesce(sum(failed),0)::int AS failed, coalesce(sum(reaped),0)::int"
-        " AS reaped FROM azync_job_stats WHERE source = $1 AND kind = $2",
-        source.value,
-        kind,
-    )
-    return dict(r)
+    """The kind's counters summed over the daily window, read through ``stats``."""
+    _, daily = await store.stats(source, kind)
+    return {
+        col: sum(getattr(d, col) for d in daily)
+        for col in ("enqueued", "processed", "failed", "reaped")
+    }
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], within: float = 5.0) -> None:

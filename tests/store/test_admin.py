@@ -271,19 +271,26 @@ async def test_nuke_all_clears_jobs_stats_and_keys_of_the_source(store: Postgres
     assert await store.list_kinds(Source.QUEUE) == []
 
 
-async def test_vacuum_stats_trims_days_older_than_retention(
+async def test_vacuum_stats_trims_days_older_than_retention_folded_or_not(
     store: PostgresStore, clock: MovableClock
 ) -> None:
     t0 = clock.advance(timedelta(0))
     for days_ago in (40, 10, 0):
         clock.set(t0 - timedelta(days=days_ago))
         await store.enqueue(job())
+    assert await store.fold_stats(100) == 3
+    clock.set(t0 - timedelta(days=40))
+    await store.enqueue(job())  # a delta of the old day, not folded
+    clock.set(t0 - timedelta(days=35))  # a window that covers the old day
+    assert [d.enqueued for d in await store.all_daily(Source.QUEUE) if d.enqueued] == [2]
     clock.set(t0)
     assert await store.vacuum_stats(Source.QUEUE, timedelta(0)) == 0
     assert await store.vacuum_stats(Source.QUEUE, timedelta(days=-1)) == 0
-    assert await store.vacuum_stats(Source.QUEUE, timedelta(days=30)) == 1
-    days = await store.pool.fetchval("SELECT count(DISTINCT day) FROM azync_job_stats")
-    assert days == 2
+    # the old day's folded row and its delta
+    assert await store.vacuum_stats(Source.QUEUE, timedelta(days=30)) == 2
+    assert [d.enqueued for d in await store.all_daily(Source.QUEUE) if d.enqueued] == [1, 1]
+    clock.set(t0 - timedelta(days=35))
+    assert not [d for d in await store.all_daily(Source.QUEUE) if d.enqueued]
 
 
 async def test_vacuum_idempotency_trims_expired_keys(

@@ -198,10 +198,17 @@ class AdminMixin(PgBase):
     # --- retention ------------------------------------------------------------------
 
     async def vacuum_stats(self, source: Source, retention: timedelta) -> int:
-        """Delete daily stat rows of days older than ``retention``; <= 0 keeps all."""
+        """Delete the counters (folded rows and pending deltas) of days older than
+        ``retention``; <= 0 keeps all. Returns the rows deleted."""
         if retention <= _ZERO:
             return 0
         return int(await self._fetchval("stats_vacuum", source.value, retention))
+
+    async def fold_stats(self, limit: int) -> int:
+        """Implements ``Store.fold_stats`` (documented there)."""
+        if limit <= 0:
+            raise ValueError(f"fold_stats limit must be positive, got {limit}")
+        return int(await self._fetchval("stats_fold", limit))
 
     async def next_due_at(self) -> datetime | None:
         """The earliest moment after the store's clock at which work becomes due.

@@ -63,14 +63,13 @@ class WorkflowCoreMixin(PgBase):
 
     @asynccontextmanager
     async def _wtx(self) -> AsyncIterator[asyncpg.Connection]:
-        """A workflow transaction whose stats counters are written LAST, in one
-        statement, in kind order (``workflow_stats_bump``).
+        """A workflow transaction whose counter deltas are recorded LAST, in one
+        statement (``workflow_stats_bump``).
 
-        The scheduling and settling statements used inside do not touch
-        ``azync_job_stats`` themselves; they record deltas with :meth:`_count`.
-        Upserting random stats shards in statement order (ack, then schedule)
-        made two concurrent commits lock the same rows in opposite orders and
-        deadlock; with one sorted write after every other lock no cycle can form.
+        The scheduling and settling statements used inside do not count
+        themselves; they gather deltas with :meth:`_count`, so the transaction
+        inserts one delta row per kind (an insert: it waits on no other
+        transaction's counters).
         """
         registry: dict[int, dict[str, list[int]]] = self.__dict__.setdefault("_wf_tx_stats", {})
         async with self.transaction() as conn:

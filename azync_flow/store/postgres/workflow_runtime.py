@@ -482,9 +482,8 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
 
         ``timers_only`` False: at ``run_at`` (None = now), like ``_schedule_task``;
         True: at least(``run_at``, earliest unfired timer), nothing when both are
-        None. The stats rows are still written after
-        every other lock and in kind order (see ``workflow_task_schedule_stats``),
-        and the :meth:`_wtx` end-of-transaction bump is skipped.
+        None. The :meth:`_wtx` end-of-transaction bump is
+        skipped (see ``workflow_task_schedule_stats``).
         """
         stats: dict[str, list[int]] = self.__dict__["_wf_tx_stats"][id(conn)]
         kinds = sorted(stats)

@@ -6,10 +6,13 @@
 -- operation of a workflow is not a dead letter: the workflow saw its failure.
 
 -- name: job_list_kinds
--- $2 source: kinds of live or retained jobs and of stat history, sorted.
+-- $2 source: kinds of live or retained jobs and of stat history (folded or
+-- not), sorted.
 SELECT kind FROM azync_jobs WHERE source = $2 AND ($1::timestamptz IS NULL OR true)
 UNION
 SELECT kind FROM azync_job_stats WHERE source = $2
+UNION
+SELECT kind FROM azync_job_stat_deltas WHERE source = $2
 ORDER BY kind
 
 -- name: job_kind_depths
@@ -31,7 +34,9 @@ GROUP BY kind
 
 -- name: stats_daily
 -- $2 source, $3 kind ('' = every kind), $4 days: the daily window ending today
--- (UTC), oldest first, days without activity as zeros.
+-- (UTC), oldest first, days without activity as zeros. Folded counts plus the
+-- deltas not yet folded, read in one snapshot (a fold moves rows between the
+-- two tables in one transaction), so the sums are exact.
 WITH days AS (
     SELECT d::date AS day
     FROM generate_series((coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date - ($4::int - 1),
@@ -40,8 +45,14 @@ WITH days AS (
 ), sums AS (
     SELECT day, sum(enqueued) AS enqueued, sum(processed) AS processed,
            sum(failed) AS failed, sum(reaped) AS reaped
-    FROM azync_job_stats
-    WHERE source = $2 AND ($3 = '' OR kind = $3)
+    FROM (
+        SELECT kind, day, enqueued, processed, failed, reaped
+        FROM azync_job_stats WHERE source = $2
+        UNION ALL
+        SELECT kind, day, enqueued, processed, failed, reaped
+        FROM azync_job_stat_deltas WHERE source = $2
+    ) c
+    WHERE ($3 = '' OR kind = $3)
       AND day >= (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date - ($4::int - 1)
     GROUP BY day
 )
@@ -202,26 +213,65 @@ WITH d AS (
 SELECT count(*) FROM d
 
 -- name: job_nuke_all
--- $2 source: every job, stat row and idempotency key of the source.
+-- $2 source: every job, stat row (folded or delta) and idempotency key of the
+-- source.
 WITH j AS (
     DELETE FROM azync_jobs WHERE source = $2 AND ($1::timestamptz IS NULL OR true) RETURNING 1
 ), s AS (
     DELETE FROM azync_job_stats WHERE source = $2 RETURNING 1
+), sd AS (
+    DELETE FROM azync_job_stat_deltas WHERE source = $2 RETURNING 1
 ), k AS (
     DELETE FROM azync_idempotency_keys WHERE source = $2 RETURNING 1
 )
-SELECT (SELECT count(*) FROM j) AS jobs, (SELECT count(*) FROM s) AS stats,
+SELECT (SELECT count(*) FROM j) AS jobs,
+       (SELECT count(*) FROM s) + (SELECT count(*) FROM sd) AS stats,
        (SELECT count(*) FROM k) AS keys
 
 -- name: stats_vacuum
--- $2 source, $3 retention (> 0): stat days older than the retention.
-WITH d AS (
-    DELETE FROM azync_job_stats
-    WHERE source = $2
-      AND day < ((coalesce($1::timestamptz, now()) - $3::interval) AT TIME ZONE 'UTC')::date
+-- $2 source, $3 retention (> 0): stat days older than the retention, folded
+-- rows and deltas alike. Returns the rows deleted.
+WITH cut AS (
+    SELECT ((coalesce($1::timestamptz, now()) - $3::interval) AT TIME ZONE 'UTC')::date AS day
+), d AS (
+    DELETE FROM azync_job_stats s USING cut WHERE s.source = $2 AND s.day < cut.day RETURNING 1
+), dd AS (
+    DELETE FROM azync_job_stat_deltas s USING cut WHERE s.source = $2 AND s.day < cut.day
     RETURNING 1
 )
-SELECT count(*) FROM d
+SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM dd)
+
+-- name: stats_fold
+-- $2 batch size: move up to $2 counter delta rows (any source) into
+-- azync_job_stats, in this one statement (one transaction): the rows are
+-- locked (SKIP LOCKED: a racing fold takes other rows), deleted, and their
+-- RETURNING sums added to the daily rows in (source, kind, day) order. A
+-- delta is counted by the one fold whose DELETE removed it, so two folds
+-- racing never count a delta twice nor lose one (the second waits only to add
+-- to a daily row the first wrote, until the first commits). O(rows folded).
+-- Returns the rows folded.
+WITH picked AS (
+    DELETE FROM azync_job_stat_deltas
+    WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM azync_job_stat_deltas
+        WHERE $1::timestamptz IS NULL OR true
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED))
+    RETURNING source, kind, day, enqueued, processed, failed, reaped
+), up AS (
+    INSERT INTO azync_job_stats AS s (source, kind, day, enqueued, processed, failed, reaped)
+    SELECT source, kind, day, sum(enqueued), sum(processed), sum(failed), sum(reaped)
+    FROM picked
+    GROUP BY source, kind, day
+    ORDER BY source, kind, day
+    ON CONFLICT (source, kind, day) DO UPDATE
+        SET enqueued = s.enqueued + EXCLUDED.enqueued,
+            processed = s.processed + EXCLUDED.processed,
+            failed = s.failed + EXCLUDED.failed,
+            reaped = s.reaped + EXCLUDED.reaped
+    RETURNING 1
+)
+SELECT count(*) FROM picked
 
 -- name: idempotency_vacuum
 -- $2 source: expired time-window keys.

@@ -6,7 +6,7 @@
 -- $2 id, $3 type, $4 aggregate_type, $5 aggregate_id, $6 version,
 -- $7 occurred_at (NULL = now), $8 payload, $9 meta, $10 channel.
 -- Returns the number of deliveries fanned out (one per registered subscriber);
--- the fan-out lives in azync_publish_event (migration 0004). On a caller's own
+-- the fan-out lives in azync_publish_event (migrations 0004, 0012). On a caller's own
 -- connection (publish_tx) the driver names the function with the store's
 -- schema, since that connection's search path is the caller's.
 SELECT azync_publish_event($2, $3, $4, $5, $6,

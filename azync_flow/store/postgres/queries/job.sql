@@ -1,6 +1,6 @@
 -- Queue job lifecycle. $1 is always the clock override: coalesce($1, now()).
 -- Every settle goes through azync_job_settle and every stats write through
--- azync_job_count (migration 0011).
+-- azync_job_count (migration 0011; an insert of delta rows since 0012).
 
 -- name: job_enqueue
 -- $2 id, $3 source, $4 kind, $5 payload, $6 meta, $7 run_at, $8 delay,

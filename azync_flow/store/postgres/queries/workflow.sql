@@ -520,10 +520,9 @@ SELECT kind FROM azync_job_settle(coalesce($1::timestamptz, now()), ARRAY[$2::uu
 
 -- name: workflow_stats_bump
 -- $2 kinds text[] (sorted, distinct), $3 enqueued, $4 processed, $5 failed
--- bigint[]. The ONLY stats write of a multi-statement workflow transaction,
--- its last statement: stats rows are locked in kind order after every other
--- lock, so two transactions can never wait on each other's stats rows
--- (the random-shard upserts spread through a commit used to deadlock).
+-- bigint[]. The ONLY counter write of a multi-statement workflow transaction,
+-- its last statement: one delta row per kind (azync_job_count inserts, so no
+-- transaction waits on another's counters).
 SELECT azync_job_count(coalesce($1::timestamptz, now()), array_agg(ROW(
            'workflow', u.kind, u.enq, u.proc, u.failed, 0)::azync_job_delta))
 FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(kind, enq, proc, failed)
@@ -627,10 +626,9 @@ RETURNING next_seq, (SELECT count(*) FROM ev) AS written, (SELECT kind FROM ack)
 -- workflow_task_schedule ($4 NULL = now), true = workflow_task_schedule_next
 -- (at least($4, earliest unfired timer); nothing when both are NULL).
 -- $7 kinds text[], $8 enqueued, $9 processed, $10 failed bigint[]: the
--- transaction's pending stats deltas. Schedules the task, THEN writes the
--- deltas plus its own enqueue as the transaction's one stats write, grouped
--- and sorted by kind (the sort needs every scheduled row first, so the stats
--- rows are still locked last and in kind order — see workflow_stats_bump).
+-- transaction's pending stats deltas. Schedules the task, THEN records the
+-- deltas plus its own enqueue as the transaction's one counter write, grouped
+-- by kind (see workflow_stats_bump).
 -- $11 signals_wake: with $6, also now when an unconsumed signal is buffered
 -- (a pass that no workflow task carried may not have seen it).
 WITH clock AS (
@@ -672,7 +670,7 @@ SELECT (SELECT count(*) FROM up) AS scheduled,
 -- fence (lock the active operation under the token, THEN its execution —
 -- the lateral forces the order), ack it, append ($5, $6) at next_seq when
 -- the execution is live, schedule a workflow task when running, and LAST
--- the stats (grouped, in kind order, after every other write: delta reads
+-- the counter deltas (grouped by kind, after every other write: delta reads
 -- every write CTE). No row = stale token: nothing written.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
@@ -850,7 +848,7 @@ CROSS JOIN LATERAL (
 -- $14 inserted leased ($15 lease, $16 budget when none); schedule the next
 -- workflow task at the earliest unfired timer, or now when $18 and a signal
 -- is buffered unconsumed ($17 channel); record $19 awaited signal names
--- (NULL = unchanged); and LAST the stats (grouped, in kind order, after
+-- (NULL = unchanged); and LAST the counter deltas (grouped by kind, after
 -- every other write). ok = false: the fence failed and nothing
 -- was written. One row per operation (or one row when none).
 WITH clock AS (
