@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -52,7 +53,14 @@ def context_from_carrier(carrier: Mapping[str, str] | None) -> otel_context.Cont
     """
     if not carrier:
         return otel_context.Context()
-    return _PROPAGATOR.extract(dict(carrier), context=otel_context.Context())
+    return _extract(tuple(sorted(carrier.items())))
+
+
+@functools.lru_cache(maxsize=4096)
+def _extract(items: tuple[tuple[str, str], ...]) -> otel_context.Context:
+    # A run's carrier is read for every attempt of the run: parse it once. The
+    # context is an immutable mapping, so one instance may be shared.
+    return _PROPAGATOR.extract(dict(items), context=otel_context.Context())
 
 
 def suppressed_context(base: otel_context.Context | None = None) -> otel_context.Context:
