@@ -95,6 +95,10 @@ def _spec_lines(d: ScheduleDescription) -> list[tuple[str, Any]]:
         ("catch-up", "latest only" if policy.catchup_window is None else policy.catchup_window),
         ("paused", f"yes ({d.note})" if d.paused else "no"),
         ("created", when(d.created_at)),
+        (
+            "started / skipped / missed",
+            f"{d.counts.started} / {d.counts.skipped} / {d.counts.missed}",
+        ),
     ]
 
 
@@ -133,6 +137,27 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         title="last runs",
         empty="no runs yet",
     )
+    table(
+        d.recent_missed,
+        [
+            ("FIRST (UTC)", lambda m: when(m.first_nominal_at)),
+            ("LAST (UTC)", lambda m: when(m.last_nominal_at)),
+            ("COUNT", lambda m: m.count if m.count_exact else f"{m.count}+"),
+            ("REASON", lambda m: m.reason),
+        ],
+        title="missed",
+        empty="none missed",
+    )
+    table(
+        d.recent_changes,
+        [
+            ("AT (UTC)", lambda c: when(c.at)),
+            ("VERB", lambda c: c.verb),
+            ("NOTE", lambda c: c.note),
+        ],
+        title="edits",
+        empty="no edits",
+    )
     return EXIT_OK
 
 
@@ -166,7 +191,8 @@ def _action(workflow: str | None, dag: str | None, job: str | None, value: Any) 
 @click.option("--input", "input_", help="Input/payload: JSON, @file or - (stdin).")
 @click.option("--overlap", type=StrictChoice([o.value for o in Overlap]), default="skip")
 @click.option(
-    "--catchup-window", help="Run missed fires this old (15m, 2h, 3d); default: latest only."
+    "--catchup-window",
+    help="Run fires this late (15m, 2h, 3d; at least 1m); default: 1m, else the latest only.",
 )
 @click.option("--repeated", type=StrictChoice([r.value for r in RepeatedTime]), default="first")
 @click.option("--missing", type=StrictChoice([m.value for m in MissingTime]), default="next_valid")
@@ -175,6 +201,7 @@ def _action(workflow: str | None, dag: str | None, job: str | None, value: Any) 
     "--start", help="No nominal time before this time (ISO, UTC without a zone; or an age)."
 )
 @click.option("--end", help="No nominal time after this time (ISO, UTC without a zone; or an age).")
+@click.option("--buffer-limit", type=int, default=100, help="Most fires waiting under buffer_all.")
 @click.option("--paused", is_flag=True, help="Create it paused.")
 @click.option("--note", default="", help="Why (shown by list and show).")
 @json_option
@@ -196,6 +223,7 @@ async def create(
     jitter: str | None,
     start: str | None,
     end: str | None,
+    buffer_limit: int,
     paused: bool,
     note: str,
     as_json: bool,
@@ -213,7 +241,9 @@ async def create(
         missing=MissingTime(missing),
     )
     window = parse_duration(catchup_window, "--catchup-window") if catchup_window else None
-    policy = SchedulePolicy(overlap=Overlap(overlap), catchup_window=window)
+    policy = SchedulePolicy(
+        overlap=Overlap(overlap), catchup_window=window, buffer_limit=buffer_limit
+    )
     action = _action(workflow, dag, job, read_input(input_, "--input"))
     async with connect(db) as store:
         client = ScheduleClient(store)
@@ -294,13 +324,86 @@ async def delete(id: str, as_json: bool, db: DbOptions) -> int:
     required=True,
     help="Last nominal time, inclusive (ISO, UTC without a zone; or an age).",
 )
+@click.option(
+    "--overlap",
+    type=StrictChoice([o.value for o in Overlap]),
+    help="Override the schedule's overlap policy (allow_all: start all at once).",
+)
 @json_option
 @db_options
 @run_async
-async def backfill(id: str, start: str, end: str, as_json: bool, db: DbOptions) -> int:
-    """Run every nominal time in a range (not already run)."""
+async def backfill(
+    id: str, start: str, end: str, overlap: str | None, as_json: bool, db: DbOptions
+) -> int:
+    """Run every nominal time in a range (not already run), one at a time
+    unless the overlap policy (or --overlap) is allow_all."""
     first, last = parse_time(start, "--start"), parse_time(end, "--end")
+    chosen = None if overlap is None else Overlap(overlap)
     async with connect(db) as store:
-        count = await ScheduleClient(store).backfill(id, first, last)
+        count = await ScheduleClient(store).backfill(id, first, last, overlap=chosen)
     done(as_json, {"id": id, "requested": count}, f"requested {count} runs of schedule {id}")
+    return EXIT_OK
+
+
+@schedules.command(
+    "update",
+    epilog=example(
+        "azync-flow schedules update nightly --cron '0 2 * * *' --tz Europe/London",
+        "azync-flow schedules update ping --overlap buffer_all --buffer-limit 10",
+    ),
+)
+@click.argument("id")
+@click.option("--cron", "crons", multiple=True, help="New cron expression (repeatable).")
+@click.option("--every", "everies", multiple=True, help="New interval (repeatable).")
+@click.option("--tz", help="IANA time zone of --cron (default: keep).")
+@click.option("--jitter", help="Delay each fire by up to this (default: keep).")
+@click.option("--overlap", type=StrictChoice([o.value for o in Overlap]))
+@click.option("--catchup-window", help="How late a fire may start (15m, 2h, 3d).")
+@click.option("--buffer-limit", type=int, help="Most fires waiting under buffer_all.")
+@click.option("--note", default="", help="Why (shown by show).")
+@json_option
+@db_options
+@run_async
+async def update(
+    id: str,
+    crons: tuple[str, ...],
+    everies: tuple[str, ...],
+    tz: str | None,
+    jitter: str | None,
+    overlap: str | None,
+    catchup_window: str | None,
+    buffer_limit: int | None,
+    note: str,
+    as_json: bool,
+    db: DbOptions,
+) -> int:
+    """Change a schedule's spec and/or policy; no nominal time before now fires."""
+    async with connect(db) as store:
+        client = ScheduleClient(store)
+        current = await client.describe(id, runs=0, missed=0, changes=0)
+        spec = current.spec
+        if crons or everies or tz or jitter:
+            spec = ScheduleSpec(
+                cron=crons or spec.cron,
+                intervals=tuple(Interval(every=parse_duration(e, "--every")) for e in everies)
+                if everies or crons
+                else spec.intervals,
+                tz=tz or spec.tz,
+                start_at=spec.start_at,
+                end_at=spec.end_at,
+                jitter=parse_duration(jitter, "--jitter") if jitter else spec.jitter,
+                repeated=spec.repeated,
+                missing=spec.missing,
+            )
+        policy = SchedulePolicy(
+            overlap=Overlap(overlap) if overlap else current.policy.overlap,
+            catchup_window=parse_duration(catchup_window, "--catchup-window")
+            if catchup_window
+            else current.policy.catchup_window,
+            buffer_limit=current.policy.buffer_limit if buffer_limit is None else buffer_limit,
+        )
+        await client.update(id, spec=spec, policy=policy, note=note)
+        d = await client.describe(id, runs=0)
+    nxt = d.next_fires[0].local.isoformat() if d.next_fires else "never"
+    done(as_json, {"id": id, "next_fires": d.next_fires}, f"updated schedule {id}; next fire {nxt}")
     return EXIT_OK

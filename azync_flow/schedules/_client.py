@@ -10,16 +10,21 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
+
 from azync_flow.store.errors import NotFoundError
 from azync_flow.store.types import ScheduleRecord
 
 from ._actions import ActionRunner
-from ._codec import decode, encode, fire_of
+from ._codec import Decoded, decode, encode, fire_of
 from ._errors import ScheduleExistsError, ScheduleSpecError
 from ._model import (
     Action,
     EnqueueJob,
+    MissedRange,
     Overlap,
+    ScheduleChange,
+    ScheduleCounts,
     ScheduleDescription,
     SchedulePolicy,
     ScheduleRun,
@@ -29,9 +34,13 @@ from ._model import (
     describe_action,
     run_key,
 )
+from ._scheduler import Missed, plan, record_missed
 from ._spec import Fire, ScheduleSpec, aware_utc
 
-__all__ = ["ScheduleClient"]
+__all__ = ["ScheduleClient", "resume_point"]
+
+_spec_decoder = msgspec.json.Decoder(ScheduleSpec)
+_policy_decoder = msgspec.json.Decoder(SchedulePolicy)
 
 #: Most nominal times one ``backfill`` call may request.
 MAX_BACKFILL = 10_000
@@ -46,12 +55,46 @@ def _check(spec: ScheduleSpec, action: Action, policy: SchedulePolicy) -> Schedu
         raise ScheduleSpecError("overlap cancel_other applies to workflows and DAGs, not jobs")
     if policy.catchup_window is not None and policy.catchup_window < timedelta(0):
         raise ScheduleSpecError("catchup_window must not be negative")
+    if policy.buffer_limit < 1:
+        raise ScheduleSpecError("buffer_limit must be positive")
     return spec.validated()
 
 
 def _next_fire(spec: ScheduleSpec, sid: str, after: datetime) -> datetime | None:
     fire = next(spec.fires_after(after, seed=sid), None)
     return None if fire is None else fire.fire_at
+
+
+def resume_point(
+    spec: ScheduleSpec, sid: str, cursor: datetime, now: datetime
+) -> tuple[datetime, datetime | None]:
+    """Where a schedule resumes at ``now`` (unpause, update): no nominal time
+    before ``now`` fires, except one whose jittered start is still ahead.
+
+    Returns:
+        ``(cursor, next_fire_at)``: the new cursor (never before ``cursor``)
+        and the next fire (None: no more).
+    """
+    for fire in spec.fires_after(max(cursor, now - spec.jitter), seed=sid):
+        if fire.fire_at > now:
+            return max(cursor, min(now, fire.nominal_at - timedelta(microseconds=1))), fire.fire_at
+    return max(cursor, now), None
+
+
+async def _record_skipped_over(
+    store: Any, item: Decoded, spec: ScheduleSpec, cursor: datetime, reason: str
+) -> None:
+    """Record the nominal times of ``spec`` in ``(record cursor, cursor]`` as missed."""
+    old = item.record.cursor_at
+    first = next(spec.fires_after(old, seed=item.id), None)
+    if first is None or first.nominal_at > cursor:
+        return
+    last = spec.last_fire_in(old, cursor, seed=item.id)
+    assert last is not None
+    count, exact = spec.count_fires(old, cursor)
+    await record_missed(
+        store, item, Missed(first.nominal_at, last.nominal_at, count, exact), reason
+    )
 
 
 class ScheduleClient:
@@ -118,8 +161,8 @@ class ScheduleClient:
     async def ensure(
         self, id: str, spec: ScheduleSpec, action: Action, *, policy: SchedulePolicy | None = None
     ) -> None:
-        """Create ``id``, or bring an existing one to this spec, action and
-        policy keeping its cursor and pause state (schedules declared in code)."""
+        """Create ``id``, or :meth:`update` an existing one to this spec,
+        action and policy when they differ (schedules declared in code)."""
         policy = policy or SchedulePolicy()
         spec = _check(spec, action, policy)
         try:
@@ -128,21 +171,70 @@ class ScheduleClient:
             with contextlib.suppress(ScheduleExistsError):  # declared by another worker meanwhile
                 await self.create(id, spec, action, policy=policy)
             return
-        wanted = (encode(spec), encode(action), encode(policy))
-        if (current.spec, current.action, current.policy) != wanted:
-            nxt = _next_fire(spec, id, current.cursor_at)
-            await self.store.update_schedule(id, *wanted, nxt)
+        if (current.spec, current.action, current.policy) != (
+            encode(spec),
+            encode(action),
+            encode(policy),
+        ):
+            await self.update(id, spec=spec, action=action, policy=policy, note="declared in code")
 
-    async def describe(self, id: str, *, fires: int = 5, runs: int = 10) -> ScheduleDescription:
-        """The schedule, its next ``fires`` fire times (local and UTC) and its
-        last ``runs`` runs with their outcome and the run's current state.
+    async def update(
+        self,
+        id: str,
+        *,
+        spec: ScheduleSpec | None = None,
+        action: Action | None = None,
+        policy: SchedulePolicy | None = None,
+        note: str = "",
+    ) -> None:
+        """Change a schedule's spec, action and/or policy (None: keep).
+
+        The new spec takes over from now: no nominal time before the update
+        fires, except one the new spec names whose jittered start is still
+        ahead (it runs once, at that start). Old-spec times that were due and
+        not yet handled are recorded as missed (reason ``update``). The edit
+        is recorded (time, values before and after; see ``describe``).
+
+        Raises:
+            ScheduleSpecError: an invalid spec, action or policy.
+            NotFoundError: no schedule ``id``.
+        """
+        item = decode(await self.store.get_schedule(id))
+        spec = spec or item.spec
+        action = action or item.action
+        policy = policy or item.policy
+        spec = _check(spec, action, policy)
+        now = await self.store.schedule_clock()
+        cursor, nxt = resume_point(spec, id, item.record.cursor_at, now)
+        if not item.record.paused:
+            await _record_skipped_over(self.store, item, item.spec, cursor, "update")
+        await self.store.update_schedule(
+            id, encode(spec), encode(action), encode(policy), cursor, nxt, note
+        )
+
+    async def describe(
+        self, id: str, *, fires: int = 5, runs: int = 10, missed: int = 5, changes: int = 5
+    ) -> ScheduleDescription:
+        """The schedule, its next ``fires`` fires (local and UTC, what the
+        scheduler will really do: due fires not yet handled and a due fire
+        whose jittered start is ahead come first), its last ``runs`` runs
+        with their outcome and the run's current state, its counts, its last
+        ``missed`` missed ranges and its last ``changes`` edits.
 
         Raises:
             NotFoundError: no schedule ``id``.
         """
         item = decode(await self.store.get_schedule(id))
-        after = max(item.record.cursor_at, await self.store.schedule_clock())
-        upcoming = list(itertools.islice(item.spec.fires_after(after, seed=id), fires))
+        now = await self.store.schedule_clock()
+        upcoming: builtins.list[Fire] = []
+        after = item.record.cursor_at
+        if not item.record.paused:
+            todo = plan(item, now, limit=fires)
+            upcoming = todo.fires[:fires]
+            after = todo.cursor
+        else:
+            after = resume_point(item.spec, id, after, now)[0]
+        upcoming += itertools.islice(item.spec.fires_after(after, seed=id), fires - len(upcoming))
         recent = []
         for row in await self.store.recent_schedule_runs(id, runs):
             local = row.nominal_at.astimezone(item.spec.zone())
@@ -159,16 +251,47 @@ class ScheduleClient:
                     state=state,
                 )
             )
+        missed_ranges = [
+            MissedRange(
+                first_nominal_at=m.first_nominal_at,
+                last_nominal_at=m.last_nominal_at,
+                count=m.count,
+                count_exact=m.count_exact,
+                reason=m.reason,
+                recorded_at=m.recorded_at,
+            )
+            for m in await self.store.recent_schedule_missed(id, missed)
+        ]
+        edits = [
+            ScheduleChange(
+                at=c.at,
+                verb=c.verb,
+                old_spec=None if c.old_spec is None else _spec_decoder.decode(c.old_spec),
+                new_spec=None if c.new_spec is None else _spec_decoder.decode(c.new_spec),
+                old_policy=None if c.old_policy is None else _policy_decoder.decode(c.old_policy),
+                new_policy=None if c.new_policy is None else _policy_decoder.decode(c.new_policy),
+                note=c.note,
+            )
+            for c in await self.store.recent_schedule_changes(id, changes)
+        ]
+        record = item.record
         return ScheduleDescription(
             id=id,
             spec=item.spec,
             action=item.action,
             policy=item.policy,
-            paused=item.record.paused,
-            note=item.record.note,
+            paused=record.paused,
+            note=record.note,
             next_fires=upcoming,
             recent_runs=recent,
-            created_at=item.record.created_at,
+            created_at=record.created_at,
+            counts=ScheduleCounts(
+                started=record.started_count,
+                skipped=record.skipped_count,
+                missed=record.missed_count,
+            ),
+            recent_missed=missed_ranges,
+            recent_changes=edits,
         )
 
     async def list(self, limit: int = 1000) -> builtins.list[ScheduleSummary]:
@@ -197,18 +320,20 @@ class ScheduleClient:
         await self.store.set_schedule_paused(id, True, note, record.cursor_at, record.next_fire_at)
 
     async def unpause(self, id: str, note: str = "") -> None:
-        """Fire again from now on; nominal times passed while paused do not
-        fire (:meth:`backfill` runs them).
+        """Fire again from now on: nominal times passed while paused do not
+        fire (recorded as missed, reason ``paused``; :meth:`backfill` runs
+        them), except one whose jittered start is still ahead (it runs once).
 
         Raises:
             NotFoundError: no schedule ``id``.
         """
         item = decode(await self.store.get_schedule(id))
+        if not item.record.paused:
+            return
         now = await self.store.schedule_clock()
-        cursor = max(item.record.cursor_at, now)
-        await self.store.set_schedule_paused(
-            id, False, note, cursor, _next_fire(item.spec, id, cursor)
-        )
+        cursor, nxt = resume_point(item.spec, id, item.record.cursor_at, now)
+        await _record_skipped_over(self.store, item, item.spec, cursor, "paused")
+        await self.store.set_schedule_paused(id, False, note, cursor, nxt)
 
     async def trigger(self, id: str) -> uuid.UUID:
         """Run the action now (nominal time: now), whatever the overlap policy
@@ -224,18 +349,27 @@ class ScheduleClient:
         now = await self.store.schedule_clock()
         fire = fire_of(item.spec, now, now)
         _key, run_id = run_key(item.action, id, fire)
-        await self.store.request_schedule_runs(id, [(now, now, run_id)])
+        await self.store.request_schedule_runs(
+            id, [(now, now, run_id)], overlap=Overlap.ALLOW_ALL.value
+        )
         return run_id
 
-    async def backfill(self, id: str, start: datetime, end: datetime) -> int:
+    async def backfill(
+        self, id: str, start: datetime, end: datetime, *, overlap: Overlap | None = None
+    ) -> int:
         """Run every nominal time of the spec in ``[start, end]`` (DST policies
-        applied), whatever the overlap policy; a nominal time already run or
-        requested is not run again.
+        applied), oldest first; a nominal time already run or requested is
+        not run again. They are not subject to the catch-up window.
 
         Args:
             id: the schedule.
             start: aware datetime (inclusive).
             end: aware datetime (inclusive).
+            overlap: None (default): the schedule's overlap policy decides:
+                under ``allow_all`` every run starts on the next tick; under
+                any other policy they wait and start one at a time, each once
+                the run started before it has ended. ``Overlap.ALLOW_ALL``
+                starts them all at once whatever the schedule's policy.
 
         Returns:
             How many runs were requested (the scheduler starts them).
@@ -262,7 +396,10 @@ class ScheduleClient:
                 )
             fires.append(fire)
         rows = [(f.nominal_at, f.fire_at, run_key(item.action, id, f)[1]) for f in fires]
-        return int(await self.store.request_schedule_runs(id, rows)) if rows else 0
+        if not rows:
+            return 0
+        chosen = None if overlap is None else Overlap(overlap).value
+        return int(await self.store.request_schedule_runs(id, rows, overlap=chosen))
 
     async def delete(self, id: str) -> None:
         """Delete the schedule and its run ledger; runs already started go on.

@@ -18,9 +18,13 @@ from ._spec import Fire, ScheduleSpec
 
 __all__ = [
     "DEFAULT_ID_TEMPLATE",
+    "FAILOVER_GRACE",
     "Action",
     "EnqueueJob",
+    "MissedRange",
     "Overlap",
+    "ScheduleChange",
+    "ScheduleCounts",
     "ScheduleDescription",
     "SchedulePolicy",
     "ScheduleRun",
@@ -45,10 +49,19 @@ class Overlap(enum.StrEnum):
     SKIP = "skip"
     #: one run waits and starts when the previous ends; more are skipped
     BUFFER_ONE = "buffer_one"
+    #: every fire waits, up to ``SchedulePolicy.buffer_limit`` of them; they
+    #: start one at a time, oldest first; more are skipped
+    BUFFER_ALL = "buffer_all"
     #: start it anyway
     ALLOW_ALL = "allow_all"
     #: cancel the previous run, then start (workflows and DAGs)
     CANCEL_OTHER = "cancel_other"
+
+
+#: A fire at most this late is never missed, whatever ``catchup_window``
+#: says: it covers a scheduler failover (leader TTL, 10 s by default, plus a
+#: tick of 1 s) and a slow tick with room to spare.
+FAILOVER_GRACE = timedelta(minutes=1)
 
 
 class SchedulePolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,15 +69,25 @@ class SchedulePolicy(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         overlap: see :class:`Overlap` (default: skip).
-        catchup_window: when several nominal times came due at once (after
-            downtime): None (default) runs only the latest of them; a
-            ``timedelta`` runs every one whose fire time is at most that old
-            (keep it above the scheduler tick, a minute or more); the others
-            are dropped.
+        catchup_window: how late a fire may start. Fires due at most
+            ``max(catchup_window, FAILOVER_GRACE)`` ago run (oldest first);
+            older ones are missed (counted, recorded as one range, published
+            as ``azync.schedule.missed``). None (default): the grace applies
+            and, when no fire lies within it, the latest older fire runs. It
+            also bounds how long a buffered start may wait.
+        buffer_limit: most fires waiting under ``Overlap.BUFFER_ALL``
+            (positive; further fires are skipped).
     """
 
     overlap: Overlap = Overlap.SKIP
     catchup_window: timedelta | None = None
+    buffer_limit: int = 100
+
+    def window(self) -> timedelta:
+        """How late a fire may start before it is missed."""
+        if self.catchup_window is None:
+            return FAILOVER_GRACE
+        return max(self.catchup_window, FAILOVER_GRACE)
 
 
 def _check_template(template: str) -> str:
@@ -184,7 +207,8 @@ class ScheduleRun(msgspec.Struct, kw_only=True):
         local: the nominal instant in the schedule's zone.
         fire_at: when it was due (UTC).
         run_id: the workflow execution, DAG run or job id.
-        outcome: ``started``, ``skipped``, ``buffered`` or ``requested``.
+        outcome: ``started``, ``skipped``, ``missed`` (a buffered start later
+            than the catch-up window), ``buffered`` or ``requested``.
         state: the run's current state (``running``, ``succeeded``, ...;
             ``gone`` once vacuumed; empty when not started).
     """
@@ -207,6 +231,55 @@ class ScheduleSummary(msgspec.Struct, kw_only=True):
     note: str = ""
 
 
+class MissedRange(msgspec.Struct, kw_only=True):
+    """Nominal times of a schedule that did not run, recorded as one range.
+
+    Attributes:
+        first_nominal_at: the first missed nominal instant (UTC).
+        last_nominal_at: the last (inclusive).
+        count: how many nominal times (a lower bound when not ``count_exact``).
+        count_exact: False when a long cron range was counted only in part.
+        reason: ``catchup`` (older than the catch-up window), ``paused``
+            (passed while paused) or ``update`` (before an edit took effect).
+        recorded_at: when (store clock).
+    """
+
+    first_nominal_at: datetime
+    last_nominal_at: datetime
+    count: int
+    count_exact: bool
+    reason: str
+    recorded_at: datetime
+
+
+class ScheduleChange(msgspec.Struct, kw_only=True):
+    """One edit of a schedule.
+
+    Attributes:
+        at: when (store clock).
+        verb: ``update``, ``pause`` or ``unpause``.
+        old_spec, new_spec, old_policy, new_policy: before and after (None for
+            pause and unpause).
+        note: the operator's note.
+    """
+
+    at: datetime
+    verb: str
+    old_spec: ScheduleSpec | None = None
+    new_spec: ScheduleSpec | None = None
+    old_policy: SchedulePolicy | None = None
+    new_policy: SchedulePolicy | None = None
+    note: str = ""
+
+
+class ScheduleCounts(msgspec.Struct, kw_only=True):
+    """What became of the schedule's nominal times so far."""
+
+    started: int = 0
+    skipped: int = 0
+    missed: int = 0
+
+
 class ScheduleDescription(msgspec.Struct, kw_only=True):
     """What ``describe`` returns.
 
@@ -216,9 +289,14 @@ class ScheduleDescription(msgspec.Struct, kw_only=True):
         action: what it starts.
         policy: overlap and catch-up.
         paused: no fire while True; ``note`` says why.
-        next_fires: the next fires (``local`` in the spec's zone and UTC).
+        next_fires: what the scheduler will fire next, in order: due fires
+            it has not handled yet, a due fire whose jittered start is still
+            ahead, then future fires (``local`` in the spec's zone and UTC).
         recent_runs: the last runs, newest first, with their outcome.
         created_at: creation time (store clock).
+        counts: started, skipped and missed nominal times so far.
+        recent_missed: the last missed ranges, newest first.
+        recent_changes: the last edits, newest first.
     """
 
     id: str
@@ -230,3 +308,6 @@ class ScheduleDescription(msgspec.Struct, kw_only=True):
     next_fires: list[Fire]
     recent_runs: list[ScheduleRun]
     created_at: datetime
+    counts: ScheduleCounts = msgspec.field(default_factory=ScheduleCounts)
+    recent_missed: list[MissedRange] = msgspec.field(default_factory=list)
+    recent_changes: list[ScheduleChange] = msgspec.field(default_factory=list)

@@ -17,14 +17,16 @@ never start a nominal time twice.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from azync_flow._logging import log_failure
-from azync_flow.store.errors import StoreError
+from azync_flow.events._publish import publish_event
+from azync_flow.store.errors import ConflictError, StoreError
 from azync_flow.store.types import ScheduleRunRecord
 
 from ._actions import ActionRunner
@@ -32,74 +34,91 @@ from ._codec import Decoded, decode, fire_of
 from ._model import Overlap, run_key
 from ._spec import Fire
 
-__all__ = ["SCHEDULE_LEADERSHIP", "Plan", "Scheduler", "plan"]
+__all__ = ["MISSED_EVENT", "SCHEDULE_LEADERSHIP", "SKIPPED_EVENT", "Plan", "Scheduler", "plan"]
+
+#: Ledger event for nominal times that did not run (catch-up, pause, edit).
+MISSED_EVENT = "azync.schedule.missed"
+#: Ledger event for a nominal time skipped by the overlap policy.
+SKIPPED_EVENT = "azync.schedule.skipped"
 
 log = logging.getLogger("azync_flow.schedules")
 
 #: Election of the scheduler step among workers.
 SCHEDULE_LEADERSHIP = "azync_flow.schedule"
-#: Most nominal times listed for one schedule in one tick (a longer backlog is
-#: worked off over the next ticks).
+#: Most fires one tick runs for one schedule (a longer window is worked off
+#: over the next ticks).
 MAX_FIRES_PER_TICK = 10_000
+_TICK = timedelta(microseconds=1)
+_EVENT_NAMESPACE = uuid.UUID("0c7d2f4e-5a61-4b8e-9d0f-3e2a1b6c8d90")
 
 
-def due_fires(
-    item: Decoded, now: datetime, limit: int = MAX_FIRES_PER_TICK
-) -> tuple[datetime, list[Fire], Fire | None]:
-    """The fires after the cursor that are due at ``now`` and the next one.
+class Missed(NamedTuple):
+    """Nominal times in ``[first, last]`` (``times`` of them) that do not run."""
 
-    Returns:
-        ``(after, due, next)``: the instant listed from (the cursor, or later
-        when the catch-up window drops everything before it), the due fires
-        in nominal order (at most ``limit``) and the first fire not listed
-        (None when the spec has no more).
-    """
-    after = item.record.cursor_at
-    window = item.policy.catchup_window
-    if window is not None:  # older fires are dropped anyway: do not list them
-        after = max(after, now - window - item.spec.jitter)
-    due: list[Fire] = []
-    for fire in item.spec.fires_after(after, seed=item.id):
-        if fire.fire_at > now or len(due) >= limit:
-            return after, due, fire
-        due.append(fire)
-    return after, due, None
-
-
-def catch_up(item: Decoded, due: list[Fire], now: datetime) -> list[Fire]:
-    """The due fires that run under the schedule's catch-up window."""
-    window = item.policy.catchup_window
-    if window is None:
-        return due[-1:]
-    return [f for f in due if f.fire_at >= now - window]
+    first: datetime
+    last: datetime
+    times: int
+    exact: bool
 
 
 class Plan(NamedTuple):
     """What one tick does for a due schedule.
 
     Attributes:
-        fires: the fires to run, in nominal order.
-        dropped: due fires left out by the catch-up window.
+        fires: the fires to run (the overlap policy still decides), in
+            nominal order.
+        missed: the due fires older than the catch-up window, as one range
+            (None: none).
         cursor: the schedule's cursor afterwards (the last due nominal instant).
         next_fire_at: its next fire afterwards (None: no more).
     """
 
     fires: list[Fire]
-    dropped: int
+    missed: Missed | None
     cursor: datetime
     next_fire_at: datetime | None
 
 
 def plan(item: Decoded, now: datetime, limit: int = MAX_FIRES_PER_TICK) -> Plan:
-    """The fires due at ``now`` after the cursor, picked by the catch-up window."""
-    after, due, following = due_fires(item, now, limit)
-    kept = catch_up(item, due, now)
-    if item.policy.catchup_window is None and following is not None and following.fire_at <= now:
-        kept = []  # a backlog longer than one listing: only its very last fire runs
-    cursor = due[-1].nominal_at if due else after
-    return Plan(
-        kept, len(due) - len(kept), cursor, None if following is None else following.fire_at
+    """What the schedule does at ``now``, decided without walking the missed
+    range: only fires due within the catch-up window are listed (older ones
+    cannot run), the range before them is counted (by arithmetic for an
+    interval), and the latest older fire is found by searching back from
+    ``now``. The work depends on the window, not on how long the scheduler
+    was away."""
+    spec, cursor = item.spec, item.record.cursor_at
+    floor = now - item.policy.window()  # a fire due before this is missed
+    # a nominal instant at or before floor - jitter is due before floor
+    start = max(cursor, floor - spec.jitter - _TICK)
+    within: list[Fire] = []
+    late: list[Fire] = []  # listed but due before floor
+    following: Fire | None = None
+    for fire in spec.fires_after(start, seed=item.id):
+        if fire.fire_at > now or len(within) >= limit:
+            following = fire
+            break
+        (within if fire.fire_at >= floor else late).append(fire)
+    if within:
+        run = within
+    else:
+        latest = late[-1] if late else spec.last_fire_in(cursor, start, seed=item.id)
+        run = [latest] if latest is not None and item.policy.catchup_window is None else []
+    last_due = (
+        run[-1] if run else (late[-1] if late else spec.last_fire_in(cursor, start, seed=item.id))
     )
+    new_cursor = last_due.nominal_at if last_due is not None else max(cursor, start)
+    if following is None or (run and following.nominal_at <= new_cursor):
+        following = next(spec.fires_after(new_cursor, seed=item.id), None)
+    # missed: every due nominal time after the cursor and before the first run
+    missed_until = run[0].nominal_at - _TICK if run else new_cursor
+    missed: Missed | None = None
+    first = next(spec.fires_after(cursor, seed=item.id), None)
+    if first is not None and first.nominal_at <= missed_until:
+        last = spec.last_fire_in(cursor, missed_until, seed=item.id)
+        assert last is not None
+        count, exact = spec.count_fires(cursor, missed_until)
+        missed = Missed(first.nominal_at, last.nominal_at, count, exact)
+    return Plan(run, missed, new_cursor, None if following is None else following.fire_at)
 
 
 class Scheduler:
@@ -158,8 +177,8 @@ class Scheduler:
 
     async def _fire_due(self, item: Decoded) -> int:
         todo = plan(item, await self.store.schedule_clock())
-        if todo.dropped:
-            log.info("schedule %r: %d missed fires dropped (catch-up)", item.id, todo.dropped)
+        if todo.missed is not None:
+            await record_missed(self.store, item, todo.missed, "catchup")
         started = 0
         for fire in todo.fires:
             started += await self._fire(item, fire)
@@ -177,30 +196,46 @@ class Scheduler:
             if previous is not None:
                 if overlap is Overlap.SKIP:
                     return await self._record(item, fire, "skipped")
-                if overlap is Overlap.BUFFER_ONE:
+                if overlap in (Overlap.BUFFER_ONE, Overlap.BUFFER_ALL):
                     waiting = [
                         r
                         for r in await self.store.pending_schedule_runs(item.id)
                         if r.outcome == "buffered"
                     ]
-                    return await self._record(item, fire, "skipped" if waiting else "buffered")
+                    room = 1 if overlap is Overlap.BUFFER_ONE else item.policy.buffer_limit
+                    full = len(waiting) >= room
+                    return await self._record(item, fire, "skipped" if full else "buffered")
                 await self.actions.cancel(item.action, previous)
         return await self._start(item, fire)
 
     async def _live_previous(self, item: Decoded) -> uuid.UUID | None:
-        """The run of the latest started nominal time, while it is still going."""
-        runs: list[ScheduleRunRecord] = await self.store.recent_schedule_runs(
-            item.id, 1, ["started"]
-        )
-        if runs and await self.actions.running(item.action, runs[0].run_id):
-            return runs[0].run_id
+        """The run started last, while it is still going."""
+        last: ScheduleRunRecord | None = await self.store.last_started_schedule_run(item.id)
+        if last is not None and await self.actions.running(item.action, last.run_id):
+            return last.run_id
         return None
 
     async def _record(self, item: Decoded, fire: Fire, outcome: str) -> int:
         _key, run_id = run_key(item.action, item.id, fire)
-        await self.store.record_schedule_run(
+        written = await self.store.record_schedule_run(
             item.id, fire.nominal_at, fire.fire_at, run_id, outcome
         )
+        if written in ("skipped", "missed"):
+            log.info(
+                "schedule %r: %s %s (%s)",
+                item.id,
+                outcome,
+                fire.local.isoformat(),
+                item.policy.overlap,
+            )
+            reason = "overlap" if outcome == "skipped" else "buffer"
+            await publish_fate(
+                self.store,
+                item.id,
+                SKIPPED_EVENT if outcome == "skipped" else MISSED_EVENT,
+                Missed(fire.nominal_at, fire.nominal_at, 1, True),
+                reason,
+            )
         return 0
 
     async def _start(self, item: Decoded, fire: Fire) -> int:
@@ -218,10 +253,58 @@ class Scheduler:
         return 1 if inserted else 0
 
     async def _start_pending(self, item: Decoded) -> int:
+        """Start requested and buffered runs: a buffered one once the run
+        before it has ended (missed when that is later than the catch-up
+        window after its fire time); a requested one at once under
+        ``allow_all`` (its override or the schedule's policy), else one at a
+        time, each once the run before it has ended."""
         started = 0
+        now: datetime | None = None
         for run in await self.store.pending_schedule_runs(item.id):
             fire = fire_of(item.spec, run.nominal_at, run.fire_at)
-            if run.outcome == "buffered" and await self._live_previous(item) is not None:
-                continue
+            if run.outcome == "buffered":
+                now = now or await self.store.schedule_clock()
+                if now - run.fire_at > item.policy.window():
+                    await self._record(item, fire, "missed")
+                    continue
+                if await self._live_previous(item) is not None:
+                    continue
+            else:
+                overlap = Overlap(run.overlap) if run.overlap else item.policy.overlap
+                if overlap is not Overlap.ALLOW_ALL and await self._live_previous(item) is not None:
+                    continue
             started += await self._start(item, fire)
         return started
+
+
+async def record_missed(store: Any, item: Decoded, missed: Missed, reason: str) -> None:
+    """Record, count, log and publish a range of missed nominal times (once)."""
+    await store.record_schedule_missed(
+        item.id, missed.first, missed.last, missed.times, missed.exact, reason
+    )
+    log.info(
+        "schedule %r: %s%d nominal times from %s to %s missed (%s)",
+        item.id,
+        "" if missed.exact else "at least ",
+        missed.times,
+        missed.first.isoformat(),
+        missed.last.isoformat(),
+        reason,
+    )
+    await publish_fate(store, item.id, MISSED_EVENT, missed, reason)
+
+
+async def publish_fate(store: Any, sid: str, event_type: str, missed: Missed, reason: str) -> None:
+    """Publish a missed or skipped range to the ledger under an id derived
+    from it, so a tick repeated after a crash publishes nothing new."""
+    event_id = uuid.uuid5(_EVENT_NAMESPACE, f"{event_type}|{sid}|{missed.first.isoformat()}")
+    payload = {
+        "schedule_id": sid,
+        "first_nominal_at": missed.first.isoformat(),
+        "last_nominal_at": missed.last.isoformat(),
+        "count": missed.times,
+        "count_exact": missed.exact,
+        "reason": reason,
+    }
+    with contextlib.suppress(ConflictError):
+        await publish_event(store, event_type, payload, key=sid, id=event_id)

@@ -223,6 +223,57 @@ class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
             fire_at = instant + _jitter(self.jitter, seed, instant)
             yield Fire(instant, fire_at, instant.astimezone(zone))
 
+    def count_fires(
+        self, after: datetime, until: datetime, *, cap: int = 10_000
+    ) -> tuple[int, bool]:
+        """How many nominal instants lie in ``(after, until]``.
+
+        A spec of one interval is counted by arithmetic (any range, O(1));
+        otherwise the instants are listed, at most ``cap`` of them.
+
+        Returns:
+            ``(count, exact)``: ``exact`` is False when the listing stopped at
+            ``cap`` (the range holds more).
+        """
+        lo, hi = aware_utc(after, "after"), aware_utc(until, "until")
+        if self.start_at is not None:
+            lo = max(lo, self.start_at - timedelta(microseconds=1))
+        if self.end_at is not None:
+            hi = min(hi, self.end_at)
+        if hi <= lo:
+            return 0, True
+        if not self.cron and len(self.intervals) == 1:
+            iv = self.intervals[0]
+            anchor = _EPOCH + iv.offset
+            return (hi - anchor) // iv.every - (lo - anchor) // iv.every, True
+        count = 0
+        for fire in self.fires_after(lo, seed=""):
+            if fire.nominal_at > hi:
+                return count, True
+            if count >= cap:
+                return count, False
+            count += 1
+        return count, True
+
+    def last_fire_in(self, after: datetime, until: datetime, *, seed: str) -> Fire | None:
+        """The last fire whose nominal instant lies in ``(after, until]``.
+
+        Searches back from ``until`` over doubling spans, so the work depends
+        on the spacing of the fires near ``until``, not on how far back
+        ``after`` is.
+        """
+        span = _SECOND
+        while True:
+            lo = max(after, until - span)
+            found: Fire | None = None
+            for fire in self.fires_after(lo, seed=seed):
+                if fire.nominal_at > until:
+                    break
+                found = fire
+            if found is not None or lo <= after:
+                return found
+            span *= 2
+
     def _cron_instants(self, expr: str, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
         # Start a day of wall time early: the first occurrence of a wall time
         # can lie before ``after`` in local terms (a fold) and is filtered below.

@@ -61,6 +61,8 @@ from .types import (
     QueryRequest,
     ReplayFilter,
     ResolvedOperation,
+    ScheduleChangeRecord,
+    ScheduleMissedRecord,
     ScheduleOperationParams,
     ScheduleRecord,
     ScheduleRunRecord,
@@ -1130,10 +1132,15 @@ class ScheduleStore(Protocol):
         ...
 
     async def request_schedule_runs(
-        self, schedule_id: str, runs: Sequence[tuple[datetime, datetime, uuid.UUID]]
+        self,
+        schedule_id: str,
+        runs: Sequence[tuple[datetime, datetime, uuid.UUID]],
+        overlap: str | None = None,
     ) -> int:
         """Record ``(nominal_at, fire_at, run_id)`` rows as ``requested`` for the
         scheduler to start; a nominal time already recorded is left alone.
+        ``overlap`` overrides the schedule's overlap policy for these rows
+        (None: the schedule's policy applies).
 
         Returns:
             How many rows were new.
@@ -1141,9 +1148,17 @@ class ScheduleStore(Protocol):
         ...
 
     async def update_schedule(
-        self, id: str, spec: bytes, action: bytes, policy: bytes, next_fire_at: datetime | None
+        self,
+        id: str,
+        spec: bytes,
+        action: bytes,
+        policy: bytes,
+        cursor_at: datetime,
+        next_fire_at: datetime | None,
+        note: str = "",
     ) -> None:
-        """Replace spec, action and policy (the cursor stays).
+        """Replace spec, action and policy, move the cursor to at least
+        ``cursor_at`` and record the edit (time, values before and after).
 
         Raises NotFoundError: no schedule ``id``.
         """
@@ -1163,7 +1178,8 @@ class ScheduleStore(Protocol):
     async def set_schedule_paused(
         self, id: str, paused: bool, note: str, cursor_at: datetime, next_fire_at: datetime | None
     ) -> None:
-        """Pause or unpause; the cursor moves to at least ``cursor_at``.
+        """Pause or unpause (the edit is recorded); the cursor moves to at
+        least ``cursor_at``.
 
         Raises NotFoundError: no schedule ``id``.
         """
@@ -1203,4 +1219,39 @@ class ScheduleStore(Protocol):
         self, schedule_id: str, limit: int, outcomes: Sequence[str] | None = None
     ) -> list[ScheduleRunRecord]:
         """Ledger rows, newest nominal time first, optionally of some outcomes."""
+        ...
+
+    async def last_started_schedule_run(self, schedule_id: str) -> ScheduleRunRecord | None:
+        """The run started last (in start order, which a backfill of old
+        nominal times makes differ from nominal order), if any."""
+        ...
+
+    async def record_schedule_missed(
+        self,
+        schedule_id: str,
+        first_nominal_at: datetime,
+        last_nominal_at: datetime,
+        count: int,
+        count_exact: bool,
+        reason: str,
+    ) -> bool:
+        """Record the nominal times in ``[first, last]`` (``count`` of them) as
+        missed, once per ``first_nominal_at``, and add ``count`` to the
+        schedule's missed count.
+
+        Returns:
+            False when that range was recorded already (nothing written).
+        """
+        ...
+
+    async def recent_schedule_missed(
+        self, schedule_id: str, limit: int
+    ) -> list[ScheduleMissedRecord]:
+        """Missed ranges, newest first."""
+        ...
+
+    async def recent_schedule_changes(
+        self, schedule_id: str, limit: int
+    ) -> list[ScheduleChangeRecord]:
+        """Edits (update, pause, unpause), newest first."""
         ...

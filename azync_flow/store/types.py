@@ -64,6 +64,8 @@ __all__ = [
     "ReapedTask",
     "ReplayFilter",
     "ResolvedOperation",
+    "ScheduleChangeRecord",
+    "ScheduleMissedRecord",
     "ScheduleOperationParams",
     "ScheduleRecord",
     "ScheduleRunRecord",
@@ -1022,6 +1024,9 @@ class ScheduleRecord(msgspec.Struct, kw_only=True):
         next_fire_at: when the next fire is due (None: no more fires).
         created_at: when it was created (store clock).
         updated_at: last change (store clock).
+        started_count: nominal times that started a run.
+        skipped_count: nominal times skipped by the overlap policy.
+        missed_count: nominal times missed (catch-up window, pause, edit).
     """
 
     id: str
@@ -1034,6 +1039,9 @@ class ScheduleRecord(msgspec.Struct, kw_only=True):
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    started_count: int = 0
+    skipped_count: int = 0
+    missed_count: int = 0
 
 
 class ScheduleRunRecord(msgspec.Struct, kw_only=True):
@@ -1045,8 +1053,9 @@ class ScheduleRunRecord(msgspec.Struct, kw_only=True):
         fire_at: when it was due (nominal plus jitter).
         run_id: the workflow execution, DAG run or job started for it (derived
             from the schedule id and ``nominal_at``).
-        outcome: ``started``, ``skipped`` (overlap), ``buffered`` (waiting
-            for the run before it).
+        outcome: ``started``, ``skipped`` (overlap), ``missed`` (a buffered
+            start later than the catch-up window), ``buffered`` (waiting for
+            the run before it) or ``requested`` (trigger, backfill).
         created_at: when it was recorded (store clock).
         updated_at: last change (a buffered run started).
     """
@@ -1058,3 +1067,52 @@ class ScheduleRunRecord(msgspec.Struct, kw_only=True):
     outcome: str
     created_at: datetime
     updated_at: datetime
+    overlap: str | None = None
+
+
+class ScheduleMissedRecord(msgspec.Struct, kw_only=True):
+    """A range of nominal times of a schedule that did not run.
+
+    Attributes:
+        schedule_id: the schedule.
+        first_nominal_at: the first missed nominal instant (UTC).
+        last_nominal_at: the last one (inclusive).
+        count: how many nominal times the range holds.
+        count_exact: False when ``count`` is a lower bound (a cron range
+            longer than the scheduler counts).
+        reason: ``catchup`` (older than the catch-up window), ``paused``
+            (passed while paused) or ``update`` (before an edit took effect).
+        recorded_at: when it was recorded (store clock).
+    """
+
+    schedule_id: str
+    first_nominal_at: datetime
+    last_nominal_at: datetime
+    count: int
+    count_exact: bool
+    reason: str
+    recorded_at: datetime
+
+
+class ScheduleChangeRecord(msgspec.Struct, kw_only=True):
+    """One edit of a schedule (``update``, ``pause``, ``unpause``).
+
+    Attributes:
+        schedule_id: the schedule.
+        at: when (store clock).
+        verb: ``update``, ``pause`` or ``unpause``.
+        old_spec, new_spec, old_policy, new_policy, old_action, new_action:
+            the encoded values before and after (None for pause/unpause).
+        note: the operator's note.
+    """
+
+    schedule_id: str
+    at: datetime
+    verb: str
+    old_spec: bytes | None = None
+    new_spec: bytes | None = None
+    old_policy: bytes | None = None
+    new_policy: bytes | None = None
+    old_action: bytes | None = None
+    new_action: bytes | None = None
+    note: str = ""

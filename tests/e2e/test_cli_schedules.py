@@ -49,12 +49,25 @@ async def test_schedules_commands_create_show_operate_and_delete(
     shown = await cmd("schedules", "show", "nightly", "--json")
     assert shown.code == 0, shown.err
     data = shown.json
-    assert data["policy"] == {"overlap": "buffer_one", "catchup_window": 7200.0}
+    assert data["policy"] == {
+        "overlap": "buffer_one",
+        "catchup_window": 7200.0,
+        "buffer_limit": 100,
+    }
+    assert data["counts"] == {"started": 0, "skipped": 0, "missed": 0}
     assert len(data["next_fires"]) == 5
     assert {datetime.fromisoformat(f["local"]).strftime("%H:%M") for f in data["next_fires"]} == {
         "01:30"
     }
+    moved = await cmd("schedules", "update", "nightly", "--cron", "0 2 * * *", "--note", "later")
+    assert moved.code == 0, moved.err
+    edits = (await cmd("schedules", "show", "nightly", "--json")).json["recent_changes"]
+    assert [
+        (e["verb"], e["old_spec"]["cron"], e["new_spec"]["cron"], e["note"]) for e in edits
+    ] == [("update", ["30 1 * * *"], ["0 2 * * *"], "later")]
     table = await cmd("schedules", "show", "nightly")
+    assert "started / skipped / missed" in table.out
+    assert "later" in table.out
     assert "NEXT FIRE (LOCAL)" in table.out
     assert "Europe/London" in table.out
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import msgspec
 import pytest
 
 from azync_flow import DAG, TaskContext, WorkflowContext, attach_workflows, workflow
@@ -118,9 +119,9 @@ async def test_overlap_policy_decides_fires_while_the_previous_run_goes_on(
 ) -> None:
     azync_clock.set(utc(2024, 6, 1, 0, 30))
     env = await workflow_env.start(workflows=[held])
-    await env.client.schedules.create(
-        "held", HOURLY, StartWorkflow.of(held), policy=SchedulePolicy(overlap=overlap)
-    )
+    # a buffered start may wait up to the catch-up window
+    policy = SchedulePolicy(overlap=overlap, catchup_window=timedelta(days=1))
+    await env.client.schedules.create("held", HOURLY, StartWorkflow.of(held), policy=policy)
     await env.sleep(timedelta(hours=3))  # fires at 01:00, 02:00, 03:00 while the first waits
     runs = await executions(env, "held")
     states = [e.state for e in runs]
@@ -138,6 +139,18 @@ async def test_overlap_policy_decides_fires_while_the_previous_run_goes_on(
         runs = await executions(env, "held")
         assert [e.state for e in runs] == [WorkflowState.SUCCEEDED, WorkflowState.RUNNING]
         assert runs[1].meta["schedule_nominal_at"] == utc(2024, 6, 1, 2).isoformat()
+    elif overlap is Overlap.BUFFER_ALL:
+        assert outcomes == ["started", "buffered", "buffered"]
+        await env.client.get_handle(runs[0].id).signal("go")
+        await env.settle()
+        runs = await executions(env, "held")
+        assert [e.state for e in runs] == [WorkflowState.SUCCEEDED, WorkflowState.RUNNING]
+        await env.client.get_handle(runs[1].id).signal("go")
+        await env.settle()
+        runs = await executions(env, "held")
+        assert [e.meta["schedule_nominal_at"] for e in runs] == [
+            utc(2024, 6, 1, h).isoformat() for h in (1, 2, 3)
+        ]
     elif overlap is Overlap.ALLOW_ALL:
         assert states == [WorkflowState.RUNNING] * 3
         assert outcomes == ["started"] * 3
@@ -322,3 +335,174 @@ async def test_a_run_started_before_a_crash_is_not_started_again(
     recent = (await env.client.schedules.describe("crash")).recent_runs
     assert [(r.nominal_at, r.outcome) for r in recent] == [(utc(2024, 6, 1, 1), "started")]
     await env.close()
+
+
+EVERY_SECOND = ScheduleSpec(intervals=(Interval(every=timedelta(seconds=1)),))
+
+
+async def ledger_rows(store: Any, table: str, sid: str) -> int:
+    async with store.pool.acquire() as conn:
+        value: int = await conn.fetchval(
+            f"SELECT count(*) FROM {table} WHERE schedule_id = $1", sid
+        )
+    return value
+
+
+async def missed_events(store: Any) -> list[Any]:
+    async with store.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT payload FROM azync_events WHERE type = 'azync.schedule.missed'"
+        )
+    return [msgspec.json.decode(bytes(r["payload"])) for r in rows]
+
+
+@pytest.mark.parametrize("days", [1, 30])
+async def test_an_outage_is_decided_in_one_tick_and_the_next_fire_is_on_time(
+    azync_store: Any, azync_clock: MovableClock, days: int
+) -> None:
+    t0 = utc(2024, 6, 1)
+    azync_clock.set(t0)
+    env = WorkflowEnvironment(azync_store, azync_clock)
+    policy = SchedulePolicy(overlap=Overlap.ALLOW_ALL)
+    await env.client.schedules.create("sec", EVERY_SECOND, EnqueueJob.of("beat"), policy=policy)
+    scheduler = attach_schedules(Worker(azync_store, handle_signals=False))
+    back = t0 + timedelta(days=days, milliseconds=500)
+    azync_clock.set(back)
+    # one tick decides the whole outage: the grace minute runs, the rest is one range
+    assert await scheduler.run_once() == 60
+    rows = await ledger_rows(azync_store, "azync_schedule_runs", "sec")
+    assert rows == 60  # the same for 1 and 30 days: no row per missed time
+    assert await ledger_rows(azync_store, "azync_schedule_missed", "sec") == 1
+    described = await env.client.schedules.describe("sec")
+    assert described.counts.missed == days * 86400 - 60
+    assert described.counts.started == 60
+    assert described.recent_missed[0].count == days * 86400 - 60
+    assert described.recent_missed[0].reason == "catchup"
+    assert described.next_fires[0].nominal_at == t0 + timedelta(days=days, seconds=1)
+    assert [e["count"] for e in await missed_events(azync_store)] == [days * 86400 - 60]
+    # the next regular fire happens at its time
+    azync_clock.set(t0 + timedelta(days=days, seconds=1))
+    assert await scheduler.run_once() == 1
+    recent = (await env.client.schedules.describe("sec", runs=1)).recent_runs
+    assert [(r.nominal_at, r.outcome) for r in recent] == [
+        (t0 + timedelta(days=days, seconds=1), "started")
+    ]
+
+
+async def test_a_late_tick_after_a_restart_drops_no_regular_fire(
+    azync_store: Any, azync_clock: MovableClock
+) -> None:
+    t0 = utc(2024, 6, 1)
+    azync_clock.set(t0)
+    env = WorkflowEnvironment(azync_store, azync_clock)
+    await env.client.schedules.create("sec", EVERY_SECOND, EnqueueJob.of("beat"))
+    first = attach_schedules(Worker(azync_store, handle_signals=False))
+    azync_clock.set(t0 + timedelta(seconds=1))
+    assert await first.run_once() == 1
+    # the leader dies; its successor's first tick comes 11 s later (TTL + tick)
+    azync_clock.set(t0 + timedelta(seconds=12, milliseconds=300))
+    second = attach_schedules(Worker(azync_store, handle_signals=False))
+    await second.run_once()
+    described = await env.client.schedules.describe("sec", runs=20)
+    fates = {r.nominal_at: r.outcome for r in described.recent_runs}
+    # every nominal time ends started or skipped (overlap: the job still waits); none missed
+    assert sorted(fates) == [t0 + timedelta(seconds=s) for s in range(1, 13)]
+    assert set(fates.values()) <= {"started", "skipped"}
+    assert described.counts.missed == 0
+    assert described.recent_missed == []
+    assert described.counts.started + described.counts.skipped == 12
+
+
+async def test_a_buffered_start_later_than_the_window_is_missed_and_recorded(
+    workflow_env: WorkflowEnvironment, azync_clock: MovableClock
+) -> None:
+    azync_clock.set(utc(2024, 6, 1, 0, 30))
+    env = await workflow_env.start(workflows=[held])
+    policy = SchedulePolicy(overlap=Overlap.BUFFER_ONE, catchup_window=timedelta(minutes=30))
+    await env.client.schedules.create("held", HOURLY, StartWorkflow.of(held), policy=policy)
+    await env.sleep(timedelta(hours=1, minutes=45))  # 01:00 starts, 02:00 buffered
+    await env.sleep(timedelta(minutes=30))  # the 02:00 start would now be 45 min late
+    runs = await executions(env, "held")
+    await env.client.get_handle(runs[0].id).signal("go")
+    await env.settle()
+    assert len(await executions(env, "held")) == 1
+    described = await env.client.schedules.describe("held")
+    outcomes = {r.nominal_at: r.outcome for r in described.recent_runs}
+    assert outcomes == {utc(2024, 6, 1, 1): "started", utc(2024, 6, 1, 2): "missed"}
+    assert described.counts.missed == 1
+    assert [(e["first_nominal_at"], e["reason"]) for e in await missed_events(env.store)] == [
+        (utc(2024, 6, 1, 2).isoformat(), "buffer")
+    ]
+
+
+@pytest.mark.parametrize("override", [None, Overlap.ALLOW_ALL])
+async def test_backfill_honours_the_overlap_policy_unless_overridden(
+    workflow_env: WorkflowEnvironment, azync_clock: MovableClock, override: Overlap | None
+) -> None:
+    azync_clock.set(utc(2024, 6, 1, 5, 30))
+    env = await workflow_env.start(workflows=[held])
+    await env.client.schedules.create("held", HOURLY, StartWorkflow.of(held))
+    await env.client.schedules.trigger("held")  # a live run
+    await env.settle()
+    await env.client.schedules.backfill(
+        "held", utc(2024, 6, 1, 1), utc(2024, 6, 1, 3), overlap=override
+    )
+    await env.settle()
+    live = [e for e in await executions(env, "held") if e.state is WorkflowState.RUNNING]
+    if override is Overlap.ALLOW_ALL:
+        assert len(live) == 4
+        return
+    assert len(live) == 1  # the backfill waits behind the live run
+    for expected in (1, 2, 3):
+        await env.client.get_handle(live[0].id).signal("go")
+        await env.settle()
+        live = [e for e in await executions(env, "held") if e.state is WorkflowState.RUNNING]
+        assert [e.meta["schedule_nominal_at"] for e in live] == [
+            utc(2024, 6, 1, expected).isoformat()
+        ]
+
+
+async def test_update_fires_nothing_from_before_it_and_is_recorded(
+    workflow_env: WorkflowEnvironment, azync_clock: MovableClock
+) -> None:
+    azync_clock.set(utc(2024, 6, 1, 0, 30))
+    env = await workflow_env.start(workflows=[tick])
+    await env.client.schedules.create("edit", DAILY_9, StartWorkflow.of(tick))
+    azync_clock.set(utc(2024, 6, 1, 12))  # 09:00 passed unhandled (no tick yet)
+    hourly = ScheduleSpec(cron=("0 * * * *",))
+    await env.client.schedules.update("edit", spec=hourly, note="hourly now")
+    described = await env.client.schedules.describe("edit")
+    assert described.next_fires[0].nominal_at == utc(2024, 6, 1, 13)
+    assert [(c.verb, c.old_spec, c.new_spec, c.note) for c in described.recent_changes] == [
+        ("update", DAILY_9, hourly, "hourly now")
+    ]
+    assert [(m.first_nominal_at, m.count, m.reason) for m in described.recent_missed] == [
+        (utc(2024, 6, 1, 9), 1, "update")
+    ]
+    await env.sleep(timedelta(hours=1, minutes=30))
+    nominal = [e.meta["schedule_nominal_at"] for e in await executions(env, "tick")]
+    assert nominal == [utc(2024, 6, 1, 13).isoformat()]
+
+
+async def test_a_due_fire_whose_jittered_start_is_ahead_survives_pause_and_unpause(
+    workflow_env: WorkflowEnvironment, azync_clock: MovableClock
+) -> None:
+    azync_clock.set(utc(2024, 6, 1, 0, 30))
+    env = await workflow_env.start(workflows=[tick])
+    spec = ScheduleSpec(
+        intervals=(Interval(every=timedelta(hours=1)),), jitter=timedelta(minutes=50)
+    )
+    await env.client.schedules.create("jit", spec, StartWorkflow.of(tick))
+    fire = (await env.client.schedules.describe("jit")).next_fires[0]
+    assert fire.nominal_at == utc(2024, 6, 1, 1)
+    assert fire.fire_at > fire.nominal_at
+    azync_clock.set(fire.nominal_at + (fire.fire_at - fire.nominal_at) / 2)
+    await env.client.schedules.pause("jit")
+    await env.client.schedules.unpause("jit")
+    described = await env.client.schedules.describe("jit")
+    assert described.next_fires[0] == fire  # due, jittered start ahead: listed
+    assert [c.verb for c in described.recent_changes] == ["unpause", "pause"]
+    azync_clock.set(fire.fire_at)
+    await env.settle()
+    runs = await executions(env, "tick")
+    assert [e.meta["schedule_nominal_at"] for e in runs] == [fire.nominal_at.isoformat()]

@@ -246,17 +246,30 @@ def test_catch_up_after_three_days_down_runs_what_the_window_allows(
     assert todo.next_fire_at == utc(2024, 5, 5, 9)
 
 
-def test_latest_only_runs_just_the_last_fire_of_a_backlog_longer_than_one_listing() -> None:
+def test_a_backlog_is_decided_in_one_plan_as_one_counted_missed_range() -> None:
     every_minute = ScheduleSpec(cron=("* * * * *",))
     item = _decoded(every_minute, SchedulePolicy(), utc(2024, 5, 1))
-    now = utc(2024, 5, 1, 2)  # 120 due, listed 50 at a time
-    first = plan(item, now, limit=50)
-    assert (first.fires, first.dropped, first.cursor) == ([], 50, utc(2024, 5, 1, 0, 50))
-    item = _decoded(every_minute, SchedulePolicy(), first.cursor)
-    item = _decoded(every_minute, SchedulePolicy(), plan(item, now, limit=50).cursor)
-    last = plan(item, now, limit=50)
-    assert [f.nominal_at for f in last.fires] == [utc(2024, 5, 1, 2)]
-    assert last.next_fire_at == utc(2024, 5, 1, 2, 1)
+    todo = plan(item, utc(2024, 5, 1, 2))  # 120 due; the last minute is within the grace
+    assert [f.nominal_at for f in todo.fires] == [utc(2024, 5, 1, 1, 59), utc(2024, 5, 1, 2)]
+    assert todo.missed == (utc(2024, 5, 1, 0, 1), utc(2024, 5, 1, 1, 58), 118, True)
+    assert todo.cursor == utc(2024, 5, 1, 2)
+    assert todo.next_fire_at == utc(2024, 5, 1, 2, 1)
+
+
+def test_thirty_days_down_for_a_one_second_interval_is_counted_not_listed() -> None:
+    every_second = ScheduleSpec(intervals=(Interval(every=timedelta(seconds=1)),))
+    t0 = utc(2024, 5, 1)
+    item = _decoded(every_second, SchedulePolicy(), t0)
+    todo = plan(item, t0 + timedelta(days=30))
+    # the grace (a minute) runs; everything before it is one range with its count
+    assert len(todo.fires) == 61
+    assert todo.missed == (
+        t0 + timedelta(seconds=1),
+        t0 + timedelta(days=30, seconds=-61),
+        30 * 86400 - 61,
+        True,
+    )
+    assert todo.next_fire_at == t0 + timedelta(days=30, seconds=1)
 
 
 def test_a_cron_that_never_matches_has_no_fires() -> None:

@@ -9,7 +9,12 @@ from datetime import datetime
 import asyncpg
 
 from ..errors import NotFoundError
-from ..types import ScheduleRecord, ScheduleRunRecord
+from ..types import (
+    ScheduleChangeRecord,
+    ScheduleMissedRecord,
+    ScheduleRecord,
+    ScheduleRunRecord,
+)
 from ._base import PgBase
 
 __all__ = ["ScheduleMixin"]
@@ -27,6 +32,9 @@ def _schedule(row: asyncpg.Record) -> ScheduleRecord:
         next_fire_at=row["next_fire_at"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        started_count=row["started_count"],
+        skipped_count=row["skipped_count"],
+        missed_count=row["missed_count"],
     )
 
 
@@ -39,6 +47,38 @@ def _run(row: asyncpg.Record) -> ScheduleRunRecord:
         outcome=row["outcome"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        overlap=row["overlap"],
+    )
+
+
+def _missed(row: asyncpg.Record) -> ScheduleMissedRecord:
+    return ScheduleMissedRecord(
+        schedule_id=row["schedule_id"],
+        first_nominal_at=row["first_nominal_at"],
+        last_nominal_at=row["last_nominal_at"],
+        count=row["count"],
+        count_exact=row["count_exact"],
+        reason=row["reason"],
+        recorded_at=row["recorded_at"],
+    )
+
+
+def _change(row: asyncpg.Record) -> ScheduleChangeRecord:
+    def raw(name: str) -> bytes | None:
+        value = row[name]
+        return None if value is None else bytes(value)
+
+    return ScheduleChangeRecord(
+        schedule_id=row["schedule_id"],
+        at=row["at"],
+        verb=row["verb"],
+        old_spec=raw("old_spec"),
+        new_spec=raw("new_spec"),
+        old_policy=raw("old_policy"),
+        new_policy=raw("new_policy"),
+        old_action=raw("old_action"),
+        new_action=raw("new_action"),
+        note=row["note"],
     )
 
 
@@ -89,7 +129,10 @@ class ScheduleMixin(PgBase):
         return [_run(r) for r in await self._fetch("schedule_runs_pending", schedule_id)]
 
     async def request_schedule_runs(
-        self, schedule_id: str, runs: Sequence[tuple[datetime, datetime, uuid.UUID]]
+        self,
+        schedule_id: str,
+        runs: Sequence[tuple[datetime, datetime, uuid.UUID]],
+        overlap: str | None = None,
     ) -> int:
         """Implements ``ScheduleStore.request_schedule_runs`` (documented there)."""
         rows = await self._fetch(
@@ -98,15 +141,32 @@ class ScheduleMixin(PgBase):
             [n for n, _, _ in runs],
             [f for _, f, _ in runs],
             [r for _, _, r in runs],
+            overlap,
         )
         return len(rows)
 
     async def update_schedule(
-        self, id: str, spec: bytes, action: bytes, policy: bytes, next_fire_at: datetime | None
+        self,
+        id: str,
+        spec: bytes,
+        action: bytes,
+        policy: bytes,
+        cursor_at: datetime,
+        next_fire_at: datetime | None,
+        note: str = "",
     ) -> None:
-        """``ScheduleStore.update_schedule``: replace spec, action and policy (the cursor stays)."""
+        """``ScheduleStore.update_schedule``: replace spec, action and policy,
+        move the cursor forward and record the edit."""
         await self._must(
-            "schedule_update", id, spec, action, policy, next_fire_at, what=f"schedule {id!r}"
+            "schedule_update",
+            id,
+            spec,
+            action,
+            policy,
+            cursor_at,
+            next_fire_at,
+            note,
+            what=f"schedule {id!r}",
         )
 
     async def advance_schedule(
@@ -165,3 +225,43 @@ class ScheduleMixin(PgBase):
             None if outcomes is None else list(outcomes),
         )
         return [_run(r) for r in rows]
+
+    async def last_started_schedule_run(self, schedule_id: str) -> ScheduleRunRecord | None:
+        """The run started last (start order, not nominal order), if any."""
+        row = await self._fetchrow("schedule_run_last_started", schedule_id)
+        return None if row is None else _run(row)
+
+    async def record_schedule_missed(
+        self,
+        schedule_id: str,
+        first_nominal_at: datetime,
+        last_nominal_at: datetime,
+        count: int,
+        count_exact: bool,
+        reason: str,
+    ) -> bool:
+        """Record a missed range once; False when it was recorded already."""
+        row = await self._fetchrow(
+            "schedule_missed_record",
+            schedule_id,
+            first_nominal_at,
+            last_nominal_at,
+            count,
+            count_exact,
+            reason,
+        )
+        return row is not None
+
+    async def recent_schedule_missed(
+        self, schedule_id: str, limit: int
+    ) -> list[ScheduleMissedRecord]:
+        """Missed ranges, newest first."""
+        return [_missed(r) for r in await self._fetch("schedule_missed_recent", schedule_id, limit)]
+
+    async def recent_schedule_changes(
+        self, schedule_id: str, limit: int
+    ) -> list[ScheduleChangeRecord]:
+        """Edits of the schedule, newest first."""
+        return [
+            _change(r) for r in await self._fetch("schedule_changes_recent", schedule_id, limit)
+        ]
