@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from azync_flow._text import clean_text, escape_surrogates
@@ -13,6 +14,7 @@ from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
 from azync_flow.store.types import BufferedSignal, UpdateOutcome
 
 __all__ = [
+    "SCHEDULE_NOMINAL_AT",
     "BufferedSignal",
     "CancelChild",
     "CancelTimer",
@@ -43,6 +45,9 @@ class WorkflowInfo:
             the first run, whose run id is the execution id.
         parent_id: the parent execution of a child started by ``ctx.start_child``,
             else None.
+        scheduled_time: the nominal time (UTC) of the schedule fire that started
+            the execution, else None. Recorded with the start, so every replay
+            (and every run of a continued-as-new chain) reads the same value.
     """
 
     execution_id: uuid.UUID
@@ -51,11 +56,49 @@ class WorkflowInfo:
     attempt: int = 1
     run_id: uuid.UUID | None = None
     parent_id: uuid.UUID | None = None
+    scheduled_time: datetime | None = None
+
+    @classmethod
+    def of(
+        cls,
+        execution_id: uuid.UUID,
+        name: str,
+        version: str,
+        meta: Mapping[str, str],
+        *,
+        attempt: int = 1,
+        run_id: uuid.UUID | None = None,
+        parent_id: uuid.UUID | None = None,
+    ) -> WorkflowInfo:
+        """The info of an execution from its stored fields (``meta`` as started)."""
+        return cls(
+            execution_id,
+            name,
+            version,
+            attempt,
+            run_id=run_id,
+            parent_id=parent_id,
+            scheduled_time=_nominal_time(meta),
+        )
 
     @property
     def current_run_id(self) -> uuid.UUID:
         """The id of the current run (the execution id for the first run)."""
         return self.run_id or self.execution_id
+
+
+#: The start meta key under which a schedule records the nominal time it fired for.
+SCHEDULE_NOMINAL_AT = "schedule_nominal_at"
+
+
+def _nominal_time(meta: Mapping[str, str]) -> datetime | None:
+    text = meta.get(SCHEDULE_NOMINAL_AT)
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:  # meta set by hand: not a schedule's
+        return None
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ class EagerStarter:
             instance = WorkflowInstance(
                 defn,
                 p.input,
-                WorkflowInfo(p.id, p.name, p.version, 1),
+                WorkflowInfo.of(p.id, p.name, p.version, p.meta),
                 max_payload_bytes=runner.max_payload_bytes,
                 task_context=runner.task_context(),
             )

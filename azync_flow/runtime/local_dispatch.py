@@ -84,6 +84,7 @@ class LocalDispatch:
             if lease is not None and loop.lease != lease:
                 continue  # one lease per commit; the others stay pending
             if loop.reserve(1) == 0:
+                loop.mark_backlog()  # inserted pending: it waits for one of its slots
                 continue
             lease = loop.lease
             attempts = loop.default_max_attempts

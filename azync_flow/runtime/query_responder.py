@@ -123,7 +123,14 @@ class QueryResponder:
         instance = WorkflowInstance(
             runner.registry.workflow(execution.name),
             execution.input,
-            WorkflowInfo(execution.id, execution.name, execution.version),
+            WorkflowInfo.of(
+                execution.id,
+                execution.name,
+                execution.version,
+                execution.meta,
+                run_id=execution.run_id,
+                parent_id=execution.parent_id,
+            ),
             max_payload_bytes=runner.max_payload_bytes,
             task_context=runner.task_context(),
         )

@@ -295,11 +295,12 @@ class WorkflowRunner:
         instance = cached or WorkflowInstance(
             defn,
             execution.input,
-            WorkflowInfo(
+            WorkflowInfo.of(
                 run_id,
                 execution.name,
                 execution.version,
-                job.attempt,
+                execution.meta,
+                attempt=job.attempt,
                 run_id=execution.run_id,
                 parent_id=execution.parent_id,
             ),

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from azync_flow._logging import log_failure
 from azync_flow.events._publish import publish_event
+from azync_flow.replay.outcome import SCHEDULE_NOMINAL_AT
 from azync_flow.store.errors import ConflictError, StoreError
 from azync_flow.store.types import ScheduleRunRecord
 
@@ -242,7 +243,7 @@ class Scheduler:
         key, run_id = run_key(item.action, item.id, fire)
         meta = {
             "schedule_id": item.id,
-            "schedule_nominal_at": fire.nominal_at.isoformat(),
+            SCHEDULE_NOMINAL_AT: fire.nominal_at.isoformat(),
         }
         inserted = await self.actions.start(item.action, run_id, key, meta)
         await self.store.record_schedule_run(

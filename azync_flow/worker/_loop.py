@@ -147,7 +147,8 @@ class LeaseLoop:
         self._stopping = False
         self._stop_requested = asyncio.Event()
         self._slot_freed = asyncio.Event()
-        #: True while the last dequeue filled its batch: more jobs may be due.
+        #: True from :meth:`mark_backlog` (a job of this kind was left in the
+        #: queue for want of a slot) until a dequeue comes back short.
         self.backlog = False
         #: Called (synchronously) when the loop may have slots to spare: after a
         #: dequeue that came back short, and when a slot frees without a backlog.
@@ -165,12 +166,14 @@ class LeaseLoop:
             return 0
         return max(0, self.concurrency - len(self.in_flight) - self.reserved)
 
-    def spare_slots(self) -> int:
-        """Slots that nothing due will take: free slots while the last dequeue
-        found no more jobs (0 while it has a backlog), whether or not it runs."""
-        if self.backlog:
-            return 0
+    def open_slots(self) -> int:
+        """Slots neither running a job nor reserved, whether or not the loop runs."""
         return max(0, self.concurrency - len(self.in_flight) - self.reserved)
+
+    def mark_backlog(self) -> None:
+        """Note that a job of this kind waits in the queue for a slot of this loop
+        (cleared when a dequeue finds nothing more)."""
+        self.backlog = True
 
     def reserve(self, n: int) -> int:
         """Reserve up to ``n`` free slots for jobs leased elsewhere (a transaction
@@ -279,8 +282,8 @@ class LeaseLoop:
                 error_backoff = min(error_backoff * 2, 5.0)
                 continue
             error_backoff = 0.05
-            self.backlog = len(jobs) >= asked
-            if not self.backlog:
+            if len(jobs) < asked:  # caught up with everything due of its kind
+                self.backlog = False
                 self._spare()
             if jobs:
                 self._set_idle(False)

@@ -278,6 +278,27 @@ async def test_workflow_declared_with_a_schedule_fires_once_attached_to_a_worker
     assert [s.id for s in await env.client.schedules.list()] == ["workflow:declared_nightly"]
 
 
+@workflow(name="nominal_reader", schedule="0 3 * * *", tz="UTC")
+async def nominal_reader(ctx: WorkflowContext) -> str | None:
+    await ctx.sleep(timedelta(minutes=5))  # read again after a replay of the pass
+    when = ctx.info.scheduled_time
+    return None if when is None else when.isoformat()
+
+
+async def test_workflow_code_reads_the_nominal_time_its_schedule_fired_it_for(
+    workflow_env: WorkflowEnvironment, azync_clock: MovableClock
+) -> None:
+    azync_clock.set(utc(2024, 3, 1, 12))
+    env = await workflow_env.start(workflows=[nominal_reader])
+    await env.sleep(timedelta(days=1))
+    [run] = await executions(env, "nominal_reader")
+    result = await env.client.get_handle(run.id).result(timeout=10)
+    assert result == utc(2024, 3, 2, 3).isoformat()
+    manual = await env.client.start(nominal_reader)  # not started by the schedule
+    await env.sleep(timedelta(minutes=10))
+    assert await manual.result(timeout=10) is None
+
+
 LONDON = ZoneInfo("Europe/London")
 
 
