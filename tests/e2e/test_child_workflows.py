@@ -16,7 +16,7 @@ from azync_flow.errors import ChildWorkflowError, WorkflowFailedError
 from azync_flow.replay import Replayer
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.types import Source, WorkflowState
 from azync_flow.telemetry import run_span_id
 from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture
@@ -145,6 +145,19 @@ async def test_execute_child_returns_the_child_result_and_records_both_events(
     # the derived child id is the same on replay: the recorded history replays
     verdict = Replayer(WORKFLOWS).replay(await handle.recorded_history())
     assert verdict.ok, verdict.error
+
+
+async def test_a_parent_woken_by_its_child_counts_the_workflow_task_it_gets(
+    store: PostgresStore, runtime: LocalRuntime
+) -> None:
+    handle = await Client(store).start(parent_one, 3)
+    await runtime.run_until_idle()
+    assert await handle.result(timeout=5) == 7
+    rows = await store.pool.fetchval(
+        "SELECT count(*) FROM azync_jobs WHERE source = 'workflow' AND kind = '$wft'"
+    )
+    _, daily = await store.stats(Source.WORKFLOW, "$wft")
+    assert sum(d.enqueued for d in daily) == rows
 
 
 async def test_gather_over_children_collects_every_result_in_order(
