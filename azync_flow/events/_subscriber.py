@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from ..retry import RetryPolicy
 from ..store.validate import check_max_attempts, check_name
 
-__all__ = ["SubscriberDefinition", "subscriber"]
+__all__ = ["Ordering", "SubscriberDefinition", "subscriber"]
 
 Handler = Callable[..., Awaitable[Any]]
+
+#: ``"none"``: deliveries run as they come, up to ``concurrency`` at once;
+#: ``"key"``: one delivery per event key at a time, in publish order.
+Ordering = Literal["none", "key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +33,8 @@ class SubscriberDefinition:
         lease: lease per delivery attempt (None: the worker's).
         payload_type: what the payload decodes as (None: the annotation of
             the handler's first parameter).
+        ordering: ``"key"``: the events of one key are delivered one at a
+            time in publish order (see docs/events.md); ``"none"``: no order.
     """
 
     event_type: str
@@ -39,6 +45,7 @@ class SubscriberDefinition:
     concurrency: int | None = None
     lease: timedelta | None = None
     payload_type: Any = None
+    ordering: Ordering = "none"
 
     async def __call__(self, *args: Any) -> Any:
         """Call the handler directly (unit tests of its logic)."""
@@ -54,6 +61,7 @@ def subscriber(
     concurrency: int | None = None,
     lease: timedelta | None = None,
     payload_type: Any = None,
+    ordering: Ordering = "none",
 ) -> Callable[[Handler], SubscriberDefinition]:
     """Declare an event subscriber (run by a worker after ``attach_subscribers``).
 
@@ -67,8 +75,15 @@ def subscriber(
     one delivery for it: a leased job retried per ``retry`` and dead-lettered
     when its budget is spent (see :class:`SubscriberDefinition`).
 
+    With ``ordering="key"`` the deliveries of one key (``publish(..., key=...)``)
+    run one at a time, in publish order, across every worker: the next event of
+    a key waits while one of that key is running or waiting for its retry;
+    different keys still run in parallel. A dead-lettered delivery no longer
+    holds its key back. Without it, deliveries run in no guaranteed order.
+
     Raises:
-        ValueError: an empty or overlong ``event_type``/``name``, or ``max_attempts`` < 1.
+        ValueError: an empty or overlong ``event_type``/``name``, ``max_attempts``
+            < 1, or ``ordering`` other than ``"none"`` or ``"key"``.
     """
     for value, field in ((event_type, "event_type"), (name, "subscriber name")):
         check_name(value, field)
@@ -76,6 +91,8 @@ def subscriber(
             raise ValueError(f"{field} must not be empty")
     if max_attempts is not None:
         check_max_attempts(max_attempts)
+    if ordering not in ("none", "key"):
+        raise ValueError(f'ordering must be "none" or "key", not {ordering!r}')
 
     def wrap(fn: Handler) -> SubscriberDefinition:
         return SubscriberDefinition(
@@ -87,6 +104,7 @@ def subscriber(
             concurrency=concurrency,
             lease=lease,
             payload_type=payload_type,
+            ordering=ordering,
         )
 
     return wrap

@@ -188,7 +188,12 @@ async def register_subscribers(
         if budget is None:
             budget = sub.retry.maximum_attempts if sub.retry is not None else 0
         await store.register_subscriber(
-            Subscriber(name=sub.name, event_type=sub.event_type, max_attempts=budget)
+            Subscriber(
+                name=sub.name,
+                event_type=sub.event_type,
+                max_attempts=budget,
+                ordered=sub.ordering == "key",
+            )
         )
 
 

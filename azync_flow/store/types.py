@@ -364,12 +364,15 @@ class Subscriber(msgspec.Struct, kw_only=True):
     name: str
     event_type: str
     max_attempts: int = 0
+    #: deliveries run one key at a time, in publish order (``ordering="key"``)
+    ordered: bool = False
 
 
 class SubscriberView(msgspec.Struct, kw_only=True):
     event_type: str
     subscriber: str
     max_attempts: int
+    ordered: bool
     created_at: datetime
     updated_at: datetime
 

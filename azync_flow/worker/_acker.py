@@ -1,9 +1,14 @@
 """Group-commit of acks: many finished jobs settled by one ``ack_many`` statement.
 
 A runner that finished a job hands ``(id, lease_token)`` to :meth:`AckBatcher.ack`
-and moves on; a flusher task writes everything queued so far in one statement
-while the next batch accumulates, so the batch size follows the load with no
-added latency when the load is light.
+and awaits the returned future; a flusher task writes everything queued so far
+in one statement while the next batch accumulates, so the batch size follows
+the load with no added latency when the load is light.
+
+The runner holds its slot (and its lease, renewed by the loop's heartbeats)
+until the ack is committed: a worker never has more jobs run but not yet acked
+than its concurrency, so a crash re-runs at most its in-flight jobs, and an ack
+that waits on a slow database never outlives its lease.
 
 Safety: the job's effect happened before its ack is queued. If the process dies
 before the flush commits, the lease expires, the job is reaped and runs again —
@@ -43,7 +48,7 @@ class AckBatcher:
         self.max_batch = max_batch
         self.acked = 0
         self.stale = 0
-        self._buffer: list[tuple[uuid.UUID, uuid.UUID]] = []
+        self._buffer: list[tuple[uuid.UUID, uuid.UUID, asyncio.Future[bool]]] = []
         self._ready = asyncio.Event()
         self._inflight = 0
         self._idle = asyncio.Event()
@@ -56,13 +61,22 @@ class AckBatcher:
         """Acks queued or being written."""
         return len(self._buffer) + self._inflight
 
-    def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
-        """Queue the ack of a finished job (returns at once; see :meth:`flush`)."""
-        self._buffer.append((id, lease_token))
+    def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> asyncio.Future[bool]:
+        """Queue the ack of a finished job.
+
+        Returns:
+            A future resolved once the ack statement carrying it has run: True
+            when the job was acked, False when its token was stale or the ack
+            was given up (the job then runs again after its lease). Await it
+            to hold the job's slot and lease until the ack is durable.
+        """
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._buffer.append((id, lease_token, done))
         self._idle.clear()
         self._ready.set()
         if not self._tasks:
             self.start()
+        return done
 
     def start(self) -> None:
         if not self._tasks:
@@ -82,14 +96,19 @@ class AckBatcher:
             if not self._buffer:
                 self._ready.clear()
             self._inflight += len(batch)
+            acked: set[uuid.UUID] = set()
             try:
-                await self._write(batch)
+                acked = await self._write([(id, token) for id, token, _ in batch])
             finally:
+                for id, _, done in batch:
+                    if not done.done():
+                        done.set_result(id in acked)
                 self._inflight -= len(batch)
                 if not self._buffer and not self._inflight:
                     self._idle.set()
 
-    async def _write(self, batch: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
+    async def _write(self, batch: list[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
+        """Ack ``batch``, retrying failed statements; returns the ids acked."""
         delay = 0.05
         for _ in range(8):
             try:
@@ -114,8 +133,9 @@ class AckBatcher:
                     "%d acks were stale (lease lost, job reaped); those jobs run again",
                     len(batch) - len(done),
                 )
-            return
+            return set(done)
         log.error("giving up acking %d jobs; their leases expire and they run again", len(batch))
+        return set()
 
     async def flush(self) -> None:
         """Wait until every ack queued so far is written (or given up)."""

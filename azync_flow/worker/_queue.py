@@ -16,6 +16,7 @@ Settlement rules (source ``queue``):
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -193,7 +194,8 @@ class QueueRunner:
                 await self._fail(handler, job, lease, exc)
         else:
             if not lease.lost:
-                self.acks.ack(job.id, lease.token)
+                # the slot and the lease are held until the ack commits
+                await asyncio.shield(self.acks.ack(job.id, lease.token))
 
     async def _invoke(
         self, handler: QueueHandler, job: Job, payload: Any, lease: LeaseHandle

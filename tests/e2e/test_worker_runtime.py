@@ -282,7 +282,7 @@ async def test_add_loop_runs_a_custom_runner_with_heartbeat_and_batched_ack(
     async def runner(job: Job, lease: LeaseHandle) -> None:
         await lease.extend(timedelta(seconds=10))
         seen.append((job.id, job.attempt))
-        worker.acks.ack(job.id, lease.token)
+        await worker.acks.ack(job.id, lease.token)
 
     worker.add_loop(Source.QUEUE, "custom", runner, concurrency=4)
     ids = {await enqueue(store, "custom", i) for i in range(10)}
@@ -322,7 +322,7 @@ async def test_a_heartbeat_only_lease_lapses_when_its_runner_falls_silent(
         for _ in range(4):  # 1.2 s of work, renewing its own lease in time
             await asyncio.sleep(0.3)
             await lease.extend()
-        worker.acks.ack(job.id, lease.token)
+        await worker.acks.ack(job.id, lease.token)
 
     loop = worker.add_loop(Source.QUEUE, "silent", runner)
     job_id = await enqueue(store, "silent")

@@ -78,14 +78,22 @@ class EventMixin(PgBase):
 
     async def register_subscriber(self, sub: Subscriber) -> None:
         """Upsert ``(sub.name, sub.event_type)``; an existing registration's
-        ``max_attempts`` is updated (0 = the runtime default on first lease)."""
-        await self._fetch("event_register_subscriber", sub.name, sub.event_type, sub.max_attempts)
+        ``max_attempts`` and ``ordered`` are updated (0 = the runtime default on
+        first lease; ``ordered`` applies to deliveries created from then on)."""
+        await self._fetch(
+            "event_register_subscriber", sub.name, sub.event_type, sub.max_attempts, sub.ordered
+        )
 
     async def subscribers(self, event_type: str) -> list[Subscriber]:
         """The registrations for ``event_type``, ordered by name (``''``: every type)."""
         rows = await self._fetch("event_subscribers", event_type)
         return [
-            Subscriber(name=r["name"], event_type=r["event_type"], max_attempts=r["max_attempts"])
+            Subscriber(
+                name=r["name"],
+                event_type=r["event_type"],
+                max_attempts=r["max_attempts"],
+                ordered=r["ordered"],
+            )
             for r in rows
         ]
 
@@ -101,6 +109,7 @@ class EventMixin(PgBase):
                 event_type=r["event_type"],
                 subscriber=r["name"],
                 max_attempts=r["max_attempts"],
+                ordered=r["ordered"],
                 created_at=r["created_at"],
                 updated_at=r["updated_at"],
             )

@@ -16,11 +16,26 @@ SELECT azync_publish_event($2, $3, $4, $5, $6,
 -- name: event_dequeue
 -- Like job_dequeue, for source 'event': also returns the ledger record as ev_*.
 -- $2 kind (subscriber), $3 limit, $4 lease, $5 default_max_attempts, $6 override_default
+-- A delivery of an ordered subscriber (order_key set) is leased only while no
+-- delivery of its key is active and none earlier in publish order is still to
+-- run (pending, or scheduled for its retry): across every worker, a key has at
+-- most one delivery in flight and its events run in publish order. The probes
+-- use azync_jobs_event_order and azync_jobs_event_order_active (migration 0019).
 WITH picked AS (
-    SELECT id FROM azync_jobs
-    WHERE state = 'pending' AND source = 'event' AND kind = $2
-      AND run_at <= coalesce($1::timestamptz, now())
-    ORDER BY run_at, id
+    SELECT j.id FROM azync_jobs j
+    WHERE j.state = 'pending' AND j.source = 'event' AND j.kind = $2
+      AND j.run_at <= coalesce($1::timestamptz, now())
+      AND (j.order_key IS NULL OR (
+          NOT EXISTS (
+              SELECT 1 FROM azync_jobs a
+              WHERE a.kind = j.kind AND a.order_key = j.order_key
+                AND a.order_seq < j.order_seq
+                AND a.state IN ('pending', 'scheduled', 'active'))
+          AND NOT EXISTS (
+              SELECT 1 FROM azync_jobs a
+              WHERE a.kind = j.kind AND a.order_key = j.order_key
+                AND a.state = 'active')))
+    ORDER BY j.run_at, j.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), up AS (
@@ -46,15 +61,18 @@ SELECT up.*, e.type AS ev_type, e.aggregate_type AS ev_aggregate_type,
 FROM up LEFT JOIN azync_events e ON e.id = up.event_id
 
 -- name: event_register_subscriber
--- $2 name, $3 event_type, $4 max_attempts
-INSERT INTO azync_subscribers AS s (name, event_type, max_attempts, created_at, updated_at)
-VALUES ($2, $3, $4, coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now()))
+-- $2 name, $3 event_type, $4 max_attempts, $5 ordered (per key; applies to
+-- deliveries created from then on)
+INSERT INTO azync_subscribers AS s (name, event_type, max_attempts, ordered,
+                                    created_at, updated_at)
+VALUES ($2, $3, $4, $5, coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now()))
 ON CONFLICT (event_type, name)
-    DO UPDATE SET max_attempts = EXCLUDED.max_attempts, updated_at = EXCLUDED.updated_at
+    DO UPDATE SET max_attempts = EXCLUDED.max_attempts, ordered = EXCLUDED.ordered,
+                  updated_at = EXCLUDED.updated_at
 
 -- name: event_subscribers
 -- $2 event_type ('' = every type), ordered by event type then name.
-SELECT name, event_type, max_attempts, created_at, updated_at
+SELECT name, event_type, max_attempts, ordered, created_at, updated_at
 FROM azync_subscribers
 WHERE ($2 = '' OR event_type = $2) AND ($1::timestamptz IS NULL OR true)
 ORDER BY event_type, name
@@ -111,11 +129,12 @@ SELECT
 -- $3 event_type ('' = all), $4 event_id (NULL = any), $5 since, $6 until
 -- (occurred_at in [since, until)), $7 limit on events (<= 0 = no limit),
 -- $8 channel. Fresh pending deliveries flagged replay, for the subscribers
--- registered now.
+-- registered now; those of an ordered subscriber join their key's order as of
+-- the replay, in the order the events occurred.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), evs AS (
-    SELECT id, type FROM azync_events
+    SELECT id, type, aggregate_id, occurred_at FROM azync_events
     WHERE ($3 = '' OR type = $3)
       AND ($4::uuid IS NULL OR id = $4::uuid)
       AND ($5::timestamptz IS NULL OR occurred_at >= $5::timestamptz)
@@ -124,11 +143,15 @@ WITH clock AS (
     LIMIT CASE WHEN $7::int > 0 THEN $7::int END
 ), ins AS (
     INSERT INTO azync_jobs (id, source, kind, state, run_at, max_attempts,
-                            max_attempts_explicit, event_id, replay, enqueued_at, updated_at)
+                            max_attempts_explicit, event_id, replay, enqueued_at, updated_at,
+                            order_key, order_seq)
     SELECT gen_random_uuid(), 'event', s.name, 'pending', c.t, s.max_attempts,
-           s.max_attempts > 0, evs.id, true, c.t, c.t
+           s.max_attempts > 0, evs.id, true, c.t, c.t,
+           CASE WHEN s.ordered THEN evs.aggregate_id END,
+           CASE WHEN s.ordered THEN nextval('azync_event_order_seq') END
     FROM evs JOIN azync_subscribers s ON s.event_type = evs.type, clock c
     WHERE $2 = '' OR s.name = $2
+    ORDER BY evs.occurred_at, evs.id
     RETURNING kind, enqueued_at
 ), stat AS (
     SELECT azync_job_count(min(enqueued_at),
