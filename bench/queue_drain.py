@@ -28,8 +28,9 @@ into a fresh schema, in batches of ``--batch`` (default 1,000) by
 
 Scenarios run interleaved for ``--rounds`` rounds (default 3) and the tables
 show the median, so a noisy neighbour skews every scenario alike. The ratio
-column divides by the ``bare 4x10 ack-each`` median (drains) or the
-``bare INSERT unnest`` median (producers).
+columns divide by the ``bare 4x10 ack-each`` and ``ack-batch`` medians
+(drains), or by the ``bare INSERT unnest`` and ``store.enqueue x8`` medians
+(producers).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from azync_flow.worker import Worker
 LOCAL = "postgresql://postgres@127.0.0.1:5432/test"
 KIND = "noop"
 REFERENCE = "bare 4x10 ack-each"
+ACK_BATCH = "bare 4x10 ack-batch"
 BARE_PRODUCER = "bare INSERT unnest"
 
 LEASE_SQL = """
@@ -223,20 +225,19 @@ async def scenario(dsn: str, n: int, drain: Callable[[PostgresStore], Awaitable[
         await drop_schema(dsn, schema)
 
 
-def table(rates: dict[str, list[float]], ref_name: str, head: str) -> None:
-    ref = statistics.median(rates[ref_name]) if rates.get(ref_name) else None
+def table(rates: dict[str, list[float]], refs: list[tuple[str, str]], head: str) -> None:
+    """Print medians with one ratio column per ``(scenario, column title)`` in ``refs``."""
+    meds = {name: statistics.median(got) for name, got in rates.items() if got}
     print()
-    cols = (head, "jobs/s (median)", "min", "max", "ratio")
-    print(f"| {cols[0]:<22} | {cols[1]:>15} | {cols[2]:>6} | {cols[3]:>6} | {cols[4]:>7} |")
-    print(f"|{'-' * 24}|{'-' * 16}:|{'-' * 7}:|{'-' * 7}:|{'-' * 8}:|")
-    for name, got in rates.items():
-        if not got:
-            continue
-        med = statistics.median(got)
-        ratio = f"{med / ref:.2f}x" if ref else "n/a"
-        print(
-            f"| {name:<22} | {med:>15,.0f} | {min(got):>6,.0f} | {max(got):>6,.0f} | {ratio:>7} |"
+    titles = "".join(f" {title:>10} |" for _, title in refs)
+    print(f"| {head:<22} | {'jobs/s (median)':>15} | {'min':>6} | {'max':>6} |{titles}")
+    print(f"|{'-' * 24}|{'-' * 16}:|{'-' * 7}:|{'-' * 7}:|" + f"{'-' * 11}:|" * len(refs))
+    for name, med in meds.items():
+        got = rates[name]
+        ratios = "".join(
+            f" {med / meds[ref]:>9.2f}x |" if ref in meds else f" {'n/a':>10} |" for ref, _ in refs
         )
+        print(f"| {name:<22} | {med:>15,.0f} | {min(got):>6,.0f} | {max(got):>6,.0f} |{ratios}")
 
 
 async def main() -> None:
@@ -252,7 +253,7 @@ async def main() -> None:
     print(f"PostgreSQL: {where}; {args.jobs} no-op jobs per drain; {os.cpu_count()} CPUs")
     drains: list[tuple[str, Callable[[PostgresStore], Awaitable[None]]]] = [
         (REFERENCE, lambda s: bare(s, 4, 10, ack_each=True)),
-        ("bare 4x10 ack-batch", lambda s: bare(s, 4, 10, ack_each=False)),
+        (ACK_BATCH, lambda s: bare(s, 4, 10, ack_each=False)),
         ("Worker x1 (conc 10)", lambda s: workers(s, 1)),
         ("Worker x4 (conc 10)", lambda s: workers(s, 4)),
     ]
@@ -278,9 +279,13 @@ async def main() -> None:
             made[name].append(rate)
             print(f"  round {rnd}: {name:<22} {rate:>9,.0f} jobs/s", flush=True)
     if rates:
-        table(rates, REFERENCE, "drain")
+        table(rates, [(REFERENCE, "vs each"), (ACK_BATCH, "vs batch")], "drain")
     if made:
-        table(made, BARE_PRODUCER, f"produce (batch {args.batch})")
+        table(
+            made,
+            [(BARE_PRODUCER, "vs bare"), ("store.enqueue x8", "vs x8")],
+            f"produce (batch {args.batch})",
+        )
 
 
 if __name__ == "__main__":
