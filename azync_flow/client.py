@@ -18,6 +18,7 @@ import logging
 import time
 import typing
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Self, TypeVar
 
@@ -31,6 +32,7 @@ from azync_flow._client_interactions import (
     wait_for,
 )
 from azync_flow._text import clean_text
+from azync_flow._transaction import check_transaction
 from azync_flow.errors import (
     IdempotencyConflictError,
     WorkflowCancelledError,
@@ -62,6 +64,7 @@ from azync_flow.store.types import (
     WorkflowStartParams,
     WorkflowState,
 )
+from azync_flow.store.validate import check_same_start
 from azync_flow.telemetry import RunEvent, RunKind, RunTracer
 from azync_flow.workflow import HistoryLimit, WorkflowDefinition
 
@@ -198,16 +201,73 @@ class Client:
         Raises:
             PayloadEncodeError: ``payload`` is not JSON-encodable.
         """
-        job_id = options.pop("id", None) or uuid.uuid4()
-        params = EnqueueParams(
-            id=job_id,
-            kind=kind,
-            payload=encode_value(payload, f"payload of job {kind!r}"),
-            meta=traced_meta(meta),
-            **options,
-        )
+        params = _job_params(kind, payload, options.pop("id", None), traced_meta(meta), options)
         inserted = await self.store.enqueue(params)
-        return job_id if inserted else None
+        return params.id if inserted else None
+
+    async def enqueue_many(
+        self,
+        kind: str,
+        payloads: Sequence[Any],
+        *,
+        ids: Sequence[uuid.UUID] | None = None,
+        idempotency_keys: Sequence[str] | None = None,
+        meta: dict[str, str] | None = None,
+        conn: asyncpg.Connection | None = None,
+        **options: Any,
+    ) -> builtins.list[uuid.UUID | None]:
+        """Enqueue many plain queue jobs of one kind in one transaction (one
+        statement): each as :meth:`enqueue` would, in order.
+
+        An item whose idempotency key a live job (or an unexpired TTL window,
+        or an earlier item of this batch) holds writes nothing and gets None.
+        Every payload is encoded and every item checked before anything is
+        written, so one bad item writes nothing. A few thousand jobs per call
+        is a good size (docs/queue.md).
+
+        Args:
+            kind: the handler kind of every job.
+            payloads: one msgspec-encodable value per job.
+            ids: one job id per payload (default: new UUIDs).
+            idempotency_keys: one key per payload ('' for none).
+            meta: string annotations of every job (the caller's trace context
+                is added).
+            conn: the caller's asyncpg connection inside an open transaction:
+                the jobs exist if and only if it commits. Without it the batch
+                commits on its own.
+            **options: more ``EnqueueParams`` fields shared by every job
+                (``delay``, ``run_at``, ``max_attempts``, ``idempotency_ttl``, ...).
+
+        Returns:
+            Per payload, in order: the job id, or None when deduplicated.
+
+        Raises:
+            PayloadEncodeError: a payload is not JSON-encodable.
+            ValueError: ``ids`` or ``idempotency_keys`` is not one per payload;
+                a kind, key or meta entry the store refuses; ``conn`` has no
+                open transaction.
+            TypeError: ``conn`` is not an asyncpg connection.
+            ConflictError: a job with one of ``ids`` exists, or ``ids`` repeats one.
+        """
+        _check_lengths(len(payloads), ids=ids, idempotency_keys=idempotency_keys)
+        job_meta = traced_meta(meta)
+        params = [
+            _job_params(
+                kind,
+                payload,
+                ids[i] if ids is not None else None,
+                job_meta,
+                options,
+                idempotency_keys[i] if idempotency_keys is not None else None,
+            )
+            for i, payload in enumerate(payloads)
+        ]
+        if conn is None:
+            inserted = await self.store.enqueue_many(params)
+        else:
+            check_transaction(conn, "enqueue_many")
+            inserted = await self.store.enqueue_many_tx(conn, params)
+        return [p.id if ok else None for p, ok in zip(params, inserted, strict=True)]
 
     async def publish(
         self,
@@ -352,18 +412,8 @@ class Client:
                 the same ``id`` or ``idempotency_key``.
             SchemaNotMigratedError: the store's schema has no azync_flow tables.
         """
-        if isinstance(workflow, WorkflowDefinition):
-            name, data = workflow.name, workflow.encode_input(input)
-            version = workflow.version if version is None else version
-        elif isinstance(workflow, str):
-            name, data = workflow, encode_value(input, f"input of workflow {workflow!r}")
-            version = version or ""
-        else:
-            hint = "; decorate it with @workflow" if callable(workflow) else ""
-            raise TypeError(
-                "Client.start takes a @workflow definition or a workflow name (str), "
-                f"got {type(workflow).__name__} {workflow!r}{hint}"
-            )
+        name, encode, version = _workflow_target(workflow, version, "start")
+        data = encode(input)
         run_id = id or uuid.uuid4()
         params = WorkflowStartParams(
             id=run_id,
@@ -390,13 +440,106 @@ class Client:
             inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
         if not inserted:
             existing = await self.store.get_workflow_execution(wid)
-            if existing.name != name or existing.input != data:
-                raise IdempotencyConflictError(
-                    f"execution {wid} already holds this id/key with workflow "
-                    f"{existing.name!r} and different input; nothing started"
-                )
+            check_same_start(wid, existing.name, existing.input, params)
         definition = workflow if isinstance(workflow, WorkflowDefinition) else None
         return self._handle_class(self, wid, definition, started=inserted)
+
+    @typing.overload
+    async def start_many(
+        self,
+        workflow: WorkflowDefinition[Any, R],
+        inputs: Sequence[Any],
+        *,
+        ids: Sequence[uuid.UUID] | None = None,
+        idempotency_keys: Sequence[str] | None = None,
+        meta: dict[str, str] | None = None,
+        version: str | None = None,
+        conn: asyncpg.Connection | None = None,
+    ) -> builtins.list[WorkflowHandle[R]]: ...
+
+    @typing.overload
+    async def start_many(
+        self,
+        workflow: str,
+        inputs: Sequence[Any],
+        *,
+        ids: Sequence[uuid.UUID] | None = None,
+        idempotency_keys: Sequence[str] | None = None,
+        meta: dict[str, str] | None = None,
+        version: str | None = None,
+        conn: asyncpg.Connection | None = None,
+    ) -> builtins.list[WorkflowHandle[Any]]: ...
+
+    async def start_many(
+        self,
+        workflow: WorkflowDefinition[Any, R] | str,
+        inputs: Sequence[Any],
+        *,
+        ids: Sequence[uuid.UUID] | None = None,
+        idempotency_keys: Sequence[str] | None = None,
+        meta: dict[str, str] | None = None,
+        version: str | None = None,
+        conn: asyncpg.Connection | None = None,
+    ) -> builtins.list[WorkflowHandle[Any]]:
+        """Start many executions of one workflow in one transaction: each as
+        :meth:`start` would, in order.
+
+        An item whose ``id`` or live ``idempotency_key`` an execution (or an
+        earlier item of this batch) holds starts nothing and gets that
+        execution's handle (``handle.started`` False). Every input is encoded
+        and every item checked before anything is written; an error writes
+        nothing. The starts always take the plain path (a worker of this
+        client does not run their first pass inline).
+
+        Args:
+            workflow: a ``@workflow`` definition or a registered workflow's name.
+            inputs: one input per execution (JSON-encodable).
+            ids: one execution id per input (default: new UUIDs).
+            idempotency_keys: one business key per input ('' for none).
+            meta: string annotations kept with every execution.
+            version: workflow version to record (default: the definition's; "" for a name).
+            conn: the caller's asyncpg connection inside an open transaction:
+                the executions exist if and only if it commits. Without it the
+                batch commits on its own.
+
+        Returns:
+            One handle per input, in order.
+
+        Raises:
+            TypeError: ``workflow`` is neither a definition nor a name; ``conn``
+                is not an asyncpg connection.
+            ValueError: ``ids`` or ``idempotency_keys`` is not one per input; a
+                name, key or meta entry the store refuses; ``conn`` has no open
+                transaction.
+            IdempotencyConflictError: an id/key is held by an execution of
+                another workflow or input (nothing started).
+            PayloadEncodeError: an input is not JSON-encodable.
+            PayloadError: (a definition) an input does not decode to the
+                workflow's declared input type.
+        """
+        _check_lengths(len(inputs), ids=ids, idempotency_keys=idempotency_keys)
+        name, encode, version = _workflow_target(workflow, version, "start_many")
+        params = [
+            WorkflowStartParams(
+                id=ids[i] if ids is not None else uuid.uuid4(),
+                name=name,
+                input=encode(value),
+                version=version,
+                business_idempotency_key=idempotency_keys[i] if idempotency_keys else "",
+                meta=meta or {},
+            )
+            for i, value in enumerate(inputs)
+        ]
+        carriers = [self.tracer.start_run_span(RunKind.WORKFLOW, name, p.id) for p in params]
+        if conn is None:
+            started = await self.store.start_workflows(params, trace_contexts=carriers)
+        else:
+            check_transaction(conn, "start_many")
+            started = await self.store.start_workflows_tx(conn, params, trace_contexts=carriers)
+        definition = workflow if isinstance(workflow, WorkflowDefinition) else None
+        return [
+            self._handle_class(self, wid, definition, started=inserted) for inserted, wid in started
+        ]
 
     async def list_uncertain(
         self, workflow_id: uuid.UUID | None = None, limit: int = 100
@@ -907,3 +1050,61 @@ class _DoneWatcher:
                 self._closing.cancel()
                 self._closing = None
             await self._close()
+
+
+def _job_params(
+    kind: str,
+    payload: Any,
+    id: uuid.UUID | None,
+    meta: dict[str, str],
+    options: dict[str, Any],
+    idempotency_key: str | None = None,
+) -> EnqueueParams:
+    """The ``EnqueueParams`` of one job of :meth:`Client.enqueue` and
+    :meth:`Client.enqueue_many` (``meta`` already carries the trace context):
+    the payload meets the one encoder."""
+    if idempotency_key is not None:
+        options = {**options, "idempotency_key": idempotency_key}
+    return EnqueueParams(
+        id=id or uuid.uuid4(),
+        kind=kind,
+        payload=encode_value(payload, f"payload of job {kind!r}"),
+        meta=meta,
+        **options,
+    )
+
+
+def _workflow_target(
+    workflow: Any, version: str | None, verb: str
+) -> tuple[str, Callable[[Any], bytes], str]:
+    """``(name, input encoder, version)`` of what :meth:`Client.start` or
+    :meth:`Client.start_many` starts.
+
+    Raises:
+        TypeError: ``workflow`` is neither a definition nor a name.
+    """
+    if isinstance(workflow, WorkflowDefinition):
+        return (
+            workflow.name,
+            workflow.encode_input,
+            workflow.version if version is None else version,
+        )
+    if isinstance(workflow, str):
+        what = f"input of workflow {workflow!r}"
+        return workflow, lambda value: encode_value(value, what), version or ""
+    hint = "; decorate it with @workflow" if callable(workflow) else ""
+    raise TypeError(
+        f"Client.{verb} takes a @workflow definition or a workflow name (str), "
+        f"got {type(workflow).__name__} {workflow!r}{hint}"
+    )
+
+
+def _check_lengths(n: int, **per_item: Sequence[Any] | None) -> None:
+    """Each given per-item sequence must have one entry per item.
+
+    Raises:
+        ValueError: one does not.
+    """
+    for field, values in per_item.items():
+        if values is not None and len(values) != n:
+            raise ValueError(f"{field} has {len(values)} entries for {n} items")

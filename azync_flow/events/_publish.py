@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
+from .._transaction import check_transaction
 from ..replay.codec import encode_value
 from ..runtime.job_tracing import traced_meta
 from ..store.errors import ConflictError
@@ -88,23 +89,9 @@ async def publish_event(
     if conn is None:
         await store.publish(params)
     else:
-        _check_transaction(conn)
+        check_transaction(conn, "publish")
         await store.publish_tx(conn, params)
     return event_id
-
-
-def _check_transaction(conn: Any) -> None:
-    """``conn`` must be one connection inside an open transaction: a pool, or a
-    connection in autocommit, would commit the event on its own."""
-    if isinstance(conn, asyncpg.Pool) or not callable(getattr(conn, "is_in_transaction", None)):
-        raise TypeError(
-            f"conn must be an asyncpg connection inside your transaction, not {type(conn).__name__}"
-        )
-    if not conn.is_in_transaction():
-        raise ValueError(
-            "conn has no open transaction: publish inside `async with conn.transaction():` "
-            "(or call publish without conn)"
-        )
 
 
 def derived_event_id(scope: uuid.UUID, n: int) -> uuid.UUID:

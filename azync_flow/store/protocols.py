@@ -160,6 +160,19 @@ class Store(Protocol):
         """
         ...
 
+    async def enqueue_many(self, ps: Sequence[EnqueueParams]) -> list[bool]:
+        """Insert many queue jobs in one transaction; per item, False when
+        deduplicated.
+
+        Items are enqueued as :meth:`enqueue` would, one after another in
+        order: an item whose key a live job, an unexpired TTL window or an
+        earlier item of the batch holds writes nothing. Every item is checked
+        before anything is written (a ``ValueError`` writes nothing); an
+        existing or repeated id raises ``ConflictError`` and writes nothing.
+        Workers of each due kind are woken once, after commit.
+        """
+        ...
+
     async def publish(self, p: PublishParams) -> int:
         """Append one event and fan out one pending delivery per registered
         subscriber of ``p.type``, atomically; wake each subscriber's workers.
@@ -471,8 +484,22 @@ class TxStore(Protocol[TTx_contra]):
         """:meth:`Store.enqueue` on the caller's transaction; the wake fires on its commit."""
         ...
 
+    async def enqueue_many_tx(self, tx: TTx_contra, ps: Sequence[EnqueueParams]) -> list[bool]:
+        """:meth:`Store.enqueue_many` on the caller's transaction."""
+        ...
+
     async def publish_tx(self, tx: TTx_contra, p: PublishParams) -> int:
         """:meth:`Store.publish` on the caller's transaction."""
+        ...
+
+    async def start_workflows_tx(
+        self,
+        tx: TTx_contra,
+        ps: Sequence[WorkflowStartParams],
+        *,
+        trace_contexts: Sequence[Mapping[str, str]] | None = None,
+    ) -> list[tuple[bool, uuid.UUID]]:
+        """:meth:`WorkflowStore.start_workflows` on the caller's transaction."""
         ...
 
 
@@ -636,6 +663,23 @@ class WorkflowStore(Protocol):
     ) -> tuple[bool, uuid.UUID]:
         """Insert an execution (and its first workflow task); ``(inserted, id)``
         where ``id`` is the existing execution's on a conflict."""
+        ...
+
+    async def start_workflows(
+        self,
+        ps: Sequence[WorkflowStartParams],
+        *,
+        trace_contexts: Sequence[Mapping[str, str]] | None = None,
+    ) -> list[tuple[bool, uuid.UUID]]:
+        """Insert many executions, each with its first workflow task, in one
+        transaction; per item ``(inserted, id)`` as :meth:`start_workflow`.
+
+        Items are started one after another in order: an item whose id or live
+        ``(name, key)`` an execution or an earlier item holds writes nothing
+        and returns that execution's id. ``IdempotencyConflictError`` when such
+        an execution runs another workflow or input, ``ValueError`` for a bad
+        item: both write nothing.
+        """
         ...
 
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView:

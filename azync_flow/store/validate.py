@@ -9,13 +9,18 @@ are JSON and keep round-tripping NUL (it is escaped as ``\\u0000``).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
+
+from ..errors import IdempotencyConflictError
+from .types import WorkflowStartParams
 
 __all__ = [
     "MAX_NAME_LENGTH",
     "check_max_attempts",
     "check_meta",
     "check_name",
+    "check_same_start",
     "check_text",
 ]
 
@@ -77,3 +82,19 @@ def check_max_attempts(value: int, field: str = "max_attempts") -> int:
     if value < 1:
         raise ValueError(f"{field} must be >= 1 (the first try included), got {value}")
     return value
+
+
+def check_same_start(
+    existing_id: uuid.UUID, name: str, input: bytes, p: WorkflowStartParams
+) -> None:
+    """A start that found execution ``existing_id`` (of workflow ``name`` with
+    ``input``) holding its id or key must ask for that same workflow and input.
+
+    Raises:
+        IdempotencyConflictError: ``p`` names another workflow or input.
+    """
+    if name != p.name or input != p.input:
+        raise IdempotencyConflictError(
+            f"execution {existing_id} already holds this id/key with workflow "
+            f"{name!r} and different input; nothing started"
+        )

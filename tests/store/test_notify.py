@@ -74,6 +74,18 @@ async def test_wake_fires_on_commit_not_before_and_not_on_rollback(nstore: Postg
         assert await _next(sub) == Wake(source=Source.QUEUE, kind="kept")
 
 
+async def test_enqueue_many_wakes_each_due_kind_on_commit(nstore: PostgresStore) -> None:
+    sub = await nstore.wake()
+    assert sub is not None
+    async with sub:
+        await nstore.enqueue_many(
+            [job("a"), job("a"), job("b"), job("later", delay=timedelta(hours=1))]
+        )
+        got = {await _next(sub), await _next(sub)}
+        assert got == {Wake(source=Source.QUEUE, kind="a"), Wake(source=Source.QUEUE, kind="b")}
+        assert await _nothing_within(sub)  # "later" is not due
+
+
 async def test_wake_is_none_when_poll_only(pg_dsn: str) -> None:
     schema = unique_schema()
     s = await open_store(pg_dsn, Config(schema=schema, poll_only=True))

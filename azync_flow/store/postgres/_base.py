@@ -123,9 +123,8 @@ class PgBase:
 
 def job_from_row(row: asyncpg.Record) -> Job:
     """Build a :class:`Job` from a ``azync_jobs`` row (plus optional ``ev_*`` columns)."""
-    keys = row.keys()
     event = None
-    if "ev_type" in keys and row["ev_type"] is not None:
+    if row.get("ev_type") is not None:
         event = EventRecord(
             id=row["event_id"],
             type=row["ev_type"],
@@ -138,9 +137,9 @@ def job_from_row(row: asyncpg.Record) -> Job:
         )
     return Job(
         id=row["id"],
-        source=Source(row["source"]),
+        source=_SOURCES[row["source"]],
         kind=row["kind"],
-        state=JobState(row["state"]),
+        state=_STATES[row["state"]],
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
         reap_count=row["reap_count"],
@@ -170,12 +169,15 @@ def job_from_row(row: asyncpg.Record) -> Job:
 
 
 _ZERO = timedelta(0)
+#: Enum members by value: a dict lookup per row instead of an Enum call (the lease hot path).
+_SOURCES = {s.value: s for s in Source}
+_STATES = {s.value: s for s in JobState}
 _meta_decoder = msgspec.json.Decoder(dict[str, str])
 
 
 def decode_meta(value: Any) -> dict[str, str]:
     """Decode a jsonb meta column (asyncpg returns it as text) to a dict."""
-    if value is None:
+    if value is None or value == "{}":
         return {}
     if isinstance(value, dict):
         return value

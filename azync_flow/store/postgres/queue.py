@@ -13,6 +13,7 @@ from ..errors import ConflictError
 from ..types import AttemptError, DequeueParams, EnqueueParams, Job, Source
 from ..validate import check_max_attempts, check_meta, check_name, check_text
 from ._base import PgBase, encode_meta, job_from_row
+from ._guard import translate
 
 __all__ = [
     "QueueMixin",
@@ -47,13 +48,7 @@ class QueueMixin(PgBase):
             ValueError: ``max_attempts_explicit`` with ``max_attempts`` < 1; ``kind``,
                 ``idempotency_key`` or ``meta`` contain NUL; ``kind`` is too long.
         """
-        if p.payload is None:
-            raise ValueError("EnqueueParams.payload is required (JSON bytes, e.g. b'null')")
-        if p.max_attempts_explicit:
-            check_max_attempts(p.max_attempts, "EnqueueParams.max_attempts")
-        check_name(p.kind, "EnqueueParams.kind")
-        check_text(p.idempotency_key, "EnqueueParams.idempotency_key")
-        check_meta(p.meta, "EnqueueParams.meta")
+        _check_enqueue(p)
         try:
             row = await self._fetchrow(
                 "job_enqueue",
@@ -76,6 +71,81 @@ class QueueMixin(PgBase):
             raise ConflictError(f"job {p.id} already exists") from exc
         assert row is not None
         return bool(row["inserted"])
+
+    async def enqueue_many(self, ps: Sequence[EnqueueParams]) -> list[bool]:
+        """Insert many queue jobs in one statement (one transaction).
+
+        Contract ``Store.EnqueueMany``: each item is enqueued as :meth:`enqueue`
+        would, in order, so an item whose key a live job (or an unexpired TTL
+        window) holds, or an earlier item of the batch already took, is
+        deduplicated and writes nothing. Every item is checked before anything
+        is sent: one bad item writes nothing. Workers of each due kind are woken
+        once, on commit.
+
+        Args:
+            ps: the jobs; an empty sequence writes nothing.
+
+        Returns:
+            Per item, in order: True when inserted, False when deduplicated.
+
+        Raises:
+            ConflictError: a job with the id of an item already exists, or two
+                items share an id (nothing written).
+            ValueError: as :meth:`enqueue_tx` (nothing written).
+        """
+        if not ps:
+            return []
+        async with self.connection() as conn:
+            return await self.enqueue_many_tx(conn, ps)
+
+    async def enqueue_many_tx(
+        self, tx: asyncpg.Connection, ps: Sequence[EnqueueParams]
+    ) -> list[bool]:
+        """Contract ``TxStore.EnqueueManyTx``: :meth:`enqueue_many` on the caller's
+        connection; inside a transaction the jobs, their TTL reservations and
+        their wakes commit or roll back with it.
+
+        Raises:
+            ConflictError: as :meth:`enqueue_many`.
+            ValueError: as :meth:`enqueue_tx` (nothing written).
+        """
+        for p in ps:
+            _check_enqueue(p)
+        if not ps:
+            return []
+        # Only the first item of a (kind, key) can insert: a later one meets
+        # that item's job, or whatever deduplicated it (enqueue, in order).
+        firsts: dict[tuple[str, str], EnqueueParams] = {}
+        sent = [p for p in ps if not p.idempotency_key or firsts.setdefault(_key(p), p) is p]
+        try:
+            rows = await self._fetch(
+                "job_enqueue_many",
+                [p.id for p in sent],
+                Source.QUEUE.value,
+                [p.kind for p in sent],
+                [p.payload for p in sent],
+                [encode_meta(p.meta) for p in sent],
+                [p.run_at for p in sent],
+                [p.delay for p in sent],
+                [p.max_attempts for p in sent],
+                [p.max_attempts_explicit for p in sent],
+                [p.idempotency_key for p in sent],
+                self.channel,
+                [p.snooze_budget for p in sent],
+                [p.idempotency_ttl for p in sent],
+                conn=tx,
+            )
+        except asyncpg.UniqueViolationError as exc:
+            raise ConflictError(
+                f"a job with the id of one of {len(ps)} jobs already exists, or two share "
+                "an id; nothing was enqueued"
+            ) from exc
+        except Exception as exc:  # the caller's connection is not guarded by our pool
+            if (err := translate(exc, self.schema)) is None:
+                raise
+            raise err from exc
+        inserted = {r["id"] for r in rows}
+        return [p.id in inserted and (not p.idempotency_key or firsts[_key(p)] is p) for p in ps]
 
     async def dequeue_batch(self, source: Source, p: DequeueParams) -> list[Job]:
         """Lease up to ``p.limit`` due pending jobs of ``(source, p.kind)``, oldest first.
@@ -213,6 +283,21 @@ class QueueMixin(PgBase):
         """
         rows = await self._fetch("job_attempts", source.value, id)
         return [AttemptError(attempt=r["attempt"], error=r["error"], at=r["at"]) for r in rows]
+
+
+def _check_enqueue(p: EnqueueParams) -> None:
+    """The checks of every enqueue verb (raises ValueError naming the field)."""
+    if p.payload is None:
+        raise ValueError("EnqueueParams.payload is required (JSON bytes, e.g. b'null')")
+    if p.max_attempts_explicit:
+        check_max_attempts(p.max_attempts, "EnqueueParams.max_attempts")
+    check_name(p.kind, "EnqueueParams.kind")
+    check_text(p.idempotency_key, "EnqueueParams.idempotency_key")
+    check_meta(p.meta, "EnqueueParams.meta")
+
+
+def _key(p: EnqueueParams) -> tuple[str, str]:
+    return p.kind, p.idempotency_key
 
 
 def _kinds(kinds: Sequence[str] | None) -> list[str] | None:

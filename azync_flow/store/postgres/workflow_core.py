@@ -21,12 +21,13 @@ __all__ = [
     "PROCESSED",
     "WORKFLOW_TASK",
     "WorkflowCoreMixin",
+    "check_start",
     "execution_from_row",
     "history_from_row",
 ]
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
@@ -45,8 +46,9 @@ from ..types import (
     WorkflowStartParams,
     WorkflowState,
 )
-from ..validate import check_meta, check_name, check_text
+from ..validate import check_meta, check_name, check_same_start, check_text
 from ._base import PgBase, decode_meta, encode_meta
+from ._guard import translate
 
 #: Kind and task key of a workflow task (one task queue for now).
 WORKFLOW_TASK = "$wft"
@@ -143,11 +145,7 @@ class WorkflowCoreMixin(PgBase):
             ValueError: ``name``, ``version``, ``task_queue``, the idempotency key
                 or ``meta`` contain NUL, or a name is too long (nothing written).
         """
-        check_name(p.name, "workflow name")
-        check_name(p.task_queue, "workflow task_queue")
-        check_text(p.version, "workflow version")
-        check_text(p.business_idempotency_key, "workflow idempotency_key")
-        check_meta(p.meta, "workflow meta")
+        check_start(p)
         for _ in range(5):
             # One statement = one implicit transaction (one round trip) when it
             # inserts; under READ COMMITTED the lookup of the winner took its own
@@ -173,6 +171,121 @@ class WorkflowCoreMixin(PgBase):
                 return False, existing
             # The conflicting execution finished between the two reads: try again.
         raise ConflictError(f"start of workflow {p.name!r} ({p.id}) kept conflicting; retry")
+
+    async def start_workflows(
+        self,
+        ps: Sequence[WorkflowStartParams],
+        *,
+        trace_contexts: Sequence[Mapping[str, str]] | None = None,
+    ) -> list[tuple[bool, uuid.UUID]]:
+        """Start many executions, each with its first workflow task, in one transaction.
+
+        Contract ``WorkflowStore.StartWorkflows``: each item is started as
+        :meth:`start_workflow` would, in order, so an item whose id, or live
+        ``(name, business_idempotency_key)``, an execution or an earlier item
+        of the batch holds writes nothing and returns that execution's id.
+        Every item is checked before anything is sent.
+
+        Args:
+            ps: the executions; ``input`` is stored byte for byte.
+            trace_contexts: per item, the caller's W3C trace context (or None).
+
+        Returns:
+            Per item, in order: ``(True, p.id)``, or ``(False, existing id)``.
+
+        Raises:
+            IdempotencyConflictError: an item's id or key is held by an
+                execution of another workflow name or input (nothing written).
+            ValueError: as :meth:`start_workflow`, or ``trace_contexts`` is
+                not one per item (nothing written).
+        """
+        if not ps:
+            return []
+        async with self.transaction() as conn:
+            return await self.start_workflows_tx(conn, ps, trace_contexts=trace_contexts)
+
+    async def start_workflows_tx(
+        self,
+        tx: asyncpg.Connection,
+        ps: Sequence[WorkflowStartParams],
+        *,
+        trace_contexts: Sequence[Mapping[str, str]] | None = None,
+    ) -> list[tuple[bool, uuid.UUID]]:
+        """Contract ``TxStore.StartWorkflowsTx``: :meth:`start_workflows` on the
+        caller's connection ``tx`` (inside its open transaction: the executions
+        and their wakes commit or roll back with it).
+
+        Raises:
+            IdempotencyConflictError, ValueError: as :meth:`start_workflows`.
+        """
+        for p in ps:
+            check_start(p)
+        if trace_contexts is not None and len(trace_contexts) != len(ps):
+            raise ValueError(
+                f"trace_contexts has {len(trace_contexts)} items for {len(ps)} executions"
+            )
+        results: list[tuple[bool, uuid.UUID] | None] = [None] * len(ps)
+        todo = list(range(len(ps)))
+        try:
+            for _ in range(5):
+                todo = await self._start_some(tx, ps, trace_contexts, todo, results)
+                if not todo:
+                    return [r for r in results if r is not None]
+        except Exception as exc:  # the caller's connection is not guarded by our pool
+            if (err := translate(exc, self.schema)) is None:
+                raise
+            raise err from exc
+        raise ConflictError(f"start of {len(todo)} workflow executions kept conflicting; retry")
+
+    async def _start_some(
+        self,
+        tx: asyncpg.Connection,
+        ps: Sequence[WorkflowStartParams],
+        trace_contexts: Sequence[Mapping[str, str]] | None,
+        todo: list[int],
+        results: list[tuple[bool, uuid.UUID] | None],
+    ) -> list[int]:
+        """Insert the items ``todo`` (indexes of ``ps``), fill ``results`` and
+        return the items whose conflicting execution finished meanwhile."""
+        items = [ps[i] for i in todo]
+        rows = await self._fetch(
+            "workflow_start_many",
+            [p.id for p in items],
+            [p.name for p in items],
+            [p.version for p in items],
+            [p.input for p in items],
+            [p.business_idempotency_key for p in items],
+            [p.task_queue for p in items],
+            [encode_meta(p.meta) for p in items],
+            [encode_meta(dict(trace_contexts[i])) if trace_contexts else "{}" for i in todo],
+            self.channel,
+            conn=tx,
+        )
+        inserted = {r["id"] for r in rows}
+        lost: list[int] = []
+        for i in todo:  # the first item of an id inserted it; a repeat lost to it
+            if ps[i].id in inserted:
+                inserted.discard(ps[i].id)
+                results[i] = (True, ps[i].id)
+            else:
+                lost.append(i)
+        if not lost:
+            return []
+        found = await self._fetch(
+            "workflow_existing_many",
+            [ps[i].id for i in lost],
+            [ps[i].name for i in lost],
+            [ps[i].business_idempotency_key for i in lost],
+            conn=tx,
+        )
+        again: list[int] = []
+        for i, row in zip(lost, found, strict=True):
+            if row["id"] is None:  # it finished between the two statements
+                again.append(i)
+                continue
+            check_same_start(row["id"], row["name"], bytes(row["input"]), ps[i])
+            results[i] = (False, row["id"])
+        return again
 
     async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView:
         """Contract ``GetWorkflowExecution``, plus ``blocked_reason``: when the
@@ -569,6 +682,15 @@ class WorkflowCoreMixin(PgBase):
             if r["inserted"]:
                 self._count(conn, r["kind"], ENQUEUED)
         return rows
+
+
+def check_start(p: WorkflowStartParams) -> None:
+    """The checks of every workflow start (raises ValueError naming the field)."""
+    check_name(p.name, "workflow name")
+    check_name(p.task_queue, "workflow task_queue")
+    check_text(p.version, "workflow version")
+    check_text(p.business_idempotency_key, "workflow idempotency_key")
+    check_meta(p.meta, "workflow meta")
 
 
 def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecutionView:

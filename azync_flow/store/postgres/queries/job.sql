@@ -45,6 +45,58 @@ WITH clock AS (
 SELECT (SELECT count(*) FROM ins) AS inserted, (SELECT count(*) FROM wake) AS woken
 WHERE (SELECT count(*) FROM stat) >= 0
 
+-- name: job_enqueue_many
+-- Many job_enqueue in one statement, arrays indexed alike: $2 ids uuid[],
+-- $3 source, $4 kinds text[], $5 payloads bytea[], $6 metas text[] (JSON),
+-- $7 run_ats timestamptz[], $8 delays interval[], $9 max_attempts int[],
+-- $10 max_attempts_explicit boolean[], $11 idempotency keys text[],
+-- $12 channel, $13 snooze budgets interval[], $14 idempotency ttls interval[].
+-- No two items may share a non-empty (kind, key): the caller drops the later
+-- ones (they meet the first one's job, or what deduplicated it). Returns the
+-- ids inserted. One stats write for the batch, one wake per due kind.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), item AS (
+    -- a keyed item under an unexpired TTL window is dropped (one index probe each)
+    SELECT u.*, coalesce(u.run_at, c.t + u.delay) AS due, c.t
+    FROM unnest($2::uuid[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[],
+                $8::interval[], $9::int[], $10::boolean[], $11::text[], $13::interval[],
+                $14::interval[])
+         AS u(id, kind, payload, meta, run_at, delay, max_attempts, explicit, key,
+              snooze_budget, ttl),
+         clock c
+    WHERE u.key = '' OR NOT EXISTS (
+        SELECT 1 FROM azync_idempotency_keys k
+        WHERE k.source = $3 AND k.kind = u.kind AND k.key = u.key AND k.expires_at > c.t)
+), ins AS (
+    INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
+                            max_attempts_explicit, idempotency_key, snooze_budget,
+                            enqueued_at, updated_at)
+    SELECT i.id, $3, i.kind, CASE WHEN i.due > i.t THEN 'scheduled' ELSE 'pending' END,
+           i.payload, i.meta::jsonb, i.due, i.max_attempts, i.explicit, i.key,
+           CASE WHEN i.snooze_budget > interval '0' THEN i.snooze_budget END, i.t, i.t
+    FROM item i
+    ON CONFLICT (source, kind, idempotency_key)
+        WHERE idempotency_key <> ''
+          AND state IN ('pending', 'scheduled', 'active', 'paused', 'blocked', 'waiting', 'uncertain')
+        DO NOTHING
+    RETURNING id, kind, state, idempotency_key, enqueued_at
+), reserve AS (
+    INSERT INTO azync_idempotency_keys (source, kind, key, expires_at)
+    SELECT $3, n.kind, n.idempotency_key, n.enqueued_at + i.ttl
+    FROM ins n JOIN item i ON i.id = n.id
+    WHERE n.idempotency_key <> '' AND i.ttl > interval '0'
+    ON CONFLICT (source, kind, key) DO UPDATE SET expires_at = EXCLUDED.expires_at
+), stat AS (
+    SELECT azync_job_count(min(g.at), array_agg(ROW($3, g.kind, g.n, 0, 0, 0)::azync_job_delta))
+    FROM (SELECT kind, count(*) AS n, min(enqueued_at) AS at FROM ins GROUP BY kind) g
+), wake AS (
+    SELECT pg_notify($12, $3 || ':' || k.kind)
+    FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
+)
+SELECT n.id FROM ins n
+WHERE (SELECT count(*) FROM stat) >= 0 AND (SELECT count(*) FROM wake) >= 0
+
 -- name: job_dequeue
 -- $2 source, $3 kind, $4 limit, $5 lease, $6 default_max_attempts, $7 override_default.
 -- The budget is resolved on the job's FIRST lease only (started_at IS NULL),

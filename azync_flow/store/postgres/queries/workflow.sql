@@ -48,6 +48,66 @@ SELECT id, coalesce($1::timestamptz, now()) AS at FROM (
 ORDER BY pref
 LIMIT 1
 
+-- name: workflow_start_many
+-- Many workflow_start in one statement, arrays indexed alike: $2 ids uuid[],
+-- $3 names text[], $4 versions text[], $5 inputs bytea[], $6 business keys
+-- text[], $7 task_queues text[], $8 metas text[] (JSON), $9 trace contexts
+-- text[] (JSON), $10 channel. Returns the ids inserted; an item conflicting
+-- (same id, or same live (name, key)) with an execution, or with an earlier
+-- item of the batch, inserts nothing. One stats write, one wake.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), ins AS (
+    INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
+                                           task_queue, input, meta, trace_context,
+                                           created_at, updated_at)
+    SELECT u.id, u.name, u.version, 'running', u.key, u.task_queue, u.input, u.meta::jsonb,
+           u.trace_context::jsonb, c.t, c.t
+    FROM unnest($2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
+                $8::text[], $9::text[])
+         WITH ORDINALITY AS u(id, name, version, input, key, task_queue, meta, trace_context, n),
+         clock c
+    ORDER BY u.n
+    ON CONFLICT DO NOTHING
+    RETURNING id, created_at
+), task AS (
+    INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
+                            enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
+           created_at, created_at
+    FROM ins
+    RETURNING kind, enqueued_at
+), stat AS (
+    SELECT azync_job_count(min(g.at), array_agg(ROW('workflow', g.kind, g.n, 0, 0, 0)::azync_job_delta))
+    FROM (SELECT kind, count(*) AS n, min(enqueued_at) AS at FROM task GROUP BY kind) g
+), wake AS (
+    SELECT pg_notify($10, 'workflow:' || k.kind) FROM (SELECT DISTINCT kind FROM task) k
+)
+SELECT i.id FROM ins i
+WHERE (SELECT count(*) FROM stat) >= 0 AND (SELECT count(*) FROM wake) >= 0
+
+-- name: workflow_existing_many
+-- $2 ids uuid[], $3 names text[], $4 business keys text[]: per item (n, its
+-- 1-based position) the execution it conflicted with, as workflow_existing
+-- finds it (same id first, else the live holder of (name, key)), with that
+-- execution's name and input; id NULL when none holds it any more.
+SELECT u.n, e.id, e.name, e.input
+FROM unnest($2::uuid[], $3::text[], $4::text[]) WITH ORDINALITY AS u(id, name, key, n)
+LEFT JOIN LATERAL (
+    SELECT x.id, x.name, x.input FROM (
+        SELECT w.id, w.name, w.input, 0 AS pref FROM azync_workflow_executions w
+        WHERE w.id = u.id
+        UNION ALL
+        SELECT w.id, w.name, w.input, 1 FROM azync_workflow_executions w
+        WHERE w.name = u.name AND w.business_idempotency_key = u.key AND u.key <> ''
+          AND w.state IN ('running', 'suspended')
+    ) x
+    ORDER BY x.pref
+    LIMIT 1
+) e ON true
+WHERE ($1::timestamptz IS NULL OR true)
+ORDER BY u.n
+
 -- name: workflow_get
 -- $2 id
 SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions WHERE id = $2
