@@ -33,6 +33,8 @@ async def test_start_workflows_inserts_each_execution_with_one_pending_task(
         assert (view.name, view.version, view.input) == ("order", "1", p.input)
         (task,) = await jobs_of(store, p.id)
         assert (task["kind"], task["task_key"], task["state"]) == ("$wft", "$wft", "pending")
+        first_pass = "SELECT first_pass FROM azync_jobs WHERE run_id = $1"
+        assert await store.pool.fetchval(first_pass, p.id)  # ranked as a new execution's
         assert (await store.load_workflow_task(p.id)).trace_context == carrier
     assert (await stat_sums(store, "$wft", source=Source.WORKFLOW))["enqueued"] == 3
 

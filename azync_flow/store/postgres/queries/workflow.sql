@@ -72,9 +72,9 @@ WITH clock AS (
     RETURNING id, created_at
 ), task AS (
     INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
-                            enqueued_at, updated_at)
+                            enqueued_at, updated_at, first_pass)
     SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
-           created_at, created_at
+           created_at, created_at, true
     FROM ins
     RETURNING kind, enqueued_at
 ), stat AS (
