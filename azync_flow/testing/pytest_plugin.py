@@ -3,7 +3,8 @@
 Fixtures:
 
 * ``azync_dsn`` (session): ``$AZYNC_TEST_DSN`` when set, else an embedded
-  PostgreSQL (the ``embedded`` extra) started once per session in a temp dir.
+  PostgreSQL (the ``embedded`` extra) started once per session in a temp dir;
+  the worker processes of one ``pytest-xdist`` run share one such server.
 * ``azync_schema``: a fresh schema name per test, dropped after the test.
 * ``azync_clock``: the :class:`~azync_flow.testing.MovableClock` of the test's store.
 * ``azync_store``: a ``PostgresStore`` on ``azync_schema`` reading ``azync_clock``.
@@ -56,6 +57,10 @@ DSN_VARIABLE = "AZYNC_TEST_DSN"
 def azync_dsn() -> str:
     """``$AZYNC_TEST_DSN`` when set, else an embedded server started once per session.
 
+    Under ``pytest-xdist`` the worker processes of one run attach to one server
+    (its data directory is named after the run's id): the first starts it, the
+    last to exit stops it.
+
     Raises:
         RuntimeError: no DSN is set and the ``embedded`` extra is not installed.
     """
@@ -64,8 +69,13 @@ def azync_dsn() -> str:
         return dsn
     from azync_flow.embedded import start_embedded
 
-    data_dir = Path(tempfile.mkdtemp(prefix="azync-test-")) / "pgdata"
-    return start_embedded(data_dir)
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run:
+        root = Path(tempfile.gettempdir()) / f"azync-test-{run}"
+        root.mkdir(exist_ok=True)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="azync-test-"))
+    return start_embedded(root / "pgdata")
 
 
 @_async_fixture
