@@ -3,8 +3,9 @@
 Fixtures:
 
 * ``azync_dsn`` (session): ``$AZYNC_TEST_DSN`` when set, else an embedded
-  PostgreSQL (the ``embedded`` extra) started once per session in a temp dir;
-  the worker processes of one ``pytest-xdist`` run share one such server.
+  PostgreSQL (the ``embedded`` extra) started once per session in a temp dir
+  (shared by the workers of a ``pytest-xdist`` run; stopped and removed when
+  the session ends).
 * ``azync_schema``: a fresh schema name per test, dropped after the test.
 * ``azync_clock``: the :class:`~azync_flow.testing.MovableClock` of the test's store.
 * ``azync_store``: a ``PostgresStore`` on ``azync_schema`` reading ``azync_clock``.
@@ -20,7 +21,9 @@ not use it.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,13 +56,44 @@ except ImportError:  # pragma: no cover - without pytest-asyncio async fixtures 
 DSN_VARIABLE = "AZYNC_TEST_DSN"
 
 
+#: Where the session's embedded server keeps its data: chosen by the process
+#: that configures the session and inherited by its pytest-xdist workers.
+_EMBEDDED_DIR_VARIABLE = "AZYNC_TEST_EMBEDDED_DIR"
+_owned_dir = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Only the outermost process picks the directory (xdist workers and test
+    # sessions run inside a test inherit it), and only when a server may be needed.
+    if os.environ.get(DSN_VARIABLE) or os.environ.get(_EMBEDDED_DIR_VARIABLE):
+        return
+    root = Path(tempfile.gettempdir()) / f"azync-test-{uuid.uuid4().hex[:16]}"
+    os.environ[_EMBEDDED_DIR_VARIABLE] = str(root)
+    config.stash[_owned_dir] = root
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # Stop the server here, after every worker has gone: a worker's own stop at
+    # exit is cut short when xdist kills it at teardown, leaving the server running.
+    root = config.stash.get(_owned_dir, None)
+    if root is None:
+        return
+    del config.stash[_owned_dir]
+    os.environ.pop(_EMBEDDED_DIR_VARIABLE, None)
+    if (root / "pgdata" / "PG_VERSION").exists():
+        from azync_flow.embedded import stop_embedded
+
+        stop_embedded(root / "pgdata", force=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def azync_dsn() -> str:
     """``$AZYNC_TEST_DSN`` when set, else an embedded server started once per session.
 
-    Under ``pytest-xdist`` the worker processes of one run attach to one server
-    (its data directory is named after the run's id): the first starts it, the
-    last to exit stops it.
+    The embedded server lives in a temp dir of the session: the worker
+    processes of a ``pytest-xdist`` run share it (the first to need it starts
+    it), and the session stops it and removes the dir at its end.
 
     Raises:
         RuntimeError: no DSN is set and the ``embedded`` extra is not installed.
@@ -69,12 +103,9 @@ def azync_dsn() -> str:
         return dsn
     from azync_flow.embedded import start_embedded
 
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run:
-        root = Path(tempfile.gettempdir()) / f"azync-test-{run}"
-        root.mkdir(exist_ok=True)
-    else:
-        root = Path(tempfile.mkdtemp(prefix="azync-test-"))
+    configured = os.environ.get(_EMBEDDED_DIR_VARIABLE)
+    root = Path(configured) if configured else Path(tempfile.mkdtemp(prefix="azync-test-"))
+    root.mkdir(parents=True, exist_ok=True)
     return start_embedded(root / "pgdata")
 
 
