@@ -236,11 +236,21 @@ async def test_fence_failure_falls_back_without_a_lost_or_doubled_result(
     runtime = runtime_of(worker)
     sibling_done: list[uuid.UUID] = []
     hooked: list[uuid.UUID] = []
+    recorded = asyncio.Event()
 
     async def record_sibling_first(job: Job, event_type: str) -> None:
         if hooked:
+            # the sibling's own report waits until the hook has recorded its
+            # outcome (its shorter sleep alone does not ensure it on a busy machine)
+            await recorded.wait()
             return
         hooked.append(job.id)
+        try:
+            await record_a_sibling(job)
+        finally:
+            recorded.set()
+
+    async def record_a_sibling(job: Job) -> None:
         row = await store.pool.fetchrow(
             "SELECT id, lease_token FROM azync_jobs WHERE run_id = $1 AND kind = $2"
             " AND state = 'active' AND id <> $3 LIMIT 1",
