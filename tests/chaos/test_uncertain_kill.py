@@ -154,7 +154,7 @@ def _check(kill_at: str, reconcile: bool, got: dict[str, Any]) -> None:
     assert got["types"][-1] == "WorkflowCompleted"
 
 
-@pytest.mark.timeout(170)
+@pytest.mark.timeout(300)  # 24 kills, 48 worker processes: slow on a loaded machine
 async def test_a_non_idempotent_charge_is_never_executed_twice_under_any_kill_timing(
     pg_dsn: str,
 ) -> None:

@@ -65,7 +65,15 @@ class Cli:
 
 
 @pytest.fixture
-def cli(pg_dsn: str, store: PostgresStore, capsys: pytest.CaptureFixture[str]) -> Cli:
+def cli(
+    pg_dsn: str,
+    store: PostgresStore,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Cli:
+    # Tables take their width from COLUMNS when it is set (pytest-xdist workers
+    # inherit COLUMNS=80, too narrow for a row with a full id): piped, 160.
+    monkeypatch.delenv("COLUMNS", raising=False)
     return Cli(pg_dsn, store.schema, capsys)
 
 
