@@ -942,6 +942,14 @@ class OperationStore(WorkflowRuntimeStore, Protocol):
         """Resolve a parked operation with its attempt's late outcome."""
         ...
 
+    async def attempt_settlement(
+        self, operation_job_id: uuid.UUID, lease_token: uuid.UUID
+    ) -> tuple[JobState, str] | None:
+        """State and last error of an operation no longer active that still
+        carries ``lease_token`` (None otherwise): whether a report whose reply
+        was lost had committed."""
+        ...
+
     async def record_late_outcome(
         self,
         operation_job_id: uuid.UUID,

@@ -365,6 +365,14 @@ WITH j AS (
 )
 SELECT * FROM j
 
+-- name: workflow_op_attempt_settlement
+-- $2 id, $3 lease_token: state and last error of an operation that still
+-- carries this attempt's token and is no longer active (a settle, reschedule
+-- or park under that token); no row otherwise.
+SELECT state, last_error, $1::timestamptz AS at FROM azync_jobs
+WHERE id = $2 AND lease_token = $3 AND state <> 'active' AND source = 'workflow'
+  AND task_key <> '$wft'
+
 -- name: workflow_op_list_uncertain
 -- $2 limit, $3 workflow id (NULL = all)
 SELECT j.id, j.run_id, e.name AS workflow_name, j.kind, j.task_key, j.payload, j.meta,
