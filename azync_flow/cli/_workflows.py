@@ -199,6 +199,7 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         ("failure reason", v.failure_reason),
         ("suspend reason", v.suspend_reason),
         ("blocked", v.blocked_reason),
+        ("waiting on", _waiting_on(v)),
         ("suspended at seq", v.suspend_seq),
         ("suspended on operation", v.suspend_operation_id),
         ("signals undelivered", v.signals_undelivered or None),
@@ -219,6 +220,14 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         payloads.append(("result", v.result))
     record(fields, payloads=payloads)
     return EXIT_OK
+
+
+def _waiting_on(v: WorkflowExecutionView) -> str:
+    """The signals and the timer a live execution waits on ('' when none)."""
+    parts = [f"signal {name!r}" for name in v.awaited_signals]
+    if v.next_timer_at is not None:
+        parts.append(f"timer due {when(v.next_timer_at)} UTC")
+    return ", ".join(parts)
 
 
 _RUN = click.option(

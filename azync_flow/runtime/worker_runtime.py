@@ -279,6 +279,14 @@ class WorkflowRuntime:
             )
             if self._reap_outcome(job) is Outcome.DEAD and state.suspend_reason:
                 log.warning("workflow %s suspended: %s", job.run_id, state.suspend_reason)
+            else:
+                log.info(
+                    "reaper: workflow task of %s (workflow %s, attempt %d) was lost (lease "
+                    "expired); its pass runs again",
+                    name,
+                    job.run_id,
+                    job.attempt,
+                )
         return int(report.reaped + report.killed)
 
     async def reap_operations(self) -> int:
@@ -293,7 +301,26 @@ class WorkflowRuntime:
             retry_delay=lost_attempt_delay,
         )
         for job in jobs:
-            self._lost_activity(job, self._reap_outcome(job))
+            outcome = self._reap_outcome(job)
+            self._lost_activity(job, outcome)
+            if outcome is Outcome.RETRIED:
+                log.info(
+                    "reaper: attempt %d of activity %s (workflow %s) was lost (lease "
+                    "expired); it runs again as attempt %d",
+                    job.attempt,
+                    job.meta.get("activity", job.kind),
+                    job.run_id,
+                    job.attempt + 1,
+                )
+            else:
+                log.warning(
+                    "reaper: attempt %d of activity %s (workflow %s) was lost (lease "
+                    "expired) %d times; the activity failed",
+                    job.attempt,
+                    job.meta.get("activity", job.kind),
+                    job.run_id,
+                    job.reap_count + 1,
+                )
         return int(report.reaped + report.killed)
 
     async def reap_uncertain(self) -> int:

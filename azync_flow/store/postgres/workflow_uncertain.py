@@ -107,6 +107,7 @@ class UncertainMixin(WorkflowCoreMixin):
                     continue  # settled, re-leased or taken by another reaper meanwhile
                 event_type, payload = encode(job_from_row(row), reason)
                 await self._mark(conn, job_id, row["lease_token"], reason, event_type, payload)
+                await self._lost(conn, row, None)  # the mark keeps the attempt's line
                 marked.append(job_id)
         return marked
 
