@@ -333,15 +333,23 @@ async def start(
     db: DbOptions,
 ) -> int:
     """Start an execution of the registered workflow NAME (a worker runs it).
-    Starting again with the same --id or --key and input returns the same execution."""
+    Starting again with the same --id or --key and input returns the same execution.
+    Warns on stderr (exit status still 0) when no live worker registers NAME."""
     value = read_input(input_, "--input")
     wid = parse_id(id_, "--id") if id_ else None
     async with connect(db) as store:
         handle: WorkflowHandle[Any] = await Client(store).start(
             name, value, id=wid, idempotency_key=key, version=version
         )
+        live = await store.live_workers_for_workflow(name)
     state = "started" if handle.started else "exists"
     done(as_json, {"id": handle.id, "started": handle.started}, f"{state} {handle.id}")
+    if not live:
+        click.echo(
+            f"azync-flow: warning: no live worker registers workflow {name!r}; the "
+            "execution waits until a worker that registers it runs",
+            err=True,
+        )
     return EXIT_OK
 
 
