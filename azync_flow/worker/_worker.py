@@ -419,6 +419,9 @@ class Worker:
         check_schema = getattr(self.store, "check_schema", None)
         if check_schema is not None:  # fail at once, not with every statement retried
             await check_schema()
+        target = getattr(self.store, "target", None)
+        if callable(target):  # which database and schema, never a password
+            log.info("worker serving %s", target())
         self._log_registered()
         for lp in self.loops.values():
             lp.reset()
