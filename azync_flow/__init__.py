@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from azync_flow.events import EventContext, attach_subscribers, subscriber
     from azync_flow.replay import Replayer
     from azync_flow.retry import RetryPolicy
+    from azync_flow.runtime.activity_runner import current_activity
     from azync_flow.runtime.uncertain import Reconciled
     from azync_flow.runtime.worker_runtime import attach_workflows
     from azync_flow.schedules import ScheduleSpec, StartWorkflow, attach_schedules
@@ -83,6 +84,7 @@ _HOMES = {
     "Replayer": "azync_flow.replay",
     "RetryPolicy": "azync_flow.retry",
     "Reconciled": "azync_flow.runtime.uncertain",
+    "current_activity": "azync_flow.runtime.activity_runner",
     "attach_workflows": "azync_flow.runtime.worker_runtime",
     "Config": "azync_flow.store",
     "open_store": "azync_flow.store.postgres",
@@ -135,6 +137,7 @@ __all__ = [
     "attach_schedules",
     "attach_subscribers",
     "attach_workflows",
+    "current_activity",
     "open_store",
     "subscriber",
     "workflow",

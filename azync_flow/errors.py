@@ -556,9 +556,23 @@ class PayloadError(AzyncError):
 
 
 class PayloadEncodeError(PayloadError):
-    """A value could not be encoded as JSON (unsupported type, lone surrogate, ...)."""
+    """A value could not be encoded as JSON (unsupported type, lone surrogate, ...).
+
+    Attributes:
+        path: where in the value the bad part is, from the top: ``['key']`` for
+            a mapping key, ``[2]`` for a sequence index, ``.name`` for an
+            attribute (e.g. ``['items'][2]['price']``); "" for the value itself
+            or when unknown (nesting too deep).
+    """
 
     code = "payload_encode"
+
+    def __init__(self, message: str, path: str = "") -> None:
+        self.path = path
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.args[0], self.path))
 
 
 class PayloadTooLargeError(PayloadError):

@@ -199,6 +199,7 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         ("failure reason", v.failure_reason),
         ("suspend reason", v.suspend_reason),
         ("blocked", v.blocked_reason),
+        ("waiting on", _waiting_on(v)),
         ("suspended at seq", v.suspend_seq),
         ("suspended on operation", v.suspend_operation_id),
         ("signals undelivered", v.signals_undelivered or None),
@@ -219,6 +220,14 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         payloads.append(("result", v.result))
     record(fields, payloads=payloads)
     return EXIT_OK
+
+
+def _waiting_on(v: WorkflowExecutionView) -> str:
+    """The signals and the timer a live execution waits on ('' when none)."""
+    parts = [f"signal {name!r}" for name in v.awaited_signals]
+    if v.next_timer_at is not None:
+        parts.append(f"timer due {when(v.next_timer_at)} UTC")
+    return ", ".join(parts)
 
 
 _RUN = click.option(
@@ -324,15 +333,23 @@ async def start(
     db: DbOptions,
 ) -> int:
     """Start an execution of the registered workflow NAME (a worker runs it).
-    Starting again with the same --id or --key and input returns the same execution."""
+    Starting again with the same --id or --key and input returns the same execution.
+    Warns on stderr (exit status still 0) when no live worker registers NAME."""
     value = read_input(input_, "--input")
     wid = parse_id(id_, "--id") if id_ else None
     async with connect(db) as store:
         handle: WorkflowHandle[Any] = await Client(store).start(
             name, value, id=wid, idempotency_key=key, version=version
         )
+        live = await store.live_workers_for_workflow(name)
     state = "started" if handle.started else "exists"
     done(as_json, {"id": handle.id, "started": handle.started}, f"{state} {handle.id}")
+    if not live:
+        click.echo(
+            f"azync-flow: warning: no live worker registers workflow {name!r}; the "
+            "execution waits until a worker that registers it runs",
+            err=True,
+        )
     return EXIT_OK
 
 

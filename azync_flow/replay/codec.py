@@ -13,6 +13,7 @@ error types into :class:`PayloadEncodeError`:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Any
@@ -61,7 +62,7 @@ def encode_value(value: Any, what: str = "payload", limit: int | None = None) ->
     try:
         data = _HOOKED.encode(value)
     except (TypeError, NotImplementedError, UnicodeEncodeError, OverflowError) as exc:
-        raise PayloadEncodeError(f"{what} is not JSON-encodable: {exc}") from exc
+        raise _encode_error(what, value, str(exc)) from exc
     except RecursionError as exc:
         raise PayloadEncodeError(
             f"{what} is not JSON-encodable: nested too deeply (over ~1000 levels)"
@@ -69,11 +70,63 @@ def encode_value(value: Any, what: str = "payload", limit: int | None = None) ->
     if limit is not None and len(data) > limit:
         raise PayloadTooLargeError(what, len(data), limit)
     if b"null" in data and _has_non_finite(value):
-        raise PayloadEncodeError(
-            f"{what} is not JSON-encodable: it contains a NaN or infinite float, "
-            "which JSON cannot represent (it would be stored as null)"
+        raise _encode_error(
+            what,
+            value,
+            "it contains a NaN or infinite float, which JSON cannot represent "
+            "(it would be stored as null)",
         )
     return data
+
+
+def _encode_error(what: str, value: Any, why: str) -> PayloadEncodeError:
+    """The error naming the path of ``value``'s first unencodable part."""
+    path = _bad_path(value)
+    where = f" at {path}" if path else ""
+    return PayloadEncodeError(f"{what} is not JSON-encodable{where}: {why}", path)
+
+
+def _bad_leaf(leaf: Any) -> bool:
+    if isinstance(leaf, float):
+        return not math.isfinite(leaf)
+    try:
+        _HOOKED.encode(leaf)
+    except (TypeError, NotImplementedError, UnicodeEncodeError, OverflowError, RecursionError):
+        return True
+    return False
+
+
+def _children(value: Any) -> list[tuple[str, Any]] | None:
+    """``(path step, child)`` of a container msgspec walks into; None for a leaf."""
+    if isinstance(value, dict):
+        return [(f"[{k!r}]", v) for k, v in value.items()]
+    if isinstance(value, list | tuple | set | frozenset):
+        return [(f"[{i}]", v) for i, v in enumerate(value)]
+    if isinstance(value, msgspec.Struct):
+        return [(f".{f}", getattr(value, f)) for f in value.__struct_fields__]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f".{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
+    return None
+
+
+def _bad_path(value: Any, max_depth: int = 500) -> str:
+    """Path of the first part of ``value`` that cannot be encoded ("" when it is
+    the value itself, or none is found within ``max_depth`` levels)."""
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    while stack:
+        path, item, depth = stack.pop()
+        children = _children(item)
+        if children is None:
+            if _bad_leaf(item):
+                return path
+            continue
+        if isinstance(item, dict):
+            for key in item:
+                if _bad_leaf({key: None}):  # a key JSON cannot hold
+                    return f"{path}[{key!r}]"
+        if depth < max_depth:
+            stack.extend((path + step, child, depth + 1) for step, child in reversed(children))
+    return ""
 
 
 def decode_value(data: bytes | msgspec.Raw, type: Any = Any, what: str = "payload") -> Any:

@@ -24,7 +24,8 @@ Two families:
   :class:`ChildCompleted`, :class:`ChildFailed` (appended by the store when a
   child execution ends),
   :class:`SignalsUndelivered` (appended by the store when the execution finishes
-  with signals its code never consumed) and
+  with signals its code never consumed), :class:`ChildrenNotStarted` (children
+  a finishing pass started whose ids another execution holds) and
   :class:`TimerFired`, :class:`SignalReceived`, :class:`CancelRequested`,
   :class:`UpdateAccepted` (appended by the pass that delivered them).
 
@@ -52,6 +53,7 @@ __all__ = [
     "ChildFailed",
     "ChildSignaled",
     "ChildStarted",
+    "ChildrenNotStarted",
     "Event",
     "HistoryEntry",
     "OperationResolved",
@@ -64,6 +66,7 @@ __all__ = [
     "TimerFired",
     "TimerStarted",
     "UndeliveredSignal",
+    "UnstartedChild",
     "UpdateAccepted",
     "UpdateCompleted",
     "WorkflowCancelled",
@@ -426,6 +429,34 @@ class SignalsUndelivered(Event):
         return f"SignalsUndelivered({len(self.signals)}: {names}{more})"
 
 
+class UnstartedChild(msgspec.Struct, kw_only=True):
+    """One child listed by :class:`ChildrenNotStarted`: its ``ChildStarted`` seq,
+    the id it asked for and why it could not start."""
+
+    started_seq: int
+    workflow_id: str
+    error_type: str = ""
+    message: str = ""
+
+
+class ChildrenNotStarted(Event):
+    """Children the pass that ended the execution started but that could not be
+    created (their id is held by another execution): outcomes the code never saw.
+
+    Appended by the store in the commit of that pass, right after its terminal
+    event (a :class:`ChildFailed` would deliver them; the code has returned).
+    Replay ignores it, as :class:`SignalsUndelivered`.
+    """
+
+    is_external: ClassVar[bool] = True
+    children: list[UnstartedChild] = msgspec.field(default_factory=list)
+
+    def describe(self) -> str:
+        ids = ", ".join(c.workflow_id for c in self.children[:3])
+        more = f", +{len(self.children) - 3} more" if len(self.children) > 3 else ""
+        return f"ChildrenNotStarted({len(self.children)}: {ids}{more})"
+
+
 class HistoryEntry(msgspec.Struct, frozen=True):
     """One stored history row: position, decoded event."""
 
@@ -459,6 +490,7 @@ AnyEvent = (
     | WorkflowContinuedAsNew
     | ChildCompleted
     | ChildFailed
+    | ChildrenNotStarted
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -489,6 +521,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         WorkflowContinuedAsNew,
         ChildCompleted,
         ChildFailed,
+        ChildrenNotStarted,
     )
 }
 COMMAND_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_command)

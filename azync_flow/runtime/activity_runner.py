@@ -15,6 +15,8 @@ is asked at once. A report arriving after the attempt was parked (its lease
 expired meanwhile) resolves the operation if nobody decided yet
 (``accept_late_report``); otherwise it is refused by the fence and kept as a
 ``late outcome ignored`` ledger event — the recorded outcome never changes.
+A report refused only because its own first try committed (the reply was lost
+with the connection) is recognised as settled, not late.
 
 A result that cannot be encoded (``PayloadEncodeError``, e.g. a lone surrogate)
 or is over the size limit fails the step at once as non-retryable, recorded
@@ -48,7 +50,7 @@ from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.uncertain import Reconciler, resolution_events, uncertain_event
 from azync_flow.store.errors import is_not_found
 from azync_flow.store.protocols import OperationStore
-from azync_flow.store.types import Job, OperationSettle
+from azync_flow.store.types import Job, JobState, OperationSettle
 from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunEvent, RunTracer
 from azync_flow.worker import LeaseLost, lease_gone
 from azync_flow.workflow import Registry
@@ -349,6 +351,9 @@ class ActivityRunner:
             except Exception as err:
                 if not is_not_found(err):
                     raise
+                if await self._settled_by_this_attempt(job, token, JobState.SCHEDULED, description):
+                    span.set_outcome(Outcome.RETRIED, retry_delay=delay)
+                    return
                 if not op.idempotent:  # parked meanwhile: keep the report, decide nothing
                     event = ActivityFailed(
                         scheduled_seq=op.seq,
@@ -495,11 +500,43 @@ class ActivityRunner:
         except Exception as err:
             if not is_not_found(err):
                 raise
+            want = JobState.DEAD if dead else JobState.SUCCEEDED
+            if await self._settled_by_this_attempt(job, token, want, last_error):
+                return True
             return await self._late_report(
                 job, token, op, event_type, payload, dead, last_error, result
             )
         if self.after_settle is not None:
             self.after_settle(job, event_type)
+        return True
+
+    async def _settled_by_this_attempt(
+        self, job: Job, token: uuid.UUID, state: JobState, last_error: str
+    ) -> bool:
+        """True when a refused report had in fact committed: the connection
+        dropped after its COMMIT, before the reply, and the repeat met the fence.
+
+        The operation still carries this attempt's lease token and sits in the
+        state the report leads to (with its error, for a failure), which no
+        other attempt or decision leaves behind: a new lease changes the token,
+        a decision clears it, the reaper parks a lost attempt as uncertain and
+        dead-letters one with its own "lease expired" error.
+        """
+        found = await retry_transient(lambda: self.store.attempt_settlement(job.id, token))
+        if found is None:
+            return False
+        got_state, got_error = found
+        if got_state is not state:
+            return False
+        if state is not JobState.SUCCEEDED and got_error != clean_text(last_error):
+            return False
+        log.info(
+            "attempt %d of operation %s: the reply to its report was lost after the "
+            "commit; its outcome (%s) is recorded",
+            job.attempt,
+            job.id,
+            state,
+        )
         return True
 
     async def _late_report(

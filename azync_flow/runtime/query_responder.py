@@ -4,15 +4,19 @@ Per claimed query (the ``$query`` loop of the worker; claims are rows of the
 query table, not jobs — the loop only borrows the worker's leasing, wake-up
 and shutdown machinery)::
 
-    async with runner.serialized(run_id):           # no pass of it runs meanwhile
-        cached = cache.take(run_id)                  # put back untouched afterwards
-        state  = store.load_workflow_task(run_id, after_seq=<cached position>)
-        answer = cached.query(...)                   # when nothing new was recorded
-              or fresh_instance(full history).query(...)   # else: a full replay
+    if runner.busy(run_id):                          # a pass runs or commits now
+        answer = fresh_instance(committed history).query(...)   # never waits on it
+    else:
+        async with runner.serialized(run_id):        # free: taken at once
+            cached = cache.take(run_id)              # put back untouched afterwards
+            state  = store.load_workflow_task(run_id, after_seq=<cached position>)
+            answer = cached.query(...)               # when nothing new was recorded
+                  or fresh_instance(full history).query(...)   # else: a full replay
     store.answer_workflow_query(query_id, answer)
 
-Both give the state after the whole recorded history, so the answer does not
-depend on the cache.
+Each gives the state after the whole committed history (a pass inside its
+commit is not visible to the load), so the answer depends neither on the cache
+nor on a pass in flight, and a slow commit never delays a query.
 """
 
 from __future__ import annotations
@@ -101,6 +105,11 @@ class QueryResponder:
     async def _answer(self, claim: QueryClaim) -> bytes:
         runner = self.runner
         run_id = claim.workflow_id
+        if runner.busy(run_id):
+            # A pass holds the instance (its in-memory state may be uncommitted):
+            # replay what is committed instead of waiting for the pass.
+            self.replayed += 1
+            return self._replay_and_query(claim, await self.store.load_workflow_task(run_id))
         async with runner.serialized(run_id):
             cached = runner.cache.take(run_id)
             try:

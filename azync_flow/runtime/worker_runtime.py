@@ -30,6 +30,8 @@ This adds to the worker:
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 import uuid
 import weakref
@@ -48,6 +50,7 @@ from azync_flow.runtime.query_responder import QUERY_KIND, QUERY_LEASE, QueryRes
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.schedules import attach_schedules
+from azync_flow.store.protocols import WorkerRegistryStore
 from azync_flow.store.types import Job, Source
 from azync_flow.telemetry import AttemptKind, Outcome, RunTracer
 from azync_flow.workflow import HistoryLimit, Registry
@@ -75,6 +78,11 @@ STALLED_BATCH = 1000
 STALLED_SWEEP = timedelta(seconds=1)
 
 log = logging.getLogger("azync_flow.workflow")
+
+#: How often a workflow worker refreshes its registry row, and how long the row
+#: counts as live without a refresh (a killed worker's row lapses then).
+PRESENCE_INTERVAL = timedelta(seconds=10)
+PRESENCE_TTL = timedelta(seconds=30)
 
 
 def _named(defn: Any) -> str:
@@ -248,10 +256,32 @@ class WorkflowRuntime:
                 leadership=WORKFLOW_LEADERSHIP,
                 source=Source.WORKFLOW,
             )
+        if isinstance(worker.store, WorkerRegistryStore) and registry.workflows:
+            self._register_presence(worker, worker.store, sorted(registry.workflows))
         # every workflow worker fires schedules (its own election)
         attach_schedules(worker, workflows=registry.workflows.values())
 
     # --- maintenance steps (leader only; each returns what it made runnable) ---------
+
+    def _register_presence(
+        self, worker: Worker, store: WorkerRegistryStore, names: list[str]
+    ) -> None:
+        """Keep this worker's registry row (the workflows it runs) fresh: written
+        at start, every :data:`PRESENCE_INTERVAL` by this worker only (off the
+        hot path), removed at stop; a killed worker's row lapses after
+        :data:`PRESENCE_TTL`."""
+        worker_id = uuid.uuid4()
+        host, pid = socket.gethostname(), os.getpid()
+
+        async def beat() -> None:
+            await store.register_worker(worker_id, names, PRESENCE_TTL, host=host, pid=pid)
+
+        async def leave() -> None:
+            await store.unregister_worker(worker_id)
+
+        worker.add_periodic(
+            beat, name="workflow.presence", interval=PRESENCE_INTERVAL, on_stop=leave
+        )
 
     async def promote(self) -> int:
         """Due scheduled workflow jobs (retries after backoff, timers) -> pending."""
@@ -279,6 +309,14 @@ class WorkflowRuntime:
             )
             if self._reap_outcome(job) is Outcome.DEAD and state.suspend_reason:
                 log.warning("workflow %s suspended: %s", job.run_id, state.suspend_reason)
+            else:
+                log.info(
+                    "reaper: workflow task of %s (workflow %s, attempt %d) was lost (lease "
+                    "expired); its pass runs again",
+                    name,
+                    job.run_id,
+                    job.attempt,
+                )
         return int(report.reaped + report.killed)
 
     async def reap_operations(self) -> int:
@@ -293,7 +331,26 @@ class WorkflowRuntime:
             retry_delay=lost_attempt_delay,
         )
         for job in jobs:
-            self._lost_activity(job, self._reap_outcome(job))
+            outcome = self._reap_outcome(job)
+            self._lost_activity(job, outcome)
+            if outcome is Outcome.RETRIED:
+                log.info(
+                    "reaper: attempt %d of activity %s (workflow %s) was lost (lease "
+                    "expired); it runs again as attempt %d",
+                    job.attempt,
+                    job.meta.get("activity", job.kind),
+                    job.run_id,
+                    job.attempt + 1,
+                )
+            else:
+                log.warning(
+                    "reaper: attempt %d of activity %s (workflow %s) was lost (lease "
+                    "expired) %d times; the activity failed",
+                    job.attempt,
+                    job.meta.get("activity", job.kind),
+                    job.run_id,
+                    job.reap_count + 1,
+                )
         return int(report.reaped + report.killed)
 
     async def reap_uncertain(self) -> int:

@@ -189,6 +189,10 @@ class WorkflowRunner:
             if entry[1] == 0:
                 del self._locks[run_id]
 
+    def busy(self, run_id: uuid.UUID) -> bool:
+        """True while a pass of ``run_id`` holds (or waits for) its pass slot here."""
+        return run_id in self._locks
+
     async def _run_task(self, job: Job, token: uuid.UUID, lease: Any) -> PassOutcome | None:
         assert job.run_id is not None
         run_id = job.run_id

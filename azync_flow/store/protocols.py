@@ -101,6 +101,7 @@ __all__ = [
     "TxDAGStore",
     "TxStore",
     "UncertainStore",
+    "WorkerRegistryStore",
     "WorkflowClientStore",
     "WorkflowInteractionStore",
     "WorkflowRuntimeStore",
@@ -988,6 +989,14 @@ class OperationStore(WorkflowRuntimeStore, Protocol):
         """Resolve a parked operation with its attempt's late outcome."""
         ...
 
+    async def attempt_settlement(
+        self, operation_job_id: uuid.UUID, lease_token: uuid.UUID
+    ) -> tuple[JobState, str] | None:
+        """State and last error of an operation no longer active that still
+        carries ``lease_token`` (None otherwise): whether a report whose reply
+        was lost had committed."""
+        ...
+
     async def record_late_outcome(
         self,
         operation_job_id: uuid.UUID,
@@ -1131,6 +1140,32 @@ class Migrator(Protocol):
 
     async def migrate(self) -> list[int]:
         """Bring the schema up to date; returns the migration versions applied."""
+        ...
+
+
+@runtime_checkable
+class WorkerRegistryStore(Protocol):
+    """What each running worker registers (one row per worker, written only by
+    it): the workflow names it runs, live until its expiry."""
+
+    async def register_worker(
+        self,
+        worker_id: uuid.UUID,
+        workflows: Sequence[str],
+        ttl: timedelta,
+        *,
+        host: str = "",
+        pid: int = 0,
+    ) -> None:
+        """Insert or refresh this worker's row, live for ``ttl`` from now."""
+        ...
+
+    async def unregister_worker(self, worker_id: uuid.UUID) -> None:
+        """Remove this worker's row (it is stopping)."""
+        ...
+
+    async def live_workers_for_workflow(self, name: str) -> int:
+        """How many live workers register workflow ``name``."""
         ...
 
 

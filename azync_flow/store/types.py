@@ -551,6 +551,11 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     history_events: int | None = None
     history_bytes: int | None = None
     history_limit_exceeded: bool = False
+    #: What a running execution waits on, as its last committed pass left it
+    #: (``describe()`` fills these): the signal names of its ``wait_signal``
+    #: calls, and when its earliest unfired timer is due (None: no timer).
+    awaited_signals: list[str] = msgspec.field(default_factory=list)
+    next_timer_at: datetime | None = None
 
 
 class WorkflowRunView(msgspec.Struct, kw_only=True):

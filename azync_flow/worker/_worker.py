@@ -8,7 +8,7 @@ import functools
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
@@ -132,6 +132,7 @@ class Worker:
         self._started = asyncio.Event()
         self._running = False
         self._bg: asyncio.Task[None] | None = None
+        self._periodic: list[_Periodic] = []
         for source in maintain:
             self.maintain_source(source)
         self.add_maintenance(fold_stats_step(store), name="stats.fold", leadership=STATS_LEADERSHIP)
@@ -326,6 +327,27 @@ class Worker:
             source=source,
         )
 
+    def add_periodic(
+        self,
+        step: Callable[[], Awaitable[Any]],
+        *,
+        name: str,
+        interval: timedelta,
+        on_stop: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
+        """Run ``step`` on THIS worker (no election): once before the worker
+        counts as started, then every ``interval`` while it runs; ``on_stop``
+        once at shutdown. For what each worker keeps about itself (e.g. its
+        registry row). A failing step is logged and tried again next time.
+
+        Args:
+            step: ``async def step()``.
+            name: for logs.
+            interval: period between calls.
+            on_stop: ``async def on_stop()``, called after the loops stopped.
+        """
+        self._periodic.append(_Periodic(name, step, interval.total_seconds(), on_stop))
+
     @property
     def maintained_sources(self) -> frozenset[Source]:
         """The sources whose built-in promote/reap/vacuum this worker takes part in."""
@@ -397,6 +419,9 @@ class Worker:
         check_schema = getattr(self.store, "check_schema", None)
         if check_schema is not None:  # fail at once, not with every statement retried
             await check_schema()
+        target = getattr(self.store, "target", None)
+        if callable(target):  # which database and schema, never a password
+            log.info("worker serving %s", target())
         self._log_registered()
         for lp in self.loops.values():
             lp.reset()
@@ -407,11 +432,21 @@ class Worker:
         for task in loop_tasks:
             task.add_done_callback(self._loop_ended)
         maint = asyncio.create_task(self.maintenance.run(stopping), name="azync maintenance")
+        for p in self._periodic:
+            await p.call()
+        periodic = [
+            asyncio.create_task(p.run(stopping), name=f"azync {p.name}") for p in self._periodic
+        ]
         started.set()
         try:
             await stopping.wait()
         finally:
             await self._shutdown(loop_tasks, maint)
+            for task in periodic:
+                task.cancel()
+            await asyncio.gather(*periodic, return_exceptions=True)
+            for p in self._periodic:
+                await p.stop()
 
     async def _shutdown(
         self, loop_tasks: list[asyncio.Task[None]], maint: asyncio.Task[Any]
@@ -579,6 +614,43 @@ class Worker:
         if self._bg is not None:
             await self._bg
             self._bg = None
+
+
+class _Periodic:
+    """One :meth:`Worker.add_periodic` step."""
+
+    def __init__(
+        self,
+        name: str,
+        step: Callable[[], Awaitable[Any]],
+        interval: float,
+        on_stop: Callable[[], Awaitable[Any]] | None,
+    ) -> None:
+        self.name = name
+        self.step = step
+        self.interval = interval
+        self.on_stop = on_stop
+
+    async def call(self) -> None:
+        try:
+            await self.step()
+        except Exception as exc:  # e.g. the database is down: the next call retries
+            log.info("%s failed, retrying in %.0fs: %s", self.name, self.interval, exc)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self.interval)
+                return
+            await self.call()
+
+    async def stop(self) -> None:
+        if self.on_stop is None:
+            return
+        try:
+            await self.on_stop()
+        except Exception as exc:
+            log.info("%s: stopping failed: %s", self.name, exc)
 
 
 #: How the log names the kinds of each source.

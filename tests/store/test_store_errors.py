@@ -34,6 +34,12 @@ async def test_a_session_the_server_ends_is_store_unavailable_and_reported_once(
         ("WARNING", "database unavailable, retrying")
     ] * 3
     assert sum("database reconnected after" in m[1] for m in messages) == 3
+    for warning in [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]:
+        # what happened in the product's words first, the driver's text as the cause
+        what, cause = warning.removeprefix("database unavailable, retrying: ").split(" (cause: ")
+        assert what.startswith(("the server ended the session", "the connection to the server"))
+        assert cause.split(":")[0].endswith("Error")  # e.g. InternalClientError: cannot switch
+        assert "Error" not in what
     assert store.availability.outages == 3
 
 

@@ -238,6 +238,7 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "attach_schedules",
         "attach_subscribers",
         "attach_workflows",
+        "current_activity",
         "open_store",
         "subscriber",
         "workflow",
@@ -246,5 +247,8 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         assert getattr(azync_flow, name) is getattr(dag_pkg, name)
     assert azync_flow.attach_dags is dag_pkg.attach_dags
     assert azync_flow.Worker is worker_pkg.Worker
+    from azync_flow.runtime.activity_runner import current_activity
+
+    assert azync_flow.current_activity is current_activity
     # one Skip settles a DAG task, a queue job or an event delivery as skipped
     assert azync_flow.Skip is worker_pkg.Skip

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import msgspec
@@ -55,6 +56,11 @@ class PgBase:
         self.channel = config.notify_channel or default_channel(self.schema)
         self.migrations_table = config.migrations_table or "azync_migrations"
         self._clock = clock
+
+    def target(self) -> str:
+        """Where this store points, for logs: the DSN without any password, and
+        the schema (``postgresql://app@db:5432/prod, schema "orders"``)."""
+        return f'{redact_dsn(self.dsn)}, schema "{self.schema}"'
 
     def now(self) -> datetime | None:
         """The clock override for ``$1`` of every query (None = backend clock)."""
@@ -186,3 +192,19 @@ def decode_meta(value: Any) -> dict[str, str]:
 
 def encode_meta(meta: dict[str, str] | None) -> str:
     return msgspec.json.encode(meta or {}).decode()
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` with its password removed (URL userinfo, ``password=`` in a URL
+    query or in the ``key=value`` form)."""
+    if "://" not in dsn:
+        return re.sub(r"\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S*)\s*", "", dsn).strip()
+    parts = urlsplit(dsn)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, host = netloc.rsplit("@", 1)
+        netloc = f"{user.split(':', 1)[0]}@{host}"
+    query = "&".join(
+        q for q in parts.query.split("&") if q and not q.lower().startswith("password=")
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -22,7 +22,14 @@ import asyncpg
 
 from ..errors import AzyncError, SchemaNotMigratedError, StoreUnavailableError
 
-__all__ = ["Availability", "GuardedPool", "is_unavailable", "translate"]
+__all__ = [
+    "Availability",
+    "GuardedPool",
+    "describe_outage",
+    "is_unavailable",
+    "outage_cause",
+    "translate",
+]
 
 log = logging.getLogger("azync_flow.store")
 
@@ -55,13 +62,56 @@ def is_unavailable(exc: BaseException, *, in_body: bool = False) -> bool:
     return "closed" in text or (in_body and "released back to the pool" in text)
 
 
+#: What an unavailable database's SQLSTATE means, in the product's words.
+_OUTAGE_WORDS = {
+    "57P01": "the server ended the session (it is shutting down or restarting, "
+    "or an administrator terminated the session)",
+    "57P02": "the server crashed and ended every session",
+    "57P03": "the server is starting up and does not accept connections yet",
+    "57P05": "the server ended a session that sat idle too long",
+    "25P03": "the server ended a session left idle inside a transaction",
+    "53300": "the server has no connection slots left (too many connections)",
+}
+
+
+#: Driver errors of a connection that died under a statement (its protocol state
+#: machine, a closed transaction, a closed socket).
+_LOST_MID_STATEMENT = (
+    asyncpg.InternalClientError | asyncpg.InterfaceError | asyncpg.ConnectionDoesNotExistError
+)
+
+
+def describe_outage(exc: BaseException) -> str:
+    """What an unavailable-database driver error means, in the product's words
+    (the driver's own text is kept apart, as the cause)."""
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    if sqlstate in _OUTAGE_WORDS:
+        return _OUTAGE_WORDS[sqlstate]
+    if isinstance(exc, ConnectionRefusedError):
+        return "the server refused the connection (is it running and listening?)"
+    if isinstance(exc, _LOST_MID_STATEMENT):
+        return "the connection to the server was lost while a statement was in progress"
+    if sqlstate.startswith("08"):
+        return "the connection to the server failed"
+    if isinstance(exc, OSError):
+        return "the server cannot be reached"
+    return "the connection to the server was lost"
+
+
+def outage_cause(exc: BaseException) -> str:
+    """The driver's own account of an outage: ``Type: text``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def translate(exc: BaseException, schema: str, *, in_body: bool = False) -> AzyncError | None:
     """The product error for a driver error, or None to let ``exc`` through
-    (``in_body``: see :func:`is_unavailable`)."""
+    (``in_body``: see :func:`is_unavailable`). An unavailable database says
+    what happened in the product's words; the driver error stays its
+    ``__cause__``."""
     if isinstance(exc, AzyncError):
         return None
     if is_unavailable(exc, in_body=in_body):
-        return StoreUnavailableError(f"database unavailable ({type(exc).__name__}: {exc})")
+        return StoreUnavailableError(f"database unavailable: {describe_outage(exc)}")
     if isinstance(exc, asyncpg.UndefinedTableError):
         return SchemaNotMigratedError(schema, str(exc))
     return None
@@ -104,7 +154,11 @@ class Availability:
             self.down_since = time.monotonic()
             self.epoch += 1
             self.outages += 1
-            log.warning("database unavailable, retrying: %s: %s", type(exc).__name__, exc)
+            log.warning(
+                "database unavailable, retrying: %s (cause: %s)",
+                describe_outage(exc),
+                outage_cause(exc),
+            )
 
     def succeeded(self, epoch: int) -> None:
         if self.down_since is not None and epoch == self.epoch:

@@ -19,6 +19,7 @@ from .leader import LeaderMixin
 from .notify import NotifyMixin
 from .queue import QueueMixin
 from .schedule import ScheduleMixin
+from .workers import WorkerRegistryMixin
 from .workflow import WorkflowMixin
 
 __all__ = [
@@ -37,6 +38,7 @@ class PostgresStore(
     LeaderMixin,
     WorkflowMixin,
     ScheduleMixin,
+    WorkerRegistryMixin,
     PgBase,
 ):
     """asyncpg implementation of the storage contract.

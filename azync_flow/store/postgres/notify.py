@@ -22,7 +22,7 @@ import asyncpg
 from ..errors import StoreError, StoreUnavailableError
 from ..types import Source, Wake
 from ._base import PgBase
-from ._guard import is_unavailable, translate
+from ._guard import describe_outage, is_unavailable, translate
 from ._queries import QUERIES
 
 __all__ = [
@@ -79,7 +79,7 @@ async def connect_dedicated(store: PgBase) -> asyncpg.Connection:
         if is_unavailable(exc):
             store.availability.failed(exc)
             raise StoreUnavailableError(
-                f"cannot open a dedicated connection ({type(exc).__name__}: {exc})"
+                f"cannot open a dedicated connection: {describe_outage(exc)}"
             ) from exc
         raise StoreError(
             f"cannot open a dedicated connection ({type(exc).__name__}: {exc})"

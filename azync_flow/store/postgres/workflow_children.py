@@ -20,10 +20,15 @@ from ..types import HistoryEvent, PassWrite, WorkflowExecutionView, WorkflowRunV
 from ._base import decode_meta, encode_meta
 from .workflow_core import ENQUEUED, WORKFLOW_TASK, WorkflowCoreMixin, execution_from_row
 
-__all__ = ["WorkflowChildrenMixin"]
+__all__ = ["WorkflowChildrenMixin", "ends_execution"]
 
 #: ``error_type`` of the ChildFailed event of a child whose id another execution holds.
 CHILD_ID_TAKEN = "WorkflowAlreadyStarted"
+
+
+def ends_execution(write: PassWrite) -> bool:
+    """True when the pass ends its run (complete, fail, cancelled, continue as new)."""
+    return write.outcome is not None and write.outcome[0] != "suspend"
 
 
 class WorkflowChildrenMixin(WorkflowCoreMixin):
@@ -35,7 +40,10 @@ class WorkflowChildrenMixin(WorkflowCoreMixin):
         its events are written).
 
         A child id held by another execution (an id given by the code) gets a
-        ``ChildFailed`` event appended to this execution's history right away.
+        ``ChildFailed`` event appended to this execution's history right away,
+        for its code to see; when this pass ends the execution (the code has
+        returned) they are listed instead in one ``ChildrenNotStarted`` record
+        after the terminal event, as unconsumed signals are.
 
         Returns:
             The number of events appended that way (the caller schedules a
@@ -60,19 +68,26 @@ class WorkflowChildrenMixin(WorkflowCoreMixin):
             )
             if rows:
                 self._count(conn, WORKFLOW_TASK, ENQUEUED, int(rows[0]["tasks"]))
-            for row in rows:
-                if row["inserted"] or row["ours"]:
-                    continue
-                payload = msgspec.json.encode(
-                    {
-                        "type": "ChildFailed",
-                        "started_seq": row["seq"],
-                        "workflow_id": str(row["id"]),
-                        "state": "failed",
-                        "error_type": CHILD_ID_TAKEN,
-                        "message": f"workflow id {row['id']} is already used by another execution",
-                    }
+            taken = [
+                {
+                    "started_seq": row["seq"],
+                    "workflow_id": str(row["id"]),
+                    "error_type": CHILD_ID_TAKEN,
+                    "message": f"workflow id {row['id']} is already used by another execution",
+                }
+                for row in rows
+                if not (row["inserted"] or row["ours"])
+            ]
+            if taken and ends_execution(write):
+                # The code has returned: it never sees these outcomes. Recorded
+                # after the terminal event as a record replay ignores.
+                payload = msgspec.json.encode({"type": "ChildrenNotStarted", "children": taken})
+                await self._fetchval(
+                    "workflow_history_append", run_id, "ChildrenNotStarted", payload, conn=conn
                 )
+                appended += 1
+            for child in [] if ends_execution(write) else taken:
+                payload = msgspec.json.encode({"type": "ChildFailed", "state": "failed", **child})
                 await self._fetchval(
                     "workflow_history_append", run_id, "ChildFailed", payload, conn=conn
                 )

@@ -97,6 +97,13 @@ class WorkflowCoreMixin(PgBase):
         if n:
             self.__dict__["_wf_tx_stats"][id(conn)].setdefault(kind, [0, 0, 0])[column] += n
 
+    async def _lost(self, conn: asyncpg.Connection, row: asyncpg.Record, error: str | None) -> None:
+        """Count a reclaimed lease as reaped and, with ``error``, keep the lost
+        attempt in the job's failure history (``jobs show``)."""
+        await self._fetchrow(
+            "workflow_job_lost", row["id"], row["attempt"], row["kind"], error, conn=conn
+        )
+
     async def _settle_job(
         self,
         conn: asyncpg.Connection,
@@ -730,6 +737,10 @@ def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecuti
         parent_run_id=row.get(prefix + "parent_run_id"),
         parent_seq=row.get(prefix + "parent_seq"),
         parent_close_policy=row.get(prefix + "parent_close_policy") or "",
+        awaited_signals=list(row.get(prefix + "awaited_signals") or [])
+        if state in LIVE_WORKFLOW_STATES
+        else [],
+        next_timer_at=row.get("next_timer_at") if state in LIVE_WORKFLOW_STATES else None,
     )
 
 

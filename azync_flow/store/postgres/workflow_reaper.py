@@ -17,6 +17,7 @@ contract ``ReapExpired``), run by the leader.
 from __future__ import annotations
 
 __all__ = [
+    "LOST_ATTEMPT",
     "WorkflowReaperMixin",
 ]
 
@@ -27,6 +28,9 @@ from datetime import timedelta
 from ..types import Job, ReapReport
 from ._base import job_from_row
 from .workflow_runtime import WorkflowRuntimeMixin
+
+#: The failure-history line of an attempt whose lease the reaper reclaimed.
+LOST_ATTEMPT = "lease expired: the attempt was lost (worker died or stalled); run again"
 
 
 class WorkflowReaperMixin(WorkflowRuntimeMixin):
@@ -61,9 +65,11 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
                     await self._settle_job(conn, job_id, token, dead=True, last_error=why)
                     await self._fetchrow("workflow_lock", row["run_id"], conn=conn)
                     await self._suspend(conn, row["run_id"], why)
+                    await self._lost(conn, row, None)
                     killed += 1
                 else:
                     await self._fetchrow("workflow_job_reap", job_id, None, conn=conn)
+                    await self._lost(conn, row, LOST_ATTEMPT)
                     reaped += 1
             if on_reaped is not None:
                 on_reaped(job_from_row(row))
@@ -109,10 +115,12 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
                         True,
                         why,
                     )
+                    await self._lost(conn, row, None)
                     killed += 1
                 else:
                     delay = None if retry_delay is None else retry_delay(job_from_row(row))
                     await self._fetchrow("workflow_job_reap", job_id, delay, conn=conn)
+                    await self._lost(conn, row, LOST_ATTEMPT)
                     reaped += 1
             if on_reaped is not None:
                 on_reaped(job_from_row(row))

@@ -22,6 +22,7 @@ from ..._text import clean_text
 from ..errors import ConflictError, NotFoundError
 from ..types import (
     Job,
+    JobState,
     PublishParams,
     ResolvedOperation,
     UncertainDecision,
@@ -106,6 +107,7 @@ class UncertainMixin(WorkflowCoreMixin):
                     continue  # settled, re-leased or taken by another reaper meanwhile
                 event_type, payload = encode(job_from_row(row), reason)
                 await self._mark(conn, job_id, row["lease_token"], reason, event_type, payload)
+                await self._lost(conn, row, None)  # the mark keeps the attempt's line
                 marked.append(job_id)
         return marked
 
@@ -230,6 +232,21 @@ class UncertainMixin(WorkflowCoreMixin):
                     conn, op["run_id"], ex, resolved_event, (event_type, payload)
                 )
             return ResolvedOperation(op["run_id"], ex["name"])
+
+    async def attempt_settlement(
+        self, operation_job_id: uuid.UUID, lease_token: uuid.UUID
+    ) -> tuple[JobState, str] | None:
+        """Where the attempt holding ``lease_token`` left operation
+        ``operation_job_id``: its state and last error while the row still
+        carries that token and is no longer active (the attempt's own settle
+        or reschedule committed, or the reaper parked or dead-lettered it under
+        that token), None when it is active, another attempt leased it, or a
+        decision cleared the token. A read; nothing is locked or written.
+        """
+        row = await self._fetchrow("workflow_op_attempt_settlement", operation_job_id, lease_token)
+        if row is None:
+            return None
+        return JobState(row["state"]), str(row["last_error"])
 
     async def list_uncertain_operations(
         self, limit: int = 100, workflow_id: uuid.UUID | None = None

@@ -115,9 +115,12 @@ SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions 
 -- name: workflow_describe
 -- $2 id: the execution row plus its live workflow task's attempt and last
 -- error (NULL when it has none): a task that keeps failing says why the run
--- is not progressing.
+-- is not progressing; and the due time of its earliest unfired timer (what it
+-- waits on, with its awaited_signals).
 SELECT e.*, coalesce($1::timestamptz, now()) AS at,
-       t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error
+       t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error,
+       (SELECT min(tm.fire_at) FROM azync_workflow_timers tm
+        WHERE tm.workflow_id = e.id AND tm.fired_at IS NULL) AS next_timer_at
 FROM azync_workflow_executions e
 LEFT JOIN LATERAL (
     SELECT j.attempt, j.last_error, j.state FROM azync_jobs j
@@ -425,6 +428,14 @@ WITH j AS (
 )
 SELECT * FROM j
 
+-- name: workflow_op_attempt_settlement
+-- $2 id, $3 lease_token: state and last error of an operation that still
+-- carries this attempt's token and is no longer active (a settle, reschedule
+-- or park under that token); no row otherwise.
+SELECT state, last_error, $1::timestamptz AS at FROM azync_jobs
+WHERE id = $2 AND lease_token = $3 AND state <> 'active' AND source = 'workflow'
+  AND task_key <> '$wft'
+
 -- name: workflow_op_list_uncertain
 -- $2 limit, $3 workflow id (NULL = all)
 SELECT j.id, j.run_id, e.name AS workflow_name, j.kind, j.task_key, j.payload, j.meta,
@@ -566,6 +577,21 @@ SET state = CASE WHEN $3::interval > interval '0' THEN 'scheduled' ELSE 'pending
     updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND state = 'active'
 RETURNING state
+
+-- name: workflow_job_lost
+-- $2 job id, $3 attempt, $4 kind, $5 error (NULL: the attempt row is written
+-- elsewhere, e.g. by a dead-letter): a lease the reaper reclaimed, in its
+-- transaction: the lost attempt in the job's failure history and one reaped
+-- count (a delta row insert, no shared row).
+WITH a AS (
+    INSERT INTO azync_job_attempts (job_id, attempt, error, at)
+    SELECT $2, $3, $5, coalesce($1::timestamptz, now())
+    WHERE $5::text IS NOT NULL
+    RETURNING 1
+)
+SELECT azync_job_count(coalesce($1::timestamptz, now()),
+                       ARRAY[ROW('workflow', $4, 0, 0, 0, 1)::azync_job_delta]) AS counted,
+       (SELECT count(*) FROM a) AS recorded
 
 -- name: workflow_job_ack
 -- $2 id, $3 lease_token. Like job_ack without the stats upsert: workflow
