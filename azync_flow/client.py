@@ -46,7 +46,6 @@ from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_ev
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.runtime._transient import retry_transient
-from azync_flow.runtime.job_tracing import traced_meta
 from azync_flow.runtime.run_span import end_finished_workflow_run_span
 from azync_flow.runtime.uncertain import (
     UncertainOperationView,
@@ -65,7 +64,7 @@ from azync_flow.store.types import (
     WorkflowState,
 )
 from azync_flow.store.validate import check_same_start
-from azync_flow.telemetry import RunEvent, RunKind, RunTracer
+from azync_flow.telemetry import RunEvent, RunKind, RunTracer, traced_meta
 from azync_flow.workflow import HistoryLimit, WorkflowDefinition
 
 if TYPE_CHECKING:

@@ -17,10 +17,10 @@ import asyncpg
 
 from .._transaction import check_transaction
 from ..replay.codec import encode_value
-from ..runtime.job_tracing import traced_meta
 from ..store.errors import ConflictError
 from ..store.types import PublishParams
 from ..store.validate import check_meta, check_name, check_text
+from ..telemetry import traced_meta
 
 __all__ = ["EventStore", "derived_event_id", "publish_event", "publish_once"]
 

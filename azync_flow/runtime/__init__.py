@@ -5,7 +5,6 @@ workflow runtime attached: ``attach_workflows(worker, workflows, activities)``.
 """
 
 from azync_flow.runtime.activity_runner import ActivityRunner, current_activity
-from azync_flow.runtime.job_tracing import trace_jobs
 from azync_flow.runtime.local import LocalRuntime
 from azync_flow.runtime.worker_runtime import (
     WORKFLOW_LEADERSHIP,
@@ -23,6 +22,5 @@ __all__ = [
     "WorkflowRuntime",
     "attach_workflows",
     "current_activity",
-    "trace_jobs",
     "workflow_runtime",
 ]

@@ -48,7 +48,9 @@ from azync_flow.telemetry._carrier import (
     context_from_carrier,
     suppress_spans,
     suppressed_context,
+    traced_meta,
 )
+from azync_flow.telemetry._jobs import trace_jobs
 from azync_flow.telemetry._names import (
     ATTR_ATTEMPT,
     ATTR_DAG_NAME,
@@ -111,4 +113,6 @@ __all__ = [
     "start_run_span",
     "suppress_spans",
     "suppressed_context",
+    "trace_jobs",
+    "traced_meta",
 ]

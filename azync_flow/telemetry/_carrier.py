@@ -39,6 +39,19 @@ def capture_trace_context(ctx: otel_context.Context | None = None) -> dict[str, 
     return carrier
 
 
+def traced_meta(meta: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``meta`` plus the caller's W3C trace context (``traceparent``/``tracestate``),
+    for a job or event whose handler's span should join the caller's trace.
+
+    Args:
+        meta: the caller's own meta; its keys win over the trace context's.
+
+    Returns:
+        A new dict.
+    """
+    return {**capture_trace_context(), **(meta or {})}
+
+
 def context_from_carrier(carrier: Mapping[str, str] | None) -> otel_context.Context:
     """Rebuild a parent context from a stored carrier.
 

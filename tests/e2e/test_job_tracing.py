@@ -10,8 +10,8 @@ from opentelemetry import trace
 
 from azync_flow.client import Client
 from azync_flow.retry import RetryPolicy
-from azync_flow.runtime import trace_jobs
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.telemetry import trace_jobs
 from azync_flow.testing_otel import SpanCapture, parent_id
 from azync_flow.worker import JobContext, Skip, Worker
 

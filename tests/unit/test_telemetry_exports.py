@@ -38,6 +38,8 @@ def test_telemetry_exports_exactly_the_documented_names() -> None:
         "start_run_span",
         "suppress_spans",
         "suppressed_context",
+        "trace_jobs",
+        "traced_meta",
     ]
     # "@py_builtins"/"@pytest_ar": pytest rewrites asserts in the modules of a
     # distribution that registers a pytest plugin, as azync_flow does

@@ -7,22 +7,18 @@ spans on in a worker with ``trace_jobs(worker)``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from azync_flow.retry import RetryDecision
-from azync_flow.telemetry import AttemptKind, Outcome, RunTracer, capture_trace_context
+from azync_flow.telemetry._names import AttemptKind, Outcome
+from azync_flow.telemetry._tracer import RunTracer
 from azync_flow.worker import JobContext, Skip, Snooze, Worker
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-__all__ = ["job_span_interceptor", "trace_jobs", "traced_meta"]
-
-
-def traced_meta(meta: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``meta`` plus the caller's W3C trace context (``traceparent``/``tracestate``)."""
-    return {**capture_trace_context(), **(meta or {})}
+__all__ = ["job_span_interceptor", "trace_jobs"]
 
 
 def trace_jobs(worker: Worker, tracer_provider: TracerProvider | None = None) -> None:
