@@ -381,27 +381,31 @@ async def update(
     async with connect(db) as store:
         client = ScheduleClient(store)
         current = await client.describe(id, runs=0, missed=0, changes=0)
-        spec = current.spec
+        # None: keep (the client refuses an update that changes nothing)
+        spec: ScheduleSpec | None = None
         if crons or everies or tz or jitter:
+            old = current.spec
             spec = ScheduleSpec(
-                cron=crons or spec.cron,
+                cron=crons or old.cron,
                 intervals=tuple(Interval(every=parse_duration(e, "--every")) for e in everies)
                 if everies or crons
-                else spec.intervals,
-                tz=tz or spec.tz,
-                start_at=spec.start_at,
-                end_at=spec.end_at,
-                jitter=parse_duration(jitter, "--jitter") if jitter else spec.jitter,
-                repeated=spec.repeated,
-                missing=spec.missing,
+                else old.intervals,
+                tz=tz or old.tz,
+                start_at=old.start_at,
+                end_at=old.end_at,
+                jitter=parse_duration(jitter, "--jitter") if jitter else old.jitter,
+                repeated=old.repeated,
+                missing=old.missing,
             )
-        policy = SchedulePolicy(
-            overlap=Overlap(overlap) if overlap else current.policy.overlap,
-            catchup_window=parse_duration(catchup_window, "--catchup-window")
-            if catchup_window
-            else current.policy.catchup_window,
-            buffer_limit=current.policy.buffer_limit if buffer_limit is None else buffer_limit,
-        )
+        policy: SchedulePolicy | None = None
+        if overlap or catchup_window or buffer_limit is not None:
+            policy = SchedulePolicy(
+                overlap=Overlap(overlap) if overlap else current.policy.overlap,
+                catchup_window=parse_duration(catchup_window, "--catchup-window")
+                if catchup_window
+                else current.policy.catchup_window,
+                buffer_limit=current.policy.buffer_limit if buffer_limit is None else buffer_limit,
+            )
         await client.update(id, spec=spec, policy=policy, note=note)
         d = await client.describe(id, runs=0)
     nxt = d.next_fires[0].local.isoformat() if d.next_fires else "never"

@@ -73,8 +73,6 @@ async def publish_event(
             aborts the caller's transaction, as any failed statement does).
     """
     check_name(event_type, "event_type")
-    if not event_type:
-        raise ValueError("event_type must not be empty")
     if key is not None:
         check_text(key, "key")
     check_meta(meta)
