@@ -186,6 +186,19 @@ class ScheduleClient:
             ScheduleExistsError: a schedule ``id`` exists (delete it first).
         """
         _name(id, "schedule id", new_schedule=True)
+        await self._insert(id, spec, action, policy, paused, note)
+
+    async def _insert(
+        self,
+        id: str,
+        spec: ScheduleSpec,
+        action: Action,
+        policy: SchedulePolicy | None,
+        paused: bool,
+        note: str,
+    ) -> None:
+        """:meth:`create` once the id is checked (declared ids,
+        ``workflow:<workflow name>``, keep any storable workflow name)."""
         check_text(note, "note")
         policy = SchedulePolicy() if policy is None else policy
         spec = _check(spec, action, policy)
@@ -221,7 +234,7 @@ class ScheduleClient:
             current = await self.store.get_schedule(id)
         except NotFoundError:
             with contextlib.suppress(ScheduleExistsError):  # declared by another worker meanwhile
-                await self.create(id, spec, action, policy=policy)
+                await self._insert(id, spec, action, policy, False, "")
             return
         if (current.spec, current.action, current.policy) != (
             encode(spec),

@@ -210,11 +210,15 @@ async def test_dsn_flag_beats_the_environment_which_beats_the_embedded_server(
         (["events", "replay"], 2, "--type"),
         (["workflows", "frobnicate"], 2, "No such command"),
         (["replay", "no_such_module_here", "x.json"], 2, "cannot import"),
+        (["workflows", "start", "", "--input", "{}"], 2, "workflow name must not be empty"),
+        (["workflows", "signal", str(uuid.UUID(int=7)), ""], 2, "signal name must not be empty"),
+        (["workflows", "result", str(uuid.UUID(int=7)), "--timeout", "-1"], 2, "x>=0"),
     ],
     ids=[
         "malformed-id", "unknown-id", "bad-json", "nan", "missing-file", "bad-cursor",
         "bad-state", "unknown-job", "unknown-dag", "unknown-event", "replay-everything",
-        "unknown-command", "bad-app",
+        "unknown-command", "bad-app", "empty-workflow-name", "empty-signal-name",
+        "negative-timeout",
     ],
 )  # fmt: skip
 async def test_bad_input_is_one_clear_line_and_a_nonzero_exit(

@@ -138,3 +138,13 @@ async def test_schedules_bad_input_is_one_clear_line_and_a_nonzero_exit(
     missing = await cmd("schedules", "show", "nope")
     assert missing.code != 0
     assert "nope" in missing.err
+
+
+async def test_schedules_update_with_nothing_to_change_and_a_bad_id_exit_2(cmd: Cmd) -> None:
+    assert (await cmd("schedules", "create", "u1", "--every", "1h", "--job", "k")).code == 0
+    empty = await cmd("schedules", "update", "u1")
+    assert empty.code == 2
+    assert "nothing to change in schedule 'u1'" in empty.err
+    bad = await cmd("schedules", "create", "a b/{x}", "--every", "1h", "--job", "k")
+    assert bad.code == 2
+    assert "may contain only letters, digits and" in bad.err
