@@ -161,13 +161,21 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
     return EXIT_OK
 
 
+def _next_fire(d: ScheduleDescription) -> str:
+    """The next fire as `list` shows it: none while paused (it does not fire)."""
+    if d.paused:
+        return "none (paused)"
+    return d.next_fires[0].local.isoformat() if d.next_fires else "never"
+
+
 def _action(workflow: str | None, dag: str | None, job: str | None, value: Any) -> Action:
-    chosen = [x for x in (workflow, dag, job) if x]
+    # an empty name counts as given: the schedule client refuses it by name
+    chosen = [x for x in (workflow, dag, job) if x is not None]
     if len(chosen) != 1:
         raise CliError("give exactly one of --workflow NAME, --dag NAME, --job KIND")
-    if workflow:
+    if workflow is not None:
         return StartWorkflow.of(workflow, value)
-    if dag:
+    if dag is not None:
         return StartDAG.of(dag, value)
     assert job is not None
     return EnqueueJob.of(job, value)
@@ -249,7 +257,7 @@ async def create(
         client = ScheduleClient(store)
         await client.create(id, spec, action, policy=policy, paused=paused, note=note)
         d = await client.describe(id, runs=0)
-    nxt = d.next_fires[0].local.isoformat() if d.next_fires else "never"
+    nxt = _next_fire(d)
     done(as_json, {"id": id, "next_fires": d.next_fires}, f"created schedule {id}; next fire {nxt}")
     return EXIT_OK
 
@@ -408,6 +416,6 @@ async def update(
             )
         await client.update(id, spec=spec, policy=policy, note=note)
         d = await client.describe(id, runs=0)
-    nxt = d.next_fires[0].local.isoformat() if d.next_fires else "never"
+    nxt = _next_fire(d)
     done(as_json, {"id": id, "next_fires": d.next_fires}, f"updated schedule {id}; next fire {nxt}")
     return EXIT_OK
