@@ -280,7 +280,7 @@ class Client:
         payload: Any = None,
         *,
         key: str | None = None,
-        id: uuid.UUID | None = None,
+        id: uuid.UUID | str | None = None,
         meta: dict[str, str] | None = None,
         conn: asyncpg.Connection | None = None,
     ) -> uuid.UUID:
@@ -302,8 +302,10 @@ class Client:
 
         Raises:
             ValueError: ``event_type`` empty, too long or containing NUL; ``key`` with
-                NUL; ``conn`` without an open transaction.
-            TypeError: ``conn`` is not an asyncpg connection (a pool, ...).
+                NUL; an ``id`` str that is not a UUID; ``conn`` without an open
+                transaction.
+            TypeError: ``event_type`` or ``key`` is not a str; ``id`` is neither
+                a UUID nor a str; ``conn`` is not an asyncpg connection (a pool, ...).
             PayloadEncodeError: ``payload`` is not JSON-encodable.
             ConflictError: an event with this ``id`` exists.
         """

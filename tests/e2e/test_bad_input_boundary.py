@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from azync_flow.client import Client
+from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.schedules import (
     EnqueueJob,
     Interval,
@@ -132,3 +133,26 @@ async def test_schedule_verbs_refuse_bad_ids_types_and_empty_updates(store: Post
         await schedules.update("s1", note="x")
     assert await _rows(store, "azync_schedule_changes") == 0
     assert (await schedules.describe("s1")).policy == SchedulePolicy()
+
+
+async def test_publish_and_dag_verbs_take_a_uuid_or_its_str_only(store: PostgresStore) -> None:
+    client = Client(store)
+    with pytest.raises(ValueError, match=r"^id 'nope' is not a valid UUID$"):
+        await client.publish("bib.event", {}, id="nope")
+    assert await _rows(store, "azync_events") == 0
+    dags = DAGClient(store)
+    flow = DAG("bib_dag")
+
+    async def step(ctx: TaskContext) -> None:
+        return None
+
+    flow.task(step, key="a")
+    with pytest.raises(ValueError, match=r"^id 'nope' is not a valid UUID$"):
+        await dags.run(flow, {}, id="nope")
+    assert await _rows(store, "azync_dags") == 0
+    with pytest.raises(ValueError, match=r"^run_id 'nope' is not a valid UUID$"):
+        await dags.get("nope")
+    with pytest.raises(TypeError, match=r"^run_id must be a UUID \(or its str\), got int 5$"):
+        await dags.cancel(5)  # type: ignore[arg-type]
+    run = await dags.run(flow, {})
+    assert (await dags.get(str(run.id))).id == run.id
