@@ -63,7 +63,7 @@ from azync_flow.store.types import (
     WorkflowStartParams,
     WorkflowState,
 )
-from azync_flow.store.validate import check_same_start
+from azync_flow.store.validate import check_id, check_name, check_same_start, check_text
 from azync_flow.telemetry import RunEvent, RunKind, RunTracer, traced_meta
 from azync_flow.workflow import HistoryLimit, WorkflowDefinition
 
@@ -199,6 +199,10 @@ class Client:
 
         Raises:
             PayloadEncodeError: ``payload`` is not JSON-encodable.
+            TypeError: ``kind`` or ``idempotency_key`` is not a str, ``id`` is
+                neither a UUID nor a str.
+            ValueError: ``kind`` is empty or a name the store refuses; ``id``
+                is a str that is not a UUID. Nothing is written.
         """
         params = _job_params(kind, payload, options.pop("id", None), traced_meta(meta), options)
         inserted = await self.store.enqueue(params)
@@ -209,7 +213,7 @@ class Client:
         kind: str,
         payloads: Sequence[Any],
         *,
-        ids: Sequence[uuid.UUID] | None = None,
+        ids: Sequence[uuid.UUID | str] | None = None,
         idempotency_keys: Sequence[str] | None = None,
         meta: dict[str, str] | None = None,
         conn: asyncpg.Connection | None = None,
@@ -258,6 +262,7 @@ class Client:
                 job_meta,
                 options,
                 idempotency_keys[i] if idempotency_keys is not None else None,
+                at=f"[{i}]" if ids is not None or idempotency_keys is not None else "",
             )
             for i, payload in enumerate(payloads)
         ]
@@ -274,7 +279,7 @@ class Client:
         payload: Any = None,
         *,
         key: str | None = None,
-        id: uuid.UUID | None = None,
+        id: uuid.UUID | str | None = None,
         meta: dict[str, str] | None = None,
         conn: asyncpg.Connection | None = None,
     ) -> uuid.UUID:
@@ -296,8 +301,10 @@ class Client:
 
         Raises:
             ValueError: ``event_type`` empty, too long or containing NUL; ``key`` with
-                NUL; ``conn`` without an open transaction.
-            TypeError: ``conn`` is not an asyncpg connection (a pool, ...).
+                NUL; an ``id`` str that is not a UUID; ``conn`` without an open
+                transaction.
+            TypeError: ``event_type`` or ``key`` is not a str; ``id`` is neither
+                a UUID nor a str; ``conn`` is not an asyncpg connection (a pool, ...).
             PayloadEncodeError: ``payload`` is not JSON-encodable.
             ConflictError: an event with this ``id`` exists.
         """
@@ -333,10 +340,21 @@ class Client:
             does.
 
         Raises:
-            ValueError: an unknown state or ``limit`` < 1.
+            ValueError: an unknown state, ``limit`` < 1, or a ``cursor`` that is
+                not a ``next_cursor`` (a ``(datetime, UUID)`` pair).
         """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
+        if cursor is not None and not (
+            isinstance(cursor, tuple)
+            and len(cursor) == 2
+            and isinstance(cursor[0], datetime)
+            and isinstance(cursor[1], uuid.UUID)
+        ):
+            raise ValueError(
+                f"cursor {cursor!r} is not a next_cursor of a page of this list "
+                "(a (datetime, UUID) pair)"
+            )
         name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
         rows = await self.store.list_workflow_executions(
             name=name, state=state, limit=limit + 1, before=cursor
@@ -353,7 +371,7 @@ class Client:
         workflow: WorkflowDefinition[Any, R],
         input: Any = None,
         *,
-        id: uuid.UUID | None = None,
+        id: uuid.UUID | str | None = None,
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
         version: str | None = None,
@@ -365,7 +383,7 @@ class Client:
         workflow: str,
         input: Any = None,
         *,
-        id: uuid.UUID | None = None,
+        id: uuid.UUID | str | None = None,
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
         version: str | None = None,
@@ -376,7 +394,7 @@ class Client:
         workflow: WorkflowDefinition[Any, R] | str,
         input: Any = None,
         *,
-        id: uuid.UUID | None = None,
+        id: uuid.UUID | str | None = None,
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
         version: str | None = None,
@@ -393,15 +411,17 @@ class Client:
                 (a process without the code: ``input`` is then encoded as given,
                 and ``handle.result()`` returns plain JSON values).
             input: the workflow's input (JSON-encodable).
-            id: the execution id (default: a new UUID).
+            id: the execution id, a UUID or its str (default: a new UUID).
             idempotency_key: business key; a live execution holding it is reused.
             meta: string annotations kept with the execution.
             version: workflow version to record (default: the definition's; "" for a name).
 
         Raises:
-            TypeError: ``workflow`` is neither a definition nor a name.
-            ValueError: a name, key or meta entry the store refuses (NUL, not
-                valid UTF-8, over 255 characters for a name).
+            TypeError: ``workflow`` is neither a definition nor a name;
+                ``idempotency_key`` is not a str; ``id`` is neither a UUID nor a str.
+            ValueError: an empty name; a name, key or meta entry the store
+                refuses (NUL, not valid UTF-8, over 255 characters for a name);
+                an ``id`` str that is not a UUID. Nothing is written.
             IdempotencyConflictError: same id/key, different workflow or input.
             PayloadEncodeError: the input is not JSON-encodable (NaN/±Inf,
                 nesting over ~1000 levels, lone surrogate, unsupported type).
@@ -412,8 +432,9 @@ class Client:
             SchemaNotMigratedError: the store's schema has no azync_flow tables.
         """
         name, encode, version = _workflow_target(workflow, version, "start")
+        run_id = uuid.uuid4() if id is None else check_id(id, "id")
+        check_text(idempotency_key, "idempotency_key")
         data = encode(input)
-        run_id = id or uuid.uuid4()
         params = WorkflowStartParams(
             id=run_id,
             name=name,
@@ -449,7 +470,7 @@ class Client:
         workflow: WorkflowDefinition[Any, R],
         inputs: Sequence[Any],
         *,
-        ids: Sequence[uuid.UUID] | None = None,
+        ids: Sequence[uuid.UUID | str] | None = None,
         idempotency_keys: Sequence[str] | None = None,
         meta: dict[str, str] | None = None,
         version: str | None = None,
@@ -462,7 +483,7 @@ class Client:
         workflow: str,
         inputs: Sequence[Any],
         *,
-        ids: Sequence[uuid.UUID] | None = None,
+        ids: Sequence[uuid.UUID | str] | None = None,
         idempotency_keys: Sequence[str] | None = None,
         meta: dict[str, str] | None = None,
         version: str | None = None,
@@ -474,7 +495,7 @@ class Client:
         workflow: WorkflowDefinition[Any, R] | str,
         inputs: Sequence[Any],
         *,
-        ids: Sequence[uuid.UUID] | None = None,
+        ids: Sequence[uuid.UUID | str] | None = None,
         idempotency_keys: Sequence[str] | None = None,
         meta: dict[str, str] | None = None,
         version: str | None = None,
@@ -506,10 +527,11 @@ class Client:
 
         Raises:
             TypeError: ``workflow`` is neither a definition nor a name; ``conn``
-                is not an asyncpg connection.
+                is not an asyncpg connection; an id is neither a UUID nor a
+                str, a key not a str.
             ValueError: ``ids`` or ``idempotency_keys`` is not one per input; a
-                name, key or meta entry the store refuses; ``conn`` has no open
-                transaction.
+                name, key or meta entry the store refuses; an id str that is
+                not a UUID; ``conn`` has no open transaction.
             IdempotencyConflictError: an id/key is held by an execution of
                 another workflow or input (nothing started).
             PayloadEncodeError: an input is not JSON-encodable.
@@ -520,11 +542,13 @@ class Client:
         name, encode, version = _workflow_target(workflow, version, "start_many")
         params = [
             WorkflowStartParams(
-                id=ids[i] if ids is not None else uuid.uuid4(),
+                id=check_id(ids[i], f"ids[{i}]") if ids is not None else uuid.uuid4(),
                 name=name,
                 input=encode(value),
                 version=version,
-                business_idempotency_key=idempotency_keys[i] if idempotency_keys else "",
+                business_idempotency_key=check_text(idempotency_keys[i], f"idempotency_keys[{i}]")
+                if idempotency_keys
+                else "",
                 meta=meta or {},
             )
             for i, value in enumerate(inputs)
@@ -541,10 +565,16 @@ class Client:
         ]
 
     async def list_uncertain(
-        self, workflow_id: uuid.UUID | None = None, limit: int = 100
+        self, workflow_id: uuid.UUID | str | None = None, limit: int = 100
     ) -> builtins.list[UncertainOperationView]:
         """Operations waiting for a decision (oldest first), optionally of one
-        execution: workflow, activity, input, since when and why (docs/uncertain.md)."""
+        execution: workflow, activity, input, since when and why (docs/uncertain.md).
+
+        Raises:
+            TypeError, ValueError: ``workflow_id`` is neither a UUID nor its str.
+        """
+        if workflow_id is not None:
+            workflow_id = check_id(workflow_id, "workflow_id")
         ops = await self.store.list_uncertain_operations(limit=limit, workflow_id=workflow_id)
         return [UncertainOperationView.from_store(op) for op in ops]
 
@@ -630,11 +660,20 @@ class Client:
 
     def get_handle(
         self,
-        id: uuid.UUID,
+        id: uuid.UUID | str,
         workflow: WorkflowDefinition[Any, R] | None = None,
     ) -> WorkflowHandle[R]:
-        """A handle on an existing execution (no I/O)."""
-        return self._handle_class(self, id, workflow, started=False)
+        """A handle on an existing execution (no I/O).
+
+        Args:
+            id: the execution id, a UUID or its str.
+            workflow: its definition (typed results), if at hand.
+
+        Raises:
+            TypeError: ``id`` is neither a UUID nor a str.
+            ValueError: ``id`` is a str that is not a UUID.
+        """
+        return self._handle_class(self, check_id(id, "id"), workflow, started=False)
 
 
 class WorkflowHandle(Generic[R]):
@@ -837,8 +876,11 @@ class WorkflowHandle(Generic[R]):
             WorkflowTerminatedError: it was terminated (``terminate``).
             TimeoutError: ``timeout`` elapsed first (the execution keeps running;
                 the message names its state, e.g. ``suspended``).
+            ValueError: ``timeout`` is negative.
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        if seconds is not None and seconds < 0:
+            raise ValueError(f"timeout must not be negative, got {timeout!r}")
         deadline = None if seconds is None else time.monotonic() + seconds
         view = await self._row()
         if view.state in TERMINAL_STATES:
@@ -1054,18 +1096,27 @@ class _DoneWatcher:
 def _job_params(
     kind: str,
     payload: Any,
-    id: uuid.UUID | None,
+    id: uuid.UUID | str | None,
     meta: dict[str, str],
     options: dict[str, Any],
     idempotency_key: str | None = None,
+    at: str = "",
 ) -> EnqueueParams:
     """The ``EnqueueParams`` of one job of :meth:`Client.enqueue` and
     :meth:`Client.enqueue_many` (``meta`` already carries the trace context):
-    the payload meets the one encoder."""
+    the payload meets the one encoder, the kind, id and key the one
+    identifier check (``at`` names the item of a batch in errors).
+
+    Raises:
+        TypeError, ValueError: a bad kind, id or key (see :meth:`Client.enqueue`).
+    """
+    check_name(kind, "kind")
     if idempotency_key is not None:
         options = {**options, "idempotency_key": idempotency_key}
+    if "idempotency_key" in options:
+        check_text(options["idempotency_key"], f"idempotency_key{at}")
     return EnqueueParams(
-        id=id or uuid.uuid4(),
+        id=uuid.uuid4() if id is None else check_id(id, f"id{at}"),
         kind=kind,
         payload=encode_value(payload, f"payload of job {kind!r}"),
         meta=meta,
@@ -1089,6 +1140,7 @@ def _workflow_target(
             workflow.version if version is None else version,
         )
     if isinstance(workflow, str):
+        check_name(workflow, "workflow name")
         what = f"input of workflow {workflow!r}"
         return workflow, lambda value: encode_value(value, what), version or ""
     hint = "; decorate it with @workflow" if callable(workflow) else ""

@@ -89,7 +89,7 @@ async def list_cmd(
     db: DbOptions,
 ) -> int:
     """List ledger events, newest first, a page at a time (payloads as previews)."""
-    check_name(type_, "--type")
+    check_name(type_, "--type", empty_ok=True)
     offset = offset_cursor(cursor)
     flt = EventFilter(
         type=type_,
@@ -168,8 +168,8 @@ async def replay(
 ) -> int:
     """Deliver matching events again, as new deliveries flagged `replay`, to the
     subscribers registered now. Give at least one of --type, --id, --since."""
-    check_name(type_, "--type")
-    check_name(subscriber, "--subscriber")
+    check_name(type_, "--type", empty_ok=True)
+    check_name(subscriber, "--subscriber", empty_ok=True)
     if not (type_ or id_ or since):
         raise CliError("give --type, --id or --since: replaying the whole ledger is never implied")
     if limit < 0:
@@ -195,7 +195,7 @@ async def replay(
 @run_async
 async def subscribers(type_: str, as_json: bool, db: DbOptions) -> int:
     """List subscriber registrations by event type, then name."""
-    check_name(type_, "--type")
+    check_name(type_, "--type", empty_ok=True)
     async with connect(db) as store:
         rows = await store.list_subscriber_views(type_)
     rows_out(

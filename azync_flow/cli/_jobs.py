@@ -80,7 +80,7 @@ def _item(j: Job) -> dict[str, Any]:
 async def _list(
     db: DbOptions, source: str, kind: str, state: JobState | None, limit: int, cursor: str | None
 ) -> tuple[list[Job], int, int]:
-    check_name(kind, "--kind")
+    check_name(kind, "--kind", empty_ok=True)
     offset = offset_cursor(cursor)
     async with connect(db) as store:
         rows, total = await store.list_jobs(
@@ -232,7 +232,7 @@ async def show(id: str, source: str, as_json: bool, db: DbOptions) -> int:
 async def _retry(db: DbOptions, source: str, id: str | None, all_: bool, kind: str) -> int:
     if all_ == (id is not None):
         raise CliError("give a job id, or --all (with --kind to retry one kind only)")
-    check_name(kind, "--kind")
+    check_name(kind, "--kind", empty_ok=True)
     async with connect(db) as store:
         if id is not None:
             await store.retry_job(Source(source), parse_id(id, "job id"))
@@ -321,7 +321,7 @@ def queue_alias(ctx: click.Context) -> None:
 @run_async
 async def queue_stats(kind: str, as_json: bool, db: DbOptions) -> int:
     """Per-kind depths (with --kind: that kind's depths and daily window), as JSON."""
-    check_name(kind, "--kind")
+    check_name(kind, "--kind", empty_ok=True)
     async with connect(db) as store:
         if kind:
             depths, daily = await store.stats(Source.QUEUE, kind)

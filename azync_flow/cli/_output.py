@@ -17,6 +17,7 @@ import msgspec
 from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 #: Characters of a payload shown in a list (`show` prints it whole).
 PREVIEW_CHARS = 48
@@ -186,7 +187,7 @@ def table(rows: Iterable[Any], columns: Columns, *, title: str = "", empty: str 
         else:
             grid.add_column(header, overflow="fold")
     for r in cells:
-        grid.add_row(*r)
+        grid.add_row(*map(Text, r))  # cells are data, not markup: "[payload] ..." stays
     out.print(grid)
 
 
@@ -197,13 +198,15 @@ def record(fields: Sequence[tuple[str, Any]], *, payloads: Sequence[tuple[str, A
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     for name, value in fields:
-        grid.add_row(name, short(value))
-    out.print(grid)
-    for name, data in payloads:
+        grid.add_row(name, Text(short(value)))
+    if fields:
+        out.print(grid)
+    for i, (name, data) in enumerate(payloads):
         value = (
             payload_json(bytes(data)) if isinstance(data, (bytes, bytearray)) else to_plain(data)
         )
-        out.print(f"\n[bold]{name}[/bold]")
+        gap = "\n" if fields or i else ""  # a blank line between blocks, none before the first
+        out.print(f"{gap}[bold]{name}[/bold]")
         out.print_json(json.dumps(value, ensure_ascii=False))
 
 

@@ -161,13 +161,21 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
     return EXIT_OK
 
 
+def _next_fire(d: ScheduleDescription) -> str:
+    """The next fire as `list` shows it: none while paused (it does not fire)."""
+    if d.paused:
+        return "none (paused)"
+    return d.next_fires[0].local.isoformat() if d.next_fires else "never"
+
+
 def _action(workflow: str | None, dag: str | None, job: str | None, value: Any) -> Action:
-    chosen = [x for x in (workflow, dag, job) if x]
+    # an empty name counts as given: the schedule client refuses it by name
+    chosen = [x for x in (workflow, dag, job) if x is not None]
     if len(chosen) != 1:
         raise CliError("give exactly one of --workflow NAME, --dag NAME, --job KIND")
-    if workflow:
+    if workflow is not None:
         return StartWorkflow.of(workflow, value)
-    if dag:
+    if dag is not None:
         return StartDAG.of(dag, value)
     assert job is not None
     return EnqueueJob.of(job, value)
@@ -249,7 +257,7 @@ async def create(
         client = ScheduleClient(store)
         await client.create(id, spec, action, policy=policy, paused=paused, note=note)
         d = await client.describe(id, runs=0)
-    nxt = d.next_fires[0].local.isoformat() if d.next_fires else "never"
+    nxt = _next_fire(d)
     done(as_json, {"id": id, "next_fires": d.next_fires}, f"created schedule {id}; next fire {nxt}")
     return EXIT_OK
 
@@ -381,29 +389,33 @@ async def update(
     async with connect(db) as store:
         client = ScheduleClient(store)
         current = await client.describe(id, runs=0, missed=0, changes=0)
-        spec = current.spec
+        # None: keep (the client refuses an update that changes nothing)
+        spec: ScheduleSpec | None = None
         if crons or everies or tz or jitter:
+            old = current.spec
             spec = ScheduleSpec(
-                cron=crons or spec.cron,
+                cron=crons or old.cron,
                 intervals=tuple(Interval(every=parse_duration(e, "--every")) for e in everies)
                 if everies or crons
-                else spec.intervals,
-                tz=tz or spec.tz,
-                start_at=spec.start_at,
-                end_at=spec.end_at,
-                jitter=parse_duration(jitter, "--jitter") if jitter else spec.jitter,
-                repeated=spec.repeated,
-                missing=spec.missing,
+                else old.intervals,
+                tz=tz or old.tz,
+                start_at=old.start_at,
+                end_at=old.end_at,
+                jitter=parse_duration(jitter, "--jitter") if jitter else old.jitter,
+                repeated=old.repeated,
+                missing=old.missing,
             )
-        policy = SchedulePolicy(
-            overlap=Overlap(overlap) if overlap else current.policy.overlap,
-            catchup_window=parse_duration(catchup_window, "--catchup-window")
-            if catchup_window
-            else current.policy.catchup_window,
-            buffer_limit=current.policy.buffer_limit if buffer_limit is None else buffer_limit,
-        )
+        policy: SchedulePolicy | None = None
+        if overlap or catchup_window or buffer_limit is not None:
+            policy = SchedulePolicy(
+                overlap=Overlap(overlap) if overlap else current.policy.overlap,
+                catchup_window=parse_duration(catchup_window, "--catchup-window")
+                if catchup_window
+                else current.policy.catchup_window,
+                buffer_limit=current.policy.buffer_limit if buffer_limit is None else buffer_limit,
+            )
         await client.update(id, spec=spec, policy=policy, note=note)
         d = await client.describe(id, runs=0)
-    nxt = d.next_fires[0].local.isoformat() if d.next_fires else "never"
+    nxt = _next_fire(d)
     done(as_json, {"id": id, "next_fires": d.next_fires}, f"updated schedule {id}; next fire {nxt}")
     return EXIT_OK

@@ -429,7 +429,12 @@ async def resume(id: str, as_json: bool, db: DbOptions) -> int:
 
 @click.command("result", epilog=example("azync-flow workflows result 3f2a0c9e-... --timeout 30"))
 @click.argument("id")
-@click.option("--timeout", type=float, default=None, help="Seconds to wait (default: forever).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds to wait (default: forever).",
+)
 @json_option
 @db_options
 @run_async

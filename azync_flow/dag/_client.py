@@ -26,6 +26,7 @@ from ..store.types import (
     Job,
     JobState,
 )
+from ..store.validate import check_id
 from ..telemetry import RUN_CALLER_KEY, RunEvent, RunKind, RunTracer
 from ._context import TaskOutcome
 from ._definition import DAG
@@ -75,6 +76,10 @@ class DAGClient:
             context with the run; every task attempt is its child. Signals and
             cancellations are short spans in the run's trace; a ``cancel`` or
             ``compensate`` that ends the run at once exports the run span.
+
+    Every verb taking a run id (``id``, ``run_id``) takes a UUID or its str:
+    another value is a ``TypeError``, a str that is not a UUID a
+    ``ValueError``; nothing is written.
     """
 
     def __init__(
@@ -94,7 +99,7 @@ class DAGClient:
         idempotency_key: str = "",
         meta: Mapping[str, str] | None = None,
         payloads: Mapping[str, Any] | None = None,
-        id: uuid.UUID | None = None,
+        id: uuid.UUID | str | None = None,
     ) -> DAGRun:
         """Validate ``dag`` and start a run of it (one transaction).
 
@@ -116,6 +121,8 @@ class DAGClient:
                 different tasks, payloads or meta (nothing is stored).
             ValueError: a name, key or meta entry contains NUL, or a name is too long.
         """
+        if id is not None:
+            id = check_id(id, "id")
         p = dag.params(input, id=id, idempotency_key=idempotency_key, meta=meta, payloads=payloads)
         carrier = self.tracer.start_run_span(RunKind.DAG, dag.name, p.id)
         inserted, existing = await self.store.create_dag(p, trace_context=carrier)
@@ -174,7 +181,7 @@ class DAGClient:
         return await self._deduped(p, inserted, existing)
 
     async def signal(
-        self, run_id: uuid.UUID, name: str, payload: Any = None, *, message_id: str = ""
+        self, run_id: uuid.UUID | str, name: str, payload: Any = None, *, message_id: str = ""
     ) -> SignalReceipt:
         """Send signal ``name`` to a live run; buffered if its task is not yet waiting.
 
@@ -190,6 +197,7 @@ class DAGClient:
             PayloadEncodeError: ``payload`` is not JSON-encodable (nothing is sent).
             ValueError: ``name`` or ``message_id`` contain NUL, or ``name`` is too long.
         """
+        run_id = check_id(run_id, "run_id")
         delivered, dup = await self.store.signal(
             DAGSignalParams(
                 dag_id=run_id,
@@ -208,8 +216,9 @@ class DAGClient:
         """The live run holding the business key. Raises NotFoundError when none."""
         return await self.store.find_dag_by_key(_name(dag), idempotency_key)
 
-    async def get(self, run_id: uuid.UUID) -> DAGView:
+    async def get(self, run_id: uuid.UUID | str) -> DAGView:
         """The run header. Raises NotFoundError when none."""
+        run_id = check_id(run_id, "run_id")
         return await self.store.get_dag(run_id)
 
     async def list(
@@ -223,16 +232,21 @@ class DAGClient:
         """Runs newest first, filtered by definition name and state; with the total."""
         return await self.store.list_dags(DAGFilter(name=_name(dag), state=state), offset, limit)
 
-    async def tasks(self, run_id: uuid.UUID) -> builtins.list[Job]:
+    async def tasks(self, run_id: uuid.UUID | str) -> builtins.list[Job]:
         """Every task of the run (compensations last). Raises NotFoundError when none."""
+        run_id = check_id(run_id, "run_id")
         return await self.store.dag_tasks(run_id)
 
-    async def deps(self, run_id: uuid.UUID) -> builtins.list[DAGDep]:
+    async def deps(self, run_id: uuid.UUID | str) -> builtins.list[DAGDep]:
         """Every edge of the run, compensation chain included."""
+        run_id = check_id(run_id, "run_id")
         return await self.store.dag_deps(run_id)
 
-    async def results(self, run_id: uuid.UUID, keys: Sequence[str] = ()) -> dict[str, TaskOutcome]:
+    async def results(
+        self, run_id: uuid.UUID | str, keys: Sequence[str] = ()
+    ) -> dict[str, TaskOutcome]:
         """Settled (succeeded or skipped) task outcomes, keyed by task key."""
+        run_id = check_id(run_id, "run_id")
         found = await self.store.task_results(run_id, list(keys))
         return {k: TaskOutcome.from_store(v) for k, v in found.items()}
 
@@ -246,26 +260,30 @@ class DAGClient:
         """Task counts per state for each run."""
         return await self.store.dag_task_counts(run_ids)
 
-    async def pause(self, run_id: uuid.UUID, reason: str = "") -> None:
+    async def pause(self, run_id: uuid.UUID | str, reason: str = "") -> None:
         """Freeze a running run (resume with :meth:`retry`). NotFoundError unless running."""
+        run_id = check_id(run_id, "run_id")
         await self.store.pause_dag(run_id, reason)
 
-    async def retry(self, run_id: uuid.UUID) -> None:
+    async def retry(self, run_id: uuid.UUID | str) -> None:
         """The one resume verb: reset dead tasks, release paused ones, resume."""
+        run_id = check_id(run_id, "run_id")
         await self.store.retry_dag(run_id)
 
-    async def compensate(self, run_id: uuid.UUID) -> None:
+    async def compensate(self, run_id: uuid.UUID | str) -> None:
         """Start compensation of a running or suspended run by hand."""
+        run_id = check_id(run_id, "run_id")
         settled = await self.store.compensate_dag(run_id)
         if settled is not None:  # nothing to compensate: this call ended it
             await self._end_run(run_id)
 
-    async def cancel(self, run_id: uuid.UUID) -> None:
+    async def cancel(self, run_id: uuid.UUID | str) -> None:
         """Cancel a live run without compensating (a compensating run finishes first).
 
         Recorded as a ``cancel.requested`` span in the run's trace; a run that
         this call ended (it was not compensating) also exports its run span.
         """
+        run_id = check_id(run_id, "run_id")
         state = await self.store.cancel_dag(run_id)
         await self._run_event(run_id, RunEvent.CANCEL_REQUESTED)
         if state == DAGState.CANCELLED:  # this call ended it: its commit won

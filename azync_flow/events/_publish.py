@@ -19,7 +19,7 @@ from .._transaction import check_transaction
 from ..replay.codec import encode_value
 from ..store.errors import ConflictError
 from ..store.types import PublishParams
-from ..store.validate import check_meta, check_name, check_text
+from ..store.validate import check_id, check_meta, check_name, check_text
 from ..telemetry import traced_meta
 
 __all__ = ["EventStore", "derived_event_id", "publish_event", "publish_once"]
@@ -41,7 +41,7 @@ async def publish_event(
     payload: Any = None,
     *,
     key: str | None = None,
-    id: uuid.UUID | None = None,
+    id: uuid.UUID | str | None = None,
     meta: Mapping[str, str] | None = None,
     conn: asyncpg.Connection | None = None,
 ) -> uuid.UUID:
@@ -65,20 +65,20 @@ async def publish_event(
         The event id.
 
     Raises:
-        ValueError: ``event_type`` or ``key`` contains NUL, or the name is too
-            long; ``conn`` has no open transaction.
-        TypeError: ``conn`` is not an asyncpg connection (a pool, ...).
+        ValueError: ``event_type`` is empty, ``event_type`` or ``key`` contains
+            NUL, or the name is too long; an ``id`` str that is not a UUID;
+            ``conn`` has no open transaction.
+        TypeError: ``event_type`` or ``key`` is not a str; ``id`` is neither a
+            UUID nor a str; ``conn`` is not an asyncpg connection (a pool, ...).
         PayloadEncodeError: ``payload`` is not JSON-encodable.
         ConflictError: an event with this ``id`` exists (on ``conn`` this also
             aborts the caller's transaction, as any failed statement does).
     """
     check_name(event_type, "event_type")
-    if not event_type:
-        raise ValueError("event_type must not be empty")
     if key is not None:
         check_text(key, "key")
     check_meta(meta)
-    event_id = id or uuid.uuid4()
+    event_id = uuid.uuid4() if id is None else check_id(id, "id")
     params = PublishParams(
         id=event_id,
         type=event_type,

@@ -87,8 +87,6 @@ def subscriber(
     """
     for value, field in ((event_type, "event_type"), (name, "subscriber name")):
         check_name(value, field)
-        if not value:
-            raise ValueError(f"{field} must not be empty")
     if max_attempts is not None:
         check_max_attempts(max_attempts)
     if ordering not in ("none", "key"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import itertools
+import re
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,6 +15,7 @@ import msgspec
 
 from azync_flow.store.errors import NotFoundError
 from azync_flow.store.types import ScheduleRecord
+from azync_flow.store.validate import check_name, check_text
 
 from ._actions import ActionRunner
 from ._codec import Decoded, decode, encode, fire_of
@@ -46,11 +48,52 @@ _policy_decoder = msgspec.json.Decoder(SchedulePolicy)
 MAX_BACKFILL = 10_000
 
 
+#: What a new schedule id may contain (it is rendered into run id templates).
+_SCHEDULE_ID = re.compile(r"[A-Za-z0-9._:@-]+")
+
+
+def _name(value: str, field: str, *, new_schedule: bool = False) -> str:
+    """:func:`check_name` of a schedule id or an action's target name, its
+    ValueError as a ``ScheduleSpecError``; a new schedule's id must also
+    match :data:`_SCHEDULE_ID`.
+
+    Raises:
+        TypeError: ``value`` is not a str.
+        ScheduleSpecError: ``value`` is empty, too long, not storable text or
+            (a new schedule id) has a character outside letters, digits and ``._:@-``.
+    """
+    try:
+        check_name(value, field)
+    except ValueError as exc:
+        raise ScheduleSpecError(str(exc)) from None
+    if new_schedule and not _SCHEDULE_ID.fullmatch(value):
+        raise ScheduleSpecError(f"{field} {value!r} may contain only letters, digits and . _ : @ -")
+    return value
+
+
 def _check(spec: ScheduleSpec, action: Action, policy: SchedulePolicy) -> ScheduleSpec:
-    if not isinstance(action, StartWorkflow | StartDAG | EnqueueJob):
-        raise ScheduleSpecError(
-            f"action must be StartWorkflow, StartDAG or EnqueueJob, got {type(action).__name__}"
+    if not isinstance(spec, ScheduleSpec):
+        raise TypeError(
+            f'spec must be a ScheduleSpec (e.g. ScheduleSpec(cron="*/5 * * * *") or '
+            f"ScheduleSpec(intervals=[Interval(every=timedelta(seconds=5))])), "
+            f"got {type(spec).__name__} {spec!r}"
         )
+    if not isinstance(policy, SchedulePolicy):
+        raise TypeError(
+            f"policy must be a SchedulePolicy (e.g. SchedulePolicy(overlap=Overlap.SKIP)), "
+            f"got {type(policy).__name__} {policy!r}"
+        )
+    if not isinstance(action, StartWorkflow | StartDAG | EnqueueJob):
+        raise TypeError(
+            "action must be StartWorkflow.of(...), StartDAG.of(...) or EnqueueJob.of(...), "
+            f"got {type(action).__name__} {action!r}"
+        )
+    if isinstance(action, StartWorkflow):
+        _name(action.workflow, "scheduled workflow name")
+    elif isinstance(action, StartDAG):
+        _name(action.dag, "scheduled DAG name")
+    else:
+        _name(action.kind, "scheduled job kind")
     if isinstance(action, EnqueueJob) and policy.overlap is Overlap.CANCEL_OTHER:
         raise ScheduleSpecError("overlap cancel_other applies to workflows and DAGs, not jobs")
     if policy.catchup_window is not None and policy.catchup_window < timedelta(0):
@@ -126,7 +169,8 @@ class ScheduleClient:
         :meth:`backfill` for earlier ones).
 
         Args:
-            id: the schedule id (part of every run's id).
+            id: the schedule id (part of every run's id): letters, digits
+                and ``._:@-`` only.
             spec: when it fires.
             action: what it starts (:class:`StartWorkflow`, :class:`StartDAG`,
                 :class:`EnqueueJob`).
@@ -135,12 +179,28 @@ class ScheduleClient:
             note: why (shown by describe and list).
 
         Raises:
-            ScheduleSpecError: an invalid spec or action, or an empty id.
+            TypeError: ``id`` is not a str; ``spec``, ``action`` or ``policy``
+                is not a ScheduleSpec, action or SchedulePolicy (e.g. a cron str).
+            ScheduleSpecError: an invalid spec or action (an empty or bad
+                target name), or an id that is empty or has other characters.
             ScheduleExistsError: a schedule ``id`` exists (delete it first).
         """
-        policy = policy or SchedulePolicy()
-        if not id or "\x00" in id:
-            raise ScheduleSpecError(f"invalid schedule id {id!r}")
+        _name(id, "schedule id", new_schedule=True)
+        await self._insert(id, spec, action, policy, paused, note)
+
+    async def _insert(
+        self,
+        id: str,
+        spec: ScheduleSpec,
+        action: Action,
+        policy: SchedulePolicy | None,
+        paused: bool,
+        note: str,
+    ) -> None:
+        """:meth:`create` once the id is checked (declared ids,
+        ``workflow:<workflow name>``, keep any storable workflow name)."""
+        check_text(note, "note")
+        policy = SchedulePolicy() if policy is None else policy
         spec = _check(spec, action, policy)
         now = await self.store.schedule_clock()
         record = ScheduleRecord(
@@ -162,14 +222,19 @@ class ScheduleClient:
         self, id: str, spec: ScheduleSpec, action: Action, *, policy: SchedulePolicy | None = None
     ) -> None:
         """Create ``id``, or :meth:`update` an existing one to this spec,
-        action and policy when they differ (schedules declared in code)."""
-        policy = policy or SchedulePolicy()
+        action and policy when they differ (schedules declared in code).
+
+        Raises:
+            TypeError, ScheduleSpecError: as :meth:`create`.
+        """
+        _name(id, "schedule id")
+        policy = SchedulePolicy() if policy is None else policy
         spec = _check(spec, action, policy)
         try:
             current = await self.store.get_schedule(id)
         except NotFoundError:
             with contextlib.suppress(ScheduleExistsError):  # declared by another worker meanwhile
-                await self.create(id, spec, action, policy=policy)
+                await self._insert(id, spec, action, policy, False, "")
             return
         if (current.spec, current.action, current.policy) != (
             encode(spec),
@@ -196,13 +261,22 @@ class ScheduleClient:
         is recorded (time, values before and after; see ``describe``).
 
         Raises:
-            ScheduleSpecError: an invalid spec, action or policy.
+            TypeError: ``id`` is not a str; ``spec``, ``action`` or ``policy``
+                is not a ScheduleSpec, action or SchedulePolicy.
+            ScheduleSpecError: an invalid id, spec, action or policy, or none
+                of ``spec``, ``action`` and ``policy`` given (nothing to change).
             NotFoundError: no schedule ``id``.
         """
+        _name(id, "schedule id")
+        check_text(note, "note")
+        if spec is None and action is None and policy is None:
+            raise ScheduleSpecError(
+                f"nothing to change in schedule {id!r}: give spec, action and/or policy"
+            )
         item = decode(await self.store.get_schedule(id))
-        spec = spec or item.spec
-        action = action or item.action
-        policy = policy or item.policy
+        spec = item.spec if spec is None else spec
+        action = item.action if action is None else action
+        policy = item.policy if policy is None else policy
         spec = _check(spec, action, policy)
         now = await self.store.schedule_clock()
         cursor, nxt = resume_point(spec, id, item.record.cursor_at, now)
@@ -223,7 +297,10 @@ class ScheduleClient:
 
         Raises:
             NotFoundError: no schedule ``id``.
+            TypeError: ``id`` is not a str.
+            ScheduleSpecError: ``id`` is empty, too long or not storable text.
         """
+        _name(id, "schedule id")
         item = decode(await self.store.get_schedule(id))
         now = await self.store.schedule_clock()
         upcoming: builtins.list[Fire] = []
@@ -315,7 +392,11 @@ class ScheduleClient:
 
         Raises:
             NotFoundError: no schedule ``id``.
+            TypeError: ``id`` is not a str.
+            ScheduleSpecError: ``id`` is empty, too long or not storable text.
         """
+        _name(id, "schedule id")
+        check_text(note, "note")
         record = await self.store.get_schedule(id)
         await self.store.set_schedule_paused(id, True, note, record.cursor_at, record.next_fire_at)
 
@@ -326,7 +407,11 @@ class ScheduleClient:
 
         Raises:
             NotFoundError: no schedule ``id``.
+            TypeError: ``id`` is not a str.
+            ScheduleSpecError: ``id`` is empty, too long or not storable text.
         """
+        _name(id, "schedule id")
+        check_text(note, "note")
         item = decode(await self.store.get_schedule(id))
         if not item.record.paused:
             return
@@ -344,7 +429,10 @@ class ScheduleClient:
 
         Raises:
             NotFoundError: no schedule ``id``.
+            TypeError: ``id`` is not a str.
+            ScheduleSpecError: ``id`` is empty, too long or not storable text.
         """
+        _name(id, "schedule id")
         item = decode(await self.store.get_schedule(id))
         now = await self.store.schedule_clock()
         fire = fire_of(item.spec, now, now)
@@ -378,7 +466,10 @@ class ScheduleClient:
             ScheduleSpecError: naive datetimes, ``end`` before ``start``, or
                 more than ``MAX_BACKFILL`` nominal times in the range.
             NotFoundError: no schedule ``id``.
+            TypeError: ``id`` is not a str.
+            ScheduleSpecError: ``id`` is empty, too long or not storable text.
         """
+        _name(id, "schedule id")
         start = aware_utc(start, "start")
         end = aware_utc(end, "end")
         if end < start:
@@ -406,5 +497,8 @@ class ScheduleClient:
 
         Raises:
             NotFoundError: no schedule ``id``.
+            TypeError: ``id`` is not a str.
+            ScheduleSpecError: ``id`` is empty, too long or not storable text.
         """
+        _name(id, "schedule id")
         await self.store.delete_schedule(id)

@@ -17,6 +17,7 @@ from .types import WorkflowStartParams
 
 __all__ = [
     "MAX_NAME_LENGTH",
+    "check_id",
     "check_max_attempts",
     "check_meta",
     "check_name",
@@ -32,9 +33,12 @@ def check_text(value: str, field: str) -> str:
     """Return ``value`` if a Postgres ``text`` column can store it.
 
     Raises:
+        TypeError: ``value`` is not a str.
         ValueError: ``value`` contains NUL (``\\x00``) or is not valid UTF-8 (a
             lone surrogate, e.g. an undecodable byte of a command-line argument).
     """
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a str, got {type(value).__name__} {value!r}")
     if "\x00" in value:
         raise ValueError(f"{field} must not contain NUL (\\x00): {value!r}")
     if not value.isascii():
@@ -48,18 +52,46 @@ def check_text(value: str, field: str) -> str:
     return value
 
 
-def check_name(value: str, field: str) -> str:
+def check_name(value: str, field: str, *, empty_ok: bool = False) -> str:
     """Return ``value`` if it is a storable name of at most :data:`MAX_NAME_LENGTH` characters.
 
+    Args:
+        value: the name.
+        field: what it is, for the error message.
+        empty_ok: accept ``""`` (a field where empty means "none").
+
     Raises:
-        ValueError: ``value`` contains NUL or is longer than :data:`MAX_NAME_LENGTH`.
+        TypeError: ``value`` is not a str.
+        ValueError: ``value`` is empty (unless ``empty_ok``), contains NUL or is
+            longer than :data:`MAX_NAME_LENGTH`.
     """
     check_text(value, field)
+    if not value and not empty_ok:
+        raise ValueError(f"{field} must not be empty")
     if len(value) > MAX_NAME_LENGTH:
         raise ValueError(
             f"{field} is {len(value)} characters long; at most {MAX_NAME_LENGTH} are allowed"
         )
     return value
+
+
+def check_id(value: uuid.UUID | str, field: str) -> uuid.UUID:
+    """Return ``value`` as a UUID: a UUID, or a str that parses as one.
+
+    Raises:
+        TypeError: ``value`` is neither a UUID nor a str.
+        ValueError: ``value`` is a str that is not a UUID.
+    """
+    if isinstance(value, uuid.UUID):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{field} must be a UUID (or its str), got {type(value).__name__} {value!r}"
+        )
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise ValueError(f"{field} {value!r} is not a valid UUID") from None
 
 
 def check_meta(meta: Mapping[str, str] | None, field: str = "meta") -> None:

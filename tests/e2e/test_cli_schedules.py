@@ -138,3 +138,23 @@ async def test_schedules_bad_input_is_one_clear_line_and_a_nonzero_exit(
     missing = await cmd("schedules", "show", "nope")
     assert missing.code != 0
     assert "nope" in missing.err
+
+
+async def test_schedules_update_with_nothing_to_change_and_a_bad_id_exit_2(cmd: Cmd) -> None:
+    assert (await cmd("schedules", "create", "u1", "--every", "1h", "--job", "k")).code == 0
+    empty = await cmd("schedules", "update", "u1")
+    assert empty.code == 2
+    assert "nothing to change in schedule 'u1'" in empty.err
+    bad = await cmd("schedules", "create", "a b/{x}", "--every", "1h", "--job", "k")
+    assert bad.code == 2
+    assert "may contain only letters, digits and" in bad.err
+
+
+async def test_schedules_create_names_an_empty_target_and_a_paused_one_has_no_next_fire(
+    cmd: Cmd,
+) -> None:
+    empty = await cmd("schedules", "create", "e1", "--every", "5s", "--workflow", "")
+    assert empty.code == 2
+    assert "scheduled workflow name must not be empty" in empty.err
+    paused = await cmd("schedules", "create", "p1", "--every", "5s", "--job", "k", "--paused")
+    assert (paused.code, paused.out.strip()) == (0, "created schedule p1; next fire none (paused)")

@@ -463,3 +463,18 @@ async def test_jobs_show_of_a_workflow_operation_without_source_names_the_source
         3,
         f"azync-flow: error: [not_found] no queue job {uuid.UUID(int=9)}",
     )
+
+
+def test_record_prints_cells_as_data_and_starts_without_a_blank_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from azync_flow.cli._output import record, table
+
+    record([], payloads=[("result", {"ok": 1})])
+    shown = capsys.readouterr().out
+    assert shown.startswith("result\n"), repr(shown)
+    reason = "PayloadError: [payload] input of workflow 'w' does not match"
+    record([("reason", reason)])
+    assert reason in capsys.readouterr().out
+    table([reason], [("REASON", lambda r: r)])
+    assert "[payload] input" in capsys.readouterr().out

@@ -578,9 +578,9 @@ def _check_params(p: DAGParams) -> None:
     check_meta(p.meta, "DAG meta")
     for t in p.tasks:
         check_text(t.key, "DAG task key")
-        check_name(t.kind, f"DAG task {t.key!r} kind")
-        check_name(t.compensation_kind, f"DAG task {t.key!r} compensation_kind")
-        check_name(t.signal_name, f"DAG task {t.key!r} signal_name")
+        check_name(t.kind, f"DAG task {t.key!r} kind", empty_ok=True)
+        check_name(t.compensation_kind, f"DAG task {t.key!r} compensation_kind", empty_ok=True)
+        check_name(t.signal_name, f"DAG task {t.key!r} signal_name", empty_ok=True)
     keys = [t.key for t in p.tasks]
     seen: set[str] = set()
     for k in keys:

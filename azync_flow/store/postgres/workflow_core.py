@@ -694,7 +694,7 @@ class WorkflowCoreMixin(PgBase):
 def check_start(p: WorkflowStartParams) -> None:
     """The checks of every workflow start (raises ValueError naming the field)."""
     check_name(p.name, "workflow name")
-    check_name(p.task_queue, "workflow task_queue")
+    check_name(p.task_queue, "workflow task_queue", empty_ok=True)
     check_text(p.version, "workflow version")
     check_text(p.business_idempotency_key, "workflow idempotency_key")
     check_meta(p.meta, "workflow meta")

@@ -224,7 +224,7 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
 
 def _check_start(p: WorkflowStartParams) -> None:
     check_name(p.name, "workflow name")
-    check_name(p.task_queue, "workflow task_queue")
+    check_name(p.task_queue, "workflow task_queue", empty_ok=True)
     check_text(p.version, "workflow version")
     check_text(p.business_idempotency_key, "workflow idempotency_key")
     check_meta(p.meta, "workflow meta")
