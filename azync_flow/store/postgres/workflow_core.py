@@ -157,16 +157,17 @@ class WorkflowCoreMixin(PgBase):
             # One statement = one implicit transaction (one round trip) when it
             # inserts; under READ COMMITTED the lookup of the winner took its own
             # snapshot inside the old explicit transaction too.
-            inserted = await self._fetchval(
-                "workflow_start",
-                p.id,
-                p.name,
-                p.version,
-                p.input,
-                p.business_idempotency_key,
-                p.task_queue,
-                encode_meta(p.meta),
-                encode_meta(trace_context),
+            # One statement serves one start and a batch (workflow_start_many).
+            inserted = await self._fetch(
+                "workflow_start_many",
+                [p.id],
+                [p.name],
+                [p.version],
+                [p.input],
+                [p.business_idempotency_key],
+                [p.task_queue],
+                [encode_meta(p.meta)],
+                [encode_meta(trace_context)],
                 self.channel,
             )
             if inserted:

@@ -6,36 +6,6 @@
 -- creating a runnable workflow task, so the one-runnable-task index never
 -- races (FK inserts still proceed: they take only FOR KEY SHARE).
 
--- name: workflow_start
--- $2 id, $3 name, $4 version, $5 input, $6 business key, $7 task_queue,
--- $8 meta, $9 trace_context, $10 channel. Returns inserted = 0 on conflict
--- (same id, or same live (name, key)).
-WITH clock AS (
-    SELECT coalesce($1::timestamptz, now()) AS t
-), ins AS (
-    INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
-                                           task_queue, input, meta, trace_context,
-                                           created_at, updated_at)
-    SELECT $2, $3, $4, 'running', $6, $7, $5, $8::jsonb, $9::jsonb, c.t, c.t FROM clock c
-    ON CONFLICT DO NOTHING
-    RETURNING id, created_at
-), task AS (
-    INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
-                            enqueued_at, updated_at, first_pass)
-    SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
-           created_at, created_at, true
-    FROM ins
-    RETURNING kind
-), stat AS (
-    SELECT azync_job_count(coalesce($1::timestamptz, now()),
-                           array_agg(ROW('workflow', kind, 1, 0, 0, 0)::azync_job_delta))
-    FROM task
-), wake AS (
-    SELECT pg_notify($10, 'workflow:$wft') FROM task
-)
-SELECT (SELECT count(*) FROM ins) AS inserted, (SELECT count(*) FROM wake) AS woken
-WHERE (SELECT count(*) FROM stat) >= 0
-
 -- name: workflow_existing
 -- $2 id, $3 name, $4 business key: the execution a conflicting start hit.
 SELECT id, coalesce($1::timestamptz, now()) AS at FROM (
@@ -49,7 +19,8 @@ ORDER BY pref
 LIMIT 1
 
 -- name: workflow_start_many
--- Many workflow_start in one statement, arrays indexed alike: $2 ids uuid[],
+-- Start executions, each with its pending first workflow task (ranked as a
+-- first pass), in one statement; arrays indexed alike (one item for a single start): $2 ids uuid[],
 -- $3 names text[], $4 versions text[], $5 inputs bytea[], $6 business keys
 -- text[], $7 task_queues text[], $8 metas text[] (JSON), $9 trace contexts
 -- text[] (JSON), $10 channel. Returns the ids inserted; an item conflicting
