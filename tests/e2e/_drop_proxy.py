@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = ["DropProxy"]
 
@@ -19,7 +19,8 @@ _READY = b"Z\x00\x00\x00\x05"
 
 
 class DropProxy:
-    """Forwards 127.0.0.1:<ephemeral port> to the DSN's server.
+    """Forwards 127.0.0.1:<ephemeral port> to the DSN's server (over TCP, or its
+    Unix socket when the DSN names a socket directory as ``host``).
 
     Attributes:
         dropped: replies dropped so far.
@@ -27,8 +28,13 @@ class DropProxy:
 
     def __init__(self, dsn: str) -> None:
         parts = urlsplit(dsn)
-        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 5432)
-        self._parts = parts
+        query = dict(parse_qsl(parts.query))
+        host = query.pop("host", None) or parts.hostname or "127.0.0.1"
+        port = int(query.pop("port", None) or parts.port or 5432)
+        # a host that is a directory is a Unix socket's (the embedded server's)
+        self._socket = f"{host}/.s.PGSQL.{port}" if host.startswith("/") else None
+        self._upstream = (host, port)
+        self._parts = parts._replace(query=urlencode(query))
         self._server: asyncio.Server | None = None
         self._marker: bytes | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -62,7 +68,10 @@ class DropProxy:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        if self._socket is not None:
+            up_reader, up_writer = await asyncio.open_unix_connection(self._socket)
+        else:
+            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         cut = asyncio.Event()
 
         async def down() -> None:  # server -> client
