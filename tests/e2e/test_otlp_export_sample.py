@@ -90,7 +90,11 @@ async def test_tracing_sample_reports_a_failed_export_and_exits_1(pg_dsn: str) -
     finally:
         await drop_schema(pg_dsn, schema)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert re.search(r"spans delivered: 0, failed: 1[34]\b", out.stdout), out.stdout
+    # every span failed, none delivered; how many passes the run took depends on
+    # when the signal lands (the span count itself is pinned by the test above)
+    tally = re.search(r"spans delivered: 0, failed: (\d+)\b", out.stdout)
+    assert tally is not None, out.stdout
+    assert int(tally.group(1)) >= 13, out.stdout
     assert "export failed:" in out.stderr
     assert "True" not in out.stdout
 
