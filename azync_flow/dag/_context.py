@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..store.types import TaskResult
+from ..store.dags import TaskResult
 
 _decode = msgspec.json.decode
 

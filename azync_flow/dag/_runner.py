@@ -22,7 +22,8 @@ from .._text import clean_text
 from ..errors import NotFoundError, NotReady, PayloadError, Skip
 from ..replay.codec import encode_value
 from ..retry import RetryDecision, RetryPolicy
-from ..store.types import Job, TaskResult
+from ..store.dags import TaskResult
+from ..store.queue import Job
 from ..telemetry import AttemptKind, AttemptSpan, RunTracer
 from ..telemetry import Outcome as SpanOutcome
 from ._context import TaskContext, TaskOutcome

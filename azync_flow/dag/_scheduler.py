@@ -25,8 +25,10 @@ from opentelemetry.trace import TracerProvider
 
 from .._logging import log_failure
 from ..runtime.run_span import end_dag_run_span
+from ..store import default_channel
+from ..store.dags import DAGFailure, ReapedTask, SettledDAG
 from ..store.errors import StoreError
-from ..store.types import DAGFailure, ReapedTask, SettledDAG, Source, default_channel
+from ..store.queue import Source
 from ..telemetry import AttemptKind, Outcome, RunTracer
 
 log = logging.getLogger("azync_flow.dag")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..store.types import Job
+from ..store.queue import Job
 from ..worker._lease import LeaseHandle
 from ..worker._queue import JobContext, QueueRunner
 from ._publish import publish_once

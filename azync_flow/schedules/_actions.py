@@ -7,8 +7,10 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from azync_flow.store.dags import DAGState
 from azync_flow.store.errors import ConflictError, NotFoundError
-from azync_flow.store.types import LIVE_JOB_STATES, DAGState, EnqueueParams, Source, WorkflowState
+from azync_flow.store.queue import LIVE_JOB_STATES, EnqueueParams, Source
+from azync_flow.store.workflows import WorkflowState
 
 from ._errors import ScheduleError
 from ._model import Action, EnqueueJob, StartDAG, StartWorkflow

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from azync_flow.store.errors import NotFoundError
-from azync_flow.store.types import ScheduleRecord
+from azync_flow.store.schedules import ScheduleRecord
 from azync_flow.store.validate import check_name, check_text
 
 from ._actions import ActionRunner

@@ -30,7 +30,7 @@ import msgspec
 
 from ..errors import Skip, Snooze, is_not_found
 from ..retry import RetryDecision, RetryPolicy, describe_error
-from ..store.types import Job
+from ..store.queue import Job
 from ._lease import LeaseHandle
 
 if TYPE_CHECKING:

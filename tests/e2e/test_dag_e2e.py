@@ -9,8 +9,10 @@ from datetime import timedelta
 import pytest
 
 from azync_flow.dag import DAG, DAGClient, NotReady, Skip, TaskContext
-from azync_flow.store import DAGState, JobState, NotFoundError
+from azync_flow.errors import NotFoundError
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import JobState
 from tests.e2e.dag_util import runner, settle, task_states
 
 

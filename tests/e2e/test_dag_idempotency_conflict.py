@@ -7,7 +7,8 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from azync_flow.dag import DAG, DAGClient, DAGIdempotencyConflictError, TaskContext
-from azync_flow.store import ConflictError, DAGState
+from azync_flow.errors import ConflictError
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
 
 

@@ -28,7 +28,7 @@ from azync_flow.dag import (
     TaskContext,
     attach_dags,
 )
-from azync_flow.store import DAGState
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.telemetry import (
     ATTR_ATTEMPT,

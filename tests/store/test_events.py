@@ -8,16 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from azync_flow.store import (
-    ConflictError,
-    EventFilter,
-    NotFoundError,
-    PublishParams,
-    ReplayFilter,
-    Source,
-    Subscriber,
-)
+from azync_flow.errors import ConflictError, NotFoundError
+from azync_flow.store.events import EventFilter, PublishParams, ReplayFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Source
 from azync_flow.testing import MovableClock
 
 from .helpers import lease, row

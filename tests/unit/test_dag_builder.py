@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from azync_flow.dag import DAG, DAGValidationError, TaskContext
-from azync_flow.store import KIND_SIGNAL, KIND_SLEEP, DAGDep, OnFailurePolicy
+from azync_flow.store.dags import KIND_SIGNAL, KIND_SLEEP, DAGDep, OnFailurePolicy
 
 
 async def _noop(ctx: TaskContext) -> None:
