@@ -1,0 +1,1022 @@
+-- The schema a fresh migrate produces. GENERATED from the catalog: do not edit.
+-- Change the schema with a new numbered file in migrations/, then regenerate:
+--     python -m azync_flow.store.postgres.schema_dump
+-- Each kind of object in name order; the schema name is left out (<schema>
+-- where a function pins its search_path).
+
+-- Migrations applied:
+--   0001_init.sql
+--   0002_workflow.sql
+--   0003_dag_recent_changes.sql
+--   0004_workflow_terminal_signals.sql
+--   0005_leadership_lease.sql
+--   0006_workflow_awaited_signals.sql
+--   0007_dag_failure_reason.sql
+--   0008_schedules.sql
+--   0009_child_workflows.sql
+--   0010_workflow_queries_updates.sql
+--   0011_settle_functions.sql
+--   0012_stat_deltas.sql
+--   0014_workflow_first_pass_rank.sql
+--   0016_workflow_pass_finish.sql
+--   0017_schedule_fates.sql
+--   0018_worker_registry.sql
+--   0019_event_key_order.sql
+--   0020_workflow_finish_skips_empty_family.sql
+--   0021_workflow_wake_counts.sql
+
+-- Types
+
+CREATE TYPE azync_job_delta AS (
+    source text,
+    kind text,
+    enqueued bigint,
+    processed bigint,
+    failed bigint,
+    reaped bigint
+);
+
+-- Sequences
+
+CREATE SEQUENCE azync_dag_signals_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
+
+CREATE SEQUENCE azync_event_order_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
+
+CREATE SEQUENCE azync_job_attempts_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
+
+CREATE SEQUENCE azync_schedule_changes_seq_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
+
+CREATE SEQUENCE azync_schedule_start_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
+
+CREATE SEQUENCE azync_workflow_signals_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
+
+-- Tables
+
+CREATE TABLE azync_dag_deps (
+    dag_id uuid NOT NULL,
+    task_key text NOT NULL,
+    depends_on_key text NOT NULL,
+    CONSTRAINT azync_dag_deps_pkey PRIMARY KEY (dag_id, task_key, depends_on_key)
+);
+
+CREATE TABLE azync_dag_signals (
+    id bigint DEFAULT nextval('azync_dag_signals_id_seq'::regclass) NOT NULL,
+    dag_id uuid NOT NULL,
+    name text NOT NULL,
+    message_id text DEFAULT ''::text NOT NULL,
+    payload bytea NOT NULL,
+    consumed_at timestamp with time zone,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_dag_signals_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE azync_dags (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    state text NOT NULL,
+    on_failure text DEFAULT 'cancel'::text NOT NULL,
+    idempotency_key text DEFAULT ''::text NOT NULL,
+    failure_reason text DEFAULT ''::text NOT NULL,
+    pause_reason text DEFAULT ''::text NOT NULL,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    meta jsonb DEFAULT '{}'::jsonb NOT NULL,
+    trace_context jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    completed_at timestamp with time zone,
+    CONSTRAINT azync_dags_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE azync_events (
+    id uuid NOT NULL,
+    type text NOT NULL,
+    aggregate_type text DEFAULT ''::text NOT NULL,
+    aggregate_id text DEFAULT ''::text NOT NULL,
+    version bigint DEFAULT 0 NOT NULL,
+    occurred_at timestamp with time zone NOT NULL,
+    payload bytea NOT NULL,
+    meta jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_events_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE azync_idempotency_keys (
+    source text NOT NULL,
+    kind text NOT NULL,
+    key text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_idempotency_keys_pkey PRIMARY KEY (source, kind, key)
+);
+
+CREATE TABLE azync_job_attempts (
+    id bigint DEFAULT nextval('azync_job_attempts_id_seq'::regclass) NOT NULL,
+    job_id uuid NOT NULL,
+    attempt integer NOT NULL,
+    error text NOT NULL,
+    at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_job_attempts_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE azync_job_stat_deltas (
+    source text NOT NULL,
+    kind text NOT NULL,
+    day date NOT NULL,
+    enqueued bigint NOT NULL,
+    processed bigint NOT NULL,
+    failed bigint NOT NULL,
+    reaped bigint NOT NULL
+) WITH (autovacuum_vacuum_insert_scale_factor=0, autovacuum_vacuum_insert_threshold=10000, autovacuum_vacuum_scale_factor=0, autovacuum_vacuum_threshold=1000);
+
+CREATE TABLE azync_job_stats (
+    source text NOT NULL,
+    kind text NOT NULL,
+    day date NOT NULL,
+    enqueued bigint DEFAULT 0 NOT NULL,
+    processed bigint DEFAULT 0 NOT NULL,
+    failed bigint DEFAULT 0 NOT NULL,
+    reaped bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT azync_job_stats_pkey PRIMARY KEY (source, kind, day)
+);
+
+CREATE TABLE azync_jobs (
+    id uuid NOT NULL,
+    source text NOT NULL,
+    kind text NOT NULL,
+    state text NOT NULL,
+    attempt integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 0 NOT NULL,
+    max_attempts_explicit boolean DEFAULT false NOT NULL,
+    reap_count integer DEFAULT 0 NOT NULL,
+    payload bytea,
+    meta jsonb DEFAULT '{}'::jsonb NOT NULL,
+    run_at timestamp with time zone NOT NULL,
+    lease_until timestamp with time zone,
+    lease_token uuid,
+    last_error text DEFAULT ''::text NOT NULL,
+    idempotency_key text DEFAULT ''::text NOT NULL,
+    event_id uuid,
+    replay boolean DEFAULT false NOT NULL,
+    dag_id uuid,
+    run_id uuid,
+    task_key text DEFAULT ''::text NOT NULL,
+    result bytea,
+    signal_name text DEFAULT ''::text NOT NULL,
+    compensation_kind text DEFAULT ''::text NOT NULL,
+    compensation_payload bytea,
+    sleep_for interval,
+    ignore_dead_deps boolean DEFAULT false NOT NULL,
+    snooze_budget interval,
+    deadline_at timestamp with time zone,
+    uncertain_reason text DEFAULT ''::text NOT NULL,
+    uncertain_since timestamp with time zone,
+    decision text DEFAULT ''::text NOT NULL,
+    decision_by text DEFAULT ''::text NOT NULL,
+    decision_note text DEFAULT ''::text NOT NULL,
+    decided_at timestamp with time zone,
+    enqueued_at timestamp with time zone NOT NULL,
+    started_at timestamp with time zone,
+    failed_at timestamp with time zone,
+    completed_at timestamp with time zone,
+    updated_at timestamp with time zone NOT NULL,
+    first_pass boolean DEFAULT false NOT NULL,
+    order_key text,
+    order_seq bigint,
+    CONSTRAINT azync_jobs_pkey PRIMARY KEY (id)
+) WITH (autovacuum_analyze_scale_factor=0.02, autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1000, fillfactor=80);
+
+CREATE TABLE azync_leaders (
+    name text NOT NULL,
+    holder text NOT NULL,
+    term bigint NOT NULL,
+    elected_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_leaders_pkey PRIMARY KEY (name)
+);
+
+CREATE TABLE azync_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    checksum text,
+    CONSTRAINT azync_migrations_pkey PRIMARY KEY (version)
+);
+
+CREATE TABLE azync_schedule_changes (
+    schedule_id text NOT NULL,
+    seq bigint DEFAULT nextval('azync_schedule_changes_seq_seq'::regclass) NOT NULL,
+    at timestamp with time zone NOT NULL,
+    verb text NOT NULL,
+    old_spec bytea,
+    new_spec bytea,
+    old_policy bytea,
+    new_policy bytea,
+    old_action bytea,
+    new_action bytea,
+    note text DEFAULT ''::text NOT NULL,
+    CONSTRAINT azync_schedule_changes_pkey PRIMARY KEY (schedule_id, seq)
+);
+
+CREATE TABLE azync_schedule_missed (
+    schedule_id text NOT NULL,
+    first_nominal_at timestamp with time zone NOT NULL,
+    last_nominal_at timestamp with time zone NOT NULL,
+    count bigint NOT NULL,
+    reason text NOT NULL,
+    recorded_at timestamp with time zone NOT NULL,
+    count_exact boolean DEFAULT true NOT NULL,
+    CONSTRAINT azync_schedule_missed_pkey PRIMARY KEY (schedule_id, first_nominal_at)
+);
+
+CREATE TABLE azync_schedule_runs (
+    schedule_id text NOT NULL,
+    nominal_at timestamp with time zone NOT NULL,
+    fire_at timestamp with time zone NOT NULL,
+    run_id uuid NOT NULL,
+    outcome text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    overlap text,
+    start_seq bigint,
+    CONSTRAINT azync_schedule_runs_pkey PRIMARY KEY (schedule_id, nominal_at)
+);
+
+CREATE TABLE azync_schedules (
+    id text NOT NULL,
+    spec bytea NOT NULL,
+    action bytea NOT NULL,
+    policy bytea NOT NULL,
+    note text DEFAULT ''::text NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    cursor_at timestamp with time zone NOT NULL,
+    next_fire_at timestamp with time zone,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    started_count bigint DEFAULT 0 NOT NULL,
+    skipped_count bigint DEFAULT 0 NOT NULL,
+    missed_count bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT azync_schedules_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE azync_subscribers (
+    name text NOT NULL,
+    event_type text NOT NULL,
+    max_attempts integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    ordered boolean DEFAULT false NOT NULL,
+    CONSTRAINT azync_subscribers_pkey PRIMARY KEY (event_type, name)
+);
+
+CREATE TABLE azync_workers (
+    id uuid NOT NULL,
+    host text DEFAULT ''::text NOT NULL,
+    pid integer DEFAULT 0 NOT NULL,
+    workflows text[] DEFAULT '{}'::text[] NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    seen_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_workers_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE azync_workflow_executions (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    version text DEFAULT ''::text NOT NULL,
+    state text NOT NULL,
+    business_idempotency_key text DEFAULT ''::text NOT NULL,
+    task_queue text DEFAULT ''::text NOT NULL,
+    input bytea NOT NULL,
+    result bytea,
+    failure_reason text DEFAULT ''::text NOT NULL,
+    suspend_reason text DEFAULT ''::text NOT NULL,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    next_seq bigint DEFAULT 1 NOT NULL,
+    meta jsonb DEFAULT '{}'::jsonb NOT NULL,
+    trace_context jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    completed_at timestamp with time zone,
+    suspend_seq bigint,
+    suspend_operation_id uuid,
+    signals_undelivered integer DEFAULT 0 NOT NULL,
+    awaited_signals text[] DEFAULT '{}'::text[] NOT NULL,
+    run_id uuid,
+    run_no integer DEFAULT 1 NOT NULL,
+    run_started_at timestamp with time zone,
+    parent_id uuid,
+    parent_run_id uuid,
+    parent_seq bigint,
+    parent_close_policy text DEFAULT ''::text NOT NULL,
+    CONSTRAINT azync_workflow_executions_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE azync_workflow_history (
+    workflow_id uuid NOT NULL,
+    seq bigint NOT NULL,
+    type text NOT NULL,
+    payload bytea NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_workflow_history_pkey PRIMARY KEY (workflow_id, seq)
+);
+
+CREATE TABLE azync_workflow_queries (
+    id uuid NOT NULL,
+    workflow_id uuid NOT NULL,
+    workflow_name text NOT NULL,
+    name text NOT NULL,
+    args bytea NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    answer bytea,
+    error_type text DEFAULT ''::text NOT NULL,
+    message text DEFAULT ''::text NOT NULL,
+    deadline timestamp with time zone NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_workflow_queries_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE azync_workflow_run_history (
+    workflow_id uuid NOT NULL,
+    run_no integer NOT NULL,
+    seq bigint NOT NULL,
+    type text NOT NULL,
+    payload bytea NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_workflow_run_history_pkey PRIMARY KEY (workflow_id, run_no, seq)
+);
+
+CREATE TABLE azync_workflow_runs (
+    workflow_id uuid NOT NULL,
+    run_no integer NOT NULL,
+    run_id uuid NOT NULL,
+    input bytea NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    ended_at timestamp with time zone NOT NULL,
+    events bigint NOT NULL,
+    CONSTRAINT azync_workflow_runs_pkey PRIMARY KEY (workflow_id, run_no)
+);
+
+CREATE TABLE azync_workflow_signals (
+    id bigint DEFAULT nextval('azync_workflow_signals_id_seq'::regclass) NOT NULL,
+    workflow_id uuid NOT NULL,
+    name text NOT NULL,
+    message_id text DEFAULT ''::text NOT NULL,
+    payload bytea NOT NULL,
+    consumed_seq bigint,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_workflow_signals_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE azync_workflow_timers (
+    workflow_id uuid NOT NULL,
+    seq bigint NOT NULL,
+    fire_at timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone,
+    CONSTRAINT azync_workflow_timers_pkey PRIMARY KEY (workflow_id, seq)
+);
+
+CREATE TABLE azync_workflow_updates (
+    workflow_id uuid NOT NULL,
+    update_id text NOT NULL,
+    name text NOT NULL,
+    state text NOT NULL,
+    result bytea,
+    error_type text DEFAULT ''::text NOT NULL,
+    message text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_workflow_updates_pkey PRIMARY KEY (workflow_id, update_id)
+);
+
+-- Foreign keys
+
+ALTER TABLE azync_dag_deps ADD CONSTRAINT azync_dag_deps_dag_id_fkey
+    FOREIGN KEY (dag_id) REFERENCES azync_dags(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_dag_signals ADD CONSTRAINT azync_dag_signals_dag_id_fkey
+    FOREIGN KEY (dag_id) REFERENCES azync_dags(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_job_attempts ADD CONSTRAINT azync_job_attempts_job_id_fkey
+    FOREIGN KEY (job_id) REFERENCES azync_jobs(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_jobs ADD CONSTRAINT azync_jobs_dag_id_fkey
+    FOREIGN KEY (dag_id) REFERENCES azync_dags(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_jobs ADD CONSTRAINT azync_jobs_event_id_fkey
+    FOREIGN KEY (event_id) REFERENCES azync_events(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_jobs ADD CONSTRAINT azync_jobs_run_id_fkey
+    FOREIGN KEY (run_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_schedule_changes ADD CONSTRAINT azync_schedule_changes_schedule_id_fkey
+    FOREIGN KEY (schedule_id) REFERENCES azync_schedules(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_schedule_missed ADD CONSTRAINT azync_schedule_missed_schedule_id_fkey
+    FOREIGN KEY (schedule_id) REFERENCES azync_schedules(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_schedule_runs ADD CONSTRAINT azync_schedule_runs_schedule_id_fkey
+    FOREIGN KEY (schedule_id) REFERENCES azync_schedules(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_workflow_history ADD CONSTRAINT azync_workflow_history_workflow_id_fkey
+    FOREIGN KEY (workflow_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_workflow_queries ADD CONSTRAINT azync_workflow_queries_workflow_id_fkey
+    FOREIGN KEY (workflow_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_workflow_run_history ADD CONSTRAINT azync_workflow_run_history_workflow_id_run_no_fkey
+    FOREIGN KEY (workflow_id, run_no) REFERENCES azync_workflow_runs(workflow_id, run_no) ON DELETE CASCADE;
+
+ALTER TABLE azync_workflow_runs ADD CONSTRAINT azync_workflow_runs_workflow_id_fkey
+    FOREIGN KEY (workflow_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_workflow_signals ADD CONSTRAINT azync_workflow_signals_workflow_id_fkey
+    FOREIGN KEY (workflow_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_workflow_timers ADD CONSTRAINT azync_workflow_timers_workflow_id_fkey
+    FOREIGN KEY (workflow_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
+
+ALTER TABLE azync_workflow_updates ADD CONSTRAINT azync_workflow_updates_workflow_id_fkey
+    FOREIGN KEY (workflow_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
+
+-- Sequence owners
+
+ALTER SEQUENCE azync_dag_signals_id_seq OWNED BY azync_dag_signals.id;
+
+ALTER SEQUENCE azync_job_attempts_id_seq OWNED BY azync_job_attempts.id;
+
+ALTER SEQUENCE azync_schedule_changes_seq_seq OWNED BY azync_schedule_changes.seq;
+
+ALTER SEQUENCE azync_workflow_signals_id_seq OWNED BY azync_workflow_signals.id;
+
+-- Indexes
+
+CREATE INDEX azync_dag_deps_upstream ON azync_dag_deps USING btree (dag_id, depends_on_key);
+
+CREATE UNIQUE INDEX azync_dag_signals_dedupe ON azync_dag_signals USING btree (dag_id, name, message_id) WHERE (message_id <> ''::text);
+
+CREATE INDEX azync_dag_signals_unconsumed ON azync_dag_signals USING btree (dag_id, name, id) WHERE (consumed_at IS NULL);
+
+CREATE INDEX azync_dags_active ON azync_dags USING btree (state) WHERE (state = ANY (ARRAY['running'::text, 'compensating'::text]));
+
+CREATE INDEX azync_dags_created ON azync_dags USING btree (created_at DESC);
+
+CREATE UNIQUE INDEX azync_dags_live_key ON azync_dags USING btree (name, idempotency_key) WHERE ((idempotency_key <> ''::text) AND (state = ANY (ARRAY['running'::text, 'suspended'::text, 'compensating'::text, 'paused'::text])));
+
+CREATE INDEX azync_events_type_occurred ON azync_events USING btree (type, occurred_at DESC);
+
+CREATE INDEX azync_idempotency_keys_expiry ON azync_idempotency_keys USING btree (source, expires_at);
+
+CREATE INDEX azync_job_attempts_job ON azync_job_attempts USING btree (job_id, id);
+
+CREATE INDEX azync_jobs_completed ON azync_jobs USING btree (source, completed_at) WHERE (state = 'succeeded'::text);
+
+CREATE INDEX azync_jobs_dag_recent ON azync_jobs USING btree (updated_at) WHERE (dag_id IS NOT NULL);
+
+CREATE INDEX azync_jobs_dag_state ON azync_jobs USING btree (state, dag_id) WHERE (dag_id IS NOT NULL);
+
+CREATE UNIQUE INDEX azync_jobs_dag_task ON azync_jobs USING btree (dag_id, task_key) WHERE (dag_id IS NOT NULL);
+
+CREATE INDEX azync_jobs_event ON azync_jobs USING btree (event_id) WHERE (event_id IS NOT NULL);
+
+CREATE INDEX azync_jobs_event_order ON azync_jobs USING btree (kind, order_key, order_seq) WHERE ((order_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text])));
+
+CREATE INDEX azync_jobs_event_order_active ON azync_jobs USING btree (kind, order_key) WHERE ((order_key IS NOT NULL) AND (state = 'active'::text));
+
+CREATE INDEX azync_jobs_kind_state ON azync_jobs USING btree (source, kind, state) WHERE (state <> 'pending'::text);
+
+CREATE INDEX azync_jobs_leased ON azync_jobs USING btree (lease_until) WHERE (state = 'active'::text);
+
+CREATE UNIQUE INDEX azync_jobs_live_key ON azync_jobs USING btree (source, kind, idempotency_key) WHERE ((idempotency_key <> ''::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'paused'::text, 'blocked'::text, 'waiting'::text, 'uncertain'::text])));
+
+CREATE INDEX azync_jobs_ready ON azync_jobs USING btree (source, kind, run_at, id) WHERE (state = 'pending'::text);
+
+CREATE INDEX azync_jobs_run ON azync_jobs USING btree (run_id, task_key) WHERE (run_id IS NOT NULL);
+
+CREATE INDEX azync_jobs_scheduled ON azync_jobs USING btree (run_at) WHERE (state = 'scheduled'::text);
+
+CREATE INDEX azync_jobs_uncertain ON azync_jobs USING btree (uncertain_since, id) WHERE (state = 'uncertain'::text);
+
+CREATE INDEX azync_jobs_workflow_task_active ON azync_jobs USING btree (run_id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = 'active'::text));
+
+CREATE INDEX azync_jobs_workflow_task_due ON azync_jobs USING btree (kind, first_pass, run_at, id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text])));
+
+CREATE UNIQUE INDEX azync_jobs_workflow_task_runnable ON azync_jobs USING btree (run_id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text])));
+
+CREATE INDEX azync_schedule_runs_pending ON azync_schedule_runs USING btree (schedule_id) WHERE (outcome = ANY (ARRAY['buffered'::text, 'requested'::text]));
+
+CREATE INDEX azync_schedules_due ON azync_schedules USING btree (next_fire_at) WHERE (NOT paused);
+
+CREATE INDEX azync_workers_workflows ON azync_workers USING gin (workflows);
+
+CREATE INDEX azync_workflow_executions_created ON azync_workflow_executions USING btree (created_at DESC);
+
+CREATE UNIQUE INDEX azync_workflow_executions_live_key ON azync_workflow_executions USING btree (name, business_idempotency_key) WHERE ((business_idempotency_key <> ''::text) AND (state = ANY (ARRAY['running'::text, 'suspended'::text])));
+
+CREATE INDEX azync_workflow_executions_parent ON azync_workflow_executions USING btree (parent_id, parent_run_id) WHERE (parent_id IS NOT NULL);
+
+CREATE INDEX azync_workflow_executions_state ON azync_workflow_executions USING btree (state, updated_at);
+
+CREATE INDEX azync_workflow_queries_pending ON azync_workflow_queries USING btree (workflow_name, created_at) WHERE (state = 'pending'::text);
+
+CREATE INDEX azync_workflow_queries_workflow ON azync_workflow_queries USING btree (workflow_id);
+
+CREATE INDEX azync_workflow_signals_buffered ON azync_workflow_signals USING btree (workflow_id, id) WHERE (consumed_seq IS NULL);
+
+CREATE UNIQUE INDEX azync_workflow_signals_dedupe ON azync_workflow_signals USING btree (workflow_id, name, message_id) WHERE (message_id <> ''::text);
+
+CREATE INDEX azync_workflow_timers_due ON azync_workflow_timers USING btree (fire_at) WHERE (fired_at IS NULL);
+
+-- Functions
+
+CREATE OR REPLACE FUNCTION azync_dag_dead_reason(run uuid)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+ SET search_path TO '<schema>'
+AS $function$
+    SELECT 'dead tasks: ' || string_agg(
+               x.task_key
+               || CASE WHEN EXISTS (SELECT 1 FROM azync_dag_deps e
+                                    WHERE e.dag_id = x.dag_id AND e.depends_on_key = x.task_key)
+                        AND NOT EXISTS (SELECT 1 FROM azync_dag_deps e
+                                        JOIN azync_jobs y
+                                          ON y.dag_id = e.dag_id AND y.task_key = e.task_key
+                                        WHERE e.dag_id = x.dag_id
+                                          AND e.depends_on_key = x.task_key
+                                          AND NOT y.ignore_dead_deps)
+                       THEN ' [tolerated]' ELSE '' END
+               || CASE WHEN x.last_error = '' THEN ''
+                       WHEN length(x.last_error) > 500
+                       THEN ': ' || left(x.last_error, 497) || '...'
+                       ELSE ': ' || x.last_error END,
+               '; ' ORDER BY x.failed_at NULLS LAST, x.updated_at, x.task_key)
+    FROM azync_jobs x
+    WHERE x.dag_id = run AND x.state = 'dead' AND x.task_key NOT LIKE 'comp:%'
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_job_count(p_at timestamp with time zone, p_deltas azync_job_delta[])
+ RETURNS bigint
+ LANGUAGE plpgsql
+ STRICT
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    written bigint;
+BEGIN
+    WITH w AS (
+        INSERT INTO azync_job_stat_deltas (source, kind, day, enqueued, processed, failed,
+                                           reaped)
+        SELECT u.source, u.kind, (p_at AT TIME ZONE 'UTC')::date,
+               sum(coalesce(u.enqueued, 0)), sum(coalesce(u.processed, 0)),
+               sum(coalesce(u.failed, 0)), sum(coalesce(u.reaped, 0))
+        FROM unnest(p_deltas) AS u
+        GROUP BY u.source, u.kind
+        HAVING sum(abs(coalesce(u.enqueued, 0)) + abs(coalesce(u.processed, 0))
+                   + abs(coalesce(u.failed, 0)) + abs(coalesce(u.reaped, 0))) > 0
+        RETURNING 1
+    )
+    SELECT count(*) INTO written FROM w;
+    RETURN written;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_job_settle(p_at timestamp with time zone, p_ids uuid[], p_tokens uuid[], p_state text, p_error text, p_result bytea, p_count boolean)
+ RETURNS TABLE(id uuid, source text, kind text, attempt integer)
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY WITH done AS (
+        UPDATE azync_jobs j
+        SET state = p_state,
+            result = CASE WHEN p_result IS NOT NULL THEN p_result ELSE j.result END,
+            last_error = CASE WHEN p_state = 'succeeded' THEN j.last_error ELSE p_error END,
+            completed_at = CASE WHEN p_state = 'dead' THEN j.completed_at ELSE p_at END,
+            failed_at = CASE WHEN p_state = 'dead' THEN p_at ELSE j.failed_at END,
+            lease_until = NULL, updated_at = p_at
+        FROM unnest(p_ids, p_tokens) AS s(id, token)
+        WHERE j.id = s.id AND j.lease_token = s.token AND j.state = 'active'
+        RETURNING j.id, j.source, j.kind, j.attempt
+    ), a AS (
+        INSERT INTO azync_job_attempts (job_id, attempt, error, at)
+        SELECT d.id, d.attempt, p_error, p_at FROM done d WHERE p_state = 'dead'
+    ), stat AS (
+        SELECT azync_job_count(p_at, array_agg(ROW(
+                   d.source, d.kind, 0, (p_state <> 'dead')::int, (p_state = 'dead')::int, 0
+               )::azync_job_delta)) AS n
+        FROM done d
+        WHERE p_count
+    )
+    SELECT d.id, d.source, d.kind, d.attempt FROM done d
+    WHERE (SELECT count(*) FROM stat) >= 0;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_keep_nonidempotent_op()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_merge_workflow_task()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    sibling uuid;
+BEGIN
+    PERFORM 1 FROM azync_workflow_executions WHERE id = NEW.run_id FOR NO KEY UPDATE;
+    SELECT id INTO sibling FROM azync_jobs
+    WHERE run_id = NEW.run_id AND source = 'workflow' AND task_key = '$wft'
+      AND state IN ('pending', 'scheduled') AND id <> NEW.id;
+    IF sibling IS NULL THEN
+        RETURN NEW;
+    END IF;
+    UPDATE azync_jobs
+    SET run_at = least(run_at, NEW.run_at),
+        state = CASE WHEN least(run_at, NEW.run_at) > NEW.updated_at
+                     THEN 'scheduled' ELSE 'pending' END,
+        updated_at = NEW.updated_at
+    WHERE id = sibling;
+    NEW.state := 'cancelled';
+    NEW.lease_until := NULL;
+    NEW.completed_at := NEW.updated_at;
+    NEW.last_error := 'superseded by runnable workflow task ' || sibling::text;
+    RETURN NEW;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_publish_event(p_id uuid, p_type text, p_aggregate_type text, p_aggregate_id text, p_version bigint, p_occurred_at timestamp with time zone, p_payload bytea, p_meta jsonb, p_channel text, p_at timestamp with time zone)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    delivered bigint;
+    seq bigint;
+BEGIN
+    INSERT INTO azync_events (id, type, aggregate_type, aggregate_id, version, occurred_at,
+                              payload, meta, created_at)
+    VALUES (p_id, p_type, p_aggregate_type, p_aggregate_id, p_version, p_occurred_at,
+            p_payload, p_meta, p_at);
+    IF EXISTS (SELECT 1 FROM azync_subscribers s WHERE s.event_type = p_type AND s.ordered) THEN
+        seq := nextval('azync_event_order_seq');
+    END IF;
+    WITH ins AS (
+        INSERT INTO azync_jobs (id, source, kind, state, run_at, max_attempts,
+                                max_attempts_explicit, event_id, enqueued_at, updated_at,
+                                order_key, order_seq)
+        SELECT gen_random_uuid(), 'event', s.name, 'pending', p_at, s.max_attempts,
+               s.max_attempts > 0, p_id, p_at, p_at,
+               CASE WHEN s.ordered THEN p_aggregate_id END,
+               CASE WHEN s.ordered THEN seq END
+        FROM azync_subscribers s
+        WHERE s.event_type = p_type
+        RETURNING kind
+    ), stat AS (
+        SELECT azync_job_count(p_at, array_agg(ROW('event', kind, 1, 0, 0, 0)::azync_job_delta))
+        FROM ins
+    ), wake AS (
+        SELECT pg_notify(p_channel, 'event:' || kind) FROM ins
+    )
+    SELECT count(*) INTO delivered FROM ins
+    WHERE (SELECT count(*) FROM wake) >= 0 AND (SELECT count(*) FROM stat) >= 0;
+    RETURN delivered;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_schedule_workflow_task(p_run uuid, p_kind text, p_run_at timestamp with time zone, p_at timestamp with time zone, p_channel text)
+ RETURNS TABLE(id uuid, state text, kind text, inserted boolean)
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY WITH up AS (
+        INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
+                                     enqueued_at, updated_at)
+        VALUES (gen_random_uuid(), 'workflow', p_kind,
+                CASE WHEN coalesce(p_run_at, p_at) > p_at THEN 'scheduled' ELSE 'pending' END,
+                coalesce(p_run_at, p_at), p_run, '$wft', p_at, p_at)
+        ON CONFLICT (run_id)
+            WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
+            DO UPDATE SET
+                run_at = least(j.run_at, EXCLUDED.run_at),
+                state = CASE WHEN least(j.run_at, EXCLUDED.run_at) > EXCLUDED.updated_at
+                             THEN 'scheduled' ELSE 'pending' END,
+                updated_at = EXCLUDED.updated_at
+        RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
+    ), wake AS (
+        SELECT pg_notify(p_channel, 'workflow:' || u.kind) FROM up u WHERE u.state = 'pending'
+    )
+    SELECT u.id, u.state, u.kind, u.inserted FROM up u
+    WHERE (SELECT count(*) FROM wake) >= 0;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_close_children(p_id uuid, p_run uuid, p_at timestamp with time zone, p_channel text)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    c record;
+    n int := 0;
+    why text;
+BEGIN
+    FOR c IN
+        SELECT e.id, e.state, e.next_seq, e.parent_close_policy FROM azync_workflow_executions e
+        WHERE e.parent_id = p_id AND e.parent_run_id = p_run
+          AND e.state IN ('running', 'suspended') AND e.parent_close_policy <> 'abandon'
+        ORDER BY e.id
+        FOR NO KEY UPDATE
+    LOOP
+        n := n + 1;
+        IF c.parent_close_policy = 'request_cancel' THEN
+            UPDATE azync_workflow_executions
+            SET cancel_requested = true, updated_at = p_at WHERE id = c.id;
+            IF c.state = 'running' THEN
+                PERFORM azync_workflow_wake_task(c.id, p_at, p_channel);
+            END IF;
+            CONTINUE;
+        END IF;
+        why := 'parent workflow ' || p_id::text || ' closed (parent-close policy terminate)';
+        INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+        VALUES (c.id, c.next_seq, 'WorkflowTerminated',
+                convert_to(jsonb_build_object('type', 'WorkflowTerminated', 'reason', why,
+                                              'terminated_by', 'parent-close-policy')::text,
+                           'UTF8'),
+                p_at);
+        UPDATE azync_workflow_executions
+        SET next_seq = c.next_seq + 1, updated_at = p_at WHERE id = c.id;
+        UPDATE azync_jobs
+        SET state = 'cancelled', lease_token = NULL, lease_until = NULL, last_error = why,
+            completed_at = p_at, updated_at = p_at
+        WHERE run_id = c.id AND source = 'workflow'
+          AND state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain');
+        UPDATE azync_workflow_timers SET fired_at = p_at
+        WHERE workflow_id = c.id AND fired_at IS NULL;
+        PERFORM azync_workflow_finish(c.id, 'terminated', NULL, why, p_at, p_channel);
+    END LOOP;
+    RETURN n;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_continue(p_id uuid, p_input bytea, p_new_run uuid, p_cancel_seen boolean, p_at timestamp with time zone, p_channel text)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    ex record;
+BEGIN
+    SELECT e.run_id, e.run_no, e.input, e.next_seq, coalesce(e.run_started_at, e.created_at)
+        AS started
+    INTO ex FROM azync_workflow_executions e
+    WHERE e.id = p_id AND e.state = 'running'
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    PERFORM azync_workflow_close_children(p_id, coalesce(ex.run_id, p_id), p_at, p_channel);
+    INSERT INTO azync_workflow_runs (workflow_id, run_no, run_id, input, started_at, ended_at,
+                                     events)
+    VALUES (p_id, ex.run_no, coalesce(ex.run_id, p_id), ex.input, ex.started, p_at,
+            ex.next_seq - 1);
+    INSERT INTO azync_workflow_run_history (workflow_id, run_no, seq, type, payload, created_at)
+    SELECT workflow_id, ex.run_no, seq, type, payload, created_at
+    FROM azync_workflow_history WHERE workflow_id = p_id;
+    DELETE FROM azync_workflow_history WHERE workflow_id = p_id;
+    DELETE FROM azync_workflow_timers WHERE workflow_id = p_id;
+    UPDATE azync_jobs
+    SET state = 'cancelled', lease_token = NULL, lease_until = NULL,
+        last_error = 'its workflow run continued as new', completed_at = p_at, updated_at = p_at
+    WHERE run_id = p_id AND source = 'workflow' AND task_key <> '$wft'
+      AND state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain');
+    UPDATE azync_workflow_executions
+    SET run_id = p_new_run, run_no = ex.run_no + 1, run_started_at = p_at, input = p_input,
+        next_seq = 1, awaited_signals = '{}', updated_at = p_at,
+        cancel_requested = cancel_requested AND NOT p_cancel_seen
+    WHERE id = p_id;
+    RETURN ex.run_no + 1;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_finish(p_id uuid, p_state text, p_result bytea, p_reason text, p_at timestamp with time zone, p_channel text)
+ RETURNS TABLE(retired bigint, undelivered integer)
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    r record;
+    fam record;
+BEGIN
+    SELECT * INTO r FROM azync_workflow_finish_run(p_id, p_state, p_result, p_reason, p_at,
+                                                   p_channel);
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(e.run_id, e.id) AS run, e.parent_id INTO fam
+    FROM azync_workflow_executions e WHERE e.id = p_id;
+    IF EXISTS (
+        SELECT 1 FROM azync_workflow_executions c
+        WHERE c.parent_id = p_id AND c.parent_run_id = fam.run
+          AND c.state IN ('running', 'suspended') AND c.parent_close_policy <> 'abandon'
+    ) THEN
+        PERFORM azync_workflow_close_children(p_id, fam.run, p_at, p_channel);
+    END IF;
+    IF fam.parent_id IS NOT NULL THEN
+        PERFORM azync_workflow_notify_parent(p_id, p_state, p_result, p_reason, p_at,
+                                             p_channel);
+    END IF;
+    RETURN QUERY SELECT r.retired, r.undelivered;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_finish_run(p_id uuid, p_state text, p_result bytea, p_reason text, p_at timestamp with time zone, p_channel text)
+ RETURNS TABLE(retired bigint, undelivered integer)
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    ex record;
+    n int;
+    seq bigint;
+    ids bigint[];
+    sigs jsonb;
+    gone bigint;
+BEGIN
+    SELECT e.next_seq, e.name, e.trace_context INTO ex
+    FROM azync_workflow_executions e
+    WHERE e.id = p_id AND e.state IN ('running', 'suspended')
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT count(*)::int, array_agg(s.id ORDER BY s.id),
+           jsonb_agg(jsonb_build_object('signal_id', s.id, 'name', s.name,
+                                        'message_id', s.message_id) ORDER BY s.id)
+    INTO n, ids, sigs
+    FROM azync_workflow_signals s
+    WHERE s.workflow_id = p_id AND s.consumed_seq IS NULL;
+    seq := ex.next_seq;
+    IF n > 0 THEN
+        INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+        VALUES (p_id, seq, 'SignalsUndelivered',
+                convert_to(jsonb_build_object('type', 'SignalsUndelivered', 'seq', seq,
+                                              'signals', sigs)::text, 'UTF8'),
+                p_at);
+        UPDATE azync_workflow_signals SET consumed_seq = seq WHERE id = ANY(ids);
+        PERFORM azync_publish_event(
+            gen_random_uuid(), 'azync.workflow.signals_undelivered', 'workflow', p_id::text, 0,
+            p_at,
+            convert_to(jsonb_build_object('workflow_id', p_id, 'workflow_name', ex.name,
+                                          'state', p_state, 'history_seq', seq,
+                                          'count', n, 'signals', sigs)::text, 'UTF8'),
+            ex.trace_context, p_channel, p_at);
+        seq := seq + 1;
+    END IF;
+    UPDATE azync_workflow_executions
+    SET state = p_state, result = p_result, failure_reason = p_reason,
+        completed_at = p_at, updated_at = p_at, next_seq = seq, signals_undelivered = n
+    WHERE id = p_id;
+    UPDATE azync_jobs
+    SET state = 'cancelled', completed_at = p_at, updated_at = p_at
+    WHERE run_id = p_id AND source = 'workflow' AND state IN ('pending', 'scheduled', 'paused');
+    GET DIAGNOSTICS gone = ROW_COUNT;
+    PERFORM pg_notify(p_channel, 'workflow.done:' || p_id::text);
+    RETURN QUERY SELECT gone, n;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_notify_parent(p_id uuid, p_state text, p_result bytea, p_reason text, p_at timestamp with time zone, p_channel text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    ch record;
+    par record;
+    head text;
+    etype text;
+    emsg text;
+    body bytea;
+BEGIN
+    SELECT e.parent_id, e.parent_run_id, e.parent_seq INTO ch
+    FROM azync_workflow_executions e WHERE e.id = p_id;
+    IF ch.parent_id IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT e.next_seq, e.state INTO par FROM azync_workflow_executions e
+    WHERE e.id = ch.parent_id AND coalesce(e.run_id, e.id) = ch.parent_run_id
+      AND e.state IN ('running', 'suspended')
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF p_state = 'succeeded' THEN
+        body := convert_to('{"type":"ChildCompleted","started_seq":' || ch.parent_seq
+                           || ',"workflow_id":"' || p_id::text || '","result":', 'UTF8')
+                || coalesce(p_result, convert_to('null', 'UTF8')) || convert_to('}', 'UTF8');
+        head := 'ChildCompleted';
+    ELSE
+        head := substring(p_reason FROM '^([A-Za-z_][A-Za-z0-9_.]*): ');
+        IF p_state = 'failed' AND head IS NOT NULL THEN
+            etype := head;
+            emsg := substring(p_reason FROM char_length(head) + 3);
+        ELSE
+            etype := CASE p_state WHEN 'cancelled' THEN 'WorkflowCancelled'
+                                  WHEN 'terminated' THEN 'WorkflowTerminated'
+                                  ELSE 'WorkflowFailed' END;
+            emsg := p_reason;
+        END IF;
+        body := convert_to(jsonb_build_object('type', 'ChildFailed', 'started_seq', ch.parent_seq,
+                                              'workflow_id', p_id, 'state', p_state,
+                                              'error_type', etype, 'message', emsg)::text,
+                           'UTF8');
+        head := 'ChildFailed';
+    END IF;
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    VALUES (ch.parent_id, par.next_seq, head, body, p_at);
+    UPDATE azync_workflow_executions
+    SET next_seq = par.next_seq + 1, updated_at = p_at WHERE id = ch.parent_id;
+    IF par.state = 'running' THEN
+        PERFORM azync_workflow_wake_task(ch.parent_id, p_at, p_channel);
+    END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_pass_finish(p_id uuid, p_job_ids uuid[], p_tokens uuid[], p_task boolean, p_expected bigint, p_types text[], p_payloads bytea[], p_awaited text[], p_state text, p_result bytea, p_reason text, p_at timestamp with time zone, p_channel text)
+ RETURNS TABLE(ok boolean, fenced bigint, state text, next_seq bigint, at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    n bigint;
+    ex record;
+    deltas azync_job_delta[];
+BEGIN
+    SELECT count(*) INTO n FROM (
+        SELECT j.id FROM azync_jobs j
+        JOIN unnest(p_job_ids, p_tokens) AS u(id, token)
+          ON j.id = u.id AND j.lease_token = u.token
+        WHERE j.state = 'active' AND j.source = 'workflow' AND j.run_id = p_id
+          AND (j.task_key = '$wft') = p_task
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ) locked;
+    SELECT e.state, e.next_seq INTO ex FROM azync_workflow_executions e
+    WHERE e.id = p_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF n <> cardinality(p_job_ids) OR ex.next_seq <> p_expected OR ex.state <> 'running' THEN
+        RETURN QUERY SELECT false, n, ex.state, ex.next_seq, p_at;
+        RETURN;
+    END IF;
+    WITH acked AS (
+        UPDATE azync_jobs a
+        SET state = 'succeeded', completed_at = p_at, lease_until = NULL, updated_at = p_at
+        WHERE a.id = ANY(p_job_ids) AND a.state = 'active'
+        RETURNING a.kind
+    )
+    SELECT array_agg(ROW('workflow', k.kind, 0, 1, 0, 0)::azync_job_delta) INTO deltas
+    FROM acked k;
+    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
+    SELECT p_id, p_expected + u.ord - 1, u.type, u.payload, p_at
+    FROM unnest(p_types, p_payloads) WITH ORDINALITY AS u(type, payload, ord);
+    UPDATE azync_workflow_executions e
+    SET next_seq = p_expected + cardinality(p_types), updated_at = p_at,
+        awaited_signals = coalesce(p_awaited, e.awaited_signals)
+    WHERE e.id = p_id;
+    PERFORM azync_workflow_finish(p_id, p_state, p_result, p_reason, p_at, p_channel);
+    PERFORM azync_job_count(p_at, deltas);
+    RETURN QUERY SELECT true, n, p_state, p_expected + cardinality(p_types), p_at;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_wake_task(p_id uuid, p_at timestamp with time zone, p_channel text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    t record;
+BEGIN
+    SELECT * INTO t FROM azync_schedule_workflow_task(p_id, '$wft', p_at, p_at, p_channel);
+    IF t.inserted THEN
+        PERFORM azync_job_count(p_at, ARRAY[ROW('workflow', t.kind, 1, 0, 0, 0)::azync_job_delta]);
+    END IF;
+END
+$function$;
+
+-- Triggers
+
+CREATE TRIGGER azync_jobs_merge_workflow_task BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.task_key = '$wft'::text) AND (old.state <> ALL (ARRAY['pending'::text, 'scheduled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'scheduled'::text])))) EXECUTE FUNCTION azync_merge_workflow_task();
+
+CREATE TRIGGER azync_jobs_no_blind_retry BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.state = 'active'::text) AND (new.state = 'pending'::text) AND (new.reap_count > old.reap_count) AND ((old.meta ->> 'idempotent'::text) = 'false'::text))) EXECUTE FUNCTION azync_keep_nonidempotent_op();
