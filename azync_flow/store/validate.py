@@ -10,13 +10,14 @@ are JSON and keep round-tripping NUL (it is escaped as ``\\u0000``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from ..errors import IdempotencyConflictError
 from .workflows import WorkflowStartParams
 
 __all__ = [
     "MAX_NAME_LENGTH",
+    "check_choice",
     "check_id",
     "check_max_attempts",
     "check_meta",
@@ -92,6 +93,19 @@ def check_id(value: uuid.UUID | str, field: str) -> uuid.UUID:
         return uuid.UUID(value)
     except ValueError:
         raise ValueError(f"{field} {value!r} is not a valid UUID") from None
+
+
+def check_choice(value: str, field: str, choices: Collection[str]) -> str:
+    """Return ``value`` if it is one of ``choices`` (a state a verb may write:
+    the schema's CHECK constraints refuse any other).
+
+    Raises:
+        ValueError: ``value`` is not one of ``choices`` (the message lists them).
+    """
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in sorted(choices))
+        raise ValueError(f"{field} must be one of {allowed}, got {value!r}")
+    return value
 
 
 def check_meta(meta: Mapping[str, str] | None, field: str = "meta") -> None:

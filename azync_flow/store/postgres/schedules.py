@@ -15,9 +15,14 @@ from ..schedules import (
     ScheduleRecord,
     ScheduleRunRecord,
 )
+from ..validate import check_choice
 from ._base import PgBase
 
 __all__ = ["ScheduleMixin"]
+
+#: Outcomes ``record_schedule_run`` writes; ``requested`` rows are written by
+#: ``request_schedule_runs`` only (the schema admits these five, no other).
+_RECORDED_OUTCOMES = frozenset({"buffered", "started", "skipped", "missed"})
 
 
 def _schedule(row: asyncpg.Record) -> ScheduleRecord:
@@ -201,7 +206,13 @@ class ScheduleMixin(PgBase):
         run_id: uuid.UUID,
         outcome: str,
     ) -> str | None:
-        """Record one nominal time's outcome; None when already final."""
+        """Record one nominal time's outcome; None when already final.
+
+        Raises:
+            ValueError: ``outcome`` is not ``buffered``, ``started``,
+                ``skipped`` or ``missed``; nothing written.
+        """
+        check_choice(outcome, "schedule run outcome", _RECORDED_OUTCOMES)
         value: str | None = await self._fetchval(
             "schedule_run_record", schedule_id, nominal_at, fire_at, run_id, outcome
         )

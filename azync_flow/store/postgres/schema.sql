@@ -24,6 +24,7 @@
 --   0019_event_key_order.sql
 --   0020_workflow_finish_skips_empty_family.sql
 --   0021_workflow_wake_counts.sql
+--   0022_state_checks.sql
 
 -- Types
 
@@ -84,7 +85,8 @@ CREATE TABLE azync_dags (
     created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone NOT NULL,
     completed_at timestamp with time zone,
-    CONSTRAINT azync_dags_pkey PRIMARY KEY (id)
+    CONSTRAINT azync_dags_pkey PRIMARY KEY (id),
+    CONSTRAINT azync_dags_state_check CHECK ((state = ANY (ARRAY['running'::text, 'suspended'::text, 'compensating'::text, 'paused'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text])))
 );
 
 CREATE TABLE azync_events (
@@ -181,7 +183,9 @@ CREATE TABLE azync_jobs (
     first_pass boolean DEFAULT false NOT NULL,
     order_key text,
     order_seq bigint,
-    CONSTRAINT azync_jobs_pkey PRIMARY KEY (id)
+    CONSTRAINT azync_jobs_pkey PRIMARY KEY (id),
+    CONSTRAINT azync_jobs_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'succeeded'::text, 'dead'::text, 'paused'::text, 'skipped'::text, 'blocked'::text, 'waiting'::text, 'cancelled'::text, 'uncertain'::text]))),
+    CONSTRAINT azync_jobs_state_source_check CHECK ((((state <> ALL (ARRAY['blocked'::text, 'waiting'::text])) OR (source = 'dag'::text)) AND ((state <> 'uncertain'::text) OR (source = 'workflow'::text))))
 ) WITH (autovacuum_analyze_scale_factor=0.02, autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1000, fillfactor=80);
 
 CREATE TABLE azync_leaders (
@@ -237,7 +241,8 @@ CREATE TABLE azync_schedule_runs (
     updated_at timestamp with time zone NOT NULL,
     overlap text,
     start_seq bigint,
-    CONSTRAINT azync_schedule_runs_pkey PRIMARY KEY (schedule_id, nominal_at)
+    CONSTRAINT azync_schedule_runs_pkey PRIMARY KEY (schedule_id, nominal_at),
+    CONSTRAINT azync_schedule_runs_outcome_check CHECK ((outcome = ANY (ARRAY['requested'::text, 'buffered'::text, 'started'::text, 'skipped'::text, 'missed'::text])))
 );
 
 CREATE TABLE azync_schedules (
@@ -307,7 +312,8 @@ CREATE TABLE azync_workflow_executions (
     parent_run_id uuid,
     parent_seq bigint,
     parent_close_policy text DEFAULT ''::text NOT NULL,
-    CONSTRAINT azync_workflow_executions_pkey PRIMARY KEY (id)
+    CONSTRAINT azync_workflow_executions_pkey PRIMARY KEY (id),
+    CONSTRAINT azync_workflow_executions_state_check CHECK ((state = ANY (ARRAY['running'::text, 'suspended'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'terminated'::text])))
 );
 
 CREATE TABLE azync_workflow_history (
@@ -331,7 +337,8 @@ CREATE TABLE azync_workflow_queries (
     message text DEFAULT ''::text NOT NULL,
     deadline timestamp with time zone NOT NULL,
     created_at timestamp with time zone NOT NULL,
-    CONSTRAINT azync_workflow_queries_pkey PRIMARY KEY (id)
+    CONSTRAINT azync_workflow_queries_pkey PRIMARY KEY (id),
+    CONSTRAINT azync_workflow_queries_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'claimed'::text, 'answered'::text, 'failed'::text])))
 );
 
 CREATE TABLE azync_workflow_run_history (
@@ -383,7 +390,8 @@ CREATE TABLE azync_workflow_updates (
     error_type text DEFAULT ''::text NOT NULL,
     message text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone NOT NULL,
-    CONSTRAINT azync_workflow_updates_pkey PRIMARY KEY (workflow_id, update_id)
+    CONSTRAINT azync_workflow_updates_pkey PRIMARY KEY (workflow_id, update_id),
+    CONSTRAINT azync_workflow_updates_state_check CHECK ((state = ANY (ARRAY['rejected'::text, 'completed'::text, 'failed'::text])))
 );
 
 -- Foreign keys

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from ...errors import NotFoundError
-from ...validate import check_name
+from ...validate import check_choice, check_name
 from ...workflows import QueryAnswer, QueryClaim, QueryRequest, UpdateOutcome
 from .._base import PgBase
 
@@ -28,6 +28,10 @@ __all__ = ["QUERY_PREFIX", "UPDATE_PREFIX", "WorkflowInteractionMixin"]
 #: Notification payload prefixes (the execution id follows) waking callers.
 QUERY_PREFIX = "workflow.query:"
 UPDATE_PREFIX = "workflow.update:"
+#: States an answer leaves a claimed query in.
+_ANSWERED = frozenset({"answered", "failed"})
+#: States of a kept update outcome (the schema admits these, no other).
+_UPDATE_STATES = frozenset({"rejected", "completed", "failed"})
 
 
 class WorkflowInteractionMixin(PgBase):
@@ -80,7 +84,12 @@ class WorkflowInteractionMixin(PgBase):
 
         Returns:
             False when the caller withdrew the query meanwhile (nothing written).
+
+        Raises:
+            ValueError: ``answer.state`` is neither ``answered`` nor ``failed``;
+                nothing written.
         """
+        check_choice(answer.state, "query answer state", _ANSWERED)
         row = await self._fetchrow(
             "workflow_query_answer",
             query_id,
@@ -129,9 +138,16 @@ class WorkflowInteractionMixin(PgBase):
     async def _record_update_outcomes(
         self, conn: asyncpg.Connection, run_id: uuid.UUID, outcomes: Sequence[UpdateOutcome]
     ) -> None:
-        """Keep a pass's update outcomes (inside its transaction) and wake callers."""
+        """Keep a pass's update outcomes (inside its transaction) and wake callers.
+
+        Raises:
+            ValueError: an outcome's state is not ``rejected``, ``completed`` or
+                ``failed`` (the pass's transaction rolls back: nothing written).
+        """
         if not outcomes:
             return
+        for o in outcomes:
+            check_choice(o.state, f"state of update {o.update_id!r}", _UPDATE_STATES)
         await self._fetchrow(
             "workflow_update_outcomes_record",
             run_id,

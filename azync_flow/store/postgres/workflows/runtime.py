@@ -153,6 +153,8 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             ConflictError: ``next_seq`` moved past ``expected_next_seq`` (another
                 pass or a completion won), the execution is terminal, or a
                 signal was already consumed. Nothing is written in any case.
+            ValueError: an update outcome's state is not ``rejected``,
+                ``completed`` or ``failed``; nothing written.
         """
         if keep_lease is None and next_task_at is None:
             jobs = [(job_id, lease_token)]
