@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import asyncpg
 import pytest
@@ -20,7 +20,6 @@ import pytest
 from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import JobState
-from azync_flow.store.schedules import ScheduleRecord
 from azync_flow.store.workflows import (
     PassWrite,
     QueryAnswer,
@@ -32,6 +31,7 @@ from azync_flow.store.workflows import (
 from ._workflow_helpers import lease_task, started
 from .dag_util import params, task
 from .helpers import job
+from .test_schedule_store import T0, record
 
 #: (table, CHECK constraint) -> the states the product writes there.
 PRODUCT_STATES = {
@@ -181,22 +181,9 @@ async def test_an_update_outcome_in_an_unknown_state_is_refused_and_the_pass_wri
 
 
 async def test_a_schedule_run_outcome_outside_the_ledger_is_refused(store: PostgresStore) -> None:
-    t0 = datetime(2024, 6, 1, tzinfo=UTC)
-    schedule = ScheduleRecord(
-        id="s",
-        spec=b"{}",
-        action=b"{}",
-        policy=b"{}",
-        note="",
-        paused=False,
-        cursor_at=t0,
-        next_fire_at=t0,
-        created_at=t0,
-        updated_at=t0,
-    )
-    assert await store.create_schedule(schedule)
+    assert await store.create_schedule(record("s", T0))
     for outcome in ("fired", "requested"):
         with pytest.raises(ValueError, match=r"schedule run outcome must be one of"):
-            await store.record_schedule_run("s", t0, t0, uuid.uuid4(), outcome)
-    assert await store.schedule_run("s", t0) is None
-    assert await store.record_schedule_run("s", t0, t0, uuid.uuid4(), "missed") == "missed"
+            await store.record_schedule_run("s", T0, T0, uuid.uuid4(), outcome)
+    assert await store.schedule_run("s", T0) is None
+    assert await store.record_schedule_run("s", T0, T0, uuid.uuid4(), "missed") == "missed"
