@@ -33,6 +33,7 @@ from azync_flow._client_interactions import (
 )
 from azync_flow._text import clean_text
 from azync_flow._transaction import check_transaction
+from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import (
     IdempotencyConflictError,
     WorkflowCancelledError,
@@ -41,7 +42,6 @@ from azync_flow.errors import (
 )
 from azync_flow.events._publish import publish_event
 from azync_flow.replay._interactions import check_signal_name
-from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory

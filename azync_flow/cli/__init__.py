@@ -18,8 +18,7 @@ from collections.abc import Sequence
 
 import click
 
-from azync_flow.errors import AzyncError, PayloadError
-from azync_flow.store.errors import ConflictError, NotFoundError, StoreError
+from azync_flow.errors import AzyncError, ConflictError, NotFoundError, PayloadError, StoreError
 
 from ._common import (
     EXIT_CONFLICT,

@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from azync_flow.replay.codec import encode_value
+from azync_flow.codec import encode_value
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.validate import check_name, check_text

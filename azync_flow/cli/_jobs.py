@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
+from azync_flow.errors import NotFoundError
 from azync_flow.store import Job, JobFilter, JobState, Source
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.validate import check_name
 

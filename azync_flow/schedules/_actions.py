@@ -7,10 +7,9 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from azync_flow.store.errors import ConflictError, NotFoundError
+from azync_flow.errors import ConflictError, NotFoundError, ScheduleError
 from azync_flow.store.types import LIVE_JOB_STATES, DAGState, EnqueueParams, Source, WorkflowState
 
-from ._errors import ScheduleError
 from ._model import Action, EnqueueJob, StartDAG, StartWorkflow
 
 if TYPE_CHECKING:

@@ -13,13 +13,12 @@ from typing import Any
 
 import msgspec
 
-from azync_flow.store.errors import NotFoundError
+from azync_flow.errors import NotFoundError, ScheduleExistsError, ScheduleSpecError
 from azync_flow.store.types import ScheduleRecord
 from azync_flow.store.validate import check_name, check_text
 
 from ._actions import ActionRunner
 from ._codec import Decoded, decode, encode, fire_of
-from ._errors import ScheduleExistsError, ScheduleSpecError
 from ._model import (
     Action,
     EnqueueJob,

@@ -17,12 +17,12 @@ from opentelemetry.trace import StatusCode
 
 from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
+from azync_flow.errors import NotFoundError
 from azync_flow.replay.events import ActivityCompleted, OperationUncertain
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime import WorkflowRuntime
 from azync_flow.runtime.activity_runner import current_activity
 from azync_flow.store import WorkflowState
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import Source
 from azync_flow.testing_otel import SpanCapture, nesting_violations

@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
+from azync_flow.errors import NotFoundError
 from azync_flow.store import PassWrite, QueryAnswer, QueryRequest, SignalParams, UpdateOutcome
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
 
