@@ -35,7 +35,6 @@ from azync_flow._text import clean_text
 from azync_flow._transaction import check_transaction
 from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import (
-    IdempotencyConflictError,
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowTerminatedError,
@@ -73,7 +72,7 @@ if TYPE_CHECKING:
     from azync_flow.schedules import ScheduleClient
     from azync_flow.worker import Worker
 
-__all__ = ["Client", "ExecutionPage", "IdempotencyConflictError", "WorkflowHandle"]
+__all__ = ["Client", "ExecutionPage", "WorkflowHandle"]
 
 log = logging.getLogger("azync_flow.client")
 

@@ -221,18 +221,15 @@ schema_option = click.option(
 
 
 def db_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add `--dsn`, `--schema` (and the no-op `--embedded` of earlier versions);
-    the command receives them as `db: DbOptions`. A value given to the command
-    wins over one given before it (`azync-flow --dsn URI CMD`); the schema then
-    falls back to `$AZYNC_SCHEMA` (the DSN's fallbacks are in :func:`resolve_dsn`)."""
+    """Add `--dsn` and `--schema`; the command receives them as `db: DbOptions`.
+    A value given to the command wins over one given before it (`azync-flow
+    --dsn URI CMD`); the schema then falls back to `$AZYNC_SCHEMA` (the DSN's
+    fallbacks are in :func:`resolve_dsn`)."""
 
     @dsn_option
     @schema_option
-    @click.option("--embedded", is_flag=True, hidden=True)  # the fallback is now the default
     @functools.wraps(fn)
-    def wrapper(
-        *args: Any, dsn: str | None, schema: str | None, embedded: bool, **kwargs: Any
-    ) -> Any:
+    def wrapper(*args: Any, dsn: str | None, schema: str | None, **kwargs: Any) -> Any:
         root = click.get_current_context().find_root().params
         dsn = dsn or root.get("dsn")
         schema = schema or root.get("schema") or os.environ.get("AZYNC_SCHEMA", "")

@@ -40,10 +40,6 @@ _FREE_TEXT = frozenset(
 Columns = Sequence[tuple[str, Callable[[Any], Any]]]
 
 
-#: ``ctx.meta`` key set by the earlier spellings (``workflow``, ``queue``): JSON as before.
-JSON_BY_DEFAULT = "azync_flow.json_by_default"
-
-
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add `--json` (print JSON for scripts instead of tables); the command gets
     `as_json`, also true when `--json` was given before the command."""
@@ -53,9 +49,8 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
     @functools.wraps(fn)
     def wrapper(*args: Any, as_json: bool, **kwargs: Any) -> Any:
-        ctx = click.get_current_context()
-        as_json = as_json or bool(ctx.find_root().params.get("as_json"))
-        return fn(*args, as_json=as_json or bool(ctx.meta.get(JSON_BY_DEFAULT)), **kwargs)
+        root = click.get_current_context().find_root()
+        return fn(*args, as_json=as_json or bool(root.params.get("as_json")), **kwargs)
 
     return wrapper
 

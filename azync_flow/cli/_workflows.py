@@ -1,8 +1,4 @@
-"""`azync-flow workflows ...`: start, inspect and operate workflow executions.
-
-`workflow` (singular, with `describe` for `show`) is kept as an alias of
-earlier versions; its `list` prints the earlier JSON array.
-"""
+"""`azync-flow workflows ...`: start, inspect and operate workflow executions."""
 
 from __future__ import annotations
 
@@ -45,7 +41,6 @@ from ._common import (
     signal_options,
 )
 from ._output import (
-    JSON_BY_DEFAULT,
     age,
     done,
     emit,
@@ -112,23 +107,12 @@ def _why(v: WorkflowExecutionView) -> str:
     return v.failure_reason or v.suspend_reason or v.blocked_reason or preview(v.result)
 
 
-_LIST_OPTIONS = [
-    click.option("--name", default="", help="Only executions of this workflow."),
-    click.option("--state", type=StrictChoice(STATES), help="Only executions in this state."),
-    limit_option(50),
-]
-
-
-def _with_list_options(fn: Any) -> Any:
-    for option in reversed(_LIST_OPTIONS):
-        fn = option(fn)
-    return fn
-
-
 @workflows.command(
     "list", epilog=example("azync-flow workflows list --name order --state failed --limit 20")
 )
-@_with_list_options
+@click.option("--name", default="", help="Only executions of this workflow.")
+@click.option("--state", type=StrictChoice(STATES), help="Only executions in this state.")
+@limit_option(50)
 @cursor_option
 @json_option
 @db_options
@@ -154,20 +138,6 @@ async def list_cmd(
         ],
         empty="no executions",
     )
-    return EXIT_OK
-
-
-@click.command("list", epilog=example("azync-flow workflow list --state failed"))
-@_with_list_options
-@json_option
-@db_options
-@run_async
-async def legacy_list(
-    name: str, state: str | None, limit: int, as_json: bool, db: DbOptions
-) -> int:
-    """List executions, newest first, as a JSON array (the earlier output)."""
-    rows, _ = await _page(db, name, state, limit, None)
-    emit(rows)
     return EXIT_OK
 
 
@@ -500,28 +470,4 @@ for _cmd in (show, start, signal, cancel, terminate, result, stalled, query_cmd,
     workflows.add_command(_cmd)
 
 
-@click.group("workflow", hidden=True)
-@click.pass_context
-def workflow_alias(ctx: click.Context) -> None:
-    """Alias of `workflows` kept from earlier versions (`describe` is `show`);
-    prints JSON as those versions did."""
-    ctx.meta[JSON_BY_DEFAULT] = True
-
-
-for _name, _cmd in {
-    "start": start,
-    "signal": signal,
-    "describe": show,
-    "show": show,
-    "history": history,
-    "cancel": cancel,
-    "terminate": terminate,
-    "resume": resume,
-    "result": result,
-    "list": legacy_list,
-    "stalled": stalled,
-    "export": export,
-}.items():
-    workflow_alias.add_command(_cmd, _name)
-
-__all__ = ["payload_json", "workflow_alias", "workflows"]
+__all__ = ["payload_json", "workflows"]

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from azync_flow._text import clean_text
-from azync_flow.errors import PayloadError, Uncertain, UnknownWorkflowError, is_not_found
+from azync_flow.errors import LeaseLost, PayloadError, Uncertain, UnknownWorkflowError, is_not_found
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
@@ -51,7 +51,7 @@ from azync_flow.runtime.uncertain import Reconciler, resolution_events, uncertai
 from azync_flow.store.protocols import OperationStore
 from azync_flow.store.types import Job, JobState, OperationSettle
 from azync_flow.telemetry import AttemptKind, AttemptOutcome, AttemptSpan, RunEvent, RunTracer
-from azync_flow.worker import LeaseLost, lease_gone
+from azync_flow.worker import lease_gone
 from azync_flow.workflow import Registry
 
 if TYPE_CHECKING:

@@ -7,7 +7,12 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from azync_flow.errors import ConflictError, NotFoundError, ScheduleError
+from azync_flow.errors import (
+    ConflictError,
+    IdempotencyConflictError,
+    NotFoundError,
+    ScheduleError,
+)
 from azync_flow.store.types import LIVE_JOB_STATES, DAGState, EnqueueParams, Source, WorkflowState
 
 from ._model import Action, EnqueueJob, StartDAG, StartWorkflow
@@ -54,7 +59,7 @@ class ActionRunner:
     async def _start_workflow(
         self, action: StartWorkflow, run_id: uuid.UUID, meta: dict[str, str]
     ) -> bool:
-        from azync_flow.client import Client, IdempotencyConflictError
+        from azync_flow.client import Client
 
         try:
             handle = await Client(self.store).start(

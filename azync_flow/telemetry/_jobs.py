@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from azync_flow.errors import Skip, Snooze
 from azync_flow.retry import RetryDecision
 from azync_flow.telemetry._names import AttemptKind, AttemptOutcome
 from azync_flow.telemetry._tracer import RunTracer
-from azync_flow.worker import JobContext, Skip, Snooze, Worker
+from azync_flow.worker import JobContext, Worker
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider

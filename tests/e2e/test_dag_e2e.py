@@ -8,8 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow.dag import DAG, DAGClient, NotReady, Skip, TaskContext
-from azync_flow.store import DAGState, JobState, NotFoundError
+from azync_flow.dag import DAG, DAGClient, TaskContext
+from azync_flow.errors import NotFoundError, NotReady, Skip
+from azync_flow.store import DAGState, JobState
 from azync_flow.store.postgres import PostgresStore
 from tests.e2e.dag_util import runner, settle, task_states
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from azync_flow.dag import DAG, DAGClient, DAGIdempotencyConflictError, TaskContext
-from azync_flow.store import ConflictError, DAGState
+from azync_flow.dag import DAG, DAGClient, TaskContext
+from azync_flow.errors import ConflictError, DAGIdempotencyConflictError
+from azync_flow.store import DAGState
 from azync_flow.store.postgres import PostgresStore
 
 

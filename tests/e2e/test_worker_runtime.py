@@ -12,10 +12,11 @@ from typing import Any
 import msgspec
 import pytest
 
+from azync_flow.errors import LeaseLost
 from azync_flow.store import Config, EnqueueParams, Job, JobState, Source
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres._base import job_from_row
-from azync_flow.worker import JobContext, LeaseHandle, LeaseLost, Worker, WorkerStore
+from azync_flow.worker import JobContext, LeaseHandle, Worker, WorkerStore
 
 FAST = {
     "poll_interval": timedelta(milliseconds=50),

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from azync_flow.client import Client
-from azync_flow.errors import ActivityError, NotFoundError, PayloadEncodeError
+from azync_flow.errors import ActivityError, NotFoundError, PayloadEncodeError, StoreError
 from azync_flow.runtime import LocalRuntime
-from azync_flow.store import Config, StoreError
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.types import WorkflowState
 from azync_flow.testing import MovableClock

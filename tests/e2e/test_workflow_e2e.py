@@ -13,8 +13,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from azync_flow.client import Client, IdempotencyConflictError
-from azync_flow.errors import ActivityError, NotFoundError, WorkflowFailedError
+from azync_flow.client import Client
+from azync_flow.errors import (
+    ActivityError,
+    IdempotencyConflictError,
+    NotFoundError,
+    WorkflowFailedError,
+)
 from azync_flow.replay import Replayer
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime import LocalRuntime

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from azync_flow.store import DAGFilter, DAGSignalParams, DAGState, JobState, NotFoundError, Source
+from azync_flow.errors import NotFoundError
+from azync_flow.store import DAGFilter, DAGSignalParams, DAGState, JobState, Source
 from azync_flow.store import OnFailurePolicy as P
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from azync_flow.store import DAGSignalParams, DAGState, JobState, NotFoundError
+from azync_flow.errors import NotFoundError
+from azync_flow.store import DAGSignalParams, DAGState, JobState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
 from tests.store.dag_util import (

@@ -8,15 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from azync_flow.store import (
-    ConflictError,
-    EventFilter,
-    NotFoundError,
-    PublishParams,
-    ReplayFilter,
-    Source,
-    Subscriber,
-)
+from azync_flow.errors import ConflictError, NotFoundError
+from azync_flow.store import EventFilter, PublishParams, ReplayFilter, Source, Subscriber
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
 

@@ -9,7 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow.store import Config, LeadershipLostError, Source, StoreUnavailableError
+from azync_flow.errors import LeadershipLostError, StoreUnavailableError
+from azync_flow.store import Config, Source
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.testing import MovableClock, drop_schema
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from azync_flow.store import Config, MigrationError, StoreError
+from azync_flow.errors import MigrationError, StoreError
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres._migrate import migration_files
 from azync_flow.store.postgres._queries import QUERIES

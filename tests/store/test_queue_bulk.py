@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from azync_flow.store import ConflictError
+from azync_flow.errors import ConflictError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
 

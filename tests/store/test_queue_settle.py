@@ -9,7 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow.store import Job, NotFoundError, Source
+from azync_flow.errors import NotFoundError
+from azync_flow.store import Job, Source
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
 

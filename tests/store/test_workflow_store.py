@@ -9,12 +9,8 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
-from azync_flow.store import (
-    NotFoundError,
-    SignalParams,
-    Source,
-    WorkflowState,
-)
+from azync_flow.errors import NotFoundError
+from azync_flow.store import SignalParams, Source, WorkflowState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
 

@@ -10,14 +10,8 @@ import random
 import uuid
 from datetime import timedelta
 
-from azync_flow.store import (
-    Config,
-    ConflictError,
-    DequeueParams,
-    NotFoundError,
-    SignalParams,
-    Source,
-)
+from azync_flow.errors import ConflictError, NotFoundError
+from azync_flow.store import Config, DequeueParams, SignalParams, Source
 from azync_flow.store.postgres import PostgresStore, open_store
 
 from ._workflow_helpers import LEASE, op_params, started

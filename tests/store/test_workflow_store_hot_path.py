@@ -10,14 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from azync_flow.store import (
-    ConflictError,
-    NotFoundError,
-    OperationLease,
-    OperationSettle,
-    PassWrite,
-    SignalParams,
-)
+from azync_flow.errors import ConflictError, NotFoundError
+from azync_flow.store import OperationLease, OperationSettle, PassWrite, SignalParams
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
 

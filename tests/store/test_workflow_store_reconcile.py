@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from azync_flow.store import ConflictError, Source
+from azync_flow.errors import ConflictError
+from azync_flow.store import Source
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.postgres.workflow_uncertain import LATE_OUTCOME_EVENT
 
@@ -75,7 +76,7 @@ async def test_record_late_outcome_keeps_the_payload_in_the_ledger_and_changes_n
 async def test_get_operation_reads_any_state_and_unknown_ids_are_not_found(
     store: PostgresStore,
 ) -> None:
-    from azync_flow.store import NotFoundError
+    from azync_flow.errors import NotFoundError
 
     wid, op = await _running_op(store)
     got = await store.get_operation(op.id)

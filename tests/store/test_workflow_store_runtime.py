@@ -9,16 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from azync_flow.store import (
-    Config,
-    ConflictError,
-    DequeueParams,
-    Job,
-    NotFoundError,
-    SignalParams,
-    Source,
-    WorkflowState,
-)
+from azync_flow.errors import ConflictError, NotFoundError
+from azync_flow.store import Config, DequeueParams, Job, SignalParams, Source, WorkflowState
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.testing import MovableClock
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from azync_flow.store import Config, ConflictError, DequeueParams, Source
+from azync_flow.errors import ConflictError
+from azync_flow.store import Config, DequeueParams, Source
 from azync_flow.store.postgres import PostgresStore, open_store
 
 from ._workflow_helpers import LEASE, op_params, started

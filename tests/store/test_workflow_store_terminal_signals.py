@@ -12,15 +12,9 @@ from collections.abc import Awaitable, Callable
 import msgspec
 import pytest
 
+from azync_flow.errors import NotFoundError
 from azync_flow.replay.events import SignalsUndelivered, decode_event
-from azync_flow.store import (
-    Config,
-    EventFilter,
-    NotFoundError,
-    SignalParams,
-    Subscriber,
-    WorkflowState,
-)
+from azync_flow.store import Config, EventFilter, SignalParams, Subscriber, WorkflowState
 from azync_flow.store.postgres import PostgresStore, open_store
 
 from ._workflow_helpers import lease_task, started

@@ -12,13 +12,8 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from azync_flow.store import (
-    NotFoundError,
-    SignalParams,
-    Subscriber,
-    TerminatedExecution,
-    WorkflowState,
-)
+from azync_flow.errors import NotFoundError
+from azync_flow.store import SignalParams, Subscriber, TerminatedExecution, WorkflowState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.types import EventFilter
 

@@ -9,15 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow.store import (
-    Config,
-    ConflictError,
-    DequeueParams,
-    Job,
-    NotFoundError,
-    Source,
-    WorkflowState,
-)
+from azync_flow.errors import ConflictError, NotFoundError
+from azync_flow.store import Config, DequeueParams, Job, Source, WorkflowState
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.testing import MovableClock
 
