@@ -150,8 +150,9 @@ def decode_value(data: bytes | msgspec.Raw, type: Any = Any, what: str = "payloa
         what: names the payload in the error (``"payload of kind 'order'"``).
 
     Raises:
-        PayloadError: ``data`` is not JSON, or does not match ``type``. Not
-            retryable: the same bytes fail the same way.
+        PayloadError: ``data`` is not JSON, is nested deeper than ~1000
+            levels, or does not match ``type``. Not retryable: the same bytes
+            fail the same way.
     """
     try:
         return _decoder(type).decode(data)
@@ -159,13 +160,16 @@ def decode_value(data: bytes | msgspec.Raw, type: Any = Any, what: str = "payloa
         raise PayloadError(f"{what} does not match {type_name(type)}: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise PayloadError(f"{what} is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise PayloadError(f"{what} is nested too deeply (over ~1000 levels)") from exc
 
 
 def check_payload_type(type: Any) -> None:
     """Check at registration that values can be decoded into ``type``.
 
     Raises:
-        TypeError: msgspec cannot decode into ``type`` (e.g. an arbitrary class).
+        TypeError: msgspec cannot decode into ``type`` (e.g. a union of a
+            class with other types).
     """
     _decoder(type)
 

@@ -19,6 +19,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from azync_flow.codec import decode_value
+from azync_flow.errors import PayloadError
+
 #: Characters of a payload shown in a list (`show` prints it whole).
 PREVIEW_CHARS = 48
 
@@ -85,8 +88,8 @@ def payload_json(data: bytes | None) -> Any:
     if data is None:
         return None
     try:
-        return msgspec.json.decode(data)
-    except msgspec.DecodeError:
+        return decode_value(data)
+    except PayloadError:
         return data.decode("utf-8", "replace")
 
 

@@ -11,14 +11,12 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-import msgspec
-
 from azync_flow.errors import NotFoundError, ScheduleExistsError, ScheduleSpecError
 from azync_flow.store.types import ScheduleRecord
 from azync_flow.store.validate import check_name, check_text
 
 from ._actions import ActionRunner
-from ._codec import Decoded, decode, encode, fire_of
+from ._codec import Decoded, decode, decode_policy, decode_spec, encode, fire_of
 from ._model import (
     Action,
     EnqueueJob,
@@ -40,8 +38,6 @@ from ._spec import Fire, ScheduleSpec, aware_utc
 
 __all__ = ["ScheduleClient", "resume_point"]
 
-_spec_decoder = msgspec.json.Decoder(ScheduleSpec)
-_policy_decoder = msgspec.json.Decoder(SchedulePolicy)
 
 #: Most nominal times one ``backfill`` call may request.
 MAX_BACKFILL = 10_000
@@ -342,10 +338,10 @@ class ScheduleClient:
             ScheduleChange(
                 at=c.at,
                 verb=c.verb,
-                old_spec=None if c.old_spec is None else _spec_decoder.decode(c.old_spec),
-                new_spec=None if c.new_spec is None else _spec_decoder.decode(c.new_spec),
-                old_policy=None if c.old_policy is None else _policy_decoder.decode(c.old_policy),
-                new_policy=None if c.new_policy is None else _policy_decoder.decode(c.new_policy),
+                old_spec=decode_spec(c.old_spec),
+                new_spec=decode_spec(c.new_spec),
+                old_policy=decode_policy(c.old_policy),
+                new_policy=decode_policy(c.new_policy),
                 note=c.note,
             )
             for c in await self.store.recent_schedule_changes(id, changes)
