@@ -430,11 +430,6 @@ class UncertainOperationView(msgspec.Struct, kw_only=True):
     since: Any
     reason: str
 
-    @property
-    def job_id(self) -> uuid.UUID:
-        """Alias of ``operation_id`` (the operation's job id)."""
-        return self.operation_id
-
     @classmethod
     def from_store(cls, op: Any) -> UncertainOperationView:
         """Build from the store's ``UncertainOperation`` (decodes the job payload)."""

@@ -63,10 +63,7 @@ from azync_flow.workflow import HistoryLimit, Registry
 if TYPE_CHECKING:
     from azync_flow.runtime.local_dispatch import LocalDispatch
 
-__all__ = ["WorkflowRunner", "WorkflowTaskStore"]
-
-#: The store verbs the workflow runner uses (kept under its old name).
-WorkflowTaskStore = WorkflowRuntimeStore
+__all__ = ["WorkflowRunner"]
 
 log = logging.getLogger("azync_flow.workflow")
 
