@@ -24,6 +24,8 @@ from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.validate import check_name, check_text
 
+from ._output import json_option
+
 #: Exit codes of `azync-flow` (documented in docs/cli.md, "Exit status").
 EXIT_OK = 0
 EXIT_FAILED = 1  # the thing asked about failed (workflow failed, replay mismatch)
@@ -236,6 +238,12 @@ def db_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args, db=DbOptions(dsn, schema), **kwargs)
 
     return wrapper
+
+
+def db_command(fn: Callable[..., Awaitable[int]]) -> Callable[..., int]:
+    """An `async` command body on the database: adds `--json`, `--dsn` and
+    `--schema` (the body gets `as_json` and `db: DbOptions`) and runs it."""
+    return json_option(db_options(run_async(fn)))
 
 
 def run_async(fn: Callable[P, Awaitable[int]]) -> Callable[P, int]:

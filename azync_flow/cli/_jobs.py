@@ -21,19 +21,17 @@ from ._common import (
     StrictChoice,
     connect,
     cursor_option,
-    db_options,
+    db_command,
     example,
     limit_option,
     next_offset_cursor,
     offset_cursor,
     parse_id,
-    run_async,
 )
 from ._output import (
     age,
     done,
     emit,
-    json_option,
     list_page,
     preview,
     record,
@@ -115,9 +113,7 @@ _KIND = click.option("--kind", default="", help="Only jobs of this kind.")
 @click.option("--state", type=StrictChoice([s.value for s in JobState]), help="Only this state.")
 @_LIMIT
 @cursor_option
-@json_option
-@db_options
-@run_async
+@db_command
 async def list_cmd(
     source: str,
     kind: str,
@@ -140,9 +136,7 @@ async def list_cmd(
 @_KIND
 @_LIMIT
 @cursor_option
-@json_option
-@db_options
-@run_async
+@db_command
 async def dead(
     source: str, kind: str, limit: int, cursor: str | None, as_json: bool, db: DbOptions
 ) -> int:
@@ -173,9 +167,7 @@ async def _get_job(store: PostgresStore, source: Source, job_id: uuid.UUID) -> J
 @jobs.command("show", epilog=example("azync-flow jobs show 3f2a0c9e-..."))
 @click.argument("id")
 @_source_option
-@json_option
-@db_options
-@run_async
+@db_command
 async def show(id: str, source: str, as_json: bool, db: DbOptions) -> int:
     """Show one job: state, attempts with their errors, payload and result."""
     job_id = parse_id(id, "job id")
@@ -229,9 +221,7 @@ async def show(id: str, source: str, as_json: bool, db: DbOptions) -> int:
 @click.option("--all", "all_", is_flag=True, help="Every dead job (of --kind).")
 @_KIND
 @_source_option
-@json_option
-@db_options
-@run_async
+@db_command
 async def retry(
     id: str | None, all_: bool, kind: str, source: str, as_json: bool, db: DbOptions
 ) -> int:
@@ -253,9 +243,7 @@ def _verb(name: str, text: str, past: str) -> None:
     @jobs.command(name, help=text, epilog=example(f"azync-flow jobs {name} 3f2a0c9e-..."))
     @click.argument("id")
     @_source_option
-    @json_option
-    @db_options
-    @run_async
+    @db_command
     async def command(id: str, source: str, as_json: bool, db: DbOptions) -> int:
         job_id = parse_id(id, "job id")
         src = Source(source)
