@@ -281,6 +281,11 @@ class ScheduleClient:
             id, encode(spec), encode(action), encode(policy), cursor, nxt, note
         )
 
+    async def _load(self, id: str) -> tuple[Decoded, datetime]:
+        """Schedule ``id`` decoded, and the scheduler's clock now."""
+        _name(id, "schedule id")
+        return decode(await self.store.get_schedule(id)), await self.store.schedule_clock()
+
     async def describe(
         self, id: str, *, fires: int = 5, runs: int = 10, missed: int = 5, changes: int = 5
     ) -> ScheduleDescription:
@@ -295,9 +300,7 @@ class ScheduleClient:
             TypeError: ``id`` is not a str.
             ScheduleSpecError: ``id`` is empty, too long or not storable text.
         """
-        _name(id, "schedule id")
-        item = decode(await self.store.get_schedule(id))
-        now = await self.store.schedule_clock()
+        item, now = await self._load(id)
         upcoming: builtins.list[Fire] = []
         after = item.record.cursor_at
         if not item.record.paused:
@@ -427,9 +430,7 @@ class ScheduleClient:
             TypeError: ``id`` is not a str.
             ScheduleSpecError: ``id`` is empty, too long or not storable text.
         """
-        _name(id, "schedule id")
-        item = decode(await self.store.get_schedule(id))
-        now = await self.store.schedule_clock()
+        item, now = await self._load(id)
         fire = fire_of(item.spec, now, now)
         _key, run_id = run_key(item.action, id, fire)
         await self.store.request_schedule_runs(
