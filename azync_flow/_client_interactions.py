@@ -30,14 +30,14 @@ from azync_flow.errors import (
 )
 from azync_flow.replay._interactions import UPDATE_SIGNAL_PREFIX
 from azync_flow.runtime.worker_runtime import workflow_runtime
-from azync_flow.store.types import (
+from azync_flow.store.validate import check_name
+from azync_flow.store.workflows import (
     QueryAnswer,
     QueryRequest,
     SignalParams,
     UpdateOutcome,
     WorkflowState,
 )
-from azync_flow.store.validate import check_name
 
 if TYPE_CHECKING:
     from azync_flow.client import Client, WorkflowHandle

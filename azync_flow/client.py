@@ -52,17 +52,17 @@ from azync_flow.runtime.uncertain import (
     resolve_operation,
 )
 from azync_flow.runtime.worker_runtime import workflow_runtime
-from azync_flow.store.protocols import WorkflowClientStore
-from azync_flow.store.types import (
-    EnqueueParams,
+from azync_flow.store.queue import EnqueueParams
+from azync_flow.store.validate import check_id, check_name, check_same_start, check_text
+from azync_flow.store.workflows import (
     SignalParams,
     StalledWorkflow,
+    WorkflowClientStore,
     WorkflowExecutionView,
     WorkflowRunView,
     WorkflowStartParams,
     WorkflowState,
 )
-from azync_flow.store.validate import check_id, check_name, check_same_start, check_text
 from azync_flow.telemetry import RunEvent, RunKind, RunTracer, traced_meta
 from azync_flow.workflow import HistoryLimit, WorkflowDefinition
 

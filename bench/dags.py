@@ -28,7 +28,8 @@ from azync_flow.dag import (
     run_until_settled,
 )
 from azync_flow.embedded import resolve_dsn
-from azync_flow.store import Config, DAGState
+from azync_flow.store import Config
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import open_store
 from azync_flow.testing import drop_schema, unique_schema
 

@@ -51,8 +51,9 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from azync_flow.client import Client
-from azync_flow.store import Config, EnqueueParams
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.queue import EnqueueParams
 from azync_flow.testing import drop_schema, unique_schema
 from azync_flow.worker import Worker
 

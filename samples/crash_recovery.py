@@ -38,8 +38,10 @@ from order import Order, make_worker, order_workflow
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
 from azync_flow.replay import ActivityScheduled
-from azync_flow.store import Config, Job, WorkflowState
+from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
+from azync_flow.store.queue import Job
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import drop_schema
 
 #: Short leases: a job the killed worker had just leased is re-run within ~LEASE.

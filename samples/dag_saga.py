@@ -15,8 +15,10 @@ from datetime import timedelta
 
 from azync_flow.dag import DAG, DAGClient, DAGRunner, RetryPolicy, TaskContext, run_until_settled
 from azync_flow.embedded import resolve_dsn
-from azync_flow.store import Config, DAGState, JobState
+from azync_flow.store import Config
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import open_store
+from azync_flow.store.queue import JobState
 
 compensations: list[str] = []
 carrier_up = True

@@ -20,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from azync_flow.embedded import resolve_dsn
 from azync_flow.retry import RetryPolicy
-from azync_flow.store import Config, EnqueueParams, JobState, Source
+from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
+from azync_flow.store.queue import EnqueueParams, JobState, Source
 from azync_flow.testing import drop_schema, unique_schema
 from azync_flow.worker import JobContext, Worker
 

@@ -27,8 +27,9 @@ from order import Order, Receipt, make_worker, order_workflow
 
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
-from azync_flow.store import Config, WorkflowExecutionView, WorkflowState
+from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
+from azync_flow.store.workflows import WorkflowExecutionView, WorkflowState
 
 
 def parse_args() -> argparse.Namespace:

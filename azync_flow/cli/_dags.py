@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from azync_flow.dag import DAGClient
-from azync_flow.store import DAGState, DAGView, Job
+from azync_flow.store.dags import DAGState, DAGView
+from azync_flow.store.queue import Job
 from azync_flow.store.validate import check_text
 
 from ._common import (

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from azync_flow.store import EventAdminRow, EventFilter, ReplayFilter
+from azync_flow.store.events import EventAdminRow, EventFilter, ReplayFilter
 from azync_flow.store.validate import check_name
 
 from ._common import (

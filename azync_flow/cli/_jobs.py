@@ -9,8 +9,9 @@ from typing import Any
 import click
 
 from azync_flow.errors import NotFoundError
-from azync_flow.store import Job, JobFilter, JobState, Source
+from azync_flow.store.admin import JobFilter
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Job, JobState, Source
 from azync_flow.store.validate import check_name
 
 from ._common import (

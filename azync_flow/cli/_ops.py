@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from azync_flow.client import Client
-from azync_flow.store import DailyCount, Depths, Source
+from azync_flow.store.admin import DailyCount, Depths
+from azync_flow.store.queue import Source
 from azync_flow.store.validate import check_name, check_text
 
 from ._common import (

@@ -29,8 +29,9 @@ from typing import Any
 import click
 
 from azync_flow.runtime.worker_runtime import attach_workflows
-from azync_flow.store import Config, Source
+from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
+from azync_flow.store.queue import Source
 from azync_flow.worker import Worker
 
 from ._apps import app_parts, is_app, load_app

@@ -17,8 +17,8 @@ from azync_flow.errors import (
     WorkflowTerminatedError,
 )
 from azync_flow.replay.passes import to_entries
-from azync_flow.store import WorkflowExecutionView, WorkflowState
 from azync_flow.store.validate import check_name, check_text
+from azync_flow.store.workflows import WorkflowExecutionView, WorkflowState
 
 from ._common import (
     EXIT_FAILED,

@@ -15,17 +15,16 @@ from opentelemetry.trace import TracerProvider
 from ..codec import encode_value
 from ..errors import DAGIdempotencyConflictError, NotFoundError
 from ..runtime.run_span import end_dag_run_span
-from ..store.protocols import DAGClientStore
-from ..store.types import (
+from ..store.dags import (
+    DAGClientStore,
     DAGDep,
     DAGFilter,
     DAGParams,
     DAGSignalParams,
     DAGState,
     DAGView,
-    Job,
-    JobState,
 )
+from ..store.queue import Job, JobState
 from ..store.validate import check_id
 from ..telemetry import RUN_CALLER_KEY, RunEvent, RunKind, RunTracer
 from ._context import TaskOutcome

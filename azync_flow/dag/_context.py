@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..codec import decode_value
-from ..store.types import TaskResult
+from ..store.dags import TaskResult
 
 
 class _ResultsReader(Protocol):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..codec import encode_value
 from ..errors import DAGValidationError
-from ..store.types import KIND_SIGNAL, KIND_SLEEP, DAGDep, DAGParams, DAGTask, OnFailurePolicy
+from ..store.dags import KIND_SIGNAL, KIND_SLEEP, DAGDep, DAGParams, DAGTask, OnFailurePolicy
 
 if TYPE_CHECKING:
     from ._context import TaskContext

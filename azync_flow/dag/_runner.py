@@ -21,7 +21,8 @@ from .._text import clean_text
 from ..codec import encode_value
 from ..errors import NotFoundError, NotReady, PayloadError, Skip, UnknownKindError
 from ..retry import RetryDecision, RetryPolicy, describe_error
-from ..store.types import Job, TaskResult
+from ..store.dags import TaskResult
+from ..store.queue import Job
 from ..telemetry import AttemptKind, AttemptOutcome, AttemptSpan, RunTracer
 from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, Handler, TaskSpec

@@ -26,7 +26,9 @@ from opentelemetry.trace import TracerProvider
 from .._logging import log_failure
 from ..errors import StoreError
 from ..runtime.run_span import end_dag_run_span
-from ..store.types import DAGFailure, ReapedTask, SettledDAG, Source, default_channel
+from ..store import default_channel
+from ..store.dags import DAGFailure, ReapedTask, SettledDAG
+from ..store.queue import Source
 from ..telemetry import AttemptKind, AttemptOutcome, RunTracer
 
 log = logging.getLogger("azync_flow.dag")

@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Any
 
-from ..store.types import DAGState, DAGView
+from ..store.dags import DAGState, DAGView
 from ._runner import DAGRunner
 from ._scheduler import DAGScheduler
 

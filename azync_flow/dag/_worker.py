@@ -24,7 +24,7 @@ from opentelemetry.trace import TracerProvider
 
 from .._logging import log_failure
 from ..retry import RetryPolicy
-from ..store.types import Job, Source
+from ..store.queue import Job, Source
 from ._definition import DAG
 from ._runner import DAGRunner
 from ._scheduler import DAGScheduler

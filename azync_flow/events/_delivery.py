@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PayloadError
-from ..store.types import Job
+from ..store.queue import Job
 from ..worker._lease import LeaseHandle
 from ..worker._queue import JobContext, QueueRunner
 from ._publish import publish_once

@@ -1,5 +1,5 @@
 """Publishing to the event ledger: the one path from a user's value to
-``Store.publish`` / ``Store.publish_tx``.
+``EventProducer.publish`` / ``TxEventProducer.publish_tx``.
 
 Every entry point (``Client.publish``, ``current_activity().publish``,
 ``EventContext.publish``) goes through :func:`publish_event`, so payloads meet
@@ -18,7 +18,7 @@ import asyncpg
 from .._transaction import check_transaction
 from ..codec import encode_value
 from ..errors import ConflictError
-from ..store.types import PublishParams
+from ..store.events import PublishParams
 from ..store.validate import check_id, check_meta, check_name, check_text
 from ..telemetry import traced_meta
 

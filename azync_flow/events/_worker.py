@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..store.types import DequeueParams, Job, Source, Subscriber
+from ..store.events import Subscriber
+from ..store.queue import DequeueParams, Job, Source
 from ..telemetry._jobs import job_span_interceptor
 from ..worker._maintenance import DEFAULT_LEADERSHIP
 from ..worker._queue import QueueHandler

@@ -29,8 +29,8 @@ from azync_flow.errors import NonDeterminismError, QueryNotFoundError, ReadOnlyC
 from azync_flow.replay.events import Event, UpdateAccepted, UpdateCompleted
 from azync_flow.replay.loop import DeterministicLoop
 from azync_flow.replay.outcome import BufferedSignal, WorkflowInfo, safe_message
-from azync_flow.store.types import UpdateOutcome
 from azync_flow.store.validate import check_name
+from azync_flow.store.workflows import UpdateOutcome
 
 __all__ = ["UPDATE_SIGNAL_PREFIX", "InteractionsMixin", "UpdateHandler", "check_signal_name"]
 

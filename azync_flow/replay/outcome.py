@@ -11,7 +11,7 @@ from typing import Any
 
 from azync_flow._text import clean_text, escape_surrogates
 from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
-from azync_flow.store.types import BufferedSignal, UpdateOutcome
+from azync_flow.store.workflows import BufferedSignal, UpdateOutcome
 
 __all__ = [
     "SCHEDULE_NOMINAL_AT",

@@ -19,7 +19,7 @@ def to_entries(rows: Iterable[Any]) -> list[HistoryEntry]:
     """Decode store rows into :class:`HistoryEntry` values.
 
     Accepts ``HistoryEntry`` values, ``(seq, type, payload)`` tuples, or objects
-    with ``seq``/``type``/``payload`` attributes (``store.types.HistoryEvent``).
+    with ``seq``/``type``/``payload`` attributes (``store.workflows.HistoryEvent``).
     """
     entries: list[HistoryEntry] = []
     for row in rows:

@@ -8,7 +8,7 @@ import msgspec
 
 from azync_flow.replay.outcome import ScheduleActivity
 from azync_flow.retry import RetryPolicy
-from azync_flow.store.types import ScheduleOperationParams
+from azync_flow.store.workflows import ScheduleOperationParams
 
 __all__ = ["OperationPayload", "operation_params"]
 

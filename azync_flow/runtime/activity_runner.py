@@ -48,8 +48,8 @@ from azync_flow.retry import RetryDecision, describe_error
 from azync_flow.runtime._operations import OperationPayload, decode_operation
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.uncertain import Reconciler, resolution_events, uncertain_event
-from azync_flow.store.protocols import OperationStore
-from azync_flow.store.types import Job, JobState, OperationSettle
+from azync_flow.store.queue import Job, JobState
+from azync_flow.store.workflows import OperationSettle, OperationStore
 from azync_flow.telemetry import AttemptKind, AttemptOutcome, AttemptSpan, RunEvent, RunTracer
 from azync_flow.worker import lease_gone
 from azync_flow.workflow import Registry

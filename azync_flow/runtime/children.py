@@ -13,8 +13,7 @@ from opentelemetry import trace
 
 from azync_flow.replay.outcome import StartChild
 from azync_flow.runtime.run_span import end_workflow_run_span
-from azync_flow.store.protocols import WorkflowRuntimeStore
-from azync_flow.store.types import ChildStartParams
+from azync_flow.store.workflows import ChildStartParams, WorkflowRuntimeStore
 from azync_flow.telemetry import RunKind, RunTracer, context_from_carrier
 
 __all__ = ["child_params", "end_closed_children_spans"]

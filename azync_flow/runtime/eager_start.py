@@ -17,7 +17,7 @@ from azync_flow.errors import UnknownWorkflowError
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.outcome import WorkflowInfo
 from azync_flow.runtime.workflow_runner import CachedRun, WorkflowRunner
-from azync_flow.store.types import (
+from azync_flow.store.workflows import (
     StartCommitResult,
     WorkflowExecutionView,
     WorkflowStartParams,

@@ -29,7 +29,8 @@ from azync_flow.replay.outcome import PassStatus
 from azync_flow.replay.passes import to_entries
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.workflow_runner import WorkflowRunner
-from azync_flow.store.types import Job, OperationSettle
+from azync_flow.store.queue import Job
+from azync_flow.store.workflows import OperationSettle
 from azync_flow.telemetry import AttemptKind, AttemptOutcome
 from azync_flow.worker import lease_gone
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from azync_flow.store.types import Job, OperationLease, PassWrite
+from azync_flow.store.queue import Job
+from azync_flow.store.workflows import OperationLease, PassWrite
 from azync_flow.worker import LeaseLoop
 
 __all__ = ["Claim", "LocalDispatch"]

@@ -31,8 +31,14 @@ from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.outcome import PassStatus, WorkflowInfo, safe_message
 from azync_flow.replay.passes import to_entries
 from azync_flow.runtime.workflow_runner import WorkflowRunner
-from azync_flow.store.protocols import WorkflowInteractionStore, WorkflowRuntimeStore
-from azync_flow.store.types import Job, JobState, QueryAnswer, QueryClaim, Source, WorkflowTaskState
+from azync_flow.store.queue import Job, JobState, Source
+from azync_flow.store.workflows import (
+    QueryAnswer,
+    QueryClaim,
+    WorkflowInteractionStore,
+    WorkflowRuntimeStore,
+    WorkflowTaskState,
+)
 
 __all__ = ["QUERY_KIND", "QUERY_LEASE", "QueryResponder", "QueryStore"]
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from azync_flow.errors import NotFoundError
-from azync_flow.store.types import WorkflowExecutionView
+from azync_flow.store.workflows import WorkflowExecutionView
 from azync_flow.telemetry import RunKind, RunTracer
 
 __all__ = ["end_dag_run_span", "end_finished_workflow_run_span", "end_workflow_run_span"]

@@ -33,8 +33,8 @@ from azync_flow.replay.events import (
 )
 from azync_flow.retry import describe_error
 from azync_flow.runtime._operations import decode_operation
-from azync_flow.store.protocols import UncertainStore
-from azync_flow.store.types import Job
+from azync_flow.store.queue import Job
+from azync_flow.store.workflows import UncertainStore
 
 if TYPE_CHECKING:
     from azync_flow.workflow import Registry

@@ -50,8 +50,8 @@ from azync_flow.runtime.query_responder import QUERY_KIND, QUERY_LEASE, QueryRes
 from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.schedules import attach_schedules
-from azync_flow.store.protocols import WorkerRegistryStore
-from azync_flow.store.types import Job, Source
+from azync_flow.store.leadership import WorkerRegistryStore
+from azync_flow.store.queue import Job, Source
 from azync_flow.telemetry import AttemptKind, AttemptOutcome, RunTracer
 from azync_flow.workflow import HistoryLimit, Registry
 

@@ -37,17 +37,17 @@ from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.children import child_params, end_closed_children_spans
 from azync_flow.runtime.clock import BackendClock
 from azync_flow.runtime.run_span import end_workflow_run_span
-from azync_flow.store.protocols import WorkflowRuntimeStore
-from azync_flow.store.types import (
+from azync_flow.store.queue import Job
+from azync_flow.store.workflows import (
     ChildSignalParams,
-    Job,
     LeasedTask,
     PassWrite,
     WorkflowExecutionView,
+    WorkflowRuntimeStore,
     WorkflowState,
     WorkflowTaskState,
 )
-from azync_flow.store.types import Outcome as StoreOutcome
+from azync_flow.store.workflows import Outcome as StoreOutcome
 from azync_flow.telemetry import (
     ATTR_SEQ,
     AttemptKind,

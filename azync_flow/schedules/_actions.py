@@ -13,7 +13,9 @@ from azync_flow.errors import (
     NotFoundError,
     ScheduleError,
 )
-from azync_flow.store.types import LIVE_JOB_STATES, DAGState, EnqueueParams, Source, WorkflowState
+from azync_flow.store.dags import DAGState
+from azync_flow.store.queue import LIVE_JOB_STATES, EnqueueParams, Source
+from azync_flow.store.workflows import WorkflowState
 
 from ._model import Action, EnqueueJob, StartDAG, StartWorkflow
 

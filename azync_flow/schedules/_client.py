@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from azync_flow.errors import NotFoundError, ScheduleExistsError, ScheduleSpecError
-from azync_flow.store.types import ScheduleRecord
+from azync_flow.store.schedules import ScheduleRecord
 from azync_flow.store.validate import check_name, check_text
 
 from ._actions import ActionRunner

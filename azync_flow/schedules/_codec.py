@@ -7,7 +7,7 @@ from datetime import datetime
 
 import msgspec
 
-from azync_flow.store.types import ScheduleRecord
+from azync_flow.store.schedules import ScheduleRecord
 
 from ._model import Action, SchedulePolicy
 from ._spec import Fire, ScheduleSpec

@@ -28,7 +28,7 @@ from azync_flow._logging import log_failure
 from azync_flow.errors import ConflictError, StoreError
 from azync_flow.events._publish import publish_event
 from azync_flow.replay.outcome import SCHEDULE_NOMINAL_AT
-from azync_flow.store.types import ScheduleRunRecord
+from azync_flow.store.schedules import ScheduleRunRecord
 
 from ._actions import ActionRunner
 from ._codec import Decoded, decode, fire_of

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 
 from ..errors import IdempotencyConflictError
-from .types import WorkflowStartParams
+from .workflows import WorkflowStartParams
 
 __all__ = [
     "MAX_NAME_LENGTH",

@@ -11,7 +11,7 @@ from typing import Any
 
 from azync_flow.codec import decode_value
 from azync_flow.runtime.activity_runner import ActivityInfo, activity_context
-from azync_flow.store.types import Job, JobState, Source
+from azync_flow.store.queue import Job, JobState, Source
 from azync_flow.workflow._definitions import ActivityDefinition
 
 __all__ = ["ActivityEnvironment", "HeartbeatRecord", "PublishedEvent"]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from azync_flow._client_interactions import TERMINAL_STATES
 from azync_flow.client import Client, WorkflowHandle
 from azync_flow.runtime.worker_runtime import attach_workflows
-from azync_flow.store.types import Source
+from azync_flow.store.queue import Source
 from azync_flow.worker import Retention, Worker
 
 from ._clock import MovableClock

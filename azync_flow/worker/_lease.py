@@ -23,7 +23,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LeaseLost, is_not_found
-from ..store.types import Job
+from ..store.queue import Job
 
 if TYPE_CHECKING:
     from ._store import WorkerStore

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from .._logging import log_failure
 from ..errors import SchemaNotMigratedError, is_not_found
-from ..store.types import DequeueParams, Job, Source
+from ..store.queue import DequeueParams, Job, Source
 from ._lease import LeaseHandle
 
 if TYPE_CHECKING:

@@ -33,10 +33,10 @@ import msgspec
 
 from .._logging import log_failure
 from ..errors import LeadershipLostError
-from ..store.types import Source
+from ..store.queue import Source
 
 if TYPE_CHECKING:
-    from ..store.protocols import LeadershipLease
+    from ..store.leadership import LeadershipLease
     from ._store import WorkerStore
 
 __all__ = ["DEFAULT_LEADERSHIP", "MaintenanceStep", "Retention"]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from ..codec import check_payload_type, decode_value
 from ..errors import PayloadError, Skip, Snooze, UnknownKindError, is_not_found
 from ..retry import RetryDecision, RetryPolicy, describe_error
-from ..store.types import Job
+from ..store.queue import Job
 from ._lease import LeaseHandle
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
-from ..store.protocols import LeadershipLease
-from ..store.types import DequeueParams, Job, Source, Wake
+from ..store.leadership import LeadershipLease
+from ..store.queue import DequeueParams, Job, Source, Wake
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..store.types import Source
+from ..store.queue import Source
 
 if TYPE_CHECKING:
     from ._store import WakeStream, WorkerStore

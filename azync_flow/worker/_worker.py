@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from ..retry import RetryPolicy
-from ..store.types import Source
+from ..store.queue import Source
 from ..store.validate import check_max_attempts
 from ._acker import AckBatcher
 from ._loop import Dequeue, JobRunner, LeaseLoop

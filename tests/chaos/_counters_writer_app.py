@@ -23,8 +23,9 @@ from datetime import timedelta
 from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.events import EventContext, attach_subscribers, subscriber
-from azync_flow.store import Config, DequeueParams, EnqueueParams, Source
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.queue import DequeueParams, EnqueueParams, Source
 from azync_flow.worker import Worker
 
 DSN, SCHEMA, MODE = sys.argv[1:4]

@@ -48,7 +48,7 @@ from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
-from azync_flow.store.types import WorkflowStartParams, WorkflowState
+from azync_flow.store.workflows import WorkflowStartParams, WorkflowState
 from azync_flow.worker import Worker
 
 LEDGER = Path(os.environ.get("KILL_LEDGER", "/tmp/ledger"))

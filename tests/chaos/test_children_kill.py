@@ -17,7 +17,7 @@ import pytest
 
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.workflows import WorkflowState
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("_children_kill_app.py")

@@ -17,8 +17,8 @@ import signal
 import sys
 from pathlib import Path
 
-from azync_flow.store import Source
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Source
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("_counters_writer_app.py")

@@ -23,9 +23,10 @@ from azync_flow import StoreUnavailableError, WorkflowContext, activity, attach_
 from azync_flow.cli import main
 from azync_flow.client import Client
 from azync_flow.embedded import start_embedded
-from azync_flow.store import Config, JobState, Source
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.queue import JobState, Source
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.worker import JobContext, Worker
 
 T = TypeVar("T")

@@ -18,8 +18,8 @@ from typing import Any
 from azync_flow import attach_workflows
 from azync_flow.client import Client, WorkflowHandle
 from azync_flow.runtime.worker_runtime import WORKFLOW_LEADERSHIP
-from azync_flow.store import WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.worker import Worker
 
 from . import _heartbeat_freeze_app as app

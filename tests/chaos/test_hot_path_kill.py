@@ -17,7 +17,7 @@ import pytest
 from azync_flow.client import Client
 from azync_flow.replay import Replayer
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.workflows import WorkflowState
 
 from .test_workflow_kill import APP_MODULE, done_steps, event_types, lines, run_worker
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from azync_flow.store import DequeueParams, EnqueueParams, Source
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, EnqueueParams, Source
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

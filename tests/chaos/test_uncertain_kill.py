@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 
 from azync_flow.client import Client
-from azync_flow.store import Config, WorkflowState
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import drop_schema, unique_schema
 
 from . import _uncertain_kill_app as app

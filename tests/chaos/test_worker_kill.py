@@ -18,9 +18,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from azync_flow.store import EnqueueParams, Job, JobState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.postgres._base import job_from_row
+from azync_flow.store.queue import EnqueueParams, Job, JobState
 from azync_flow.testing import MovableClock
 from azync_flow.worker import JobContext, Worker
 

@@ -22,7 +22,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.telemetry import RunTracer, run_span_id
 from azync_flow.testing_otel import OtlpHttpReceiver, SpanCapture, nesting_violations
 

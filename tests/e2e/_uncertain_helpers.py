@@ -10,7 +10,7 @@ from typing import Any
 from azync_flow.runtime import LocalRuntime
 from azync_flow.runtime.worker_runtime import WORKFLOW_TASK_KIND
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import DequeueParams, Source
+from azync_flow.store.queue import DequeueParams, Source
 from azync_flow.workflow import Registry
 
 

@@ -11,8 +11,9 @@ from datetime import timedelta
 from opentelemetry.trace import TracerProvider
 
 from azync_flow.dag import DAG, DAGRunner, DAGScheduler, RetryPolicy, run_until_settled
-from azync_flow.store import DAGView, JobState
+from azync_flow.store.dags import DAGView
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import JobState
 
 FAST = RetryPolicy(initial_interval=timedelta(0), jitter=0.0)
 

@@ -22,9 +22,9 @@ from azync_flow.replay.events import ActivityCompleted, OperationUncertain
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime import WorkflowRuntime
 from azync_flow.runtime.activity_runner import current_activity
-from azync_flow.store import WorkflowState
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import Source
+from azync_flow.store.queue import Source
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing_otel import SpanCapture, nesting_violations
 from azync_flow.worker import Worker
 

@@ -11,8 +11,8 @@ import pytest
 
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
-from azync_flow.store import EnqueueParams
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import EnqueueParams
 from azync_flow.workflow import WorkflowContext, workflow
 
 NUL = "must not contain NUL"

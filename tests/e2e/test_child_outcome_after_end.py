@@ -14,7 +14,7 @@ from azync_flow.replay import ChildrenNotStarted, Replayer
 from azync_flow.replay.events import TERMINAL_TYPES
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.workflow import Registry, WorkflowContext, workflow
 
 

@@ -16,7 +16,8 @@ from azync_flow.errors import ChildWorkflowError, WorkflowFailedError
 from azync_flow.replay import Replayer
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import Source, WorkflowState
+from azync_flow.store.queue import Source
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.telemetry import run_span_id
 from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture

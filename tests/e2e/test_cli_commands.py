@@ -24,15 +24,9 @@ from azync_flow.cli import cli, main
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.runtime import LocalRuntime
-from azync_flow.store import (
-    DequeueParams,
-    EnqueueParams,
-    JobState,
-    PublishParams,
-    Source,
-    Subscriber,
-)
+from azync_flow.store.events import PublishParams, Subscriber
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, EnqueueParams, JobState, Source
 from azync_flow.workflow import Registry
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from azync_flow.errors import NotFoundError
 from azync_flow.replay import Replayer
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.workflow import HistoryLimit, Registry, WorkflowContext, activity, workflow
 from tests.e2e.test_cli_commands import Cmd, cmd

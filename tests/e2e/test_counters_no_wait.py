@@ -20,8 +20,10 @@ from asyncpg.transaction import Transaction
 
 from azync_flow.client import Client
 from azync_flow.events import EventContext, attach_subscribers, subscriber
-from azync_flow.store import Config, DAGParams, DAGTask, EnqueueParams, Source
+from azync_flow.store import Config
+from azync_flow.store.dags import DAGParams, DAGTask
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.queue import EnqueueParams, Source
 from azync_flow.worker import JobContext, Worker
 
 #: Work items committed by other connections while the caller's transaction is open.

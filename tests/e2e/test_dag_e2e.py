@@ -10,8 +10,9 @@ import pytest
 
 from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.errors import NotFoundError, NotReady, Skip
-from azync_flow.store import DAGState, JobState
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import JobState
 from tests.e2e.dag_util import runner, settle, task_states
 
 

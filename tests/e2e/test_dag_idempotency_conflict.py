@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.errors import ConflictError, DAGIdempotencyConflictError
-from azync_flow.store import DAGState
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
 
 

@@ -10,8 +10,9 @@ import asyncpg
 
 from azync_flow.dag import DAG, DAGClient, DAGRunner, DAGScheduler, TaskContext
 from azync_flow.errors import NotReady, Skip
-from azync_flow.store import DAGState, DequeueParams, JobState, Source
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, JobState, Source
 from azync_flow.telemetry import AttemptOutcome
 from azync_flow.testing import MovableClock
 from tests.e2e.dag_util import FAST, settle, task_states

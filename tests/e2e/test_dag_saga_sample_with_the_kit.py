@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from azync_flow.store import DAGState
+from azync_flow.store.dags import DAGState
 from azync_flow.testing import WorkflowEnvironment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "samples"))

@@ -18,16 +18,10 @@ import pytest
 
 from azync_flow.dag import DAG, DAGClient, DAGEvent, DAGRunner, DAGScheduler, TaskContext
 from azync_flow.errors import Skip
-from azync_flow.store import (
-    DAGFailure,
-    DAGState,
-    DequeueParams,
-    EventFilter,
-    JobState,
-    Source,
-    Subscriber,
-)
+from azync_flow.store.dags import DAGFailure, DAGState
+from azync_flow.store.events import EventFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, JobState, Source
 from tests.e2e.dag_util import runner, settle, task_states
 
 # --- a join is decided only once every upstream finished ------------------------

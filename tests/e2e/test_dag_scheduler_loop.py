@@ -8,7 +8,7 @@ import time
 from datetime import timedelta
 
 from azync_flow.dag import DAG, DAGClient, DAGScheduler, TaskContext
-from azync_flow.store import DAGState
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
 from tests.e2e.dag_util import runner
 

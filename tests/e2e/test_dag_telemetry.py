@@ -19,7 +19,7 @@ from opentelemetry.trace import StatusCode
 
 from azync_flow.dag import DAG, DAGClient, DAGRunner, DAGScheduler, TaskContext, attach_dags
 from azync_flow.errors import NotReady, Skip
-from azync_flow.store import DAGState
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.telemetry import (
     ATTR_ATTEMPT,

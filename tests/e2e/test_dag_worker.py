@@ -10,8 +10,10 @@ from datetime import timedelta
 import pytest
 
 from azync_flow.dag import DAG, DAGClient, TaskContext, attach_dags
-from azync_flow.store import Config, DAGState, JobState
+from azync_flow.store import Config
+from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.queue import JobState
 from azync_flow.testing import MovableClock
 from azync_flow.worker import Worker
 from tests.e2e.dag_util import FAST, eventually, task_states

@@ -27,8 +27,9 @@ from azync_flow.events import (
 from azync_flow.events import _worker as events_worker
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.activity_runner import current_activity
-from azync_flow.store import DequeueParams, EventFilter, ReplayFilter, Source, Subscriber
+from azync_flow.store.events import EventFilter, ReplayFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, Source
 from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, parent_id
 from azync_flow.worker import Worker

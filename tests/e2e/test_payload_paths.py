@@ -21,8 +21,9 @@ from azync_flow import ActivityError, RetryPolicy, Uncertain, WorkflowContext, a
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.errors import PayloadEncodeError, PayloadError
-from azync_flow.store import JobState, WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import JobState
+from azync_flow.store.workflows import WorkflowState
 from tests.e2e._uncertain_helpers import local_runtime
 from tests.e2e.dag_util import runner, settle
 from tests.unit.test_cli import Cli

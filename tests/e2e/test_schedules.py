@@ -25,7 +25,8 @@ from azync_flow.schedules import (
     attach_schedules,
 )
 from azync_flow.schedules._model import run_key
-from azync_flow.store.types import DAGState, WorkflowState
+from azync_flow.store.dags import DAGState
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock, WorkflowEnvironment
 from azync_flow.worker import Worker
 

@@ -12,7 +12,7 @@ from azync_flow import WorkflowContext, workflow
 from azync_flow.schedules import ScheduleSpec, StartWorkflow
 from azync_flow.schedules._codec import fire_of
 from azync_flow.schedules._model import run_key
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock, WorkflowEnvironment
 
 

@@ -14,8 +14,9 @@ from azync_flow.client import Client, WorkflowHandle
 from azync_flow.errors import ConflictError, NotFoundError
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.uncertain import UncertainOperationView
-from azync_flow.store import Config, WorkflowState
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.workflows import WorkflowState
 
 from ._uncertain_helpers import event_types, local_runtime, op_audit, op_row, snapshot
 

@@ -19,8 +19,8 @@ from azync_flow import ActivityError, WorkflowContext, activity, workflow
 from azync_flow.client import Client
 from azync_flow.errors import ConflictError
 from azync_flow.runtime import LocalRuntime
-from azync_flow.store import WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 
 from ._uncertain_helpers import (

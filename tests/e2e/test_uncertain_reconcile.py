@@ -14,8 +14,9 @@ import pytest
 from azync_flow import ActivityError, Reconciled, Uncertain, WorkflowContext, activity, workflow
 from azync_flow.client import Client
 from azync_flow.runtime.uncertain import Reconciler
-from azync_flow.store import Config, WorkflowState
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.workflow import Registry
 

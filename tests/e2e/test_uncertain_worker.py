@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
-from azync_flow.store import WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.worker import Worker
 
 from ._uncertain_helpers import op_row

@@ -7,8 +7,8 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from azync_flow.store import EnqueueParams, Source
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import EnqueueParams, Source
 from azync_flow.worker import Worker
 
 

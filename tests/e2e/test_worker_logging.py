@@ -24,8 +24,9 @@ from azync_flow.client import Client
 from azync_flow.events import attach_subscribers, subscriber
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.worker_runtime import WORKFLOW_TASK_KIND
-from azync_flow.store import DequeueParams, Source, WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, Source
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.worker import Worker
 

@@ -12,9 +12,9 @@ import pytest
 
 from azync_flow.errors import Skip, Snooze
 from azync_flow.retry import RetryPolicy
-from azync_flow.store import DequeueParams, EnqueueParams, Job, JobState, Source
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.postgres._base import job_from_row
+from azync_flow.store.queue import DequeueParams, EnqueueParams, Job, JobState, Source
 from azync_flow.testing import MovableClock
 from azync_flow.worker import JobContext, Worker
 

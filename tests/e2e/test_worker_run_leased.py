@@ -11,8 +11,8 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from azync_flow.store import DequeueParams, EnqueueParams, Job, JobState, Source
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, EnqueueParams, Job, JobState, Source
 from azync_flow.worker import JobContext, Worker
 
 

@@ -13,9 +13,10 @@ import msgspec
 import pytest
 
 from azync_flow.errors import LeaseLost
-from azync_flow.store import Config, EnqueueParams, Job, JobState, Source
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres._base import job_from_row
+from azync_flow.store.queue import EnqueueParams, Job, JobState, Source
 from azync_flow.worker import JobContext, LeaseHandle, Worker, WorkerStore
 
 FAST = {

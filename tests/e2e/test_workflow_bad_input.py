@@ -18,7 +18,7 @@ from azync_flow.errors import ActivityError, NotFoundError, PayloadEncodeError, 
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
 

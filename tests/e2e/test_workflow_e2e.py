@@ -24,7 +24,7 @@ from azync_flow.replay import Replayer
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
 

@@ -18,7 +18,8 @@ from azync_flow import attach_workflows
 from azync_flow.client import Client
 from azync_flow.runtime import WorkflowRuntime, workflow_runtime
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import Job, WorkflowState
+from azync_flow.store.queue import Job
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.worker import Worker
 from azync_flow.workflow import WorkflowContext, activity, workflow
 
@@ -183,7 +184,7 @@ async def test_eager_start_with_an_idempotency_key_keeps_its_dedupe(
 
 
 def _params(run_id: uuid.UUID, data: bytes) -> Any:
-    from azync_flow.store.types import WorkflowStartParams
+    from azync_flow.store.workflows import WorkflowStartParams
 
     return WorkflowStartParams(id=run_id, name=three_steps.name, input=data)
 

@@ -17,7 +17,8 @@ from azync_flow.runtime import LocalRuntime
 from azync_flow.runtime.uncertain import uncertain_event
 from azync_flow.runtime.worker_runtime import lease_expired_event
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import DequeueParams, Source, WorkflowState
+from azync_flow.store.queue import DequeueParams, Source
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.telemetry import run_span_id
 from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, parent_id

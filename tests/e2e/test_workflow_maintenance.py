@@ -13,7 +13,8 @@ from azync_flow.errors import NotFoundError
 from azync_flow.runtime import WORKFLOW_LEADERSHIP
 from azync_flow.schedules import SCHEDULE_LEADERSHIP
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import Source, WorkflowState
+from azync_flow.store.queue import Source
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.worker import STATS_LEADERSHIP, Worker
 from azync_flow.workflow import WorkflowContext, workflow

@@ -17,7 +17,7 @@ from azync_flow.errors import NotFoundError
 from azync_flow.replay import Replayer, SignalReceived, SignalsUndelivered
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.workflow import Registry, WorkflowContext, workflow
 
 

@@ -18,7 +18,7 @@ from azync_flow.client import Client
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import WorkflowState
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.telemetry import RunTracer, run_span_id
 from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, nesting_violations, parent_id

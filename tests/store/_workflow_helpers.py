@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from azync_flow.store import Job, ScheduleOperationParams, WorkflowStartParams
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Job
+from azync_flow.store.workflows import ScheduleOperationParams, WorkflowStartParams
 
 LEASE = timedelta(seconds=30)
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from azync_flow.store import (
+from azync_flow.store.dags import (
     KIND_SIGNAL,
     KIND_SLEEP,
     DAGDep,
     DAGParams,
     DAGTask,
-    Job,
-    JobState,
     OnFailurePolicy,
 )
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Job, JobState
 
 LEASE = timedelta(seconds=30)
 

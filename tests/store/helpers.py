@@ -10,8 +10,8 @@ from typing import Any
 
 import asyncpg
 
-from azync_flow.store import DequeueParams, EnqueueParams, Job, Source
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, EnqueueParams, Job, Source
 
 LEASE = timedelta(seconds=30)
 

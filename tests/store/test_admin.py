@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from azync_flow.errors import ConflictError, NotFoundError
-from azync_flow.store import JobFilter, JobState, Source
+from azync_flow.store.admin import JobFilter
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import JobState, Source
 from azync_flow.testing import MovableClock
 
 from .helpers import enqueue_and_lease, job, lease, row

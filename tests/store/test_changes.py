@@ -8,9 +8,11 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from azync_flow.store import Change, ChangeEntity, Config, Source
+from azync_flow.store import Config
+from azync_flow.store.admin import Change, ChangeEntity
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.store.postgres.changes import ChangeSubscription
+from azync_flow.store.postgres.admin import ChangeSubscription
+from azync_flow.store.queue import Source
 from azync_flow.testing import MovableClock, drop_schema, unique_schema
 
 from .helpers import enqueue_and_lease, job

@@ -10,9 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from azync_flow.errors import NotFoundError
-from azync_flow.store import DAGFilter, DAGSignalParams, DAGState, JobState, Source
-from azync_flow.store import OnFailurePolicy as P
+from azync_flow.store.dags import DAGFilter, DAGSignalParams, DAGState
+from azync_flow.store.dags import OnFailurePolicy as P
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import JobState, Source
 from azync_flow.testing import MovableClock
 from tests.store.dag_util import (
     LEASE,

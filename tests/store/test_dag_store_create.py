@@ -11,8 +11,9 @@ import asyncpg
 import pytest
 
 from azync_flow.errors import NotFoundError
-from azync_flow.store import DAGSignalParams, DAGState, JobState
+from azync_flow.store.dags import DAGSignalParams, DAGState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import JobState
 from azync_flow.testing import MovableClock
 from tests.store.dag_util import (
     create,
@@ -112,7 +113,7 @@ async def test_create_rejects_duplicate_keys_and_unknown_edges_storing_nothing(
 
 
 def _all():
-    from azync_flow.store import DAGFilter
+    from azync_flow.store.dags import DAGFilter
 
     return DAGFilter()
 

@@ -11,15 +11,10 @@ import msgspec
 import pytest
 
 from azync_flow.dag import DAGEvent
-from azync_flow.store import (
-    DAGState,
-    DequeueParams,
-    EventFilter,
-    OnFailurePolicy,
-    Source,
-    Subscriber,
-)
+from azync_flow.store.dags import DAGState, OnFailurePolicy
+from azync_flow.store.events import EventFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, Source
 from tests.store.dag_util import LEASE, create, kill, params, succeed, task
 
 SUSPEND = OnFailurePolicy.SUSPEND

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from azync_flow.store import DAGState, JobState, OnFailurePolicy
+from azync_flow.store.dags import DAGState, OnFailurePolicy
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import JobState
 from azync_flow.testing import MovableClock
 from tests.store.dag_util import (
     create,

@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from azync_flow.errors import ConflictError, NotFoundError
-from azync_flow.store import EventFilter, PublishParams, ReplayFilter, Source, Subscriber
+from azync_flow.store.events import EventFilter, PublishParams, ReplayFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Source
 from azync_flow.testing import MovableClock
 
 from .helpers import lease, row

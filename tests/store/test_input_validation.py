@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 
 from azync_flow.retry import RetryPolicy
-from azync_flow.store import Config, Source
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.queue import Source
 from azync_flow.testing import unique_schema
 from azync_flow.worker import Worker
 

@@ -10,8 +10,9 @@ from datetime import timedelta
 import pytest
 
 from azync_flow.errors import LeadershipLostError, StoreUnavailableError
-from azync_flow.store import Config, Source
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.queue import Source
 from azync_flow.testing import MovableClock, drop_schema
 
 from .helpers import enqueue_and_lease, row

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from azync_flow.store import EnqueueParams
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import EnqueueParams
 from azync_flow.testing import MovableClock
 
 from ._workflow_helpers import lease_task, started

@@ -9,10 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow.store import Config, PublishParams, Source, Subscriber, Wake
+from azync_flow.store import Config, default_channel
+from azync_flow.store.events import PublishParams, Subscriber
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.store.postgres.notify import WakeSubscription
-from azync_flow.store.types import default_channel
+from azync_flow.store.postgres.queue import WakeSubscription
+from azync_flow.store.queue import Source, Wake
 from azync_flow.testing import MovableClock, drop_schema, unique_schema
 
 from .helpers import eventually, job, lease

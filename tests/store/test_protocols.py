@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import inspect
+from types import ModuleType
 
 import pytest
 
 from azync_flow import store as store_pkg
-from azync_flow.store import Subscription, protocols
+from azync_flow.store import Store, admin, dags, events, leadership, queue, schedules, workflows
+from azync_flow.store._common import Subscription
 from azync_flow.store.postgres import PostgresStore
 
+DOMAINS = (queue, events, dags, workflows, schedules, leadership, admin)
 #: Implemented by objects the store hands out, not by the store itself.
-_HANDED_OUT = {"LeadershipLease", "Subscription"}
+_HANDED_OUT = {"LeadershipLease"}
 _STORE_PROTOCOLS = [
-    getattr(protocols, name) for name in protocols.__all__ if name not in _HANDED_OUT
+    Store,
+    *(
+        getattr(module, name)
+        for module in DOMAINS
+        for name in module.__all__
+        if getattr(getattr(module, name), "_is_protocol", False) and name not in _HANDED_OUT
+    ),
 ]
 
 
@@ -41,26 +50,13 @@ async def test_wake_subscription_is_a_subscription(store: PostgresStore) -> None
         assert isinstance(sub, Subscription)
 
 
-def test_store_package_exports_the_protocols() -> None:
-    for name in (
-        "Store",
-        "DAGStore",
-        "WorkflowStore",
-        "ChangeNotifier",
-        "Notifier",
-        "LeaderElector",
-        "LeadershipLease",
-        "LeaseElector",
-        "Migrator",
-        "TxStore",
-        "TxDAGStore",
-        "Subscription",
-        "UncertainStore",
-        "WorkflowClientStore",
-        "DAGClientStore",
-        "WorkflowRuntimeStore",
-        "OperationStore",
-        "ScheduleStore",
-    ):
-        assert name in store_pkg.__all__
-    assert store_pkg.__all__ == sorted(store_pkg.__all__)
+def test_store_package_exports_config_and_the_composite_store_only() -> None:
+    assert store_pkg.__all__ == ["Config", "Store", "default_channel"]
+
+
+@pytest.mark.parametrize("module", DOMAINS, ids=lambda m: m.__name__.rpartition(".")[2])
+def test_each_domain_module_is_the_one_home_of_the_classes_it_exports(module: ModuleType) -> None:
+    exported = module.__all__
+    assert exported == sorted(exported, key=lambda n: (not n.isupper(), n))
+    classes = [getattr(module, n) for n in exported if isinstance(getattr(module, n), type)]
+    assert [c.__name__ for c in classes if c.__module__ != module.__name__] == []

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from azync_flow.errors import ConflictError, NotFoundError
-from azync_flow.store import JobState, Source
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import JobState, Source
 from azync_flow.testing import MovableClock
 
 from .helpers import LEASE, job, lease, row

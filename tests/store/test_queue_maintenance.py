@@ -6,8 +6,8 @@ import time
 import uuid
 from datetime import timedelta
 
-from azync_flow.store import Source
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Source
 from azync_flow.testing import MovableClock
 
 from .helpers import enqueue_and_lease, job, lease, row, stat_sums

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from azync_flow.errors import NotFoundError
-from azync_flow.store import Job, Source
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Job, Source
 from azync_flow.testing import MovableClock
 
 from .helpers import enqueue_and_lease, job, lease, row, stat_sums

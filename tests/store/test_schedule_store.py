@@ -11,7 +11,7 @@ import pytest
 
 from azync_flow.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import ScheduleRecord
+from azync_flow.store.schedules import ScheduleRecord
 from azync_flow.testing import MovableClock
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)

@@ -13,9 +13,9 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
-from azync_flow.store import Source
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.postgres._queries import QUERIES
+from azync_flow.store.queue import Source
 from azync_flow.testing import MovableClock
 
 from .helpers import enqueue_and_lease, job, stat_sums

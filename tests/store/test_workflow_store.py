@@ -10,8 +10,9 @@ import msgspec
 import pytest
 
 from azync_flow.errors import NotFoundError
-from azync_flow.store import SignalParams, Source, WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Source
+from azync_flow.store.workflows import SignalParams, WorkflowState
 from azync_flow.testing import MovableClock
 
 from ._workflow_helpers import (

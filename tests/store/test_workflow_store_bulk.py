@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from azync_flow.errors import IdempotencyConflictError
-from azync_flow.store import Source, WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Source
+from azync_flow.store.workflows import WorkflowState
 
 from ._workflow_helpers import jobs_of, start_params
 from .helpers import stat_sums

@@ -11,8 +11,10 @@ import uuid
 from datetime import timedelta
 
 from azync_flow.errors import ConflictError, NotFoundError
-from azync_flow.store import Config, DequeueParams, SignalParams, Source
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.queue import DequeueParams, Source
+from azync_flow.store.workflows import SignalParams
 
 from ._workflow_helpers import LEASE, op_params, started
 

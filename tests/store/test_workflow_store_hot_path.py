@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from azync_flow.errors import ConflictError, NotFoundError
-from azync_flow.store import OperationLease, OperationSettle, PassWrite, SignalParams
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.workflows import OperationLease, OperationSettle, PassWrite, SignalParams
 from azync_flow.testing import MovableClock
 
 from ._workflow_helpers import (

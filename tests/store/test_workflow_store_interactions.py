@@ -11,8 +11,14 @@ from datetime import timedelta
 import pytest
 
 from azync_flow.errors import NotFoundError
-from azync_flow.store import PassWrite, QueryAnswer, QueryRequest, SignalParams, UpdateOutcome
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.workflows import (
+    PassWrite,
+    QueryAnswer,
+    QueryRequest,
+    SignalParams,
+    UpdateOutcome,
+)
 from azync_flow.testing import MovableClock
 
 from ._workflow_helpers import lease_task, started

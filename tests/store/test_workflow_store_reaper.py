@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from azync_flow.store import DequeueParams, Job, SignalParams, Source, WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, Job, Source
+from azync_flow.store.workflows import SignalParams, WorkflowState
 from azync_flow.testing import MovableClock
 
 from ._workflow_helpers import LEASE, jobs_of, lease_task, op_params, runnable_tasks, started

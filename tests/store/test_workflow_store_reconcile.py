@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from azync_flow.errors import ConflictError
-from azync_flow.store import Source
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.postgres.workflow_uncertain import LATE_OUTCOME_EVENT
+from azync_flow.store.postgres.workflows.uncertain import LATE_OUTCOME_EVENT
+from azync_flow.store.queue import Source
 
 from .test_workflow_store_uncertain import RESOLVED, _running_op, _uncertain_op
 

@@ -15,8 +15,9 @@ import asyncio
 import uuid
 
 from azync_flow.errors import ConflictError
-from azync_flow.store import Config, DequeueParams, Source
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.queue import DequeueParams, Source
 
 from ._workflow_helpers import LEASE, op_params, started
 

@@ -14,8 +14,10 @@ import pytest
 
 from azync_flow.errors import NotFoundError
 from azync_flow.replay.events import SignalsUndelivered, decode_event
-from azync_flow.store import Config, EventFilter, SignalParams, Subscriber, WorkflowState
+from azync_flow.store import Config
+from azync_flow.store.events import EventFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.workflows import SignalParams, WorkflowState
 
 from ._workflow_helpers import lease_task, started
 

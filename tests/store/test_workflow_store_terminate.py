@@ -13,9 +13,9 @@ import msgspec
 import pytest
 
 from azync_flow.errors import NotFoundError
-from azync_flow.store import SignalParams, Subscriber, TerminatedExecution, WorkflowState
+from azync_flow.store.events import EventFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.types import EventFilter
+from azync_flow.store.workflows import SignalParams, TerminatedExecution, WorkflowState
 
 from ._workflow_helpers import jobs_of, lease_task, op_params, snapshot, started
 

@@ -10,8 +10,10 @@ from datetime import timedelta
 import pytest
 
 from azync_flow.errors import ConflictError, NotFoundError
-from azync_flow.store import Config, DequeueParams, Job, Source, WorkflowState
+from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.queue import DequeueParams, Job, Source
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 
 from ._workflow_helpers import (

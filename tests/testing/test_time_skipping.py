@@ -20,7 +20,7 @@ from azync_flow import (
 )
 from azync_flow.errors import NotReady, Snooze
 from azync_flow.events import subscriber
-from azync_flow.store.types import DAGState
+from azync_flow.store.dags import DAGState
 from azync_flow.testing import WorkflowEnvironment
 
 CALLS: list[str] = []

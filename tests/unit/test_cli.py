@@ -14,8 +14,9 @@ from azync_flow import Uncertain, WorkflowContext, activity, workflow
 from azync_flow.cli import main
 from azync_flow.client import Client
 from azync_flow.runtime import LocalRuntime
-from azync_flow.store import EnqueueParams, JobState, Source, WorkflowState
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import EnqueueParams, JobState, Source
+from azync_flow.store.workflows import WorkflowState
 from azync_flow.workflow import Registry
 
 
@@ -362,7 +363,7 @@ async def test_workflow_stalled_lists_a_run_whose_task_was_lost(
 async def test_stats_jobs_dead_and_retry(cli: Cli, store: PostgresStore) -> None:
     from datetime import timedelta
 
-    from azync_flow.store import DequeueParams
+    from azync_flow.store.queue import DequeueParams
 
     await store.enqueue(EnqueueParams(id=uuid.uuid4(), kind="email", payload=b'{"to":"a"}'))
     (job,) = await store.dequeue_batch(

@@ -11,7 +11,7 @@ import pytest
 
 from azync_flow.dag import DAG, TaskContext
 from azync_flow.errors import DAGValidationError
-from azync_flow.store import KIND_SIGNAL, KIND_SLEEP, DAGDep, OnFailurePolicy
+from azync_flow.store.dags import KIND_SIGNAL, KIND_SLEEP, DAGDep, OnFailurePolicy
 
 
 async def _noop(ctx: TaskContext) -> None:

@@ -25,7 +25,7 @@ from azync_flow.schedules import (
 from azync_flow.schedules._codec import Decoded, encode
 from azync_flow.schedules._model import run_key
 from azync_flow.schedules._scheduler import plan
-from azync_flow.store.types import ScheduleRecord
+from azync_flow.store.schedules import ScheduleRecord
 
 
 def utc(*args: int) -> datetime:

@@ -12,8 +12,9 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import msgspec
 
+from .. import Config, default_channel
 from ..errors import NotFoundError
-from ..types import Config, EventRecord, Job, JobState, Source, default_channel
+from ..queue import EventRecord, Job, JobState, Source
 from ._fence import CURRENT_FENCE
 from ._guard import Availability, GuardedPool
 from ._queries import QUERIES

@@ -1,4 +1,25 @@
-"""Queue admin surface and vacuum verbs of ``Store`` (one source at a time)."""
+"""Admin verbs of the PostgreSQL driver (contract :mod:`azync_flow.store.admin`):
+jobs of one source at a time (reads, retry, pause, delete), the daily
+counters, vacuum, and change hints for admin surfaces.
+
+Change hints: per-row change notification would put a NOTIFY on every settle,
+and NOTIFY serialises committing transactions on a global lock — too costly
+for the hot path. Instead a :class:`ChangeSubscription` rides on the wake
+channel and on Postgres' cumulative table statistics:
+
+* the first item is a ``ChangeEntity.RESET``, sent once LISTEN is live;
+* every wake (a job of ``(source, kind)`` became pending) is forwarded as a
+  partition hint ``Change(entity=JOB, source=..., kind=..., state="pending")``
+  with no id;
+* once a second the listener compares the insert/update/delete counters of
+  the jobs, DAG, event and workflow tables of the schema; when they moved, it
+  sends a RESET ("refetch"), as it does after every reconnect.
+
+So every committed change is announced by a hint or a RESET, never silently
+lost, at the price of coarse hints: a consumer refetches on RESET. Latency is
+about one second plus Postgres' statistics flush delay (up to ~10 s for an
+idle backend).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +28,20 @@ from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
 
+from ..admin import Change, ChangeEntity, DailyCount, Depths, JobFilter, NukeReport
 from ..errors import ConflictError, NotFoundError
-from ..types import DailyCount, Depths, Job, JobFilter, JobState, NukeReport, Source
+from ..queue import AttemptError, Job, JobState, Source
 from ._base import PgBase, job_from_row
+from ._listen import ListenSubscription, parse_wake
+from ._queries import QUERIES
 
 __all__ = [
+    "CHANGE_POLL_INTERVAL",
     "DAILY_WINDOW_DAYS",
     "VACUUM_BATCH",
     "AdminMixin",
+    "ChangeMixin",
+    "ChangeSubscription",
 ]
 
 #: Length of the daily throughput window of :meth:`AdminMixin.stats` and ``all_daily``.
@@ -118,6 +145,14 @@ class AdminMixin(PgBase):
                 f"act on the run instead (`azync-flow dags retry|cancel {row['dag_id']}`)"
             )
 
+    async def job_attempts(self, source: Source, id: uuid.UUID) -> list[AttemptError]:
+        """A job's failure history (reschedule, dead, deadline, reap kill), oldest first.
+
+        An unknown id returns an empty list.
+        """
+        rows = await self._fetch("job_attempts", source.value, id)
+        return [AttemptError(attempt=r["attempt"], error=r["error"], at=r["at"]) for r in rows]
+
     async def retry_job(self, source: Source, id: uuid.UUID) -> None:
         """Reset a dead job to pending now with a fresh budget (attempt, reap_count
         and the snooze deadline cleared) and wake workers.
@@ -150,31 +185,31 @@ class AdminMixin(PgBase):
         return int(row["retried"])
 
     async def run_now(self, source: Source, id: uuid.UUID) -> None:
-        """``Store.run_now``: expedite a scheduled job."""
+        """``JobAdmin.run_now``: expedite a scheduled job."""
         await self._must(
             "job_run_now", source.value, id, self.channel, what=f"no scheduled {source} job {id}"
         )
 
     async def archive_job(self, source: Source, id: uuid.UUID) -> None:
-        """``Store.archive_job``: force a pending or scheduled job to dead."""
+        """``JobAdmin.archive_job``: force a pending or scheduled job to dead."""
         if await self._fetchrow("job_archive", source.value, id) is None:
             await self._refuse_owned(source, id, "archived")
             raise NotFoundError(f"no pending or scheduled {source} job {id}")
 
     async def pause_job(self, source: Source, id: uuid.UUID) -> None:
-        """``Store.pause_job``: hold a pending or scheduled job out of the ready set (paused)."""
+        """``JobAdmin.pause_job``: hold a pending or scheduled job out of the ready set (paused)."""
         await self._must(
             "job_pause", source.value, id, what=f"no pending or scheduled {source} job {id}"
         )
 
     async def resume_job(self, source: Source, id: uuid.UUID) -> None:
-        """Implements ``Store.resume_job`` (documented there)."""
+        """Implements ``JobAdmin.resume_job`` (documented there)."""
         await self._must(
             "job_resume", source.value, id, self.channel, what=f"no paused {source} job {id}"
         )
 
     async def delete_job(self, source: Source, id: uuid.UUID, state: JobState) -> None:
-        """``Store.delete_job``: delete one job of the source in ``state``."""
+        """``JobAdmin.delete_job``: delete one job of the source in ``state``."""
         if await self._fetchrow("job_delete", source.value, id, state.value) is None:
             await self._refuse_owned(source, id, "deleted")
             raise NotFoundError(f"no {state} {source} job {id}")
@@ -186,11 +221,11 @@ class AdminMixin(PgBase):
         return int(await self._fetchval("job_delete_all", source.value, kind, state.value))
 
     async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
-        """Implements ``Store.vacuum_dead`` (documented there)."""
+        """Implements ``JobAdmin.vacuum_dead`` (documented there)."""
         return int(await self._fetchval("job_vacuum_dead", source.value, kind, older_than))
 
     async def nuke_all(self, source: Source) -> NukeReport:
-        """Implements ``Store.nuke_all`` (documented there)."""
+        """Implements ``JobAdmin.nuke_all`` (documented there)."""
         row = await self._fetchrow("job_nuke_all", source.value)
         assert row is not None
         return NukeReport(jobs=row["jobs"], stats=row["stats"], keys=row["keys"])
@@ -205,7 +240,7 @@ class AdminMixin(PgBase):
         return int(await self._fetchval("stats_vacuum", source.value, retention))
 
     async def fold_stats(self, limit: int) -> int:
-        """Implements ``Store.fold_stats`` (documented there)."""
+        """Implements ``StatsMaintenance.fold_stats`` (documented there)."""
         if limit <= 0:
             raise ValueError(f"fold_stats limit must be positive, got {limit}")
         return int(await self._fetchval("stats_fold", limit))
@@ -265,3 +300,66 @@ def _depths(r: asyncpg.Record) -> Depths:
 
 def _midnight(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+#: How often the statistics counters are compared (seconds).
+CHANGE_POLL_INTERVAL = 1.0
+
+
+class ChangeSubscription(ListenSubscription[Change]):
+    """The stream of ``ChangeNotifier.changes``; see the module docstring."""
+
+    tick_interval = CHANGE_POLL_INTERVAL
+    _task_name = "azync-change-listener"
+
+    def __init__(self, store: PgBase) -> None:
+        super().__init__(store)
+        self._seen: int | None = None
+
+    def _decode(self, payload: str) -> Change | None:
+        wake = parse_wake(payload)
+        if wake is None:
+            return None
+        return Change(
+            entity=ChangeEntity.JOB, source=Source(wake.source), kind=wake.kind, state="pending"
+        )
+
+    async def _after_connect(self, conn: asyncpg.Connection, *, reconnected: bool) -> None:
+        self._seen = await self._counters(conn)
+        self._put(await self._reset(conn))
+
+    async def _tick(self, conn: asyncpg.Connection) -> None:
+        seen = await self._counters(conn)
+        if seen != self._seen:
+            self._seen = seen
+            self._put(await self._reset(conn))
+
+    async def _counters(self, conn: asyncpg.Connection) -> int:
+        value = await conn.fetchval(
+            QUERIES["change_counters"],
+            self._store.now(),
+            self._store.schema,
+            timeout=self.tick_interval * 5,
+        )
+        return int(value)
+
+    async def _reset(self, conn: asyncpg.Connection) -> Change:
+        at = await conn.fetchval("SELECT coalesce($1::timestamptz, now())", self._store.now())
+        return Change(entity=ChangeEntity.RESET, at=at)
+
+
+class ChangeMixin(PgBase):
+    async def changes(self) -> ChangeSubscription | None:
+        """Contract ``ChangeNotifier.Changes``: change hints, first a RESET.
+
+        Returns None when the store is poll-only. Close the subscription to
+        release its dedicated connection.
+
+        Raises:
+            StoreError: the listening connection cannot be opened.
+        """
+        if self.config.poll_only:
+            return None
+        sub = ChangeSubscription(self)
+        await sub.start()
+        return sub

@@ -6,21 +6,18 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
+from .. import Config
 from ..errors import SchemaNotMigratedError, StoreError, StoreUnavailableError
-from ..types import Config
 from ._base import Clock, PgBase, validate_identifier
 from ._guard import is_unavailable
 from ._migrate import migrate, pending_migrations
-from .admin import AdminMixin
-from .changes import ChangeMixin
-from .dag import DAGMixin
+from .admin import AdminMixin, ChangeMixin
+from .dags import DAGMixin
 from .events import EventMixin
-from .leader import LeaderMixin
-from .notify import NotifyMixin
-from .queue import QueueMixin
-from .schedule import ScheduleMixin
-from .workers import WorkerRegistryMixin
-from .workflow import WorkflowMixin
+from .leadership import LeaderMixin, WorkerRegistryMixin
+from .queue import NotifyMixin, QueueMixin
+from .schedules import ScheduleMixin
+from .workflows import WorkflowMixin
 
 __all__ = [
     "PostgresStore",
@@ -141,24 +138,8 @@ async def open_store(
 
 
 if TYPE_CHECKING:
-    from .. import protocols as p
+    from .. import Store
 
-    def _satisfies_every_protocol(s: PostgresStore) -> None:
+    def _satisfies_every_protocol(s: PostgresStore) -> Store[asyncpg.Connection]:
         """mypy checks here that the driver implements the whole contract."""
-        _: tuple[
-            p.Store,
-            p.TxStore[asyncpg.Connection],
-            p.DAGStore,
-            p.TxDAGStore[asyncpg.Connection],
-            p.DAGClientStore[asyncpg.Connection],
-            p.WorkflowStore,
-            p.UncertainStore,
-            p.WorkflowClientStore[asyncpg.Connection],
-            p.WorkflowRuntimeStore,
-            p.OperationStore,
-            p.ChangeNotifier,
-            p.Notifier,
-            p.LeaderElector,
-            p.LeaseElector,
-            p.Migrator,
-        ] = (s, s, s, s, s, s, s, s, s, s, s, s, s, s, s)
+        return s

@@ -1,5 +1,6 @@
-"""Event ledger verbs of ``Store``: publish with atomic fan-out, subscribers,
-admin reads, replay and retention (contract ``Store`` / ``TxStore.PublishTx``).
+"""Event ledger verbs of the PostgreSQL driver (contract
+:mod:`azync_flow.store.events`): publish with atomic fan-out, subscribers,
+admin reads, replay and retention.
 
 A published event is one ``azync_events`` row plus one pending delivery job
 (source ``event``, kind = subscriber name) per subscriber registered for its
@@ -16,7 +17,7 @@ from datetime import datetime
 import asyncpg
 
 from ..errors import ConflictError, NotFoundError
-from ..types import (
+from ..events import (
     EventAdminRow,
     EventFilter,
     OpsStats,
@@ -36,7 +37,7 @@ __all__ = [
 
 class EventMixin(PgBase):
     async def publish(self, p: PublishParams) -> int:
-        """Implements ``Store.publish`` (documented there)."""
+        """Implements ``EventProducer.publish`` (documented there)."""
         async with self.connection() as conn:
             return await self.publish_tx(conn, p)
 
@@ -98,7 +99,7 @@ class EventMixin(PgBase):
         ]
 
     async def delete_subscriber(self, name: str, event_type: str) -> int:
-        """Implements ``Store.delete_subscriber`` (documented there)."""
+        """Implements ``EventConsumer.delete_subscriber`` (documented there)."""
         return int(await self._fetchval("event_delete_subscriber", name, event_type))
 
     async def list_subscriber_views(self, event_type: str) -> list[SubscriberView]:
@@ -140,7 +141,7 @@ class EventMixin(PgBase):
         return [_event_row(r) for r in rows if r["id"] is not None], total
 
     async def get_event(self, id: uuid.UUID) -> EventAdminRow:
-        """``Store.get_event``: one ledger event."""
+        """``EventAdmin.get_event``: one ledger event."""
         row = await self._fetchrow("event_get", id)
         if row is None:
             raise NotFoundError(f"no event {id}")
@@ -185,7 +186,7 @@ class EventMixin(PgBase):
         return int(row["created"])
 
     async def retain(self, before: datetime, limit: int) -> int:
-        """Implements ``Store.retain`` (documented there)."""
+        """Implements ``EventMaintenance.retain`` (documented there)."""
         if limit <= 0:
             return 0
         return int(await self._fetchval("event_retain", before, limit))

@@ -1,7 +1,18 @@
-"""Queue job verbs of ``Store``: enqueue, lease, settle (contract ``Store``)."""
+"""Queue verbs of the PostgreSQL driver (contract :mod:`azync_flow.store.queue`):
+enqueue, lease, settle, promote and reap jobs, and push wake-ups.
+
+Producers NOTIFY ``Config.notify_channel`` with the payload ``"<source>:<kind>"``
+inside their own transaction, so a wake is delivered only after the commit
+that made the work visible: enqueue (a due job), publish (one per delivered
+subscriber), promote_due, reap_expired (re-pended kinds), run_now and the retry
+verbs. A :class:`WakeSubscription` listens on a dedicated connection and
+reconnects when it drops; wakes that may have been missed during the gap are
+replayed as one wake per ``(source, kind)`` that has pending jobs.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -10,13 +21,17 @@ import asyncpg
 
 from ..._text import clean_text
 from ..errors import ConflictError
-from ..types import AttemptError, DequeueParams, EnqueueParams, Job, Source
+from ..queue import DequeueParams, EnqueueParams, Job, Source, Wake
 from ..validate import check_max_attempts, check_meta, check_name, check_text
 from ._base import PgBase, encode_meta, job_from_row
 from ._guard import translate
+from ._listen import ListenSubscription, parse_wake
+from ._queries import QUERIES
 
 __all__ = [
+    "NotifyMixin",
     "QueueMixin",
+    "WakeSubscription",
 ]
 
 
@@ -185,7 +200,7 @@ class QueueMixin(PgBase):
         await self._must("job_ack", id, lease_token, what=_stale(id))
 
     async def ack_many(self, items: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
-        """``Store.ack_many``: ack several ``(id, lease_token)`` pairs in one statement."""
+        """``JobSettler.ack_many``: ack several ``(id, lease_token)`` pairs in one statement."""
         if not items:
             return set()
         rows = await self._fetch("job_ack_many", [i for i, _ in items], [t for _, t in items])
@@ -212,7 +227,7 @@ class QueueMixin(PgBase):
         await self._must("job_extend_lease", id, lease_token, lease, what=_stale(id))
 
     async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
-        """``Store.skip``: settle an active job as skipped."""
+        """``JobSettler.skip``: settle an active job as skipped."""
         await self._must("job_skip", id, lease_token, clean_text(reason), what=_stale(id))
 
     async def snooze(
@@ -276,13 +291,44 @@ class QueueMixin(PgBase):
         assert row is not None
         return int(row["reaped"]), int(row["killed"])
 
-    async def job_attempts(self, source: Source, id: uuid.UUID) -> list[AttemptError]:
-        """A job's failure history (reschedule, dead, deadline, reap kill), oldest first.
 
-        An unknown id returns an empty list.
+class WakeSubscription(ListenSubscription[Wake]):
+    """The :class:`Wake` stream of ``Notifier.wake``.
+
+    After a reconnect it replays one wake per ``(source, kind)`` with due
+    pending jobs, covering notifications sent while it was not listening.
+    """
+
+    _task_name = "azync-wake-listener"
+
+    def _decode(self, payload: str) -> Wake | None:
+        return parse_wake(payload)
+
+    async def _after_connect(self, conn: asyncpg.Connection, *, reconnected: bool) -> None:
+        if not reconnected:
+            return
+        rows = await conn.fetch(QUERIES["job_pending_partitions"], self._store.now())
+        for r in rows:
+            with contextlib.suppress(ValueError):
+                self._put(Wake(source=Source(r["source"]), kind=r["kind"]))
+
+
+class NotifyMixin(PgBase):
+    async def wake(self) -> WakeSubscription | None:
+        """Contract ``Notifier.Wake``: a stream of wakes, or None when poll-only.
+
+        LISTEN is live when this returns, so a job committed afterwards is
+        announced. Close the subscription (or use it as an async context
+        manager) to release its dedicated connection.
+
+        Raises:
+            StoreError: the listening connection cannot be opened.
         """
-        rows = await self._fetch("job_attempts", source.value, id)
-        return [AttemptError(attempt=r["attempt"], error=r["error"], at=r["at"]) for r in rows]
+        if self.config.poll_only:
+            return None
+        sub = WakeSubscription(self)
+        await sub.start()
+        return sub
 
 
 def _check_enqueue(p: EnqueueParams) -> None:

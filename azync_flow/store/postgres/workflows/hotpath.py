@@ -18,8 +18,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
-from ..errors import ConflictError, NotFoundError
-from ..types import (
+from ...errors import ConflictError, NotFoundError
+from ...validate import check_meta, check_name, check_text
+from ...workflows import (
     LeasedTask,
     OperationSettle,
     PassCommitResult,
@@ -28,10 +29,9 @@ from ..types import (
     WorkflowStartParams,
     WorkflowState,
 )
-from ..validate import check_meta, check_name, check_text
-from ._base import encode_meta, job_from_row
-from .workflow_core import WORKFLOW_TASK, execution_from_row
-from .workflow_runtime import (
+from .._base import encode_meta, job_from_row
+from .core import WORKFLOW_TASK, execution_from_row
+from .runtime import (
     WorkflowRuntimeMixin,
     _check_seq,
     finishes_in_one_statement,

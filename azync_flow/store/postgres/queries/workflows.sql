@@ -1086,3 +1086,284 @@ FROM ex x
 SELECT ok, fenced, state, next_seq, at
 FROM azync_workflow_pass_finish($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
                                 coalesce($1::timestamptz, now()), $13)
+
+-- Child executions and continue-as-new (migration 0009). $1 is the clock
+-- override, as everywhere.
+
+-- name: workflow_children_start
+-- $2 parent id, $3 parent run id, $4 ChildStarted seqs bigint[], $5 child ids
+-- uuid[], $6 names text[], $7 versions text[], $8 inputs bytea[], $9
+-- parent-close policies text[], $10 trace contexts text[] (json), $11
+-- channel. Inserts each child execution with its first workflow task;
+-- an id already taken is left alone (inserted = false; ours = it is this
+-- parent run's child from this seq, i.e. an earlier commit of the same start).
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), req AS (
+    SELECT u.*, c.t
+    FROM unnest($4::bigint[], $5::uuid[], $6::text[], $7::text[], $8::bytea[], $9::text[],
+                $10::text[]) WITH ORDINALITY
+         AS u(seq, id, name, version, input, policy, carrier, ord),
+         clock c
+), ins AS (
+    INSERT INTO azync_workflow_executions (id, name, version, state, input, trace_context,
+                                           parent_id, parent_run_id, parent_seq,
+                                           parent_close_policy, created_at, updated_at)
+    SELECT r.id, r.name, r.version, 'running', r.input, r.carrier::jsonb, $2, $3, r.seq,
+           r.policy, r.t, r.t
+    FROM req r
+    ORDER BY r.ord
+    ON CONFLICT DO NOTHING
+    RETURNING id, created_at
+), task AS (
+    INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
+                            enqueued_at, updated_at)
+    SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
+           created_at, created_at
+    FROM ins
+    RETURNING kind
+), wake AS (
+    SELECT pg_notify($11, 'workflow:$wft') FROM (SELECT 1 FROM task LIMIT 1) k
+)
+SELECT r.seq, r.id, i.id IS NOT NULL AS inserted,
+       coalesce(x.parent_id = $2 AND x.parent_run_id = $3 AND x.parent_seq = r.seq, false)
+           AS ours,
+       (SELECT count(*) FROM task) AS tasks, (SELECT count(*) FROM wake) AS woken
+FROM req r
+LEFT JOIN ins i ON i.id = r.id
+LEFT JOIN azync_workflow_executions x ON x.id = r.id
+ORDER BY r.ord
+
+-- name: workflow_children_signal
+-- $2 child ids uuid[], $3 names text[], $4 payloads bytea[], $5 message ids
+-- text[], $6 channel. Buffers each signal for its child when the child is
+-- live (children locked in id order first, as signal_workflow locks one),
+-- deduplicated by (name, message id), and makes a running child's workflow
+-- task due. Returns the number of signals buffered.
+WITH live AS (
+    SELECT id, state FROM azync_workflow_executions
+    WHERE id = ANY($2::uuid[]) AND state IN ('running', 'suspended')
+    ORDER BY id
+    FOR NO KEY UPDATE
+), ins AS (
+    INSERT INTO azync_workflow_signals (workflow_id, name, message_id, payload, created_at)
+    SELECT u.id, u.name, u.message_id, u.payload, coalesce($1::timestamptz, now())
+    FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[]) WITH ORDINALITY
+         AS u(id, name, payload, message_id, ord)
+    JOIN live l ON l.id = u.id
+    ORDER BY u.ord
+    ON CONFLICT DO NOTHING
+    RETURNING workflow_id
+), wake AS (
+    SELECT azync_workflow_wake_task(l.id, coalesce($1::timestamptz, now()), $6)
+    FROM live l
+    WHERE l.state = 'running' AND l.id IN (SELECT workflow_id FROM ins)
+)
+SELECT (SELECT count(*) FROM ins) AS buffered, (SELECT count(*) FROM wake) AS woken
+
+-- name: workflow_continue
+-- $2 id, $3 new input, $4 new run id, $5 the pass saw the cancel request,
+-- $6 channel: azync_workflow_continue (migration 0009). Returns the new
+-- run number (0 = the execution was not running).
+SELECT azync_workflow_continue($2, $3, $4, $5, coalesce($1::timestamptz, now()), $6)
+
+-- name: workflow_runs
+-- $2 id: the earlier runs of an execution (continue-as-new), oldest first.
+SELECT run_no, run_id, input, started_at, ended_at, events, $1::timestamptz AS at
+FROM azync_workflow_runs
+WHERE workflow_id = $2
+ORDER BY run_no
+
+-- name: workflow_run_history
+-- $2 id, $3 run number: the history of an earlier run.
+SELECT workflow_id, seq, type, payload, created_at, $1::timestamptz AS at
+FROM azync_workflow_run_history
+WHERE workflow_id = $2 AND run_no = $3
+ORDER BY seq
+
+-- name: workflow_history_size
+-- $2 id: events and payload bytes of the current run's history.
+SELECT count(*) AS events, coalesce(sum(octet_length(payload)), 0)::bigint AS bytes,
+       $1::timestamptz AS at
+FROM azync_workflow_history
+WHERE workflow_id = $2
+
+-- name: workflow_children
+-- $2 parent id: its child executions, oldest first.
+SELECT *, $1::timestamptz AS at FROM azync_workflow_executions
+WHERE parent_id = $2
+ORDER BY created_at, id
+
+-- name: workflow_children_closed
+-- $2 parent id, $3 parent run id: the executions the end of that run
+-- terminated by parent-close policy — its children and, recursively, theirs
+-- (each run ends once, so each is listed for exactly one ended run).
+WITH RECURSIVE closed AS (
+    SELECT e.* FROM azync_workflow_executions e
+    WHERE e.parent_id = $2 AND e.parent_run_id = $3 AND e.state = 'terminated'
+      AND e.failure_reason = 'parent workflow ' || $2::text
+                             || ' closed (parent-close policy terminate)'
+    UNION ALL
+    SELECT g.* FROM azync_workflow_executions g
+    JOIN closed c ON g.parent_id = c.id AND g.parent_run_id = coalesce(c.run_id, c.id)
+    WHERE g.state = 'terminated'
+      AND g.failure_reason = 'parent workflow ' || c.id::text
+                             || ' closed (parent-close policy terminate)'
+)
+SELECT *, $1::timestamptz AS at FROM closed
+
+-- name: workflow_children_cancel
+-- $2 child ids uuid[], $3 channel: record a cancel request on each live child
+-- (locked in id order) and make a running child's workflow task due.
+WITH live AS (
+    SELECT id, state FROM azync_workflow_executions
+    WHERE id = ANY($2::uuid[]) AND state IN ('running', 'suspended')
+    ORDER BY id
+    FOR NO KEY UPDATE
+), req AS (
+    UPDATE azync_workflow_executions e
+    SET cancel_requested = true, updated_at = coalesce($1::timestamptz, now())
+    FROM live l
+    WHERE e.id = l.id
+    RETURNING e.id, l.state
+), wake AS (
+    SELECT azync_workflow_wake_task(r.id, coalesce($1::timestamptz, now()), $3)
+    FROM req r WHERE r.state = 'running'
+)
+SELECT (SELECT count(*) FROM req) AS requested, (SELECT count(*) FROM wake) AS woken
+
+-- name: workflow_runs_vacuum
+-- $2 retention: earlier runs (and, cascading, their histories) that ended
+-- before now - retention. Returns how many were removed.
+WITH d AS (
+    DELETE FROM azync_workflow_runs
+    WHERE ended_at < coalesce($1::timestamptz, now()) - $2::interval
+    RETURNING 1
+)
+SELECT count(*) FROM d
+
+-- Uncertain operations: reconcile-hook bookkeeping and late reports.
+
+-- name: uncertain_list_unreconciled
+-- $2 kinds text[], $3 limit: uncertain operations of these kinds whose current
+-- uncertain attempt has no reconcile verdict recorded yet (one hook call per
+-- uncertain episode; a retry decision starts a new attempt, hence a new episode).
+SELECT j.id, j.run_id, e.name AS workflow_name, j.kind, j.task_key, j.payload, j.meta,
+       j.attempt, j.uncertain_since, j.uncertain_reason, $1::timestamptz AS at
+FROM azync_jobs j
+JOIN azync_workflow_executions e ON e.id = j.run_id
+WHERE j.state = 'uncertain' AND j.source = 'workflow' AND j.kind = ANY($2::text[])
+  AND NOT EXISTS (
+      SELECT 1 FROM azync_job_attempts a
+      WHERE a.job_id = j.id AND a.attempt = j.attempt AND a.error LIKE 'reconcile: %')
+ORDER BY j.uncertain_since, j.id
+LIMIT $3
+
+-- name: uncertain_lock_episode
+-- $2 id, $3 attempt: lock an operation still uncertain at this attempt.
+SELECT id, run_id, attempt, $1::timestamptz AS at FROM azync_jobs
+WHERE id = $2 AND attempt = $3 AND state = 'uncertain' AND source = 'workflow'
+FOR UPDATE
+
+-- name: uncertain_record_verdict
+-- $2 id, $3 attempt, $4 text: record the reconcile hook's verdict once per episode.
+INSERT INTO azync_job_attempts (job_id, attempt, error, at)
+SELECT $2, $3, 'reconcile: ' || $4, coalesce($1::timestamptz, now())
+WHERE NOT EXISTS (
+    SELECT 1 FROM azync_job_attempts
+    WHERE job_id = $2 AND attempt = $3 AND error LIKE 'reconcile: %')
+RETURNING id
+
+-- name: uncertain_record_late_outcome
+-- $2 id, $3 attempt, $4 text: audit row of a late report that was refused.
+INSERT INTO azync_job_attempts (job_id, attempt, error, at)
+VALUES ($2, $3, 'late outcome ignored: ' || $4, coalesce($1::timestamptz, now()))
+RETURNING id
+
+-- name: uncertain_op_get
+-- $2 id: an operation row with its execution's name (resolve by id, CLI).
+SELECT j.*, e.name AS workflow_name, $1::timestamptz AS at
+FROM azync_jobs j
+JOIN azync_workflow_executions e ON e.id = j.run_id
+WHERE j.id = $2 AND j.source = 'workflow' AND j.task_key <> '$wft'
+
+-- Queries and updates of workflow executions (see migration 0010).
+
+-- name: workflow_query_request
+-- $2 query id, $3 workflow id, $4 query name, $5 args, $6 timeout interval,
+-- $7 channel: insert a pending query of a live or finished execution and
+-- wake the workers. No row = no such execution.
+WITH ins AS (
+    INSERT INTO azync_workflow_queries (id, workflow_id, workflow_name, name, args, deadline,
+                                        created_at)
+    SELECT $2, e.id, e.name, $4, $5, coalesce($1::timestamptz, now()) + $6::interval,
+           coalesce($1::timestamptz, now())
+    FROM azync_workflow_executions e
+    WHERE e.id = $3
+    RETURNING workflow_name
+)
+SELECT workflow_name, pg_notify($7, 'workflow:$query') IS NULL AS notified FROM ins
+
+-- name: workflow_query_claim
+-- $2 workflow names text[], $3 limit: claim the oldest pending, unexpired
+-- queries of these workflows (SKIP LOCKED), and drop rows whose deadline
+-- passed a minute ago (their callers gave up).
+WITH stale AS (
+    DELETE FROM azync_workflow_queries
+    WHERE deadline < coalesce($1::timestamptz, now()) - interval '1 minute'
+), picked AS (
+    SELECT id FROM azync_workflow_queries
+    WHERE state = 'pending' AND workflow_name = ANY($2::text[])
+      AND deadline > coalesce($1::timestamptz, now())
+    ORDER BY created_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE azync_workflow_queries q
+SET state = 'claimed'
+FROM picked
+WHERE q.id = picked.id
+RETURNING q.id, q.workflow_id, q.workflow_name, q.name, q.args
+
+-- name: workflow_query_answer
+-- $2 query id, $3 state (answered | failed), $4 answer, $5 error type,
+-- $6 message, $7 channel: record the answer of a claimed query and wake its
+-- caller. No row = withdrawn meanwhile.
+WITH up AS (
+    UPDATE azync_workflow_queries
+    SET state = $3, answer = $4, error_type = $5, message = $6
+    WHERE id = $2 AND state = 'claimed' AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+    RETURNING workflow_id
+)
+SELECT pg_notify($7, 'workflow.query:' || workflow_id::text) IS NULL AS notified FROM up
+
+-- name: workflow_query_take
+-- $2 query id, $3 withdraw: delete the query when it was answered (or, with
+-- $3, whatever its state) and return it. No row = not answered yet.
+DELETE FROM azync_workflow_queries
+WHERE id = $2 AND (state IN ('answered', 'failed') OR $3::boolean)
+RETURNING state, answer, error_type, message, $1::timestamptz AS at
+
+-- name: workflow_update_outcomes_record
+-- $2 workflow id, $3 update ids text[], $4 names text[], $5 states text[],
+-- $6 results bytea[], $7 error types text[], $8 messages text[], $9 channel:
+-- keep the outcomes a pass decided (the first outcome of an id wins) and
+-- wake the callers.
+WITH ins AS (
+    INSERT INTO azync_workflow_updates (workflow_id, update_id, name, state, result, error_type,
+                                        message, created_at)
+    SELECT $2, u.id, u.name, u.state, u.result, u.error_type, u.message,
+           coalesce($1::timestamptz, now())
+    FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[])
+         AS u(id, name, state, result, error_type, message)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM ins) AS written,
+       pg_notify($9, 'workflow.update:' || $2::text) IS NULL AS notified
+
+-- name: workflow_update_get
+-- $2 workflow id, $3 update id
+SELECT name, state, result, error_type, message, $1::timestamptz AS at
+FROM azync_workflow_updates
+WHERE workflow_id = $2 AND update_id = $3

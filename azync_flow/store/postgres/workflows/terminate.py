@@ -18,11 +18,11 @@ import uuid
 import asyncpg
 import msgspec
 
-from ..._text import clean_text
-from ..errors import ConflictError
-from ..types import TerminatedExecution, WorkflowState
-from ._base import decode_meta, encode_meta
-from .workflow_core import WorkflowCoreMixin
+from ...._text import clean_text
+from ...errors import ConflictError
+from ...workflows import TerminatedExecution, WorkflowState
+from .._base import decode_meta, encode_meta
+from .core import WorkflowCoreMixin
 
 #: Lock attempts before giving up (backoff 2 ms doubling to 100 ms: about 5 s).
 _LOCK_ATTEMPTS = 55

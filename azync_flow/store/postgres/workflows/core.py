@@ -1,4 +1,4 @@
-"""Workflow-as-code verbs of the contract ``WorkflowStore`` (executions, history,
+"""Workflow-as-code verbs of the contract :mod:`azync_flow.store.workflows` (executions, history,
 signals, workflow tasks, operations).
 
 Job conventions: every job has
@@ -33,9 +33,10 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from ..._text import clean_text
-from ..errors import ConflictError, NotFoundError
-from ..types import (
+from ...._text import clean_text
+from ...errors import ConflictError, NotFoundError
+from ...validate import check_meta, check_name, check_same_start, check_text
+from ...workflows import (
     HistoryEvent,
     OperationLease,
     ScheduleOperationParams,
@@ -46,9 +47,8 @@ from ..types import (
     WorkflowStartParams,
     WorkflowState,
 )
-from ..validate import check_meta, check_name, check_same_start, check_text
-from ._base import PgBase, decode_meta, encode_meta
-from ._guard import translate
+from .._base import PgBase, decode_meta, encode_meta
+from .._guard import translate
 
 #: Kind and task key of a workflow task (one task queue for now).
 WORKFLOW_TASK = "$wft"
@@ -59,7 +59,7 @@ ENQUEUED, PROCESSED, FAILED = 0, 1, 2
 
 
 class WorkflowCoreMixin(PgBase):
-    """Contract ``WorkflowStore`` verbs (all but the uncertain ones)."""
+    """Execution, history, signal and task verbs (the base of the other workflow mixins)."""
 
     # --- transactions and stats -------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Schedules and their run ledger on PostgreSQL (``ScheduleStore``)."""
+"""Schedules and their run ledger on PostgreSQL (contract :mod:`azync_flow.store.schedules`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import datetime
 import asyncpg
 
 from ..errors import NotFoundError
-from ..types import (
+from ..schedules import (
     ScheduleChangeRecord,
     ScheduleMissedRecord,
     ScheduleRecord,
@@ -83,7 +83,7 @@ def _change(row: asyncpg.Record) -> ScheduleChangeRecord:
 
 
 class ScheduleMixin(PgBase):
-    """``ScheduleStore`` verbs (see ``store/protocols.py`` for their contract)."""
+    """``ScheduleStore`` verbs (see :mod:`azync_flow.store.schedules` for their contract)."""
 
     async def schedule_clock(self) -> datetime:
         """The store's current time (UTC)."""

@@ -1,5 +1,7 @@
-"""Leader election as a lease on the backend clock (contracts ``LeaderElector``,
-``LeaseElector``).
+"""Leadership and the worker registry of the PostgreSQL driver (contract
+:mod:`azync_flow.store.leadership`).
+
+Leader election is a lease on the backend clock.
 
 Each leadership is one ``azync_leaders`` row of the store's schema: its holder,
 its *term* and an expiry on the backend clock (``coalesce($1, now())``). The
@@ -11,6 +13,12 @@ fencing token of its maintenance writes: inside :meth:`PgLeadershipLease.fenced`
 every statement of the store checks, in its own transaction, that the term
 still leads (see ``_fence``), so a holder that wakes up after losing the
 lease cannot write.
+
+The worker registry (migration 0018) is what each running worker registers:
+one row per worker process, written only by that worker — at start, by a
+periodic refresh off the hot path, and at stop — so the registry never makes
+two transactions wait on one row. A worker killed without stopping leaves a
+row that stops counting once its expiry passes.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable, Iterator
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
@@ -35,6 +44,7 @@ __all__ = [
     "DEFAULT_LEADER_TTL",
     "LeaderMixin",
     "PgLeadershipLease",
+    "WorkerRegistryMixin",
     "default_holder",
 ]
 
@@ -210,3 +220,27 @@ class LeaderMixin(PgBase):
         """Implements ``LeaderElector.acquire_leadership`` (documented there)."""
         lease = await self.acquire_leadership_lease(name)
         return None if lease is None else lease.release
+
+
+class WorkerRegistryMixin(PgBase):
+    async def register_worker(
+        self,
+        worker_id: uuid.UUID,
+        workflows: Sequence[str],
+        ttl: timedelta,
+        *,
+        host: str = "",
+        pid: int = 0,
+    ) -> None:
+        """Insert or refresh this worker's row: it runs ``workflows`` and counts
+        as live for ``ttl`` from now (backend clock). Call it again before the
+        ``ttl`` passes to stay live."""
+        await self._fetch("worker_register", worker_id, host, pid, sorted(set(workflows)), ttl)
+
+    async def unregister_worker(self, worker_id: uuid.UUID) -> None:
+        """Remove this worker's row (it is stopping). No error when absent."""
+        await self._fetch("worker_unregister", worker_id)
+
+    async def live_workers_for_workflow(self, name: str) -> int:
+        """How many live workers (expiry not passed) register workflow ``name``."""
+        return int(await self._fetchval("worker_live_for_workflow", name))

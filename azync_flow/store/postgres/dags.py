@@ -1,4 +1,4 @@
-"""DAG verbs of the storage contract (``DAGStore`` / ``TxDAGStore``).
+"""DAG verbs of the PostgreSQL driver (contract :mod:`azync_flow.store.dags`).
 
 Every verb is one transaction. DAG tasks are ``azync_jobs`` rows with
 ``source = 'dag'``; they are settled through the plain queue verbs
@@ -20,8 +20,7 @@ from datetime import datetime, timedelta
 import asyncpg
 import msgspec
 
-from ..errors import NotFoundError
-from ..types import (
+from ..dags import (
     DAGDep,
     DAGFailure,
     DAGFilter,
@@ -29,13 +28,13 @@ from ..types import (
     DAGSignalParams,
     DAGState,
     DAGView,
-    Job,
-    JobState,
     OnFailurePolicy,
     ReapedTask,
     SettledDAG,
     TaskResult,
 )
+from ..errors import NotFoundError
+from ..queue import Job, JobState
 from ..validate import check_meta, check_name, check_text
 from ._base import PgBase, decode_meta, encode_meta, job_from_row
 from ._queries import QUERIES
@@ -110,7 +109,7 @@ _splice_publish()
 
 
 class DAGMixin(PgBase):
-    """asyncpg implementation of ``DAGStore`` and ``TxDAGStore``."""
+    """asyncpg implementation of the DAG roles of the contract."""
 
     # --- creation ---------------------------------------------------------------
 
@@ -290,14 +289,14 @@ class DAGMixin(PgBase):
         return [_view(r) for r in rows], int(total)
 
     async def dag_tasks(self, id: uuid.UUID) -> list[Job]:
-        """Implements ``DAGStore.dag_tasks`` (documented there)."""
+        """Implements ``DAGAdmin.dag_tasks`` (documented there)."""
         rows = await self._fetch("dag_tasks", id)
         if not rows:
             raise NotFoundError(f"dag {id} not found")
         return [job_from_row(r) for r in rows if r["id"] is not None]
 
     async def dag_deps(self, id: uuid.UUID) -> list[DAGDep]:
-        """Implements ``DAGStore.dag_deps`` (documented there)."""
+        """Implements ``DAGAdmin.dag_deps`` (documented there)."""
         rows = await self._fetch("dag_deps", id)
         return [DAGDep(task_key=r[0], depends_on_key=r[1]) for r in rows]
 
@@ -311,7 +310,7 @@ class DAGMixin(PgBase):
     async def dag_task_counts(
         self, ids: Sequence[uuid.UUID]
     ) -> dict[uuid.UUID, dict[JobState, int]]:
-        """``DAGStore.dag_task_counts``: task counts per state for each requested DAG."""
+        """``DAGAdmin.dag_task_counts``: task counts per state for each requested DAG."""
         if not ids:
             return {}
         out: dict[uuid.UUID, dict[JobState, int]] = {}
@@ -340,7 +339,7 @@ class DAGMixin(PgBase):
     async def ack_task_result(
         self, id: uuid.UUID, lease_token: uuid.UUID, result: bytes | None
     ) -> None:
-        """Implements ``DAGStore.ack_task_result`` (documented there)."""
+        """Implements ``DAGConsumer.ack_task_result`` (documented there)."""
         await self._must("dag_ack_result", id, lease_token, result, self.channel, what=_stale(id))
 
     async def dag_dequeue(
@@ -358,7 +357,7 @@ class DAGMixin(PgBase):
         return now
 
     async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]:
-        """Implements ``DAGStore.dag_trace_context`` (documented there)."""
+        """Implements ``DAGAdmin.dag_trace_context`` (documented there)."""
         row = await self._fetchrow("dag_trace_context", id)
         if row is None:
             raise NotFoundError(f"dag {id} not found")
@@ -566,7 +565,7 @@ class DAGMixin(PgBase):
         return DAGState(row["state"])
 
     async def vacuum_dags(self, retention: timedelta) -> int:
-        """Implements ``DAGStore.vacuum_dags`` (documented there)."""
+        """Implements ``DAGAdmin.vacuum_dags`` (documented there)."""
         if retention <= _ZERO:
             return 0
         return int(await self._fetchval("dag_vacuum", retention))

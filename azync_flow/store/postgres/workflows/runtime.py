@@ -22,25 +22,23 @@ from typing import Literal
 
 import asyncpg
 
-from ..._text import clean_text
-from ..errors import ConflictError, NotFoundError
-from ..types import (
+from ...._text import clean_text
+from ...errors import ConflictError, NotFoundError
+from ...queue import Job, JobState, Source
+from ...workflows import (
     BufferedSignal,
     HistoryEvent,
-    Job,
-    JobState,
     Outcome,
     PassCommitResult,
     PassWrite,
     ScheduleOperationParams,
-    Source,
     WorkflowExecutionView,
     WorkflowState,
     WorkflowTaskState,
 )
-from ._base import decode_meta, encode_meta, job_from_row
-from .workflow_children import WorkflowChildrenMixin
-from .workflow_core import (
+from .._base import decode_meta, encode_meta, job_from_row
+from .children import WorkflowChildrenMixin
+from .core import (
     ENQUEUED,
     FAILED,
     LIVE_WORKFLOW_STATES,
@@ -48,7 +46,7 @@ from .workflow_core import (
     WORKFLOW_TASK,
     execution_from_row,
 )
-from .workflow_interaction import WorkflowInteractionMixin
+from .interaction import WorkflowInteractionMixin
 
 
 class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):

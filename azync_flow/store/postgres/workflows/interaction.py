@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from ..errors import NotFoundError
-from ..types import QueryAnswer, QueryClaim, QueryRequest, UpdateOutcome
-from ..validate import check_name
-from ._base import PgBase
+from ...errors import NotFoundError
+from ...validate import check_name
+from ...workflows import QueryAnswer, QueryClaim, QueryRequest, UpdateOutcome
+from .._base import PgBase
 
 __all__ = ["QUERY_PREFIX", "UPDATE_PREFIX", "WorkflowInteractionMixin"]
 

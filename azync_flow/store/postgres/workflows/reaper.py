@@ -25,9 +25,9 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
-from ..types import Job, ReapReport
-from ._base import job_from_row
-from .workflow_runtime import WorkflowRuntimeMixin
+from ...queue import Job, ReapReport
+from .._base import job_from_row
+from .runtime import WorkflowRuntimeMixin
 
 #: The failure-history line of an attempt whose lease the reaper reclaimed.
 LOST_ATTEMPT = "lease expired: the attempt was lost (worker died or stalled); run again"

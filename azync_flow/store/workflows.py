@@ -1,144 +1,63 @@
-"""Value types of the storage contract (``driver-contract.go.txt``) as msgspec Structs.
-
-Conventions: durations are ``timedelta``; times are UTC-aware ``datetime``
-(``None`` where the contract uses a zero time); ids are ``uuid.UUID``
-(``None`` where the contract uses ``uuid.Nil``); raw payloads are ``bytes``
-holding JSON exactly as the caller gave it.
+"""The workflow contract: executions of ``@workflow`` code and their
+append-only history, the replay passes that drive them (lease, load, commit),
+activity operations (including those whose outcome is uncertain), child
+executions, queries and updates.
 """
 
 from __future__ import annotations
 
 import enum
-import hashlib
 import uuid
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 import msgspec
 
+from ._common import TTx_contra
+from .events import EventProducer, TxEventProducer
+from .queue import Job, JobState, QueueProducer, TxQueueProducer
+
 __all__ = [
-    "KIND_SIGNAL",
-    "KIND_SLEEP",
-    "LIVE_JOB_STATES",
-    "AttemptError",
     "BufferedSignal",
-    "Change",
-    "ChangeEntity",
     "ChildSignalParams",
     "ChildStartParams",
-    "Config",
-    "DAGDep",
-    "DAGFailure",
-    "DAGFilter",
-    "DAGParams",
-    "DAGSignalParams",
-    "DAGState",
-    "DAGTask",
-    "DAGView",
-    "DailyCount",
-    "Depths",
-    "DequeueParams",
-    "EnqueueParams",
-    "EventAdminRow",
-    "EventFilter",
-    "EventRecord",
     "HistoryEvent",
-    "Job",
-    "JobFilter",
-    "JobState",
     "LeasedTask",
-    "NukeReport",
-    "OnFailurePolicy",
     "OperationLease",
     "OperationSettle",
     "OperationState",
-    "OpsStats",
+    "OperationStore",
     "Outcome",
     "PassCommitResult",
     "PassWrite",
-    "PublishParams",
     "QueryAnswer",
     "QueryClaim",
     "QueryRequest",
-    "ReapReport",
-    "ReapedTask",
-    "ReplayFilter",
     "ResolvedOperation",
-    "ScheduleChangeRecord",
-    "ScheduleMissedRecord",
     "ScheduleOperationParams",
-    "ScheduleRecord",
-    "ScheduleRunRecord",
-    "SettledDAG",
     "SignalParams",
-    "Source",
     "StalledScan",
     "StalledWorkflow",
     "StartCommitResult",
-    "Subscriber",
-    "SubscriberView",
-    "TaskResult",
     "TerminatedExecution",
+    "TxWorkflowProducer",
     "UncertainDecision",
     "UncertainOperation",
+    "UncertainStore",
     "UpdateOutcome",
-    "Wake",
+    "WorkflowAdmin",
+    "WorkflowClientStore",
     "WorkflowExecutionView",
+    "WorkflowInteractionStore",
+    "WorkflowMaintenance",
+    "WorkflowProducer",
     "WorkflowRunView",
+    "WorkflowRuntimeStore",
     "WorkflowStartParams",
     "WorkflowState",
     "WorkflowTaskState",
-    "default_channel",
 ]
-
-
-class Source(enum.StrEnum):
-    """Partition discriminator of the jobs table."""
-
-    QUEUE = "queue"
-    EVENT = "event"
-    DAG = "dag"
-    WORKFLOW = "workflow"
-
-
-class JobState(enum.StrEnum):
-    """Lifecycle state of a job row (queue job, delivery, DAG task, operation)."""
-
-    PENDING = "pending"
-    SCHEDULED = "scheduled"
-    ACTIVE = "active"
-    SUCCEEDED = "succeeded"
-    DEAD = "dead"
-    PAUSED = "paused"
-    SKIPPED = "skipped"
-    BLOCKED = "blocked"  # DAG task waiting on dependencies
-    WAITING = "waiting"  # DAG signal task waiting for its signal
-    CANCELLED = "cancelled"
-    UNCERTAIN = "uncertain"  # operation whose outcome is unknown
-
-
-#: States in which a job still holds its live idempotency key.
-LIVE_JOB_STATES = frozenset(
-    {
-        JobState.PENDING,
-        JobState.SCHEDULED,
-        JobState.ACTIVE,
-        JobState.PAUSED,
-        JobState.BLOCKED,
-        JobState.WAITING,
-        JobState.UNCERTAIN,
-    }
-)
-
-
-class DAGState(enum.StrEnum):
-    RUNNING = "running"
-    SUSPENDED = "suspended"
-    COMPENSATING = "compensating"
-    PAUSED = "paused"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
 
 
 class WorkflowState(enum.StrEnum):
@@ -149,11 +68,6 @@ class WorkflowState(enum.StrEnum):
     CANCELLED = "cancelled"
     #: ended by an operator's ``terminate``: no workflow code ran to end it
     TERMINATED = "terminated"
-
-
-class OnFailurePolicy(enum.StrEnum):
-    CANCEL = "cancel"
-    SUSPEND = "suspend"
 
 
 class OperationState(enum.StrEnum):
@@ -170,319 +84,6 @@ class UncertainDecision(enum.StrEnum):
     COMPLETE = "complete"
     FAIL = "fail"
     RETRY = "retry"
-
-
-class ChangeEntity(enum.StrEnum):
-    JOB = "job"
-    DAG = "dag"
-    EVENT = "event"
-    WORKFLOW = "workflow"
-    RESET = "reset"
-
-
-#: Internal DAG task kinds, run by the scheduler rather than a handler.
-KIND_SLEEP = "$sleep"
-KIND_SIGNAL = "$signal"
-
-
-def default_channel(schema: str) -> str:
-    """The NOTIFY channel of a schema when ``Config.notify_channel`` is empty.
-
-    ``azync_wake_<schema>``, so stores on different schemas of one database
-    never wake each other; a schema name too long for a 63-byte identifier is
-    replaced by a stable hash of it.
-    """
-    channel = f"azync_wake_{schema}"
-    if len(channel) <= 63:
-        return channel
-    return f"azync_wake_{hashlib.sha256(schema.encode()).hexdigest()[:32]}"
-
-
-class Config(msgspec.Struct, kw_only=True):
-    """Driver configuration.
-
-    Attributes:
-        schema: Postgres schema to isolate the tables in; empty means ``public``.
-            Validated as an identifier and quoted.
-        notify_channel: LISTEN/NOTIFY channel; empty means ``azync_wake_<schema>``
-            (one channel per schema, so other schemas' traffic never wakes
-            this store's workers).
-        migrations_table: version-tracking table; empty means ``azync_migrations``.
-        poll_only: disable push wake-ups, forcing the polling path.
-        min_pool_size / max_pool_size: asyncpg pool bounds.
-    """
-
-    schema: str = ""
-    notify_channel: str = ""
-    migrations_table: str = ""
-    poll_only: bool = False
-    min_pool_size: int = 2
-    max_pool_size: int = 10
-
-
-class AttemptError(msgspec.Struct, kw_only=True):
-    attempt: int
-    error: str
-    at: datetime
-
-
-class Change(msgspec.Struct, kw_only=True):
-    entity: ChangeEntity
-    source: Source | None = None
-    id: uuid.UUID | None = None
-    dag_id: uuid.UUID | None = None
-    kind: str = ""
-    task_key: str = ""
-    state: str = ""
-    at: datetime | None = None
-    bulk: bool = False
-    count: int = 0
-
-
-class Wake(msgspec.Struct, frozen=True, kw_only=True):
-    source: Source
-    kind: str
-
-
-class EnqueueParams(msgspec.Struct, kw_only=True):
-    """Arguments of ``enqueue`` (contract ``EnqueueParams``).
-
-    ``run_at`` is an absolute UTC schedule; when ``None`` the job runs at
-    backend ``now() + delay``. ``snooze_budget`` (an extension of the Go
-    contract, which sets it only for DAG tasks) bounds the job's snooze loop:
-    the first ``snooze`` stamps its deadline.
-    """
-
-    id: uuid.UUID
-    kind: str
-    payload: bytes
-    meta: dict[str, str] = msgspec.field(default_factory=dict)
-    run_at: datetime | None = None
-    delay: timedelta = timedelta(0)
-    max_attempts: int = 0
-    max_attempts_explicit: bool = False
-    idempotency_key: str = ""
-    idempotency_ttl: timedelta = timedelta(0)
-    #: Extension: bounds the job's snooze loop (see ``Job.snooze_budget``); zero = unbounded.
-    snooze_budget: timedelta = timedelta(0)
-
-
-class DequeueParams(msgspec.Struct, kw_only=True):
-    kind: str
-    limit: int
-    lease: timedelta
-    default_max_attempts: int = 25
-    override_default: bool = True
-
-
-class EventRecord(msgspec.Struct, kw_only=True):
-    id: uuid.UUID
-    type: str
-    aggregate_type: str = ""
-    aggregate_id: str = ""
-    version: int = 0
-    occurred_at: datetime | None = None
-    payload: bytes = b"null"
-    meta: dict[str, str] = msgspec.field(default_factory=dict)
-
-
-class Job(msgspec.Struct, kw_only=True):
-    """One row of the jobs table (contract ``Job``)."""
-
-    id: uuid.UUID
-    source: Source
-    kind: str
-    state: JobState
-    attempt: int = 0
-    max_attempts: int = 0
-    reap_count: int = 0
-    payload: bytes | None = None
-    meta: dict[str, str] = msgspec.field(default_factory=dict)
-    run_at: datetime | None = None
-    lease_until: datetime | None = None
-    lease_token: uuid.UUID | None = None
-    last_error: str = ""
-    event_id: uuid.UUID | None = None
-    replay: bool = False
-    event: EventRecord | None = None
-    dag_id: uuid.UUID | None = None
-    run_id: uuid.UUID | None = None
-    task_key: str = ""
-    result: bytes | None = None
-    signal_name: str = ""
-    compensation_kind: str = ""
-    ignore_dead_deps: bool = False
-    snooze_budget: timedelta = timedelta(0)
-    deadline_at: datetime | None = None
-    enqueued_at: datetime | None = None
-    failed_at: datetime | None = None
-    completed_at: datetime | None = None
-    started_at: datetime | None = None
-
-
-class JobFilter(msgspec.Struct, kw_only=True):
-    kind: str = ""
-    state: JobState | None = None
-
-
-class Depths(msgspec.Struct, kw_only=True):
-    pending: int = 0
-    scheduled: int = 0
-    active: int = 0
-    dead: int = 0
-    paused: int = 0
-    succeeded: int = 0
-    oldest_pending_age: timedelta = timedelta(0)
-
-
-class DailyCount(msgspec.Struct, kw_only=True):
-    date: datetime
-    enqueued: int = 0
-    processed: int = 0
-    failed: int = 0
-    reaped: int = 0
-
-
-class NukeReport(msgspec.Struct, kw_only=True):
-    jobs: int = 0
-    stats: int = 0
-    keys: int = 0
-
-
-class PublishParams(msgspec.Struct, kw_only=True):
-    id: uuid.UUID
-    type: str
-    payload: bytes
-    aggregate_type: str = ""
-    aggregate_id: str = ""
-    version: int = 0
-    occurred_at: datetime | None = None
-    meta: dict[str, str] = msgspec.field(default_factory=dict)
-
-
-class Subscriber(msgspec.Struct, kw_only=True):
-    name: str
-    event_type: str
-    max_attempts: int = 0
-    #: deliveries run one key at a time, in publish order (``ordering="key"``)
-    ordered: bool = False
-
-
-class SubscriberView(msgspec.Struct, kw_only=True):
-    event_type: str
-    subscriber: str
-    max_attempts: int
-    ordered: bool
-    created_at: datetime
-    updated_at: datetime
-
-
-class EventFilter(msgspec.Struct, kw_only=True):
-    type: str = ""
-    undispatched: bool | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-
-
-class EventAdminRow(msgspec.Struct, kw_only=True):
-    id: uuid.UUID
-    type: str
-    aggregate_type: str
-    aggregate_id: str
-    version: int
-    occurred_at: datetime
-    dispatched_at: datetime | None
-    meta: dict[str, str]
-    payload: bytes
-    deliveries: int
-
-
-class OpsStats(msgspec.Struct, kw_only=True):
-    undispatched: int = 0
-    total_24h: int = 0
-    types_24h: int = 0
-    subscribers: int = 0
-
-
-class ReplayFilter(msgspec.Struct, kw_only=True):
-    subscriber: str = ""
-    event_type: str = ""
-    event_id: uuid.UUID | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-    limit: int = 0
-
-
-# --- DAGs -------------------------------------------------------------------
-
-
-class DAGDep(msgspec.Struct, frozen=True, kw_only=True):
-    task_key: str
-    depends_on_key: str
-
-
-class DAGTask(msgspec.Struct, kw_only=True):
-    """One static task of a DAG (contract ``DAGTask``)."""
-
-    key: str
-    kind: str
-    payload: bytes = b"null"
-    max_attempts: int = 0
-    compensation_kind: str = ""
-    compensation_payload: bytes | None = None
-    signal_name: str = ""
-    sleep_for: timedelta = timedelta(0)
-    ignore_dead_deps: bool = False
-    deadline: timedelta = timedelta(0)
-
-
-class DAGParams(msgspec.Struct, kw_only=True):
-    id: uuid.UUID
-    name: str
-    tasks: list[DAGTask]
-    deps: list[DAGDep] = msgspec.field(default_factory=list)
-    on_failure: OnFailurePolicy = OnFailurePolicy.CANCEL
-    idempotency_key: str = ""
-    meta: dict[str, str] = msgspec.field(default_factory=dict)
-
-
-class DAGSignalParams(msgspec.Struct, kw_only=True):
-    dag_id: uuid.UUID
-    name: str
-    payload: bytes = b"null"
-    message_id: str = ""
-
-
-class DAGFailure(msgspec.Struct, kw_only=True):
-    dag_id: uuid.UUID
-    policy: OnFailurePolicy
-    dead_tasks: list[str]
-
-
-class DAGFilter(msgspec.Struct, kw_only=True):
-    name: str = ""
-    state: DAGState | None = None
-
-
-class DAGView(msgspec.Struct, kw_only=True):
-    id: uuid.UUID
-    name: str
-    state: DAGState
-    on_failure: OnFailurePolicy
-    idempotency_key: str
-    failure_reason: str
-    meta: dict[str, str]
-    created_at: datetime
-    updated_at: datetime
-    completed_at: datetime | None = None
-
-
-class TaskResult(msgspec.Struct, kw_only=True):
-    result: bytes | None = None
-    skipped: bool = False
-
-
-# --- Workflow-as-code ---------------------------------------------------------
 
 
 class WorkflowStartParams(msgspec.Struct, kw_only=True):
@@ -661,8 +262,6 @@ class StalledScan(msgspec.Struct, kw_only=True):
     scanned: int
     cursor: tuple[datetime, uuid.UUID] | None = None
 
-
-# --- the hot path of the workflow runtime (lease, load and commit of passes) ---------
 
 #: A pass outcome: ("complete", result bytes) | ("fail", reason) |
 #: ("cancelled", reason) | ("suspend", reason[, history seq it concerns or
@@ -928,53 +527,6 @@ class LeasedTask(msgspec.Struct, kw_only=True):
     after_seq: int
 
 
-# --- values the DAG scheduler and the uncertain-operation verbs return ----------
-
-
-class ReapedTask(msgspec.Struct, kw_only=True, frozen=True):
-    """A DAG task whose lease expired, as the ``dag_reap_expired_tasks`` verb left it.
-
-    Attributes:
-        dag_id: the run.
-        task_key: the task.
-        attempt: the attempt whose lease expired.
-        dead: True when it was dead-lettered (reaped too often), else pending again.
-        meta: the task's meta (with the run's W3C trace carrier).
-        kind: the task's handler kind.
-        started_at: when the lost attempt was leased.
-        dag_name: the run's DAG name.
-    """
-
-    dag_id: uuid.UUID
-    task_key: str
-    attempt: int
-    dead: bool
-    meta: dict[str, str]
-    kind: str = ""
-    started_at: datetime | None = None
-    dag_name: str = ""
-
-
-class SettledDAG(msgspec.Struct, kw_only=True, frozen=True):
-    """A DAG run that ``complete_dags`` just made terminal.
-
-    Attributes:
-        id: the run.
-        name: the DAG name.
-        state: its terminal state.
-        reason: its failure reason ('' when it succeeded).
-        created_at: when it started.
-        trace_context: the W3C carrier recorded when it started.
-    """
-
-    id: uuid.UUID
-    name: str
-    state: DAGState
-    reason: str = ""
-    created_at: datetime
-    trace_context: dict[str, str] = msgspec.field(default_factory=dict)
-
-
 class ResolvedOperation(NamedTuple):
     """What ``resolve_uncertain`` returns: the execution of the decided operation."""
 
@@ -1011,116 +563,420 @@ class UncertainOperation(msgspec.Struct, kw_only=True):
     state: str = "uncertain"
 
 
-class ReapReport(NamedTuple):
-    """Jobs returned to pending, and jobs given up on (dead-lettered)."""
+@runtime_checkable
+class WorkflowProducer(Protocol):
+    """Starts executions and signals them."""
 
-    reaped: int
-    killed: int
+    async def start_workflow(
+        self, p: WorkflowStartParams, *, trace_context: dict[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID]:
+        """Insert an execution (and its first workflow task); ``(inserted, id)``
+        where ``id`` is the existing execution's on a conflict."""
+        ...
+
+    async def start_workflows(
+        self,
+        ps: Sequence[WorkflowStartParams],
+        *,
+        trace_contexts: Sequence[Mapping[str, str]] | None = None,
+    ) -> list[tuple[bool, uuid.UUID]]:
+        """Insert many executions, each with its first workflow task, in one
+        transaction; per item ``(inserted, id)`` as :meth:`start_workflow`.
+
+        Items are started one after another in order: an item whose id or live
+        ``(name, key)`` an execution or an earlier item holds writes nothing
+        and returns that execution's id. ``IdempotencyConflictError`` when such
+        an execution runs another workflow or input, ``ValueError`` for a bad
+        item: both write nothing.
+        """
+        ...
+
+    async def signal_workflow(self, p: SignalParams) -> bool:
+        """Buffer a signal (deduplicated by message id); False when a duplicate."""
+        ...
 
 
-class ScheduleRecord(msgspec.Struct, kw_only=True):
-    """A stored schedule (``spec``, ``action`` and ``policy`` are the client's JSON).
+@runtime_checkable
+class TxWorkflowProducer(Protocol[TTx_contra]):
+    """Starts executions inside the caller's transaction ``tx`` (contract ``TxStore``)."""
 
-    Attributes:
-        id: the schedule id.
-        spec: encoded ``ScheduleSpec``.
-        action: encoded action (start a workflow, a DAG, enqueue a job).
-        policy: encoded ``SchedulePolicy``.
-        note: why it was paused (operators' text).
-        paused: no fire while True.
-        cursor_at: the last nominal instant handled; only later ones fire.
-        next_fire_at: when the next fire is due (None: no more fires).
-        created_at: when it was created (store clock).
-        updated_at: last change (store clock).
-        started_count: nominal times that started a run.
-        skipped_count: nominal times skipped by the overlap policy.
-        missed_count: nominal times missed (catch-up window, pause, edit).
+    async def start_workflows_tx(
+        self,
+        tx: TTx_contra,
+        ps: Sequence[WorkflowStartParams],
+        *,
+        trace_contexts: Sequence[Mapping[str, str]] | None = None,
+    ) -> list[tuple[bool, uuid.UUID]]:
+        """:meth:`WorkflowProducer.start_workflows` on the caller's transaction."""
+        ...
+
+
+@runtime_checkable
+class WorkflowAdmin(Protocol):
+    """What an operator (and a handle) reads and does on executions."""
+
+    async def get_workflow_execution(self, id: uuid.UUID) -> WorkflowExecutionView:
+        """One execution; NotFoundError when none."""
+        ...
+
+    async def list_workflow_executions(
+        self,
+        *,
+        name: str | None = None,
+        state: WorkflowState | str | None = None,
+        limit: int = 50,
+        before: tuple[datetime, uuid.UUID] | None = None,
+    ) -> list[WorkflowExecutionView]:
+        """Executions newest first (``created_at``, then id); ``before`` is the
+        keyset cursor ``(created_at, id)`` of the previous page's last row."""
+        ...
+
+    async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
+        """Append one history event; returns its seq."""
+        ...
+
+    async def list_history(
+        self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
+    ) -> list[HistoryEvent]:
+        """The execution's history in seq order, past ``after_seq`` (``limit``: at most)."""
+        ...
+
+    async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None: ...
+
+    async def fail_workflow(self, id: uuid.UUID, reason: str) -> None: ...
+
+    async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState:
+        """Request cancellation (a suspended execution ends cancelled at once);
+        the execution's state after the request."""
+        ...
+
+    async def terminate_workflow(
+        self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
+    ) -> TerminatedExecution:
+        """Extension: end a running or suspended execution at once without its code
+        (state ``terminated``, ``event`` appended, its jobs and timers cancelled,
+        one ledger event); NotFoundError when missing or finished."""
+        ...
+
+    async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None: ...
+
+    async def resume_workflow(self, id: uuid.UUID) -> None: ...
+
+    async def schedule_operation(self, p: ScheduleOperationParams) -> uuid.UUID:
+        """Insert (or return the existing non-terminal) operation job by execution key."""
+        ...
+
+    async def list_stalled_workflows(
+        self, older_than: timedelta, limit: int
+    ) -> list[StalledWorkflow]:
+        """Running executions with nothing pending (no live workflow job, no unfired
+        timer, not blocked on a signal), updated >= older_than ago."""
+        ...
+
+
+@runtime_checkable
+class WorkflowMaintenance(Protocol):
+    """Housekeeping of executions (run by the leader)."""
+
+    async def schedule_task(
+        self, workflow_id: uuid.UUID, kind: str, run_at: datetime | None = None
+    ) -> None:
+        """Insert one workflow-task job (None run_at: now)."""
+        ...
+
+    async def vacuum_workflows(self, retention: timedelta) -> int:
+        """Delete terminal executions completed before retention ago (<= 0 keeps all)."""
+        ...
+
+    async def scan_stalled_workflows(
+        self,
+        older_than: timedelta,
+        after: tuple[datetime, uuid.UUID] | None,
+        batch: int,
+    ) -> StalledScan:
+        """The next ``batch`` running executions updated >= older_than ago, in
+        ``(updated_at, id)`` order after ``after`` (None: from the oldest), and
+        every one holding a buffered signal: those of them that are stalled (as
+        ``list_stalled_workflows``), and the cursor of the next batch."""
+        ...
+
+
+@runtime_checkable
+class UncertainStore(Protocol):
+    """Operations whose outcome is unknown: listing, deciding and reconciling them."""
+
+    async def list_uncertain_operations(
+        self, limit: int = 100, workflow_id: uuid.UUID | None = None
+    ) -> list[UncertainOperation]:
+        """Operations waiting for a decision, oldest first (optionally of one execution)."""
+        ...
+
+    async def get_operation(self, operation_job_id: uuid.UUID) -> UncertainOperation:
+        """One operation in any state; NotFoundError when it does not exist."""
+        ...
+
+    async def resolve_uncertain(
+        self,
+        operation_job_id: uuid.UUID,
+        decision: str,
+        result: bytes | None = None,
+        error: str | None = None,
+        note: str | None = None,
+        decided_by: str = "",
+        *,
+        resolved_event: tuple[str, bytes],
+        outcome_event: tuple[str, bytes] | None = None,
+        expected_attempt: int | None = None,
+    ) -> ResolvedOperation:
+        """Apply an audited decision (complete / fail / retry) to an uncertain
+        operation, appending ``resolved_event`` (and ``outcome_event``) in one
+        transaction. ConflictError when it is no longer uncertain (or its
+        attempt is not ``expected_attempt``)."""
+        ...
+
+    async def list_unreconciled_operations(
+        self, kinds: list[str], limit: int = 100
+    ) -> list[UncertainOperation]:
+        """Uncertain operations of ``kinds`` whose reconcile hook has not given a
+        verdict for the current uncertain attempt yet, oldest first.
+
+        A verdict is recorded by :meth:`record_reconcile_verdict` (unknown, hook
+        error) or implied by a decision (the operation is no longer uncertain).
+        """
+        ...
+
+    async def record_reconcile_verdict(
+        self, operation_job_id: uuid.UUID, attempt: int, verdict: str
+    ) -> bool:
+        """Record that the reconcile hook left ``attempt`` undecided; False when
+        the operation moved on (decided, or another attempt)."""
+        ...
+
+
+@runtime_checkable
+class WorkflowRuntimeStore(Protocol):
+    """The hot path of the workflow runtime: lease, load and commit of replay
+    passes, operation completion, and their one-transaction combinations.
+
+    Every commit is fenced twice — by the lease token of the job(s) it settles
+    and by the execution's expected ``next_seq`` — and writes nothing when a
+    fence fails (NotFoundError for a token, ConflictError for the seq).
     """
 
-    id: str
-    spec: bytes
-    action: bytes
-    policy: bytes
-    note: str
-    paused: bool
-    cursor_at: datetime
-    next_fire_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-    started_count: int = 0
-    skipped_count: int = 0
-    missed_count: int = 0
+    def now(self) -> datetime | None:
+        """The clock override statements use (None = the backend clock)."""
+        ...
+
+    async def dequeue_workflow_tasks(
+        self, limit: int, lease: timedelta, kind: str = "$wft", *, first_passes: bool = True
+    ) -> list[Job]:
+        """Lease up to ``limit`` due workflow tasks, never two of one execution.
+
+        Tasks of executions in flight come before the first passes of new
+        executions; ``first_passes=False`` leases only the former (depth-first
+        admission when the caller's activity slots are scarce).
+        """
+        ...
+
+    async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> WorkflowTaskState:
+        """Read the execution, its history past ``after_seq``, buffered signals and
+        due timers in one statement (one snapshot, one round trip).
+
+        Raises NotFoundError when the execution does not exist.
+        """
+        ...
+
+    async def list_closed_children(
+        self, parent_id: uuid.UUID, parent_run_id: uuid.UUID
+    ) -> list[tuple[WorkflowExecutionView, dict[str, str]]]:
+        """Executions the end of run ``parent_run_id`` terminated by parent-close
+        policy (recursively), with their trace contexts."""
+        ...
+
+    async def lease_workflow_tasks(
+        self,
+        limit: int,
+        lease: timedelta,
+        kind: str = "$wft",
+        known: Mapping[uuid.UUID, int] | None = None,
+        *,
+        first_passes: bool = True,
+    ) -> list[LeasedTask]:
+        """Lease workflow tasks and load each (history past ``known[run]``), one round
+        trip; ordered and filtered as :meth:`dequeue_workflow_tasks`."""
+        ...
+
+    async def commit_pass(
+        self,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        write: PassWrite,
+        *,
+        next_task_at: datetime | Literal["now"] | None = None,
+        keep_lease: timedelta | None = None,
+    ) -> PassCommitResult:
+        """Commit a pass and ack its workflow task, in one transaction."""
+        ...
+
+    async def abandon_workflow_task(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> bool:
+        """Give up a leased task after a lost commit (release or ack)."""
+        ...
+
+    async def complete_operation(
+        self,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        event_type: str,
+        payload: bytes,
+        *,
+        dead: bool = False,
+        last_error: str = "",
+    ) -> int:
+        """Settle an operation, append its outcome, schedule a workflow task."""
+        ...
+
+    async def commit_completions(
+        self, run_id: uuid.UUID, settles: Sequence[OperationSettle], write: PassWrite
+    ) -> PassCommitResult:
+        """Settle operations, append their outcomes and commit the pass that
+        consumed them, in one transaction (no workflow task)."""
+        ...
+
+    async def start_workflow(
+        self, p: WorkflowStartParams, *, trace_context: dict[str, str] | None = None
+    ) -> tuple[bool, uuid.UUID]:
+        """Insert an execution and its first workflow task; ``(inserted, id)``."""
+        ...
+
+    async def start_workflow_with_pass(
+        self,
+        p: WorkflowStartParams,
+        write: PassWrite,
+        *,
+        trace_context: dict[str, str] | None = None,
+    ) -> StartCommitResult:
+        """Insert an execution and commit its first pass, in one transaction."""
+        ...
+
+    async def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
+        """Settle a leased job as succeeded (lease-fenced)."""
+        ...
+
+    async def reschedule(
+        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
+    ) -> None:
+        """Give a leased job back to run after ``delay`` (lease-fenced)."""
+        ...
+
+    async def extend_lease(self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta) -> None:
+        """Renew a lease to backend now + ``lease`` (lease-fenced)."""
+        ...
 
 
-class ScheduleRunRecord(msgspec.Struct, kw_only=True):
-    """What a schedule did for one nominal instant.
+@runtime_checkable
+class OperationStore(WorkflowRuntimeStore, Protocol):
+    """What an activity attempt settles with, beyond the hot path: parking an
+    operation as uncertain and the late reports of a parked attempt."""
 
-    Attributes:
-        schedule_id: the schedule.
-        nominal_at: the nominal instant (UTC), the identity of the fire.
-        fire_at: when it was due (nominal plus jitter).
-        run_id: the workflow execution, DAG run or job started for it (derived
-            from the schedule id and ``nominal_at``).
-        outcome: ``started``, ``skipped`` (overlap), ``missed`` (a buffered
-            start later than the catch-up window), ``buffered`` (waiting for
-            the run before it) or ``requested`` (trigger, backfill).
-        created_at: when it was recorded (store clock).
-        updated_at: last change (a buffered run started).
-    """
+    async def mark_uncertain(
+        self,
+        operation_job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        reason: str,
+        *,
+        event_type: str,
+        payload: bytes,
+    ) -> int:
+        """Park an active operation as uncertain and suspend its execution."""
+        ...
 
-    schedule_id: str
-    nominal_at: datetime
-    fire_at: datetime
-    run_id: uuid.UUID
-    outcome: str
-    created_at: datetime
-    updated_at: datetime
-    overlap: str | None = None
+    async def accept_late_report(
+        self,
+        operation_job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        event_type: str,
+        payload: bytes,
+        *,
+        resolved_event: tuple[str, bytes],
+        dead: bool = False,
+        last_error: str = "",
+        result: bytes | None = None,
+    ) -> object:
+        """Resolve a parked operation with its attempt's late outcome."""
+        ...
+
+    async def attempt_settlement(
+        self, operation_job_id: uuid.UUID, lease_token: uuid.UUID
+    ) -> tuple[JobState, str] | None:
+        """State and last error of an operation no longer active that still
+        carries ``lease_token`` (None otherwise): whether a report whose reply
+        was lost had committed."""
+        ...
+
+    async def record_late_outcome(
+        self,
+        operation_job_id: uuid.UUID,
+        attempt: int,
+        event_type: str,
+        payload: bytes,
+        *,
+        why: str,
+    ) -> uuid.UUID:
+        """Keep a refused late report as a ledger event."""
+        ...
 
 
-class ScheduleMissedRecord(msgspec.Struct, kw_only=True):
-    """A range of nominal times of a schedule that did not run.
+@runtime_checkable
+class WorkflowInteractionStore(Protocol):
+    """Queries and updates of workflow executions (what ``WorkflowHandle.query``
+    / ``update`` and the worker's query loop use; update outcomes are written
+    by the pass commit, ``PassWrite.updates``)."""
 
-    Attributes:
-        schedule_id: the schedule.
-        first_nominal_at: the first missed nominal instant (UTC).
-        last_nominal_at: the last one (inclusive).
-        count: how many nominal times the range holds.
-        count_exact: False when ``count`` is a lower bound (a cron range
-            longer than the scheduler counts).
-        reason: ``catchup`` (older than the catch-up window), ``paused``
-            (passed while paused) or ``update`` (before an edit took effect).
-        recorded_at: when it was recorded (store clock).
-    """
+    async def request_workflow_query(self, p: QueryRequest) -> str:
+        """Insert a pending query and wake the workers; returns the workflow name.
+        NotFoundError: no such execution."""
+        ...
 
-    schedule_id: str
-    first_nominal_at: datetime
-    last_nominal_at: datetime
-    count: int
-    count_exact: bool
-    reason: str
-    recorded_at: datetime
+    async def claim_workflow_queries(
+        self, workflow_names: Sequence[str], limit: int
+    ) -> list[QueryClaim]:
+        """Claim up to ``limit`` pending, unexpired queries of these workflows,
+        oldest first (``SKIP LOCKED``: each query goes to one worker); rows
+        whose deadline passed a minute ago are deleted on the way."""
+        ...
+
+    async def answer_workflow_query(self, query_id: uuid.UUID, answer: QueryAnswer) -> bool:
+        """Record a claimed query's answer and wake its caller; False when withdrawn."""
+        ...
+
+    async def take_workflow_query(
+        self, query_id: uuid.UUID, *, withdraw: bool = False
+    ) -> QueryAnswer | None:
+        """Delete and return an answered query (any query with ``withdraw``)."""
+        ...
+
+    async def get_workflow_update(
+        self, workflow_id: uuid.UUID, update_id: str
+    ) -> UpdateOutcome | None:
+        """The outcome of update ``update_id`` of an execution; None while it
+        has none (not yet decided, or never requested)."""
+        ...
 
 
-class ScheduleChangeRecord(msgspec.Struct, kw_only=True):
-    """One edit of a schedule (``update``, ``pause``, ``unpause``).
-
-    Attributes:
-        schedule_id: the schedule.
-        at: when (store clock).
-        verb: ``update``, ``pause`` or ``unpause``.
-        old_spec, new_spec, old_policy, new_policy, old_action, new_action:
-            the encoded values before and after (None for pause/unpause).
-        note: the operator's note.
-    """
-
-    schedule_id: str
-    at: datetime
-    verb: str
-    old_spec: bytes | None = None
-    new_spec: bytes | None = None
-    old_policy: bytes | None = None
-    new_policy: bytes | None = None
-    old_action: bytes | None = None
-    new_action: bytes | None = None
-    note: str = ""
+@runtime_checkable
+class WorkflowClientStore(
+    QueueProducer,
+    TxQueueProducer[TTx_contra],
+    EventProducer,
+    TxEventProducer[TTx_contra],
+    WorkflowProducer,
+    TxWorkflowProducer[TTx_contra],
+    WorkflowAdmin,
+    UncertainStore,
+    Protocol[TTx_contra],
+):
+    """What :class:`azync_flow.Client` needs: executions, uncertain operations and
+    event publishing, also in the caller's transaction (``TTx_contra``: the
+    driver's connection type)."""

@@ -1,12 +1,9 @@
-"""Push wake-ups over LISTEN/NOTIFY (contract ``Notifier``).
+"""A dedicated LISTEN connection as an async stream: the base of the wake,
+change-hint and workflow-done subscriptions.
 
-Producers NOTIFY ``Config.notify_channel`` with the payload ``"<source>:<kind>"``
-inside their own transaction, so a wake is delivered only after the commit
-that made the work visible: enqueue (a due job), publish (one per delivered
-subscriber), promote_due, reap_expired (re-pended kinds), run_now and the retry
-verbs. A :class:`WakeSubscription` holds one dedicated listening connection and
-reconnects when it drops; wakes that may have been missed during the gap are
-replayed as one wake per ``(source, kind)`` that has pending jobs.
+A :class:`ListenSubscription` holds one dedicated listening connection and
+reconnects when it drops; each subclass decodes the payloads of its channel
+and may replay what a reconnect gap could have hidden.
 """
 
 from __future__ import annotations
@@ -20,17 +17,14 @@ from typing import Any, Generic, Self, TypeVar
 import asyncpg
 
 from ..errors import StoreError, StoreUnavailableError
-from ..types import Source, Wake
+from ..queue import Source, Wake
 from ._base import PgBase
 from ._guard import describe_outage, is_unavailable, translate
-from ._queries import QUERIES
 
 __all__ = [
     "HEALTH_INTERVAL",
     "MAX_BUFFERED",
     "ListenSubscription",
-    "NotifyMixin",
-    "WakeSubscription",
     "connect_dedicated",
     "parse_wake",
 ]
@@ -252,42 +246,3 @@ class ListenSubscription(Generic[T]):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
-
-
-class WakeSubscription(ListenSubscription[Wake]):
-    """The :class:`Wake` stream of ``Notifier.wake``.
-
-    After a reconnect it replays one wake per ``(source, kind)`` with due
-    pending jobs, covering notifications sent while it was not listening.
-    """
-
-    _task_name = "azync-wake-listener"
-
-    def _decode(self, payload: str) -> Wake | None:
-        return parse_wake(payload)
-
-    async def _after_connect(self, conn: asyncpg.Connection, *, reconnected: bool) -> None:
-        if not reconnected:
-            return
-        rows = await conn.fetch(QUERIES["job_pending_partitions"], self._store.now())
-        for r in rows:
-            with contextlib.suppress(ValueError):
-                self._put(Wake(source=Source(r["source"]), kind=r["kind"]))
-
-
-class NotifyMixin(PgBase):
-    async def wake(self) -> WakeSubscription | None:
-        """Contract ``Notifier.Wake``: a stream of wakes, or None when poll-only.
-
-        LISTEN is live when this returns, so a job committed afterwards is
-        announced. Close the subscription (or use it as an async context
-        manager) to release its dedicated connection.
-
-        Raises:
-            StoreError: the listening connection cannot be opened.
-        """
-        if self.config.poll_only:
-            return None
-        sub = WakeSubscription(self)
-        await sub.start()
-        return sub

@@ -15,11 +15,11 @@ from datetime import datetime
 
 import asyncpg
 
-from ..types import WorkflowExecutionView, WorkflowState
-from ..validate import check_text
-from .notify import ListenSubscription
-from .workflow_core import WorkflowCoreMixin, execution_from_row
-from .workflow_interaction import QUERY_PREFIX, UPDATE_PREFIX
+from ...validate import check_text
+from ...workflows import WorkflowExecutionView, WorkflowState
+from .._listen import ListenSubscription
+from .core import WorkflowCoreMixin, execution_from_row
+from .interaction import QUERY_PREFIX, UPDATE_PREFIX
 
 __all__ = ["DONE_PREFIX", "RESET", "WorkflowDoneSubscription", "WorkflowListingMixin"]
 

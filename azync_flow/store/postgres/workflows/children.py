@@ -15,10 +15,10 @@ import uuid
 import asyncpg
 import msgspec
 
-from ..errors import NotFoundError
-from ..types import HistoryEvent, PassWrite, WorkflowExecutionView, WorkflowRunView
-from ._base import decode_meta, encode_meta
-from .workflow_core import ENQUEUED, WORKFLOW_TASK, WorkflowCoreMixin, execution_from_row
+from ...errors import NotFoundError
+from ...workflows import HistoryEvent, PassWrite, WorkflowExecutionView, WorkflowRunView
+from .._base import decode_meta, encode_meta
+from .core import ENQUEUED, WORKFLOW_TASK, WorkflowCoreMixin, execution_from_row
 
 __all__ = ["WorkflowChildrenMixin", "ends_execution"]
 

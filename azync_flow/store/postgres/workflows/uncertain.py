@@ -18,19 +18,13 @@ from collections.abc import Callable
 
 import asyncpg
 
-from ..._text import clean_text
-from ..errors import ConflictError, NotFoundError
-from ..types import (
-    Job,
-    JobState,
-    PublishParams,
-    ResolvedOperation,
-    UncertainDecision,
-    UncertainOperation,
-    WorkflowState,
-)
-from ._base import decode_meta, job_from_row
-from .workflow_core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin
+from ...._text import clean_text
+from ...errors import ConflictError, NotFoundError
+from ...events import PublishParams
+from ...queue import Job, JobState
+from ...workflows import ResolvedOperation, UncertainDecision, UncertainOperation, WorkflowState
+from .._base import decode_meta, job_from_row
+from .core import LIVE_WORKFLOW_STATES, WORKFLOW_TASK, WorkflowCoreMixin
 
 #: Ledger event type of a late report refused by the fence.
 LATE_OUTCOME_EVENT = "azync.operation.late_outcome_ignored"

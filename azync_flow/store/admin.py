@@ -1,0 +1,250 @@
+"""The operator's contract across domains: the schema (migrations), jobs of
+every source (listing, retrying, deleting), their counters, and change hints
+for admin surfaces.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+from ._common import Subscription
+from .queue import AttemptError, Job, JobState, Source
+
+__all__ = [
+    "Change",
+    "ChangeEntity",
+    "ChangeNotifier",
+    "Closable",
+    "DailyCount",
+    "Depths",
+    "JobAdmin",
+    "JobFilter",
+    "Migrator",
+    "NukeReport",
+    "StatsMaintenance",
+]
+
+
+class JobFilter(msgspec.Struct, kw_only=True):
+    kind: str = ""
+    state: JobState | None = None
+
+
+class Depths(msgspec.Struct, kw_only=True):
+    pending: int = 0
+    scheduled: int = 0
+    active: int = 0
+    dead: int = 0
+    paused: int = 0
+    succeeded: int = 0
+    oldest_pending_age: timedelta = timedelta(0)
+
+
+class DailyCount(msgspec.Struct, kw_only=True):
+    date: datetime
+    enqueued: int = 0
+    processed: int = 0
+    failed: int = 0
+    reaped: int = 0
+
+
+class NukeReport(msgspec.Struct, kw_only=True):
+    jobs: int = 0
+    stats: int = 0
+    keys: int = 0
+
+
+class ChangeEntity(enum.StrEnum):
+    JOB = "job"
+    DAG = "dag"
+    EVENT = "event"
+    WORKFLOW = "workflow"
+    RESET = "reset"
+
+
+class Change(msgspec.Struct, kw_only=True):
+    entity: ChangeEntity
+    source: Source | None = None
+    id: uuid.UUID | None = None
+    dag_id: uuid.UUID | None = None
+    kind: str = ""
+    task_key: str = ""
+    state: str = ""
+    at: datetime | None = None
+    bulk: bool = False
+    count: int = 0
+
+
+@runtime_checkable
+class Migrator(Protocol):
+    """Contract ``Migrator``."""
+
+    async def migrate(self) -> list[int]:
+        """Bring the schema up to date; returns the migration versions applied."""
+        ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """Releases the driver's resources."""
+
+    async def close(self) -> None:
+        """Stop the stream and release its connection. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class StatsMaintenance(Protocol):
+    """Folding and trimming of the daily counters (run by the leader)."""
+
+    async def fold_stats(self, limit: int) -> int:
+        """Fold up to ``limit`` recorded counter deltas (every source) into the
+        daily counters, in one transaction.
+
+        Every counted transaction (start, commit, settle, publish ...) only
+        inserts delta rows, so none waits on a shared counter row; the leader's
+        maintenance folds them. Reads (``stats``, ``all_daily``,
+        ``list_kinds``) sum folded counts and pending deltas, so they are exact
+        before and after a fold. Folds may race: each delta is counted by
+        exactly one of them.
+
+        Args:
+            limit: the most delta rows folded by this call (> 0).
+
+        Returns:
+            The delta rows folded; ``limit`` means more may be pending.
+
+        Raises:
+            ValueError: ``limit`` is not positive.
+        """
+        ...
+
+    async def vacuum_stats(self, source: Source, retention: timedelta) -> int:
+        """Trim the daily counters (folded or not) of days older than retention
+        (<= 0 keeps all)."""
+        ...
+
+
+@runtime_checkable
+class JobAdmin(Protocol):
+    """What an operator reads and does on the jobs of a source."""
+
+    async def list_kinds(self, source: Source) -> list[str]:
+        """Distinct kinds of the source (live jobs and stat history), sorted."""
+        ...
+
+    async def kind_depths(self, source: Source) -> dict[str, Depths]:
+        """Per-kind instantaneous state counters."""
+        ...
+
+    async def stats(self, source: Source, kind: str) -> tuple[Depths, list[DailyCount]]:
+        """One kind's depths and its daily window, oldest day first."""
+        ...
+
+    async def all_daily(self, source: Source) -> list[DailyCount]:
+        """Daily window summed over every kind, oldest day first."""
+        ...
+
+    async def list_jobs(
+        self, source: Source, filter: JobFilter, offset: int, limit: int
+    ) -> tuple[list[Job], int]:
+        """A page of jobs and the total matching count.
+
+        Ordering: pending/dead by enqueued_at asc; scheduled/paused by run_at
+        asc; active by lease_until asc; succeeded by completed_at desc; no
+        state filter by enqueued_at desc; ties by id.
+        """
+        ...
+
+    async def get_job(self, source: Source, id: uuid.UUID) -> Job:
+        """One job; NotFoundError when none matches."""
+        ...
+
+    async def job_attempts(self, source: Source, id: uuid.UUID) -> list[AttemptError]:
+        """A job's failure history, oldest attempt first."""
+        ...
+
+    async def retry_job(self, source: Source, id: uuid.UUID) -> None:
+        """Reset a dead job to pending (attempt, reap_count cleared); NotFoundError
+        when not dead, ConflictError when a workflow execution or a DAG run owns it."""
+        ...
+
+    async def retry_all_dead(self, source: Source, kind: str) -> int:
+        """Reset every dead job of (source, kind) ('' = all kinds) to pending,
+        except those owned by a workflow execution or a DAG run; returns the count."""
+        ...
+
+    async def run_now(self, source: Source, id: uuid.UUID) -> None:
+        """Expedite a scheduled job: pending with run_at = now, workers woken.
+
+        Raises:
+            NotFoundError: the job is missing or not scheduled.
+        """
+        ...
+
+    async def archive_job(self, source: Source, id: uuid.UUID) -> None:
+        """Force a pending or scheduled job to dead.
+
+        Raises:
+            NotFoundError: the job is missing or not pending/scheduled.
+            ConflictError: a workflow execution or a DAG run owns the job.
+        """
+        ...
+
+    async def pause_job(self, source: Source, id: uuid.UUID) -> None:
+        """Hold a pending or scheduled job out of the ready set (paused).
+
+        Raises:
+            NotFoundError: the job is missing or not pending/scheduled.
+        """
+        ...
+
+    async def resume_job(self, source: Source, id: uuid.UUID) -> None:
+        """Return a paused job to pending (due) or scheduled (run_at in the future).
+
+        Raises:
+            NotFoundError: the job is missing or not paused.
+        """
+        ...
+
+    async def delete_job(self, source: Source, id: uuid.UUID, state: JobState) -> None:
+        """Delete one job of the source in ``state``.
+
+        Raises:
+            NotFoundError: no such job in that state.
+            ConflictError: a workflow execution or a DAG run owns the job.
+        """
+        ...
+
+    async def delete_all(self, source: Source, kind: str, state: JobState) -> int:
+        """Delete every job of (source, kind) ('' = all kinds) in the state,
+        except those owned by a workflow execution or a DAG run."""
+        ...
+
+    async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
+        """Delete dead jobs of ``(source, kind)`` enqueued before ``older_than`` ago.
+
+        DAG- and workflow-owned jobs are exempt (their run removes them).
+        """
+        ...
+
+    async def nuke_all(self, source: Source) -> NukeReport:
+        """Delete every job, stat row and idempotency key of the source (a dev
+        reset). The event ledger is left intact."""
+        ...
+
+
+@runtime_checkable
+class ChangeNotifier(Protocol):
+    """Contract ``ChangeNotifier``: change hints for admin surfaces."""
+
+    async def changes(self) -> Subscription[Change] | None:
+        """A stream of change hints whose first item is a ``ChangeEntity.RESET``
+        sent once the push channel is live; a further RESET announces a gap.
+        None when the backend is poll-only."""
+        ...

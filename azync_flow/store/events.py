@@ -1,0 +1,188 @@
+"""The event ledger's contract: publishing with atomic fan-out to the
+registered subscribers, the registrations themselves, retention, and the
+operator's views (list, replay).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+from ._common import TTx_contra
+
+__all__ = [
+    "EventAdmin",
+    "EventAdminRow",
+    "EventConsumer",
+    "EventFilter",
+    "EventMaintenance",
+    "EventProducer",
+    "OpsStats",
+    "PublishParams",
+    "ReplayFilter",
+    "Subscriber",
+    "SubscriberView",
+    "TxEventProducer",
+]
+
+
+class PublishParams(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    type: str
+    payload: bytes
+    aggregate_type: str = ""
+    aggregate_id: str = ""
+    version: int = 0
+    occurred_at: datetime | None = None
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Subscriber(msgspec.Struct, kw_only=True):
+    name: str
+    event_type: str
+    max_attempts: int = 0
+    #: deliveries run one key at a time, in publish order (``ordering="key"``)
+    ordered: bool = False
+
+
+class SubscriberView(msgspec.Struct, kw_only=True):
+    event_type: str
+    subscriber: str
+    max_attempts: int
+    ordered: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class EventFilter(msgspec.Struct, kw_only=True):
+    type: str = ""
+    undispatched: bool | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class EventAdminRow(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    type: str
+    aggregate_type: str
+    aggregate_id: str
+    version: int
+    occurred_at: datetime
+    dispatched_at: datetime | None
+    meta: dict[str, str]
+    payload: bytes
+    deliveries: int
+
+
+class OpsStats(msgspec.Struct, kw_only=True):
+    undispatched: int = 0
+    total_24h: int = 0
+    types_24h: int = 0
+    subscribers: int = 0
+
+
+class ReplayFilter(msgspec.Struct, kw_only=True):
+    subscriber: str = ""
+    event_type: str = ""
+    event_id: uuid.UUID | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 0
+
+
+@runtime_checkable
+class EventProducer(Protocol):
+    """Appends events to the ledger."""
+
+    async def publish(self, p: PublishParams) -> int:
+        """Append one event and fan out one pending delivery per registered
+        subscriber of ``p.type``, atomically; wake each subscriber's workers.
+
+        Returns:
+            The number of deliveries created (0 when nobody subscribes).
+
+        Raises:
+            ConflictError: an event with the same ``id`` already exists.
+        """
+        ...
+
+
+@runtime_checkable
+class TxEventProducer(Protocol[TTx_contra]):
+    """Appends events inside the caller's transaction ``tx`` (contract ``TxStore``)."""
+
+    async def publish_tx(self, tx: TTx_contra, p: PublishParams) -> int:
+        """:meth:`EventProducer.publish` on the caller's transaction."""
+        ...
+
+
+@runtime_checkable
+class EventConsumer(Protocol):
+    """Registers the subscribers whose deliveries a worker runs."""
+
+    async def register_subscriber(self, sub: Subscriber) -> None:
+        """Upsert a subscriber registration keyed by ``(name, event_type)``."""
+        ...
+
+    async def subscribers(self, event_type: str) -> list[Subscriber]:
+        """Registrations for an event type, ordered by name."""
+        ...
+
+    async def delete_subscriber(self, name: str, event_type: str) -> int:
+        """Remove ``(name, event_type)``, or every registration of ``name`` when
+        ``event_type`` is empty. Deliveries already fanned out are untouched.
+
+        Returns:
+            The number of registrations removed.
+        """
+        ...
+
+
+@runtime_checkable
+class EventMaintenance(Protocol):
+    """Retention of the ledger."""
+
+    async def retain(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` events that occurred before ``before`` and whose
+        deliveries are all terminal (succeeded, dead, skipped or cancelled),
+        cascading to those deliveries. An event with a pending, scheduled,
+        active or paused delivery is kept. ``limit <= 0`` removes nothing.
+
+        Returns:
+            The number of events removed.
+        """
+        ...
+
+
+@runtime_checkable
+class EventAdmin(Protocol):
+    """What an operator reads and does on the ledger."""
+
+    async def list_events(
+        self, filter: EventFilter, offset: int, limit: int
+    ) -> tuple[list[EventAdminRow], int]:
+        """Ledger events matching the filter, newest first, and the total count."""
+        ...
+
+    async def get_event(self, id: uuid.UUID) -> EventAdminRow:
+        """One ledger event.
+
+        Raises:
+            NotFoundError: no event has this id.
+        """
+        ...
+
+    async def list_subscriber_views(self, event_type: str) -> list[SubscriberView]:
+        """Registrations ordered by event type then name ('' = all)."""
+        ...
+
+    async def ops_stats(self) -> OpsStats:
+        """The event ledger admin summary."""
+        ...
+
+    async def replay(self, filter: ReplayFilter) -> int:
+        """Re-fan-out matching events into fresh pending deliveries flagged replay."""
+        ...

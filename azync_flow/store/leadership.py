@@ -1,0 +1,109 @@
+"""Leadership as a lease on the backend clock, and the registry of running
+workers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import timedelta
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "LeaderElector",
+    "LeadershipLease",
+    "LeaseElector",
+    "WorkerRegistryStore",
+]
+
+
+@runtime_checkable
+class LeadershipLease(Protocol):
+    """A held leadership (contract ``LeadershipLease``)."""
+
+    async def valid(self) -> bool:
+        """Renew the lease; True while this term still holds the leadership on
+        the backend clock (one statement, once per tick)."""
+        ...
+
+    async def renew_if_due(self) -> bool:
+        """:meth:`valid` when a third of the TTL passed since the last renewal,
+        else True (so long maintenance ticks keep the lease)."""
+        ...
+
+    def fenced(self) -> AbstractContextManager[None]:
+        """Fence the store statements of the current task by this term.
+
+        Inside the block every statement runs in a transaction that first
+        checks the term still leads (raising
+        :class:`~azync_flow.store.LeadershipLostError` otherwise, nothing
+        written) and blocks a takeover until it ends.
+        """
+        ...
+
+    async def release(self) -> None:
+        """Expire the lease now so another instance takes over at once.
+        Idempotent; never raises."""
+        ...
+
+
+@runtime_checkable
+class LeaderElector(Protocol):
+    """Contract ``LeaderElector``."""
+
+    async def acquire_leadership(self, name: str) -> Callable[[], Awaitable[None]] | None:
+        """Contract ``LeaderElector.AcquireLeadership``.
+
+        Returns:
+            An async ``release`` callable when acquired, None when another
+            instance leads. The caller renews nothing: the leadership lapses
+            :data:`DEFAULT_LEADER_TTL` after acquisition unless released sooner.
+        """
+        ...
+
+
+@runtime_checkable
+class LeaseElector(Protocol):
+    """Contract ``LeaseElector``."""
+
+    async def acquire_leadership_lease(
+        self, name: str, ttl: timedelta = ..., *, holder: str = ...
+    ) -> LeadershipLease | None:
+        """Try to take the named leadership; None when another instance leads.
+
+        ``holder`` names the process for operators (default ``"<host>:<pid>"``).
+
+        A leadership is a lease on the backend clock: free or lapsed for
+        ``ttl`` since its last renewal, it is taken with a higher term. Renew
+        it with :meth:`LeadershipLease.valid` (once per tick, well within
+        ``ttl``), run leader-only writes inside :meth:`LeadershipLease.fenced`
+        and release it when done.
+        """
+        ...
+
+
+@runtime_checkable
+class WorkerRegistryStore(Protocol):
+    """What each running worker registers (one row per worker, written only by
+    it): the workflow names it runs, live until its expiry."""
+
+    async def register_worker(
+        self,
+        worker_id: uuid.UUID,
+        workflows: Sequence[str],
+        ttl: timedelta,
+        *,
+        host: str = "",
+        pid: int = 0,
+    ) -> None:
+        """Insert or refresh this worker's row, live for ``ttl`` from now."""
+        ...
+
+    async def unregister_worker(self, worker_id: uuid.UUID) -> None:
+        """Remove this worker's row (it is stopping)."""
+        ...
+
+    async def live_workers_for_workflow(self, name: str) -> int:
+        """How many live workers register workflow ``name``."""
+        ...

@@ -1,0 +1,333 @@
+"""The queue's contract: jobs, enqueueing, leasing and settling them, the
+housekeeping of their leases and timers, and the wake-ups that announce them.
+
+Every table row that runs work (a queue job, an event delivery, a DAG task, a
+workflow task or an activity operation) is a :class:`Job` of some
+:class:`Source`; the settle verbs of :class:`JobSettler` serve them all. Each is
+fenced by the lease token: when the token no longer owns an active row it
+raises ``NotFoundError`` and changes nothing. Every schedule uses the backend
+clock.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import msgspec
+
+from ._common import Subscription, TTx_contra
+
+__all__ = [
+    "LIVE_JOB_STATES",
+    "AttemptError",
+    "DequeueParams",
+    "EnqueueParams",
+    "EventRecord",
+    "Job",
+    "JobSettler",
+    "JobState",
+    "Notifier",
+    "QueueConsumer",
+    "QueueMaintenance",
+    "QueueProducer",
+    "ReapReport",
+    "Source",
+    "TxQueueProducer",
+    "Wake",
+]
+
+
+class Source(enum.StrEnum):
+    """Partition discriminator of the jobs table."""
+
+    QUEUE = "queue"
+    EVENT = "event"
+    DAG = "dag"
+    WORKFLOW = "workflow"
+
+
+class JobState(enum.StrEnum):
+    """Lifecycle state of a job row (queue job, delivery, DAG task, operation)."""
+
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    ACTIVE = "active"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    PAUSED = "paused"
+    SKIPPED = "skipped"
+    BLOCKED = "blocked"  # DAG task waiting on dependencies
+    WAITING = "waiting"  # DAG signal task waiting for its signal
+    CANCELLED = "cancelled"
+    UNCERTAIN = "uncertain"  # operation whose outcome is unknown
+
+
+#: States in which a job still holds its live idempotency key.
+LIVE_JOB_STATES = frozenset(
+    {
+        JobState.PENDING,
+        JobState.SCHEDULED,
+        JobState.ACTIVE,
+        JobState.PAUSED,
+        JobState.BLOCKED,
+        JobState.WAITING,
+        JobState.UNCERTAIN,
+    }
+)
+
+
+class AttemptError(msgspec.Struct, kw_only=True):
+    attempt: int
+    error: str
+    at: datetime
+
+
+class Wake(msgspec.Struct, frozen=True, kw_only=True):
+    source: Source
+    kind: str
+
+
+class EnqueueParams(msgspec.Struct, kw_only=True):
+    """Arguments of ``enqueue`` (contract ``EnqueueParams``).
+
+    ``run_at`` is an absolute UTC schedule; when ``None`` the job runs at
+    backend ``now() + delay``. ``snooze_budget`` (an extension of the Go
+    contract, which sets it only for DAG tasks) bounds the job's snooze loop:
+    the first ``snooze`` stamps its deadline.
+    """
+
+    id: uuid.UUID
+    kind: str
+    payload: bytes
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+    run_at: datetime | None = None
+    delay: timedelta = timedelta(0)
+    max_attempts: int = 0
+    max_attempts_explicit: bool = False
+    idempotency_key: str = ""
+    idempotency_ttl: timedelta = timedelta(0)
+    #: Extension: bounds the job's snooze loop (see ``Job.snooze_budget``); zero = unbounded.
+    snooze_budget: timedelta = timedelta(0)
+
+
+class DequeueParams(msgspec.Struct, kw_only=True):
+    kind: str
+    limit: int
+    lease: timedelta
+    default_max_attempts: int = 25
+    override_default: bool = True
+
+
+class EventRecord(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    type: str
+    aggregate_type: str = ""
+    aggregate_id: str = ""
+    version: int = 0
+    occurred_at: datetime | None = None
+    payload: bytes = b"null"
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Job(msgspec.Struct, kw_only=True):
+    """One row of the jobs table (contract ``Job``)."""
+
+    id: uuid.UUID
+    source: Source
+    kind: str
+    state: JobState
+    attempt: int = 0
+    max_attempts: int = 0
+    reap_count: int = 0
+    payload: bytes | None = None
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
+    run_at: datetime | None = None
+    lease_until: datetime | None = None
+    lease_token: uuid.UUID | None = None
+    last_error: str = ""
+    event_id: uuid.UUID | None = None
+    replay: bool = False
+    event: EventRecord | None = None
+    dag_id: uuid.UUID | None = None
+    run_id: uuid.UUID | None = None
+    task_key: str = ""
+    result: bytes | None = None
+    signal_name: str = ""
+    compensation_kind: str = ""
+    ignore_dead_deps: bool = False
+    snooze_budget: timedelta = timedelta(0)
+    deadline_at: datetime | None = None
+    enqueued_at: datetime | None = None
+    failed_at: datetime | None = None
+    completed_at: datetime | None = None
+    started_at: datetime | None = None
+
+
+class ReapReport(NamedTuple):
+    """Jobs returned to pending, and jobs given up on (dead-lettered)."""
+
+    reaped: int
+    killed: int
+
+
+@runtime_checkable
+class QueueProducer(Protocol):
+    """Puts queue jobs in (what a client enqueues with)."""
+
+    async def enqueue(self, p: EnqueueParams) -> bool:
+        """Insert one queue job; False when deduplicated by its idempotency key.
+
+        The live-key check always applies; a positive ``idempotency_ttl`` adds
+        a time window that keeps the key rejected even after the job settles.
+        Workers are woken after commit.
+        """
+        ...
+
+    async def enqueue_many(self, ps: Sequence[EnqueueParams]) -> list[bool]:
+        """Insert many queue jobs in one transaction; per item, False when
+        deduplicated.
+
+        Items are enqueued as :meth:`enqueue` would, one after another in
+        order: an item whose key a live job, an unexpired TTL window or an
+        earlier item of the batch holds writes nothing. Every item is checked
+        before anything is written (a ``ValueError`` writes nothing); an
+        existing or repeated id raises ``ConflictError`` and writes nothing.
+        Workers of each due kind are woken once, after commit.
+        """
+        ...
+
+
+@runtime_checkable
+class TxQueueProducer(Protocol[TTx_contra]):
+    """Puts queue jobs in inside the caller's transaction ``tx`` (contract ``TxStore``)."""
+
+    async def enqueue_tx(self, tx: TTx_contra, p: EnqueueParams) -> bool:
+        """:meth:`QueueProducer.enqueue` in the caller's transaction; wakes fire on its commit."""
+        ...
+
+    async def enqueue_many_tx(self, tx: TTx_contra, ps: Sequence[EnqueueParams]) -> list[bool]:
+        """:meth:`QueueProducer.enqueue_many` on the caller's transaction."""
+        ...
+
+
+@runtime_checkable
+class JobSettler(Protocol):
+    """Settles a leased job of any source, fenced by its lease token."""
+
+    async def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
+        """Settle an active job as succeeded (kept as history); frees the live key."""
+        ...
+
+    async def ack_many(self, items: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
+        """Extension: ack several ``(id, lease_token)`` pairs in one statement.
+
+        Returns the ids acked; a stale pair is skipped (absent from the result)
+        rather than raised.
+        """
+        ...
+
+    async def reschedule(
+        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
+    ) -> None:
+        """Park a failed job as scheduled at now()+delay, recording the attempt."""
+        ...
+
+    async def dead(self, id: uuid.UUID, lease_token: uuid.UUID, last_error: str) -> None:
+        """Dead-letter an active job, recording the final attempt."""
+        ...
+
+    async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
+        """Settle an active job as skipped: terminal, no result, ``reason`` kept as
+        its last error, counted as processed in the daily stats.
+
+        Raises:
+            NotFoundError: the token no longer owns an active row (nothing changed).
+        """
+        ...
+
+    async def release(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
+        """Return a leased job to pending, attempt - 1 (floored at 0), no attempt recorded."""
+        ...
+
+    async def snooze(
+        self,
+        id: uuid.UUID,
+        lease_token: uuid.UUID,
+        delay: timedelta,
+        deadline_error: str,
+    ) -> bool:
+        """Park an active job as scheduled at now()+delay without spending an attempt.
+
+        The first snooze of a job with a snooze budget stamps
+        ``deadline_at = now()+budget``; a snooze past that deadline dead-letters
+        the job instead (recording the attempt with ``deadline_error``) and
+        returns True ("deadlined"). Otherwise returns False.
+        """
+        ...
+
+    async def extend_lease(self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta) -> None:
+        """Renew an active job's lease to now()+lease (a heartbeat)."""
+        ...
+
+
+@runtime_checkable
+class QueueConsumer(JobSettler, Protocol):
+    """Leases due jobs of one ``(source, kind)`` and settles them (what a worker loop runs)."""
+
+    async def dequeue_batch(self, source: Source, p: DequeueParams) -> list[Job]:
+        """Lease up to ``p.limit`` due pending jobs of ``(source, p.kind)`` for
+        ``p.lease``, ordered by run_at then id: attempt incremented, fresh lease
+        token, retry budget resolved durably. Event deliveries carry ``event``."""
+        ...
+
+
+@runtime_checkable
+class QueueMaintenance(Protocol):
+    """Housekeeping of jobs: due timers, expired leases, spent keys and old rows."""
+
+    async def promote_due(self, source: Source, kinds: Sequence[str] | None = None) -> int:
+        """Move due scheduled jobs of the kinds (None or empty: every kind) to
+        pending, waking workers. Returns the count promoted."""
+        ...
+
+    async def reap_expired(
+        self, source: Source, kinds: Sequence[str] | None = None, max_reaps: int = 5
+    ) -> tuple[int, int]:
+        """Reclaim expired active leases of the kinds (None or empty: every kind).
+
+        Each returns to pending with reap_count + 1, or goes dead (recording an
+        attempt) once reap_count reaches ``max_reaps``. Returns
+        ``(reaped, killed)``, killed being the subset dead-lettered.
+        """
+        ...
+
+    async def next_due_at(self) -> datetime | None:
+        """The earliest moment after now (the store's clock) at which a job or
+        workflow timer becomes due, or None when nothing waits on time."""
+        ...
+
+    async def vacuum_idempotency(self, source: Source) -> int:
+        """Trim expired time-window idempotency keys."""
+        ...
+
+    async def vacuum_completed(self, source: Source, retention: timedelta) -> int:
+        """Trim succeeded jobs completed before retention ago (<= 0 keeps all).
+
+        DAG-owned (``dag_id``) and workflow-owned (``run_id``) jobs are exempt.
+        """
+        ...
+
+
+@runtime_checkable
+class Notifier(Protocol):
+    """Contract ``Notifier``: wake-ups signalled by enqueues and publishes."""
+
+    async def wake(self) -> Subscription[Wake] | None:
+        """A stream of :class:`Wake` (source, kind), one per committed enqueue of a
+        due job (and per publish delivery, promotion, run-now, retry). None when
+        the store is poll-only. The stream survives a dropped connection."""
+        ...
