@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import (
     NotFoundError,
     QueryFailedError,
@@ -28,7 +29,6 @@ from azync_flow.errors import (
     UpdateRejectedError,
 )
 from azync_flow.replay._interactions import UPDATE_SIGNAL_PREFIX
-from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.runtime.worker_runtime import workflow_runtime
 from azync_flow.store.validate import check_name
 from azync_flow.store.workflows import (

@@ -33,15 +33,14 @@ from azync_flow._client_interactions import (
 )
 from azync_flow._text import clean_text
 from azync_flow._transaction import check_transaction
+from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import (
-    IdempotencyConflictError,
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowTerminatedError,
 )
 from azync_flow.events._publish import publish_event
 from azync_flow.replay._interactions import check_signal_name
-from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
@@ -73,7 +72,7 @@ if TYPE_CHECKING:
     from azync_flow.schedules import ScheduleClient
     from azync_flow.worker import Worker
 
-__all__ = ["Client", "ExecutionPage", "IdempotencyConflictError", "WorkflowHandle"]
+__all__ = ["Client", "ExecutionPage", "WorkflowHandle"]
 
 log = logging.getLogger("azync_flow.client")
 

@@ -7,7 +7,8 @@ Tree::
     │   ├── NotFoundError               missing row, stale lease token, wrong state for the verb
     │   ├── ConflictError               the row exists but another writer won
     │   │   ├── IdempotencyConflictError    (a workflow start reused an id or key with other input)
-    │   │   └── DAGIdempotencyConflictError (existing_id) — a DAG run reused a live run's key
+    │   │   ├── DAGIdempotencyConflictError (existing_id) — a DAG run reused a live run's key
+    │   │   └── ScheduleExistsError     (also a ScheduleError, below)
     │   ├── LeadershipLostError         a fenced maintenance write of a lapsed leadership term
     │   ├── MigrationError
     │   ├── SchemaNotMigratedError      (schema) — the schema lacks the tables: run the migrations
@@ -39,7 +40,11 @@ Tree::
     │   ├── PayloadEncodeError          (a value msgspec cannot encode, e.g. a lone surrogate)
     │   └── PayloadTooLargeError        (size, limit)
     ├── LeaseLost                       a job's lease token no longer owns the row
+    ├── UnknownKindError                (kind) — no handler is registered for a job's kind
     ├── DAGValidationError              (dag, task) — also a ValueError
+    ├── ScheduleError                   an unknown schedule id, an unusable action
+    │   ├── ScheduleSpecError           a bad cron, zone, interval or instant — also a ValueError
+    │   └── ScheduleExistsError         a schedule with this id exists (also a ConflictError)
     ├── HistoryFileError                (source, problem) — also a ValueError
     └── OtlpConfigError                 ``configure_otlp`` cannot do what was asked
 
@@ -52,9 +57,8 @@ Tree::
 
 Every error carries structured fields and a stable ``code`` shown in ``str()``;
 the control-flow signals derive from ``BaseException`` so a handler's
-``except Exception`` cannot swallow them. ``azync_flow.store.errors``,
-``azync_flow.dag`` and ``azync_flow.worker`` re-export the names they used to
-define.
+``except Exception`` cannot swallow them. This module is the one home of every
+public error; ``azync_flow`` re-exports the common ones.
 """
 
 from __future__ import annotations
@@ -89,12 +93,16 @@ __all__ = [
     "QueryNotFoundError",
     "QueryTimeoutError",
     "ReadOnlyContextError",
+    "ScheduleError",
+    "ScheduleExistsError",
+    "ScheduleSpecError",
     "SchemaNotMigratedError",
     "Skip",
     "Snooze",
     "StoreError",
     "StoreUnavailableError",
     "Uncertain",
+    "UnknownKindError",
     "UnknownWorkflowError",
     "UpdateError",
     "UpdateFailedError",
@@ -636,6 +644,45 @@ class LeaseLost(AzyncError):
     """
 
     code = "lease_lost"
+
+
+class UnknownKindError(AzyncError):
+    """No handler is registered for a job's kind (a queue job, an event
+    delivery or a DAG task). The job is dead-lettered at once with this error:
+    retrying cannot help until a worker registers the kind.
+
+    Attributes:
+        kind: the job's kind.
+    """
+
+    code = "unknown_kind"
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        super().__init__(f"no handler is registered for kind {kind!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.kind,))
+
+
+class ScheduleError(AzyncError):
+    """Base of errors about a schedule (unknown id, unusable action)."""
+
+    code = "schedule"
+
+
+class ScheduleSpecError(ScheduleError, ValueError):
+    """A schedule spec or time argument is invalid: a bad cron expression, an
+    unknown IANA time zone, a naive datetime, a non-positive interval, an end
+    before the start. Nothing is stored. Also a ``ValueError``."""
+
+    code = "schedule_spec"
+
+
+class ScheduleExistsError(ScheduleError, ConflictError):
+    """A schedule with this id exists (delete it first). Also a ``ConflictError``."""
+
+    code = "schedule_exists"
 
 
 class HistoryFileError(AzyncError, ValueError):

@@ -50,7 +50,6 @@ from azync_flow.errors import OtlpConfigError
 __all__ = [
     "DEFAULT_SERVICE_NAME",
     "ExportTally",
-    "OtlpConfigError",
     "Protocol",
     "configure_console",
     "configure_otlp",

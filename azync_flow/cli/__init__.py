@@ -1,8 +1,7 @@
 """The `azync-flow` command line (click; see `azync-flow --help` and docs/cli.md).
 
 Commands: `workflows`, `dags`, `jobs`, `events`, `schedules`, `uncertain`, `stats`,
-`replay`, `migrate`, `worker`, `embedded` (and the earlier spellings `workflow` and
-`queue` as aliases). Every command that needs the database takes it from
+`replay`, `migrate`, `worker`, `embedded`. Every command that needs the database takes it from
 `--dsn` (after the command, else before it), else `$AZYNC_DSN`, else the
 embedded server, and its schema from `--schema` (the same way), else
 `$AZYNC_SCHEMA`. Output is tables, or JSON with `--json`.
@@ -18,8 +17,7 @@ from collections.abc import Sequence
 
 import click
 
-from azync_flow.errors import AzyncError, PayloadError
-from azync_flow.store.errors import ConflictError, NotFoundError, StoreError
+from azync_flow.errors import AzyncError, ConflictError, NotFoundError, PayloadError, StoreError
 
 from ._common import (
     EXIT_CONFLICT,
@@ -36,14 +34,14 @@ from ._common import (
 from ._dags import dags
 from ._embedded import embedded
 from ._events import events
-from ._jobs import jobs, queue_alias
+from ._jobs import jobs
 from ._ops import migrate, stats, uncertain
 from ._replay import replay_command
 from ._schedules import schedules
 from ._worker import worker_command
-from ._workflows import workflow_alias, workflows
+from ._workflows import workflows
 
-__all__ = ["CliError", "cli", "main", "run"]
+__all__ = ["cli", "main", "run"]
 
 
 @click.group(
@@ -76,8 +74,6 @@ for _command in (
     migrate,
     worker_command,
     embedded,
-    workflow_alias,
-    queue_alias,
 ):
     cli.add_command(_command)
 

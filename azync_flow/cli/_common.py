@@ -19,10 +19,12 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from azync_flow.replay.codec import encode_value
+from azync_flow.codec import encode_value
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.validate import check_name, check_text
+
+from ._output import json_option
 
 #: Exit codes of `azync-flow` (documented in docs/cli.md, "Exit status").
 EXIT_OK = 0
@@ -221,24 +223,27 @@ schema_option = click.option(
 
 
 def db_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add `--dsn`, `--schema` (and the no-op `--embedded` of earlier versions);
-    the command receives them as `db: DbOptions`. A value given to the command
-    wins over one given before it (`azync-flow --dsn URI CMD`); the schema then
-    falls back to `$AZYNC_SCHEMA` (the DSN's fallbacks are in :func:`resolve_dsn`)."""
+    """Add `--dsn` and `--schema`; the command receives them as `db: DbOptions`.
+    A value given to the command wins over one given before it (`azync-flow
+    --dsn URI CMD`); the schema then falls back to `$AZYNC_SCHEMA` (the DSN's
+    fallbacks are in :func:`resolve_dsn`)."""
 
     @dsn_option
     @schema_option
-    @click.option("--embedded", is_flag=True, hidden=True)  # the fallback is now the default
     @functools.wraps(fn)
-    def wrapper(
-        *args: Any, dsn: str | None, schema: str | None, embedded: bool, **kwargs: Any
-    ) -> Any:
+    def wrapper(*args: Any, dsn: str | None, schema: str | None, **kwargs: Any) -> Any:
         root = click.get_current_context().find_root().params
         dsn = dsn or root.get("dsn")
         schema = schema or root.get("schema") or os.environ.get("AZYNC_SCHEMA", "")
         return fn(*args, db=DbOptions(dsn, schema), **kwargs)
 
     return wrapper
+
+
+def db_command(fn: Callable[..., Awaitable[int]]) -> Callable[..., int]:
+    """An `async` command body on the database: adds `--json`, `--dsn` and
+    `--schema` (the body gets `as_json` and `db: DbOptions`) and runs it."""
+    return json_option(db_options(run_async(fn)))
 
 
 def run_async(fn: Callable[P, Awaitable[int]]) -> Callable[P, int]:

@@ -17,13 +17,12 @@ from ._common import (
     StrictChoice,
     connect,
     cursor_option,
-    db_options,
+    db_command,
     example,
     limit_option,
     next_offset_cursor,
     offset_cursor,
     parse_id,
-    run_async,
     signal_input,
     signal_options,
 )
@@ -31,7 +30,6 @@ from ._output import (
     age,
     done,
     emit,
-    json_option,
     list_page,
     preview,
     record,
@@ -64,9 +62,7 @@ def _item(v: DAGView) -> dict[str, Any]:
 @click.option("--state", type=StrictChoice([s.value for s in DAGState]), help="Only this state.")
 @limit_option(50)
 @cursor_option
-@json_option
-@db_options
-@run_async
+@db_command
 async def list_cmd(
     name: str, state: str | None, limit: int, cursor: str | None, as_json: bool, db: DbOptions
 ) -> int:
@@ -97,9 +93,7 @@ async def list_cmd(
 
 @dags.command("show", epilog=example("azync-flow dags show 3f2a0c9e-..."))
 @click.argument("id")
-@json_option
-@db_options
-@run_async
+@db_command
 async def show(id: str, as_json: bool, db: DbOptions) -> int:
     """Show one run: state, failure reason, and how many tasks are in each state."""
     run_id = parse_id(id, "DAG run id")
@@ -148,9 +142,7 @@ def _task(j: Job) -> dict[str, Any]:
 
 @dags.command("tasks", epilog=example("azync-flow dags tasks 3f2a0c9e-..."))
 @click.argument("id")
-@json_option
-@db_options
-@run_async
+@db_command
 async def tasks(id: str, as_json: bool, db: DbOptions) -> int:
     """List a run's tasks in creation order (compensations last)."""
     async with connect(db) as store:
@@ -182,9 +174,7 @@ async def tasks(id: str, as_json: bool, db: DbOptions) -> int:
     "signal", epilog=example('azync-flow dags signal 3f2a... approved --payload \'{"by": "ann"}\'')
 )
 @signal_options
-@json_option
-@db_options
-@run_async
+@db_command
 async def signal(
     id: str, name: str, payload: str | None, message_id: str, as_json: bool, db: DbOptions
 ) -> int:
@@ -204,9 +194,7 @@ async def signal(
 def _verb(name: str, text: str, past: str, method: str) -> None:
     @dags.command(name, help=text, epilog=example(f"azync-flow dags {name} 3f2a0c9e-..."))
     @click.argument("id")
-    @json_option
-    @db_options
-    @run_async
+    @db_command
     async def command(id: str, as_json: bool, db: DbOptions) -> int:
         run_id = parse_id(id, "DAG run id")
         async with connect(db) as store:
@@ -228,9 +216,7 @@ _verb("cancel", "Cancel a live run without compensating.", "cancelled", "cancel"
 @dags.command("pause", epilog=example("azync-flow dags pause 3f2a... --reason 'supplier outage'"))
 @click.argument("id")
 @click.option("--reason", default="", help="Why (kept on the run).")
-@json_option
-@db_options
-@run_async
+@db_command
 async def pause(id: str, reason: str, as_json: bool, db: DbOptions) -> int:
     """Freeze a running run: no new task starts until `dags retry`."""
     run_id = parse_id(id, "DAG run id")

@@ -15,19 +15,17 @@ from ._common import (
     DbOptions,
     connect,
     cursor_option,
-    db_options,
+    db_command,
     example,
     limit_option,
     next_offset_cursor,
     offset_cursor,
     parse_id,
     parse_since,
-    run_async,
 )
 from ._output import (
     done,
     emit,
-    json_option,
     list_page,
     preview,
     record,
@@ -75,9 +73,7 @@ _UNTIL = click.option("--until", metavar="TIME|AGE", help="Before this ISO time 
 @click.option("--undispatched", is_flag=True, help="Only events not yet fanned out.")
 @limit_option(50)
 @cursor_option
-@json_option
-@db_options
-@run_async
+@db_command
 async def list_cmd(
     type_: str,
     since: str | None,
@@ -120,9 +116,7 @@ async def list_cmd(
 
 @events.command("show", epilog=example("azync-flow events show 3f2a0c9e-..."))
 @click.argument("id")
-@json_option
-@db_options
-@run_async
+@db_command
 async def show(id: str, as_json: bool, db: DbOptions) -> int:
     """Show one event with its whole payload."""
     async with connect(db) as store:
@@ -153,9 +147,7 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
 @_SINCE
 @_UNTIL
 @click.option("--limit", type=int, default=0, help="At most this many events (default: all).")
-@json_option
-@db_options
-@run_async
+@db_command
 async def replay(
     type_: str,
     id_: str | None,
@@ -190,9 +182,7 @@ async def replay(
 
 @events.command("subscribers", epilog=example("azync-flow events subscribers --type order.placed"))
 @click.option("--type", "type_", default="", help="Only subscribers of this event type.")
-@json_option
-@db_options
-@run_async
+@db_command
 async def subscribers(type_: str, as_json: bool, db: DbOptions) -> int:
     """List subscriber registrations by event type, then name."""
     check_name(type_, "--type", empty_ok=True)

@@ -1,9 +1,5 @@
 """`azync-flow jobs ...`: queue jobs (and, with `--source`, deliveries, DAG tasks,
-workflow tasks): list, inspect, retry, pause, resume, archive, delete, dead letters.
-
-`queue stats|dead|retry` is kept as an alias of earlier versions with its
-earlier JSON output.
-"""
+workflow tasks): list, inspect, retry, pause, resume, archive, delete, dead letters."""
 
 from __future__ import annotations
 
@@ -12,8 +8,8 @@ from typing import Any
 
 import click
 
+from azync_flow.errors import NotFoundError
 from azync_flow.store.admin import JobFilter
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Job, JobState, Source
 from azync_flow.store.validate import check_name
@@ -26,20 +22,17 @@ from ._common import (
     StrictChoice,
     connect,
     cursor_option,
-    db_options,
+    db_command,
     example,
     limit_option,
     next_offset_cursor,
     offset_cursor,
     parse_id,
-    run_async,
 )
 from ._output import (
-    JSON_BY_DEFAULT,
     age,
     done,
     emit,
-    json_option,
     list_page,
     preview,
     record,
@@ -121,9 +114,7 @@ _KIND = click.option("--kind", default="", help="Only jobs of this kind.")
 @click.option("--state", type=StrictChoice([s.value for s in JobState]), help="Only this state.")
 @_LIMIT
 @cursor_option
-@json_option
-@db_options
-@run_async
+@db_command
 async def list_cmd(
     source: str,
     kind: str,
@@ -146,9 +137,7 @@ async def list_cmd(
 @_KIND
 @_LIMIT
 @cursor_option
-@json_option
-@db_options
-@run_async
+@db_command
 async def dead(
     source: str, kind: str, limit: int, cursor: str | None, as_json: bool, db: DbOptions
 ) -> int:
@@ -179,9 +168,7 @@ async def _get_job(store: PostgresStore, source: Source, job_id: uuid.UUID) -> J
 @jobs.command("show", epilog=example("azync-flow jobs show 3f2a0c9e-..."))
 @click.argument("id")
 @_source_option
-@json_option
-@db_options
-@run_async
+@db_command
 async def show(id: str, source: str, as_json: bool, db: DbOptions) -> int:
     """Show one job: state, attempts with their errors, payload and result."""
     job_id = parse_id(id, "job id")
@@ -230,41 +217,25 @@ async def show(id: str, source: str, as_json: bool, db: DbOptions) -> int:
     return EXIT_OK
 
 
-async def _retry(db: DbOptions, source: str, id: str | None, all_: bool, kind: str) -> int:
+@jobs.command("retry", epilog=example("azync-flow jobs retry --all --kind email"))
+@click.argument("id", required=False)
+@click.option("--all", "all_", is_flag=True, help="Every dead job (of --kind).")
+@_KIND
+@_source_option
+@db_command
+async def retry(
+    id: str | None, all_: bool, kind: str, source: str, as_json: bool, db: DbOptions
+) -> int:
+    """Put a dead job (or every dead job with --all) back to pending, attempts reset."""
     if all_ == (id is not None):
         raise CliError("give a job id, or --all (with --kind to retry one kind only)")
     check_name(kind, "--kind", empty_ok=True)
     async with connect(db) as store:
         if id is not None:
             await store.retry_job(Source(source), parse_id(id, "job id"))
-            return 1
-        return await store.retry_all_dead(Source(source), kind)
-
-
-_RETRY_ARGS = [
-    click.argument("id", required=False),
-    click.option("--all", "all_", is_flag=True, help="Every dead job (of --kind)."),
-    _KIND,
-]
-
-
-def _retry_args(fn: Any) -> Any:
-    for decorator in reversed(_RETRY_ARGS):
-        fn = decorator(fn)
-    return fn
-
-
-@jobs.command("retry", epilog=example("azync-flow jobs retry --all --kind email"))
-@_retry_args
-@_source_option
-@json_option
-@db_options
-@run_async
-async def retry(
-    id: str | None, all_: bool, kind: str, source: str, as_json: bool, db: DbOptions
-) -> int:
-    """Put a dead job (or every dead job with --all) back to pending, attempts reset."""
-    n = await _retry(db, source, id, all_, kind)
+            n = 1
+        else:
+            n = await store.retry_all_dead(Source(source), kind)
     done(as_json, {"retried": n}, f"retried {n} job(s)")
     return EXIT_OK
 
@@ -273,9 +244,7 @@ def _verb(name: str, text: str, past: str) -> None:
     @jobs.command(name, help=text, epilog=example(f"azync-flow jobs {name} 3f2a0c9e-..."))
     @click.argument("id")
     @_source_option
-    @json_option
-    @db_options
-    @run_async
+    @db_command
     async def command(id: str, source: str, as_json: bool, db: DbOptions) -> int:
         job_id = parse_id(id, "job id")
         src = Source(source)
@@ -305,70 +274,4 @@ _verb(
 _verb("delete", "Delete a job that is not running (any other state).", "deleted")
 
 
-# --- the earlier `queue` spelling ----------------------------------------------------
-
-
-@click.group("queue", hidden=True)
-@click.pass_context
-def queue_alias(ctx: click.Context) -> None:
-    """Alias kept from earlier versions: `queue stats|dead|retry` (JSON output)."""
-    ctx.meta[JSON_BY_DEFAULT] = True
-
-
-@queue_alias.command("stats")
-@click.option("--kind", default="")
-@json_option
-@db_options
-@run_async
-async def queue_stats(kind: str, as_json: bool, db: DbOptions) -> int:
-    """Per-kind depths (with --kind: that kind's depths and daily window), as JSON."""
-    check_name(kind, "--kind", empty_ok=True)
-    async with connect(db) as store:
-        if kind:
-            depths, daily = await store.stats(Source.QUEUE, kind)
-            emit({"kind": kind, "depths": depths, "daily": daily})
-        else:
-            emit(await store.kind_depths(Source.QUEUE))
-    return EXIT_OK
-
-
-@queue_alias.command("dead")
-@_KIND
-@_LIMIT
-@json_option
-@db_options
-@run_async
-async def queue_dead(kind: str, limit: int, as_json: bool, db: DbOptions) -> int:
-    """Dead-lettered queue jobs, oldest first, as JSON with whole payloads."""
-    rows, total, _ = await _list(db, Source.QUEUE.value, kind, JobState.DEAD, limit, None)
-    emit(
-        {
-            "total": total,
-            "jobs": [
-                {
-                    "id": j.id,
-                    "kind": j.kind,
-                    "attempt": j.attempt,
-                    "last_error": j.last_error,
-                    "failed_at": j.failed_at,
-                    "payload": j.payload,
-                }
-                for j in rows
-            ],
-        }
-    )
-    return EXIT_OK
-
-
-@queue_alias.command("retry")
-@_retry_args
-@json_option
-@db_options
-@run_async
-async def queue_retry(id: str | None, all_: bool, kind: str, as_json: bool, db: DbOptions) -> int:
-    """Retry a dead queue job (or --all dead jobs of --kind); prints `{"retried": n}`."""
-    emit({"retried": await _retry(db, Source.QUEUE.value, id, all_, kind)})
-    return EXIT_OK
-
-
-__all__ = ["age", "jobs", "queue_alias"]
+__all__ = ["age", "jobs"]

@@ -17,18 +17,16 @@ from ._common import (
     DbOptions,
     StrictChoice,
     connect,
-    db_options,
+    db_command,
     example,
     limit_option,
     parse_id,
     read_input,
-    run_async,
 )
 from ._output import (
     age,
     done,
     emit,
-    json_option,
     preview,
     table,
     when,
@@ -36,9 +34,7 @@ from ._output import (
 
 
 @click.command("migrate", epilog=example("azync-flow migrate --dsn postgresql://localhost/app"))
-@json_option
-@db_options
-@run_async
+@db_command
 async def migrate(as_json: bool, db: DbOptions) -> int:
     """Create or upgrade the tables in --schema (safe to run again). Prints the
     migration versions it applied, or that the schema was already up to date;
@@ -68,9 +64,7 @@ def _busy(d: DailyCount) -> bool:
     type=StrictChoice([s.value for s in Source]),
     help="Only this job source (default: all).",
 )
-@json_option
-@db_options
-@run_async
+@db_command
 async def stats(source: str | None, as_json: bool, db: DbOptions) -> int:
     """Depths per kind (with the oldest pending job's age), daily counts (days with
     nothing hidden) and dead letters, for queue jobs, event deliveries, DAG tasks
@@ -146,9 +140,7 @@ def uncertain() -> None:
 @uncertain.command("list", epilog=example("azync-flow uncertain list --workflow 3f2a0c9e-..."))
 @click.option("--workflow", help="Only this execution's operations.")
 @limit_option(100)
-@json_option
-@db_options
-@run_async
+@db_command
 async def uncertain_list(workflow: str | None, limit: int, as_json: bool, db: DbOptions) -> int:
     """List uncertain operations, oldest first (`--json`: a JSON array)."""
     wid = parse_id(workflow, "--workflow") if workflow else None
@@ -189,9 +181,7 @@ async def uncertain_list(workflow: str | None, limit: int, as_json: bool, db: Db
 @click.option("--error", help="fail: the message the workflow's ActivityError carries.")
 @click.option("--note", required=True, help="Why (kept in history and on the operation).")
 @click.option("--by", required=True, help="Who decides (kept in history).")
-@json_option
-@db_options
-@run_async
+@db_command
 async def uncertain_resolve(
     id: str,
     decision: str,

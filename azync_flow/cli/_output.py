@@ -19,6 +19,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from azync_flow.codec import decode_value
+from azync_flow.errors import PayloadError
+
 #: Characters of a payload shown in a list (`show` prints it whole).
 PREVIEW_CHARS = 48
 
@@ -40,10 +43,6 @@ _FREE_TEXT = frozenset(
 Columns = Sequence[tuple[str, Callable[[Any], Any]]]
 
 
-#: ``ctx.meta`` key set by the earlier spellings (``workflow``, ``queue``): JSON as before.
-JSON_BY_DEFAULT = "azync_flow.json_by_default"
-
-
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add `--json` (print JSON for scripts instead of tables); the command gets
     `as_json`, also true when `--json` was given before the command."""
@@ -53,9 +52,8 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
     @functools.wraps(fn)
     def wrapper(*args: Any, as_json: bool, **kwargs: Any) -> Any:
-        ctx = click.get_current_context()
-        as_json = as_json or bool(ctx.find_root().params.get("as_json"))
-        return fn(*args, as_json=as_json or bool(ctx.meta.get(JSON_BY_DEFAULT)), **kwargs)
+        root = click.get_current_context().find_root()
+        return fn(*args, as_json=as_json or bool(root.params.get("as_json")), **kwargs)
 
     return wrapper
 
@@ -90,8 +88,8 @@ def payload_json(data: bytes | None) -> Any:
     if data is None:
         return None
     try:
-        return msgspec.json.decode(data)
-    except msgspec.DecodeError:
+        return decode_value(data)
+    except PayloadError:
         return data.decode("utf-8", "replace")
 
 

@@ -29,14 +29,13 @@ from ._common import (
     DbOptions,
     StrictChoice,
     connect,
-    db_options,
+    db_command,
     example,
     parse_duration,
     parse_time,
     read_input,
-    run_async,
 )
-from ._output import done, emit, json_option, record, table, when
+from ._output import done, emit, record, table, when
 
 __all__ = ["schedules"]
 
@@ -54,9 +53,7 @@ def schedules() -> None:
 
 
 @schedules.command("list", epilog=example("azync-flow schedules list --json"))
-@json_option
-@db_options
-@run_async
+@db_command
 async def list_cmd(as_json: bool, db: DbOptions) -> int:
     """List schedules by id: action, paused, next fire (none while paused)."""
     async with connect(db) as store:
@@ -104,9 +101,7 @@ def _spec_lines(d: ScheduleDescription) -> list[tuple[str, Any]]:
 
 @schedules.command("show", epilog=example("azync-flow schedules show nightly"))
 @click.argument("id")
-@json_option
-@db_options
-@run_async
+@db_command
 async def show(id: str, as_json: bool, db: DbOptions) -> int:
     """Show a schedule: spec, policies, the next 5 fire times (local and UTC)
     and the last runs with their outcome."""
@@ -212,9 +207,7 @@ def _action(workflow: str | None, dag: str | None, job: str | None, value: Any) 
 @click.option("--buffer-limit", type=int, default=100, help="Most fires waiting under buffer_all.")
 @click.option("--paused", is_flag=True, help="Create it paused.")
 @click.option("--note", default="", help="Why (shown by list and show).")
-@json_option
-@db_options
-@run_async
+@db_command
 async def create(
     id: str,
     crons: tuple[str, ...],
@@ -265,9 +258,7 @@ async def create(
 @schedules.command("pause", epilog=example("azync-flow schedules pause nightly --note 'db move'"))
 @click.argument("id")
 @click.option("--note", default="", help="Why (shown by list and show).")
-@json_option
-@db_options
-@run_async
+@db_command
 async def pause(id: str, note: str, as_json: bool, db: DbOptions) -> int:
     """Stop a schedule firing until unpaused."""
     async with connect(db) as store:
@@ -278,9 +269,7 @@ async def pause(id: str, note: str, as_json: bool, db: DbOptions) -> int:
 
 @schedules.command("unpause", epilog=example("azync-flow schedules unpause nightly"))
 @click.argument("id")
-@json_option
-@db_options
-@run_async
+@db_command
 async def unpause(id: str, as_json: bool, db: DbOptions) -> int:
     """Fire again from now on (times passed while paused: see backfill)."""
     async with connect(db) as store:
@@ -291,9 +280,7 @@ async def unpause(id: str, as_json: bool, db: DbOptions) -> int:
 
 @schedules.command("trigger", epilog=example("azync-flow schedules trigger nightly"))
 @click.argument("id")
-@json_option
-@db_options
-@run_async
+@db_command
 async def trigger(id: str, as_json: bool, db: DbOptions) -> int:
     """Run the action now (a worker's scheduler starts it within a tick)."""
     async with connect(db) as store:
@@ -304,9 +291,7 @@ async def trigger(id: str, as_json: bool, db: DbOptions) -> int:
 
 @schedules.command("delete", epilog=example("azync-flow schedules delete nightly"))
 @click.argument("id")
-@json_option
-@db_options
-@run_async
+@db_command
 async def delete(id: str, as_json: bool, db: DbOptions) -> int:
     """Delete a schedule and its run ledger (started runs go on)."""
     async with connect(db) as store:
@@ -337,9 +322,7 @@ async def delete(id: str, as_json: bool, db: DbOptions) -> int:
     type=StrictChoice([o.value for o in Overlap]),
     help="Override the schedule's overlap policy (allow_all: start all at once).",
 )
-@json_option
-@db_options
-@run_async
+@db_command
 async def backfill(
     id: str, start: str, end: str, overlap: str | None, as_json: bool, db: DbOptions
 ) -> int:
@@ -369,9 +352,7 @@ async def backfill(
 @click.option("--catchup-window", help="How late a fire may start (15m, 2h, 3d).")
 @click.option("--buffer-limit", type=int, help="Most fires waiting under buffer_all.")
 @click.option("--note", default="", help="Why (shown by show).")
-@json_option
-@db_options
-@run_async
+@db_command
 async def update(
     id: str,
     crons: tuple[str, ...],

@@ -24,13 +24,12 @@ from ._common import (
     CliError,
     DbOptions,
     connect,
-    db_options,
+    db_command,
     example,
     parse_id,
     read_input,
-    run_async,
 )
-from ._output import done, emit, json_option, record, to_plain
+from ._output import done, emit, record, to_plain
 
 __all__ = ["query_cmd", "update_cmd"]
 
@@ -61,9 +60,7 @@ def _print(value: Any, as_json: bool) -> None:
     "--timeout", type=float, default=10.0, show_default=True,
     help="Seconds to wait for a worker's answer.",
 )  # fmt: skip
-@json_option
-@db_options
-@run_async
+@db_command
 async def query_cmd(
     id: str,
     name: str,
@@ -103,9 +100,7 @@ async def query_cmd(
 @click.argument("args", required=False, metavar="[ARGS]")
 @click.option("--update-id", default=None, help="Deduplication id (default: a new UUID).")
 @click.option("--timeout", type=float, default=None, help="Seconds to wait (default: forever).")
-@json_option
-@db_options
-@run_async
+@db_command
 async def update_cmd(
     id: str,
     name: str,

@@ -1,8 +1,4 @@
-"""`azync-flow workflows ...`: start, inspect and operate workflow executions.
-
-`workflow` (singular, with `describe` for `show`) is kept as an alias of
-earlier versions; its `list` prints the earlier JSON array.
-"""
+"""`azync-flow workflows ...`: start, inspect and operate workflow executions."""
 
 from __future__ import annotations
 
@@ -33,6 +29,7 @@ from ._common import (
     StrictChoice,
     connect,
     cursor_option,
+    db_command,
     db_options,
     decode_cursor,
     encode_cursor,
@@ -45,12 +42,10 @@ from ._common import (
     signal_options,
 )
 from ._output import (
-    JSON_BY_DEFAULT,
     age,
     done,
     emit,
     json_line,
-    json_option,
     list_page,
     payload_json,
     preview,
@@ -112,27 +107,14 @@ def _why(v: WorkflowExecutionView) -> str:
     return v.failure_reason or v.suspend_reason or v.blocked_reason or preview(v.result)
 
 
-_LIST_OPTIONS = [
-    click.option("--name", default="", help="Only executions of this workflow."),
-    click.option("--state", type=StrictChoice(STATES), help="Only executions in this state."),
-    limit_option(50),
-]
-
-
-def _with_list_options(fn: Any) -> Any:
-    for option in reversed(_LIST_OPTIONS):
-        fn = option(fn)
-    return fn
-
-
 @workflows.command(
     "list", epilog=example("azync-flow workflows list --name order --state failed --limit 20")
 )
-@_with_list_options
+@click.option("--name", default="", help="Only executions of this workflow.")
+@click.option("--state", type=StrictChoice(STATES), help="Only executions in this state.")
+@limit_option(50)
 @cursor_option
-@json_option
-@db_options
-@run_async
+@db_command
 async def list_cmd(
     name: str, state: str | None, limit: int, cursor: str | None, as_json: bool, db: DbOptions
 ) -> int:
@@ -157,25 +139,9 @@ async def list_cmd(
     return EXIT_OK
 
 
-@click.command("list", epilog=example("azync-flow workflow list --state failed"))
-@_with_list_options
-@json_option
-@db_options
-@run_async
-async def legacy_list(
-    name: str, state: str | None, limit: int, as_json: bool, db: DbOptions
-) -> int:
-    """List executions, newest first, as a JSON array (the earlier output)."""
-    rows, _ = await _page(db, name, state, limit, None)
-    emit(rows)
-    return EXIT_OK
-
-
 @click.command("show", epilog=example("azync-flow workflows show 3f2a0c9e-..."))
 @click.argument("id")
-@json_option
-@db_options
-@run_async
+@db_command
 async def show(id: str, as_json: bool, db: DbOptions) -> int:
     """Show one execution: state, why it is suspended or failed, input and result."""
     async with connect(db) as store:
@@ -252,9 +218,7 @@ async def _earlier_run(handle: WorkflowHandle[Any], run_no: int | None) -> int |
 @workflows.command("history", epilog=example("azync-flow workflows history 3f2a0c9e-... --json"))
 @click.argument("id")
 @_RUN
-@json_option
-@db_options
-@run_async
+@db_command
 async def history(id: str, run_no: int | None, as_json: bool, db: DbOptions) -> int:
     """Print an execution's history in seq order (of run --run N of a
     continued execution). With `--json`: one JSON object per line,
@@ -320,9 +284,7 @@ async def export(id: str, run_no: int | None, db: DbOptions) -> int:
 @click.option("--id", "id_", help="Execution id (default: a new UUID).")
 @click.option("--key", default="", help="Business idempotency key.")
 @click.option("--version", default="", help="Workflow version to record.")
-@json_option
-@db_options
-@run_async
+@db_command
 async def start(
     name: str,
     input_: str | None,
@@ -358,9 +320,7 @@ async def start(
     epilog=example('azync-flow workflows signal 3f2a... approve --payload \'{"by": "ann"}\''),
 )
 @signal_options
-@json_option
-@db_options
-@run_async
+@db_command
 async def signal(
     id: str, name: str, payload: str | None, message_id: str, as_json: bool, db: DbOptions
 ) -> int:
@@ -375,9 +335,7 @@ async def signal(
 
 @click.command("cancel", epilog=example("azync-flow workflows cancel 3f2a0c9e-..."))
 @click.argument("id")
-@json_option
-@db_options
-@run_async
+@db_command
 async def cancel(id: str, as_json: bool, db: DbOptions) -> int:
     """Request cancellation: the workflow sees it at its current wait and may clean up."""
     async with connect(db) as store:
@@ -392,9 +350,7 @@ async def cancel(id: str, as_json: bool, db: DbOptions) -> int:
 @click.argument("id")
 @click.option("--reason", required=True, help="Why (recorded in history and on the ledger).")
 @click.option("--by", default=None, help="Who (default: user@host).")
-@json_option
-@db_options
-@run_async
+@db_command
 async def terminate(id: str, reason: str, by: str | None, as_json: bool, db: DbOptions) -> int:
     """End an execution now without running its code (for a run that cannot
     finish by itself; `cancel` lets the code clean up)."""
@@ -416,9 +372,7 @@ async def terminate(id: str, reason: str, by: str | None, as_json: bool, db: DbO
 
 @workflows.command("resume", epilog=example("azync-flow workflows resume 3f2a0c9e-..."))
 @click.argument("id")
-@json_option
-@db_options
-@run_async
+@db_command
 async def resume(id: str, as_json: bool, db: DbOptions) -> int:
     """Resume a suspended execution (after fixing its code or deciding its operation)."""
     async with connect(db) as store:
@@ -435,9 +389,7 @@ async def resume(id: str, as_json: bool, db: DbOptions) -> int:
     default=None,
     help="Seconds to wait (default: forever).",
 )
-@json_option
-@db_options
-@run_async
+@db_command
 async def result(id: str, timeout: float | None, as_json: bool, db: DbOptions) -> int:  # noqa: ASYNC109
     """Wait for an execution to finish and print its result (exit 1 if it failed,
     was cancelled or terminated; 6 on --timeout)."""
@@ -465,9 +417,7 @@ async def result(id: str, timeout: float | None, as_json: bool, db: DbOptions) -
     help="Only executions unchanged for at least this many seconds.",
 )  # fmt: skip
 @limit_option(100)
-@json_option
-@db_options
-@run_async
+@db_command
 async def stalled(older_than: float, limit: int, as_json: bool, db: DbOptions) -> int:
     """List running executions with nothing pending (no task, operation, timer or
     awaited signal): runs that will not move on their own."""
@@ -500,28 +450,4 @@ for _cmd in (show, start, signal, cancel, terminate, result, stalled, query_cmd,
     workflows.add_command(_cmd)
 
 
-@click.group("workflow", hidden=True)
-@click.pass_context
-def workflow_alias(ctx: click.Context) -> None:
-    """Alias of `workflows` kept from earlier versions (`describe` is `show`);
-    prints JSON as those versions did."""
-    ctx.meta[JSON_BY_DEFAULT] = True
-
-
-for _name, _cmd in {
-    "start": start,
-    "signal": signal,
-    "describe": show,
-    "show": show,
-    "history": history,
-    "cancel": cancel,
-    "terminate": terminate,
-    "resume": resume,
-    "result": result,
-    "list": legacy_list,
-    "stalled": stalled,
-    "export": export,
-}.items():
-    workflow_alias.add_command(_cmd, _name)
-
-__all__ = ["payload_json", "workflow_alias", "workflows"]
+__all__ = ["payload_json", "workflows"]

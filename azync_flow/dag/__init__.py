@@ -1,12 +1,11 @@
 """Static DAGs with sagas: decorator-built task graphs, compensation, failure policies."""
 
-from ..errors import DAGIdempotencyConflictError, DAGValidationError, NotReady, Skip
 from ..retry import RetryPolicy
 from ._client import DAGClient, DAGRun, SignalReceipt
 from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, RESERVED_PREFIXES, TaskSpec
 from ._events import DAGEvent
-from ._runner import DAGRunner, Outcome
+from ._runner import DAGRunner
 from ._scheduler import DAGScheduler, TickStats
 from ._testing import run_until_settled
 from ._worker import DAG_LEADERSHIP, DAGWorkerBinding, attach_dags
@@ -20,13 +19,9 @@ __all__ = [
     "DAGRun",
     "DAGRunner",
     "DAGScheduler",
-    "DAGValidationError",
     "DAGWorkerBinding",
-    "NotReady",
-    "Outcome",
     "RetryPolicy",
     "SignalReceipt",
-    "Skip",
     "TaskContext",
     "TaskOutcome",
     "TaskSpec",

@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 from opentelemetry.trace import TracerProvider
 
+from ..codec import encode_value
 from ..errors import DAGIdempotencyConflictError, NotFoundError
-from ..replay.codec import encode_value
 from ..runtime.run_span import end_dag_run_span
 from ..store.dags import (
     DAGClientStore,

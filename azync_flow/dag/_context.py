@@ -7,11 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import msgspec
-
+from ..codec import decode_value
 from ..store.dags import TaskResult
-
-_decode = msgspec.json.decode
 
 
 class _ResultsReader(Protocol):
@@ -36,8 +33,14 @@ class TaskOutcome:
 
     @property
     def value(self) -> Any:
-        """The decoded result, or None when skipped or succeeded without a result."""
-        return None if self.raw is None else _decode(self.raw)
+        """The decoded result, or None when skipped or succeeded without a result.
+
+        Raises:
+            PayloadError: the stored result is not JSON.
+        """
+        if self.raw is None:
+            return None
+        return decode_value(self.raw, Any, "task result")
 
     @classmethod
     def from_store(cls, r: TaskResult) -> TaskOutcome:
@@ -76,8 +79,13 @@ class TaskContext:
 
     @property
     def payload(self) -> Any:
-        """The decoded JSON payload (the run input unless overridden)."""
-        return _decode(self.raw_payload)
+        """The decoded JSON payload (the run input unless overridden).
+
+        Raises:
+            PayloadError: the stored payload is not JSON (the task is then
+                dead-lettered, not retried).
+        """
+        return decode_value(self.raw_payload, Any, f"payload of task {self.key!r}")
 
     async def results(self, keys: Sequence[str] = ()) -> dict[str, TaskOutcome]:
         """Read settled outcomes of any tasks of the run (empty keys: all settled)."""

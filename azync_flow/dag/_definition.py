@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..codec import encode_value
 from ..errors import DAGValidationError
-from ..replay.codec import encode_value
 from ..store.dags import KIND_SIGNAL, KIND_SLEEP, DAGDep, DAGParams, DAGTask, OnFailurePolicy
 
 if TYPE_CHECKING:

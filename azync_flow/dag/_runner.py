@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
@@ -19,13 +18,12 @@ from typing import Any, Protocol
 from opentelemetry.trace import TracerProvider
 
 from .._text import clean_text
-from ..errors import NotFoundError, NotReady, PayloadError, Skip
-from ..replay.codec import encode_value
-from ..retry import RetryDecision, RetryPolicy
+from ..codec import encode_value
+from ..errors import NotFoundError, NotReady, PayloadError, Skip, UnknownKindError
+from ..retry import RetryDecision, RetryPolicy, describe_error
 from ..store.dags import TaskResult
 from ..store.queue import Job
-from ..telemetry import AttemptKind, AttemptSpan, RunTracer
-from ..telemetry import Outcome as SpanOutcome
+from ..telemetry import AttemptKind, AttemptOutcome, AttemptSpan, RunTracer
 from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, Handler, TaskSpec
 
@@ -66,18 +64,6 @@ class RunnerStore(Protocol):
     async def dag_dequeue(
         self, kinds: Sequence[str], limit: int, lease: timedelta, default_max_attempts: int = 25
     ) -> list[Job]: ...
-
-
-class Outcome(enum.StrEnum):
-    """How :meth:`DAGRunner.run_task` settled a job."""
-
-    SUCCEEDED = "succeeded"
-    SKIPPED = "skipped"
-    SNOOZED = "snoozed"
-    DEADLINED = "deadlined"
-    RETRY = "retry"
-    DEAD = "dead"
-    STALE = "stale"
 
 
 #: Backoff of a DAG task when the runner is given none: 1 s doubling up to
@@ -149,18 +135,23 @@ class DAGRunner:
             await asyncio.gather(*(self.run_task(j, self.lease) for j in jobs))
         return len(jobs)
 
-    async def run_task(self, job: Job, lease: timedelta | None = None) -> Outcome:
+    async def run_task(self, job: Job, lease: timedelta | None = None) -> AttemptOutcome | None:
         """Run the handler of one leased task job and settle it (lease-fenced).
 
         Returning a value acks with it as the task result (None: no result);
         raising :class:`NotReady` snoozes, :class:`Skip` skips, anything else
         retries with backoff until the budget is spent, then dead-letters.
-        A settle whose lease was lost (reaped, cancelled) is dropped: STALE.
+
+        Returns:
+            How the attempt was settled: ``SUCCEEDED``, ``SKIPPED``,
+            ``SNOOZED``, ``RETRIED`` or ``DEAD`` (also a snooze past the task's
+            deadline); None when the settle was dropped because the lease was
+            lost (reaped, cancelled).
 
         The attempt is one span (see :class:`DAGRunner`) whose ``azync.outcome``
-        is the settle: succeeded, retried (with the delay), dead, snoozed (with
-        the delay) or skipped; none when the settle was STALE. A failed or
-        deadlined attempt has error status and an exception event.
+        is that value (none when the settle was dropped), with the delay of a
+        retry or snooze. A failed or deadlined attempt has error status and an
+        exception event.
         """
         assert job.lease_token is not None
         assert job.dag_id is not None
@@ -177,9 +168,9 @@ class DAGRunner:
             task_key=job.task_key,
         ) as span:
             if entry is None:
-                err = LookupError(f"no handler registered for kind {job.kind!r}")
+                err = UnknownKindError(job.kind)
                 span.record_failure(err)
-                return _traced(span, await self._dead(job, str(err)))
+                return _traced(span, await self._dead(job, describe_error(err)))
             return await self._attempt(job, lease, entry, span)
 
     async def _attempt(
@@ -188,7 +179,7 @@ class DAGRunner:
         lease: timedelta | None,
         entry: tuple[TaskSpec, Handler, bool],
         span: AttemptSpan,
-    ) -> Outcome:
+    ) -> AttemptOutcome | None:
         assert job.lease_token is not None
         spec, handler, is_comp = entry
         try:
@@ -204,14 +195,11 @@ class DAGRunner:
                 value = await handler(ctx)
             raw = None if value is None else encode_value(value, f"result of task {spec.key!r}")
         except NotReady as e:
-            outcome = await self._snooze(job, e)
-            if outcome is Outcome.DEADLINED:
-                span.record_failure(e)
-            return _traced(span, outcome, e.delay)
+            return _traced(span, await self._snooze(job, e, span), e.delay)
         except Skip as e:
             skipped = self.store.skip(job.id, job.lease_token, clean_text(e.reason or "skipped"))
-            outcome = await self._settle(Outcome.SKIPPED, skipped)
-            if outcome is Outcome.SKIPPED:  # dependents may start: wake the scheduler
+            outcome = await self._settle(AttemptOutcome.SKIPPED, skipped)
+            if outcome is AttemptOutcome.SKIPPED:  # dependents may start: wake the scheduler
                 await self.store.dag_notify_tick()
             return _traced(span, outcome)
         except asyncio.CancelledError:
@@ -224,7 +212,7 @@ class DAGRunner:
             span.record_failure(e)
             return await self._failed(job, e, span)
         acked = self.store.ack_task_result(job.id, job.lease_token, raw)
-        return _traced(span, await self._settle(Outcome.SUCCEEDED, acked))
+        return _traced(span, await self._settle(AttemptOutcome.SUCCEEDED, acked))
 
     # --- internals --------------------------------------------------------------
 
@@ -267,7 +255,7 @@ class DAGRunner:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _snooze(self, job: Job, e: NotReady) -> Outcome:
+    async def _snooze(self, job: Job, e: NotReady, span: AttemptSpan) -> AttemptOutcome | None:
         try:
             deadlined = await self.store.snooze(
                 job.id,
@@ -276,14 +264,15 @@ class DAGRunner:
                 clean_text(f"deadline exceeded: {e.reason}"),
             )
         except NotFoundError:
-            return Outcome.STALE
+            return None
         if not deadlined:
-            return Outcome.SNOOZED
+            return AttemptOutcome.SNOOZED
+        span.record_failure(e)
         await self.store.dag_notify_tick()  # the failure policy may fire: wake the scheduler
-        return Outcome.DEADLINED
+        return AttemptOutcome.DEAD
 
-    async def _failed(self, job: Job, e: Exception, span: AttemptSpan) -> Outcome:
-        msg = clean_text(f"{type(e).__name__}: {e}")
+    async def _failed(self, job: Job, e: Exception, span: AttemptSpan) -> AttemptOutcome | None:
+        msg = describe_error(e)
         # an unencodable result (NaN, lone surrogate, ...) would fail again: no retry
         if (
             isinstance(e, PayloadError)
@@ -293,38 +282,30 @@ class DAGRunner:
             return _traced(span, await self._dead(job, msg))
         delay = self.retry.delay(job.attempt)
         rescheduled = self.store.reschedule(job.id, job.lease_token, delay, msg)  # type: ignore[arg-type]
-        return _traced(span, await self._settle(Outcome.RETRY, rescheduled), delay)
+        return _traced(span, await self._settle(AttemptOutcome.RETRIED, rescheduled), delay)
 
-    async def _dead(self, job: Job, msg: str) -> Outcome:
-        out = await self._settle(Outcome.DEAD, self.store.dead(job.id, job.lease_token, msg))  # type: ignore[arg-type]
-        if out is Outcome.DEAD:
+    async def _dead(self, job: Job, msg: str) -> AttemptOutcome | None:
+        dead = self.store.dead(job.id, job.lease_token, msg)  # type: ignore[arg-type]
+        out = await self._settle(AttemptOutcome.DEAD, dead)
+        if out is AttemptOutcome.DEAD:
             await self.store.dag_notify_tick()
         return out
 
     @staticmethod
-    async def _settle(outcome: Outcome, op: Any) -> Outcome:
+    async def _settle(outcome: AttemptOutcome, op: Any) -> AttemptOutcome | None:
         try:
             await op
         except NotFoundError:
             log.info("dag task settle dropped: lease no longer held")
-            return Outcome.STALE
+            return None
         return outcome
 
 
-_SPAN_OUTCOMES = {
-    Outcome.SUCCEEDED: SpanOutcome.SUCCEEDED,
-    Outcome.SKIPPED: SpanOutcome.SKIPPED,
-    Outcome.SNOOZED: SpanOutcome.SNOOZED,
-    Outcome.DEADLINED: SpanOutcome.DEAD,
-    Outcome.RETRY: SpanOutcome.RETRIED,
-    Outcome.DEAD: SpanOutcome.DEAD,
-}
-
-
-def _traced(span: AttemptSpan, outcome: Outcome, delay: timedelta | None = None) -> Outcome:
-    """Record the settled outcome on the attempt span (nothing for a stale settle)."""
-    mapped = _SPAN_OUTCOMES.get(outcome)
-    if mapped is not None:
-        delayed = outcome in (Outcome.RETRY, Outcome.SNOOZED)
-        span.set_outcome(mapped, retry_delay=delay if delayed else None)
+def _traced(
+    span: AttemptSpan, outcome: AttemptOutcome | None, delay: timedelta | None = None
+) -> AttemptOutcome | None:
+    """Record the settled outcome on the attempt span (nothing for a dropped settle)."""
+    if outcome is not None:
+        delayed = outcome in (AttemptOutcome.RETRIED, AttemptOutcome.SNOOZED)
+        span.set_outcome(outcome, retry_delay=delay if delayed else None)
     return outcome

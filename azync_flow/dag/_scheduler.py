@@ -24,12 +24,12 @@ import asyncpg
 from opentelemetry.trace import TracerProvider
 
 from .._logging import log_failure
+from ..errors import StoreError
 from ..runtime.run_span import end_dag_run_span
 from ..store import default_channel
 from ..store.dags import DAGFailure, ReapedTask, SettledDAG
-from ..store.errors import StoreError
 from ..store.queue import Source
-from ..telemetry import AttemptKind, Outcome, RunTracer
+from ..telemetry import AttemptKind, AttemptOutcome, RunTracer
 
 log = logging.getLogger("azync_flow.dag")
 
@@ -171,7 +171,7 @@ class DAGScheduler:
             run_id=r.dag_id,
             attempt=r.attempt,
             started_at=r.started_at,
-            outcome=Outcome.DEAD if r.dead else Outcome.RETRIED,
+            outcome=AttemptOutcome.DEAD if r.dead else AttemptOutcome.RETRIED,
             dag_name=r.dag_name,
             task_key=r.task_key,
         )

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
+from ..errors import PayloadError
 from ..store.queue import Job
 from ..worker._lease import LeaseHandle
 from ..worker._queue import JobContext, QueueRunner
@@ -96,9 +95,7 @@ class EventRunner(QueueRunner):
 
     def payload_bytes(self, job: Job) -> bytes:
         if job.event is None:
-            raise msgspec.DecodeError(
-                f"the event {job.event_id} of this delivery is not in the ledger"
-            )
+            raise PayloadError(f"the event {job.event_id} of this delivery is not in the ledger")
         return job.event.payload
 
     def context(self, job: Job, lease: LeaseHandle) -> EventContext:

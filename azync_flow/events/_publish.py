@@ -16,8 +16,8 @@ from typing import Any, Protocol
 import asyncpg
 
 from .._transaction import check_transaction
-from ..replay.codec import encode_value
-from ..store.errors import ConflictError
+from ..codec import encode_value
+from ..errors import ConflictError
 from ..store.events import PublishParams
 from ..store.validate import check_id, check_meta, check_name, check_text
 from ..telemetry import traced_meta

@@ -5,7 +5,6 @@ Pure: no I/O, no database. The runtime loads state from the store, calls
 the :class:`PassOutcome`.
 """
 
-from azync_flow.errors import HistoryFileError
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.replay.events import (
     ActivityCompleted,
@@ -50,7 +49,6 @@ from azync_flow.replay.outcome import (
     SignalChild,
     StartChild,
     StartTimer,
-    UpdateResult,
     WorkflowInfo,
 )
 from azync_flow.replay.passes import InstanceCache, run_pass, to_entries
@@ -78,7 +76,6 @@ __all__ = [
     "Command",
     "Event",
     "HistoryEntry",
-    "HistoryFileError",
     "InstanceCache",
     "OperationResolved",
     "OperationUncertain",
@@ -101,7 +98,6 @@ __all__ = [
     "TimerStarted",
     "UpdateAccepted",
     "UpdateCompleted",
-    "UpdateResult",
     "WorkflowCancelled",
     "WorkflowCompleted",
     "WorkflowContinuedAsNew",

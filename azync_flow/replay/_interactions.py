@@ -28,8 +28,9 @@ import msgspec
 from azync_flow.errors import NonDeterminismError, QueryNotFoundError, ReadOnlyContextError
 from azync_flow.replay.events import Event, UpdateAccepted, UpdateCompleted
 from azync_flow.replay.loop import DeterministicLoop
-from azync_flow.replay.outcome import BufferedSignal, UpdateResult, WorkflowInfo, safe_message
+from azync_flow.replay.outcome import BufferedSignal, WorkflowInfo, safe_message
 from azync_flow.store.validate import check_name
+from azync_flow.store.workflows import UpdateOutcome
 
 __all__ = ["UPDATE_SIGNAL_PREFIX", "InteractionsMixin", "UpdateHandler", "check_signal_name"]
 
@@ -84,7 +85,7 @@ class InteractionsMixin:
         self._query_handlers: dict[str, QueryHandler] = {}
         self._update_handlers: dict[str, UpdateHandler] = {}
         self._updates_started: set[str] = set()
-        self._rejected: list[UpdateResult] = []
+        self._rejected: list[UpdateOutcome] = []
         self._read_only = False
 
     def _stopped(self) -> bool:
@@ -178,9 +179,9 @@ class InteractionsMixin:
             )
             self._consumed.append((request.signal_id, seq))
 
-    def _validate_update(self, name: str, request: BufferedSignal) -> UpdateResult | None:
-        def rejected(error_type: str, message: str) -> UpdateResult:
-            return UpdateResult(
+    def _validate_update(self, name: str, request: BufferedSignal) -> UpdateOutcome | None:
+        def rejected(error_type: str, message: str) -> UpdateOutcome:
+            return UpdateOutcome(
                 update_id=request.message_id,
                 name=name,
                 state="rejected",
@@ -229,7 +230,7 @@ class InteractionsMixin:
             done.message = safe_message(exc)
         self._emit(done)
 
-    def _update_results(self) -> list[UpdateResult]:
+    def _update_results(self) -> list[UpdateOutcome]:
         """Rejections of this pass, then the updates its new events completed."""
         results = list(self._rejected)
         for _, event in self._out:
@@ -237,7 +238,7 @@ class InteractionsMixin:
                 state = "failed" if event.error_type else "completed"
                 result = None if event.error_type else bytes(event.result)
                 results.append(
-                    UpdateResult(
+                    UpdateOutcome(
                         update_id=event.update_id,
                         name=event.name,
                         state=state,

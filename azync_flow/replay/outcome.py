@@ -25,7 +25,6 @@ __all__ = [
     "SignalChild",
     "StartChild",
     "StartTimer",
-    "UpdateResult",
     "WorkflowInfo",
     "safe_message",
 ]
@@ -171,11 +170,6 @@ class CancelChild:
 Command = ScheduleActivity | StartTimer | CancelTimer | StartChild | SignalChild | CancelChild
 
 
-#: The end of one update request in a pass: the store's record of how an update
-#: ended (one type from the pass to the commit).
-UpdateResult = UpdateOutcome
-
-
 class PassStatus(enum.StrEnum):
     BLOCKED = "blocked"
     COMPLETED = "completed"
@@ -226,7 +220,7 @@ class PassOutcome:
     awaited_signals: list[str] = field(default_factory=list)
     continued: tuple[uuid.UUID, bytes] | None = None
     live_children: int = 0
-    update_results: list[UpdateResult] = field(default_factory=list)
+    update_results: list[UpdateOutcome] = field(default_factory=list)
 
     @property
     def failure_reason(self) -> str:

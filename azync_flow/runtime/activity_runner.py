@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from azync_flow._text import clean_text
-from azync_flow.errors import PayloadError, Uncertain, UnknownWorkflowError
+from azync_flow.errors import LeaseLost, PayloadError, Uncertain, UnknownWorkflowError, is_not_found
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
@@ -48,11 +48,10 @@ from azync_flow.retry import RetryDecision, describe_error
 from azync_flow.runtime._operations import OperationPayload, decode_operation
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.uncertain import Reconciler, resolution_events, uncertain_event
-from azync_flow.store.errors import is_not_found
 from azync_flow.store.queue import Job, JobState
 from azync_flow.store.workflows import OperationSettle, OperationStore
-from azync_flow.telemetry import AttemptKind, AttemptSpan, Outcome, RunEvent, RunTracer
-from azync_flow.worker import LeaseLost, lease_gone
+from azync_flow.telemetry import AttemptKind, AttemptOutcome, AttemptSpan, RunEvent, RunTracer
+from azync_flow.worker import lease_gone
 from azync_flow.workflow import Registry
 
 if TYPE_CHECKING:
@@ -264,7 +263,7 @@ class ActivityRunner:
             span.record_failure(err)
             delay = timedelta(seconds=5)
             await self.store.reschedule(job.id, token, delay, describe_error(err))
-            span.set_outcome(Outcome.RETRIED, retry_delay=delay)
+            span.set_outcome(AttemptOutcome.RETRIED, retry_delay=delay)
             return
         info = ActivityInfo(job, op, lease, self.store, token)
         if not await self._require_heartbeats(job, token, op, lease):
@@ -300,12 +299,12 @@ class ActivityRunner:
             if not op.idempotent and await self._park_cancelled(
                 job, token, _cancel_reason(op, lease)
             ):
-                span.set_outcome(Outcome.UNCERTAIN)
+                span.set_outcome(AttemptOutcome.UNCERTAIN)
             raise
         except Uncertain as exc:
             span.record_failure(exc)
             if await self._uncertain(job, token, exc):
-                span.set_outcome(Outcome.UNCERTAIN)
+                span.set_outcome(AttemptOutcome.UNCERTAIN)
             return
         except Exception as exc:
             span.record_failure(exc)
@@ -317,7 +316,7 @@ class ActivityRunner:
             scheduled_seq=op.seq, result=msgspec.Raw(result), attempts=job.attempt
         )
         if await self._settle(job, token, *encode_event(event), op=op, result=result, lease=lease):
-            span.set_outcome(Outcome.SUCCEEDED)
+            span.set_outcome(AttemptOutcome.SUCCEEDED)
 
     async def _failed(
         self,
@@ -352,7 +351,7 @@ class ActivityRunner:
                 if not is_not_found(err):
                     raise
                 if await self._settled_by_this_attempt(job, token, JobState.SCHEDULED, description):
-                    span.set_outcome(Outcome.RETRIED, retry_delay=delay)
+                    span.set_outcome(AttemptOutcome.RETRIED, retry_delay=delay)
                     return
                 if not op.idempotent:  # parked meanwhile: keep the report, decide nothing
                     event = ActivityFailed(
@@ -365,7 +364,7 @@ class ActivityRunner:
                         job, op, *encode_event(event), why="retryable failure reported late"
                     )
                 return
-            span.set_outcome(Outcome.RETRIED, retry_delay=delay)
+            span.set_outcome(AttemptOutcome.RETRIED, retry_delay=delay)
             return
         event = ActivityFailed(
             scheduled_seq=op.seq,
@@ -382,7 +381,7 @@ class ActivityRunner:
             op=op,
             lease=lease,
         ):
-            span.set_outcome(Outcome.DEAD)
+            span.set_outcome(AttemptOutcome.DEAD)
 
     async def _require_heartbeats(
         self, job: Job, token: uuid.UUID, op: OperationPayload, lease: Any

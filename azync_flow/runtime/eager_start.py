@@ -23,7 +23,7 @@ from azync_flow.store.workflows import (
     WorkflowStartParams,
     WorkflowState,
 )
-from azync_flow.telemetry import AttemptKind, Outcome
+from azync_flow.telemetry import AttemptKind, AttemptOutcome
 
 __all__ = ["EagerStarter"]
 
@@ -119,7 +119,7 @@ class EagerStarter:
                     instance.close()
                     span.add_event("start.deduplicated")
                     return result
-                span.set_outcome(Outcome.SUCCEEDED)
+                span.set_outcome(AttemptOutcome.SUCCEEDED)
             self.started += 1
             run = CachedRun(carrier, False, _execution(p, result.commit.now))
             runner.committed(instance, outcome, run, result.commit.now)

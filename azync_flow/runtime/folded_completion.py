@@ -24,14 +24,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from azync_flow.errors import ConflictError, NotFoundError
 from azync_flow.replay.outcome import PassStatus
 from azync_flow.replay.passes import to_entries
 from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.workflow_runner import WorkflowRunner
-from azync_flow.store.errors import ConflictError, NotFoundError
 from azync_flow.store.queue import Job
 from azync_flow.store.workflows import OperationSettle
-from azync_flow.telemetry import AttemptKind, Outcome
+from azync_flow.telemetry import AttemptKind, AttemptOutcome
 from azync_flow.worker import lease_gone
 
 __all__ = ["CompletionFolder"]
@@ -187,7 +187,7 @@ class CompletionFolder:
                     claim.cancel()
                 instance.close()
                 raise
-            span.set_outcome(Outcome.SUCCEEDED)
+            span.set_outcome(AttemptOutcome.SUCCEEDED)
         self.folded += 1
         runner.committed(instance, outcome, run, result.now)
         if claim is not None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from azync_flow.store.errors import NotFoundError
+from azync_flow.errors import NotFoundError
 from azync_flow.store.workflows import WorkflowExecutionView
 from azync_flow.telemetry import RunKind, RunTracer
 

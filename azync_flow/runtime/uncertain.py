@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from azync_flow._text import clean_text
-from azync_flow.replay.codec import encode_value
+from azync_flow.codec import encode_value
+from azync_flow.errors import ConflictError, NotFoundError
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
@@ -32,7 +33,6 @@ from azync_flow.replay.events import (
 )
 from azync_flow.retry import describe_error
 from azync_flow.runtime._operations import decode_operation
-from azync_flow.store.errors import ConflictError, NotFoundError
 from azync_flow.store.queue import Job
 from azync_flow.store.workflows import UncertainStore
 
@@ -429,11 +429,6 @@ class UncertainOperationView(msgspec.Struct, kw_only=True):
     attempt: int
     since: Any
     reason: str
-
-    @property
-    def job_id(self) -> uuid.UUID:
-        """Alias of ``operation_id`` (the operation's job id)."""
-        return self.operation_id
 
     @classmethod
     def from_store(cls, op: Any) -> UncertainOperationView:

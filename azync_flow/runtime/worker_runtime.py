@@ -52,7 +52,7 @@ from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.schedules import attach_schedules
 from azync_flow.store.leadership import WorkerRegistryStore
 from azync_flow.store.queue import Job, Source
-from azync_flow.telemetry import AttemptKind, Outcome, RunTracer
+from azync_flow.telemetry import AttemptKind, AttemptOutcome, RunTracer
 from azync_flow.workflow import HistoryLimit, Registry
 
 if TYPE_CHECKING:
@@ -307,7 +307,7 @@ class WorkflowRuntime:
                 outcome=self._reap_outcome(job),
                 workflow_name=name,
             )
-            if self._reap_outcome(job) is Outcome.DEAD and state.suspend_reason:
+            if self._reap_outcome(job) is AttemptOutcome.DEAD and state.suspend_reason:
                 log.warning("workflow %s suspended: %s", job.run_id, state.suspend_reason)
             else:
                 log.info(
@@ -333,7 +333,7 @@ class WorkflowRuntime:
         for job in jobs:
             outcome = self._reap_outcome(job)
             self._lost_activity(job, outcome)
-            if outcome is Outcome.RETRIED:
+            if outcome is AttemptOutcome.RETRIED:
                 log.info(
                     "reaper: attempt %d of activity %s (workflow %s) was lost (lease "
                     "expired); it runs again as attempt %d",
@@ -370,17 +370,21 @@ class WorkflowRuntime:
         marked = set(await self.store.reap_uncertain_operations(encode))
         for job, reason in jobs:
             if job.id in marked:
-                self._lost_activity(job, Outcome.UNCERTAIN)
+                self._lost_activity(job, AttemptOutcome.UNCERTAIN)
                 log_suspended(job, reason)
         reconciler = self.activities.reconciler
         return 0 if reconciler is None else await reconciler.run_once()
 
-    def _reap_outcome(self, job: Job) -> Outcome:
+    def _reap_outcome(self, job: Job) -> AttemptOutcome:
         """What the reaper did with ``job`` (as it was before the reap): the store
         dead-letters it once its reap count reaches ``max_reaps``."""
-        return Outcome.DEAD if 0 < self.max_reaps <= job.reap_count + 1 else Outcome.RETRIED
+        return (
+            AttemptOutcome.DEAD
+            if 0 < self.max_reaps <= job.reap_count + 1
+            else AttemptOutcome.RETRIED
+        )
 
-    def _lost_activity(self, job: Job, outcome: Outcome) -> None:
+    def _lost_activity(self, job: Job, outcome: AttemptOutcome) -> None:
         """Close the span of an activity attempt lost to lease expiry."""
         assert job.run_id is not None
         self.tracer.lost_attempt(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import context as otel_context
 
-from azync_flow.errors import UnknownWorkflowError
+from azync_flow.errors import ConflictError, NotFoundError, UnknownWorkflowError, is_not_found
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.outcome import PassOutcome, PassStatus, WorkflowInfo
 from azync_flow.replay.passes import InstanceCache, to_entries
@@ -37,7 +37,6 @@ from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.children import child_params, end_closed_children_spans
 from azync_flow.runtime.clock import BackendClock
 from azync_flow.runtime.run_span import end_workflow_run_span
-from azync_flow.store.errors import ConflictError, NotFoundError, is_not_found
 from azync_flow.store.queue import Job
 from azync_flow.store.workflows import (
     ChildSignalParams,
@@ -52,8 +51,8 @@ from azync_flow.store.workflows import Outcome as StoreOutcome
 from azync_flow.telemetry import (
     ATTR_SEQ,
     AttemptKind,
+    AttemptOutcome,
     AttemptSpan,
-    Outcome,
     RunEvent,
     RunTracer,
     suppressed_context,
@@ -64,10 +63,7 @@ from azync_flow.workflow import HistoryLimit, Registry
 if TYPE_CHECKING:
     from azync_flow.runtime.local_dispatch import LocalDispatch
 
-__all__ = ["WorkflowRunner", "WorkflowTaskStore"]
-
-#: The store verbs the workflow runner uses (kept under its old name).
-WorkflowTaskStore = WorkflowRuntimeStore
+__all__ = ["WorkflowRunner"]
 
 log = logging.getLogger("azync_flow.workflow")
 
@@ -294,7 +290,7 @@ class WorkflowRunner:
             span.record_failure(err)
             why = f"{type(err).__name__}: no worker has registered workflow {execution.name!r}"
             delay = await self._retry_later(job, token, err, why)
-            span.set_outcome(Outcome.RETRIED, retry_delay=delay)
+            span.set_outcome(AttemptOutcome.RETRIED, retry_delay=delay)
             return None
         instance = cached or WorkflowInstance(
             defn,
@@ -325,7 +321,7 @@ class WorkflowRunner:
             log.exception("workflow task %s of %s crashed", job.id, run_id)
             span.record_failure(err)
             delay = await self._retry_later(job, token, err)
-            span.set_outcome(Outcome.RETRIED, retry_delay=delay)
+            span.set_outcome(AttemptOutcome.RETRIED, retry_delay=delay)
             return None
         span.set_pass_stats(
             history_length=state.next_seq - 1,
@@ -336,7 +332,7 @@ class WorkflowRunner:
         if committed is None:
             span.add_event("pass.conflict")
         else:
-            span.set_outcome(Outcome.SUCCEEDED)
+            span.set_outcome(AttemptOutcome.SUCCEEDED)
             if outcome.status is PassStatus.FAILED and outcome.error is not None:
                 span.add_event("workflow.failed", {"reason": outcome.failure_reason[:1024]})
         return committed

@@ -16,7 +16,6 @@ or ``@workflow(schedule="30 1 * * *", tz="Europe/London")``. See docs/schedules.
 
 from ._attach import attach_schedules, declared_schedule_id
 from ._client import ScheduleClient
-from ._errors import ScheduleError, ScheduleExistsError, ScheduleSpecError
 from ._model import (
     DEFAULT_ID_TEMPLATE,
     Action,
@@ -44,12 +43,9 @@ __all__ = [
     "RepeatedTime",
     "ScheduleClient",
     "ScheduleDescription",
-    "ScheduleError",
-    "ScheduleExistsError",
     "SchedulePolicy",
     "ScheduleRun",
     "ScheduleSpec",
-    "ScheduleSpecError",
     "ScheduleSummary",
     "Scheduler",
     "StartDAG",

@@ -7,12 +7,16 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from azync_flow.errors import (
+    ConflictError,
+    IdempotencyConflictError,
+    NotFoundError,
+    ScheduleError,
+)
 from azync_flow.store.dags import DAGState
-from azync_flow.store.errors import ConflictError, NotFoundError
 from azync_flow.store.queue import LIVE_JOB_STATES, EnqueueParams, Source
 from azync_flow.store.workflows import WorkflowState
 
-from ._errors import ScheduleError
 from ._model import Action, EnqueueJob, StartDAG, StartWorkflow
 
 if TYPE_CHECKING:
@@ -57,7 +61,7 @@ class ActionRunner:
     async def _start_workflow(
         self, action: StartWorkflow, run_id: uuid.UUID, meta: dict[str, str]
     ) -> bool:
-        from azync_flow.client import Client, IdempotencyConflictError
+        from azync_flow.client import Client
 
         try:
             handle = await Client(self.store).start(

@@ -11,15 +11,12 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-import msgspec
-
-from azync_flow.store.errors import NotFoundError
+from azync_flow.errors import NotFoundError, ScheduleExistsError, ScheduleSpecError
 from azync_flow.store.schedules import ScheduleRecord
 from azync_flow.store.validate import check_name, check_text
 
 from ._actions import ActionRunner
-from ._codec import Decoded, decode, encode, fire_of
-from ._errors import ScheduleExistsError, ScheduleSpecError
+from ._codec import Decoded, decode, decode_policy, decode_spec, encode, fire_of
 from ._model import (
     Action,
     EnqueueJob,
@@ -41,8 +38,6 @@ from ._spec import Fire, ScheduleSpec, aware_utc
 
 __all__ = ["ScheduleClient", "resume_point"]
 
-_spec_decoder = msgspec.json.Decoder(ScheduleSpec)
-_policy_decoder = msgspec.json.Decoder(SchedulePolicy)
 
 #: Most nominal times one ``backfill`` call may request.
 MAX_BACKFILL = 10_000
@@ -286,6 +281,11 @@ class ScheduleClient:
             id, encode(spec), encode(action), encode(policy), cursor, nxt, note
         )
 
+    async def _load(self, id: str) -> tuple[Decoded, datetime]:
+        """Schedule ``id`` decoded, and the scheduler's clock now."""
+        _name(id, "schedule id")
+        return decode(await self.store.get_schedule(id)), await self.store.schedule_clock()
+
     async def describe(
         self, id: str, *, fires: int = 5, runs: int = 10, missed: int = 5, changes: int = 5
     ) -> ScheduleDescription:
@@ -300,9 +300,7 @@ class ScheduleClient:
             TypeError: ``id`` is not a str.
             ScheduleSpecError: ``id`` is empty, too long or not storable text.
         """
-        _name(id, "schedule id")
-        item = decode(await self.store.get_schedule(id))
-        now = await self.store.schedule_clock()
+        item, now = await self._load(id)
         upcoming: builtins.list[Fire] = []
         after = item.record.cursor_at
         if not item.record.paused:
@@ -343,10 +341,10 @@ class ScheduleClient:
             ScheduleChange(
                 at=c.at,
                 verb=c.verb,
-                old_spec=None if c.old_spec is None else _spec_decoder.decode(c.old_spec),
-                new_spec=None if c.new_spec is None else _spec_decoder.decode(c.new_spec),
-                old_policy=None if c.old_policy is None else _policy_decoder.decode(c.old_policy),
-                new_policy=None if c.new_policy is None else _policy_decoder.decode(c.new_policy),
+                old_spec=decode_spec(c.old_spec),
+                new_spec=decode_spec(c.new_spec),
+                old_policy=decode_policy(c.old_policy),
+                new_policy=decode_policy(c.new_policy),
                 note=c.note,
             )
             for c in await self.store.recent_schedule_changes(id, changes)
@@ -432,9 +430,7 @@ class ScheduleClient:
             TypeError: ``id`` is not a str.
             ScheduleSpecError: ``id`` is empty, too long or not storable text.
         """
-        _name(id, "schedule id")
-        item = decode(await self.store.get_schedule(id))
-        now = await self.store.schedule_clock()
+        item, now = await self._load(id)
         fire = fire_of(item.spec, now, now)
         _key, run_id = run_key(item.action, id, fire)
         await self.store.request_schedule_runs(

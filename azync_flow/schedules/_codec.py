@@ -12,7 +12,7 @@ from azync_flow.store.schedules import ScheduleRecord
 from ._model import Action, SchedulePolicy
 from ._spec import Fire, ScheduleSpec
 
-__all__ = ["Decoded", "decode", "encode", "fire_of"]
+__all__ = ["Decoded", "decode", "decode_policy", "decode_spec", "encode", "fire_of"]
 
 _encoder = msgspec.json.Encoder()
 _spec = msgspec.json.Decoder(ScheduleSpec)
@@ -41,6 +41,16 @@ def decode(record: ScheduleRecord) -> Decoded:
         _action.decode(record.action),
         _policy.decode(record.policy),
     )
+
+
+def decode_spec(data: bytes | None) -> ScheduleSpec | None:
+    """A stored spec (None stays None)."""
+    return None if data is None else _spec.decode(data)
+
+
+def decode_policy(data: bytes | None) -> SchedulePolicy | None:
+    """A stored policy (None stays None)."""
+    return None if data is None else _policy.decode(data)
 
 
 def encode(value: ScheduleSpec | Action | SchedulePolicy) -> bytes:

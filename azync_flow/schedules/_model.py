@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from azync_flow.replay.codec import encode_value
+from azync_flow.codec import encode_value
+from azync_flow.errors import ScheduleSpecError
 
-from ._errors import ScheduleSpecError
 from ._spec import Fire, ScheduleSpec
 
 __all__ = [

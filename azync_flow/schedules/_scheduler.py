@@ -25,9 +25,9 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from azync_flow._logging import log_failure
+from azync_flow.errors import ConflictError, StoreError
 from azync_flow.events._publish import publish_event
 from azync_flow.replay.outcome import SCHEDULE_NOMINAL_AT
-from azync_flow.store.errors import ConflictError, StoreError
 from azync_flow.store.schedules import ScheduleRunRecord
 
 from ._actions import ActionRunner

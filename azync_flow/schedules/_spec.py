@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 from croniter import CroniterError, croniter
 
-from ._errors import ScheduleSpecError
+from azync_flow.errors import ScheduleSpecError
 
 __all__ = ["Fire", "Interval", "MissingTime", "RepeatedTime", "ScheduleSpec", "aware_utc"]
 

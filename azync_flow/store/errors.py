@@ -1,4 +1,5 @@
-"""The store's errors; their home is :mod:`azync_flow.errors` (re-exported here)."""
+"""The store errors under the path the Postgres driver imports them from; their
+home is :mod:`azync_flow.errors`."""
 
 from __future__ import annotations
 

@@ -27,9 +27,9 @@ Integration points (see ``docs/tracing.md`` for the full rules):
               result = await handler(...)      # user spans nest under `span`
           except Exception as exc:
               span.record_failure(exc)
-              span.set_outcome(Outcome.RETRIED, retry_delay=delay)
+              span.set_outcome(AttemptOutcome.RETRIED, retry_delay=delay)
           else:
-              span.set_outcome(Outcome.SUCCEEDED)
+              span.set_outcome(AttemptOutcome.SUCCEEDED)
 
 * **Run events** (signals, timer firings, uncertain resolutions, cancellations)::
 
@@ -68,7 +68,7 @@ from azync_flow.telemetry._names import (
     INSTRUMENTATION_NAME,
     LEASE_EXPIRED,
     AttemptKind,
-    Outcome,
+    AttemptOutcome,
     RunEvent,
     RunKind,
 )
@@ -99,8 +99,8 @@ __all__ = [
     "LEASE_EXPIRED",
     "RUN_CALLER_KEY",
     "AttemptKind",
+    "AttemptOutcome",
     "AttemptSpan",
-    "Outcome",
     "RunEvent",
     "RunKind",
     "RunTracer",

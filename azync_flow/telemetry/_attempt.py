@@ -19,7 +19,7 @@ from azync_flow.telemetry._names import (
     ATTR_NEW_COMMANDS,
     ATTR_OUTCOME,
     ATTR_RETRY_DELAY_S,
-    Outcome,
+    AttemptOutcome,
 )
 
 
@@ -46,7 +46,7 @@ class AttemptSpan:
         self._token: Token[otel_context.Context] | None = None
         self._failed_with: BaseException | None = None
         self._abandoned = False
-        self._outcome: Outcome | None = None
+        self._outcome: AttemptOutcome | None = None
 
     @property
     def span(self) -> trace.Span:
@@ -64,7 +64,7 @@ class AttemptSpan:
         return self._ctx
 
     def set_outcome(
-        self, outcome: Outcome, *, retry_delay: timedelta | float | None = None
+        self, outcome: AttemptOutcome, *, retry_delay: timedelta | float | None = None
     ) -> None:
         """Record how the attempt ended.
 
@@ -123,7 +123,7 @@ class AttemptSpan:
         self._span.add_event(name, attributes=dict(attributes or {}))
 
     @property
-    def outcome(self) -> Outcome | None:
+    def outcome(self) -> AttemptOutcome | None:
         """The outcome recorded with :meth:`set_outcome`; None while there is none."""
         return self._outcome
 

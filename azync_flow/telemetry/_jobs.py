@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from azync_flow.errors import Skip, Snooze
 from azync_flow.retry import RetryDecision
-from azync_flow.telemetry._names import AttemptKind, Outcome
+from azync_flow.telemetry._names import AttemptKind, AttemptOutcome
 from azync_flow.telemetry._tracer import RunTracer
-from azync_flow.worker import JobContext, Skip, Snooze, Worker
+from azync_flow.worker import JobContext, Worker
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -38,7 +39,7 @@ def job_span_interceptor(
 ) -> Callable[[JobContext, Callable[[], Awaitable[None]]], Awaitable[None]]:
     """A Worker interceptor recording each queue handler attempt as a span.
 
-    Outcome: ``succeeded``; ``snoozed`` (with the delay); ``skipped``;
+    AttemptOutcome: ``succeeded``; ``snoozed`` (with the delay); ``skipped``;
     ``retried`` or ``dead`` as the handler's retry policy decides for the
     raised error (the error is recorded on the span).
     """
@@ -51,10 +52,10 @@ def job_span_interceptor(
             try:
                 await call_next()
             except Snooze as snooze:
-                span.set_outcome(Outcome.SNOOZED, retry_delay=snooze.delay)
+                span.set_outcome(AttemptOutcome.SNOOZED, retry_delay=snooze.delay)
                 raise
             except Skip:
-                span.set_outcome(Outcome.SKIPPED)
+                span.set_outcome(AttemptOutcome.SKIPPED)
                 raise
             except Exception as exc:
                 span.record_failure(exc)
@@ -66,10 +67,10 @@ def job_span_interceptor(
                     else RetryDecision.DEAD
                 )
                 if decision is RetryDecision.RETRY:
-                    span.set_outcome(Outcome.RETRIED)
+                    span.set_outcome(AttemptOutcome.RETRIED)
                 else:
-                    span.set_outcome(Outcome.DEAD)
+                    span.set_outcome(AttemptOutcome.DEAD)
                 raise
-            span.set_outcome(Outcome.SUCCEEDED)
+            span.set_outcome(AttemptOutcome.SUCCEEDED)
 
     return intercept

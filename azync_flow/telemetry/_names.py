@@ -41,8 +41,9 @@ class AttemptKind(StrEnum):
     JOB = "job"
 
 
-class Outcome(StrEnum):
-    """How an attempt ended, recorded as ``azync.outcome``."""
+class AttemptOutcome(StrEnum):
+    """How an attempt ended: recorded as ``azync.outcome`` on its span, and
+    returned by ``DAGRunner.run_task``."""
 
     SUCCEEDED = "succeeded"
     RETRIED = "retried"

@@ -29,7 +29,7 @@ from azync_flow.telemetry._names import (
     INSTRUMENTATION_NAME,
     LEASE_EXPIRED,
     AttemptKind,
-    Outcome,
+    AttemptOutcome,
     RunEvent,
     RunKind,
 )
@@ -187,7 +187,7 @@ class RunTracer:
         run_id: UUID | str,
         attempt: int,
         started_at: datetime | None,
-        outcome: Outcome,
+        outcome: AttemptOutcome,
         workflow_name: str | None = None,
         dag_name: str | None = None,
         task_key: str | None = None,

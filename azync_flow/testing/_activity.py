@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from azync_flow.replay.codec import decode_value
+from azync_flow.codec import decode_value
 from azync_flow.runtime.activity_runner import ActivityInfo, activity_context
 from azync_flow.store.queue import Job, JobState, Source
 from azync_flow.workflow._definitions import ActivityDefinition

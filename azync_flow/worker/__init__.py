@@ -9,23 +9,22 @@ Public surface::
     LeaseLoop         one (source, kind) loop; built by Worker.add_loop (reserve +
                       run_leased hand it a job leased elsewhere)
     LeaseHandle       a runner's lease on one job (token, extend, lost)
-    LeaseLost         a renewal or settle found the lease gone
     JobRunner         ``async def run(job, lease) -> None`` for Worker.add_loop
     MaintenanceStep   ``async def step() -> int | None`` for Worker.add_maintenance
     Interceptor       ``async def (ctx, call_next)`` around queue handlers (add_interceptor)
-    Snooze, Skip      raised by a handler: re-check later / settle as skipped
     AckBatcher        group-commit of acks (Worker.acks), usable by runners
 
-Run a worker from the command line with ``python -m azync_flow.worker module:factory``.
+The errors and signals a handler meets (``LeaseLost``, ``Snooze``, ``Skip``) are
+in :mod:`azync_flow.errors`. Run a worker from the command line with
+``azync-flow worker module:factory``.
 """
 
-from ..errors import LeaseLost, Skip, Snooze
 from ..retry import RetryPolicy
 from ._acker import AckBatcher
 from ._lease import LeaseHandle, lease_gone
 from ._loop import JobRunner, LeaseLoop, LoopStats
 from ._maintenance import DEFAULT_LEADERSHIP, STATS_LEADERSHIP, MaintenanceStep, Retention
-from ._queue import Interceptor, JobContext, PayloadError, UnknownKindError
+from ._queue import Interceptor, JobContext
 from ._store import WorkerStore
 from ._worker import Worker
 
@@ -38,15 +37,10 @@ __all__ = [
     "JobRunner",
     "LeaseHandle",
     "LeaseLoop",
-    "LeaseLost",
     "LoopStats",
     "MaintenanceStep",
-    "PayloadError",
     "Retention",
     "RetryPolicy",
-    "Skip",
-    "Snooze",
-    "UnknownKindError",
     "Worker",
     "WorkerStore",
     "lease_gone",

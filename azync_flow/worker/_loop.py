@@ -32,7 +32,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from .._logging import log_failure
-from ..store.errors import SchemaNotMigratedError, is_not_found
+from ..errors import SchemaNotMigratedError, is_not_found
 from ..store.queue import DequeueParams, Job, Source
 from ._lease import LeaseHandle
 

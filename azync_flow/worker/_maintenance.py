@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._logging import log_failure
-from ..store.errors import LeadershipLostError
+from ..errors import LeadershipLostError
 from ..store.queue import Source
 
 if TYPE_CHECKING:

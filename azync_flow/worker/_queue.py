@@ -8,8 +8,9 @@ Settlement rules (source ``queue``):
 * the handler raises -> ``reschedule`` after the :class:`RetryPolicy` delay, or
   ``dead`` once the attempt budget is spent or the error type is listed as
   non-retryable; the recorded error is ``"<Type>: <message>"``;
-* the payload cannot be decoded, or no handler is registered for the kind ->
-  ``dead`` at once with an explanatory error (retrying cannot help);
+* the payload cannot be decoded (:class:`PayloadError`), or no handler is
+  registered for the kind (:class:`UnknownKindError`) -> ``dead`` at once with
+  that error (retrying cannot help);
 * the lease was lost or the worker shuts down -> nothing is settled (the
   reaper or ``release`` takes care of the job).
 """
@@ -26,9 +27,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, get_type_hints
 
-import msgspec
-
-from ..errors import Skip, Snooze, is_not_found
+from ..codec import check_payload_type, decode_value
+from ..errors import PayloadError, Skip, Snooze, UnknownKindError, is_not_found
 from ..retry import RetryDecision, RetryPolicy, describe_error
 from ..store.queue import Job
 from ._lease import LeaseHandle
@@ -89,14 +89,6 @@ class JobContext:
         return self._lease.lost
 
 
-class PayloadError(Exception):
-    """The job's payload does not decode as the handler's payload type."""
-
-
-class UnknownKindError(Exception):
-    """No handler is registered for the job's kind."""
-
-
 @dataclass(slots=True)
 class QueueHandler:
     """One registered queue handler and its settings (see :meth:`Worker.register`)."""
@@ -109,10 +101,9 @@ class QueueHandler:
     lease: timedelta
     payload_type: Any = Any
     takes_context: bool = False
-    decoder: msgspec.json.Decoder[Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.decoder = msgspec.json.Decoder(self.payload_type)
+        check_payload_type(self.payload_type)
 
     @classmethod
     def build(
@@ -168,16 +159,13 @@ class QueueRunner:
     async def __call__(self, job: Job, lease: LeaseHandle) -> None:
         handler = self.handlers.get(job.kind)
         if handler is None:
-            err: Exception = UnknownKindError(f"no handler is registered for kind {job.kind!r}")
-            await self._dead(lease, err)
+            await self._dead(lease, UnknownKindError(job.kind))
             return
         try:
-            payload = handler.decoder.decode(self.payload_bytes(job))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            err = PayloadError(
-                f"payload of kind {job.kind!r} does not decode as {_type_name(handler)}: {exc}"
-            )
-            await self._dead(lease, err)
+            what = f"payload of kind {job.kind!r}"
+            payload = decode_value(self.payload_bytes(job), handler.payload_type, what)
+        except PayloadError as exc:
+            await self._dead(lease, exc)
             return
         try:
             await self._invoke(handler, job, payload, lease)
@@ -218,7 +206,11 @@ class QueueRunner:
 
     def payload_bytes(self, job: Job) -> bytes:
         """The JSON the handler's payload is decoded from (runners of other
-        sources override it: an event delivery's body lives in the ledger)."""
+        sources override it: an event delivery's body lives in the ledger).
+
+        Raises:
+            PayloadError: there is no body to decode (the job is dead-lettered).
+        """
         return job.payload or b"null"
 
     def context(self, job: Job, lease: LeaseHandle) -> JobContext:
@@ -278,8 +270,3 @@ class QueueRunner:
 
 def _deadline(job: Job) -> str:
     return f"SnoozeDeadlineExceeded: job {job.id} of kind {job.kind!r} snoozed past its deadline"
-
-
-def _type_name(handler: QueueHandler) -> str:
-    tp = handler.payload_type
-    return getattr(tp, "__name__", None) or repr(tp)

@@ -7,8 +7,8 @@ import typing
 import uuid
 from typing import Any, Generic, TypeVar
 
+from azync_flow.codec import decode_value, encode_value
 from azync_flow.replay._interactions import check_signal_name
-from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.engine import WorkflowInstance
 
 __all__ = ["ChildHandle", "ParentClosePolicy"]

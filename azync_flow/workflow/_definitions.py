@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import UnknownWorkflowError
-from azync_flow.replay.codec import decode_value, encode_value
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.retry import RetryPolicy
 from azync_flow.workflow._handlers import decode_args

@@ -1,5 +1,5 @@
 """Worker process for the paused-leader test: queue maintenance with a short
-leadership TTL, run as ``python -m azync_flow.worker _leader_app:make``.
+leadership TTL, run as ``azync-flow worker _leader_app:make``.
 
 Environment: DSN, SCHEMA, TICK and TTL (seconds).
 """

@@ -160,7 +160,7 @@ async def test_database_restart_logs_one_warning_per_store_and_client_calls_rais
             await client.get_handle(uuid.uuid4()).describe()
         with pytest.raises(StoreUnavailableError):
             await open_store(private_pg.dsn, Config(schema="restart"))
-        argv = ["workflow", "list", "--dsn", private_pg.dsn, "--schema", "restart"]
+        argv = ["workflows", "list", "--dsn", private_pg.dsn, "--schema", "restart"]
         assert await asyncio.to_thread(main, argv) == 5  # exit 5: no database
         await asyncio.sleep(max(0.0, 0.5 - (time.monotonic() - down)))  # the worker retries
         await asyncio.to_thread(private_pg.start)

@@ -43,7 +43,7 @@ class Proc:
         self.log = tmp / f"{name}.log"
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "azync_flow.worker", "_leader_app:make"],
+                [sys.executable, "-m", "azync_flow.cli", "worker", "_leader_app:make"],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -82,7 +82,7 @@ class WorkerProcess:
         self.log = tmp / "worker.log"
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "azync_flow.worker", "chaos_app:make"],
+                [sys.executable, "-m", "azync_flow.cli", "worker", "chaos_app:make"],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -1,5 +1,5 @@
-"""A minimal app for running ``azync-flow worker`` / ``python -m azync_flow.worker``
-in a subprocess (the factory reads ``AZYNC_DSN`` and ``AZYNC_SCHEMA``)."""
+"""A minimal app for running ``azync-flow worker`` in a subprocess (the factory
+reads ``AZYNC_DSN`` and ``AZYNC_SCHEMA``)."""
 
 from __future__ import annotations
 

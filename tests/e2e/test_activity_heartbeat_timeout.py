@@ -17,16 +17,16 @@ from opentelemetry.trace import StatusCode
 
 from azync_flow import WorkflowContext, activity, attach_workflows, workflow
 from azync_flow.client import Client
+from azync_flow.errors import LeaseLost, NotFoundError
 from azync_flow.replay.events import ActivityCompleted, OperationUncertain
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime import WorkflowRuntime
 from azync_flow.runtime.activity_runner import current_activity
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Source
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing_otel import SpanCapture, nesting_violations
-from azync_flow.worker import LeaseLost, Worker
+from azync_flow.worker import Worker
 
 HEARTBEAT = timedelta(seconds=1)
 BACKOFF = RetryPolicy(initial_interval=timedelta(milliseconds=500), jitter=0, maximum_attempts=3)

@@ -12,14 +12,8 @@ import pytest
 
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
-from azync_flow.schedules import (
-    EnqueueJob,
-    Interval,
-    ScheduleClient,
-    SchedulePolicy,
-    ScheduleSpec,
-    ScheduleSpecError,
-)
+from azync_flow.errors import ScheduleSpecError
+from azync_flow.schedules import EnqueueJob, Interval, ScheduleClient, SchedulePolicy, ScheduleSpec
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.workflow import WorkflowContext, workflow
 

@@ -12,9 +12,9 @@ import msgspec
 import pytest
 
 from azync_flow.client import Client
+from azync_flow.errors import NotFoundError
 from azync_flow.replay import Replayer
 from azync_flow.runtime import LocalRuntime
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock

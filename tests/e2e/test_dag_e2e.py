@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow.dag import DAG, DAGClient, NotReady, Skip, TaskContext
-from azync_flow.errors import NotFoundError
+from azync_flow.dag import DAG, DAGClient, TaskContext
+from azync_flow.errors import NotFoundError, NotReady, Skip
 from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import JobState

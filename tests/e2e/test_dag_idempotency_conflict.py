@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from azync_flow.dag import DAG, DAGClient, DAGIdempotencyConflictError, TaskContext
-from azync_flow.errors import ConflictError
+from azync_flow.dag import DAG, DAGClient, TaskContext
+from azync_flow.errors import ConflictError, DAGIdempotencyConflictError
 from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
 

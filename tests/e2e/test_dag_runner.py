@@ -8,19 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from azync_flow.dag import (
-    DAG,
-    DAGClient,
-    DAGRunner,
-    DAGScheduler,
-    NotReady,
-    Outcome,
-    Skip,
-    TaskContext,
-)
+from azync_flow.dag import DAG, DAGClient, DAGRunner, DAGScheduler, TaskContext
+from azync_flow.errors import NotReady, Skip
 from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import DequeueParams, JobState, Source
+from azync_flow.telemetry import AttemptOutcome
 from azync_flow.testing import MovableClock
 from tests.e2e.dag_util import FAST, settle, task_states
 
@@ -112,8 +105,8 @@ async def test_settle_after_the_lease_was_reaped_and_retaken_is_stale(
     clock.advance(timedelta(seconds=31))
     assert await store.dag_reap_expired(5) == (1, 0)
     (second,) = await store.dag_dequeue(r.kinds, 1, timedelta(seconds=30))
-    assert await r.run_task(first) is Outcome.STALE  # its token no longer owns the row
-    assert await r.run_task(second) is Outcome.SUCCEEDED
+    assert await r.run_task(first) is None  # its token no longer owns the row
+    assert await r.run_task(second) is AttemptOutcome.SUCCEEDED
     (j,) = await store.dag_tasks(run.id)
     assert (j.state, j.reap_count, ran) == (JobState.SUCCEEDED, 1, [1, 2])
 
@@ -139,10 +132,10 @@ async def test_skip_and_deadlined_snooze_wake_the_scheduler(
             store.channel, lambda _c, _p, _ch, payload: ticks.put_nowait(payload)
         )
         clock.set(datetime(2030, 1, 1, tzinfo=UTC))
-        await DAGClient(store).run(d)
+        run = await DAGClient(store).run(d)
         r = DAGRunner(store, [d])
 
-        async def run_kind(suffix: str) -> Outcome:
+        async def run_kind(suffix: str) -> AttemptOutcome | None:
             (kind,) = [k for k in r.kinds if k.endswith(suffix)]
             p = DequeueParams(kind=kind, limit=1, lease=timedelta(seconds=30))
             (job,) = await store.dequeue_batch(Source.DAG, p)
@@ -159,13 +152,15 @@ async def test_skip_and_deadlined_snooze_wake_the_scheduler(
                     pass
 
         await drain()
-        assert await run_kind("skipper") is Outcome.SKIPPED
+        assert await run_kind("skipper") is AttemptOutcome.SKIPPED
         await next_tick()
-        assert await run_kind("poller") is Outcome.SNOOZED  # stamps the deadline
+        assert await run_kind("poller") is AttemptOutcome.SNOOZED  # stamps the deadline
         clock.advance(timedelta(seconds=11))
         assert await store.promote_due(Source.DAG) == 1
         await drain()
-        assert await run_kind("poller") is Outcome.DEADLINED
+        assert await run_kind("poller") is AttemptOutcome.DEAD  # snoozed past its deadline
         await next_tick()
+        dead = [j for j in await store.dag_tasks(run.id) if j.task_key == "poller"]
+        assert [j.state for j in dead] == [JobState.DEAD]
     finally:
         await conn.close()

@@ -16,7 +16,8 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from azync_flow.dag import DAG, DAGClient, DAGEvent, DAGRunner, DAGScheduler, Skip, TaskContext
+from azync_flow.dag import DAG, DAGClient, DAGEvent, DAGRunner, DAGScheduler, TaskContext
+from azync_flow.errors import Skip
 from azync_flow.store.dags import DAGFailure, DAGState
 from azync_flow.store.events import EventFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore

@@ -17,17 +17,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from azync_flow.dag import (
-    DAG,
-    DAGClient,
-    DAGRunner,
-    DAGScheduler,
-    NotReady,
-    Outcome,
-    Skip,
-    TaskContext,
-    attach_dags,
-)
+from azync_flow.dag import DAG, DAGClient, DAGRunner, DAGScheduler, TaskContext, attach_dags
+from azync_flow.errors import NotReady, Skip
 from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.telemetry import (
@@ -38,6 +29,7 @@ from azync_flow.telemetry import (
     ATTR_RETRY_DELAY_S,
     ATTR_RUN_ID,
     ATTR_TASK_KEY,
+    AttemptOutcome,
     run_span_id,
 )
 from azync_flow.testing import MovableClock
@@ -377,8 +369,8 @@ async def test_reaped_attempt_is_closed_with_lease_expired_and_the_stale_one_has
     assert (a_[ATTR_DAG_NAME], a_[ATTR_OUTCOME]) == ("reaped", "retried")
     assert expired.start_time <= expired.end_time  # leased "in 2030": clamped to now
     (second,) = await store.dag_dequeue(r.kinds, 1, timedelta(seconds=30))
-    assert await r.run_task(first) is Outcome.STALE
-    assert await r.run_task(second) is Outcome.SUCCEEDED
+    assert await r.run_task(first) is None
+    assert await r.run_task(second) is AttemptOutcome.SUCCEEDED
     _, stale, ok = cap.named("dag.task a")
     assert ATTR_OUTCOME not in _attrs(stale)  # the lease was lost: no outcome
     assert (_attrs(ok)[ATTR_ATTEMPT], _attrs(ok)[ATTR_OUTCOME]) == (2, "succeeded")

@@ -9,11 +9,12 @@ from datetime import timedelta
 from opentelemetry import trace
 
 from azync_flow.client import Client
+from azync_flow.errors import Skip
 from azync_flow.retry import RetryPolicy
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.telemetry import trace_jobs
 from azync_flow.testing_otel import SpanCapture, parent_id
-from azync_flow.worker import JobContext, Skip, Worker
+from azync_flow.worker import JobContext, Worker
 
 
 async def test_each_queue_attempt_is_a_span_under_the_enqueuers_span(

@@ -24,7 +24,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 
 from azync_flow.otlp import configure_otlp
-from azync_flow.telemetry import AttemptKind, Outcome, RunKind, RunTracer, run_span_id
+from azync_flow.telemetry import AttemptKind, AttemptOutcome, RunKind, RunTracer, run_span_id
 from azync_flow.testing_otel import (
     OtlpHttpReceiver,
     ReceivedSpan,
@@ -65,9 +65,9 @@ ROLE = textwrap.dedent(
                     pass
                 if attempt == 1:
                     att.record_failure(ChargeDeclinedError("card declined"))
-                    att.set_outcome(t.Outcome.RETRIED, retry_delay=2.5)
+                    att.set_outcome(t.AttemptOutcome.RETRIED, retry_delay=2.5)
                 else:
-                    att.set_outcome(t.Outcome.SUCCEEDED)
+                    att.set_outcome(t.AttemptOutcome.SUCCEEDED)
     elif role == "worker-2":
         att = t.attempt_span(t.AttemptKind.ACTIVITY, "ship", attempt=1, seq=3, **common)
         with att:
@@ -79,9 +79,9 @@ ROLE = textwrap.dedent(
         started = datetime.now(UTC) - timedelta(seconds=1)
         # the reaper closes worker-2's lost attempt, then the retry runs
         tracer.lost_attempt(t.AttemptKind.ACTIVITY, "ship", attempt=1, seq=3,
-                            started_at=started, outcome=t.Outcome.RETRIED, **common)
+                            started_at=started, outcome=t.AttemptOutcome.RETRIED, **common)
         with t.attempt_span(t.AttemptKind.ACTIVITY, "ship", attempt=2, seq=3, **common) as att:
-            att.set_outcome(t.Outcome.SUCCEEDED)
+            att.set_outcome(t.AttemptOutcome.SUCCEEDED)
         # this worker committed the run's completion: it exports the run span
         # (from the run's recorded start: the api role ran well within the last minute)
         tracer.end_run_span(t.RunKind.WORKFLOW, "order", run_id, carrier=carrier,
@@ -199,7 +199,7 @@ def test_environment_variables_configure_endpoint_headers_compression_and_servic
             with RunTracer(provider).attempt_span(
                 AttemptKind.DAG_TASK, "reserve", carrier=carrier, run_id="d1", attempt=1
             ) as att:
-                att.set_outcome(Outcome.SKIPPED)
+                att.set_outcome(AttemptOutcome.SKIPPED)
             assert provider.force_flush(10_000)
             spans = rx.wait_for(lambda s: len(s) >= 1)
         finally:

@@ -73,7 +73,7 @@ async def _executions(store: PostgresStore) -> int:
 async def test_cli_start_refuses_non_finite_input_instead_of_storing_null(
     cli: Cli, store: PostgresStore, literal: str
 ) -> None:
-    code, _, err = await cli("workflow", "start", "pp_echo", "--input", f'{{"v": [{literal}]}}')
+    code, _, err = await cli("workflows", "start", "pp_echo", "--input", f'{{"v": [{literal}]}}')
     assert code == 2
     assert NON_FINITE in err
     assert await _executions(store) == 0
@@ -82,7 +82,7 @@ async def test_cli_start_refuses_non_finite_input_instead_of_storing_null(
 async def test_cli_start_refuses_over_deep_input_with_a_usage_error(
     cli: Cli, store: PostgresStore
 ) -> None:
-    code, _, err = await cli("workflow", "start", "pp_echo", "--input", DEEP_JSON)
+    code, _, err = await cli("workflows", "start", "pp_echo", "--input", DEEP_JSON)
     assert code == 2
     assert "nested too deeply" in err
     assert await _executions(store) == 0
@@ -94,18 +94,18 @@ async def test_cli_start_reads_input_from_a_file_or_stdin(
     big = {"rows": [{"i": i, "s": "x" * 50} for i in range(4000)]}  # ~250 kB
     path = tmp_path / "input.json"
     path.write_text(json.dumps(big))
-    code, out, _ = await cli("workflow", "start", "pp_echo", "--input", f"@{path}")
+    code, out, _ = await cli("workflows", "start", "pp_echo", "--input", f"@{path}")
     assert code == 0
     view = await Client(store).get_handle(uuid.UUID(out["id"])).describe()
     assert json.loads(view.input) == big
 
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"from": "stdin"}'))
-    code, out, _ = await cli("workflow", "start", "pp_echo", "--input", "-")
+    code, out, _ = await cli("workflows", "start", "pp_echo", "--input", "-")
     assert code == 0
     view = await Client(store).get_handle(uuid.UUID(out["id"])).describe()
     assert view.input == b'{"from":"stdin"}'
 
-    code, _, err = await cli("workflow", "start", "pp_echo", "--input", f"@{tmp_path}/missing")
+    code, _, err = await cli("workflows", "start", "pp_echo", "--input", f"@{tmp_path}/missing")
     assert code == 2
     assert "--input: cannot read" in err
     assert await _executions(store) == 2
@@ -115,10 +115,10 @@ async def test_identifiers_that_are_not_utf8_are_value_errors_on_client_and_cli(
     cli: Cli, store: PostgresStore
 ) -> None:
     # an undecodable argv byte (b"\xff") reaches Python as the lone surrogate "\udcff"
-    code, _, err = await cli("workflow", "start", "pp_\udcff", "--input", "1")
+    code, _, err = await cli("workflows", "start", "pp_\udcff", "--input", "1")
     assert code == 2
     assert "workflow name is not valid UTF-8" in err
-    code, _, err = await cli("workflow", "list", "--name", "pp_\udcff")
+    code, _, err = await cli("workflows", "list", "--name", "pp_\udcff")
     assert code == 2
     assert "workflow name is not valid UTF-8" in err
     client = Client(store)
@@ -127,7 +127,7 @@ async def test_identifiers_that_are_not_utf8_are_value_errors_on_client_and_cli(
     handle = await client.start(pp_echo, 1)
     with pytest.raises(ValueError, match="signal name is not valid UTF-8"):
         await handle.signal("go\ud800", 1)
-    code, _, err = await cli("workflow", "signal", str(handle.id), "go\udcff")
+    code, _, err = await cli("workflows", "signal", str(handle.id), "go\udcff")
     assert code == 2
     assert "signal name is not valid UTF-8" in err
     assert await store.pool.fetchval("SELECT count(*) FROM azync_workflow_signals") == 0

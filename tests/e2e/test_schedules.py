@@ -13,15 +13,13 @@ import msgspec
 import pytest
 
 from azync_flow import DAG, TaskContext, WorkflowContext, attach_workflows, workflow
-from azync_flow.errors import NotFoundError, WorkflowFailedError
+from azync_flow.errors import NotFoundError, ScheduleError, ScheduleSpecError, WorkflowFailedError
 from azync_flow.schedules import (
     EnqueueJob,
     Interval,
     Overlap,
-    ScheduleError,
     SchedulePolicy,
     ScheduleSpec,
-    ScheduleSpecError,
     StartDAG,
     StartWorkflow,
     attach_schedules,

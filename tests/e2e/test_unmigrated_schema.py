@@ -63,18 +63,20 @@ def test_worker_cli_on_an_unmigrated_schema_exits_at_once_with_the_migrate_hint(
     assert time.monotonic() - started < 30
 
 
-def test_worker_module_on_an_unmigrated_schema_exits_with_one_line(pg_dsn: str) -> None:
+def test_worker_cli_from_the_environment_on_an_unmigrated_schema_exits_with_one_line(
+    pg_dsn: str,
+) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "AZYNC_DSN": pg_dsn}
     env["AZYNC_SCHEMA"] = unique_schema()
     proc = subprocess.run(
-        [sys.executable, "-m", "azync_flow.worker", "tests.e2e._schema_app:make_worker"],
+        [*CLI, "worker", "tests.e2e._schema_app:make_worker"],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert proc.returncode == 5, proc.stderr  # the module is `azync-flow worker`: same status
+    assert proc.returncode == 5, proc.stderr
     assert HINT in proc.stderr
     assert "Traceback" not in proc.stderr
 

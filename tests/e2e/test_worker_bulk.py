@@ -6,8 +6,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from azync_flow.client import Client, IdempotencyConflictError
-from azync_flow.errors import PayloadEncodeError
+from azync_flow.client import Client
+from azync_flow.errors import IdempotencyConflictError, PayloadEncodeError
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store.admin import JobFilter
 from azync_flow.store.postgres import PostgresStore

@@ -12,11 +12,12 @@ from typing import Any
 import msgspec
 import pytest
 
+from azync_flow.errors import LeaseLost
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres._base import job_from_row
 from azync_flow.store.queue import EnqueueParams, Job, JobState, Source
-from azync_flow.worker import JobContext, LeaseHandle, LeaseLost, Worker, WorkerStore
+from azync_flow.worker import JobContext, LeaseHandle, Worker, WorkerStore
 
 FAST = {
     "poll_interval": timedelta(milliseconds=50),

@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 
 from azync_flow.client import Client
-from azync_flow.errors import ActivityError, PayloadEncodeError, StoreError
+from azync_flow.errors import ActivityError, NotFoundError, PayloadEncodeError, StoreError
 from azync_flow.runtime import LocalRuntime
 from azync_flow.store import Config
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock

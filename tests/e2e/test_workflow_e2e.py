@@ -13,12 +13,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from azync_flow.client import Client, IdempotencyConflictError
-from azync_flow.errors import ActivityError, WorkflowFailedError
+from azync_flow.client import Client
+from azync_flow.errors import (
+    ActivityError,
+    IdempotencyConflictError,
+    NotFoundError,
+    WorkflowFailedError,
+)
 from azync_flow.replay import Replayer
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime import LocalRuntime
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock

@@ -9,9 +9,9 @@ import pytest
 
 from azync_flow import attach_workflows
 from azync_flow.client import Client
+from azync_flow.errors import NotFoundError
 from azync_flow.runtime import WORKFLOW_LEADERSHIP
 from azync_flow.schedules import SCHEDULE_LEADERSHIP
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Source
 from azync_flow.store.workflows import WorkflowState

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from azync_flow.client import Client, WorkflowHandle
+from azync_flow.errors import NotFoundError
 from azync_flow.replay import Replayer, SignalReceived, SignalsUndelivered
 from azync_flow.runtime import LocalRuntime
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.workflow import Registry, WorkflowContext, workflow

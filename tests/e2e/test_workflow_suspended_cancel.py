@@ -9,9 +9,8 @@ import time
 import pytest
 
 from azync_flow.client import Client
-from azync_flow.errors import Uncertain, WorkflowCancelledError
+from azync_flow.errors import NotFoundError, Uncertain, WorkflowCancelledError
 from azync_flow.runtime import LocalRuntime
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.workflow import Registry, WorkflowContext, activity, workflow

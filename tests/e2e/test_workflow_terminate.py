@@ -20,11 +20,10 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from azync_flow.client import Client, WorkflowHandle
-from azync_flow.errors import WorkflowTerminatedError
+from azync_flow.errors import NotFoundError, WorkflowTerminatedError
 from azync_flow.replay import Replayer, WorkflowTerminated
 from azync_flow.runtime import LocalRuntime
 from azync_flow.runtime.workflow_runner import WorkflowRunner
-from azync_flow.store.errors import NotFoundError
 from azync_flow.store.events import EventFilter
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState

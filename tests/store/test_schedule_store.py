@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from azync_flow.store.errors import NotFoundError
+from azync_flow.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.schedules import ScheduleRecord
 from azync_flow.testing import MovableClock

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow.store.errors import NotFoundError
+from azync_flow.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import (
     PassWrite,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from azync_flow import NonDeterminismError, WorkflowContext, activity, workflow
-from azync_flow.replay import HistoryFileError
+from azync_flow.errors import HistoryFileError
 from azync_flow.testing import WorkflowEnvironment, recorded_histories, replay_histories
 
 ROOT = Path(__file__).resolve().parents[2]

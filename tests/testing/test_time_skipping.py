@@ -18,11 +18,10 @@ from azync_flow import (
     activity,
     workflow,
 )
-from azync_flow.dag import NotReady
+from azync_flow.errors import NotReady, Snooze
 from azync_flow.events import subscriber
 from azync_flow.store.dags import DAGState
 from azync_flow.testing import WorkflowEnvironment
-from azync_flow.worker import Snooze
 
 CALLS: list[str] = []
 

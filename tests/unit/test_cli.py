@@ -165,7 +165,7 @@ async def test_uncertain_resolve_fail_and_retry_paths(cli: Cli, store: PostgresS
     assert (code, out["state"]) == (0, "dead")
     await runtime.run_until_idle()
     assert (await handle.describe()).state == WorkflowState.FAILED
-    code, out, _ = await cli("workflow", "result", str(handle.id), "--timeout", "2")
+    code, out, _ = await cli("workflows", "result", str(handle.id), "--timeout", "2")
     assert code == 1
     assert out["state"] == "failed"
     assert "bank refused" in out["error"]
@@ -203,9 +203,9 @@ async def test_unknown_and_malformed_ids_are_clear_errors(cli: Cli) -> None:
     code, _, err = await cli("uncertain", "resolve", "not-a-uuid", *resolve)
     assert code == 2
     assert "not a valid UUID" in err
-    code, _, err = await cli("workflow", "describe", missing)
+    code, _, err = await cli("workflows", "show", missing)
     assert code == 3
-    code, _, err = await cli("workflow", "history", missing)
+    code, _, err = await cli("workflows", "history", missing)
     assert code == 3
 
 
@@ -216,7 +216,7 @@ async def test_bad_or_missing_dsn_or_unmigrated_schema_is_exit_5_without_traceba
     for argv in (
         ["uncertain", "list", "--dsn", "postgresql://nobody@127.0.0.1:1/none"],
         ["uncertain", "list", "--dsn", "this is not a dsn"],
-        ["queue", "stats"],  # no --dsn: $AZYNC_DSN is the one used
+        ["stats"],  # no --dsn: $AZYNC_DSN is the one used
         ["uncertain", "list", "--dsn", pg_dsn, "--schema", "no_such_schema_here"],
     ):
         assert await asyncio.to_thread(main, argv) == 5
@@ -229,33 +229,33 @@ async def test_bad_or_missing_dsn_or_unmigrated_schema_is_exit_5_without_traceba
 async def test_workflow_start_signal_describe_history_result_list(
     cli: Cli, store: PostgresStore
 ) -> None:
-    code, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"ann"', "--key", "k1")
+    code, out, _ = await cli("workflows", "start", "cli_greeter", "--input", '"ann"', "--key", "k1")
     assert code == 0
     assert out["started"] is True
     wid = out["id"]
-    code, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"ann"', "--key", "k1")
+    code, out, _ = await cli("workflows", "start", "cli_greeter", "--input", '"ann"', "--key", "k1")
     assert (code, out) == (0, {"id": wid, "started": False})
-    code, _, err = await cli("workflow", "start", "cli_greeter", "--input", '"bo"', "--key", "k1")
+    code, _, err = await cli("workflows", "start", "cli_greeter", "--input", '"bo"', "--key", "k1")
     assert code == 4
     assert "different input" in err
-    code, _, err = await cli("workflow", "start", "cli_greeter", "--input", "{bad")
+    code, _, err = await cli("workflows", "start", "cli_greeter", "--input", "{bad")
     assert code == 2
     assert "--input is not valid JSON" in err
     runtime = LocalRuntime(store, Registry([cli_greeter], []))
     await runtime.run_until_idle()
-    code, out, _ = await cli("workflow", "signal", wid, "greeting", "--payload", '"hello"')
+    code, out, _ = await cli("workflows", "signal", wid, "greeting", "--payload", '"hello"')
     assert (code, out) == (0, {"accepted": True})
     await runtime.run_until_idle()
-    code, out, _ = await cli("workflow", "result", wid, "--timeout", "5")
+    code, out, _ = await cli("workflows", "result", wid, "--timeout", "5")
     assert (code, out) == (0, "hello, ann")
-    code, out, _ = await cli("workflow", "describe", wid)
+    code, out, _ = await cli("workflows", "show", wid)
     assert (out["state"], out["input"], out["result"]) == ("succeeded", "ann", "hello, ann")
-    code, out, _ = await cli("workflow", "history", wid)
+    code, out, _ = await cli("workflows", "history", wid)
     lines = [json.loads(line) for line in out.splitlines()] if isinstance(out, str) else [out]
     assert [e["type"] for e in lines] == ["SignalReceived", "WorkflowCompleted"]
-    code, out, _ = await cli("workflow", "list", "--state", "succeeded")
+    code, out, _ = await cli("workflows", "list", "--state", "succeeded")
     assert code == 0
-    assert [str(e["id"]) for e in out] == [wid]
+    assert [str(e["id"]) for e in out["items"]] == [wid]
 
 
 async def test_describe_and_list_show_why_a_run_is_suspended(
@@ -263,15 +263,14 @@ async def test_describe_and_list_show_why_a_run_is_suspended(
 ) -> None:
     handle, _ = await _uncertain_run(store)
     (op,) = await Client(store).list_uncertain()
-    code, out, _ = await cli("workflow", "describe", str(handle.id))
+    code, out, _ = await cli("workflows", "show", str(handle.id))
     assert (code, out["state"]) == (0, "suspended")
     assert "bank timed out" in out["suspend_reason"]
     assert out["suspend_operation_id"] == str(op.operation_id)
     assert out["suspend_seq"] >= 1
-    code, out, _ = await cli("workflow", "list", "--state", "suspended")
-    assert [(e["id"], e["suspend_operation_id"]) for e in out] == [
-        (str(handle.id), str(op.operation_id))
-    ]
+    code, out, _ = await cli("workflows", "list", "--state", "suspended")
+    assert [e["id"] for e in out["items"]] == [str(handle.id)]
+    assert "bank timed out" in out["items"][0]["suspend_reason"]
 
 
 async def test_describe_and_history_show_signals_left_undelivered(
@@ -281,24 +280,24 @@ async def test_describe_and_history_show_signals_left_undelivered(
     await handle.signal("greeting", "hello", message_id="g1")
     await handle.signal("greeting", "hi again", message_id="g2")  # never consumed
     await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
-    code, out, _ = await cli("workflow", "describe", str(handle.id))
+    code, out, _ = await cli("workflows", "show", str(handle.id))
     assert (code, out["state"], out["signals_undelivered"]) == (0, "succeeded", 1)
-    code, out, _ = await cli("workflow", "history", str(handle.id))
+    code, out, _ = await cli("workflows", "history", str(handle.id))
     last = json.loads(out.splitlines()[-1])
     assert last["type"] == "SignalsUndelivered"
     assert [(s["name"], s["message_id"]) for s in last["event"]["signals"]] == [("greeting", "g2")]
 
 
 async def test_workflow_cancel_and_result_timeout(cli: Cli, store: PostgresStore) -> None:
-    code, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"zed"')
+    code, out, _ = await cli("workflows", "start", "cli_greeter", "--input", '"zed"')
     wid = out["id"]
-    code, _, err = await cli("workflow", "result", wid, "--timeout", "0.1")
+    code, _, err = await cli("workflows", "result", wid, "--timeout", "0.1")
     assert code == 6
     assert "still" in err
-    code, out, _ = await cli("workflow", "cancel", wid)
+    code, out, _ = await cli("workflows", "cancel", wid)
     assert (code, out) == (0, {"cancel_requested": True})
     await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
-    code, out, _ = await cli("workflow", "result", wid, "--timeout", "5")
+    code, out, _ = await cli("workflows", "result", wid, "--timeout", "5")
     assert code == 1
     assert out["state"] == "cancelled"
 
@@ -306,10 +305,10 @@ async def test_workflow_cancel_and_result_timeout(cli: Cli, store: PostgresStore
 async def test_workflow_terminate_ends_a_run_no_worker_can_run(
     cli: Cli, store: PostgresStore
 ) -> None:
-    code, out, _ = await cli("workflow", "start", "cli_not_registered", "--input", '"x"')
+    code, out, _ = await cli("workflows", "start", "cli_not_registered", "--input", '"x"')
     wid = out["id"]
     await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
-    code, out, _ = await cli("workflow", "describe", wid)
+    code, out, _ = await cli("workflows", "show", wid)
     assert out["state"] == "running"
     describe_reason = out["blocked_reason"]
     assert "no worker has registered workflow 'cli_not_registered'" in out["blocked_reason"]
@@ -318,25 +317,25 @@ async def test_workflow_terminate_ends_a_run_no_worker_can_run(
     code, out, _ = await cli("workflows", "list", as_json=False)
     (row,) = [line for line in out.splitlines() if wid in line]
     assert "UnknownWorkflowError" in row
-    code, _, err = await cli("workflow", "terminate", wid)
+    code, _, err = await cli("workflows", "terminate", wid)
     assert code == 2  # --reason is required
     code, out, _ = await cli(
-        "workflow", "terminate", wid, "--reason", "typo in the name", "--by", "ann"
+        "workflows", "terminate", wid, "--reason", "typo in the name", "--by", "ann"
     )
     assert (code, out) == (
         0,
         {"state": "terminated", "reason": "terminated by ann: typo in the name"},
     )
-    code, out, _ = await cli("workflow", "result", wid, "--timeout", "5")
+    code, out, _ = await cli("workflows", "result", wid, "--timeout", "5")
     assert code == 1
     assert out["state"] == "terminated"
     assert "typo in the name" in out["error"]
-    code, out, _ = await cli("workflow", "history", wid)
+    code, out, _ = await cli("workflows", "history", wid)
     event = json.loads(out) if isinstance(out, str) else out
     assert (event["type"], event["event"]["terminated_by"]) == ("WorkflowTerminated", "ann")
-    code, out, _ = await cli("workflow", "list", "--state", "terminated")
-    assert [str(e["id"]) for e in out] == [wid]
-    code, _, err = await cli("workflow", "terminate", wid, "--reason", "again")
+    code, out, _ = await cli("workflows", "list", "--state", "terminated")
+    assert [str(e["id"]) for e in out["items"]] == [wid]
+    code, _, err = await cli("workflows", "terminate", wid, "--reason", "again")
     assert code == 3
     assert "terminated (finished); cannot terminate" in err
 
@@ -344,24 +343,24 @@ async def test_workflow_terminate_ends_a_run_no_worker_can_run(
 async def test_workflow_stalled_lists_a_run_whose_task_was_lost(
     cli: Cli, store: PostgresStore
 ) -> None:
-    _, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"ann"')
+    _, out, _ = await cli("workflows", "start", "cli_greeter", "--input", '"ann"')
     lost = out["id"]
-    _, out, _ = await cli("workflow", "start", "cli_greeter", "--input", '"bo"')
+    _, out, _ = await cli("workflows", "start", "cli_greeter", "--input", '"bo"')
     waiting = out["id"]
     await store.pool.execute("DELETE FROM azync_jobs WHERE run_id = $1", uuid.UUID(lost))
     await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
-    code, out, _ = await cli("workflow", "stalled")
+    code, out, _ = await cli("workflows", "stalled")
     assert code == 0
     assert [(e["id"], e["name"]) for e in out] == [(lost, "cli_greeter")]
     assert waiting not in {e["id"] for e in out}  # it waits for its signal: healthy
-    code, out, _ = await cli("workflow", "stalled", "--older-than", "3600")
+    code, out, _ = await cli("workflows", "stalled", "--older-than", "3600")
     assert (code, out) == (0, [])
-    code, _, err = await cli("workflow", "stalled", "--limit", "0")
+    code, _, err = await cli("workflows", "stalled", "--limit", "0")
     assert code == 2
     assert "--limit" in err
 
 
-async def test_queue_stats_dead_and_retry(cli: Cli, store: PostgresStore) -> None:
+async def test_stats_jobs_dead_and_retry(cli: Cli, store: PostgresStore) -> None:
     from datetime import timedelta
 
     from azync_flow.store.queue import DequeueParams
@@ -371,21 +370,18 @@ async def test_queue_stats_dead_and_retry(cli: Cli, store: PostgresStore) -> Non
         Source.QUEUE, DequeueParams(kind="email", limit=1, lease=timedelta(seconds=30))
     )
     await store.dead(job.id, job.lease_token, "smtp down")  # type: ignore[arg-type]
-    code, out, _ = await cli("queue", "stats")
-    assert code == 0
-    assert out["email"]["dead"] == 1
-    code, out, _ = await cli("queue", "stats", "--kind", "email")
-    assert out["depths"]["dead"] == 1
-    code, out, _ = await cli("queue", "dead")
-    assert out["total"] == 1
-    assert (out["jobs"][0]["last_error"], out["jobs"][0]["payload"]) == ("smtp down", {"to": "a"})
-    code, out, _ = await cli("queue", "retry", str(job.id))
+    code, out, _ = await cli("stats", "--source", "queue")
+    assert (code, out["dead_letters"]) == (0, {"queue": {"email": 1}})
+    code, out, _ = await cli("jobs", "dead", "--kind", "email")
+    assert [(j["id"], j["last_error"]) for j in out["items"]] == [(str(job.id), "smtp down")]
+    code, out, _ = await cli("jobs", "retry", str(job.id))
     assert (code, out) == (0, {"retried": 1})
     assert (await store.get_job(Source.QUEUE, job.id)).state == JobState.PENDING
-    code, _, _ = await cli("queue", "retry", str(job.id))
+    code, _, _ = await cli("jobs", "retry", str(job.id))
     assert code in (3, 4)
-    code, _, _err = await cli("queue", "retry")
+    code, _, err = await cli("jobs", "retry")
     assert code == 2
+    assert "give a job id, or --all" in err
 
 
 async def test_replay_subcommand_reuses_the_replay_cli(

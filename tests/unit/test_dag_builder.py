@@ -9,7 +9,8 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from azync_flow.dag import DAG, DAGValidationError, TaskContext
+from azync_flow.dag import DAG, TaskContext
+from azync_flow.errors import DAGValidationError
 from azync_flow.store.dags import KIND_SIGNAL, KIND_SLEEP, DAGDep, OnFailurePolicy
 
 
@@ -177,13 +178,9 @@ def test_exports_are_pinned() -> None:
         "DAGRun",
         "DAGRunner",
         "DAGScheduler",
-        "DAGValidationError",
         "DAGWorkerBinding",
-        "NotReady",
-        "Outcome",
         "RetryPolicy",
         "SignalReceipt",
-        "Skip",
         "TaskContext",
         "TaskOutcome",
         "TaskSpec",
@@ -196,6 +193,7 @@ def test_exports_are_pinned() -> None:
 def test_top_level_re_exports_the_dag_api_and_worker() -> None:
     import azync_flow
     import azync_flow.dag as dag_pkg
+    import azync_flow.errors as errors
     import azync_flow.worker as worker_pkg
 
     # sorted isort-style (ruff RUF022): constants, then classes, then functions
@@ -243,12 +241,12 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "subscriber",
         "workflow",
     ]
-    for name in ("DAG", "DAGClient", "DAGValidationError", "NotReady", "Skip", "TaskContext"):
+    for name in ("DAG", "DAGClient", "TaskContext"):
         assert getattr(azync_flow, name) is getattr(dag_pkg, name)
+    for name in ("DAGValidationError", "NotReady", "Skip"):
+        assert getattr(azync_flow, name) is getattr(errors, name)
     assert azync_flow.attach_dags is dag_pkg.attach_dags
     assert azync_flow.Worker is worker_pkg.Worker
     from azync_flow.runtime.activity_runner import current_activity
 
     assert azync_flow.current_activity is current_activity
-    # one Skip settles a DAG task, a queue job or an event delivery as skipped
-    assert azync_flow.Skip is worker_pkg.Skip

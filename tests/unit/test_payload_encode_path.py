@@ -10,8 +10,8 @@ import pickle
 import msgspec
 import pytest
 
+from azync_flow.codec import encode_value
 from azync_flow.errors import PayloadEncodeError
-from azync_flow.replay.codec import encode_value
 
 
 class Line(msgspec.Struct):

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from azync_flow.replay import HistoryFileError, Replayer
-from azync_flow.replay.__main__ import main
+from azync_flow.cli import main
+from azync_flow.errors import HistoryFileError
+from azync_flow.replay import Replayer
 from azync_flow.workflow import WorkflowContext, workflow
 
 
@@ -61,13 +62,13 @@ def test_cli_refuses_a_malformed_or_missing_file_as_bad_input_after_replaying_th
     bad.write_bytes(b"[]")
     good = tmp_path / "good.json"
     good.write_bytes(GOOD)
-    assert main([f"{__name__}:noop", str(bad), str(good)]) == 2
+    assert main(["replay", f"{__name__}:noop", str(bad), str(good)]) == 2
     out, err = capsys.readouterr()
     assert out == f"ok    {good}\n"
     (line,) = err.splitlines()
     assert line.startswith(f"azync-flow: error: malformed history {bad}: ")
     missing = tmp_path / "nofile.json"
-    assert main([f"{__name__}:noop", str(missing)]) == 2
+    assert main(["replay", f"{__name__}:noop", str(missing)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err == f"azync-flow: error: cannot read {str(missing)!r}: No such file or directory\n"

@@ -471,7 +471,8 @@ def test_replayer_command_line_reports_each_history(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "azync_flow.replay",
+            "azync_flow.cli",
+            "replay",
             "tests.unit.test_replay_c03_child:c03_gather",
             str(good),
             str(bad),

@@ -190,6 +190,6 @@ def test_the_query_and_update_names_are_exported() -> None:
         assert getattr(azync_flow, name) is getattr(errors, name)
         assert issubclass(getattr(errors, name), errors.UpdateError)
     assert {"QueryError", "UpdateError", "ReadOnlyContextError"} <= set(errors.__all__)
-    assert {"UpdateAccepted", "UpdateCompleted", "UpdateResult"} <= set(replay.__all__)
+    assert {"UpdateAccepted", "UpdateCompleted"} <= set(replay.__all__)
     assert replay.UpdateAccepted.is_command is False
     assert replay.UpdateCompleted.is_command is True

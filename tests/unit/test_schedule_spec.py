@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from azync_flow.errors import ScheduleSpecError
 from azync_flow.schedules import (
     Interval,
     MissingTime,
     RepeatedTime,
     SchedulePolicy,
     ScheduleSpec,
-    ScheduleSpecError,
     StartWorkflow,
 )
 from azync_flow.schedules._codec import Decoded, encode
@@ -319,12 +319,9 @@ def test_schedules_package_exports_are_pinned() -> None:
         "RepeatedTime",
         "ScheduleClient",
         "ScheduleDescription",
-        "ScheduleError",
-        "ScheduleExistsError",
         "SchedulePolicy",
         "ScheduleRun",
         "ScheduleSpec",
-        "ScheduleSpecError",
         "ScheduleSummary",
         "Scheduler",
         "StartDAG",

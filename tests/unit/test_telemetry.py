@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from azync_flow.telemetry import (
     RUN_CALLER_KEY,
     AttemptKind,
-    Outcome,
+    AttemptOutcome,
     RunEvent,
     RunKind,
     RunTracer,
@@ -164,7 +164,7 @@ def test_lost_attempt_is_closed_with_error_status_lease_expired() -> None:
         run_id="r1",
         attempt=3,
         started_at=STARTED,
-        outcome=Outcome.RETRIED,
+        outcome=AttemptOutcome.RETRIED,
         workflow_name="order",
         seq=4,
     )
@@ -224,7 +224,7 @@ def test_attempt_in_another_process_is_a_child_of_the_run_span() -> None:
             seq=4,
         ) as att,
     ):
-        att.set_outcome(Outcome.SUCCEEDED)
+        att.set_outcome(AttemptOutcome.SUCCEEDED)
     [span] = worker.named("activity charge")
     assert span.context.trace_id == caller_span.trace_id
     assert parent_id(span) == run_span_id(run_id)
@@ -255,9 +255,9 @@ async def test_retries_make_one_span_per_attempt_with_outcome_and_error() -> Non
                     raise ChargeDeclinedError(f"declined #{attempt}")
             except ChargeDeclinedError as exc:
                 att.record_failure(exc)
-                att.set_outcome(Outcome.RETRIED, retry_delay=delays[attempt - 1])
+                att.set_outcome(AttemptOutcome.RETRIED, retry_delay=delays[attempt - 1])
             else:
-                att.set_outcome(Outcome.SUCCEEDED)
+                att.set_outcome(AttemptOutcome.SUCCEEDED)
     spans = cap.named("activity charge")
     assert [s.attributes["azync.attempt"] for s in spans] == [1, 2, 3]
     assert [s.attributes["azync.outcome"] for s in spans] == ["retried", "retried", "succeeded"]
@@ -294,7 +294,7 @@ def test_exception_leaving_the_block_is_recorded_once_and_reraised() -> None:
         ) as att:
             exc = ChargeDeclinedError("card")
             att.record_failure(exc)
-            att.set_outcome(Outcome.DEAD)
+            att.set_outcome(AttemptOutcome.DEAD)
             raise exc
 
     with pytest.raises(ChargeDeclinedError, match="card"):
@@ -380,7 +380,7 @@ def test_workflow_task_records_pass_statistics() -> None:
     ) as att:
         att.set_pass_stats(history_length=8, events_replayed=8, new_commands=2)
         att.add_event("signal.consumed", {"azync.signal.name": "approve"})
-        att.set_outcome(Outcome.SUCCEEDED)
+        att.set_outcome(AttemptOutcome.SUCCEEDED)
     [span] = cap.named("workflow.task order")
     assert span.attributes["azync.history_length"] == 8
     assert span.attributes["azync.events_replayed"] == 8
@@ -427,17 +427,17 @@ def test_dag_run_with_compensation_is_one_trace() -> None:
     tracer = RunTracer(cap.provider)
     carrier = _through_storage(tracer.start_run_span(RunKind.DAG, "booking", "d1"))
     common = {"carrier": carrier, "run_id": "d1", "dag_name": "booking"}
-    for key, outcome in (("reserve", Outcome.SUCCEEDED), ("pay", Outcome.DEAD)):
+    for key, outcome in (("reserve", AttemptOutcome.SUCCEEDED), ("pay", AttemptOutcome.DEAD)):
         with tracer.attempt_span(
             AttemptKind.DAG_TASK, key, task_key=key, attempt=1, **common
         ) as att:
-            if outcome is Outcome.DEAD:
+            if outcome is AttemptOutcome.DEAD:
                 att.record_failure(ChargeDeclinedError("no funds"))
             att.set_outcome(outcome)
     with tracer.attempt_span(
         AttemptKind.DAG_COMPENSATION, "reserve", task_key="reserve", attempt=1, **common
     ) as att:
-        att.set_outcome(Outcome.SUCCEEDED)
+        att.set_outcome(AttemptOutcome.SUCCEEDED)
     tracer.run_event(carrier, RunEvent.CANCEL_REQUESTED, run_id="d1")
     tracer.end_run_span(
         RunKind.DAG,
@@ -518,7 +518,7 @@ def test_library_installs_no_provider_and_needs_no_sdk() -> None:
         carrier = t.start_run_span(t.RunKind.WORKFLOW, "order", "r1")
         with t.attempt_span(t.AttemptKind.ACTIVITY, "charge", carrier=carrier, run_id="r1",
                             attempt=1) as att:
-            att.set_outcome(t.Outcome.SUCCEEDED)
+            att.set_outcome(t.AttemptOutcome.SUCCEEDED)
             recording = att.span.is_recording()
         t.run_event(carrier, t.RunEvent.SIGNAL, run_id="r1", subject="go")
         sdk_loaded = any(m.startswith("opentelemetry.sdk") for m in sys.modules)
@@ -611,7 +611,7 @@ def test_failure_without_message_has_the_type_as_status_description() -> None:
         AttemptKind.JOB, "send_email", carrier={}, run_id="j1", attempt=2
     ) as att:
         att.record_failure(TimeoutError())
-        att.set_outcome(Outcome.RETRIED, retry_delay=timedelta(milliseconds=250))
+        att.set_outcome(AttemptOutcome.RETRIED, retry_delay=timedelta(milliseconds=250))
     [span] = cap.named("job send_email")
     assert span.status.description == "TimeoutError"
     assert span.attributes["azync.retry_delay_s"] == 0.25

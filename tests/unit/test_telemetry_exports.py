@@ -24,8 +24,8 @@ def test_telemetry_exports_exactly_the_documented_names() -> None:
         "LEASE_EXPIRED",
         "RUN_CALLER_KEY",
         "AttemptKind",
+        "AttemptOutcome",
         "AttemptSpan",
-        "Outcome",
         "RunEvent",
         "RunKind",
         "RunTracer",
@@ -55,7 +55,7 @@ def test_span_names_and_outcomes_are_the_documented_values() -> None:
         "dag.compensation",
         "job",
     ]
-    assert [o.value for o in telemetry.Outcome] == [
+    assert [o.value for o in telemetry.AttemptOutcome] == [
         "succeeded",
         "retried",
         "dead",

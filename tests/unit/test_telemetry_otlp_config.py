@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from azync_flow.otlp import OtlpConfigError, configure_otlp
+from azync_flow.errors import OtlpConfigError
+from azync_flow.otlp import configure_otlp
 from azync_flow.telemetry import RunKind, RunTracer
 from azync_flow.testing_otel import OtlpHttpReceiver
 
@@ -75,7 +76,8 @@ def test_refuses_to_replace_an_applications_global_provider() -> None:
         """
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
-        from azync_flow.otlp import OtlpConfigError, configure_otlp
+        from azync_flow.errors import OtlpConfigError
+        from azync_flow.otlp import configure_otlp
         mine = TracerProvider()
         trace.set_tracer_provider(mine)
         try:

@@ -19,7 +19,7 @@ from opentelemetry.trace import StatusCode
 
 from azync_flow.telemetry import (
     AttemptKind,
-    Outcome,
+    AttemptOutcome,
     RunEvent,
     RunKind,
     RunTracer,
@@ -115,7 +115,7 @@ def run_pass(db: Db, proc: Process) -> None:
         att.set_pass_stats(
             history_length=len(db.history), events_replayed=replayed, new_commands=new
         )
-        att.set_outcome(Outcome.SUCCEEDED)
+        att.set_outcome(AttemptOutcome.SUCCEEDED)
 
 
 def run_activity(db: Db, proc: Process, name: str, *, attempt: int, fail: bool) -> None:
@@ -137,9 +137,9 @@ def run_activity(db: Db, proc: Process, name: str, *, attempt: int, fail: bool) 
                 raise TransientError(f"{name} flaked")
         except TransientError as exc:
             att.record_failure(exc)
-            att.set_outcome(Outcome.RETRIED, retry_delay=1.0)
+            att.set_outcome(AttemptOutcome.RETRIED, retry_delay=1.0)
             return
-        att.set_outcome(Outcome.SUCCEEDED)
+        att.set_outcome(AttemptOutcome.SUCCEEDED)
     db.history.append(name)
 
 
@@ -164,7 +164,7 @@ def drive_c28() -> tuple[Db, list[Process], int, int]:
         run_id=run_id,
         attempt=1,
         started_at=started,
-        outcome=Outcome.RETRIED,
+        outcome=AttemptOutcome.RETRIED,
         workflow_name="W",
     )
 

@@ -1,4 +1,8 @@
-"""The one JSON payload codec for user values (inputs, results, signal and event payloads).
+"""The one JSON payload codec for user values: workflow and activity inputs and
+results, signal, query and update arguments, queue job, event and DAG task
+payloads. Every payload is encoded by :func:`encode_value` and decoded by
+:func:`decode_value`, so a bad one gets the same :class:`PayloadError` family
+wherever it shows up.
 
 :func:`encode_value` also turns the failures msgspec reports outside its usual
 error types into :class:`PayloadEncodeError`:
@@ -14,6 +18,7 @@ error types into :class:`PayloadEncodeError`:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Any
@@ -22,7 +27,13 @@ import msgspec
 
 from azync_flow.errors import PayloadEncodeError, PayloadError, PayloadTooLargeError
 
-__all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "decode_value", "encode_value"]
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "check_payload_type",
+    "decode_value",
+    "encode_value",
+    "type_name",
+]
 
 #: Default per-payload limit (bytes). ``None`` disables the check.
 DEFAULT_MAX_PAYLOAD_BYTES: int | None = 64 * 1024 * 1024
@@ -130,19 +141,57 @@ def _bad_path(value: Any, max_depth: int = 500) -> str:
 
 
 def decode_value(data: bytes | msgspec.Raw, type: Any = Any, what: str = "payload") -> Any:
-    """Decode JSON bytes into ``type`` (unknown Struct fields are ignored).
+    """Decode JSON bytes into ``type`` (``Any``/None: plain JSON values; unknown
+    Struct fields are ignored).
+
+    Args:
+        data: the JSON.
+        type: what to decode into (a class, a Struct, ``list[int]``, ...).
+        what: names the payload in the error (``"payload of kind 'order'"``).
 
     Raises:
-        PayloadError: the JSON does not match ``type``.
+        PayloadError: ``data`` is not JSON, is nested deeper than ~1000
+            levels, or does not match ``type``. Not retryable: the same bytes
+            fail the same way.
     """
     try:
-        if type is Any or type is None:
-            return msgspec.json.decode(data)
-        return msgspec.json.decode(data, type=type)
+        return _decoder(type).decode(data)
     except msgspec.ValidationError as exc:
-        raise PayloadError(f"{what} does not match {type!r}: {exc}") from exc
+        raise PayloadError(f"{what} does not match {type_name(type)}: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise PayloadError(f"{what} is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise PayloadError(f"{what} is nested too deeply (over ~1000 levels)") from exc
+
+
+def check_payload_type(type: Any) -> None:
+    """Check at registration that values can be decoded into ``type``.
+
+    Raises:
+        TypeError: msgspec cannot decode into ``type`` (e.g. a union of a
+            class with other types).
+    """
+    _decoder(type)
+
+
+def _decoder(type: Any) -> msgspec.json.Decoder[Any]:
+    type = Any if type is None else type
+    try:
+        return _cached_decoder(type)
+    except TypeError:  # an unhashable annotation: build one for this call
+        return msgspec.json.Decoder(type)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_decoder(type: Any) -> msgspec.json.Decoder[Any]:
+    """One decoder per type (building one walks the type; decoding reuses it)."""
+    return msgspec.json.Decoder(type)
+
+
+def type_name(type: Any) -> str:
+    """A short name of a payload type for messages (``Order``, ``list[int]``)."""
+    name = getattr(type, "__name__", None)
+    return name if isinstance(name, str) and "[" not in repr(type) else repr(type)
 
 
 def _has_non_finite(value: Any) -> bool:
