@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -126,6 +127,16 @@ class PgBase:
             if fence is not None:
                 await fence.check(conn, self.now())
             yield conn
+
+
+def stale_lease(id: uuid.UUID, what: str = "job") -> str:
+    """The error message of a lease-fenced write whose lease is gone: ``what``
+    (``"job"``, ``"dag task"``, ``"workflow task"``, ``"operation"``) ``id`` is
+    no longer active under the caller's lease token."""
+    return (
+        f"{what} {id} is not active under this lease token (it was settled, reaped, "
+        "cancelled or re-leased); nothing was written"
+    )
 
 
 def job_from_row(row: asyncpg.Record) -> Job:

@@ -36,7 +36,7 @@ from ..dags import (
 from ..errors import NotFoundError
 from ..queue import Job, JobState
 from ..validate import check_meta, check_name, check_text
-from ._base import PgBase, decode_meta, encode_meta, job_from_row
+from ._base import PgBase, decode_meta, encode_meta, job_from_row, stale_lease
 from ._queries import QUERIES
 
 __all__ = [
@@ -340,7 +340,14 @@ class DAGMixin(PgBase):
         self, id: uuid.UUID, lease_token: uuid.UUID, result: bytes | None
     ) -> None:
         """Implements ``DAGConsumer.ack_task_result`` (documented there)."""
-        await self._must("dag_ack_result", id, lease_token, result, self.channel, what=_stale(id))
+        await self._must(
+            "dag_ack_result",
+            id,
+            lease_token,
+            result,
+            self.channel,
+            what=stale_lease(id, "dag task"),
+        )
 
     async def dag_dequeue(
         self, kinds: Sequence[str], limit: int, lease: timedelta, default_max_attempts: int = 25
@@ -608,11 +615,4 @@ def _view(r: asyncpg.Record) -> DAGView:
         created_at=r["created_at"],
         updated_at=r["updated_at"],
         completed_at=r["completed_at"],
-    )
-
-
-def _stale(id: uuid.UUID) -> str:
-    return (
-        f"dag task {id} is not active under this lease token (it was settled, reaped, "
-        "cancelled or re-leased); the settle was not applied"
     )

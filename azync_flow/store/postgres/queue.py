@@ -23,7 +23,7 @@ from ..._text import clean_text
 from ..errors import ConflictError
 from ..queue import DequeueParams, EnqueueParams, Job, Source, Wake
 from ..validate import check_max_attempts, check_meta, check_name, check_text
-from ._base import PgBase, encode_meta, job_from_row
+from ._base import PgBase, encode_meta, job_from_row, stale_lease
 from ._guard import translate
 from ._listen import ListenSubscription, parse_wake
 from ._queries import QUERIES
@@ -197,7 +197,7 @@ class QueueMixin(PgBase):
 
     async def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
         """Settle an active job as succeeded. Raises NotFoundError on a stale token."""
-        await self._must("job_ack", id, lease_token, what=_stale(id))
+        await self._must("job_ack", id, lease_token, what=stale_lease(id))
 
     async def ack_many(self, items: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
         """``JobSettler.ack_many``: ack several ``(id, lease_token)`` pairs in one statement."""
@@ -211,24 +211,24 @@ class QueueMixin(PgBase):
     ) -> None:
         """Park a failed job as scheduled at backend now()+delay and record the attempt."""
         await self._must(
-            "job_reschedule", id, lease_token, delay, clean_text(last_error), what=_stale(id)
+            "job_reschedule", id, lease_token, delay, clean_text(last_error), what=stale_lease(id)
         )
 
     async def dead(self, id: uuid.UUID, lease_token: uuid.UUID, last_error: str) -> None:
         """Dead-letter an active job and record its final attempt."""
-        await self._must("job_dead", id, lease_token, clean_text(last_error), what=_stale(id))
+        await self._must("job_dead", id, lease_token, clean_text(last_error), what=stale_lease(id))
 
     async def release(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
         """Return a leased job to pending, giving back the attempt it used."""
-        await self._must("job_release", id, lease_token, what=_stale(id))
+        await self._must("job_release", id, lease_token, what=stale_lease(id))
 
     async def extend_lease(self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta) -> None:
         """Renew an active job's lease to backend now()+lease (a heartbeat)."""
-        await self._must("job_extend_lease", id, lease_token, lease, what=_stale(id))
+        await self._must("job_extend_lease", id, lease_token, lease, what=stale_lease(id))
 
     async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
         """``JobSettler.skip``: settle an active job as skipped."""
-        await self._must("job_skip", id, lease_token, clean_text(reason), what=_stale(id))
+        await self._must("job_skip", id, lease_token, clean_text(reason), what=stale_lease(id))
 
     async def snooze(
         self,
@@ -252,7 +252,7 @@ class QueueMixin(PgBase):
             NotFoundError: the token no longer owns an active row (nothing changed).
         """
         row = await self._must(
-            "job_snooze", id, lease_token, delay, clean_text(deadline_error), what=_stale(id)
+            "job_snooze", id, lease_token, delay, clean_text(deadline_error), what=stale_lease(id)
         )
         return bool(row["state"] == "dead")
 
@@ -348,10 +348,3 @@ def _key(p: EnqueueParams) -> tuple[str, str]:
 
 def _kinds(kinds: Sequence[str] | None) -> list[str] | None:
     return list(kinds) if kinds else None
-
-
-def _stale(id: uuid.UUID) -> str:
-    return (
-        f"job {id} is not active under this lease token (it was settled, reaped or "
-        "re-leased); the settle was not applied"
-    )

@@ -47,7 +47,7 @@ from ...workflows import (
     WorkflowStartParams,
     WorkflowState,
 )
-from .._base import PgBase, decode_meta, encode_meta
+from .._base import PgBase, decode_meta, encode_meta, stale_lease
 from .._guard import translate
 
 #: Kind and task key of a workflow task (one task queue for now).
@@ -122,10 +122,7 @@ class WorkflowCoreMixin(PgBase):
         else:
             kind = await self._fetchval("workflow_job_ack", job_id, lease_token, conn=conn)
         if kind is None:
-            raise NotFoundError(
-                f"job {job_id} is not active under this lease token (settled, reaped or "
-                "re-leased); nothing was written"
-            )
+            raise NotFoundError(stale_lease(job_id))
         self._count(conn, kind, FAILED if dead else PROCESSED)
 
     # --- executions ---------------------------------------------------------------

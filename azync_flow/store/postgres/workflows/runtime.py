@@ -36,7 +36,7 @@ from ...workflows import (
     WorkflowState,
     WorkflowTaskState,
 )
-from .._base import decode_meta, encode_meta, job_from_row
+from .._base import decode_meta, encode_meta, job_from_row, stale_lease
 from .children import WorkflowChildrenMixin
 from .core import (
     ENQUEUED,
@@ -388,7 +388,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             if row is None:
                 async with self.pool.acquire() as conn:  # say why (nothing was written)
                     await self._fence(conn, job_id, lease_token, run_id, task=False)
-                raise NotFoundError(_stale(job_id, "operation"))
+                raise NotFoundError(stale_lease(job_id, "operation"))
             if not row["acked"]:
                 raise AssertionError(f"fenced operation {job_id} was not acked")
             return 0 if row["seq"] is None else int(row["seq"])
@@ -451,7 +451,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
     ) -> asyncpg.Record:
         job = await self._fetchrow("workflow_job_lock", job_id, lease_token, conn=conn)
         if job is None or job["task_key"] != WORKFLOW_TASK:
-            raise NotFoundError(_stale(job_id, "workflow task"))
+            raise NotFoundError(stale_lease(job_id, "workflow task"))
         if run_id is not None and job["run_id"] != run_id:
             raise NotFoundError(f"job {job_id} is a workflow task of {job['run_id']}, not {run_id}")
         return job
@@ -521,7 +521,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         row = await self._fetchrow("workflow_fence", job_id, lease_token, conn=conn)
         what = "workflow task" if task else "operation"
         if row is None or (row["task_key"] == WORKFLOW_TASK) != task:
-            raise NotFoundError(_stale(job_id, what))
+            raise NotFoundError(stale_lease(job_id, what))
         if row["run_id"] != run_id:
             raise NotFoundError(f"job {job_id} is a {what} of {row['run_id']}, not {run_id}")
         return row
@@ -552,7 +552,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         )
         if ack is not None:
             if row is None or row["acked_kind"] is None:
-                raise NotFoundError(_stale(ack[0], "job"))
+                raise NotFoundError(stale_lease(ack[0], "job"))
             self._count(conn, row["acked_kind"], PROCESSED)
 
     async def _write_timers(
@@ -629,13 +629,6 @@ def _check_seq(run_id: uuid.UUID, ex: asyncpg.Record, expected: int) -> None:
         raise ConflictError(
             f"workflow execution {run_id} is {ex['state']} (finished); the pass was not committed"
         )
-
-
-def _stale(job_id: uuid.UUID, what: str) -> str:
-    return (
-        f"job {job_id} is not an active {what} under this lease token (it was settled, "
-        "reaped or re-leased); nothing was written"
-    )
 
 
 def _leased_jobs(
@@ -749,7 +742,7 @@ def _one_statement_committed(
     if head["ok"]:
         return True
     if head["fenced"] != len({j for j, _ in jobs}):
-        raise NotFoundError(_stale(jobs[0][0], "workflow task" if task else "operation"))
+        raise NotFoundError(stale_lease(jobs[0][0], "workflow task" if task else "operation"))
     _check_seq(run_id, head, write.expected_next_seq)
     if task:
         return False  # suspended: the transaction path writes the pass
