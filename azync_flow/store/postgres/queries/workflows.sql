@@ -172,36 +172,6 @@ SELECT id, state, kind, inserted, (state = 'pending')::int::bigint AS woken
 FROM azync_schedule_workflow_task($2::uuid, $3::text, $4::timestamptz,
                                   coalesce($1::timestamptz, now()), $5::text)
 
--- name: workflow_task_dequeue
--- $2 kind, $3 limit, $4 lease, $5 first passes too (false: only tasks of
--- executions in flight). Due pending (or due scheduled) workflow tasks whose
--- execution has no active workflow task (passes never overlap), continuing
--- passes before first passes.
-WITH picked AS (
-    SELECT j.id FROM azync_jobs j
-    WHERE j.source = 'workflow' AND j.kind = $2 AND j.task_key = '$wft'
-      AND j.state IN ('pending', 'scheduled')
-      AND j.run_at <= coalesce($1::timestamptz, now())
-      AND j.first_pass <= $5::boolean
-      AND NOT EXISTS (
-          SELECT 1 FROM azync_jobs a
-          WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
-            AND a.state = 'active')
-    ORDER BY j.first_pass, j.run_at, j.id
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE azync_jobs j
-SET state = 'active',
-    attempt = j.attempt + 1,
-    lease_token = gen_random_uuid(),
-    lease_until = coalesce($1::timestamptz, now()) + $4::interval,
-    started_at = coalesce($1::timestamptz, now()),
-    updated_at = coalesce($1::timestamptz, now())
-FROM picked
-WHERE j.id = picked.id
-RETURNING j.*
-
 -- name: workflow_job_lock
 -- $2 id, $3 lease_token: the fence of every runtime settle.
 SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_jobs
@@ -251,27 +221,6 @@ RETURNING id
 SELECT id, name, message_id, payload, $1::timestamptz AS at FROM azync_workflow_signals
 WHERE workflow_id = $2 AND consumed_seq IS NULL
 ORDER BY id
-
--- name: workflow_signals_consume
--- $2 workflow id, $3 signal ids bigint[], $4 seqs bigint[]
-UPDATE azync_workflow_signals s
-SET consumed_seq = u.seq
-FROM unnest($3::bigint[], $4::bigint[]) AS u(id, seq)
-WHERE s.id = u.id AND s.workflow_id = $2 AND s.consumed_seq IS NULL
-RETURNING s.id, $1::timestamptz AS at
-
--- name: workflow_timers_insert
--- $2 workflow id, $3 seqs bigint[], $4 delays interval[] (from backend now)
-INSERT INTO azync_workflow_timers (workflow_id, seq, fire_at)
-SELECT $2, u.seq, coalesce($1::timestamptz, now()) + u.delay
-FROM unnest($3::bigint[], $4::interval[]) AS u(seq, delay)
-ON CONFLICT DO NOTHING
-
--- name: workflow_timers_fire
--- $2 workflow id, $3 seqs bigint[]
-UPDATE azync_workflow_timers
-SET fired_at = coalesce($1::timestamptz, now())
-WHERE workflow_id = $2 AND seq = ANY($3::bigint[]) AND fired_at IS NULL
 
 -- name: workflow_timers_due
 -- $2 workflow id
@@ -785,30 +734,6 @@ SELECT f.state, (SELECT max(seq) FROM ev) AS seq, (SELECT count(*) FROM ack) AS 
        coalesce((SELECT n FROM stat), 0) AS stats_rows
 FROM f
 
--- name: workflow_ops_fence
--- $2 run id, $3 operation job ids uuid[], $4 their lease tokens uuid[]: the
--- fence of a completion folded into the next pass — locks the active
--- operations of the run under their tokens (FOR UPDATE, in id order) and
--- THEN the execution row (FOR NO KEY UPDATE; the lateral forces that order),
--- like workflow_fence. fenced < cardinality($3) = a stale token.
-SELECT l.fenced, x.state, x.next_seq, coalesce($1::timestamptz, now()) AS at
-FROM (
-    SELECT count(*) AS fenced FROM (
-        SELECT j.id FROM azync_jobs j
-        JOIN unnest($3::uuid[], $4::uuid[]) AS u(id, token)
-          ON j.id = u.id AND j.lease_token = u.token
-        WHERE j.state = 'active' AND j.source = 'workflow' AND j.task_key <> '$wft'
-          AND j.run_id = $2
-        ORDER BY j.id
-        FOR UPDATE OF j
-    ) locked
-) l
-CROSS JOIN LATERAL (
-    SELECT state, next_seq FROM azync_workflow_executions
-    WHERE id = $2 AND l.fenced >= 0
-    FOR NO KEY UPDATE
-) x
-
 -- name: workflow_start_bare
 -- $2 id, $3 name, $4 version, $5 input, $6 business key, $7 task_queue,
 -- $8 meta, $9 trace_context: insert a running execution WITHOUT a workflow
@@ -825,10 +750,13 @@ RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
 -- name: workflow_task_lease_load
 -- $2 kind, $3 limit, $4 lease, $5 run ids uuid[] and $6 after seqs bigint[]
 -- (the caller's cached executions: history is read past that seq, else from
--- the start), $7 first passes too (as workflow_task_dequeue's $5). workflow_task_dequeue and workflow_task_load of every leased
--- task in ONE statement: the leased job row plus its execution, history,
--- buffered signals, due timers and the clock (the load's snapshot is the
--- lease's).
+-- the start), $7 first passes too (false: only tasks of executions in
+-- flight). The one lease of workflow tasks (dequeue_workflow_tasks uses it
+-- too) with workflow_task_load of every leased task, in ONE statement: the
+-- leased job row plus its execution, history, buffered signals, due timers
+-- and the clock (the load's snapshot is the lease's). Due pending (or due
+-- scheduled) tasks whose execution has no active workflow task (passes never
+-- overlap), continuing passes before first passes.
 WITH picked AS (
     SELECT j.id FROM azync_jobs j
     WHERE j.source = 'workflow' AND j.kind = $2 AND j.task_key = '$wft'
@@ -892,132 +820,35 @@ CROSS JOIN LATERAL (
     WHERE g.workflow_id = e.id AND g.consumed_seq IS NULL
 ) s
 
--- name: workflow_pass_commit_one
--- A blocked pass (no timers started or fired, no signals consumed, no
--- outcome) committed as ONE statement = one implicit transaction: fence the
--- jobs that carried it — $3 ids uuid[] with $4 their lease tokens, $5 true =
--- the pass's workflow task, false = operations whose outcomes are in the
--- events — locking them, THEN the execution row (the lateral forces the
--- order), and check $6 = next_seq and state running; ack the jobs; append
--- $7 types text[] / $8 payloads bytea[] at $6..; insert the operations
--- ($9 kinds, $10 payloads, $11 metas json text, $12 execution keys,
--- $13 max_attempts; deduped like workflow_op_schedule) with those keyed in
--- $14 inserted leased ($15 lease, $16 budget when none); schedule the next
--- workflow task at the earliest unfired timer, or now when $18 and a signal
--- is buffered unconsumed ($17 channel); record $19 awaited signal names
--- (NULL = unchanged); and LAST the counter deltas (grouped by kind, after
--- every other write). ok = false: the fence failed and nothing
--- was written. One row per operation (or one row when none).
-WITH clock AS (
-    SELECT coalesce($1::timestamptz, now()) AS t
-), locked AS (
-    SELECT j.id, j.kind FROM azync_jobs j
-    JOIN unnest($3::uuid[], $4::uuid[]) AS u(id, token)
-      ON j.id = u.id AND j.lease_token = u.token
-    WHERE j.state = 'active' AND j.source = 'workflow' AND j.run_id = $2
-      AND (j.task_key = '$wft') = $5::boolean
-    ORDER BY j.id
-    FOR UPDATE OF j
-), f AS (
-    SELECT l.n, x.state, x.next_seq,
-           (l.n = cardinality($3::uuid[]) AND x.next_seq = $6::bigint
-            AND x.state = 'running') AS ok
-    FROM (SELECT count(*) AS n FROM locked) l
-    CROSS JOIN LATERAL (
-        SELECT state, next_seq FROM azync_workflow_executions
-        WHERE id = $2 AND l.n >= 0
-        FOR NO KEY UPDATE
-    ) x
-), ack AS (
-    UPDATE azync_jobs a
-    SET state = 'succeeded', completed_at = c.t, lease_until = NULL, updated_at = c.t
-    FROM locked l, clock c, f
-    WHERE f.ok AND a.id = l.id AND a.state = 'active'
-    RETURNING a.kind
-), ev AS (
-    INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)
-    SELECT $2, $6::bigint + u.ord - 1, u.type, u.payload, c.t
-    FROM unnest($7::text[], $8::bytea[]) WITH ORDINALITY AS u(type, payload, ord), clock c, f
-    WHERE f.ok
-    RETURNING seq
-), ex AS (
-    UPDATE azync_workflow_executions e
-    SET next_seq = $6::bigint + cardinality($7::text[]), updated_at = c.t,
-        awaited_signals = coalesce($19::text[], e.awaited_signals)
-    FROM clock c, f
-    WHERE e.id = $2 AND f.ok
-    RETURNING e.next_seq
-), req AS (
-    SELECT u.*, c.t, u.key = ANY(coalesce($14::text[], '{}')) AS leased
-    FROM unnest($9::text[], $10::bytea[], $11::text[], $12::text[], $13::int[])
-         WITH ORDINALITY AS u(kind, payload, meta, key, max_attempts, ord),
-         clock c
-), existing AS (
-    SELECT DISTINCT ON (j.task_key) j.task_key, j.id FROM azync_jobs j
-    WHERE j.run_id = $2 AND j.source = 'workflow' AND j.task_key = ANY($12::text[])
-      AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
-    ORDER BY j.task_key, j.enqueued_at
-), ins AS (
-    INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
-                            max_attempts_explicit, run_id, task_key, enqueued_at, updated_at,
-                            attempt, lease_token, lease_until, started_at)
-    SELECT gen_random_uuid(), 'workflow', r.kind,
-           CASE WHEN r.leased THEN 'active' ELSE 'pending' END,
-           r.payload, r.meta::jsonb, r.t,
-           CASE WHEN r.leased AND r.max_attempts <= 0 THEN $16::int ELSE r.max_attempts END,
-           r.max_attempts > 0, $2, r.key, r.t, r.t,
-           CASE WHEN r.leased THEN 1 ELSE 0 END,
-           CASE WHEN r.leased THEN gen_random_uuid() END,
-           CASE WHEN r.leased THEN r.t + $15::interval END,
-           CASE WHEN r.leased THEN r.t END
-    FROM req r, f
-    WHERE f.ok AND NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
-    RETURNING id, task_key, kind, state, attempt, max_attempts, lease_token, lease_until,
-              started_at, run_at, enqueued_at
-), op_wake AS (
-    SELECT pg_notify($17, 'workflow:' || k.kind)
-    FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
-), want AS (
-    SELECT least((SELECT min(fire_at) FROM azync_workflow_timers
-                  WHERE workflow_id = $2 AND fired_at IS NULL),
-                 CASE WHEN $18::boolean AND EXISTS (
-                     SELECT 1 FROM azync_workflow_signals
-                     WHERE workflow_id = $2 AND consumed_seq IS NULL)
-                 THEN c.t END) AS at
-    FROM clock c, f
-    WHERE f.ok
-), up AS (
-    SELECT s.* FROM clock c, want w,
-         LATERAL azync_schedule_workflow_task($2, '$wft', w.at, c.t, $17) s
-    WHERE w.at IS NOT NULL
-), delta AS (
-    SELECT d.kind, d.enq, d.proc
-    FROM (
-        SELECT kind, 0 AS enq, 1 AS proc FROM ack
-        UNION ALL
-        SELECT kind, 1, 0 FROM ins
-        UNION ALL
-        SELECT kind, 1, 0 FROM up WHERE inserted
-    ) d
-    WHERE (SELECT count(*) FROM ev) >= 0 AND (SELECT count(*) FROM ex) >= 0
-      AND (SELECT count(*) FROM op_wake) >= 0
-), stat AS (
-    SELECT azync_job_count(c.t, array_agg(ROW(
-               'workflow', x.kind, x.enq, x.proc, 0, 0)::azync_job_delta)) AS n
-    FROM delta x, clock c
-    GROUP BY c.t
-)
-SELECT f.ok, f.n AS fenced, f.state, f.next_seq, c.t AS at,
-       coalesce((SELECT n FROM stat), 0) AS stats_rows,
-       r.key, r.kind, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS inserted,
-       i.state AS job_state, i.attempt, i.max_attempts, i.lease_token, i.lease_until,
-       i.started_at, i.run_at, i.enqueued_at
-FROM f
-CROSS JOIN clock c
-LEFT JOIN req r ON true
-LEFT JOIN ins i ON i.task_key = r.key
-LEFT JOIN existing e ON e.task_key = r.key
-ORDER BY r.ord
+-- name: workflow_pass_commit
+-- A replay pass committed as ONE statement = one implicit transaction, whatever
+-- it writes (azync_workflow_pass_commit, migration 0023, whose header documents
+-- each argument and the result row). $2 channel, $3 id, $4 run, $5 job ids
+-- uuid[], $6 their lease tokens uuid[], $7 task, $8 dead-letter errors text[].
+SELECT * FROM azync_workflow_pass_commit(
+    p_at => coalesce($1::timestamptz, now()), p_channel => $2::text, p_id => $3::uuid,
+    p_run => $4::uuid, p_jobs => $5::uuid[], p_tokens => $6::uuid[], p_task => $7::boolean,
+    p_errors => $8::text[], p_expected => $9::bigint, p_types => $10::text[],
+    p_payloads => $11::bytea[], p_awaited => $12::text[],
+    p_op_kinds => $13::text[], p_op_payloads => $14::bytea[], p_op_metas => $15::text[],
+    p_op_keys => $16::text[], p_op_run_ats => $17::timestamptz[],
+    p_op_max_attempts => $18::int[], p_local_keys => $19::text[],
+    p_local_lease => $20::interval, p_local_budget => $21::int,
+    p_timer_seqs => $22::bigint[], p_timer_delays => $23::interval[], p_fired => $24::bigint[],
+    p_signal_ids => $25::bigint[], p_signal_seqs => $26::bigint[],
+    p_update_ids => $27::text[], p_update_names => $28::text[],
+    p_update_states => $29::text[], p_update_results => $30::bytea[],
+    p_update_error_types => $31::text[], p_update_messages => $32::text[],
+    p_child_seqs => $33::bigint[], p_child_ids => $34::uuid[], p_child_names => $35::text[],
+    p_child_versions => $36::text[], p_child_inputs => $37::bytea[],
+    p_child_policies => $38::text[], p_child_carriers => $39::text[],
+    p_child_signal_ids => $40::uuid[], p_child_signal_names => $41::text[],
+    p_child_signal_payloads => $42::bytea[], p_child_signal_message_ids => $43::text[],
+    p_child_cancels => $44::uuid[],
+    p_outcome => $45::text, p_result => $46::bytea, p_reason => $47::text,
+    p_suspend_seq => $48::bigint, p_new_run => $49::uuid, p_cancel_seen => $50::boolean,
+    p_next_at => $51::timestamptz, p_next_now => $52::boolean,
+    p_signals_wake => $53::boolean, p_keep_lease => $54::interval)
 
 -- name: workflow_terminate_lock_jobs
 -- $2 id: lock every live job of the execution WITHOUT waiting, after its
@@ -1076,96 +907,8 @@ SELECT x.seq, x.name, x.trace_context, (SELECT count(*) FROM ev) AS written,
        ARRAY(SELECT seq FROM tmr ORDER BY seq) AS timers
 FROM ex x
 
--- name: workflow_pass_finish_one
--- $2 id, $3 job ids uuid[], $4 their lease tokens uuid[], $5 true = the
--- pass's workflow task, $6 expected next_seq, $7 types text[], $8 payloads
--- bytea[], $9 awaited signals text[] (NULL = unchanged), $10 terminal state,
--- $11 result, $12 failure reason, $13 channel: a pass that appends events and
--- ends the execution, ONE statement (azync_workflow_pass_finish, migration
--- 0016). ok = false: a fence failed and nothing was written; no row: missing.
-SELECT ok, fenced, state, next_seq, at
-FROM azync_workflow_pass_finish($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                                coalesce($1::timestamptz, now()), $13)
-
 -- Child executions and continue-as-new (migration 0009). $1 is the clock
 -- override, as everywhere.
-
--- name: workflow_children_start
--- $2 parent id, $3 parent run id, $4 ChildStarted seqs bigint[], $5 child ids
--- uuid[], $6 names text[], $7 versions text[], $8 inputs bytea[], $9
--- parent-close policies text[], $10 trace contexts text[] (json), $11
--- channel. Inserts each child execution with its first workflow task;
--- an id already taken is left alone (inserted = false; ours = it is this
--- parent run's child from this seq, i.e. an earlier commit of the same start).
-WITH clock AS (
-    SELECT coalesce($1::timestamptz, now()) AS t
-), req AS (
-    SELECT u.*, c.t
-    FROM unnest($4::bigint[], $5::uuid[], $6::text[], $7::text[], $8::bytea[], $9::text[],
-                $10::text[]) WITH ORDINALITY
-         AS u(seq, id, name, version, input, policy, carrier, ord),
-         clock c
-), ins AS (
-    INSERT INTO azync_workflow_executions (id, name, version, state, input, trace_context,
-                                           parent_id, parent_run_id, parent_seq,
-                                           parent_close_policy, created_at, updated_at)
-    SELECT r.id, r.name, r.version, 'running', r.input, r.carrier::jsonb, $2, $3, r.seq,
-           r.policy, r.t, r.t
-    FROM req r
-    ORDER BY r.ord
-    ON CONFLICT DO NOTHING
-    RETURNING id, created_at
-), task AS (
-    INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
-                            enqueued_at, updated_at)
-    SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
-           created_at, created_at
-    FROM ins
-    RETURNING kind
-), wake AS (
-    SELECT pg_notify($11, 'workflow:$wft') FROM (SELECT 1 FROM task LIMIT 1) k
-)
-SELECT r.seq, r.id, i.id IS NOT NULL AS inserted,
-       coalesce(x.parent_id = $2 AND x.parent_run_id = $3 AND x.parent_seq = r.seq, false)
-           AS ours,
-       (SELECT count(*) FROM task) AS tasks, (SELECT count(*) FROM wake) AS woken
-FROM req r
-LEFT JOIN ins i ON i.id = r.id
-LEFT JOIN azync_workflow_executions x ON x.id = r.id
-ORDER BY r.ord
-
--- name: workflow_children_signal
--- $2 child ids uuid[], $3 names text[], $4 payloads bytea[], $5 message ids
--- text[], $6 channel. Buffers each signal for its child when the child is
--- live (children locked in id order first, as signal_workflow locks one),
--- deduplicated by (name, message id), and makes a running child's workflow
--- task due. Returns the number of signals buffered.
-WITH live AS (
-    SELECT id, state FROM azync_workflow_executions
-    WHERE id = ANY($2::uuid[]) AND state IN ('running', 'suspended')
-    ORDER BY id
-    FOR NO KEY UPDATE
-), ins AS (
-    INSERT INTO azync_workflow_signals (workflow_id, name, message_id, payload, created_at)
-    SELECT u.id, u.name, u.message_id, u.payload, coalesce($1::timestamptz, now())
-    FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[]) WITH ORDINALITY
-         AS u(id, name, payload, message_id, ord)
-    JOIN live l ON l.id = u.id
-    ORDER BY u.ord
-    ON CONFLICT DO NOTHING
-    RETURNING workflow_id
-), wake AS (
-    SELECT azync_workflow_wake_task(l.id, coalesce($1::timestamptz, now()), $6)
-    FROM live l
-    WHERE l.state = 'running' AND l.id IN (SELECT workflow_id FROM ins)
-)
-SELECT (SELECT count(*) FROM ins) AS buffered, (SELECT count(*) FROM wake) AS woken
-
--- name: workflow_continue
--- $2 id, $3 new input, $4 new run id, $5 the pass saw the cancel request,
--- $6 channel: azync_workflow_continue (migration 0009). Returns the new
--- run number (0 = the execution was not running).
-SELECT azync_workflow_continue($2, $3, $4, $5, coalesce($1::timestamptz, now()), $6)
 
 -- name: workflow_runs
 -- $2 id: the earlier runs of an execution (continue-as-new), oldest first.
@@ -1211,26 +954,6 @@ WITH RECURSIVE closed AS (
                              || ' closed (parent-close policy terminate)'
 )
 SELECT *, $1::timestamptz AS at FROM closed
-
--- name: workflow_children_cancel
--- $2 child ids uuid[], $3 channel: record a cancel request on each live child
--- (locked in id order) and make a running child's workflow task due.
-WITH live AS (
-    SELECT id, state FROM azync_workflow_executions
-    WHERE id = ANY($2::uuid[]) AND state IN ('running', 'suspended')
-    ORDER BY id
-    FOR NO KEY UPDATE
-), req AS (
-    UPDATE azync_workflow_executions e
-    SET cancel_requested = true, updated_at = coalesce($1::timestamptz, now())
-    FROM live l
-    WHERE e.id = l.id
-    RETURNING e.id, l.state
-), wake AS (
-    SELECT azync_workflow_wake_task(r.id, coalesce($1::timestamptz, now()), $3)
-    FROM req r WHERE r.state = 'running'
-)
-SELECT (SELECT count(*) FROM req) AS requested, (SELECT count(*) FROM wake) AS woken
 
 -- name: workflow_runs_vacuum
 -- $2 retention: earlier runs (and, cascading, their histories) that ended
@@ -1343,24 +1066,6 @@ SELECT pg_notify($7, 'workflow.query:' || workflow_id::text) IS NULL AS notified
 DELETE FROM azync_workflow_queries
 WHERE id = $2 AND (state IN ('answered', 'failed') OR $3::boolean)
 RETURNING state, answer, error_type, message, $1::timestamptz AS at
-
--- name: workflow_update_outcomes_record
--- $2 workflow id, $3 update ids text[], $4 names text[], $5 states text[],
--- $6 results bytea[], $7 error types text[], $8 messages text[], $9 channel:
--- keep the outcomes a pass decided (the first outcome of an id wins) and
--- wake the callers.
-WITH ins AS (
-    INSERT INTO azync_workflow_updates (workflow_id, update_id, name, state, result, error_type,
-                                        message, created_at)
-    SELECT $2, u.id, u.name, u.state, u.result, u.error_type, u.message,
-           coalesce($1::timestamptz, now())
-    FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[])
-         AS u(id, name, state, result, error_type, message)
-    ON CONFLICT DO NOTHING
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM ins) AS written,
-       pg_notify($9, 'workflow.update:' || $2::text) IS NULL AS notified
 
 -- name: workflow_update_get
 -- $2 workflow id, $3 update id

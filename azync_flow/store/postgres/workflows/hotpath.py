@@ -5,7 +5,8 @@ Both are one transaction with the same fences as the plain path — the
 operations' lease tokens (or the execution's absence, for a start) and the
 execution's ``next_seq`` — and write exactly what the plain path's separate
 transactions would (``complete_operation`` then ``commit_pass``; ``start_workflow``
-then ``commit_pass``), minus the workflow task that would have carried the pass.
+then ``commit_pass``), minus the workflow task that would have carried the pass:
+the pass is committed by the same statement as ``commit_pass``'s.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
-from ...errors import ConflictError, NotFoundError
-from ...validate import check_meta, check_name, check_text
+from ...._text import clean_text
+from ...queue import Job
 from ...workflows import (
     LeasedTask,
     OperationSettle,
@@ -27,17 +28,10 @@ from ...workflows import (
     PassWrite,
     StartCommitResult,
     WorkflowStartParams,
-    WorkflowState,
 )
 from .._base import encode_meta, job_from_row
-from .core import WORKFLOW_TASK, execution_from_row
-from .runtime import (
-    WorkflowRuntimeMixin,
-    _check_seq,
-    finishes_in_one_statement,
-    one_statement,
-    task_state_from_row,
-)
+from .core import WORKFLOW_TASK, check_start, execution_from_row
+from .runtime import WorkflowRuntimeMixin, task_state_from_row
 
 
 class WorkflowHotPathMixin(WorkflowRuntimeMixin):
@@ -88,6 +82,23 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         tasks.sort(key=lambda t: (t.job.run_at, t.job.id))
         return tasks
 
+    async def dequeue_workflow_tasks(
+        self, limit: int, lease: timedelta, kind: str = WORKFLOW_TASK, *, first_passes: bool = True
+    ) -> list[Job]:
+        """Lease up to ``limit`` due workflow tasks: tasks of executions in flight
+        first, then (with ``first_passes``) first passes, each oldest first.
+
+        Takes pending tasks and scheduled ones whose ``run_at`` has come (no
+        separate promotion needed for timers), and never a task of an
+        execution that already has an active workflow task, so passes of one
+        execution never overlap. ``FOR UPDATE SKIP LOCKED``; attempt
+        incremented and a fresh lease token minted, lease = backend now + ``lease``.
+        """
+        # The one lease statement of workflow tasks (it loads each too): a second
+        # copy without the load would be a second home of the lease.
+        tasks = await self.lease_workflow_tasks(limit, lease, kind, first_passes=first_passes)
+        return [t.job for t in tasks]
+
     async def commit_completions(
         self, run_id: uuid.UUID, settles: Sequence[OperationSettle], write: PassWrite
     ) -> PassCommitResult:
@@ -121,52 +132,15 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         """
         if not settles:
             raise ValueError("commit_completions needs at least one operation to settle")
-        before = [(s.event_type, s.payload) for s in settles]
-        if not any(s.dead for s in settles):
-            jobs = [(s.job_id, s.lease_token) for s in settles]
-            done = None
-            if one_statement(write):
-                done = await self._commit_one(run_id, jobs, False, write, before, signals_wake=True)
-            elif finishes_in_one_statement(write):
-                done = await self._finish_one(run_id, jobs, False, write, before)
-            if done is not None:
-                return done
-        async with self._wtx() as conn:
-            ex = await self._fetchrow(
-                "workflow_ops_fence",
-                run_id,
-                [s.job_id for s in settles],
-                [s.lease_token for s in settles],
-                conn=conn,
-            )
-            if ex is None:
-                raise NotFoundError(f"workflow execution {run_id} does not exist")
-            if ex["fenced"] != len({s.job_id for s in settles}):
-                raise NotFoundError(
-                    f"an operation of workflow execution {run_id} is no longer active under "
-                    "its lease token (settled, reaped, parked or re-leased); nothing was written"
-                )
-            _check_seq(run_id, ex, write.expected_next_seq)
-            if ex["state"] != WorkflowState.RUNNING:
-                raise ConflictError(
-                    f"workflow execution {run_id} is {ex['state']}; the pass was not committed"
-                )
-            # One ack rides on the history write; the others (a gather) settle alone.
-            ack = next(((s.job_id, s.lease_token) for s in settles if not s.dead), None)
-            for s in settles:
-                if ack is None or s.job_id != ack[0]:
-                    await self._settle_job(
-                        conn, s.job_id, s.lease_token, dead=s.dead, last_error=s.last_error
-                    )
-            return await self._commit_body(
-                conn,
-                run_id,
-                ex,
-                write,
-                ack=ack,
-                before=before,
-                signals_wake=True,
-            )
+        return await self._commit(
+            run_id,
+            [(s.job_id, s.lease_token) for s in settles],
+            False,
+            write,
+            before=[(s.event_type, s.payload) for s in settles],
+            errors=[clean_text(s.last_error) if s.dead else None for s in settles],
+            signals_wake=True,
+        )
 
     async def start_workflow_with_pass(
         self,
@@ -191,7 +165,7 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
             ValueError: as :meth:`start_workflow` (nothing written), or
                 ``write.expected_next_seq`` is not 1.
         """
-        _check_start(p)
+        check_start(p)
         if write.expected_next_seq != 1:
             raise ValueError("the first pass of an execution starts at seq 1")
         async with self._wtx() as conn:
@@ -208,23 +182,8 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
                 conn=conn,
             )
             if ex is not None:
-                if one_statement(write):
-                    commit = await self._commit_one(p.id, [], False, write, conn=conn)
-                    assert commit is not None
-                elif finishes_in_one_statement(write):
-                    commit = await self._finish_one(p.id, [], False, write, conn=conn)
-                    assert commit is not None
-                else:
-                    commit = await self._commit_body(conn, p.id, ex, write, ack=None)
+                commit = await self._commit(p.id, [], False, write, conn=conn)
                 return StartCommitResult(inserted=True, id=p.id, commit=commit)
         # A conflict: the plain start finds the winner (and retries if it just finished).
         inserted, wid = await self.start_workflow(p, trace_context=trace_context)
         return StartCommitResult(inserted=inserted, id=wid)
-
-
-def _check_start(p: WorkflowStartParams) -> None:
-    check_name(p.name, "workflow name")
-    check_name(p.task_queue, "workflow task_queue", empty_ok=True)
-    check_text(p.version, "workflow version")
-    check_text(p.business_idempotency_key, "workflow idempotency_key")
-    check_meta(p.meta, "workflow meta")

@@ -6,8 +6,8 @@
   NOTIFYs ``workflow.query:<execution id>``); the caller takes the answer
   (``take_workflow_query``, deleting the row). Nothing touches history.
 * Update requests travel through the signal inbox; their outcomes are kept
-  by the pass commit that decided them (:meth:`_record_update_outcomes`, in
-  the pass's transaction, NOTIFYing ``workflow.update:<execution id>``) and
+  by the pass commit that decided them (``azync_workflow_pass_commit``,
+  NOTIFYing ``workflow.update:<execution id>``) and
   read with ``get_workflow_update``.
 """
 
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-
-import asyncpg
 
 from ...errors import NotFoundError
 from ...validate import check_choice, check_name
@@ -135,28 +133,13 @@ class WorkflowInteractionMixin(PgBase):
             message=row["message"],
         )
 
-    async def _record_update_outcomes(
-        self, conn: asyncpg.Connection, run_id: uuid.UUID, outcomes: Sequence[UpdateOutcome]
-    ) -> None:
-        """Keep a pass's update outcomes (inside its transaction) and wake callers.
 
-        Raises:
-            ValueError: an outcome's state is not ``rejected``, ``completed`` or
-                ``failed`` (the pass's transaction rolls back: nothing written).
-        """
-        if not outcomes:
-            return
-        for o in outcomes:
-            check_choice(o.state, f"state of update {o.update_id!r}", _UPDATE_STATES)
-        await self._fetchrow(
-            "workflow_update_outcomes_record",
-            run_id,
-            [o.update_id for o in outcomes],
-            [o.name for o in outcomes],
-            [o.state for o in outcomes],
-            [o.result for o in outcomes],
-            [o.error_type for o in outcomes],
-            [o.message for o in outcomes],
-            self.channel,
-            conn=conn,
-        )
+def check_update_outcomes(outcomes: Sequence[UpdateOutcome]) -> None:
+    """The checks of a pass's update outcomes before its commit.
+
+    Raises:
+        ValueError: an outcome's state is not ``rejected``, ``completed`` or
+            ``failed`` (nothing is written).
+    """
+    for o in outcomes:
+        check_choice(o.state, f"state of update {o.update_id!r}", _UPDATE_STATES)

@@ -5,13 +5,18 @@ A pass commit is fenced twice: the workflow task must still be active under
 the caller's lease token (else NotFoundError) and the execution's ``next_seq``
 must equal the seq the pass replayed up to (else ConflictError). The loser of
 a duplicate pass therefore writes nothing.
+
+Every pass commit, whichever verb carries it (:meth:`~WorkflowRuntimeMixin.commit_pass`,
+``commit_completions``, ``start_workflow_with_pass``) and whatever the pass
+writes, is the one statement ``workflow_pass_commit``
+(:meth:`WorkflowRuntimeMixin._commit`); the verbs differ only in the jobs that
+carried the pass and how they are settled.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "WorkflowRuntimeMixin",
-    "one_statement",
     "task_state_from_row",
 ]
 
@@ -36,7 +41,7 @@ from ...workflows import (
     WorkflowState,
     WorkflowTaskState,
 )
-from .._base import decode_meta, encode_meta, job_from_row, stale_lease
+from .._base import decode_meta, encode_meta, stale_lease
 from .children import WorkflowChildrenMixin
 from .core import (
     ENQUEUED,
@@ -46,29 +51,10 @@ from .core import (
     WORKFLOW_TASK,
     execution_from_row,
 )
-from .interaction import WorkflowInteractionMixin
+from .interaction import WorkflowInteractionMixin, check_update_outcomes
 
 
 class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
-    async def dequeue_workflow_tasks(
-        self, limit: int, lease: timedelta, kind: str = WORKFLOW_TASK, *, first_passes: bool = True
-    ) -> list[Job]:
-        """Lease up to ``limit`` due workflow tasks: tasks of executions in flight
-        first, then (with ``first_passes``) first passes, each oldest first.
-
-        Takes pending tasks and scheduled ones whose ``run_at`` has come (no
-        separate promotion needed for timers), and never a task of an
-        execution that already has an active workflow task, so passes of one
-        execution never overlap. ``FOR UPDATE SKIP LOCKED``; attempt
-        incremented and a fresh lease token minted, lease = backend now + ``lease``.
-        """
-        if limit <= 0:
-            return []
-        rows = await self._fetch("workflow_task_dequeue", kind, limit, lease, first_passes)
-        jobs = [job_from_row(r) for r in rows]
-        jobs.sort(key=lambda j: (j.run_at, j.id))
-        return jobs
-
     async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> WorkflowTaskState:
         """Implements ``WorkflowRuntimeStore.load_workflow_task`` (documented there)."""
         row = await self._fetchrow("workflow_task_load", run_id, after_seq)
@@ -156,176 +142,103 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             ValueError: an update outcome's state is not ``rejected``,
                 ``completed`` or ``failed``; nothing written.
         """
-        if keep_lease is None and next_task_at is None:
-            jobs = [(job_id, lease_token)]
-            done = None
-            if one_statement(write):
-                done = await self._commit_one(run_id, jobs, True, write)
-            elif finishes_in_one_statement(write):
-                done = await self._finish_one(run_id, jobs, True, write)
-            if done is not None:
-                return done
-        async with self._wtx() as conn:
-            ex = await self._fence(conn, job_id, lease_token, run_id, task=True)
-            _check_seq(run_id, ex, write.expected_next_seq)
-            # The state after the outcome is known up front: only "no outcome"
-            # keeps a running execution running.
-            stays_running = write.outcome is None and ex["state"] == WorkflowState.RUNNING
-            if keep_lease is not None and stays_running:
-                result = await self._commit_body(conn, run_id, ex, write, ack=None, schedule=False)
-                await self._must(
-                    "job_extend_lease", job_id, lease_token, keep_lease, what="lease", conn=conn
-                )
-                return result
-            return await self._commit_body(
-                conn, run_id, ex, write, ack=(job_id, lease_token), next_task_at=next_task_at
-            )
+        return await self._commit(
+            run_id,
+            [(job_id, lease_token)],
+            True,
+            write,
+            next_task_at=next_task_at,
+            keep_lease=keep_lease,
+        )
 
-    async def _commit_one(
+    async def _commit(
         self,
         run_id: uuid.UUID,
         jobs: Sequence[tuple[uuid.UUID, uuid.UUID]],
         task: bool,
         write: PassWrite,
+        *,
         before: Sequence[tuple[str, bytes]] = (),
+        errors: Sequence[str | None] = (),
         signals_wake: bool = False,
+        next_task_at: datetime | Literal["now"] | None = None,
+        keep_lease: timedelta | None = None,
         conn: asyncpg.Connection | None = None,
-    ) -> PassCommitResult | None:
-        """A blocked pass (see :func:`one_statement`) carried by ``jobs`` (its
-        workflow task, or operations whose outcomes are ``before``; none for a
-        first pass inside its start's transaction, ``conn``) as ONE statement
-        (``workflow_pass_commit_one``): the same writes as :meth:`_commit_body`,
-        one round trip.
-
-        Returns:
-            The result, or None when the execution is suspended (the caller
-            commits through :meth:`_commit_body`, which knows that case).
+    ) -> PassCommitResult:
+        """Every pass commit, on every path, as ONE statement
+        (``workflow_pass_commit``): fence the ``jobs`` that carried the pass (its
+        workflow task when ``task``, else operations whose outcomes are
+        ``before``; none for a first pass inside its start's transaction,
+        ``conn``), settle them (ack, or dead-letter where ``errors`` gives an
+        error), append ``before`` + the pass's events and write everything else
+        the pass decided, then schedule the next workflow task (``signals_wake``:
+        now when a buffered signal is unconsumed; ``next_task_at`` as
+        :meth:`commit_pass`; none for a ``keep_lease`` checkpoint).
 
         Raises:
             NotFoundError / ConflictError: as :meth:`commit_pass` (nothing written).
         """
         events = [*before, *write.events]
-        ops = write.operations
-        local = write.local
-        rows = await self._fetch(
-            "workflow_pass_commit_one",
+        ops, local, kids = write.operations, write.local, write.children
+        sigs, ups = write.child_signals, write.updates
+        outcome = _outcome_args(write.outcome)
+        check_update_outcomes(ups)
+        row = await self._fetchrow(
+            "workflow_pass_commit",
+            self.channel,
             run_id,
+            write.run_id or run_id,
             [j for j, _ in jobs],
             [t for _, t in jobs],
             task,
+            list(errors) or [None] * len(jobs),
             write.expected_next_seq,
             [t for t, _ in events],
             [p for _, p in events],
+            write.awaited_signals,
             [o.kind for o in ops],
             [o.payload for o in ops],
             [encode_meta(o.meta) for o in ops],
             [o.execution_key for o in ops],
+            [o.run_at for o in ops],
             [o.max_attempts for o in ops],
             None if local is None else local.keys,
             None if local is None else local.lease,
             25 if local is None else local.default_max_attempts,
-            self.channel,
+            [s for s, _ in write.timers],
+            [d for _, d in write.timers],
+            list(write.fired_timers),
+            [i for i, _ in write.consumed_signals],
+            [s for _, s in write.consumed_signals],
+            [u.update_id for u in ups],
+            [u.name for u in ups],
+            [u.state for u in ups],
+            [u.result for u in ups],
+            [u.error_type for u in ups],
+            [u.message for u in ups],
+            [c.seq for c in kids],
+            [c.id for c in kids],
+            [c.name for c in kids],
+            [c.version for c in kids],
+            [c.input for c in kids],
+            [c.parent_close_policy for c in kids],
+            [encode_meta(c.trace_context) for c in kids],
+            [s.workflow_id for s in sigs],
+            [s.name for s in sigs],
+            [s.payload for s in sigs],
+            [s.message_id for s in sigs],
+            list(write.child_cancels),
+            *outcome,
+            None if next_task_at == "now" else next_task_at,
+            next_task_at == "now",
             signals_wake,
-            write.awaited_signals,
+            keep_lease,
             conn=conn,
         )
-        if not _one_statement_committed(run_id, rows, jobs, task, write):
-            return None
+        _check_committed(run_id, row, jobs, task, write)
+        assert row is not None
         return PassCommitResult(
-            next_seq=write.expected_next_seq + len(events),
-            leased=_leased_jobs(run_id, ops, rows) if ops else [],
-            now=rows[0]["at"],
-        )
-
-    async def _finish_one(
-        self,
-        run_id: uuid.UUID,
-        jobs: Sequence[tuple[uuid.UUID, uuid.UUID]],
-        task: bool,
-        write: PassWrite,
-        before: Sequence[tuple[str, bytes]] = (),
-        conn: asyncpg.Connection | None = None,
-    ) -> PassCommitResult | None:
-        """A pass that appends events and ends its execution (see
-        :func:`finishes_in_one_statement`) as ONE statement
-        (``workflow_pass_finish_one``): the writes of :meth:`_commit_body` with
-        that outcome, one round trip. Arguments and errors as :meth:`_commit_one`.
-        """
-        assert write.outcome is not None
-        kind, value = write.outcome[0], write.outcome[1]
-        state = _TERMINAL_OUTCOMES[kind]
-        events = [*before, *write.events]
-        rows = await self._fetch(
-            "workflow_pass_finish_one",
-            run_id,
-            [j for j, _ in jobs],
-            [t for _, t in jobs],
-            task,
-            write.expected_next_seq,
-            [t for t, _ in events],
-            [p for _, p in events],
-            write.awaited_signals,
-            state.value,
-            value if state == WorkflowState.SUCCEEDED else None,
-            "" if state == WorkflowState.SUCCEEDED else clean_text(str(value)),
-            self.channel,
-            conn=conn,
-        )
-        if not _one_statement_committed(run_id, rows, jobs, task, write):
-            return None
-        return PassCommitResult(
-            next_seq=write.expected_next_seq + len(events), leased=[], now=rows[0]["at"]
-        )
-
-    async def _commit_body(
-        self,
-        conn: asyncpg.Connection,
-        run_id: uuid.UUID,
-        ex: asyncpg.Record,
-        write: PassWrite,
-        *,
-        ack: tuple[uuid.UUID, uuid.UUID] | None,
-        before: Sequence[tuple[str, bytes]] = (),
-        next_task_at: datetime | Literal["now"] | None = None,
-        schedule: bool = True,
-        signals_wake: bool = False,
-    ) -> PassCommitResult:
-        """The writes of a fenced pass (the execution row is locked and its seq
-        checked): ``before`` + the pass's events with the ``ack`` of the job
-        that carried the pass, operations, timers, signals, the outcome, and
-        the next workflow task as the last statement (``signals_wake``: now
-        when a buffered signal is unconsumed). Every pass commit, on any path,
-        applies its outcome here."""
-        first = write.expected_next_seq
-        events = [*before, *write.events] if before else write.events
-        await self._write_pass(
-            conn, run_id, first, events, ack, awaited_signals=write.awaited_signals
-        )
-        leased: list[Job] = []
-        if write.operations:
-            rows = await self._schedule_ops(conn, run_id, write.operations, write.local)
-            leased = _leased_jobs(run_id, write.operations, rows)
-        appended = 0
-        if write.children or write.child_signals or write.child_cancels:
-            appended = await self._pass_family_writes(conn, run_id, write)
-            if appended:
-                next_task_at = "now"
-        await self._write_timers(conn, run_id, write.timers, write.fired_timers)
-        await self._consume_signals(conn, run_id, write.consumed_signals)
-        await self._record_update_outcomes(conn, run_id, write.updates)
-        state = await self._apply_outcome(conn, run_id, ex["state"], write.outcome)
-        if write.outcome is not None and write.outcome[0] == "continue":
-            next_task_at = "now"  # the new run's first pass
-        if schedule and state == WorkflowState.RUNNING:
-            # Next task + this transaction's stats in one (last) statement.
-            if next_task_at == "now":
-                await self._schedule_last(conn, run_id, None, timers_only=False)
-            else:
-                await self._schedule_last(
-                    conn, run_id, next_task_at, timers_only=True, signals_wake=signals_wake
-                )
-        return PassCommitResult(
-            next_seq=first + len(events) + appended, leased=leased, now=ex["at"]
+            next_seq=int(row["next_seq"]), leased=_leased_jobs(run_id, ops, row), now=row["at"]
         )
 
     async def abandon_workflow_task(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> bool:
@@ -456,18 +369,6 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             raise NotFoundError(f"job {job_id} is a workflow task of {job['run_id']}, not {run_id}")
         return job
 
-    async def _finish_locked(
-        self,
-        conn: asyncpg.Connection,
-        run_id: uuid.UUID,
-        state: WorkflowState,
-        result: bytes | None,
-        reason: str,
-    ) -> None:
-        """The shared terminal transition (:meth:`_finish`: retire, record
-        undelivered signals, notify) inside a fenced pass commit."""
-        await self._finish(conn, run_id, state, result, reason)
-
     async def _schedule_last(
         self,
         conn: asyncpg.Connection,
@@ -555,69 +456,6 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
                 raise NotFoundError(stale_lease(ack[0], "job"))
             self._count(conn, row["acked_kind"], PROCESSED)
 
-    async def _write_timers(
-        self,
-        conn: asyncpg.Connection,
-        run_id: uuid.UUID,
-        timers: Sequence[tuple[int, timedelta]],
-        fired: Sequence[int],
-    ) -> None:
-        if timers:
-            await self._fetch(
-                "workflow_timers_insert",
-                run_id,
-                [s for s, _ in timers],
-                [d for _, d in timers],
-                conn=conn,
-            )
-        if fired:
-            await self._fetch("workflow_timers_fire", run_id, list(fired), conn=conn)
-
-    async def _consume_signals(
-        self, conn: asyncpg.Connection, run_id: uuid.UUID, consumed: Sequence[tuple[int, int]]
-    ) -> None:
-        if not consumed:
-            return
-        rows = await self._fetch(
-            "workflow_signals_consume",
-            run_id,
-            [i for i, _ in consumed],
-            [s for _, s in consumed],
-            conn=conn,
-        )
-        if len(rows) != len({i for i, _ in consumed}):
-            missing = sorted({i for i, _ in consumed} - {r["id"] for r in rows})
-            raise ConflictError(
-                f"signal(s) {missing} of workflow execution {run_id} are unknown or already "
-                "consumed; the pass was not committed"
-            )
-
-    async def _apply_outcome(
-        self, conn: asyncpg.Connection, run_id: uuid.UUID, state: str, outcome: Outcome | None
-    ) -> str:
-        if outcome is None:
-            return state
-        kind, value = outcome[0], outcome[1]
-        if kind == "complete":
-            assert isinstance(value, bytes)
-            await self._finish_locked(conn, run_id, WorkflowState.SUCCEEDED, value, "")
-            return WorkflowState.SUCCEEDED
-        if kind in ("fail", "cancelled"):
-            target = WorkflowState.FAILED if kind == "fail" else WorkflowState.CANCELLED
-            await self._finish_locked(conn, run_id, target, None, str(value))
-            return target
-        if kind == "continue":
-            assert len(outcome) == 4
-            _, new_input, new_run, cancel_seen = outcome
-            await self._continue_as_new(conn, run_id, new_input, new_run, cancel_seen)
-            return state
-        if kind == "suspend":
-            if state == WorkflowState.RUNNING:
-                seq = outcome[2] if len(outcome) == 3 else None
-                await self._suspend(conn, run_id, str(value), seq)
-            return WorkflowState.SUSPENDED
-        raise ValueError(f"unknown pass outcome {kind!r}")
-
 
 def _check_seq(run_id: uuid.UUID, ex: asyncpg.Record, expected: int) -> None:
     if ex["next_seq"] != expected:
@@ -629,35 +467,6 @@ def _check_seq(run_id: uuid.UUID, ex: asyncpg.Record, expected: int) -> None:
         raise ConflictError(
             f"workflow execution {run_id} is {ex['state']} (finished); the pass was not committed"
         )
-
-
-def _leased_jobs(
-    run_id: uuid.UUID, ops: Sequence[ScheduleOperationParams], rows: Sequence[asyncpg.Record]
-) -> list[Job]:
-    """The operations inserted leased (active with a token), as runnable jobs."""
-    jobs: list[Job] = []
-    for op, row in zip(ops, rows, strict=True):
-        if row["inserted"] and row["lease_token"] is not None:
-            jobs.append(
-                Job(
-                    id=row["id"],
-                    source=Source.WORKFLOW,
-                    kind=op.kind,
-                    state=JobState.ACTIVE,
-                    attempt=row["attempt"],
-                    max_attempts=row["max_attempts"],
-                    payload=op.payload,
-                    meta=dict(op.meta),
-                    run_at=row["run_at"],
-                    lease_until=row["lease_until"],
-                    lease_token=row["lease_token"],
-                    run_id=run_id,
-                    task_key=op.execution_key,
-                    enqueued_at=row["enqueued_at"],
-                    started_at=row["started_at"],
-                )
-            )
-    return jobs
 
 
 def task_state_from_row(
@@ -697,73 +506,98 @@ def task_state_from_row(
     )
 
 
-#: The terminal outcomes of a pass and the state each ends the execution in.
-_TERMINAL_OUTCOMES = {
-    "complete": WorkflowState.SUCCEEDED,
-    "fail": WorkflowState.FAILED,
-    "cancelled": WorkflowState.CANCELLED,
-}
+def _outcome_args(
+    outcome: Outcome | None,
+) -> tuple[str | None, bytes | None, str | None, int | None, uuid.UUID | None, bool | None]:
+    """``p_outcome``, ``p_result``, ``p_reason``, ``p_suspend_seq``, ``p_new_run``
+    and ``p_cancel_seen`` of ``workflow_pass_commit`` for a pass outcome.
+
+    Raises:
+        ValueError: an unknown outcome kind.
+    """
+    if outcome is None:
+        return None, None, None, None, None, None
+    kind, value = outcome[0], outcome[1]
+    if kind == "complete":
+        assert isinstance(value, bytes)
+        return kind, value, "", None, None, None
+    if kind in ("fail", "cancelled"):
+        return kind, None, clean_text(str(value)), None, None, None
+    if kind == "suspend":
+        seq = outcome[2] if len(outcome) == 3 else None
+        return kind, None, clean_text(str(value)), seq, None, None
+    if kind == "continue":
+        assert len(outcome) == 4
+        _, new_input, new_run, cancel_seen = outcome
+        return kind, new_input, None, None, new_run, cancel_seen
+    raise ValueError(f"unknown pass outcome {kind!r}")
 
 
-def finishes_in_one_statement(write: PassWrite) -> bool:
-    """True when the pass only appends events and ends the execution (complete,
-    fail or cancelled): :meth:`WorkflowRuntimeMixin._finish_one` commits it."""
-    return (
-        write.outcome is not None
-        and write.outcome[0] in _TERMINAL_OUTCOMES
-        and not write.operations
-        and not write.timers
-        and not write.fired_timers
-        and not write.consumed_signals
-        and not write.children
-        and not write.child_signals
-        and not write.child_cancels
-        and not write.updates
-    )
-
-
-def _one_statement_committed(
+def _check_committed(
     run_id: uuid.UUID,
-    rows: Sequence[asyncpg.Record],
+    row: asyncpg.Record | None,
     jobs: Sequence[tuple[uuid.UUID, uuid.UUID]],
     task: bool,
     write: PassWrite,
-) -> bool:
-    """Whether a one-statement pass commit wrote; False only for a workflow task
-    of a suspended execution (the transaction path knows that case).
+) -> None:
+    """Say why a ``workflow_pass_commit`` wrote nothing.
 
     Raises:
         NotFoundError: the execution is missing, or a job lost its fence.
-        ConflictError: next_seq moved or the execution is not running.
+        ConflictError: next_seq moved, the execution is not running (nor, for a
+            pass of a workflow task, suspended), or a signal to consume is
+            unknown or already consumed.
     """
-    if not rows:
+    if row is None:
         raise NotFoundError(f"workflow execution {run_id} does not exist")
-    head = rows[0]
-    if head["ok"]:
-        return True
-    if head["fenced"] != len({j for j, _ in jobs}):
+    if row["ok"]:
+        return
+    if row["fenced"] != len(jobs):
         raise NotFoundError(stale_lease(jobs[0][0], "workflow task" if task else "operation"))
-    _check_seq(run_id, head, write.expected_next_seq)
-    if task:
-        return False  # suspended: the transaction path writes the pass
+    _check_seq(run_id, row, write.expected_next_seq)
+    if row["missing"]:
+        raise ConflictError(
+            f"signal(s) {list(row['missing'])} of workflow execution {run_id} are unknown or "
+            "already consumed; the pass was not committed"
+        )
     raise ConflictError(
-        f"workflow execution {run_id} is {head['state']}; the pass was not committed"
+        f"workflow execution {run_id} is {row['state']}; the pass was not committed"
     )
 
 
-def one_statement(write: PassWrite) -> bool:
-    """True when the pass can commit as one statement: it only appends events and
-    schedules due operations (no timers started or fired, no signal consumed, no
-    update outcome, no outcome — a terminal or suspending outcome always goes through the
-    transaction's one outcome step, ``_apply_outcome``)."""
-    return (
-        write.outcome is None
-        and not write.timers
-        and not write.fired_timers
-        and not write.consumed_signals
-        and not write.children
-        and not write.child_signals
-        and not write.child_cancels
-        and not write.updates
-        and all(o.run_at is None for o in write.operations)
-    )
+def _leased_jobs(
+    run_id: uuid.UUID, ops: Sequence[ScheduleOperationParams], row: asyncpg.Record
+) -> list[Job]:
+    """The operations inserted leased (active with a token), as runnable jobs."""
+    if not row["leased_keys"]:
+        return []
+    by_key = {o.execution_key: o for o in ops}
+    return [
+        Job(
+            id=id_,
+            source=Source.WORKFLOW,
+            kind=by_key[key].kind,
+            state=JobState.ACTIVE,
+            attempt=attempt,
+            max_attempts=max_attempts,
+            payload=by_key[key].payload,
+            meta=dict(by_key[key].meta),
+            run_at=at,
+            lease_until=until,
+            lease_token=token,
+            run_id=run_id,
+            task_key=key,
+            enqueued_at=at,
+            started_at=at,
+        )
+        for key, id_, attempt, max_attempts, token, until, at in zip(
+            row["leased_keys"],
+            row["leased_ids"],
+            row["leased_attempts"],
+            row["leased_max_attempts"],
+            row["leased_tokens"],
+            row["leased_until"],
+            row["leased_at"],
+            strict=True,
+        )
+    ]
