@@ -7,7 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -127,6 +127,14 @@ class PgBase:
             if fence is not None:
                 await fence.check(conn, self.now())
             yield conn
+
+
+_S = TypeVar("_S", bound=msgspec.Struct)
+
+
+def struct_from_row(cls: type[_S], row: asyncpg.Record) -> _S:
+    """A ``cls`` whose every field is the row's column of the same name, as is."""
+    return cls(**{name: row[name] for name in cls.__struct_fields__})
 
 
 def stale_lease(id: uuid.UUID, what: str = "job") -> str:

@@ -246,3 +246,20 @@ class ListenSubscription(Generic[T]):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+S = TypeVar("S", bound=ListenSubscription[Any])
+
+
+async def open_subscription(store: PgBase, cls: type[S]) -> S | None:
+    """A started ``cls`` subscription of ``store`` (LISTEN live on return), or
+    None when the store is poll-only.
+
+    Raises:
+        StoreError: the listening connection cannot be opened.
+    """
+    if store.config.poll_only:
+        return None
+    sub = cls(store)
+    await sub.start()
+    return sub

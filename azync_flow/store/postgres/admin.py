@@ -32,7 +32,7 @@ from ..admin import Change, ChangeEntity, DailyCount, Depths, JobFilter, NukeRep
 from ..errors import ConflictError, NotFoundError
 from ..queue import AttemptError, Job, JobState, Source
 from ._base import PgBase, job_from_row
-from ._listen import ListenSubscription, parse_wake
+from ._listen import ListenSubscription, open_subscription, parse_wake
 from ._queries import QUERIES
 
 __all__ = [
@@ -358,8 +358,4 @@ class ChangeMixin(PgBase):
         Raises:
             StoreError: the listening connection cannot be opened.
         """
-        if self.config.poll_only:
-            return None
-        sub = ChangeSubscription(self)
-        await sub.start()
-        return sub
+        return await open_subscription(self, ChangeSubscription)

@@ -25,7 +25,7 @@ from ..queue import DequeueParams, EnqueueParams, Job, Source, Wake
 from ..validate import check_max_attempts, check_meta, check_name, check_text
 from ._base import PgBase, encode_meta, job_from_row, stale_lease
 from ._guard import translate
-from ._listen import ListenSubscription, parse_wake
+from ._listen import ListenSubscription, open_subscription, parse_wake
 from ._queries import QUERIES
 
 __all__ = [
@@ -324,11 +324,7 @@ class NotifyMixin(PgBase):
         Raises:
             StoreError: the listening connection cannot be opened.
         """
-        if self.config.poll_only:
-            return None
-        sub = WakeSubscription(self)
-        await sub.start()
-        return sub
+        return await open_subscription(self, WakeSubscription)
 
 
 def _check_enqueue(p: EnqueueParams) -> None:

@@ -16,7 +16,7 @@ from ..schedules import (
     ScheduleRunRecord,
 )
 from ..validate import check_choice
-from ._base import PgBase
+from ._base import PgBase, struct_from_row
 
 __all__ = ["ScheduleMixin"]
 
@@ -40,31 +40,6 @@ def _schedule(row: asyncpg.Record) -> ScheduleRecord:
         started_count=row["started_count"],
         skipped_count=row["skipped_count"],
         missed_count=row["missed_count"],
-    )
-
-
-def _run(row: asyncpg.Record) -> ScheduleRunRecord:
-    return ScheduleRunRecord(
-        schedule_id=row["schedule_id"],
-        nominal_at=row["nominal_at"],
-        fire_at=row["fire_at"],
-        run_id=row["run_id"],
-        outcome=row["outcome"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        overlap=row["overlap"],
-    )
-
-
-def _missed(row: asyncpg.Record) -> ScheduleMissedRecord:
-    return ScheduleMissedRecord(
-        schedule_id=row["schedule_id"],
-        first_nominal_at=row["first_nominal_at"],
-        last_nominal_at=row["last_nominal_at"],
-        count=row["count"],
-        count_exact=row["count_exact"],
-        reason=row["reason"],
-        recorded_at=row["recorded_at"],
     )
 
 
@@ -131,7 +106,10 @@ class ScheduleMixin(PgBase):
 
     async def pending_schedule_runs(self, schedule_id: str) -> list[ScheduleRunRecord]:
         """Requested and buffered runs of a schedule, oldest nominal time first."""
-        return [_run(r) for r in await self._fetch("schedule_runs_pending", schedule_id)]
+        return [
+            struct_from_row(ScheduleRunRecord, r)
+            for r in await self._fetch("schedule_runs_pending", schedule_id)
+        ]
 
     async def request_schedule_runs(
         self,
@@ -223,7 +201,7 @@ class ScheduleMixin(PgBase):
     ) -> ScheduleRunRecord | None:
         """The ledger row of one nominal time, if any."""
         row = await self._fetchrow("schedule_run_get", schedule_id, nominal_at)
-        return None if row is None else _run(row)
+        return None if row is None else struct_from_row(ScheduleRunRecord, row)
 
     async def recent_schedule_runs(
         self, schedule_id: str, limit: int, outcomes: Sequence[str] | None = None
@@ -235,12 +213,12 @@ class ScheduleMixin(PgBase):
             limit,
             None if outcomes is None else list(outcomes),
         )
-        return [_run(r) for r in rows]
+        return [struct_from_row(ScheduleRunRecord, r) for r in rows]
 
     async def last_started_schedule_run(self, schedule_id: str) -> ScheduleRunRecord | None:
         """The run started last (start order, not nominal order), if any."""
         row = await self._fetchrow("schedule_run_last_started", schedule_id)
-        return None if row is None else _run(row)
+        return None if row is None else struct_from_row(ScheduleRunRecord, row)
 
     async def record_schedule_missed(
         self,
@@ -267,7 +245,10 @@ class ScheduleMixin(PgBase):
         self, schedule_id: str, limit: int
     ) -> list[ScheduleMissedRecord]:
         """Missed ranges, newest first."""
-        return [_missed(r) for r in await self._fetch("schedule_missed_recent", schedule_id, limit)]
+        return [
+            struct_from_row(ScheduleMissedRecord, r)
+            for r in await self._fetch("schedule_missed_recent", schedule_id, limit)
+        ]
 
     async def recent_schedule_changes(
         self, schedule_id: str, limit: int

@@ -276,16 +276,18 @@ BEGIN
             nxt := nxt + appended;
         END IF;
     END IF;
-    IF cardinality(p_child_signal_ids) > 0 THEN
-        -- Buffered for each live child (locked in id order, as signal_workflow
-        -- locks one), deduplicated by (name, message id); a running child's
-        -- workflow task made due.
+    IF cardinality(p_child_signal_ids) > 0 OR cardinality(p_child_cancels) > 0 THEN
+        -- Children signalled or asked to cancel: each live one locked in id
+        -- order (as signal_workflow locks one), the signals buffered
+        -- (deduplicated by (name, message id)), the cancel requests recorded,
+        -- and the workflow task of a running child either changed made due.
         WITH live AS (
             SELECT e.id, e.state FROM azync_workflow_executions e
-            WHERE e.id = ANY(p_child_signal_ids) AND e.state IN ('running', 'suspended')
+            WHERE e.id = ANY(p_child_signal_ids || p_child_cancels)
+              AND e.state IN ('running', 'suspended')
             ORDER BY e.id
             FOR NO KEY UPDATE
-        ), ins AS (
+        ), sig AS (
             INSERT INTO azync_workflow_signals (workflow_id, name, message_id, payload,
                                                 created_at)
             SELECT u.id, u.name, u.message_id, u.payload, p_at
@@ -296,28 +298,17 @@ BEGIN
             ORDER BY u.ord
             ON CONFLICT DO NOTHING
             RETURNING workflow_id
-        ), wake AS (
-            SELECT azync_workflow_wake_task(l.id, p_at, p_channel)
-            FROM live l
-            WHERE l.state = 'running' AND l.id IN (SELECT workflow_id FROM ins)
-        )
-        SELECT count(*) INTO w FROM wake;
-    END IF;
-    IF cardinality(p_child_cancels) > 0 THEN
-        WITH live AS (
-            SELECT e.id, e.state FROM azync_workflow_executions e
-            WHERE e.id = ANY(p_child_cancels) AND e.state IN ('running', 'suspended')
-            ORDER BY e.id
-            FOR NO KEY UPDATE
         ), req AS (
             UPDATE azync_workflow_executions e
             SET cancel_requested = true, updated_at = p_at
             FROM live l
-            WHERE e.id = l.id
-            RETURNING e.id, l.state
+            WHERE e.id = l.id AND l.id = ANY(p_child_cancels)
+            RETURNING e.id
         ), wake AS (
-            SELECT azync_workflow_wake_task(r.id, p_at, p_channel) FROM req r
-            WHERE r.state = 'running'
+            SELECT azync_workflow_wake_task(l.id, p_at, p_channel)
+            FROM live l
+            WHERE l.state = 'running'
+              AND (l.id IN (SELECT workflow_id FROM sig) OR l.id IN (SELECT id FROM req))
         )
         SELECT count(*) INTO w FROM wake;
     END IF;

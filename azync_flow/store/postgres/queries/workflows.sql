@@ -172,12 +172,6 @@ SELECT id, state, kind, inserted, (state = 'pending')::int::bigint AS woken
 FROM azync_schedule_workflow_task($2::uuid, $3::text, $4::timestamptz,
                                   coalesce($1::timestamptz, now()), $5::text)
 
--- name: workflow_job_lock
--- $2 id, $3 lease_token: the fence of every runtime settle.
-SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_jobs
-WHERE id = $2 AND lease_token = $3 AND state = 'active' AND source = 'workflow'
-FOR UPDATE
-
 -- name: workflow_job_runnable_task
 -- $2 run id: is another runnable workflow task waiting?
 SELECT id, $1::timestamptz AS at FROM azync_jobs

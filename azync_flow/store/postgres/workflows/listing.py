@@ -17,7 +17,7 @@ import asyncpg
 
 from ...validate import check_text
 from ...workflows import WorkflowExecutionView, WorkflowState
-from .._listen import ListenSubscription
+from .._listen import ListenSubscription, open_subscription
 from .core import WorkflowCoreMixin, execution_from_row
 from .interaction import QUERY_PREFIX, UPDATE_PREFIX
 
@@ -96,8 +96,4 @@ class WorkflowListingMixin(WorkflowCoreMixin):
         Raises:
             StoreError: the listening connection cannot be opened.
         """
-        if self.config.poll_only:
-            return None
-        sub = WorkflowDoneSubscription(self)
-        await sub.start()
-        return sub
+        return await open_subscription(self, WorkflowDoneSubscription)

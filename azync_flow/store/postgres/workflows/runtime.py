@@ -254,8 +254,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             NotFoundError: the task is no longer active under ``lease_token``.
         """
         async with self._wtx() as conn:
-            job = await self._lock_task(conn, job_id, lease_token, None)
-            await self._fetchrow("workflow_lock", job["run_id"], conn=conn)
+            job = await self._fence(conn, job_id, lease_token, None, task=True)
             if await self._fetchrow("workflow_job_runnable_task", job["run_id"], conn=conn):
                 await self._settle_job(conn, job_id, lease_token)
                 return False
@@ -355,20 +354,6 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
 
     # --- helpers ------------------------------------------------------------------
 
-    async def _lock_task(
-        self,
-        conn: asyncpg.Connection,
-        job_id: uuid.UUID,
-        lease_token: uuid.UUID,
-        run_id: uuid.UUID | None,
-    ) -> asyncpg.Record:
-        job = await self._fetchrow("workflow_job_lock", job_id, lease_token, conn=conn)
-        if job is None or job["task_key"] != WORKFLOW_TASK:
-            raise NotFoundError(stale_lease(job_id, "workflow task"))
-        if run_id is not None and job["run_id"] != run_id:
-            raise NotFoundError(f"job {job_id} is a workflow task of {job['run_id']}, not {run_id}")
-        return job
-
     async def _schedule_last(
         self,
         conn: asyncpg.Connection,
@@ -409,7 +394,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         conn: asyncpg.Connection,
         job_id: uuid.UUID,
         lease_token: uuid.UUID,
-        run_id: uuid.UUID,
+        run_id: uuid.UUID | None,
         *,
         task: bool,
     ) -> asyncpg.Record:
@@ -417,13 +402,14 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         statement. Returns the job's kind/run and the execution's state/next_seq.
 
         Raises NotFoundError when the job is not an active workflow task
-        (``task``) / operation of ``run_id`` under the token.
+        (``task``) / operation under the token, or not one of ``run_id`` (None:
+        any execution's).
         """
         row = await self._fetchrow("workflow_fence", job_id, lease_token, conn=conn)
         what = "workflow task" if task else "operation"
         if row is None or (row["task_key"] == WORKFLOW_TASK) != task:
             raise NotFoundError(stale_lease(job_id, what))
-        if row["run_id"] != run_id:
+        if run_id is not None and row["run_id"] != run_id:
             raise NotFoundError(f"job {job_id} is a {what} of {row['run_id']}, not {run_id}")
         return row
 
