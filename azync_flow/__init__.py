@@ -8,13 +8,17 @@ session of a project that installs azync_flow) costs next to nothing.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    # ``workflow`` and ``activity`` are modules that decorate when called;
+    # type checkers see the decorator functions.
+    from azync_flow._workflow.definitions import activity as activity
+    from azync_flow._workflow.definitions import workflow as workflow
+    from azync_flow.activity import Reconciled, current_activity
+    from azync_flow.app import attach_dags, attach_schedules, attach_subscribers, attach_workflows
     from azync_flow.client import Client
-    from azync_flow.dag import DAG, DAGClient, TaskContext, attach_dags
+    from azync_flow.dag import DAG, DAGClient, TaskContext
     from azync_flow.errors import (
         ActivityError,
         AzyncError,
@@ -35,25 +39,17 @@ if TYPE_CHECKING:
         WorkflowFailedError,
         WorkflowTerminatedError,
     )
-    from azync_flow.events import EventContext, attach_subscribers, subscriber
+    from azync_flow.events import EventContext, subscriber
     from azync_flow.replay import Replayer
     from azync_flow.retry import RetryPolicy
-    from azync_flow.runtime.activity_runner import current_activity
-    from azync_flow.runtime.uncertain import Reconciled
-    from azync_flow.runtime.worker_runtime import attach_workflows
-    from azync_flow.schedules import ScheduleSpec, StartWorkflow, attach_schedules
+    from azync_flow.schedules import ScheduleSpec, StartWorkflow
     from azync_flow.store import Config
     from azync_flow.store.postgres import open_store
     from azync_flow.worker import Worker
-    from azync_flow.workflow import (
-        ActivityOptions,
-        Registry,
-        WorkflowContext,
-        activity,
-        workflow,
-    )
+    from azync_flow.workflow import ActivityOptions, Registry, WorkflowContext
 
-#: Public name -> the module that defines it.
+#: Public name -> the module that exports it (``workflow`` and ``activity`` are
+#: the modules of those names: see :mod:`azync_flow.workflow`).
 _HOMES = {
     "Client": "azync_flow.client",
     "DAG": "azync_flow.dag",
@@ -62,7 +58,7 @@ _HOMES = {
     "NotReady": "azync_flow.errors",
     "Skip": "azync_flow.errors",
     "TaskContext": "azync_flow.dag",
-    "attach_dags": "azync_flow.dag",
+    "attach_dags": "azync_flow.app",
     "ActivityError": "azync_flow.errors",
     "AzyncError": "azync_flow.errors",
     "ChildWorkflowError": "azync_flow.errors",
@@ -79,23 +75,22 @@ _HOMES = {
     "WorkflowFailedError": "azync_flow.errors",
     "WorkflowTerminatedError": "azync_flow.errors",
     "EventContext": "azync_flow.events",
-    "attach_subscribers": "azync_flow.events",
+    "attach_subscribers": "azync_flow.app",
     "subscriber": "azync_flow.events",
     "Replayer": "azync_flow.replay",
     "RetryPolicy": "azync_flow.retry",
-    "Reconciled": "azync_flow.runtime.uncertain",
-    "current_activity": "azync_flow.runtime.activity_runner",
-    "attach_workflows": "azync_flow.runtime.worker_runtime",
+    "Reconciled": "azync_flow.activity",
+    "current_activity": "azync_flow.activity",
+    "attach_workflows": "azync_flow.app",
     "Config": "azync_flow.store",
     "open_store": "azync_flow.store.postgres",
     "ScheduleSpec": "azync_flow.schedules",
     "StartWorkflow": "azync_flow.schedules",
-    "attach_schedules": "azync_flow.schedules",
+    "attach_schedules": "azync_flow.app",
     "Worker": "azync_flow.worker",
     "ActivityOptions": "azync_flow.workflow",
     "Registry": "azync_flow.workflow",
     "WorkflowContext": "azync_flow.workflow",
-    "activity": "azync_flow.workflow",
 }
 
 __all__ = [
@@ -160,20 +155,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_HOMES))
-
-
-class _Root(types.ModuleType):
-    """``azync_flow.workflow`` is the decorator, as it was when this package imported
-    everything eagerly: importing the ``azync_flow.workflow`` subpackage binds the
-    subpackage to this attribute, and that binding is ignored here."""
-
-    @property
-    def workflow(self) -> Any:
-        return importlib.import_module("azync_flow.workflow").workflow
-
-    @workflow.setter
-    def workflow(self, _module: Any) -> None:
-        pass
-
-
-sys.modules[__name__].__class__ = _Root

@@ -11,9 +11,7 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import builtins
-import contextlib
 import logging
 import time
 import typing
@@ -27,31 +25,29 @@ import asyncpg
 from azync_flow._client_interactions import (
     DEFAULT_QUERY_TIMEOUT,
     TERMINAL_STATES,
+    Waits,
     query_workflow,
     update_workflow,
-    wait_for,
 )
+from azync_flow._decisions import UncertainOperationView, default_decider, resolve_operation
+from azync_flow._local_workflows import local_workflows
+from azync_flow._publish import publish_event
 from azync_flow._text import clean_text
 from azync_flow._transaction import check_transaction
+from azync_flow._transient import retry_transient
+from azync_flow._workflow.definitions import WorkflowDefinition
+from azync_flow._workflow.limits import HistoryLimit
 from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import (
+    NotFoundError,
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowTerminatedError,
 )
-from azync_flow.events._publish import publish_event
-from azync_flow.replay._interactions import check_signal_name
+from azync_flow.replay import check_signal_name
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
-from azync_flow.runtime._transient import retry_transient
-from azync_flow.runtime.run_span import end_finished_workflow_run_span
-from azync_flow.runtime.uncertain import (
-    UncertainOperationView,
-    default_decider,
-    resolve_operation,
-)
-from azync_flow.runtime.worker_runtime import workflow_runtime
 from azync_flow.store.queue import EnqueueParams
 from azync_flow.store.validate import check_id, check_name, check_same_start, check_text
 from azync_flow.store.workflows import (
@@ -63,8 +59,7 @@ from azync_flow.store.workflows import (
     WorkflowStartParams,
     WorkflowState,
 )
-from azync_flow.telemetry import RunEvent, RunKind, RunTracer, traced_meta
-from azync_flow.workflow import HistoryLimit, WorkflowDefinition
+from azync_flow.telemetry import RunEvent, RunKind, RunTracer, end_finished_run, traced_meta
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -72,12 +67,9 @@ if TYPE_CHECKING:
     from azync_flow.schedules import ScheduleClient
     from azync_flow.worker import Worker
 
-__all__ = ["Client", "ExecutionPage", "WorkflowHandle"]
+__all__ = ["Client", "ExecutionPage", "UncertainOperationView", "WorkflowHandle"]
 
 log = logging.getLogger("azync_flow.client")
-
-#: Sent by the done-stream after a reconnect: re-check every waiter.
-RESET = uuid.UUID(int=0)
 
 R = TypeVar("R")
 
@@ -135,12 +127,13 @@ class Client:
         self.store = store
         self.history_limit = history_limit or HistoryLimit()
         self.worker = worker
-        self.poll_interval = poll_interval.total_seconds()
-        self.fallback_poll = fallback_poll.total_seconds()
         self.tracer = RunTracer(tracer_provider)
-        self._watcher = _DoneWatcher(store, listen_linger.total_seconds())
-        #: ``result`` waits ended by a wake-up (not by the fallback re-read); a test hook.
-        self.wakeups = 0
+        self._waits = Waits(
+            store,
+            poll_interval=poll_interval.total_seconds(),
+            fallback_poll=fallback_poll.total_seconds(),
+            linger=listen_linger.total_seconds(),
+        )
 
     @classmethod
     def for_worker(cls, worker: Worker, **options: Any) -> Self:
@@ -158,6 +151,12 @@ class Client:
         return cls(worker.store, worker=worker, **options)  # type: ignore[arg-type]
 
     @property
+    def wakeups(self) -> int:
+        """``result``, ``query`` and ``update`` waits ended by a wake-up (not by a
+        fallback re-read); a test hook."""
+        return self._waits.wakeups
+
+    @property
     def schedules(self) -> ScheduleClient:
         """Schedules on this client's store (create, describe, list, pause,
         unpause, trigger, delete, backfill; docs/schedules.md)."""
@@ -167,7 +166,7 @@ class Client:
 
     async def close(self) -> None:
         """Release the LISTEN connection (only open while a ``result`` waits)."""
-        await self._watcher.close()
+        await self._waits.close()
 
     async def __aenter__(self) -> Client:
         return self
@@ -446,14 +445,9 @@ class Client:
         # when the run ends); its context is stored with the execution (a
         # deduplicated start keeps the stored one).
         carrier = self.tracer.start_run_span(RunKind.WORKFLOW, name, run_id)
-        runtime = workflow_runtime(self.worker)
-        if (
-            runtime is not None
-            and id is None
-            and not idempotency_key
-            and runtime.eager.accepts(name)
-        ):
-            started = await runtime.eager.start(params, trace_context=carrier)
+        local = local_workflows(self.worker)
+        if local is not None and id is None and not idempotency_key and local.accepts(name):
+            started = await local.start(params, carrier)
             inserted, wid = started.inserted, started.id
         else:
             inserted, wid = await self.store.start_workflow(params, trace_context=carrier)
@@ -630,7 +624,7 @@ class Client:
             NotFoundError: no such operation, or it is not uncertain; nothing changed.
             ConflictError: already resolved (e.g. by a concurrent resolver); nothing changed.
         """
-        op_id = getattr(operation_id, "job_id", operation_id)
+        op_id = getattr(operation_id, "operation_id", operation_id)
         resolved_op = await resolve_operation(
             self.store,
             op_id,
@@ -724,9 +718,9 @@ class WorkflowHandle(Generic[R]):
         accepted = await self.client.store.signal_workflow(
             SignalParams(workflow_id=self.id, name=name, payload=data, message_id=message_id)
         )
-        runtime = workflow_runtime(self.client.worker)
-        if accepted and runtime is not None:
-            runtime.task_loop.poke()  # no NOTIFY hop for a worker of this process
+        local = local_workflows(self.client.worker)
+        if accepted and local is not None:
+            local.wake_tasks()  # no NOTIFY hop for a worker of this process
         return accepted
 
     async def cancel(self) -> None:
@@ -743,7 +737,7 @@ class WorkflowHandle(Generic[R]):
         """
         state = await self.client.store.cancel_workflow_execution(self.id)
         if state == WorkflowState.CANCELLED:  # ended by this call: its commit won
-            await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
+            await self._end_run_span()
 
     async def terminate(self, reason: str, *, terminated_by: str | None = None) -> None:
         """End the execution now, whatever it is doing, without running its code.
@@ -784,7 +778,7 @@ class WorkflowHandle(Generic[R]):
             attributes={"azync.terminated_by": who, "azync.reason": reason[:1024]},
         )
         # This call's commit ended the run: it exports the run span (after the event).
-        await end_finished_workflow_run_span(self.client.tracer, self.client.store, self.id)
+        await self._end_run_span()
 
     async def resume(self) -> None:
         """Resume a suspended execution (e.g. after fixing non-deterministic code)."""
@@ -890,7 +884,7 @@ class WorkflowHandle(Generic[R]):
             view = await self._row()
             return view if view.state in TERMINAL_STATES else None
 
-        done = await wait_for(self.client, self.id, finished, deadline)
+        done = await self.client._waits.wait_for(self.id, finished, deadline)
         if done is None:
             raise TimeoutError(f"workflow {self.id} still {view.state} after {seconds}s")
         return self._outcome(done)
@@ -929,7 +923,17 @@ class WorkflowHandle(Generic[R]):
             PayloadEncodeError: an argument is not JSON-encodable.
             ValueError: ``timeout`` is not positive, or ``name`` is empty or too long.
         """
-        return await query_workflow(self, name, args, timeout=timeout, type=type)
+        client = self.client
+        return await query_workflow(
+            client.store,
+            client._waits,
+            client.worker,
+            self.id,
+            name,
+            args,
+            timeout=timeout,
+            type=type,
+        )
 
     async def update(
         self,
@@ -973,8 +977,38 @@ class WorkflowHandle(Generic[R]):
             PayloadEncodeError: an argument is not JSON-encodable.
             ValueError: ``name`` or ``update_id`` is empty or too long.
         """
+        client = self.client
         return await update_workflow(
-            self, name, args, update_id=update_id, timeout=timeout, type=type
+            client.store,
+            client._waits,
+            client.worker,
+            self.id,
+            name,
+            args,
+            update_id=update_id,
+            timeout=timeout,
+            type=type,
+        )
+
+    async def _end_run_span(self) -> None:
+        """Export the run span of the execution this handle's verb just ended
+        (no pass did: a cancel of a suspended run, a terminate). Never raises
+        for telemetry; nothing is exported once the execution was vacuumed."""
+        store: Any = self.client.store
+        try:
+            state = await store.load_workflow_task(self.id, after_seq=2**31 - 1)  # the row only
+        except NotFoundError:
+            return
+        view = state.execution
+        end_finished_run(
+            self.client.tracer,
+            RunKind.WORKFLOW,
+            view.name,
+            view.id,
+            state.trace_context,
+            view.created_at,
+            view.state,
+            view.failure_reason,
         )
 
     async def _row(self) -> WorkflowExecutionView:
@@ -996,100 +1030,6 @@ class WorkflowHandle(Generic[R]):
         if view.state == WorkflowState.TERMINATED:
             raise WorkflowTerminatedError(self.id, view.failure_reason)
         raise WorkflowCancelledError(self.id, view.failure_reason)
-
-
-class _DoneWatcher:
-    """One LISTEN connection per client while handles wait in
-    :meth:`WorkflowHandle.result`, fanning ``workflow.done`` notifications out to
-    them; it is closed again when the last waiter leaves, after ``linger``
-    seconds without a new waiter (0: at once, no idle connection)."""
-
-    def __init__(self, store: Any, linger: float = 0.0) -> None:
-        self.store = store
-        self.linger = linger
-        self.waiters: dict[uuid.UUID, set[asyncio.Event]] = {}
-        self.sub: Any = None
-        self.task: asyncio.Task[None] | None = None
-        self.unavailable = False
-        self._lock = asyncio.Lock()
-        self._closing: asyncio.TimerHandle | None = None
-
-    async def acquire(self, run_id: uuid.UUID) -> tuple[asyncio.Event, bool]:
-        """Register a waiter; returns its event and whether wake-ups will come
-        (False: the store cannot LISTEN, poll instead)."""
-        async with self._lock:
-            if self._closing is not None:
-                self._closing.cancel()
-                self._closing = None
-            event = asyncio.Event()
-            self.waiters.setdefault(run_id, set()).add(event)
-            return event, await self._ensure()
-
-    async def release(self, run_id: uuid.UUID, event: asyncio.Event) -> None:
-        async with self._lock:
-            events = self.waiters.get(run_id)
-            if events is not None:
-                events.discard(event)
-                if not events:
-                    del self.waiters[run_id]
-            if not self.waiters:
-                if self.linger > 0 and self.sub is not None:
-                    loop = asyncio.get_running_loop()
-                    self._closing = loop.call_later(
-                        self.linger, lambda: loop.create_task(self._close_if_idle())
-                    )
-                else:
-                    await self._close()
-
-    async def _close_if_idle(self) -> None:
-        async with self._lock:
-            self._closing = None
-            if not self.waiters:
-                await self._close()
-
-    async def _ensure(self) -> bool:
-        if self.task is not None and not self.task.done():
-            return True
-        if self.unavailable:
-            return False
-        subscribe = getattr(self.store, "workflow_done_events", None)
-        try:
-            self.sub = await subscribe() if subscribe is not None else None
-        except Exception as err:
-            log.warning("cannot LISTEN for finished workflows (%s); polling instead", err)
-            self.sub = None
-        if self.sub is None:
-            self.unavailable = True
-            return False
-        self.task = asyncio.create_task(self._pump(), name="azync-client-done-pump")
-        return True
-
-    async def _pump(self) -> None:
-        async for run_id in self.sub:
-            targets = (
-                [e for events in self.waiters.values() for e in events]
-                if run_id == RESET
-                else list(self.waiters.get(run_id, ()))
-            )
-            for event in targets:
-                event.set()
-
-    async def _close(self) -> None:
-        sub, task = self.sub, self.task
-        self.sub = self.task = None
-        if sub is not None:
-            await sub.close()
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def close(self) -> None:
-        async with self._lock:
-            if self._closing is not None:
-                self._closing.cancel()
-                self._closing = None
-            await self._close()
 
 
 def _job_params(

@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
+from azync_flow import attach_dags
 from azync_flow.dag import (
     DAG,
     DAG_LEADERSHIP,
@@ -24,7 +25,6 @@ from azync_flow.dag import (
     DAGRunner,
     DAGScheduler,
     TaskContext,
-    attach_dags,
     run_until_settled,
 )
 from azync_flow.embedded import resolve_dsn

@@ -19,14 +19,14 @@ from typing import Any
 
 import msgspec
 
-from azync_flow import attach_workflows
+from azync_flow import activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
 from azync_flow.errors import ChildWorkflowError
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
 from azync_flow.worker import Worker
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import WorkflowContext
 
 
 class Order(msgspec.Struct):

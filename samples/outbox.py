@@ -21,10 +21,11 @@ import uuid
 import asyncpg
 import msgspec
 
+from azync_flow import attach_subscribers
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
 from azync_flow.errors import NotFoundError
-from azync_flow.events import EventContext, attach_subscribers, subscriber
+from azync_flow.events import EventContext, subscriber
 from azync_flow.retry import RetryPolicy
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store

@@ -27,9 +27,9 @@ from pathlib import Path
 import asyncpg
 import msgspec
 
-from azync_flow import Reconciled, WorkflowContext, activity, workflow
+from azync_flow import Reconciled, Worker, WorkflowContext, activity, attach_workflows, workflow
+from azync_flow.activity import current_activity
 from azync_flow.client import Client
-from azync_flow.runtime import LocalRuntime, current_activity
 from azync_flow.runtime.uncertain import Reconciler, uncertain_event
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
@@ -147,7 +147,9 @@ async def demo() -> None:
         print(f"[3] reconcile hook decided {decided} operation(s): {reconciler.outcomes}")
 
         # 4. the run resumes and completes — without a second charge
-        await LocalRuntime(store, registry).run_until_idle()
+        finisher = Worker(store, handle_signals=False)
+        attach_workflows(finisher, registry)
+        await finisher.run_until_idle()
         result = await handle.result(timeout=30)
         charges = await store.pool.fetchval("SELECT count(*) FROM provider_charges")
         print(f"[4] run {(await handle.describe()).state}: {result}; provider charges: {charges}")

@@ -10,7 +10,8 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-from azync_flow.workflow import ActivityDefinition, Registry, WorkflowDefinition
+from azync_flow.activity import ActivityDefinition
+from azync_flow.workflow import Registry, WorkflowDefinition
 
 from ._common import CliError
 

@@ -20,8 +20,8 @@ from azync_flow.schedules import (
     ScheduleSpec,
     StartDAG,
     StartWorkflow,
+    describe_action,
 )
-from azync_flow.schedules._model import describe_action
 
 from ._common import (
     EXIT_OK,

@@ -28,7 +28,7 @@ from typing import Any
 
 import click
 
-from azync_flow.runtime.worker_runtime import attach_workflows
+from azync_flow.app import attach_workflows
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
 from azync_flow.store.queue import Source

@@ -8,7 +8,7 @@ from ._events import DAGEvent
 from ._runner import DAGRunner
 from ._scheduler import DAGScheduler, TickStats
 from ._testing import run_until_settled
-from ._worker import DAG_LEADERSHIP, DAGWorkerBinding, attach_dags
+from ._worker import DAG_LEADERSHIP, DAGWorkerBinding
 
 __all__ = [
     "DAG",
@@ -26,6 +26,5 @@ __all__ = [
     "TaskOutcome",
     "TaskSpec",
     "TickStats",
-    "attach_dags",
     "run_until_settled",
 ]

@@ -14,7 +14,6 @@ from opentelemetry.trace import TracerProvider
 
 from ..codec import encode_value
 from ..errors import DAGIdempotencyConflictError, NotFoundError
-from ..runtime.run_span import end_dag_run_span
 from ..store.dags import (
     DAGClientStore,
     DAGDep,
@@ -26,7 +25,7 @@ from ..store.dags import (
 )
 from ..store.queue import Job, JobState
 from ..store.validate import check_id
-from ..telemetry import RUN_CALLER_KEY, RunEvent, RunKind, RunTracer
+from ..telemetry import RUN_CALLER_KEY, RunEvent, RunKind, RunTracer, end_finished_run
 from ._context import TaskOutcome
 from ._definition import DAG
 
@@ -299,8 +298,9 @@ class DAGClient:
             carrier = await self.store.dag_trace_context(run_id)
         except NotFoundError:  # vacuumed meanwhile
             return
-        end_dag_run_span(
+        end_finished_run(
             self.tracer,
+            RunKind.DAG,
             view.name,
             run_id,
             carrier,

@@ -25,11 +25,10 @@ from opentelemetry.trace import TracerProvider
 
 from .._logging import log_failure
 from ..errors import StoreError
-from ..runtime.run_span import end_dag_run_span
 from ..store import default_channel
 from ..store.dags import DAGFailure, ReapedTask, SettledDAG
 from ..store.queue import Source
-from ..telemetry import AttemptKind, AttemptOutcome, RunTracer
+from ..telemetry import AttemptKind, AttemptOutcome, RunKind, RunTracer, end_finished_run
 
 log = logging.getLogger("azync_flow.dag")
 
@@ -157,8 +156,15 @@ class DAGScheduler:
 
     def _settled(self, run: SettledDAG) -> None:
         """Export the run span of a run this tick settled (the tick's commit won)."""
-        end_dag_run_span(
-            self.tracer, run.name, run.id, run.trace_context, run.created_at, run.state, run.reason
+        end_finished_run(
+            self.tracer,
+            RunKind.DAG,
+            run.name,
+            run.id,
+            run.trace_context,
+            run.created_at,
+            run.state,
+            run.reason,
         )
 
     def _lost_attempt(self, r: ReapedTask) -> None:

@@ -1,4 +1,4 @@
-"""Wire DAG runs into a :class:`azync_flow.worker.Worker`.
+"""The DAG runtime of a :class:`azync_flow.worker.Worker`.
 
 One lease loop per handler kind runs tasks through :class:`DAGRunner`; the
 scheduler tick is a leader-only maintenance step (its own election), run on
@@ -15,16 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
 from .._logging import log_failure
 from ..retry import RetryPolicy
 from ..store.queue import Job, Source
+from ..worker import Worker
 from ._definition import DAG
 from ._runner import DAGRunner
 from ._scheduler import DAGScheduler
@@ -35,40 +35,25 @@ log = logging.getLogger("azync_flow.dag")
 DAG_LEADERSHIP = "azync_flow.dag"
 
 
-class _Maintenance(Protocol):
-    on_runnable: Callable[[Source | None], None]
-
-    def is_leader(self, leadership: str = ...) -> bool: ...
-
-    def fenced(self, leadership: str) -> AbstractContextManager[None]: ...
-
-
-class _Wakeups(Protocol):
-    def route(self, source: Source, kind: str, poke: Callable[[], None]) -> None: ...
-
-
-class WorkerLike(Protocol):
-    """The part of ``azync_flow.worker.Worker`` the binding uses."""
-
-    store: Any
-    max_attempts: int
-    maintenance: _Maintenance
-    wakeups: _Wakeups
-
-    def add_loop(self, source: Source, kind: str, runner: Any, **kw: Any) -> Any: ...
-
-    def add_maintenance(self, step: Any, **kw: Any) -> None: ...
-
-
 class DAGWorkerBinding:
     """The DAG runtime inside a worker: task loops plus the leader-only tick.
 
-    Create it with :func:`attach_dags` before the worker starts.
+    Built by ``attach_dags(worker, dags, ...)`` before the worker starts.
+
+    Args:
+        worker: an ``azync_flow.worker.Worker`` that has not started.
+        dags: the definitions whose tasks and compensations this worker runs.
+        concurrency: per-kind limit (default: the worker's).
+        tick_interval: polling period of the leader's scheduler tick.
+        retry: backoff between failed task attempts.
+        leadership: election name of the scheduler tick.
+        max_reaps: lease expiries a task attempt survives before it dies.
+        tracer_provider: where the attempt spans go (None: the global provider).
     """
 
     def __init__(
         self,
-        worker: WorkerLike,
+        worker: Worker,
         dags: Iterable[DAG],
         *,
         concurrency: int | None = None,
@@ -80,17 +65,16 @@ class DAGWorkerBinding:
     ) -> None:
         self.worker = worker
         self.leadership = leadership
+        store: Any = worker.store  # the DAG verbs of the worker's store
         self.runner = DAGRunner(
-            worker.store,
+            store,
             dags,
             default_max_attempts=worker.max_attempts,
             retry=retry,
             release_on_cancel=False,
             tracer_provider=tracer_provider,
         )
-        self.scheduler = DAGScheduler(
-            worker.store, max_reaps=max_reaps, tracer_provider=tracer_provider
-        )
+        self.scheduler = DAGScheduler(store, max_reaps=max_reaps, tracer_provider=tracer_provider)
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task[None] | None = None
         self._fast: asyncio.Task[None] | None = None
@@ -185,35 +169,3 @@ class DAGWorkerBinding:
             if task is not None:
                 with contextlib.suppress(Exception):
                     await task
-
-
-def attach_dags(
-    worker: WorkerLike,
-    dags: Iterable[DAG],
-    *,
-    concurrency: int | None = None,
-    tick_interval: timedelta = timedelta(seconds=1),
-    retry: RetryPolicy | None = None,
-    tracer_provider: TracerProvider | None = None,
-) -> DAGWorkerBinding:
-    """Run ``dags`` on ``worker``: a lease loop per handler kind plus the scheduler.
-
-    Args:
-        worker: an ``azync_flow.worker.Worker`` that has not started.
-        dags: the definitions whose tasks and compensations this worker runs.
-        concurrency: per-kind limit (default: the worker's).
-        tick_interval: polling period of the leader's scheduler tick.
-        retry: backoff between failed task attempts.
-        tracer_provider: where the attempt spans go (None: the global provider).
-
-    Returns:
-        The binding (its ``runner`` and ``scheduler`` are useful in tests).
-    """
-    return DAGWorkerBinding(
-        worker,
-        dags,
-        concurrency=concurrency,
-        tick_interval=tick_interval,
-        retry=retry,
-        tracer_provider=tracer_provider,
-    )

@@ -11,17 +11,13 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import PayloadError
-from ..store.queue import Job
-from ..worker._lease import LeaseHandle
-from ..worker._queue import JobContext, QueueRunner
-from ._publish import publish_once
-
-if TYPE_CHECKING:
-    from ..client import Client
-    from ._worker import SubscriberBinding
+from azync_flow._publish import publish_once
+from azync_flow.client import Client
+from azync_flow.errors import PayloadError
+from azync_flow.store.queue import Job
+from azync_flow.worker import JobContext, LeaseHandle, QueueHandler, QueueRunner, Worker
 
 __all__ = ["EventContext", "EventRunner"]
 
@@ -46,14 +42,14 @@ class EventContext(JobContext):
     occurred_at: datetime
     replay: bool
     subscriber: str
-    _binding: SubscriberBinding = field(repr=False)
+    _runner: EventRunner = field(repr=False)
     _published: list[int] = field(default_factory=list, repr=False)
 
     @property
     def client(self) -> Client:
         """A :class:`~azync_flow.client.Client` on the worker's store (to start
         or signal workflows from an event)."""
-        return self._binding.client
+        return self._runner.client
 
     async def publish(
         self,
@@ -75,7 +71,7 @@ class EventContext(JobContext):
         """
         self._published.append(1)
         return await publish_once(
-            self._binding.store,
+            self._runner.ledger,
             self.id,
             len(self._published),
             event_type,
@@ -87,11 +83,25 @@ class EventContext(JobContext):
 
 class EventRunner(QueueRunner):
     """Settles deliveries exactly as queue jobs are settled; the payload comes
-    from the ledger and handlers get an :class:`EventContext`."""
+    from the ledger and handlers get an :class:`EventContext`.
 
-    def __init__(self, binding: SubscriberBinding) -> None:
-        super().__init__(binding.store, binding.handlers, binding.worker.acks)
-        self.binding = binding
+    Args:
+        worker: the worker running the deliveries (its store and acks).
+        handlers: the subscribers' handlers by subscriber name.
+    """
+
+    def __init__(self, worker: Worker, handlers: dict[str, QueueHandler]) -> None:
+        super().__init__(worker.store, handlers, worker.acks)
+        #: The worker's whole store (the ledger's verbs, and the client's).
+        self.ledger: Any = worker.store
+        self._client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        """A client on the worker's store, made on first use."""
+        if self._client is None:
+            self._client = Client(self.ledger)
+        return self._client
 
     def payload_bytes(self, job: Job) -> bytes:
         if job.event is None:
@@ -115,5 +125,5 @@ class EventRunner(QueueRunner):
             occurred_at=occurred or job.enqueued_at or datetime.now(UTC),
             replay=job.replay,
             subscriber=job.kind,
-            _binding=self.binding,
+            _runner=self,
         )

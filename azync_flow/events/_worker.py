@@ -15,26 +15,18 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..store.events import Subscriber
-from ..store.queue import DequeueParams, Job, Source
-from ..telemetry._jobs import job_span_interceptor
-from ..worker._maintenance import DEFAULT_LEADERSHIP
-from ..worker._queue import QueueHandler
+from azync_flow.store.events import Subscriber
+from azync_flow.store.queue import DequeueParams, Job, Source
+from azync_flow.telemetry import job_span_interceptor
+from azync_flow.worker import DEFAULT_LEADERSHIP, QueueHandler, Worker
+
 from ._delivery import EventContext, EventRunner
 from ._subscriber import SubscriberDefinition
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-    from ..client import Client
-    from ..worker import Worker
-
-__all__ = [
-    "EventContext",
-    "SubscriberBinding",
-    "attach_subscribers",
-    "register_subscribers",
-]
+__all__ = ["EventContext", "SubscriberBinding", "register_subscribers"]
 
 log = logging.getLogger("azync_flow.events")
 
@@ -50,7 +42,8 @@ class _SubscriberStore(Protocol):
 class SubscriberBinding:
     """The subscribers of one worker: their loops, registration and retention.
 
-    Create it with :func:`attach_subscribers` before the worker starts.
+    Built by ``attach_subscribers(worker, subscribers, ...)`` before the worker
+    starts (see there for the arguments).
     """
 
     def __init__(
@@ -69,8 +62,7 @@ class SubscriberBinding:
         self.subscribers: list[SubscriberDefinition] = []
         self.registered = False
         self._register_lock = asyncio.Lock()
-        self._client: Client | None = None
-        runner = EventRunner(self)
+        runner = EventRunner(worker, self.handlers)
         if trace:
             runner.interceptors.append(job_span_interceptor(self, tracer_provider))
         for sub in subscribers:
@@ -108,14 +100,6 @@ class SubscriberBinding:
             )
         for sub in self.subscribers:
             log.info("subscriber %s registered for events %r", sub.name, sub.event_type)
-
-    @property
-    def client(self) -> Client:
-        if self._client is None:
-            from ..client import Client
-
-            self._client = Client(self.store)
-        return self._client
 
     async def register(self) -> None:
         """Record every subscription in the store (idempotent; the worker does
@@ -196,41 +180,3 @@ async def register_subscribers(
                 ordered=sub.ordering == "key",
             )
         )
-
-
-def attach_subscribers(
-    worker: Worker,
-    subscribers: Iterable[SubscriberDefinition],
-    *,
-    keep: timedelta = timedelta(days=7),
-    trace: bool = False,
-    tracer_provider: TracerProvider | None = None,
-) -> SubscriberBinding:
-    """Run ``subscribers`` on ``worker`` (before it starts).
-
-    Adds one lease loop per subscriber (source ``event``), the event
-    maintenance (promote due retries, reap expired leases, vacuum settled
-    deliveries) and the ledger retention step. The subscriptions are recorded
-    in the store before the worker's first lease.
-
-    Args:
-        worker: a :class:`~azync_flow.worker.Worker` that has not started.
-        subscribers: ``@subscriber`` definitions (names must be distinct).
-        keep: how long events are kept after they occurred; an event with a
-            delivery not yet terminal is kept longer, until it is. (Attaching
-            twice to one worker: the first call's ``keep`` applies.)
-        trace: record each delivery attempt as a ``job <subscriber>`` span, a
-            child of the publisher's span (its trace context rides in the
-            event's meta), with the outcome (as ``trace_jobs``).
-        tracer_provider: where those spans go (None: the global provider).
-
-    Returns:
-        The binding (its ``register()`` and ``retain()`` are useful in tests).
-
-    Raises:
-        TypeError: a handler is not an async function of 1 or 2 arguments.
-        ValueError: a name is attached twice, or the worker is running.
-    """
-    return SubscriberBinding(
-        worker, subscribers, keep=keep, trace=trace, tracer_provider=tracer_provider
-    )

@@ -5,6 +5,7 @@ Pure: no I/O, no database. The runtime loads state from the store, calls
 the :class:`PassOutcome`.
 """
 
+from azync_flow.replay._interactions import UPDATE_SIGNAL_PREFIX, UpdateHandler, check_signal_name
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.replay.events import (
     ActivityCompleted,
@@ -60,6 +61,7 @@ from azync_flow.replay.replayer import (
 )
 
 __all__ = [
+    "UPDATE_SIGNAL_PREFIX",
     "ActivityCompleted",
     "ActivityFailed",
     "ActivityScheduled",
@@ -98,6 +100,7 @@ __all__ = [
     "TimerStarted",
     "UpdateAccepted",
     "UpdateCompleted",
+    "UpdateHandler",
     "WorkflowCancelled",
     "WorkflowCompleted",
     "WorkflowContinuedAsNew",
@@ -105,6 +108,7 @@ __all__ = [
     "WorkflowInfo",
     "WorkflowInstance",
     "WorkflowTerminated",
+    "check_signal_name",
     "current_instance",
     "decode_event",
     "encode_event",

@@ -1,26 +1,22 @@
-"""Runtime glue between the store and the replay engine: workflow tasks and activities.
+"""The workflow runtime: workflow tasks (replay passes) and activity attempts
+on a :class:`~azync_flow.worker.Worker`, with their maintenance.
 
-The one way to run workflows is a :class:`~azync_flow.worker.Worker` with the
-workflow runtime attached: ``attach_workflows(worker, workflows, activities)``.
+``attach_workflows(worker, workflows, activities)`` (:mod:`azync_flow.app`)
+builds it; nothing here is wired by hand.
 """
 
-from azync_flow.runtime.activity_runner import ActivityRunner, current_activity
-from azync_flow.runtime.local import LocalRuntime
+from azync_flow.runtime.activity_runner import ActivityRunner
 from azync_flow.runtime.worker_runtime import (
     WORKFLOW_LEADERSHIP,
+    WORKFLOW_TASK_KIND,
     WorkflowRuntime,
-    attach_workflows,
-    workflow_runtime,
 )
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 
 __all__ = [
     "WORKFLOW_LEADERSHIP",
+    "WORKFLOW_TASK_KIND",
     "ActivityRunner",
-    "LocalRuntime",
     "WorkflowRunner",
     "WorkflowRuntime",
-    "attach_workflows",
-    "current_activity",
-    "workflow_runtime",
 ]

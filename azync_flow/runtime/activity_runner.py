@@ -26,18 +26,22 @@ with a sanitised message, so a bad value never leaves a run stuck.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import inspect
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from azync_flow._decisions import resolution_events
+from azync_flow._operations import OperationPayload, decode_operation
+from azync_flow._publish import publish_once
 from azync_flow._text import clean_text
+from azync_flow._transient import retry_transient
+from azync_flow._workflow.attempt import ActivityInfo, activity_context
+from azync_flow._workflow.definitions import Registry
 from azync_flow.errors import LeaseLost, PayloadError, Uncertain, UnknownWorkflowError, is_not_found
 from azync_flow.replay.events import (
     ActivityCompleted,
@@ -45,38 +49,27 @@ from azync_flow.replay.events import (
     encode_event,
 )
 from azync_flow.retry import RetryDecision, describe_error
-from azync_flow.runtime._operations import OperationPayload, decode_operation
-from azync_flow.runtime._transient import retry_transient
-from azync_flow.runtime.uncertain import Reconciler, resolution_events, uncertain_event
+from azync_flow.runtime.uncertain import Reconciler, uncertain_event
 from azync_flow.store.queue import Job, JobState
 from azync_flow.store.workflows import OperationSettle, OperationStore
 from azync_flow.telemetry import AttemptKind, AttemptOutcome, AttemptSpan, RunEvent, RunTracer
 from azync_flow.worker import lease_gone
-from azync_flow.workflow import Registry
 
 if TYPE_CHECKING:
     from azync_flow.runtime.folded_completion import CompletionFolder
 
-__all__ = ["ActivityInfo", "ActivityRunner", "activity_context", "current_activity"]
+__all__ = ["ActivityRunner", "log_suspended"]
 
 log = logging.getLogger("azync_flow.activity")
 
-_current: contextvars.ContextVar[ActivityInfo | None] = contextvars.ContextVar(
-    "azync_activity", default=None
-)
 
-
-class ActivityInfo:
-    """What a running activity can learn about its attempt (``current_activity()``)."""
+class _LeasedAttempt(ActivityInfo):
+    """``current_activity()`` of an attempt this runner runs on a leased job."""
 
     def __init__(
         self, job: Job, op: OperationPayload, lease: Any, store: Any, token: uuid.UUID
     ) -> None:
-        self.job = job
-        self.workflow_id = job.run_id
-        self.seq = op.seq
-        self.attempt = job.attempt
-        self.activity = op.activity
+        super().__init__(job, op.seq, op.activity)
         self._lease = lease
         self._store = store
         self._token = token
@@ -92,36 +85,12 @@ class ActivityInfo:
         key: str | None = None,
         meta: dict[str, str] | None = None,
     ) -> uuid.UUID:
-        """Publish an event to the ledger from this activity, once per
-        operation: the ``n``-th call of every attempt writes the same event
-        id, so a retried attempt does not publish it again. Arguments as
-        ``Client.publish``.
-
-        Returns:
-            The event id.
-
-        Raises:
-            ValueError, PayloadEncodeError: as ``Client.publish``.
-        """
-        from azync_flow.events._publish import publish_once
-
         self._published += 1
         return await publish_once(
             self._store, self.job.id, self._published, event_type, payload, key=key, meta=meta
         )
 
     async def heartbeat(self) -> None:
-        """Extend this attempt's lease (long activities call it periodically).
-
-        With ``heartbeat_timeout`` set these calls are the only thing that
-        renews the lease: an attempt silent for longer than the timeout is
-        lost (reaped; retried if idempotent, else parked uncertain) and its
-        task cancelled.
-
-        Raises:
-            NotFoundError / LeaseLost: the attempt no longer owns the job (or its
-                heartbeat-only lease lapsed); stop.
-        """
         if self._lease is not None:
             # the activity's own heartbeat timeout, else the loop's lease
             await self._lease.extend(self._heartbeat_timeout)
@@ -154,22 +123,6 @@ def log_suspended(job: Job, reason: str) -> None:
         job.attempt,
         reason,
     )
-
-
-def current_activity() -> ActivityInfo | None:
-    """The attempt running in this context, or None outside activities."""
-    return _current.get()
-
-
-@contextlib.contextmanager
-def activity_context(info: ActivityInfo) -> Iterator[None]:
-    """Make :func:`current_activity` return ``info`` in this context (and in tasks
-    created in it); ``azync_flow.testing.ActivityEnvironment`` runs activities so."""
-    token = _current.set(info)
-    try:
-        yield
-    finally:
-        _current.reset(token)
 
 
 class ActivityRunner:
@@ -265,53 +218,51 @@ class ActivityRunner:
             await self.store.reschedule(job.id, token, delay, describe_error(err))
             span.set_outcome(AttemptOutcome.RETRIED, retry_delay=delay)
             return
-        info = ActivityInfo(job, op, lease, self.store, token)
+        info = _LeasedAttempt(job, op, lease, self.store, token)
         if not await self._require_heartbeats(job, token, op, lease):
             return
-        reset = _current.set(info)
         limit = op.start_to_close.total_seconds() if op.start_to_close is not None else None
         timer = asyncio.timeout(limit)
-        try:
+        with activity_context(info):
             try:
-                async with timer:
-                    result = await defn.run(bytes(op.input))
-            except TimeoutError:
-                if timer.expired() and not op.idempotent:
-                    raise Uncertain(
-                        f"start_to_close of {limit}s elapsed mid-call; "
-                        "the call may or may not have taken effect"
-                    ) from None
-                if timer.expired():
-                    raise TimeoutError(
-                        f"activity {op.activity} exceeded start_to_close={limit:g}s "
-                        f"(attempt {job.attempt})"
-                    ) from None
+                try:
+                    async with timer:
+                        result = await defn.run(bytes(op.input))
+                except TimeoutError:
+                    if timer.expired() and not op.idempotent:
+                        raise Uncertain(
+                            f"start_to_close of {limit}s elapsed mid-call; "
+                            "the call may or may not have taken effect"
+                        ) from None
+                    if timer.expired():
+                        raise TimeoutError(
+                            f"activity {op.activity} exceeded start_to_close={limit:g}s "
+                            f"(attempt {job.attempt})"
+                        ) from None
+                    raise
+                if self.max_payload_bytes is not None and len(result) > self.max_payload_bytes:
+                    raise PayloadError(
+                        f"result of activity {op.activity!r} is {len(result)} bytes, "
+                        f"over the limit of {self.max_payload_bytes}"
+                    )
+            except asyncio.CancelledError:
+                # lease lost or shutdown: do not settle. A non-idempotent call cut off
+                # mid-flight may have taken effect: park it instead of letting the
+                # worker release it for a blind re-run.
+                if not op.idempotent and await self._park_cancelled(
+                    job, token, _cancel_reason(op, lease)
+                ):
+                    span.set_outcome(AttemptOutcome.UNCERTAIN)
                 raise
-            if self.max_payload_bytes is not None and len(result) > self.max_payload_bytes:
-                raise PayloadError(
-                    f"result of activity {op.activity!r} is {len(result)} bytes, "
-                    f"over the limit of {self.max_payload_bytes}"
-                )
-        except asyncio.CancelledError:
-            # lease lost or shutdown: do not settle. A non-idempotent call cut off
-            # mid-flight may have taken effect: park it instead of letting the
-            # worker release it for a blind re-run.
-            if not op.idempotent and await self._park_cancelled(
-                job, token, _cancel_reason(op, lease)
-            ):
-                span.set_outcome(AttemptOutcome.UNCERTAIN)
-            raise
-        except Uncertain as exc:
-            span.record_failure(exc)
-            if await self._uncertain(job, token, exc):
-                span.set_outcome(AttemptOutcome.UNCERTAIN)
-            return
-        except Exception as exc:
-            span.record_failure(exc)
-            await self._failed(job, token, op, exc, span, lease)
-            return
-        finally:
-            _current.reset(reset)
+            except Uncertain as exc:
+                span.record_failure(exc)
+                if await self._uncertain(job, token, exc):
+                    span.set_outcome(AttemptOutcome.UNCERTAIN)
+                return
+            except Exception as exc:
+                span.record_failure(exc)
+                await self._failed(job, token, op, exc, span, lease)
+                return
         event = ActivityCompleted(
             scheduled_seq=op.seq, result=msgspec.Raw(result), attempts=job.attempt
         )

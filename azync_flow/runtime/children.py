@@ -12,9 +12,8 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from azync_flow.replay.outcome import StartChild
-from azync_flow.runtime.run_span import end_workflow_run_span
 from azync_flow.store.workflows import ChildStartParams, WorkflowRuntimeStore
-from azync_flow.telemetry import RunKind, RunTracer, context_from_carrier
+from azync_flow.telemetry import RunKind, RunTracer, context_from_carrier, end_finished_run
 
 __all__ = ["child_params", "end_closed_children_spans"]
 
@@ -64,6 +63,15 @@ async def end_closed_children_spans(
         log.exception("could not read the children closed with %s", parent_id)
         return 0
     return sum(
-        end_workflow_run_span(tracer, view, carrier, view.state, view.failure_reason)
+        end_finished_run(
+            tracer,
+            RunKind.WORKFLOW,
+            view.name,
+            view.id,
+            carrier,
+            view.created_at,
+            view.state,
+            view.failure_reason,
+        )
         for view, carrier in closed
     )

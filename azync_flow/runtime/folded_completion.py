@@ -24,10 +24,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from azync_flow._transient import retry_transient
 from azync_flow.errors import ConflictError, NotFoundError
 from azync_flow.replay.outcome import PassStatus
 from azync_flow.replay.passes import to_entries
-from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.queue import Job
 from azync_flow.store.workflows import OperationSettle

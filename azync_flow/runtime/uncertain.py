@@ -1,61 +1,32 @@
-"""Uncertain operations: history events, decisions and reconcile hooks.
-
-* :func:`uncertain_event` / :func:`resolution_events` build the history events
-  the store verbs append (the store keeps history opaque).
-* :func:`resolve_operation` applies an audited decision (client, CLI, hooks).
-* :class:`Reconciled` is what a ``reconcile=`` hook returns; :class:`Reconciler`
-  calls hooks and applies their verdicts. See docs/uncertain.md.
+"""Uncertain operations on the worker: the event that parks one, and the
+:class:`Reconciler` that calls ``reconcile=`` hooks and applies their verdicts
+the way an operator's decision is applied. See docs/uncertain.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import getpass
 import inspect
 import logging
-import socket
 import uuid
 from collections import OrderedDict
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import msgspec
-
+from azync_flow._decisions import resolve_operation
+from azync_flow._operations import decode_operation, seq_of_execution_key
 from azync_flow._text import clean_text
-from azync_flow.codec import encode_value
+from azync_flow._workflow.definitions import Registry
+from azync_flow._workflow.reconcile import Reconciled
 from azync_flow.errors import ConflictError, NotFoundError
-from azync_flow.replay.events import (
-    ActivityCompleted,
-    ActivityFailed,
-    OperationResolved,
-    OperationUncertain,
-    encode_event,
-)
+from azync_flow.replay.events import OperationUncertain, encode_event
 from azync_flow.retry import describe_error
-from azync_flow.runtime._operations import decode_operation
 from azync_flow.store.queue import Job
 from azync_flow.store.workflows import UncertainStore
 
-if TYPE_CHECKING:
-    from azync_flow.workflow import Registry
-
-__all__ = [
-    "Reconciled",
-    "Reconciler",
-    "UncertainOperationView",
-    "default_decider",
-    "resolution_events",
-    "resolve_operation",
-    "seq_of_execution_key",
-    "uncertain_event",
-]
+__all__ = ["Reconciler", "uncertain_event"]
 
 log = logging.getLogger("azync_flow.uncertain")
-
-
-def seq_of_execution_key(execution_key: str) -> int:
-    """The history seq in an operation's execution key ``<workflow_id>/<seq>``."""
-    return int(execution_key.rsplit("/", 1)[1])
 
 
 def uncertain_event(job: Job, reason: str) -> tuple[str, bytes]:
@@ -68,189 +39,6 @@ def uncertain_event(job: Job, reason: str) -> tuple[str, bytes]:
     else:
         seq = seq_of_execution_key(job.task_key)
     return encode_event(OperationUncertain(scheduled_seq=seq, reason=clean_text(reason)))
-
-
-def resolution_events(
-    seq: int,
-    decision: str,
-    *,
-    result: bytes | None = None,
-    error: str | None = None,
-    decided_by: str = "",
-    note: str = "",
-) -> tuple[tuple[str, bytes], tuple[str, bytes] | None]:
-    """``(resolved_event, outcome_event)`` for ``store.resolve_uncertain``.
-
-    ``complete`` needs ``result`` (JSON bytes) and yields an ActivityCompleted;
-    ``fail`` yields an ActivityFailed of type ``"Uncertain"`` with ``error``;
-    ``retry`` yields no outcome (a new attempt will produce it).
-
-    Raises:
-        ValueError: unknown decision, or ``complete`` without a result.
-    """
-    resolved = encode_event(
-        OperationResolved(scheduled_seq=seq, decision=decision, decided_by=decided_by, note=note)
-    )
-    outcome: Any
-    if decision == "complete":
-        if result is None:
-            raise ValueError("a complete decision needs the operation's result (JSON bytes)")
-        outcome = ActivityCompleted(scheduled_seq=seq, result=msgspec.Raw(result), attempts=0)
-    elif decision == "fail":
-        outcome = ActivityFailed(
-            scheduled_seq=seq, error_type="Uncertain", message=clean_text(error or "")
-        )
-    elif decision == "retry":
-        return resolved, None
-    else:
-        raise ValueError(f"unknown decision {decision!r}")
-    return resolved, encode_event(outcome)
-
-
-# --- decisions ----------------------------------------------------------------------
-
-
-class Reconciled:
-    """What a reconcile hook found out about an uncertain operation.
-
-    Build it with the class methods::
-
-        Reconciled.completed(result)   # it took effect; ``result`` is what the activity returns
-        Reconciled.failed("declined")  # it did not and must not be retried: ActivityError
-        Reconciled.retry()             # it did not take effect: run it again
-        Reconciled.unknown("no answer") # cannot tell: wait for a person
-
-    Attributes:
-        outcome: "completed", "failed", "retry" or "unknown".
-        result: the activity's result for ``completed`` (any JSON-encodable value).
-        error: the failure message for ``failed``.
-        note: free text kept in the audit trail.
-    """
-
-    __slots__ = ("error", "note", "outcome", "result")
-
-    def __init__(self, outcome: str, result: Any = None, error: str = "", note: str = "") -> None:
-        if outcome not in ("completed", "failed", "retry", "unknown"):
-            raise ValueError(f"unknown reconcile outcome {outcome!r}")
-        self.outcome = outcome
-        self.result = result
-        self.error = error
-        self.note = note
-
-    @classmethod
-    def completed(cls, result: Any = None, note: str = "") -> Reconciled:
-        """The operation took effect; the workflow gets ``result`` as its return value."""
-        return cls("completed", result=result, note=note)
-
-    @classmethod
-    def failed(cls, error: str, note: str = "") -> Reconciled:
-        """The operation did not (and will not) take effect; the workflow sees ActivityError."""
-        return cls("failed", error=error or "reconciled as failed", note=note)
-
-    @classmethod
-    def retry(cls, note: str = "") -> Reconciled:
-        """The operation did not take effect; running it again is safe."""
-        return cls("retry", note=note)
-
-    @classmethod
-    def unknown(cls, note: str = "") -> Reconciled:
-        """Cannot tell: leave the operation for a person."""
-        return cls("unknown", note=note)
-
-    @property
-    def decision(self) -> str | None:
-        """The ``resolve_uncertain`` decision, None for unknown."""
-        return {"completed": "complete", "failed": "fail", "retry": "retry"}.get(self.outcome)
-
-    def __repr__(self) -> str:
-        return f"Reconciled.{self.outcome}(result={self.result!r}, error={self.error!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Reconciled) and (
-            self.outcome,
-            self.result,
-            self.error,
-        ) == (other.outcome, other.result, other.error)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def default_decider() -> str:
-    """``user@host`` of this process: who decided, when the caller does not say."""
-    try:
-        user = getpass.getuser()
-    except Exception:  # no login name (containers)
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
-
-
-async def resolve_operation(
-    store: UncertainStore,
-    operation_id: uuid.UUID | str,
-    decision: str,
-    *,
-    result: Any = None,
-    error: str | None = None,
-    note: str | None = None,
-    decided_by: str | None = None,
-    expected_attempt: int | None = None,
-) -> Any:
-    """Apply a decision to an uncertain operation (the client, CLI and reconciler path).
-
-    Builds the history events (``OperationResolved`` then ``ActivityCompleted`` /
-    ``ActivityFailed``) and calls ``store.resolve_uncertain``, which records the
-    decision on the operation, appends them, resumes the execution and schedules
-    its workflow task in one transaction.
-
-    Args:
-        operation_id: the operation job id.
-        decision: "complete", "fail" or "retry".
-        result: for complete: the value the activity would have returned.
-        error: for fail: the message the workflow's ActivityError carries.
-        note: why (kept in history and on the operation).
-        decided_by: who (default: ``user@host``). NUL and lone surrogates in
-            either are recorded escaped, like every reason.
-        expected_attempt: refuse (ConflictError) when the operation turned
-            uncertain again at another attempt meanwhile.
-
-    Returns:
-        ``ResolvedOperation(workflow_id, workflow_name)``.
-
-    Raises:
-        ValueError: unknown decision.
-        NotFoundError: no such operation, or it is not uncertain.
-        ConflictError: already resolved (by a concurrent resolver, too).
-        PayloadEncodeError: ``result`` is not JSON-encodable.
-    """
-    if decision not in ("complete", "fail", "retry"):
-        raise ValueError(f"unknown decision {decision!r}; use complete, fail or retry")
-    op_id = operation_id if isinstance(operation_id, uuid.UUID) else uuid.UUID(str(operation_id))
-    op = await store.get_operation(op_id)
-    # free text, escaped like every recorded reason (NUL, lone surrogates)
-    by = clean_text(decided_by if decided_by is not None else default_decider())
-    note = clean_text(note) if note else note
-    data = encode_value(result, "uncertain operation result") if decision == "complete" else None
-    if decision == "fail" and not error:
-        error = f"resolved as failed by {by or 'an unnamed resolver'}"
-    resolved, outcome = resolution_events(
-        seq_of_execution_key(op.execution_key),
-        decision,
-        result=data,
-        error=error,
-        decided_by=by,
-        note=note or "",
-    )
-    return await store.resolve_uncertain(
-        op_id,
-        decision,
-        data,
-        error,
-        note,
-        by,
-        resolved_event=resolved,
-        outcome_event=outcome,
-        expected_attempt=expected_attempt,
-    )
 
 
 # --- reconcile hooks ---------------------------------------------------------------------
@@ -404,48 +192,3 @@ def _hook_input(defn: Any, payload: bytes) -> Any:
     if len(args) == 1:
         return args[0]
     return tuple(args) if args else None
-
-
-class UncertainOperationView(msgspec.Struct, kw_only=True):
-    """An operation waiting for a decision, as the client lists it.
-
-    Attributes:
-        operation_id: what ``resolve_uncertain`` takes.
-        workflow_id / workflow_name: its execution.
-        activity: activity name; ``kind`` is ``$op:<name>@<version>``.
-        execution_key: ``<workflow_id>/<seq>``, the idempotency key to ask a provider with.
-        input: the activity's arguments as a JSON array (bytes, as recorded).
-        attempt: attempts made so far (the uncertain one included).
-        since / reason: when and why it turned uncertain.
-    """
-
-    operation_id: uuid.UUID
-    workflow_id: uuid.UUID
-    workflow_name: str
-    activity: str
-    kind: str
-    execution_key: str
-    input: bytes
-    attempt: int
-    since: Any
-    reason: str
-
-    @classmethod
-    def from_store(cls, op: Any) -> UncertainOperationView:
-        """Build from the store's ``UncertainOperation`` (decodes the job payload)."""
-        try:
-            data = bytes(decode_operation(op.input).input)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            data = bytes(op.input)
-        return cls(
-            operation_id=op.job_id,
-            workflow_id=op.workflow_id,
-            workflow_name=op.workflow_name,
-            activity=op.activity,
-            kind=op.kind,
-            execution_key=op.execution_key,
-            input=data,
-            attempt=op.attempt,
-            since=op.since,
-            reason=op.reason,
-        )

@@ -1,13 +1,7 @@
-"""The workflow runtime on the real :class:`~azync_flow.worker.Worker` — the one way
-to run workflows and activities.
+"""The workflow runtime on the real :class:`~azync_flow.worker.Worker`: what
+``attach_workflows(worker, [order], [reserve, charge, ship])`` builds.
 
-Usage::
-
-    worker = Worker(store)
-    attach_workflows(worker, [order], [reserve, charge, ship])
-    await worker.run()                 # or: async with worker: ... / run_until_idle()
-
-This adds to the worker:
+It adds to the worker:
 
 * a ``$wft`` lease loop that leases with ``store.dequeue_workflow_tasks`` (never
   two passes of one execution at once) and runs each task as one replay pass
@@ -34,26 +28,25 @@ import os
 import socket
 import time
 import uuid
-import weakref
-from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from azync_flow._operations import decode_operation, seq_of_execution_key
+from azync_flow._workflow.definitions import Registry
+from azync_flow._workflow.limits import HistoryLimit
 from azync_flow.replay.events import ActivityFailed, encode_event
-from azync_flow.runtime._operations import decode_operation
 from azync_flow.runtime.activity_runner import ActivityRunner, log_suspended
 from azync_flow.runtime.admission import DepthFirstAdmission
 from azync_flow.runtime.eager_start import EagerStarter
 from azync_flow.runtime.folded_completion import CompletionFolder
 from azync_flow.runtime.local_dispatch import LocalDispatch
 from azync_flow.runtime.query_responder import QUERY_KIND, QUERY_LEASE, QueryResponder
-from azync_flow.runtime.uncertain import seq_of_execution_key, uncertain_event
+from azync_flow.runtime.uncertain import uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
-from azync_flow.schedules import attach_schedules
 from azync_flow.store.leadership import WorkerRegistryStore
 from azync_flow.store.queue import Job, Source
+from azync_flow.store.workflows import StartCommitResult, WorkflowStartParams
 from azync_flow.telemetry import AttemptKind, AttemptOutcome, RunTracer
-from azync_flow.workflow import HistoryLimit, Registry
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -64,8 +57,7 @@ __all__ = [
     "WORKFLOW_LEADERSHIP",
     "WORKFLOW_TASK_KIND",
     "WorkflowRuntime",
-    "attach_workflows",
-    "workflow_runtime",
+    "lease_expired_event",
 ]
 
 WORKFLOW_TASK_KIND = "$wft"
@@ -112,8 +104,7 @@ def lost_attempt_delay(job: Job) -> timedelta:
 class WorkflowRuntime:
     """Workflows and activities of a registry, running on a Worker.
 
-    Build it with :func:`attach_workflows`
-    before the worker starts.
+    Built by ``attach_workflows`` before the worker starts.
 
     Args:
         worker: the worker to add loops and maintenance steps to.
@@ -229,7 +220,6 @@ class WorkflowRuntime:
         self.activities.folder = self.folder
         #: Starts executions with their first pass (a Client bound to this worker).
         self.eager = EagerStarter(self.workflows, self.task_loop)
-        _ATTACHED[worker] = self
         log.info(
             "workflows registered: %s; activities: %s",
             ", ".join(_named(w) for w in registry.workflows.values()) or "none",
@@ -258,8 +248,32 @@ class WorkflowRuntime:
             )
         if isinstance(worker.store, WorkerRegistryStore) and registry.workflows:
             self._register_presence(worker, worker.store, sorted(registry.workflows))
-        # every workflow worker fires schedules (its own election)
-        attach_schedules(worker, workflows=registry.workflows.values())
+
+    # --- a client of this process bound to the worker ---------------------------------
+
+    def accepts(self, name: str) -> bool:
+        """True while the worker runs and registers workflow ``name``: a start of it
+        may run its first pass here (:meth:`start`)."""
+        return self.eager.accepts(name)
+
+    async def start(
+        self, params: WorkflowStartParams, trace_context: dict[str, str] | None
+    ) -> StartCommitResult:
+        """Start an execution with its first pass run and committed by this worker
+        (see :class:`~azync_flow.runtime.eager_start.EagerStarter`).
+
+        Raises:
+            ValueError: invalid names or meta (nothing written).
+        """
+        return await self.eager.start(params, trace_context=trace_context)
+
+    def wake_tasks(self) -> None:
+        """Look for workflow tasks now (a signal or update was just sent)."""
+        self.task_loop.poke()
+
+    def wake_queries(self) -> None:
+        """Look for queries now (one was just asked)."""
+        self.query_loop.poke()
 
     # --- maintenance steps (leader only; each returns what it made runnable) ---------
 
@@ -428,44 +442,3 @@ class WorkflowRuntime:
         if self.retention > timedelta(0):
             await self.store.vacuum_workflows(self.retention)
         return 0
-
-
-def attach_workflows(
-    worker: Worker,
-    workflows: Iterable[Any] | Registry = (),
-    activities: Iterable[Any] = (),
-    **options: Any,
-) -> WorkflowRuntime:
-    """Run ``workflows`` and ``activities`` on ``worker`` (see :class:`WorkflowRuntime`).
-
-    The workflow counterpart of ``attach_dags`` and ``attach_subscribers``:
-    the worker runs the loops and maintenance this adds, knowing nothing of
-    workflows.
-
-    Args:
-        worker: a Worker that has not started.
-        workflows: ``@workflow`` definitions, or a ready :class:`Registry`
-            (then ``activities`` must be empty).
-        activities: ``@activity`` definitions.
-        **options: :class:`WorkflowRuntime` options.
-
-    Raises:
-        ValueError: the worker already runs, or a loop for one of the kinds exists.
-    """
-    if isinstance(workflows, Registry):
-        if activities:
-            raise ValueError("pass activities inside the Registry, not next to it")
-        registry = workflows
-    else:
-        registry = Registry(workflows, activities)
-    return WorkflowRuntime(worker, registry, **options)
-
-
-#: The workflow runtime of each worker it is attached to (the worker keeps no reference).
-_ATTACHED: weakref.WeakKeyDictionary[Worker, WorkflowRuntime] = weakref.WeakKeyDictionary()
-
-
-def workflow_runtime(worker: Worker | None) -> WorkflowRuntime | None:
-    """The :class:`WorkflowRuntime` :func:`attach_workflows` attached to ``worker``
-    (None: no worker, or none attached)."""
-    return None if worker is None else _ATTACHED.get(worker)

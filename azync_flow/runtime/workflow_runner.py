@@ -27,16 +27,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import context as otel_context
 
+from azync_flow._operations import operation_params
+from azync_flow._transient import retry_transient
+from azync_flow._workflow.definitions import Registry
+from azync_flow._workflow.limits import HistoryLimit
 from azync_flow.errors import ConflictError, NotFoundError, UnknownWorkflowError, is_not_found
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.outcome import PassOutcome, PassStatus, WorkflowInfo
 from azync_flow.replay.passes import InstanceCache, to_entries
 from azync_flow.retry import RetryPolicy, describe_error
-from azync_flow.runtime._operations import operation_params
-from azync_flow.runtime._transient import retry_transient
 from azync_flow.runtime.children import child_params, end_closed_children_spans
 from azync_flow.runtime.clock import BackendClock
-from azync_flow.runtime.run_span import end_workflow_run_span
 from azync_flow.store.queue import Job
 from azync_flow.store.workflows import (
     ChildSignalParams,
@@ -54,11 +55,12 @@ from azync_flow.telemetry import (
     AttemptOutcome,
     AttemptSpan,
     RunEvent,
+    RunKind,
     RunTracer,
+    end_finished_run,
     suppressed_context,
 )
 from azync_flow.worker import lease_gone
-from azync_flow.workflow import HistoryLimit, Registry
 
 if TYPE_CHECKING:
     from azync_flow.runtime.local_dispatch import LocalDispatch
@@ -259,7 +261,16 @@ class WorkflowRunner:
         (after its own span ended, so the run span ends last)."""
         finished = _FINISHED.get(outcome.status)
         if finished is not None:
-            end_workflow_run_span(self.tracer, execution, carrier, finished, outcome.failure_reason)
+            end_finished_run(
+                self.tracer,
+                RunKind.WORKFLOW,
+                execution.name,
+                execution.id,
+                carrier,
+                execution.created_at,
+                finished,
+                outcome.failure_reason,
+            )
         if outcome.live_children and (
             finished is not None or outcome.status is PassStatus.CONTINUED_AS_NEW
         ):

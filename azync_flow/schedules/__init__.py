@@ -14,7 +14,7 @@ Example::
 or ``@workflow(schedule="30 1 * * *", tz="Europe/London")``. See docs/schedules.md.
 """
 
-from ._attach import attach_schedules, declared_schedule_id
+from ._actions import RunStarter
 from ._client import ScheduleClient
 from ._model import (
     DEFAULT_ID_TEMPLATE,
@@ -27,9 +27,10 @@ from ._model import (
     ScheduleSummary,
     StartDAG,
     StartWorkflow,
+    describe_action,
 )
-from ._scheduler import SCHEDULE_LEADERSHIP, Scheduler
-from ._spec import Fire, Interval, MissingTime, RepeatedTime, ScheduleSpec
+from ._scheduler import SCHEDULE_LEADERSHIP, Scheduler, declared_schedule_id
+from ._spec import Fire, Interval, MissingTime, RepeatedTime, ScheduleSpec, aware_utc
 
 __all__ = [
     "DEFAULT_ID_TEMPLATE",
@@ -41,6 +42,7 @@ __all__ = [
     "MissingTime",
     "Overlap",
     "RepeatedTime",
+    "RunStarter",
     "ScheduleClient",
     "ScheduleDescription",
     "SchedulePolicy",
@@ -50,6 +52,7 @@ __all__ = [
     "Scheduler",
     "StartDAG",
     "StartWorkflow",
-    "attach_schedules",
+    "aware_utc",
     "declared_schedule_id",
+    "describe_action",
 ]

@@ -1,28 +1,24 @@
-"""Starting, watching and cancelling the runs schedules start."""
+"""Starting, watching and cancelling the runs schedules start.
+
+The scheduler starts queue jobs itself; workflow executions and DAG runs it
+starts through a :class:`RunStarter` it is given (the composition root builds
+one on the client and the DAG client), so schedules import neither.
+"""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from azync_flow.errors import (
-    ConflictError,
-    IdempotencyConflictError,
-    NotFoundError,
-    ScheduleError,
-)
+from azync_flow.errors import ConflictError, IdempotencyConflictError, NotFoundError
 from azync_flow.store.dags import DAGState
 from azync_flow.store.queue import LIVE_JOB_STATES, EnqueueParams, Source
 from azync_flow.store.workflows import WorkflowState
 
 from ._model import Action, EnqueueJob, StartDAG, StartWorkflow
 
-if TYPE_CHECKING:
-    from azync_flow.dag import DAG
-
-__all__ = ["ActionRunner"]
+__all__ = ["ActionRunner", "RunStarter", "run_state"]
 
 log = logging.getLogger("azync_flow.schedules")
 
@@ -32,17 +28,51 @@ _LIVE_DAG = frozenset(
 )
 
 
+class RunStarter(Protocol):
+    """What the scheduler needs to start workflow executions and DAG runs."""
+
+    async def start_workflow(
+        self, action: StartWorkflow, run_id: uuid.UUID, meta: dict[str, str]
+    ) -> bool:
+        """Start execution ``run_id`` of the action's workflow; False when it exists.
+
+        Raises:
+            IdempotencyConflictError: ``run_id`` is an execution with other input.
+        """
+        ...
+
+    async def start_dag(
+        self, action: StartDAG, run_id: uuid.UUID, key: str, meta: dict[str, str]
+    ) -> bool:
+        """Start run ``run_id`` (idempotency key ``key``) of the action's DAG; False
+        when it exists.
+
+        Raises:
+            ScheduleError: the starter does not know the DAG.
+            ConflictError: the id or key is taken by another run.
+        """
+        ...
+
+    async def cancel_dag(self, run_id: uuid.UUID) -> None:
+        """Cancel DAG run ``run_id``.
+
+        Raises:
+            NotFoundError: no such live run.
+        """
+        ...
+
+
 class ActionRunner:
     """Starts the run of an action for one nominal time, idempotently by run id.
 
     Args:
         store: the store (workflow, DAG and queue verbs).
-        dags: DAG definitions by name (what ``StartDAG`` actions may start).
+        starter: starts workflow executions and DAG runs.
     """
 
-    def __init__(self, store: Any, dags: Mapping[str, DAG] | None = None) -> None:
+    def __init__(self, store: Any, starter: RunStarter) -> None:
         self.store = store
-        self.dags: dict[str, DAG] = dict(dags or {})
+        self.starter = starter
 
     async def start(
         self, action: Action, run_id: uuid.UUID, key: str, meta: dict[str, str]
@@ -50,7 +80,7 @@ class ActionRunner:
         """Start the run ``run_id``; False when it existed already (nothing new).
 
         Raises:
-            ScheduleError: a ``StartDAG`` names a DAG this runner does not know.
+            ScheduleError: a ``StartDAG`` names a DAG the starter does not know.
         """
         if isinstance(action, StartWorkflow):
             return await self._start_workflow(action, run_id, meta)
@@ -61,42 +91,26 @@ class ActionRunner:
     async def _start_workflow(
         self, action: StartWorkflow, run_id: uuid.UUID, meta: dict[str, str]
     ) -> bool:
-        from azync_flow.client import Client
-
         try:
-            handle = await Client(self.store).start(
-                action.workflow, action.input, id=run_id, meta=meta, version=action.version
-            )
+            return await self.starter.start_workflow(action, run_id, meta)
         except IdempotencyConflictError:
             # the id is taken by an execution with other input (a re-created
             # schedule with a new input): that execution is this nominal time's run
             log.warning("scheduled execution %s exists with another input", run_id)
             return False
-        return handle.started
 
     async def _start_dag(
         self, action: StartDAG, run_id: uuid.UUID, key: str, meta: dict[str, str]
     ) -> bool:
-        from azync_flow.dag import DAGClient
-
-        dag = self.dags.get(action.dag)
-        if dag is None:
-            raise ScheduleError(
-                f"no DAG named {action.dag!r} here: attach_schedules(worker, dags=[...]) "
-                "must list the DAGs schedules start"
-            )
         try:
             await self.store.get_dag(run_id)
             return False
         except NotFoundError:
             pass
         try:
-            run = await DAGClient(self.store).run(
-                dag, action.input, id=run_id, idempotency_key=key, meta=meta
-            )
+            return await self.starter.start_dag(action, run_id, key, meta)
         except ConflictError:
             return False
-        return run.inserted
 
     async def _enqueue(
         self, action: EnqueueJob, run_id: uuid.UUID, key: str, meta: dict[str, str]
@@ -113,20 +127,9 @@ class ActionRunner:
         except ConflictError:
             return False
 
-    async def state(self, action: Action, run_id: uuid.UUID) -> str:
-        """The run's state (``running``, ``succeeded``, ...; ``gone`` when not found)."""
-        try:
-            if isinstance(action, StartWorkflow):
-                return str((await self.store.get_workflow_execution(run_id)).state)
-            if isinstance(action, StartDAG):
-                return str((await self.store.get_dag(run_id)).state)
-            return str((await self.store.get_job(Source.QUEUE, run_id)).state)
-        except NotFoundError:
-            return "gone"
-
     async def running(self, action: Action, run_id: uuid.UUID) -> bool:
         """True while the run is live (not finished, not vacuumed)."""
-        state = await self.state(action, run_id)
+        state = await run_state(self.store, action, run_id)
         if isinstance(action, StartWorkflow):
             return state in _LIVE_WORKFLOW
         if isinstance(action, StartDAG):
@@ -139,8 +142,19 @@ class ActionRunner:
             if isinstance(action, StartWorkflow):
                 await self.store.cancel_workflow_execution(run_id)
             elif isinstance(action, StartDAG):
-                from azync_flow.dag import DAGClient
-
-                await DAGClient(self.store).cancel(run_id)
+                await self.starter.cancel_dag(run_id)
         except NotFoundError:
             pass
+
+
+async def run_state(store: Any, action: Action, run_id: uuid.UUID) -> str:
+    """The state of the run ``action`` started as ``run_id`` (``running``,
+    ``succeeded``, ...; ``gone`` when not found)."""
+    try:
+        if isinstance(action, StartWorkflow):
+            return str((await store.get_workflow_execution(run_id)).state)
+        if isinstance(action, StartDAG):
+            return str((await store.get_dag(run_id)).state)
+        return str((await store.get_job(Source.QUEUE, run_id)).state)
+    except NotFoundError:
+        return "gone"

@@ -15,7 +15,7 @@ from azync_flow.errors import NotFoundError, ScheduleExistsError, ScheduleSpecEr
 from azync_flow.store.schedules import ScheduleRecord
 from azync_flow.store.validate import check_name, check_text
 
-from ._actions import ActionRunner
+from ._actions import run_state
 from ._codec import Decoded, decode, decode_policy, decode_spec, encode, fire_of
 from ._model import (
     Action,
@@ -33,7 +33,7 @@ from ._model import (
     describe_action,
     run_key,
 )
-from ._scheduler import Missed, plan, record_missed
+from ._plan import Missed, plan, record_missed
 from ._spec import Fire, ScheduleSpec, aware_utc
 
 __all__ = ["ScheduleClient", "resume_point"]
@@ -140,7 +140,7 @@ class ScheduleClient:
 
     Every call may raise ``StoreUnavailableError`` when the database cannot be
     reached. Fires happen on a worker that runs the scheduler step (every
-    worker with workflows, or ``attach_schedules(worker)``).
+    worker with workflows, or with ``attach_schedules(worker)``).
 
     Args:
         store: the store.
@@ -148,7 +148,6 @@ class ScheduleClient:
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self._actions = ActionRunner(store)
 
     async def create(
         self,
@@ -315,7 +314,7 @@ class ScheduleClient:
             local = row.nominal_at.astimezone(item.spec.zone())
             state = ""
             if row.outcome == "started":
-                state = await self._actions.state(item.action, row.run_id)
+                state = await run_state(self.store, item.action, row.run_id)
             recent.append(
                 ScheduleRun(
                     nominal_at=row.nominal_at,

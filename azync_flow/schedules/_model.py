@@ -31,6 +31,7 @@ __all__ = [
     "ScheduleSummary",
     "StartDAG",
     "StartWorkflow",
+    "describe_action",
     "run_key",
 ]
 
@@ -138,8 +139,9 @@ class StartWorkflow(msgspec.Struct, frozen=True, kw_only=True, tag="workflow"):
 
 
 class StartDAG(msgspec.Struct, frozen=True, kw_only=True, tag="dag"):
-    """Start a run of DAG ``dag`` (by name; the scheduler must know the DAG:
-    ``attach_schedules(worker, dags=[...])``). Build it with :meth:`of`."""
+    """Start a run of DAG ``dag`` (by name; the scheduler must know the DAG: the
+    worker attaches it with ``attach_dags`` or ``attach_schedules(worker, dags=[...])``).
+    Build it with :meth:`of`."""
 
     dag: str
     input: msgspec.Raw = msgspec.Raw(b"null")

@@ -17,109 +17,35 @@ never start a nominal time twice.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from datetime import datetime
+from typing import Any
 
 from azync_flow._logging import log_failure
-from azync_flow.errors import ConflictError, StoreError
-from azync_flow.events._publish import publish_event
+from azync_flow.errors import StoreError
 from azync_flow.replay.outcome import SCHEDULE_NOMINAL_AT
 from azync_flow.store.schedules import ScheduleRunRecord
 
-from ._actions import ActionRunner
+from ._actions import ActionRunner, RunStarter
+from ._client import ScheduleClient
 from ._codec import Decoded, decode, fire_of
-from ._model import Overlap, run_key
+from ._model import Overlap, StartWorkflow, run_key
+from ._plan import MISSED_EVENT, SKIPPED_EVENT, Missed, plan, publish_fate, record_missed
 from ._spec import Fire
 
-__all__ = ["MISSED_EVENT", "SCHEDULE_LEADERSHIP", "SKIPPED_EVENT", "Plan", "Scheduler", "plan"]
-
-#: Ledger event for nominal times that did not run (catch-up, pause, edit).
-MISSED_EVENT = "azync.schedule.missed"
-#: Ledger event for a nominal time skipped by the overlap policy.
-SKIPPED_EVENT = "azync.schedule.skipped"
+__all__ = ["SCHEDULE_LEADERSHIP", "Scheduler", "declared_schedule_id"]
 
 log = logging.getLogger("azync_flow.schedules")
 
 #: Election of the scheduler step among workers.
 SCHEDULE_LEADERSHIP = "azync_flow.schedule"
-#: Most fires one tick runs for one schedule (a longer window is worked off
-#: over the next ticks).
-MAX_FIRES_PER_TICK = 10_000
-_TICK = timedelta(microseconds=1)
-_EVENT_NAMESPACE = uuid.UUID("0c7d2f4e-5a61-4b8e-9d0f-3e2a1b6c8d90")
 
 
-class Missed(NamedTuple):
-    """Nominal times in ``[first, last]`` (``times`` of them) that do not run."""
-
-    first: datetime
-    last: datetime
-    times: int
-    exact: bool
-
-
-class Plan(NamedTuple):
-    """What one tick does for a due schedule.
-
-    Attributes:
-        fires: the fires to run (the overlap policy still decides), in
-            nominal order.
-        missed: the due fires older than the catch-up window, as one range
-            (None: none).
-        cursor: the schedule's cursor afterwards (the last due nominal instant).
-        next_fire_at: its next fire afterwards (None: no more).
-    """
-
-    fires: list[Fire]
-    missed: Missed | None
-    cursor: datetime
-    next_fire_at: datetime | None
-
-
-def plan(item: Decoded, now: datetime, limit: int = MAX_FIRES_PER_TICK) -> Plan:
-    """What the schedule does at ``now``, decided without walking the missed
-    range: only fires due within the catch-up window are listed (older ones
-    cannot run), the range before them is counted (by arithmetic for an
-    interval), and the latest older fire is found by searching back from
-    ``now``. The work depends on the window, not on how long the scheduler
-    was away."""
-    spec, cursor = item.spec, item.record.cursor_at
-    floor = now - item.policy.window()  # a fire due before this is missed
-    # a nominal instant at or before floor - jitter is due before floor
-    start = max(cursor, floor - spec.jitter - _TICK)
-    within: list[Fire] = []
-    late: list[Fire] = []  # listed but due before floor
-    following: Fire | None = None
-    for fire in spec.fires_after(start, seed=item.id):
-        if fire.fire_at > now or len(within) >= limit:
-            following = fire
-            break
-        (within if fire.fire_at >= floor else late).append(fire)
-    if within:
-        run = within
-    else:
-        latest = late[-1] if late else spec.last_fire_in(cursor, start, seed=item.id)
-        run = [latest] if latest is not None and item.policy.catchup_window is None else []
-    last_due = (
-        run[-1] if run else (late[-1] if late else spec.last_fire_in(cursor, start, seed=item.id))
-    )
-    new_cursor = last_due.nominal_at if last_due is not None else max(cursor, start)
-    if following is None or (run and following.nominal_at <= new_cursor):
-        following = next(spec.fires_after(new_cursor, seed=item.id), None)
-    # missed: every due nominal time after the cursor and before the first run
-    missed_until = run[0].nominal_at - _TICK if run else new_cursor
-    missed: Missed | None = None
-    first = next(spec.fires_after(cursor, seed=item.id), None)
-    if first is not None and first.nominal_at <= missed_until:
-        last = spec.last_fire_in(cursor, missed_until, seed=item.id)
-        assert last is not None
-        count, exact = spec.count_fires(cursor, missed_until)
-        missed = Missed(first.nominal_at, last.nominal_at, count, exact)
-    return Plan(run, missed, new_cursor, None if following is None else following.fire_at)
+def declared_schedule_id(workflow_name: str) -> str:
+    """The id of the schedule ``@workflow(schedule=...)`` declares."""
+    return f"workflow:{workflow_name}"
 
 
 class Scheduler:
@@ -127,24 +53,29 @@ class Scheduler:
 
     Args:
         store: the store (``ScheduleStore`` plus the verbs the actions use).
-        actions: starts the runs (knows the DAGs ``StartDAG`` may start).
+        starter: starts the workflow executions and DAG runs of the actions
+            (it knows the DAGs ``StartDAG`` may start).
 
     Attributes:
         declared: schedules declared in code (``@workflow(schedule=...)``) by
             id, created or updated on the first tick (see :meth:`declare`).
     """
 
-    def __init__(self, store: Any, actions: ActionRunner) -> None:
+    def __init__(self, store: Any, starter: RunStarter) -> None:
         self.store = store
-        self.actions = actions
+        self.actions = ActionRunner(store, starter)
         self.declared: dict[str, Any] = {}
         self._declared_synced = False
 
-    def declare(self, declarations: Iterable[tuple[str, Any]]) -> None:
-        """Add ``(schedule id, create kwargs)`` to sync on the next tick."""
-        for sid, kwargs in declarations:
-            self.declared[sid] = kwargs
-            self._declared_synced = False
+    def declare(self, workflows: Iterable[Any]) -> None:
+        """Create or update, on the next tick, the schedules that ``workflows``
+        (``@workflow`` definitions) declare with ``schedule=`` (id
+        :func:`declared_schedule_id`); the others are passed over."""
+        for w in workflows:
+            if getattr(w, "schedule", None) is not None:
+                action = StartWorkflow.of(w)
+                self.declared[declared_schedule_id(w.name)] = {**w.schedule, "action": action}
+                self._declared_synced = False
 
     async def run_once(self) -> int:
         """One scheduler pass. Returns how many runs it started."""
@@ -169,8 +100,6 @@ class Scheduler:
             return 0
 
     async def _sync_declared(self) -> None:
-        from ._client import ScheduleClient
-
         client = ScheduleClient(self.store)
         for sid, kwargs in self.declared.items():
             await client.ensure(sid, **kwargs)
@@ -276,36 +205,3 @@ class Scheduler:
                     continue
             started += await self._start(item, fire)
         return started
-
-
-async def record_missed(store: Any, item: Decoded, missed: Missed, reason: str) -> None:
-    """Record, count, log and publish a range of missed nominal times (once)."""
-    await store.record_schedule_missed(
-        item.id, missed.first, missed.last, missed.times, missed.exact, reason
-    )
-    log.info(
-        "schedule %r: %s%d nominal times from %s to %s missed (%s)",
-        item.id,
-        "" if missed.exact else "at least ",
-        missed.times,
-        missed.first.isoformat(),
-        missed.last.isoformat(),
-        reason,
-    )
-    await publish_fate(store, item.id, MISSED_EVENT, missed, reason)
-
-
-async def publish_fate(store: Any, sid: str, event_type: str, missed: Missed, reason: str) -> None:
-    """Publish a missed or skipped range to the ledger under an id derived
-    from it, so a tick repeated after a crash publishes nothing new."""
-    event_id = uuid.uuid5(_EVENT_NAMESPACE, f"{event_type}|{sid}|{missed.first.isoformat()}")
-    payload = {
-        "schedule_id": sid,
-        "first_nominal_at": missed.first.isoformat(),
-        "last_nominal_at": missed.last.isoformat(),
-        "count": missed.times,
-        "count_exact": missed.exact,
-        "reason": reason,
-    }
-    with contextlib.suppress(ConflictError):
-        await publish_event(store, event_type, payload, key=sid, id=event_id)

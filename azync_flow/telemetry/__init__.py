@@ -50,7 +50,7 @@ from azync_flow.telemetry._carrier import (
     suppressed_context,
     traced_meta,
 )
-from azync_flow.telemetry._jobs import trace_jobs
+from azync_flow.telemetry._jobs import job_span_interceptor, trace_jobs
 from azync_flow.telemetry._names import (
     ATTR_ATTEMPT,
     ATTR_DAG_NAME,
@@ -72,6 +72,7 @@ from azync_flow.telemetry._names import (
     RunEvent,
     RunKind,
 )
+from azync_flow.telemetry._run_end import end_finished_run
 from azync_flow.telemetry._run_span import RUN_CALLER_KEY, run_span_id
 from azync_flow.telemetry._tracer import (
     RunTracer,
@@ -108,6 +109,8 @@ __all__ = [
     "capture_trace_context",
     "context_from_carrier",
     "default_run_tracer",
+    "end_finished_run",
+    "job_span_interceptor",
     "run_event",
     "run_span_id",
     "start_run_span",

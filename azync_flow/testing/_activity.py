@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from azync_flow._workflow.attempt import ActivityInfo, activity_context
+from azync_flow._workflow.definitions import ActivityDefinition
 from azync_flow.codec import decode_value
-from azync_flow.runtime.activity_runner import ActivityInfo, activity_context
 from azync_flow.store.queue import Job, JobState, Source
-from azync_flow.workflow._definitions import ActivityDefinition
 
 __all__ = ["ActivityEnvironment", "HeartbeatRecord", "PublishedEvent"]
 
@@ -51,11 +51,7 @@ class _TestActivityInfo(ActivityInfo):
 
     def __init__(self, env: ActivityEnvironment, job: Job, seq: int, activity: str) -> None:
         # No store or lease behind it: heartbeats are recorded by the environment.
-        self.job = job
-        self.workflow_id = job.run_id
-        self.seq = seq
-        self.attempt = job.attempt
-        self.activity = activity
+        super().__init__(job, seq, activity)
         self._env = env
 
     async def publish(

@@ -21,8 +21,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from azync_flow._client_interactions import TERMINAL_STATES
+from azync_flow._workflow.definitions import Registry
+from azync_flow.app import attach_dags, attach_subscribers, attach_workflows
 from azync_flow.client import Client, WorkflowHandle
-from azync_flow.runtime.worker_runtime import attach_workflows
 from azync_flow.store.queue import Source
 from azync_flow.worker import Retention, Worker
 
@@ -30,7 +31,7 @@ from ._clock import MovableClock
 
 if TYPE_CHECKING:
     from azync_flow.dag import DAG, DAGClient, DAGWorkerBinding
-    from azync_flow.runtime.worker_runtime import WorkflowRuntime
+    from azync_flow.runtime import WorkflowRuntime
 
 __all__ = ["TestClient", "TestWorkflowHandle", "WorkflowEnvironment"]
 
@@ -132,13 +133,10 @@ class WorkflowEnvironment:
             This environment (so ``env = await workflow_env.start(...)`` reads well).
 
         Raises:
-            RuntimeError: already started, or subscribers given but this
-                version has no event ledger.
+            RuntimeError: already started.
         """
         if self._bg is not None:
             raise RuntimeError("the environment is already started")
-        from azync_flow.workflow import Registry
-
         workflow_defs = workflows if isinstance(workflows, Registry) else list(workflows)
         activity_defs, dag_list, subs = list(activities), list(dags), list(subscribers)
         if workflow_defs or activity_defs or not (dag_list or subs or self.worker.handlers):
@@ -149,17 +147,15 @@ class WorkflowEnvironment:
         if self.worker.handlers:
             self.worker.maintain_source(Source.QUEUE)
         if dag_list:
-            from azync_flow.dag import attach_dags
-
-            worker: Any = self.worker  # WorkerLike spells its verbs loosely
-            self.dag_binding = attach_dags(worker, dag_list)
+            self.dag_binding = attach_dags(self.worker, dag_list)
         if self.clock() is None:
             self.clock.set(datetime.now(UTC))
         self.clock.flowing = True
         if subs:
             # Recorded now, not at the first lease: an event published right
             # after start() must reach them.
-            await _attach_subscribers(self.worker, subs).register()
+            # the ledger retention must not drop what a skip made old while the test reads it
+            await attach_subscribers(self.worker, subs, keep=_KEEP_EVENTS).register()
         self._bg = asyncio.create_task(self.worker.run(), name="azync test worker")
         try:
             await self.worker._started_or_failed(self._bg)  # surfaces a failed start
@@ -310,17 +306,6 @@ async def _is_terminal(handle: WorkflowHandle[Any]) -> bool:
     # the row alone: describe() also sizes the history, needless while polling
     view = await handle.client.store.get_workflow_execution(handle.id)
     return view.state in TERMINAL_STATES
-
-
-def _attach_subscribers(worker: Worker, subscribers: list[Any]) -> Any:
-    try:
-        from azync_flow import events
-    except ImportError as exc:
-        raise RuntimeError(
-            "this version of azync_flow has no event-ledger subscribers (azync_flow.events)"
-        ) from exc
-    # the ledger retention must not drop what a skip made old while the test reads it
-    return events.attach_subscribers(worker, subscribers, keep=_KEEP_EVENTS)
 
 
 class TestClient(Client):

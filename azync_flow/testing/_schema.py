@@ -20,7 +20,7 @@ async def drop_schema(dsn: str, schema: str) -> None:
     """
     import asyncpg  # here: the pytest plugin imports this module in every session
 
-    from ..store.postgres._base import validate_identifier
+    from azync_flow.store.postgres import validate_identifier
 
     validate_identifier(schema, "schema")
     conn = await asyncpg.connect(dsn)

@@ -12,6 +12,8 @@ Public surface::
     JobRunner         ``async def run(job, lease) -> None`` for Worker.add_loop
     MaintenanceStep   ``async def step() -> int | None`` for Worker.add_maintenance
     Interceptor       ``async def (ctx, call_next)`` around queue handlers (add_interceptor)
+    QueueHandler      a registered handler: kind, function, budget, retry, lease
+    QueueRunner       settles leased jobs through their handlers (a runner to build on)
     AckBatcher        group-commit of acks (Worker.acks), usable by runners
 
 The errors and signals a handler meets (``LeaseLost``, ``Snooze``, ``Skip``) are
@@ -24,7 +26,7 @@ from ._acker import AckBatcher
 from ._lease import LeaseHandle, lease_gone
 from ._loop import JobRunner, LeaseLoop, LoopStats
 from ._maintenance import DEFAULT_LEADERSHIP, STATS_LEADERSHIP, MaintenanceStep, Retention
-from ._queue import Interceptor, JobContext
+from ._queue import Interceptor, JobContext, QueueHandler, QueueRunner
 from ._store import WorkerStore
 from ._worker import Worker
 
@@ -39,6 +41,8 @@ __all__ = [
     "LeaseLoop",
     "LoopStats",
     "MaintenanceStep",
+    "QueueHandler",
+    "QueueRunner",
     "Retention",
     "RetryPolicy",
     "Worker",

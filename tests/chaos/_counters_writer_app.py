@@ -20,9 +20,9 @@ import time
 import uuid
 from datetime import timedelta
 
-from azync_flow import WorkflowContext, activity, attach_workflows, workflow
+from azync_flow import WorkflowContext, activity, attach_subscribers, attach_workflows, workflow
 from azync_flow.client import Client
-from azync_flow.events import EventContext, attach_subscribers, subscriber
+from azync_flow.events import EventContext, subscriber
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.queue import DequeueParams, EnqueueParams, Source

@@ -14,7 +14,7 @@ from datetime import timedelta
 import asyncpg
 
 from azync_flow import WorkflowContext, activity, workflow
-from azync_flow.runtime import current_activity
+from azync_flow.activity import current_activity
 
 DSN = os.environ.get("AZYNC_DSN", "")
 SCHEMA = os.environ.get("AZYNC_SCHEMA", "public")

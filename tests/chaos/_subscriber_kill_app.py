@@ -13,7 +13,7 @@ import os
 import sys
 from datetime import timedelta
 
-from azync_flow.events import attach_subscribers
+from azync_flow import attach_subscribers
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
 from azync_flow.worker import Worker

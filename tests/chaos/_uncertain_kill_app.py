@@ -21,8 +21,8 @@ import asyncpg
 import msgspec
 
 from azync_flow import Reconciled, WorkflowContext, activity, workflow
+from azync_flow.activity import current_activity
 from azync_flow.retry import RetryPolicy
-from azync_flow.runtime import current_activity
 
 DSN = os.environ.get("AZYNC_DSN", "")
 SCHEMA = os.environ.get("AZYNC_SCHEMA", "public")

@@ -12,8 +12,9 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+from azync_flow import attach_subscribers
 from azync_flow.client import Client
-from azync_flow.events import attach_subscribers, register_subscribers
+from azync_flow.events import register_subscribers
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.worker import Worker
 from tests.chaos._subscriber_recorder import EVENT, SEEN_TABLE, recorder_for, slow_acks

@@ -7,11 +7,11 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from azync_flow.runtime import LocalRuntime
 from azync_flow.runtime.worker_runtime import WORKFLOW_TASK_KIND
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import DequeueParams, Source
 from azync_flow.workflow import Registry
+from tests.local_runtime import LocalRuntime
 
 
 def local_runtime(

@@ -16,12 +16,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import StatusCode
 
 from azync_flow import WorkflowContext, activity, attach_workflows, workflow
+from azync_flow.activity import current_activity
 from azync_flow.client import Client
 from azync_flow.errors import LeaseLost, NotFoundError
 from azync_flow.replay.events import ActivityCompleted, OperationUncertain
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime import WorkflowRuntime
-from azync_flow.runtime.activity_runner import current_activity
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Source
 from azync_flow.store.workflows import WorkflowState

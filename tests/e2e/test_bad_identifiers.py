@@ -9,11 +9,12 @@ import uuid
 
 import pytest
 
+from azync_flow import workflow
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import EnqueueParams
-from azync_flow.workflow import WorkflowContext, workflow
+from azync_flow.workflow import WorkflowContext
 
 NUL = "must not contain NUL"
 

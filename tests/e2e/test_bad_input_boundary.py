@@ -10,12 +10,13 @@ from datetime import timedelta
 
 import pytest
 
+from azync_flow import workflow
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.errors import ScheduleSpecError
 from azync_flow.schedules import EnqueueJob, Interval, ScheduleClient, SchedulePolicy, ScheduleSpec
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.workflow import WorkflowContext, workflow
+from azync_flow.workflow import WorkflowContext
 
 
 @workflow(name="bib_echo")

@@ -11,17 +11,18 @@ from typing import Any
 
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
 from azync_flow.errors import ChildWorkflowError, WorkflowFailedError
 from azync_flow.replay import Replayer
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Source
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.telemetry import run_span_id
 from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 
 @activity(name="double")

@@ -4,9 +4,9 @@ execution's run chain."""
 from __future__ import annotations
 
 from azync_flow.client import Client
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.workflow import Registry
+from tests.local_runtime import LocalRuntime
 
 from . import test_child_workflows as kids
 from . import test_continue_as_new as loops

@@ -23,11 +23,11 @@ from azync_flow import Uncertain, WorkflowContext, activity, workflow
 from azync_flow.cli import cli, main
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.events import PublishParams, Subscriber
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import DequeueParams, EnqueueParams, JobState, Source
 from azync_flow.workflow import Registry
+from tests.local_runtime import LocalRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,12 +10,12 @@ from datetime import timedelta
 from azync_flow import RetryPolicy, WorkflowContext, activity, workflow
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.admin import JobFilter
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import JobState, Source
 from azync_flow.workflow import Registry
 from tests.e2e.test_cli_commands import Cmd, cmd
+from tests.local_runtime import LocalRuntime
 
 __all__ = ["cmd"]
 

@@ -8,10 +8,10 @@ import uuid
 from datetime import timedelta
 
 from azync_flow import WorkflowContext, workflow
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.workflow import Registry
 from tests.e2e.test_cli_commands import Cmd, cmd
+from tests.local_runtime import LocalRuntime
 
 __all__ = ["cmd"]
 

@@ -11,15 +11,16 @@ from typing import Any
 import msgspec
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
 from azync_flow.errors import NotFoundError
 from azync_flow.replay import Replayer
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
-from azync_flow.workflow import HistoryLimit, Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import HistoryLimit, Registry, WorkflowContext
 from tests.e2e.test_cli_commands import Cmd, cmd
+from tests.local_runtime import LocalRuntime
 
 __all__ = ["cmd"]
 

@@ -18,8 +18,9 @@ from typing import Any
 import asyncpg
 from asyncpg.transaction import Transaction
 
+from azync_flow import attach_subscribers
 from azync_flow.client import Client
-from azync_flow.events import EventContext, attach_subscribers, subscriber
+from azync_flow.events import EventContext, subscriber
 from azync_flow.store import Config
 from azync_flow.store.dags import DAGParams, DAGTask
 from azync_flow.store.postgres import PostgresStore, open_store

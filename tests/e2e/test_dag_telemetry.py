@@ -17,7 +17,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from azync_flow.dag import DAG, DAGClient, DAGRunner, DAGScheduler, TaskContext, attach_dags
+from azync_flow import attach_dags
+from azync_flow.dag import DAG, DAGClient, DAGRunner, DAGScheduler, TaskContext
 from azync_flow.errors import NotReady, Skip
 from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore

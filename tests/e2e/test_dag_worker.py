@@ -9,7 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow.dag import DAG, DAGClient, TaskContext, attach_dags
+from azync_flow import attach_dags
+from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.store import Config
 from azync_flow.store.dags import DAGState
 from azync_flow.store.postgres import PostgresStore, open_store

@@ -12,8 +12,9 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
+from azync_flow import attach_subscribers
 from azync_flow.client import Client
-from azync_flow.events import EventContext, attach_subscribers, register_subscribers, subscriber
+from azync_flow.events import EventContext, register_subscribers, subscriber
 from azync_flow.retry import RetryPolicy
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store

@@ -15,18 +15,13 @@ import asyncpg
 import msgspec
 import pytest
 
-from azync_flow import WorkflowContext, activity, attach_workflows, workflow
+from azync_flow import WorkflowContext, activity, attach_subscribers, attach_workflows, workflow
+from azync_flow.activity import current_activity
 from azync_flow.client import Client
 from azync_flow.errors import NotFoundError, PayloadEncodeError, StoreUnavailableError
-from azync_flow.events import (
-    EventContext,
-    attach_subscribers,
-    register_subscribers,
-    subscriber,
-)
+from azync_flow.events import EventContext, register_subscribers, subscriber
 from azync_flow.events import _worker as events_worker
 from azync_flow.retry import RetryPolicy
-from azync_flow.runtime.activity_runner import current_activity
 from azync_flow.store.events import EventFilter, ReplayFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import DequeueParams, Source

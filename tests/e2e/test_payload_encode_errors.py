@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from azync_flow import workflow
 from azync_flow.client import Client
 from azync_flow.codec import encode_value
 from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.errors import PayloadEncodeError
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.workflow import WorkflowContext, workflow
+from azync_flow.workflow import WorkflowContext
 
 
 @workflow(name="pe_echo")

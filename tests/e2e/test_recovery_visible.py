@@ -10,14 +10,15 @@ from datetime import timedelta
 
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.postgres.workflows.reaper import LOST_ATTEMPT
 from azync_flow.store.queue import DequeueParams, Source
 from azync_flow.testing import MovableClock
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
 from tests.e2e.test_cli_commands import Cmd, cmd
+from tests.local_runtime import LocalRuntime
 
 __all__ = ["cmd"]
 

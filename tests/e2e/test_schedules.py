@@ -5,6 +5,7 @@ actions, the ``@workflow(schedule=...)`` shorthand and ``ctx.sleep_until``."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -12,7 +13,14 @@ from zoneinfo import ZoneInfo
 import msgspec
 import pytest
 
-from azync_flow import DAG, TaskContext, WorkflowContext, attach_workflows, workflow
+from azync_flow import (
+    DAG,
+    TaskContext,
+    WorkflowContext,
+    attach_schedules,
+    attach_workflows,
+    workflow,
+)
 from azync_flow.errors import NotFoundError, ScheduleError, ScheduleSpecError, WorkflowFailedError
 from azync_flow.schedules import (
     EnqueueJob,
@@ -22,7 +30,6 @@ from azync_flow.schedules import (
     ScheduleSpec,
     StartDAG,
     StartWorkflow,
-    attach_schedules,
 )
 from azync_flow.schedules._model import run_key
 from azync_flow.store.dags import DAGState
@@ -244,7 +251,7 @@ async def test_schedules_start_dags_and_enqueue_jobs(
     async def ping(payload: str) -> None:
         pinged.append(payload)
 
-    attach_schedules(workflow_env.worker, dags=[report])
+    # the worker runs the DAG: its schedules may start it, nothing else to say
     env = await workflow_env.start(workflows=[tick], dags=[report])
     REPORTS.clear()
     await env.client.schedules.create("dag", HOURLY, StartDAG.of(report))
@@ -256,6 +263,24 @@ async def test_schedules_start_dags_and_enqueue_jobs(
     assert [r.state for r in runs] == [DAGState.SUCCEEDED, DAGState.SUCCEEDED]
     jobs = (await env.client.schedules.describe("job")).recent_runs
     assert [r.state for r in jobs] == ["succeeded", "succeeded"]
+
+
+async def test_a_scheduler_starts_the_dags_given_to_it_and_refuses_others(
+    azync_store: Any, azync_clock: MovableClock
+) -> None:
+    azync_clock.set(utc(2024, 6, 1, 0, 30))
+    env = WorkflowEnvironment(azync_store, azync_clock)
+    await env.client.schedules.create("given", HOURLY, StartDAG.of(report))
+    await env.client.schedules.create("unknown", HOURLY, StartDAG.of("nobody_has_it"))
+    azync_clock.set(utc(2024, 6, 1, 1, 0, 5))
+    # this worker does not run the DAG; its schedules start runs other workers execute
+    scheduler = attach_schedules(Worker(azync_store, handle_signals=False), dags=[report])
+    assert await scheduler.run_once() == 1
+    [run] = (await env.client.schedules.describe("given")).recent_runs
+    assert (await env.dags.get(run.run_id)).name == "scheduled_report"
+    assert (await env.client.schedules.describe("unknown")).recent_runs == []
+    with pytest.raises(ScheduleError, match="no DAG named 'nobody_has_it'"):
+        await scheduler.actions.start(StartDAG.of("nobody_has_it"), uuid.uuid4(), "k", {})
 
 
 @workflow(name="declared_nightly", schedule="30 1 * * *", tz="Europe/London")

@@ -11,11 +11,12 @@ from datetime import timedelta
 
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 from ._drop_proxy import DropProxy
 

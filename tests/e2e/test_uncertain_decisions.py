@@ -10,10 +10,9 @@ from datetime import timedelta
 import pytest
 
 from azync_flow import ActivityError, Uncertain, WorkflowContext, activity, workflow
-from azync_flow.client import Client, WorkflowHandle
+from azync_flow.client import Client, UncertainOperationView, WorkflowHandle
 from azync_flow.errors import ConflictError, NotFoundError
 from azync_flow.retry import RetryPolicy
-from azync_flow.runtime.uncertain import UncertainOperationView
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.workflows import WorkflowState

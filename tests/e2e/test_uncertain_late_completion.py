@@ -18,10 +18,10 @@ import pytest
 from azync_flow import ActivityError, WorkflowContext, activity, workflow
 from azync_flow.client import Client
 from azync_flow.errors import ConflictError
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
+from tests.local_runtime import LocalRuntime
 
 from ._uncertain_helpers import (
     event_types,

@@ -155,7 +155,7 @@ async def test_leader_maintenance_reconciles_after_a_real_lease_expiry(
 
     @activity(name="stuck_charge", idempotent=False, reconcile=lookup)
     async def stuck_charge(amount: int) -> str:
-        from azync_flow.runtime import current_activity
+        from azync_flow.activity import current_activity
 
         info = current_activity()
         assert info is not None

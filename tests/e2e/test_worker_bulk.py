@@ -6,13 +6,14 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
 from azync_flow.errors import IdempotencyConflictError, PayloadEncodeError
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.admin import JobFilter
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import JobState, Source
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 
 class Item(msgspec.Struct):

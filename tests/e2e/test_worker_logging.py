@@ -17,11 +17,12 @@ from azync_flow import (
     WorkflowContext,
     activity,
     attach_dags,
+    attach_subscribers,
     attach_workflows,
     workflow,
 )
 from azync_flow.client import Client
-from azync_flow.events import attach_subscribers, subscriber
+from azync_flow.events import subscriber
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.worker_runtime import WORKFLOW_TASK_KIND
 from azync_flow.store.postgres import PostgresStore

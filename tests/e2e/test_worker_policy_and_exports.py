@@ -23,6 +23,8 @@ def test_worker_package_exports_exactly_the_public_api() -> None:
         "LeaseLoop",
         "LoopStats",
         "MaintenanceStep",
+        "QueueHandler",
+        "QueueRunner",
         "Retention",
         "RetryPolicy",
         "Worker",

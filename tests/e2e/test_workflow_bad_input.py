@@ -13,14 +13,15 @@ from typing import Any
 
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
 from azync_flow.errors import ActivityError, NotFoundError, PayloadEncodeError, StoreError
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 
 @activity(name="bi_known")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from azync_flow import workflow
 from azync_flow.client import Client
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
-from azync_flow.workflow import Registry, WorkflowContext, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 
 @workflow(name="bsn_kid")

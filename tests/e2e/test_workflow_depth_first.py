@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from azync_flow import attach_workflows
+from azync_flow import activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.worker import Worker
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import WorkflowContext
 
 
 @activity(name="depth_step")

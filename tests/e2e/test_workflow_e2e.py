@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
 from azync_flow.errors import (
     ActivityError,
@@ -22,11 +23,11 @@ from azync_flow.errors import (
 )
 from azync_flow.replay import Replayer
 from azync_flow.retry import RetryPolicy
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 CALLS: list[str] = []
 
@@ -443,7 +444,7 @@ async def test_c19_reused_id_returns_the_finished_run_and_rejects_other_args_or_
 async def test_activity_heartbeat_extends_its_lease(
     store: PostgresStore, runtime: LocalRuntime
 ) -> None:
-    from azync_flow.runtime import current_activity
+    from azync_flow.activity import current_activity
 
     leases: list[Any] = []
 

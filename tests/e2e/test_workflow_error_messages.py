@@ -7,12 +7,13 @@ from datetime import timedelta
 
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
 from azync_flow.errors import ActivityError, WorkflowCancelledError, WorkflowFailedError
 from azync_flow.retry import RetryPolicy
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 
 @activity(

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+import weakref
 from datetime import timedelta
 from typing import Any
 
 import msgspec
 import pytest
 
-from azync_flow import attach_workflows
+from azync_flow import activity, attach_workflows, workflow
 from azync_flow.client import Client
-from azync_flow.runtime import WorkflowRuntime, workflow_runtime
+from azync_flow.runtime import WorkflowRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Job
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.worker import Worker
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import WorkflowContext
 
 CALLS: list[str] = []
 
@@ -73,11 +74,13 @@ def cache_size(request: pytest.FixtureRequest) -> int:
     return int(request.param)
 
 
+#: The workflow runtime :func:`make_worker` attached to each worker.
+RUNTIMES: weakref.WeakKeyDictionary[Worker, WorkflowRuntime] = weakref.WeakKeyDictionary()
+
+
 def runtime_of(worker: Worker) -> WorkflowRuntime:
-    """The workflow runtime attached to ``worker`` (there is one)."""
-    runtime = workflow_runtime(worker)
-    assert runtime is not None
-    return runtime
+    """The workflow runtime attached to ``worker`` by :func:`make_worker`."""
+    return RUNTIMES[worker]
 
 
 def make_worker(
@@ -91,7 +94,7 @@ def make_worker(
         maintain=(),
         handle_signals=False,
     )
-    attach_workflows(
+    RUNTIMES[worker] = attach_workflows(
         worker,
         [three_steps, fan_out, uses_elsewhere, signal_after_step],
         activities if activities is not None else [inc, slow_inc],
@@ -262,8 +265,8 @@ async def test_fence_failure_falls_back_without_a_lost_or_doubled_result(
         if row is None:
             return
         sibling_done.append(row["id"])
+        from azync_flow._operations import decode_operation
         from azync_flow.replay.events import ActivityCompleted, encode_event
-        from azync_flow.runtime._operations import decode_operation
 
         payload = await store.pool.fetchval(
             "SELECT payload FROM azync_jobs WHERE id = $1", row["id"]
@@ -336,15 +339,15 @@ async def test_bound_client_keeps_one_listen_connection_across_sequential_result
         # the linger outlasts starting the next run even on a loaded machine
         client = Client.for_worker(worker, listen_linger=timedelta(seconds=3))
         assert await (await client.start(three_steps, 1)).result(timeout=10) == 4
-        first = client._watcher.sub
+        first = client._waits.watcher.sub
         assert first is not None  # lingers after its waiter left
         assert await (await client.start(three_steps, 2)).result(timeout=10) == 5
-        assert client._watcher.sub is first  # reused: no new connection
+        assert client._waits.watcher.sub is first  # reused: no new connection
         for _ in range(200):  # closed once idle for the linger (within 10 s)
-            if client._watcher.sub is None:
+            if client._waits.watcher.sub is None:
                 break
             await asyncio.sleep(0.05)
-        assert client._watcher.sub is None
+        assert client._waits.watcher.sub is None
         assert await (await client.start(three_steps, 3)).result(timeout=10) == 6
         await client.close()
-        assert client._watcher.sub is None  # close() does not wait for the linger
+        assert client._waits.watcher.sub is None  # close() does not wait for the linger

@@ -19,14 +19,14 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from azync_flow import attach_workflows
+from azync_flow import activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.replay.events import ActivityCompleted, HistoryEntry
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
 from azync_flow.testing import drop_schema, unique_schema
 from azync_flow.worker import Worker
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import WorkflowContext
 
 
 @activity(name="add")

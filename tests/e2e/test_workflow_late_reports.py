@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
-from azync_flow.runtime import LocalRuntime
 from azync_flow.runtime.uncertain import uncertain_event
 from azync_flow.runtime.worker_runtime import lease_expired_event
 from azync_flow.store.postgres import PostgresStore
@@ -22,7 +22,8 @@ from azync_flow.store.workflows import WorkflowState
 from azync_flow.telemetry import run_span_id
 from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, parent_id
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 CALLS: list[int] = []
 GATE: dict[str, asyncio.Event] = {}

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow import attach_workflows
+from azync_flow import attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.errors import NotFoundError
 from azync_flow.runtime import WORKFLOW_LEADERSHIP
@@ -17,7 +17,7 @@ from azync_flow.store.queue import Source
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.worker import STATS_LEADERSHIP, Worker
-from azync_flow.workflow import WorkflowContext, workflow
+from azync_flow.workflow import WorkflowContext
 
 
 @workflow(name="m_double")

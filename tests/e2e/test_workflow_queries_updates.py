@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
 from azync_flow.errors import (
     NotFoundError,
@@ -18,10 +19,10 @@ from azync_flow.errors import (
     UpdateRejectedError,
 )
 from azync_flow.replay import Replayer
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 RESERVED: list[str] = []
 

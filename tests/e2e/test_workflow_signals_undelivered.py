@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
+from azync_flow import workflow
 from azync_flow.client import Client, WorkflowHandle
 from azync_flow.errors import NotFoundError
 from azync_flow.replay import Replayer, SignalReceived, SignalsUndelivered
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
-from azync_flow.workflow import Registry, WorkflowContext, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 
 @workflow(name="signal_counter")

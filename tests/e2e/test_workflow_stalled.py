@@ -11,9 +11,9 @@ import pytest
 
 from azync_flow import WorkflowContext, activity, workflow
 from azync_flow.client import Client
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.workflow import Registry
+from tests.local_runtime import LocalRuntime
 
 
 @activity(name="stall_quote")

@@ -8,12 +8,13 @@ import time
 
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client
 from azync_flow.errors import NotFoundError, Uncertain, WorkflowCancelledError
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 CALLS: list[str] = []
 

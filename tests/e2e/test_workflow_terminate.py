@@ -19,17 +19,18 @@ import msgspec
 import pytest
 from opentelemetry.trace import StatusCode
 
+from azync_flow import activity, workflow
 from azync_flow.client import Client, WorkflowHandle
 from azync_flow.errors import NotFoundError, WorkflowTerminatedError
 from azync_flow.replay import Replayer, WorkflowTerminated
-from azync_flow.runtime import LocalRuntime
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.events import EventFilter
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, parent_id
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
+from tests.local_runtime import LocalRuntime
 
 CALLS: list[str] = []
 GATE: dict[str, asyncio.Event] = {}

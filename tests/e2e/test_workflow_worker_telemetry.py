@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 
-from azync_flow import attach_workflows
+from azync_flow import activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime.workflow_runner import WorkflowRunner
@@ -23,7 +23,7 @@ from azync_flow.telemetry import RunTracer, run_span_id
 from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, nesting_violations, parent_id
 from azync_flow.worker import Worker
-from azync_flow.workflow import Registry, WorkflowContext, activity, workflow
+from azync_flow.workflow import Registry, WorkflowContext
 
 SEEN: dict[str, Any] = {}
 CAPTURE = SpanCapture(service_name="wf-test")
@@ -224,9 +224,9 @@ async def test_result_wakes_on_the_terminal_notify_not_by_polling(store: Postgre
         assert await waiter == 42
         assert time.monotonic() - began < 5
     assert client.wakeups >= 1
-    assert client._watcher.sub is None  # the LISTEN connection closed with the last waiter
+    assert client._waits.watcher.sub is None  # the LISTEN connection closed with the last waiter
     assert await handle.result(timeout=1) == 42  # finished: answered without listening
-    assert client._watcher.sub is None
+    assert client._waits.watcher.sub is None
 
 
 class HeldCommitStore:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from azync_flow import activity
-from azync_flow.runtime import current_activity
+from azync_flow.activity import current_activity
 from azync_flow.testing import ActivityEnvironment
 
 

@@ -13,11 +13,11 @@ import pytest
 from azync_flow import Uncertain, WorkflowContext, activity, workflow
 from azync_flow.cli import main
 from azync_flow.client import Client
-from azync_flow.runtime import LocalRuntime
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import EnqueueParams, JobState, Source
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.workflow import Registry
+from tests.local_runtime import LocalRuntime
 
 
 @activity(name="cli_wire", idempotent=False)

@@ -185,7 +185,6 @@ def test_exports_are_pinned() -> None:
         "TaskOutcome",
         "TaskSpec",
         "TickStats",
-        "attach_dags",
         "run_until_settled",
     }
 
@@ -245,8 +244,11 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         assert getattr(azync_flow, name) is getattr(dag_pkg, name)
     for name in ("DAGValidationError", "NotReady", "Skip"):
         assert getattr(azync_flow, name) is getattr(errors, name)
-    assert azync_flow.attach_dags is dag_pkg.attach_dags
+    import azync_flow.app as app
+
+    for name in ("attach_dags", "attach_schedules", "attach_subscribers", "attach_workflows"):
+        assert getattr(azync_flow, name) is getattr(app, name)
     assert azync_flow.Worker is worker_pkg.Worker
-    from azync_flow.runtime.activity_runner import current_activity
+    from azync_flow.activity import current_activity
 
     assert azync_flow.current_activity is current_activity

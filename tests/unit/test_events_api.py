@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
+from azync_flow._publish import derived_event_id
 from azync_flow.events import subscriber
-from azync_flow.events._publish import derived_event_id
 from azync_flow.retry import RetryPolicy
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from azync_flow import activity, workflow
 from azync_flow.replay import RecordedHistory, Replayer
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import WorkflowContext
 
 
 @activity(name="C3")

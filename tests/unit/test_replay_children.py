@@ -13,11 +13,12 @@ from typing import Any
 import msgspec
 import pytest
 
+from azync_flow import workflow
 from azync_flow.errors import ChildWorkflowError, NonDeterminismError
 from azync_flow.replay import PassStatus, WorkflowInfo, run_pass
 from azync_flow.replay.events import ChildCompleted, ChildFailed, ChildStarted
 from azync_flow.replay.outcome import CancelChild, SignalChild, StartChild
-from azync_flow.workflow import WorkflowContext, workflow
+from azync_flow.workflow import WorkflowContext
 
 from .test_replay_sim import Sim
 

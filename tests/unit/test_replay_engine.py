@@ -11,9 +11,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.errors import ActivityError
 from azync_flow.replay import PassStatus, RecordedHistory, Replayer
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import WorkflowContext
 from tests.unit.test_replay_sim import MODES, Sim
 
 

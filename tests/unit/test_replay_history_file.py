@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from azync_flow import workflow
 from azync_flow.cli import main
 from azync_flow.errors import HistoryFileError
 from azync_flow.replay import Replayer
-from azync_flow.workflow import WorkflowContext, workflow
+from azync_flow.workflow import WorkflowContext
 
 
 @workflow(name="hf_noop")

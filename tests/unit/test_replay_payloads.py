@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.codec import encode_value
 from azync_flow.errors import PayloadEncodeError, PayloadTooLargeError
 from azync_flow.replay import (
@@ -24,7 +25,7 @@ from azync_flow.replay import (
     encode_event,
     run_pass,
 )
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import WorkflowContext
 from tests.unit.test_replay_c03_child import c03_gather, c03_set_order, c03_wait, c3
 from tests.unit.test_replay_sim import MODES, Sim
 

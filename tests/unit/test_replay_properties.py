@@ -20,9 +20,10 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from azync_flow import activity, workflow
 from azync_flow.errors import ActivityError
 from azync_flow.replay import PassStatus, RecordedHistory, Replayer
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import WorkflowContext
 from tests.unit.test_replay_sim import Sim
 
 

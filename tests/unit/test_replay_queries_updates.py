@@ -8,10 +8,11 @@ from typing import Any
 import msgspec
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.errors import QueryNotFoundError, ReadOnlyContextError
 from azync_flow.replay import PassStatus, RecordedHistory, Replayer, WorkflowInstance
 from azync_flow.replay.events import UpdateAccepted, UpdateCompleted
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import WorkflowContext
 from tests.unit.test_replay_sim import MODES, Sim
 
 

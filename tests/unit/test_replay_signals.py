@@ -8,8 +8,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from azync_flow import activity, workflow
 from azync_flow.replay import PassStatus, RecordedHistory, Replayer
-from azync_flow.workflow import WorkflowContext, activity, workflow
+from azync_flow.workflow import WorkflowContext
 from tests.unit.test_replay_sim import MODES, Sim
 
 

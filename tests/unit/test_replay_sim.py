@@ -184,7 +184,8 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 def test_sim_appends_events_at_consecutive_seqs(mode: str) -> None:
-    from azync_flow.workflow import WorkflowContext, activity, workflow
+    from azync_flow import activity, workflow
+    from azync_flow.workflow import WorkflowContext
 
     @activity(name="double")
     def double(x: int) -> int:

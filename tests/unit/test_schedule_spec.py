@@ -24,7 +24,7 @@ from azync_flow.schedules import (
 )
 from azync_flow.schedules._codec import Decoded, encode
 from azync_flow.schedules._model import run_key
-from azync_flow.schedules._scheduler import plan
+from azync_flow.schedules._plan import plan
 from azync_flow.store.schedules import ScheduleRecord
 
 
@@ -317,6 +317,7 @@ def test_schedules_package_exports_are_pinned() -> None:
         "MissingTime",
         "Overlap",
         "RepeatedTime",
+        "RunStarter",
         "ScheduleClient",
         "ScheduleDescription",
         "SchedulePolicy",
@@ -326,9 +327,9 @@ def test_schedules_package_exports_are_pinned() -> None:
         "Scheduler",
         "StartDAG",
         "StartWorkflow",
-        "attach_schedules",
+        "aware_utc",
         "declared_schedule_id",
+        "describe_action",
     ]
     assert azync_flow.ScheduleSpec is ScheduleSpec
     assert azync_flow.StartWorkflow is StartWorkflow
-    assert azync_flow.attach_schedules is schedules_pkg.attach_schedules

@@ -33,6 +33,8 @@ def test_telemetry_exports_exactly_the_documented_names() -> None:
         "capture_trace_context",
         "context_from_carrier",
         "default_run_tracer",
+        "end_finished_run",
+        "job_span_interceptor",
         "run_event",
         "run_span_id",
         "start_run_span",

@@ -14,7 +14,8 @@ import pytest
 
 import azync_flow
 import azync_flow.replay as replay_pkg
-from azync_flow import errors
+from azync_flow import activity, errors, workflow
+from azync_flow.activity import ActivityDefinition
 from azync_flow.errors import (
     ActivityError,
     AzyncError,
@@ -25,15 +26,7 @@ from azync_flow.errors import (
 )
 from azync_flow.replay import PassStatus, WorkflowInfo, run_pass
 from azync_flow.retry import RetryPolicy
-from azync_flow.workflow import (
-    ActivityDefinition,
-    ActivityOptions,
-    Registry,
-    WorkflowContext,
-    WorkflowDefinition,
-    activity,
-    workflow,
-)
+from azync_flow.workflow import ActivityOptions, Registry, WorkflowContext, WorkflowDefinition
 
 
 class Item(msgspec.Struct):
@@ -182,24 +175,30 @@ def test_activities_default_to_a_three_attempt_retry_budget() -> None:
 
 
 def test_export_lists_are_pinned() -> None:
-    # the top-level name ``workflow`` is the decorator; the package is in sys.modules
-    workflow_pkg = importlib.import_module("azync_flow.workflow")
-    assert azync_flow.workflow is workflow
+    # the top-level ``workflow`` and ``activity`` are the user modules, which decorate
+    workflow_mod = importlib.import_module("azync_flow.workflow")
+    activity_mod = importlib.import_module("azync_flow.activity")
+    assert azync_flow.workflow is workflow is workflow_mod
+    assert azync_flow.activity is activity is activity_mod
     assert azync_flow.WorkflowContext is WorkflowContext
-    assert workflow_pkg.__all__ == [
-        "ActivityDefinition",
+    assert workflow_mod.__all__ == [
         "ActivityOptions",
         "ChildHandle",
         "HistoryLimit",
         "ParentClosePolicy",
         "Registry",
-        "RetryPolicy",
         "WorkflowContext",
         "WorkflowDefinition",
-        "activity",
-        "workflow",
     ]
-    assert sorted(replay_pkg.__all__) == replay_pkg.__all__
+    assert activity_mod.__all__ == [
+        "ActivityDefinition",
+        "ActivityInfo",
+        "Reconciled",
+        "current_activity",
+    ]
+    # sorted isort-style (ruff RUF022): constants, then classes, then functions
+    kinds = [(0 if n.isupper() else 1 if n[0].isupper() else 2, n) for n in replay_pkg.__all__]
+    assert sorted(kinds) == kinds
     assert "run_pass" in replay_pkg.__all__
     assert "Replayer" in replay_pkg.__all__
     assert sorted(errors.__all__) == errors.__all__

@@ -8,11 +8,11 @@ from datetime import timedelta
 import msgspec
 import pytest
 
+from azync_flow._decisions import resolution_events
+from azync_flow._operations import decode_operation, operation_params, seq_of_execution_key
+from azync_flow._transient import is_transient, retry_transient
 from azync_flow.replay import ScheduleActivity
 from azync_flow.retry import RetryPolicy
-from azync_flow.runtime._operations import decode_operation, operation_params
-from azync_flow.runtime._transient import is_transient, retry_transient
-from azync_flow.runtime.uncertain import resolution_events, seq_of_execution_key
 from azync_flow.workflow import ActivityOptions
 
 

@@ -7,18 +7,15 @@ import typing
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
+from azync_flow._workflow.children import ChildHandle, ChildWorkflow, ParentClosePolicy
+from azync_flow._workflow.handlers import query_handler, update_handler
 from azync_flow.codec import decode_value, encode_value
-from azync_flow.replay._interactions import check_signal_name
+from azync_flow.replay import check_signal_name
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
 from azync_flow.replay.outcome import WorkflowInfo
-from azync_flow.workflow._children import ChildHandle, ParentClosePolicy
-from azync_flow.workflow._handlers import query_handler, update_handler
-
-if TYPE_CHECKING:
-    from azync_flow.workflow._definitions import WorkflowDefinition
 
 __all__ = ["WorkflowContext"]
 
@@ -109,7 +106,7 @@ class WorkflowContext:
         Raises:
             ScheduleSpecError: ``when`` is naive (also a ``ValueError``).
         """
-        from azync_flow.schedules._spec import aware_utc
+        from azync_flow.schedules import aware_utc
 
         target = aware_utc(when, "sleep_until")
         await asyncio.sleep(max(0.0, (target - self.now()).total_seconds()))
@@ -182,7 +179,7 @@ class WorkflowContext:
 
     async def start_child(
         self,
-        workflow: WorkflowDefinition[Any, R],
+        workflow: ChildWorkflow[R],
         input: Any = None,
         *,
         id: uuid.UUID | None = None,
@@ -218,13 +215,11 @@ class WorkflowContext:
         seq, child_id, future = self._instance.start_child(
             workflow.name, workflow.version, data, id, parent_close_policy
         )
-        return ChildHandle(
-            self._instance, seq, child_id, workflow.name, future, workflow.result_type
-        )
+        return ChildHandle(self._instance, seq, child_id, future, workflow)
 
     async def execute_child(
         self,
-        workflow: WorkflowDefinition[Any, R],
+        workflow: ChildWorkflow[R],
         input: Any = None,
         *,
         id: uuid.UUID | None = None,

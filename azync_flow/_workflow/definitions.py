@@ -11,11 +11,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from azync_flow._workflow.context import WorkflowContext
+from azync_flow._workflow.handlers import decode_args
 from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import UnknownWorkflowError
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.retry import RetryPolicy
-from azync_flow.workflow._handlers import decode_args
 
 __all__ = [
     "ActivityDefinition",
@@ -208,8 +209,6 @@ class WorkflowDefinition(Generic[I, R]):
         return self._run(instance, input_bytes)
 
     async def _run(self, instance: WorkflowInstance, input_bytes: bytes) -> bytes:
-        from azync_flow.workflow._context import WorkflowContext
-
         ctx = WorkflowContext(instance)
         if self.takes_input:
             value = decode_value(input_bytes, self.input_type, f"input of workflow {self.name!r}")
@@ -234,7 +233,11 @@ class WorkflowDefinition(Generic[I, R]):
         return data
 
     def decode_result(self, data: bytes) -> R:
-        """Decode a stored result to the return annotation."""
+        """Decode a stored result (or a child's, for its parent) to the return annotation.
+
+        Raises:
+            PayloadError: ``data`` does not decode to the return annotation.
+        """
         result = decode_value(data, self.result_type, f"result of workflow {self.name!r}")
         return typing.cast(R, result)
 
@@ -282,7 +285,7 @@ def workflow(
     """
     declared = None
     if schedule is not None:
-        from azync_flow.schedules._spec import ScheduleSpec
+        from azync_flow.schedules import ScheduleSpec
 
         crons = (schedule,) if isinstance(schedule, str) else tuple(schedule)
         declared = {"spec": ScheduleSpec(cron=crons, tz=tz).validated()}

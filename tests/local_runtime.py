@@ -1,13 +1,9 @@
-"""``LocalRuntime``: a thin convenience over a :class:`~azync_flow.worker.Worker`
-with the workflow runtime registered (tests, scripts, benchmarks).
+"""``LocalRuntime``: the tests' shorthand for a :class:`~azync_flow.worker.Worker`
+with the workflow runtime attached and test-friendly timings.
 
-It is NOT a second runtime: it builds ``Worker(store, ...)`` and calls
-``attach_workflows(worker, registry, ...)``; ``run_until_idle`` and ``run`` are
-the worker's. Production code uses the worker directly::
-
-    worker = Worker(store)
-    attach_workflows(worker, [order], [reserve, charge])
-    await worker.run()
+It is not a second way to wire a worker: it builds ``Worker(store, ...)`` and
+calls ``attach_workflows(worker, registry, ...)``; ``run_until_idle`` and
+``run`` are the worker's.
 """
 
 from __future__ import annotations
@@ -16,17 +12,12 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from azync_flow.runtime.activity_runner import ActivityRunner
-from azync_flow.runtime.worker_runtime import (
-    WORKFLOW_TASK_KIND,
-    WorkflowRuntime,
-    attach_workflows,
-)
-from azync_flow.runtime.workflow_runner import WorkflowRunner
+from azync_flow import attach_workflows
+from azync_flow.runtime import ActivityRunner, WorkflowRunner, WorkflowRuntime
 from azync_flow.worker import Worker
 from azync_flow.workflow import Registry
 
-__all__ = ["WORKFLOW_TASK_KIND", "LocalRuntime"]
+__all__ = ["LocalRuntime"]
 
 
 class LocalRuntime:
@@ -40,7 +31,7 @@ class LocalRuntime:
         cache_size: sticky-cache size (0 = full replay on every pass).
         max_payload_bytes: per-value limit for workflow writes and activity results.
         poll_interval: fallback polling period of the worker's loops.
-        **options: more :class:`~azync_flow.runtime.WorkflowRuntime` options.
+        **options: more ``attach_workflows`` options.
     """
 
     def __init__(

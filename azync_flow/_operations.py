@@ -1,4 +1,6 @@
-"""The payload of an operation job (one activity call), persisted with the job."""
+"""The operation job of one activity call: its payload, persisted with the job
+(written by the workflow runtime; read by the activity runtime, the reaper and
+the client's view of uncertain operations), and its execution key."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from azync_flow.replay.outcome import ScheduleActivity
 from azync_flow.retry import RetryPolicy
 from azync_flow.store.workflows import ScheduleOperationParams
 
-__all__ = ["OperationPayload", "operation_params"]
+__all__ = ["OperationPayload", "decode_operation", "operation_params", "seq_of_execution_key"]
 
 
 class OperationPayload(msgspec.Struct, kw_only=True):
@@ -36,6 +38,11 @@ _DECODER = msgspec.json.Decoder(OperationPayload)
 def decode_operation(payload: bytes) -> OperationPayload:
     """Decode an operation job payload."""
     return _DECODER.decode(payload)
+
+
+def seq_of_execution_key(execution_key: str) -> int:
+    """The history seq in an operation's execution key ``<workflow_id>/<seq>``."""
+    return int(execution_key.rsplit("/", 1)[1])
 
 
 def operation_params(

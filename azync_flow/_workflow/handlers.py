@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from azync_flow.codec import decode_value, encode_value
-from azync_flow.replay._interactions import UpdateHandler
+from azync_flow.replay import UpdateHandler
 
 __all__ = ["HandlerSignature", "decode_args", "query_handler", "update_handler"]
 

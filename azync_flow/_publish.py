@@ -2,8 +2,9 @@
 ``EventProducer.publish`` / ``TxEventProducer.publish_tx``.
 
 Every entry point (``Client.publish``, ``current_activity().publish``,
-``EventContext.publish``) goes through :func:`publish_event`, so payloads meet
-the one encoder and names the one identifier check.
+``EventContext.publish``, the scheduler's missed and skipped events) goes
+through :func:`publish_event`, so payloads meet the one encoder and names the
+one identifier check.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from .._transaction import check_transaction
-from ..codec import encode_value
-from ..errors import ConflictError
-from ..store.events import PublishParams
-from ..store.validate import check_id, check_meta, check_name, check_text
-from ..telemetry import traced_meta
+from azync_flow._transaction import check_transaction
+from azync_flow.codec import encode_value
+from azync_flow.errors import ConflictError
+from azync_flow.store.events import PublishParams
+from azync_flow.store.validate import check_id, check_meta, check_name, check_text
+from azync_flow.telemetry import traced_meta
 
 __all__ = ["EventStore", "derived_event_id", "publish_event", "publish_once"]
 

@@ -5,21 +5,36 @@ from __future__ import annotations
 import asyncio
 import typing
 import uuid
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from azync_flow.codec import decode_value, encode_value
-from azync_flow.replay._interactions import check_signal_name
+from azync_flow.codec import encode_value
+from azync_flow.replay import check_signal_name
 from azync_flow.replay.engine import WorkflowInstance
 
-__all__ = ["ChildHandle", "ParentClosePolicy"]
+__all__ = ["ChildHandle", "ChildWorkflow", "ParentClosePolicy"]
 
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 #: What happens to a live child when its parent run ends (completes, fails, is
 #: cancelled or terminated, or continues as new): ``"terminate"`` ends it
 #: (the default), ``"request_cancel"`` sends it a cancel request, ``"abandon"``
 #: leaves it running on its own.
 ParentClosePolicy = typing.Literal["terminate", "request_cancel", "abandon"]
+
+
+class ChildWorkflow(Protocol[R_co]):
+    """What ``ctx.start_child`` needs of a ``@workflow`` definition whose result is ``R_co``."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def encode_input(self, value: Any) -> bytes: ...
+
+    def decode_result(self, data: bytes) -> R_co: ...
 
 
 class ChildHandle(Generic[R]):
@@ -36,15 +51,14 @@ class ChildHandle(Generic[R]):
         instance: WorkflowInstance,
         seq: int,
         child_id: uuid.UUID,
-        name: str,
         future: asyncio.Future[Any],
-        result_type: Any,
+        workflow: ChildWorkflow[R],
     ) -> None:
         self._instance = instance
         self._future = future
-        self._result_type = result_type
+        self._workflow = workflow
         self.id = child_id
-        self.name = name
+        self.name = workflow.name
         self.seq = seq
 
     def __repr__(self) -> str:
@@ -59,9 +73,7 @@ class ChildHandle(Generic[R]):
                 (its ``state``, ``error_type`` and ``message``), or its id was
                 taken by another execution.
         """
-        raw = await asyncio.shield(self._future)
-        value = decode_value(raw, self._result_type, f"result of child workflow {self.name!r}")
-        return typing.cast(R, value)
+        return self._workflow.decode_result(await asyncio.shield(self._future))
 
     async def signal(self, name: str, payload: Any = None) -> None:
         """Send signal ``name`` to the child. Recorded in the parent's history

@@ -1,0 +1,41 @@
+"""Activity code: what an ``@activity`` function and its reconcile hook write.
+
+This module is the ``@activity`` decorator itself: calling it declares an
+activity, so both spellings work and name the same object::
+
+    from azync_flow import activity                       # the decorator (this module)
+    from azync_flow.activity import current_activity      # what activity code uses
+
+    @activity(name="charge", idempotent=False, reconcile=look_up_charge)
+    async def charge(order: Order) -> str:
+        info = current_activity()                          # attempt, execution key, heartbeat
+        ...
+
+``activity(fn)`` / ``activity(*, name=None, version="1", retry=None,
+start_to_close=None, heartbeat_timeout=None, idempotent=True, reconcile=None)``
+returns an :class:`ActivityDefinition` (see docs/workflows.md); a reconcile
+hook returns :class:`Reconciled` (docs/uncertain.md).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from azync_flow._workflow.attempt import ActivityInfo, current_activity
+from azync_flow._workflow.definitions import ActivityDefinition
+from azync_flow._workflow.definitions import activity as _declare
+from azync_flow._workflow.reconcile import Reconciled
+
+__all__ = ["ActivityDefinition", "ActivityInfo", "Reconciled", "current_activity"]
+
+
+class _ActivityModule(types.ModuleType):
+    """The type of this module: calling it is ``@activity``."""
+
+    def __call__(self, fn: Any = None, /, **options: Any) -> Any:
+        return _declare(fn, **options)
+
+
+sys.modules[__name__].__class__ = _ActivityModule
