@@ -1,6 +1,7 @@
-"""Every ```python block in README.md and docs/*.md compiles, so the docs cannot rot
-silently. Compile only (no execution): fragments may use names defined elsewhere on
-the page, and top-level ``await`` / ``async with`` is allowed as in a REPL."""
+"""Every ```python block in README.md and docs/*.md compiles, and every name the
+docs import from the package is where they say, so the docs cannot rot silently.
+Compile only (no execution): fragments may use names defined elsewhere on the
+page, and top-level ``await`` / ``async with`` is allowed as in a REPL."""
 
 from __future__ import annotations
 
@@ -42,3 +43,38 @@ def test_python_block_compiles(where: str, source: str) -> None:
         compile(source, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
     except SyntaxError as err:
         pytest.fail(f"{where}: python block does not compile: {err}")
+
+
+#: ``from azync_flow... import ...`` in prose (inline code) as well as in blocks.
+INLINE_IMPORT = re.compile(r"`(from azync_flow[\w.]* import [\w, ]+)`")
+
+
+def doc_imports() -> list[tuple[str, str, str]]:
+    """(``file``, module, name) of every name the docs import from the package."""
+    found = []
+    for doc in DOCS:
+        where = str(doc.relative_to(ROOT))
+        text = doc.read_text()
+        sources = [textwrap.dedent(m.group(2)) for m in BLOCK.finditer(text)]
+        sources += [m.group(1) for m in INLINE_IMPORT.finditer(text)]
+        for source in sources:
+            flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+            tree = compile(source, where, "exec", flags=flags, dont_inherit=True)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "azync_flow"
+                ):
+                    found += [(where, node.module or "", a.name) for a in node.names]
+    return sorted(set(found))
+
+
+def test_every_name_the_docs_import_exists_where_they_say() -> None:
+    import importlib
+
+    missing = [
+        f"{where}: from {module} import {name}"
+        for where, module, name in doc_imports()
+        if not hasattr(importlib.import_module(module), name)
+    ]
+    assert len(doc_imports()) > 30
+    assert missing == []
