@@ -17,6 +17,10 @@ Integration points (see ``docs/tracing.md`` for the full rules):
       run_tracer.end_run_span(RunKind.WORKFLOW, "order", run_id, carrier=carrier,
                               started_at=row.created_at, state="succeeded")
 
+  or ``end_finished_run(run_tracer, kind, name, run_id, carrier, created_at,
+  state, reason)``, which every path ending a run calls: status ERROR for a
+  failed or terminated run, and it never raises.
+
 * **Each attempt** (worker, any process, any time later)::
 
       async with run_tracer.attempt_span(
