@@ -33,10 +33,12 @@ from azync_flow.errors import (
 from azync_flow.replay import UPDATE_SIGNAL_PREFIX
 from azync_flow.store.validate import check_name
 from azync_flow.store.workflows import (
+    DONE_RESET,
     QueryAnswer,
     QueryRequest,
     SignalParams,
     UpdateOutcome,
+    WorkflowClientStore,
     WorkflowState,
 )
 
@@ -60,9 +62,6 @@ TERMINAL_STATES = (
 #: Default time a query may take to be answered.
 DEFAULT_QUERY_TIMEOUT = timedelta(seconds=10)
 
-#: Sent by the done-stream after a reconnect: re-check every waiter.
-RESET = uuid.UUID(int=0)
-
 
 class Waits:
     """The waits of one client's handles, sharing one LISTEN connection.
@@ -75,7 +74,12 @@ class Waits:
     """
 
     def __init__(
-        self, store: Any, *, poll_interval: float, fallback_poll: float, linger: float
+        self,
+        store: WorkflowClientStore[Any],
+        *,
+        poll_interval: float,
+        fallback_poll: float,
+        linger: float,
     ) -> None:
         self.poll_interval = poll_interval
         self.fallback_poll = fallback_poll
@@ -128,7 +132,7 @@ class _DoneWatcher:
     them; it is closed again when the last waiter leaves, after ``linger``
     seconds without a new waiter (0: at once, no idle connection)."""
 
-    def __init__(self, store: Any, linger: float = 0.0) -> None:
+    def __init__(self, store: WorkflowClientStore[Any], linger: float = 0.0) -> None:
         self.store = store
         self.linger = linger
         self.waiters: dict[uuid.UUID, set[asyncio.Event]] = {}
@@ -176,9 +180,8 @@ class _DoneWatcher:
             return True
         if self.unavailable:
             return False
-        subscribe = getattr(self.store, "workflow_done_events", None)
         try:
-            self.sub = await subscribe() if subscribe is not None else None
+            self.sub = await self.store.workflow_done_events()
         except Exception as err:
             log.warning("cannot LISTEN for finished workflows (%s); polling instead", err)
             self.sub = None
@@ -192,7 +195,7 @@ class _DoneWatcher:
         async for run_id in self.sub:
             targets = (
                 [e for events in self.waiters.values() for e in events]
-                if run_id == RESET
+                if run_id == DONE_RESET
                 else list(self.waiters.get(run_id, ()))
             )
             for event in targets:
@@ -224,7 +227,7 @@ def _deadline(timeout: timedelta | float | None) -> float | None:
 
 
 async def query_workflow(
-    store: Any,
+    store: WorkflowClientStore[Any],
     waits: Waits,
     worker: Worker | None,
     workflow_id: uuid.UUID,
@@ -270,7 +273,7 @@ async def query_workflow(
 
 
 async def update_workflow(
-    store: Any,
+    store: WorkflowClientStore[Any],
     waits: Waits,
     worker: Worker | None,
     workflow_id: uuid.UUID,
@@ -318,7 +321,7 @@ async def update_workflow(
 
 
 async def _request(
-    store: Any,
+    store: WorkflowClientStore[Any],
     worker: Worker | None,
     workflow_id: uuid.UUID,
     name: str,

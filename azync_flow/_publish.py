@@ -19,7 +19,7 @@ import asyncpg
 from azync_flow._transaction import check_transaction
 from azync_flow.codec import encode_value
 from azync_flow.errors import ConflictError
-from azync_flow.store.events import PublishParams
+from azync_flow.store.events import EventProducer, PublishParams, TxEventProducer
 from azync_flow.store.validate import check_id, check_meta, check_name, check_text
 from azync_flow.telemetry import traced_meta
 
@@ -29,11 +29,8 @@ __all__ = ["EventStore", "derived_event_id", "publish_event", "publish_once"]
 _EVENT_NS = uuid.UUID("6f1f5a52-3c1e-4f0e-9a57-2f6c1d1e9b10")
 
 
-class EventStore(Protocol):
-    """The part of the store publishing uses."""
-
-    async def publish(self, p: PublishParams) -> int: ...
-    async def publish_tx(self, tx: asyncpg.Connection, p: PublishParams) -> int: ...
+class EventStore(EventProducer, TxEventProducer[asyncpg.Connection], Protocol):
+    """The roles publishing uses: publish, also in the caller's transaction."""
 
 
 async def publish_event(

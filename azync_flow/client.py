@@ -639,12 +639,10 @@ class Client:
     async def _uncertain_resolved_event(self, resolved: Any, operation: Any, decision: str) -> None:
         """Record the decision as an ``uncertain.resolved`` run event on the run's trace."""
         run_id = getattr(resolved, "workflow_id", None) or getattr(operation, "workflow_id", None)
-        load = getattr(self.store, "load_workflow_task", None)
-        if run_id is None or load is None:
+        if run_id is None:
             return
-        state = await load(run_id, after_seq=2**31 - 1)  # the row only, no history
         self.tracer.run_event(
-            state.trace_context,
+            await self.store.workflow_trace_context(run_id),
             RunEvent.UNCERTAIN_RESOLVED,
             run_id=run_id,
             subject=getattr(operation, "activity", None) or None,
@@ -797,7 +795,7 @@ class WorkflowHandle(Generic[R]):
         Raises:
             NotFoundError: no such execution.
         """
-        store: Any = self.client.store
+        store = self.client.store
         view = await self._row()
         events, size = await store.workflow_history_size(self.id)
         view.history_events, view.history_bytes = events, size
@@ -811,7 +809,7 @@ class WorkflowHandle(Generic[R]):
         Raises:
             NotFoundError: no such execution.
         """
-        store: Any = self.client.store
+        store = self.client.store
         runs: list[WorkflowRunView] = await store.list_workflow_runs(self.id)
         return runs
 
@@ -822,7 +820,7 @@ class WorkflowHandle(Generic[R]):
         Raises:
             NotFoundError: ``run_no`` names no earlier run.
         """
-        store: Any = self.client.store
+        store = self.client.store
         if run_no is not None and run_no != (await self._row()).run_no:
             return to_entries(await store.list_run_history(self.id, run_no))
         return to_entries(await store.list_history(self.id))
@@ -839,7 +837,7 @@ class WorkflowHandle(Generic[R]):
             rows = await self.client.store.list_history(self.id)
             run_id, data = view.run_id, view.input
         else:
-            store: Any = self.client.store
+            store = self.client.store
             rows = await store.list_run_history(self.id, run_no)
             run = next(r for r in await self.runs() if r.run_no == run_no)
             run_id, data = run.run_id, run.input
@@ -994,18 +992,18 @@ class WorkflowHandle(Generic[R]):
         """Export the run span of the execution this handle's verb just ended
         (no pass did: a cancel of a suspended run, a terminate). Never raises
         for telemetry; nothing is exported once the execution was vacuumed."""
-        store: Any = self.client.store
+        store = self.client.store
         try:
-            state = await store.load_workflow_task(self.id, after_seq=2**31 - 1)  # the row only
+            view = await store.get_workflow_execution(self.id)
+            carrier = await store.workflow_trace_context(self.id)
         except NotFoundError:
             return
-        view = state.execution
         end_finished_run(
             self.client.tracer,
             RunKind.WORKFLOW,
             view.name,
             view.id,
-            state.trace_context,
+            carrier,
             view.created_at,
             view.state,
             view.failure_reason,

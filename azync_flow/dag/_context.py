@@ -5,16 +5,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ..codec import decode_value
-from ..store.dags import TaskResult
-
-
-class _ResultsReader(Protocol):
-    async def task_results(
-        self, dag_id: uuid.UUID, keys: Sequence[str]
-    ) -> dict[str, TaskResult]: ...
+from ..store.dags import DAGResults, TaskResult
 
 
 @dataclass(frozen=True)
@@ -75,7 +69,7 @@ class TaskContext:
     meta: Mapping[str, str]
     task_results: Mapping[str, TaskOutcome] = field(default_factory=dict)
     compensates: str = ""
-    _store: _ResultsReader | None = field(default=None, repr=False)
+    _store: DAGResults | None = field(default=None, repr=False)
 
     @property
     def payload(self) -> Any:

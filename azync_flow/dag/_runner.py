@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
@@ -21,49 +20,13 @@ from .._text import clean_text
 from ..codec import encode_value
 from ..errors import NotFoundError, NotReady, PayloadError, Skip, UnknownKindError
 from ..retry import RetryDecision, RetryPolicy, describe_error
-from ..store.dags import TaskResult
+from ..store.dags import DAGConsumer
 from ..store.queue import Job
 from ..telemetry import AttemptKind, AttemptOutcome, AttemptSpan, RunTracer
 from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, Handler, TaskSpec
 
 log = logging.getLogger("azync_flow.dag")
-
-
-class RunnerStore(Protocol):
-    """The store verbs the runner needs (a subset of the contract)."""
-
-    async def task_results(
-        self, dag_id: uuid.UUID, keys: Sequence[str]
-    ) -> dict[str, TaskResult]: ...
-
-    async def ack_task_result(
-        self, id: uuid.UUID, lease_token: uuid.UUID, result: bytes | None
-    ) -> None: ...
-
-    async def snooze(
-        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, deadline_error: str
-    ) -> bool: ...
-
-    async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None: ...
-
-    async def reschedule(
-        self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
-    ) -> None: ...
-
-    async def dead(self, id: uuid.UUID, lease_token: uuid.UUID, last_error: str) -> None: ...
-
-    async def release(self, id: uuid.UUID, lease_token: uuid.UUID) -> None: ...
-
-    async def extend_lease(
-        self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta
-    ) -> None: ...
-
-    async def dag_notify_tick(self) -> None: ...
-
-    async def dag_dequeue(
-        self, kinds: Sequence[str], limit: int, lease: timedelta, default_max_attempts: int = 25
-    ) -> list[Job]: ...
 
 
 #: Backoff of a DAG task when the runner is given none: 1 s doubling up to
@@ -95,7 +58,7 @@ class DAGRunner:
 
     def __init__(
         self,
-        store: RunnerStore,
+        store: DAGConsumer,
         dags: Iterable[DAG],
         *,
         default_max_attempts: int = 25,

@@ -1,4 +1,4 @@
-"""The DAG scheduler tick, and a leader-only loop woken by NOTIFY with a polling fallback.
+"""The DAG scheduler tick (the worker runs it on its leader, see ``attach_dags``).
 
 The tick runs, in this order, ``promote_unblocked``,
 ``deliver_buffered_signals``, ``complete_due_sleeps``, the DAG-task
@@ -10,47 +10,36 @@ re-checks everything it acts on.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
-import zlib
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-import asyncpg
 from opentelemetry.trace import TracerProvider
 
-from .._logging import log_failure
-from ..errors import StoreError
-from ..store import default_channel
-from ..store.dags import DAGFailure, ReapedTask, SettledDAG
-from ..store.queue import Source
+from ..store.dags import (
+    DAGAdmin,
+    DAGConsumer,
+    DAGFailure,
+    DAGMaintenance,
+    ReapedTask,
+    SettledDAG,
+)
+from ..store.queue import QueueMaintenance, Source
 from ..telemetry import AttemptKind, AttemptOutcome, RunKind, RunTracer, end_finished_run
 
 log = logging.getLogger("azync_flow.dag")
 
 
-class SchedulerStore(Protocol):
-    """The store verbs one tick uses."""
+@runtime_checkable
+class SchedulerStore(DAGMaintenance, QueueMaintenance, Protocol):
+    """The roles one tick uses: the DAG steps and the promotion of due tasks."""
 
-    async def promote_unblocked(self, *, since: datetime | None = None) -> int: ...
-    async def deliver_buffered_signals(self) -> int: ...
-    async def complete_due_sleeps(self) -> int: ...
-    async def apply_failure_policy(
-        self, *, on_settled: Callable[[SettledDAG], None] | None = None
-    ) -> list[DAGFailure]: ...
-    async def complete_dags(
-        self,
-        *,
-        since: datetime | None = None,
-        on_settled: Callable[[SettledDAG], None] | None = None,
-    ) -> int: ...
-    async def dag_clock(self) -> datetime: ...
-    async def promote_due(self, source: Source, kinds: Sequence[str] | None = None) -> int: ...
-    async def dag_reap_expired_tasks(self, max_reaps: int = 5) -> list[ReapedTask]: ...
+
+@runtime_checkable
+class DAGWorkerStore(DAGConsumer, DAGAdmin, SchedulerStore, Protocol):
+    """The roles a worker running DAGs needs: run tasks, tick, read runs."""
 
 
 @dataclass
@@ -124,7 +113,7 @@ class DAGScheduler:
         Args:
             full: examine every DAG, not only recently changed ones.
         """
-        now = await self.store.dag_clock()
+        now = await self.store.current_time()
         mono = time.monotonic()
         if (
             full
@@ -191,71 +180,3 @@ class DAGScheduler:
         """
         since = None if self._prev is None else self._prev - self.overlap
         return await self.store.promote_unblocked(since=since)
-
-    async def run(
-        self,
-        stop: asyncio.Event,
-        *,
-        dsn: str,
-        channel: str = "",
-        schema: str = "public",
-        poll_interval: timedelta = timedelta(seconds=1),
-    ) -> None:
-        """Tick while leading until ``stop`` is set.
-
-        Leadership is a session advisory lock (one leader per schema); a
-        non-leader retries every ``poll_interval``. The leader LISTENs on
-        ``channel`` and ticks on any ``dag:`` notification, else every
-        ``poll_interval`` (the correctness fallback), and again at once after a
-        tick that changed something. An empty ``channel`` means the store's
-        default for ``schema`` (``azync_wake_<schema>``).
-        """
-        wake = asyncio.Event()
-
-        def on_notify(_c: object, _pid: int, _ch: str, payload: str) -> None:
-            if payload.startswith("dag:"):
-                wake.set()
-
-        conn = await asyncpg.connect(dsn)
-        try:
-            await conn.add_listener(channel or default_channel(schema), on_notify)
-            lock = zlib.crc32(f"azync-dag-scheduler:{schema}".encode())
-            while not stop.is_set():
-                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", lock):
-                    await _wait(stop, wake, poll_interval)
-                    continue
-                await self._lead(stop, wake, poll_interval, conn)
-        finally:
-            with contextlib.suppress(Exception):
-                await conn.close()
-
-    async def _lead(
-        self, stop: asyncio.Event, wake: asyncio.Event, poll: timedelta, conn: asyncpg.Connection
-    ) -> None:
-        while not stop.is_set():
-            if conn.is_closed():
-                raise ConnectionError("dag scheduler lost its leadership session")
-            wake.clear()
-            try:
-                changed = (await self.tick()).changed
-            except (StoreError, asyncpg.PostgresError, OSError) as e:
-                log_failure(
-                    log, e, "dag scheduler tick failed", level=logging.WARNING, traceback=False
-                )
-                changed = False
-            if not changed:
-                await _wait(stop, wake, poll)
-
-
-async def _wait(stop: asyncio.Event, wake: asyncio.Event, poll: timedelta) -> None:
-    deadline = time.monotonic() + poll.total_seconds()
-    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
-    try:
-        await asyncio.wait(
-            waiters,
-            timeout=max(deadline - time.monotonic(), 0),
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-    finally:
-        for w in waiters:
-            w.cancel()

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
 
-from ..store.dags import DAGState, DAGView
+from ..store.dags import DAGAdmin, DAGState, DAGView
 from ._runner import DAGRunner
-from ._scheduler import DAGScheduler
+from ._scheduler import DAGScheduler, SchedulerStore
 
 #: States in which a run needs an operator (or nothing) to move on.
 SETTLED = frozenset(
@@ -18,7 +17,7 @@ SETTLED = frozenset(
 
 
 async def run_until_settled(
-    store: Any,
+    store: DAGAdmin,
     runner: DAGRunner,
     run_id: uuid.UUID,
     *,
@@ -37,7 +36,10 @@ async def run_until_settled(
     Raises:
         TimeoutError: the run did not settle within ``timeout`` seconds.
     """
-    scheduler = scheduler or DAGScheduler(store)
+    if scheduler is None:
+        if not isinstance(store, SchedulerStore):
+            raise TypeError("pass a scheduler, or a store that implements SchedulerStore")
+        scheduler = DAGScheduler(store)
     deadline = time.monotonic() + timeout
     while True:
         stats = await scheduler.tick()

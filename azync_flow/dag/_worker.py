@@ -27,7 +27,7 @@ from ..store.queue import Job, Source
 from ..worker import Worker
 from ._definition import DAG
 from ._runner import DAGRunner
-from ._scheduler import DAGScheduler
+from ._scheduler import DAGScheduler, DAGWorkerStore
 
 log = logging.getLogger("azync_flow.dag")
 
@@ -65,7 +65,9 @@ class DAGWorkerBinding:
     ) -> None:
         self.worker = worker
         self.leadership = leadership
-        store: Any = worker.store  # the DAG verbs of the worker's store
+        store = worker.store
+        if not isinstance(store, DAGWorkerStore):
+            raise TypeError("the worker's store does not implement DAGWorkerStore (the DAG roles)")
         self.runner = DAGRunner(
             store,
             dags,

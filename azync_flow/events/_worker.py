@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from azync_flow.store.events import Subscriber
-from azync_flow.store.queue import DequeueParams, Job, Source
+from azync_flow.store.admin import StoreClock
+from azync_flow.store.events import EventConsumer, EventMaintenance, Subscriber
+from azync_flow.store.queue import DequeueParams, Job, QueueConsumer, Source
 from azync_flow.telemetry import job_span_interceptor
 from azync_flow.worker import DEFAULT_LEADERSHIP, QueueHandler, Worker
 
@@ -35,8 +36,10 @@ RETAIN_BATCH = 1000
 RETAIN_ROUNDS = 10
 
 
-class _SubscriberStore(Protocol):
-    async def register_subscriber(self, sub: Subscriber) -> None: ...
+@runtime_checkable
+class SubscriberStore(QueueConsumer, EventConsumer, EventMaintenance, StoreClock, Protocol):
+    """The roles a worker running subscribers needs: lease deliveries, record
+    subscriptions, and retain the ledger on the store's clock."""
 
 
 class SubscriberBinding:
@@ -56,7 +59,12 @@ class SubscriberBinding:
         tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.worker = worker
-        self.store: Any = worker.store
+        store = worker.store
+        if not isinstance(store, SubscriberStore):
+            raise TypeError(
+                "the worker's store does not implement SubscriberStore (the event roles)"
+            )
+        self.store: SubscriberStore = store
         self.keep = keep
         self.handlers: dict[str, QueueHandler] = {}
         self.subscribers: list[SubscriberDefinition] = []
@@ -139,8 +147,7 @@ class SubscriberBinding:
         Returns:
             0 (removing events makes no work runnable); the count is logged.
         """
-        now = self.store.now() if hasattr(self.store, "now") else None
-        cutoff = (now or datetime.now(UTC)) - self.keep
+        cutoff = await self.store.current_time() - self.keep
         removed = 0
         # Short transactions; a backlog larger than the rounds waits for the next pass.
         for _ in range(RETAIN_ROUNDS):
@@ -154,7 +161,7 @@ class SubscriberBinding:
 
 
 async def register_subscribers(
-    store: _SubscriberStore,
+    store: EventConsumer,
     subscribers: Iterable[SubscriberDefinition],
     *,
     max_attempts: Mapping[str, int] | None = None,

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
-from typing import Protocol
+
+from azync_flow.store.workflows import WorkflowRuntimeStore
 
 __all__ = ["BackendClock"]
-
-
-class _ClockSource(Protocol):
-    def now(self) -> datetime | None: ...
 
 
 class BackendClock:
@@ -22,7 +19,7 @@ class BackendClock:
     since. The value is recorded in history, so replays never re-read it.
     """
 
-    def __init__(self, store: _ClockSource) -> None:
+    def __init__(self, store: WorkflowRuntimeStore) -> None:
         self._store = store
         self._seen: datetime | None = None
         self._at = 0.0

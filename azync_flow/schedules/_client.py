@@ -196,7 +196,7 @@ class ScheduleClient:
         check_text(note, "note")
         policy = SchedulePolicy() if policy is None else policy
         spec = _check(spec, action, policy)
-        now = await self.store.schedule_clock()
+        now = await self.store.current_time()
         record = ScheduleRecord(
             id=id,
             spec=encode(spec),
@@ -272,7 +272,7 @@ class ScheduleClient:
         action = item.action if action is None else action
         policy = item.policy if policy is None else policy
         spec = _check(spec, action, policy)
-        now = await self.store.schedule_clock()
+        now = await self.store.current_time()
         cursor, nxt = resume_point(spec, id, item.record.cursor_at, now)
         if not item.record.paused:
             await _record_skipped_over(self.store, item, item.spec, cursor, "update")
@@ -283,7 +283,7 @@ class ScheduleClient:
     async def _load(self, id: str) -> tuple[Decoded, datetime]:
         """Schedule ``id`` decoded, and the scheduler's clock now."""
         _name(id, "schedule id")
-        return decode(await self.store.get_schedule(id)), await self.store.schedule_clock()
+        return decode(await self.store.get_schedule(id)), await self.store.current_time()
 
     async def describe(
         self, id: str, *, fires: int = 5, runs: int = 10, missed: int = 5, changes: int = 5
@@ -412,7 +412,7 @@ class ScheduleClient:
         item = decode(await self.store.get_schedule(id))
         if not item.record.paused:
             return
-        now = await self.store.schedule_clock()
+        now = await self.store.current_time()
         cursor, nxt = resume_point(item.spec, id, item.record.cursor_at, now)
         await _record_skipped_over(self.store, item, item.spec, cursor, "paused")
         await self.store.set_schedule_paused(id, False, note, cursor, nxt)

@@ -106,7 +106,7 @@ class Scheduler:
         self._declared_synced = True
 
     async def _fire_due(self, item: Decoded) -> int:
-        todo = plan(item, await self.store.schedule_clock())
+        todo = plan(item, await self.store.current_time())
         if todo.missed is not None:
             await record_missed(self.store, item, todo.missed, "catchup")
         started = 0
@@ -193,7 +193,7 @@ class Scheduler:
         for run in await self.store.pending_schedule_runs(item.id):
             fire = fire_of(item.spec, run.nominal_at, run.fire_at)
             if run.outcome == "buffered":
-                now = now or await self.store.schedule_clock()
+                now = now or await self.store.current_time()
                 if now - run.fire_at > item.policy.window():
                     await self._record(item, fire, "missed")
                     continue

@@ -29,7 +29,7 @@ port:
   are UTC-aware ``datetime``; payloads are ``bytes`` of JSON exactly as the
   caller gave it;
 * a Go channel (``Wake``, ``Changes``) is a
-  :class:`~azync_flow.store._common.Subscription`, an async iterator closed
+  :class:`~azync_flow.store.Subscription`, an async iterator closed
   with its ``close()`` (the Go ``ctx`` ending); ``None`` instead of a
   subscription means the backend is poll-only;
 * leadership is returned as ``None`` when another instance leads.
@@ -42,7 +42,7 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from ._common import TTx_contra
+from ._common import Subscription, TTx_contra
 from .admin import ChangeNotifier, Closable, JobAdmin, Migrator, StatsMaintenance
 from .dags import DAGAdmin, DAGConsumer, DAGMaintenance, DAGProducer, TxDAGProducer
 from .events import EventAdmin, EventConsumer, EventMaintenance, EventProducer, TxEventProducer
@@ -65,7 +65,7 @@ from .workflows import (
     WorkflowProducer,
 )
 
-__all__ = ["Config", "Store", "default_channel"]
+__all__ = ["Config", "Store", "Subscription", "default_channel"]
 
 
 def default_channel(schema: str) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "Migrator",
     "NukeReport",
     "StatsMaintenance",
+    "StoreClock",
 ]
 
 
@@ -86,6 +87,16 @@ class Migrator(Protocol):
 
     async def migrate(self) -> list[int]:
         """Bring the schema up to date; returns the migration versions applied."""
+        ...
+
+
+@runtime_checkable
+class StoreClock(Protocol):
+    """The time the store's statements see."""
+
+    async def current_time(self) -> datetime:
+        """The store's current time (UTC): the clock override when one is set
+        (tests skipping time), else the backend's ``now()``."""
         ...
 
 

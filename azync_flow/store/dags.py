@@ -14,7 +14,8 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from ._common import TTx_contra
-from .queue import Job, JobState
+from .admin import StoreClock
+from .queue import Job, JobSettler, JobState
 
 __all__ = [
     "KIND_SIGNAL",
@@ -222,10 +223,12 @@ class DAGResults(Protocol):
 
 
 @runtime_checkable
-class DAGConsumer(DAGResults, Protocol):
-    """What a DAG task runner settles a task with (beyond ``JobSettler``)."""
+class DAGConsumer(JobSettler, DAGResults, Protocol):
+    """What a DAG task runner leases and settles tasks with."""
 
-    async def ack_task_result(self, id: uuid.UUID, lease_token: uuid.UUID, result: bytes) -> None:
+    async def ack_task_result(
+        self, id: uuid.UUID, lease_token: uuid.UUID, result: bytes | None
+    ) -> None:
         """Ack an active task and persist ``result`` (None = no result) atomically.
 
         Raises:
@@ -233,9 +236,22 @@ class DAGConsumer(DAGResults, Protocol):
         """
         ...
 
+    async def dag_dequeue(
+        self, kinds: Sequence[str], limit: int, lease: timedelta, default_max_attempts: int = 25
+    ) -> list[Job]:
+        """Lease up to ``limit`` due pending tasks of any of ``kinds`` for
+        ``lease``, in ``(run_at, id)`` order: attempt incremented, fresh lease
+        token, a task without a retry budget given ``default_max_attempts``.
+        An empty ``kinds`` or a ``limit`` <= 0 leases nothing."""
+        ...
+
+    async def dag_notify_tick(self) -> None:
+        """Wake the DAG scheduler at once (a task settled; its dependants may run)."""
+        ...
+
 
 @runtime_checkable
-class DAGMaintenance(Protocol):
+class DAGMaintenance(StoreClock, Protocol):
     """The scheduler tick's steps (run by the leader)."""
 
     async def promote_unblocked(self, *, since: datetime | None = None) -> int:
@@ -266,6 +282,11 @@ class DAGMaintenance(Protocol):
     ) -> int:
         """Settle DAGs whose work is finished; returns the number transitioned
         (``since`` as in :meth:`promote_unblocked`; ``on_settled`` per run settled)."""
+        ...
+
+    async def dag_reap_expired_tasks(self, max_reaps: int = 5) -> list[ReapedTask]:
+        """Reclaim expired task leases and say which: back to pending with
+        ``reap_count + 1``, or dead once ``reap_count`` reaches ``max_reaps``."""
         ...
 
 

@@ -11,6 +11,8 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
+from .admin import StoreClock
+
 __all__ = [
     "ScheduleChangeRecord",
     "ScheduleMissedRecord",
@@ -129,16 +131,12 @@ class ScheduleChangeRecord(msgspec.Struct, kw_only=True):
 
 
 @runtime_checkable
-class ScheduleStore(Protocol):
+class ScheduleStore(StoreClock, Protocol):
     """Schedules and their run ledger (an extension of the contract).
 
     Times are the store's clock (``coalesce($now, now())``); ids are the
     user's schedule ids; ``spec``/``action``/``policy`` are stored byte for byte.
     """
-
-    async def schedule_clock(self) -> datetime:
-        """The store's current time (UTC)."""
-        ...
 
     async def create_schedule(self, record: ScheduleRecord) -> bool:
         """Insert a schedule (its ``created_at``/``updated_at`` are the store clock).

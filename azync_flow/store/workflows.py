@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 import msgspec
 
-from ._common import TTx_contra
+from ._common import Subscription, TTx_contra
 from .events import EventProducer, TxEventProducer
-from .queue import Job, JobState, QueueProducer, TxQueueProducer
+from .queue import Job, JobState, QueueProducer, ReapReport, TxQueueProducer
 
 __all__ = [
+    "DONE_RESET",
     "BufferedSignal",
     "ChildSignalParams",
     "ChildStartParams",
@@ -58,6 +59,10 @@ __all__ = [
     "WorkflowState",
     "WorkflowTaskState",
 ]
+
+#: The id a :meth:`WorkflowInteractionStore.workflow_done_events` stream yields
+#: after a reconnect: hints may have been missed, every waiter re-reads.
+DONE_RESET = uuid.UUID(int=0)
 
 
 class WorkflowState(enum.StrEnum):
@@ -619,6 +624,14 @@ class WorkflowAdmin(Protocol):
         """One execution; NotFoundError when none."""
         ...
 
+    async def workflow_trace_context(self, id: uuid.UUID) -> dict[str, str]:
+        """The W3C carrier recorded when the execution started (``{}`` without one).
+
+        Raises:
+            NotFoundError: the execution does not exist.
+        """
+        ...
+
     async def list_workflow_executions(
         self,
         *,
@@ -673,6 +686,28 @@ class WorkflowAdmin(Protocol):
         timer, not blocked on a signal), updated >= older_than ago."""
         ...
 
+    async def list_workflow_runs(self, id: uuid.UUID) -> list[WorkflowRunView]:
+        """Every run of an execution, oldest first; the last is the current (or
+        final) one.
+
+        Raises:
+            NotFoundError: no such execution.
+        """
+        ...
+
+    async def list_run_history(self, id: uuid.UUID, run_no: int) -> list[HistoryEvent]:
+        """The history of run ``run_no`` of an execution (the current run's comes
+        from :meth:`list_history`).
+
+        Raises:
+            NotFoundError: the execution has no such earlier run.
+        """
+        ...
+
+    async def workflow_history_size(self, id: uuid.UUID) -> tuple[int, int]:
+        """``(events, payload bytes)`` of the current run's history."""
+        ...
+
 
 @runtime_checkable
 class WorkflowMaintenance(Protocol):
@@ -698,6 +733,80 @@ class WorkflowMaintenance(Protocol):
         ``(updated_at, id)`` order after ``after`` (None: from the oldest), and
         every one holding a buffered signal: those of them that are stalled (as
         ``list_stalled_workflows``), and the cursor of the next batch."""
+        ...
+
+    async def promote_workflow_jobs(self, kinds: list[str] | None = None) -> int:
+        """Move due scheduled workflow jobs (operation retries after backoff, future
+        workflow tasks) of ``kinds`` (None = all) to pending and wake workers.
+
+        ``dequeue_workflow_tasks`` already takes due scheduled workflow tasks;
+        operations leased with ``dequeue_batch`` need this (the workflow-source
+        equivalent of :meth:`QueueMaintenance.promote_due`). Returns the count
+        promoted.
+        """
+        ...
+
+    async def reap_workflow_tasks(
+        self,
+        max_reaps: int = 5,
+        *,
+        limit: int = 100,
+        on_reaped: Callable[[Job], None] | None = None,
+    ) -> ReapReport:
+        """Reclaim workflow tasks whose lease expired (backend clock).
+
+        Each returns to pending with ``reap_count`` + 1; once ``reap_count``
+        would reach ``max_reaps`` (> 0) the task is dead-lettered and a
+        running execution suspended with a reason naming it. Each job is
+        handled in its own transaction under ``FOR UPDATE SKIP LOCKED``.
+        ``on_reaped(job)`` is called after the commit for each job reaped or
+        dead-lettered (the job as it was when its lease expired).
+        """
+        ...
+
+    async def reap_expired_operations(
+        self,
+        encode_failed: Callable[[Job, str], tuple[str, bytes]],
+        max_reaps: int = 5,
+        *,
+        limit: int = 100,
+        on_reaped: Callable[[Job], None] | None = None,
+        retry_delay: Callable[[Job], timedelta] | None = None,
+    ) -> ReapReport:
+        """Reclaim idempotent operations whose lease expired (backend clock).
+
+        Each returns to pending with ``reap_count`` + 1 (its attempt kept, so
+        the next lease is attempt + 1), or, with ``retry_delay(job)`` (the
+        runtime's backoff for the lost attempt), to scheduled that much later.
+        Once ``reap_count`` would reach ``max_reaps`` (> 0) the operation is
+        dead-lettered and ``encode_failed(job, reason)`` (the runtime's
+        ActivityFailed event ``(type, payload)``) appended with a workflow
+        task scheduled, in one transaction. Operations with meta
+        ``idempotent="false"`` are skipped (they turn uncertain instead).
+        ``on_reaped(job)`` is called after each commit.
+        """
+        ...
+
+    async def reap_uncertain_operations(
+        self,
+        encode: Callable[[Job, str], tuple[str, bytes]],
+        *,
+        reason: str = ...,
+        limit: int = 100,
+    ) -> list[uuid.UUID]:
+        """Mark lease-expired non-idempotent operations uncertain (a reaper pass).
+
+        Takes active operations whose meta says ``idempotent="false"`` and
+        whose lease expired on the backend clock; each is marked (as
+        ``mark_uncertain``, under its current lease token) in its own
+        transaction. ``encode(job, reason)`` returns the history event
+        ``(type, payload)``. Such an operation never returns to pending: a
+        generic lease reap of it is suppressed by a trigger, so run this pass
+        on the leader alongside the generic reaper.
+
+        Returns:
+            Ids of the operations marked uncertain.
+        """
         ...
 
 
@@ -964,6 +1073,19 @@ class WorkflowInteractionStore(Protocol):
         has none (not yet decided, or never requested)."""
         ...
 
+    async def workflow_done_events(self) -> Subscription[uuid.UUID] | None:
+        """Ids of executions that reached a terminal state, had a query answered
+        or an update decided; :data:`DONE_RESET` after a reconnect (hints may
+        have been missed: re-read). None when the store is poll-only.
+
+        LISTEN is live when this returns; close the subscription to release
+        its dedicated connection.
+
+        Raises:
+            StoreError: the listening connection cannot be opened.
+        """
+        ...
+
 
 @runtime_checkable
 class WorkflowClientStore(
@@ -974,9 +1096,10 @@ class WorkflowClientStore(
     WorkflowProducer,
     TxWorkflowProducer[TTx_contra],
     WorkflowAdmin,
+    WorkflowInteractionStore,
     UncertainStore,
     Protocol[TTx_contra],
 ):
-    """What :class:`azync_flow.Client` needs: executions, uncertain operations and
-    event publishing, also in the caller's transaction (``TTx_contra``: the
-    driver's connection type)."""
+    """What :class:`azync_flow.Client` needs: executions, their queries and
+    updates, uncertain operations and event publishing, also in the caller's
+    transaction (``TTx_contra``: the driver's connection type)."""

@@ -14,10 +14,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..store.queue import Source
+from ..store.queue import Source, Wake
 
 if TYPE_CHECKING:
-    from ._store import WakeStream, WorkerStore
+    from ..store import Subscription
+    from ._store import WorkerStore
 
 __all__ = ["WakeHub"]
 
@@ -31,7 +32,7 @@ class WakeHub:
         self.store = store
         self.routes: dict[tuple[Source, str], Callable[[], None]] = {}
         self.received = 0
-        self._stream: WakeStream | None = None
+        self._stream: Subscription[Wake] | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -52,7 +53,7 @@ class WakeHub:
         if self._stream is not None:
             self._task = asyncio.create_task(self._pump(self._stream), name="azync wake hub")
 
-    async def _pump(self, stream: WakeStream) -> None:
+    async def _pump(self, stream: Subscription[Wake]) -> None:
         async for wake in stream:
             self.received += 1
             poke = self.routes.get((wake.source, wake.kind))

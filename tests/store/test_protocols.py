@@ -50,8 +50,8 @@ async def test_wake_subscription_is_a_subscription(store: PostgresStore) -> None
         assert isinstance(sub, Subscription)
 
 
-def test_store_package_exports_config_and_the_composite_store_only() -> None:
-    assert store_pkg.__all__ == ["Config", "Store", "default_channel"]
+def test_store_package_exports_config_the_composite_store_and_subscription_only() -> None:
+    assert store_pkg.__all__ == ["Config", "Store", "Subscription", "default_channel"]
 
 
 @pytest.mark.parametrize("module", DOMAINS, ids=lambda m: m.__name__.rpartition(".")[2])

@@ -47,7 +47,7 @@ async def test_a_schedule_id_is_inserted_once_and_read_back_byte_for_byte(
     assert got.spec == b'{"cron":["0 * * * *"]}'
     assert got.next_fire_at == T0 + timedelta(hours=1)
     assert got.created_at == T0
-    assert await azync_store.schedule_clock() == T0
+    assert await azync_store.current_time() == T0
     with pytest.raises(NotFoundError):
         await azync_store.get_schedule("b")
     with pytest.raises(NotFoundError):

@@ -55,6 +55,11 @@ _ZERO = timedelta(0)
 class AdminMixin(PgBase):
     # --- reads ------------------------------------------------------------------
 
+    async def current_time(self) -> datetime:
+        """Implements ``StoreClock.current_time`` (documented there)."""
+        now: datetime = await self._fetchval("current_time")
+        return now
+
     async def list_kinds(self, source: Source) -> list[str]:
         """Distinct kinds of the source, from jobs and stat history, sorted."""
         return [r["kind"] for r in await self._fetch("job_list_kinds", source.value)]

@@ -358,11 +358,6 @@ class DAGMixin(PgBase):
         rows = await self._fetch("dag_dequeue", list(kinds), limit, lease, default_max_attempts)
         return sorted((job_from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
 
-    async def dag_clock(self) -> datetime:
-        """The time statements see now (the clock override, else backend now())."""
-        now: datetime = await self._fetchval("dag_clock")
-        return now
-
     async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]:
         """Implements ``DAGAdmin.dag_trace_context`` (documented there)."""
         row = await self._fetchrow("dag_trace_context", id)

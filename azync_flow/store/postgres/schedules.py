@@ -65,11 +65,6 @@ def _change(row: asyncpg.Record) -> ScheduleChangeRecord:
 class ScheduleMixin(PgBase):
     """``ScheduleStore`` verbs (see :mod:`azync_flow.store.schedules` for their contract)."""
 
-    async def schedule_clock(self) -> datetime:
-        """The store's current time (UTC)."""
-        now: datetime = await self._fetchval("schedule_clock")
-        return now
-
     async def create_schedule(self, record: ScheduleRecord) -> bool:
         """Insert a schedule; False when the id exists (nothing written)."""
         row = await self._fetchrow(

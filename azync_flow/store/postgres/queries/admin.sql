@@ -5,6 +5,10 @@
 -- reach of retry, archive and delete: their run decides their fate. A dead
 -- operation of a workflow is not a dead letter: the workflow saw its failure.
 
+-- name: current_time
+-- The store's current time (the clock override, else the backend clock).
+SELECT coalesce($1::timestamptz, now())
+
 -- name: job_list_kinds
 -- $2 source: kinds of live or retained jobs and of stat history (folded or
 -- not), sorted.

@@ -141,9 +141,6 @@ WHERE d.state IN ('running', 'compensating')
 ORDER BY d.id
 FOR UPDATE OF d SKIP LOCKED
 
--- name: dag_clock
-SELECT coalesce($1::timestamptz, now())
-
 -- name: dag_notify_tick
 -- $2 channel: wake the DAG scheduler.
 SELECT pg_notify($2, 'dag:$tick') WHERE $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz

@@ -1,7 +1,3 @@
--- name: schedule_clock
--- The store's current time (the clock override, else the backend clock).
-SELECT coalesce($1::timestamptz, now())
-
 -- name: schedule_insert
 -- $2 id, $3 spec, $4 action, $5 policy, $6 note, $7 paused, $8 cursor_at,
 -- $9 next_fire_at. Returns nothing when the id exists.

@@ -1066,3 +1066,8 @@ RETURNING state, answer, error_type, message, $1::timestamptz AS at
 SELECT name, state, result, error_type, message, $1::timestamptz AS at
 FROM azync_workflow_updates
 WHERE workflow_id = $2 AND update_id = $3
+
+-- name: workflow_trace_context
+-- $2 id: the W3C carrier recorded when the execution started (no row: none).
+SELECT trace_context FROM azync_workflow_executions
+WHERE id = $2 AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz -- clock unused

@@ -304,6 +304,13 @@ class WorkflowCoreMixin(PgBase):
             raise NotFoundError(f"workflow execution {id} does not exist")
         return execution_from_row(row)
 
+    async def workflow_trace_context(self, id: uuid.UUID) -> dict[str, str]:
+        """Implements ``WorkflowAdmin.workflow_trace_context`` (documented there)."""
+        row = await self._fetchrow("workflow_trace_context", id)
+        if row is None:
+            raise NotFoundError(f"workflow execution {id} does not exist")
+        return decode_meta(row["trace_context"])
+
     async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None:
         """Contract ``CompleteWorkflow``: running/suspended -> succeeded with ``result``.
 

@@ -16,22 +16,21 @@ from datetime import datetime
 import asyncpg
 
 from ...validate import check_text
-from ...workflows import WorkflowExecutionView, WorkflowState
+from ...workflows import DONE_RESET, WorkflowExecutionView, WorkflowState
 from .._listen import ListenSubscription, open_subscription
 from .core import WorkflowCoreMixin, execution_from_row
 from .interaction import QUERY_PREFIX, UPDATE_PREFIX
 
-__all__ = ["DONE_PREFIX", "RESET", "WorkflowDoneSubscription", "WorkflowListingMixin"]
+__all__ = ["DONE_PREFIX", "WorkflowDoneSubscription", "WorkflowListingMixin"]
 
 DONE_PREFIX = "workflow.done:"
 #: Item sent once LISTEN is live again after a reconnect: re-check every waiter.
-RESET = uuid.UUID(int=0)
 _PREFIXES = (DONE_PREFIX, QUERY_PREFIX, UPDATE_PREFIX)
 
 
 class WorkflowDoneSubscription(ListenSubscription[uuid.UUID]):
     """Ids of executions that reached a terminal state (or had a query answered
-    or an update decided); :data:`RESET` after a reconnect (notifications may
+    or an update decided); ``DONE_RESET`` after a reconnect (notifications may
     have been missed: re-read)."""
 
     _task_name = "azync-workflow-done-listener"
@@ -47,7 +46,7 @@ class WorkflowDoneSubscription(ListenSubscription[uuid.UUID]):
 
     async def _after_connect(self, conn: asyncpg.Connection, *, reconnected: bool) -> None:
         if reconnected:
-            self._put(RESET)
+            self._put(DONE_RESET)
 
 
 class WorkflowListingMixin(WorkflowCoreMixin):
