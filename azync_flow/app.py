@@ -41,6 +41,8 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import asyncpg
+
 from azync_flow._local_workflows import bind_local_workflows
 from azync_flow._workflow.definitions import (
     ActivityDefinition,
@@ -54,6 +56,7 @@ from azync_flow.events import SubscriberBinding, SubscriberDefinition
 from azync_flow.retry import RetryPolicy
 from azync_flow.runtime import WorkflowRuntime
 from azync_flow.schedules import SCHEDULE_LEADERSHIP, Scheduler, StartDAG, StartWorkflow
+from azync_flow.store import Store
 from azync_flow.worker import Worker
 
 if TYPE_CHECKING:
@@ -235,8 +238,11 @@ def _scheduler(worker: Worker, interval: timedelta | None = None) -> Scheduler:
     """The worker's scheduler, added as a maintenance step on first use."""
     composition = _composition(worker)
     if composition.scheduler is None:
-        runs = _ScheduledRuns(worker.store, composition.dags)
-        composition.scheduler = Scheduler(worker.store, runs)
+        store = worker.store
+        if not isinstance(store, Store):
+            raise TypeError("the worker's store does not implement every role of the contract")
+        runs = _ScheduledRuns(store, composition.dags)
+        composition.scheduler = Scheduler(store, runs)
         worker.add_maintenance(
             composition.scheduler.run_once,
             name="schedule.tick",
@@ -255,7 +261,7 @@ class _ScheduledRuns:
         dags: the DAGs the schedules may start, by name (read at each start).
     """
 
-    def __init__(self, store: Any, dags: dict[str, DAG]) -> None:
+    def __init__(self, store: Store[asyncpg.Connection], dags: dict[str, DAG]) -> None:
         self.client = Client(store)
         self.dag_client = DAGClient(store)
         self.dags = dags

@@ -159,9 +159,16 @@ class Client:
     @property
     def schedules(self) -> ScheduleClient:
         """Schedules on this client's store (create, describe, list, pause,
-        unpause, trigger, delete, backfill; docs/schedules.md)."""
-        from azync_flow.schedules import ScheduleClient
+        unpause, trigger, delete, backfill; docs/schedules.md).
 
+        Raises:
+            TypeError: the store does not implement the schedule roles
+                (:class:`~azync_flow.schedules.ScheduleRuntimeStore`).
+        """
+        from azync_flow.schedules import ScheduleClient, ScheduleRuntimeStore
+
+        if not isinstance(self.store, ScheduleRuntimeStore):
+            raise TypeError("this client's store does not implement ScheduleRuntimeStore")
         return ScheduleClient(self.store)
 
     async def close(self) -> None:

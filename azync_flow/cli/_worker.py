@@ -30,6 +30,7 @@ import click
 
 from azync_flow.app import attach_workflows
 from azync_flow.store import Config
+from azync_flow.store.admin import Closable
 from azync_flow.store.postgres import open_store
 from azync_flow.store.queue import Source
 from azync_flow.worker import Worker
@@ -69,9 +70,8 @@ async def run_worker(worker: Worker) -> None:
     try:
         await worker.run()
     finally:
-        close = getattr(worker.store, "close", None)
-        if close is not None:
-            await close()
+        if isinstance(worker.store, Closable):
+            await worker.store.close()
 
 
 async def build_worker(

@@ -17,6 +17,7 @@ from azync_flow._publish import publish_once
 from azync_flow.client import Client
 from azync_flow.errors import PayloadError
 from azync_flow.store.queue import Job
+from azync_flow.store.workflows import WorkflowClientStore
 from azync_flow.worker import JobContext, LeaseHandle, QueueHandler, QueueRunner, Worker
 
 __all__ = ["EventContext", "EventRunner"]
@@ -92,8 +93,11 @@ class EventRunner(QueueRunner):
 
     def __init__(self, worker: Worker, handlers: dict[str, QueueHandler]) -> None:
         super().__init__(worker.store, handlers, worker.acks)
-        #: The worker's whole store (the ledger's verbs, and the client's).
-        self.ledger: Any = worker.store
+        store = worker.store
+        if not isinstance(store, WorkflowClientStore):
+            raise TypeError("the worker's store does not implement WorkflowClientStore")
+        #: The worker's store as a client's (the ledger's verbs among them).
+        self.ledger = store
         self._client: Client | None = None
 
     @property

@@ -31,13 +31,13 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
 from azync_flow._decisions import resolution_events
 from azync_flow._operations import OperationPayload, decode_operation
-from azync_flow._publish import publish_once
+from azync_flow._publish import EventStore, publish_once
 from azync_flow._text import clean_text
 from azync_flow._transient import retry_transient
 from azync_flow._workflow.attempt import ActivityInfo, activity_context
@@ -50,7 +50,7 @@ from azync_flow.replay.events import (
 )
 from azync_flow.retry import RetryDecision, describe_error
 from azync_flow.runtime.uncertain import Reconciler, uncertain_event
-from azync_flow.store.queue import Job, JobState
+from azync_flow.store.queue import Job, JobSettler, JobState
 from azync_flow.store.workflows import OperationSettle, OperationStore
 from azync_flow.telemetry import AttemptKind, AttemptOutcome, AttemptSpan, RunEvent, RunTracer
 from azync_flow.worker import lease_gone
@@ -67,7 +67,7 @@ class _LeasedAttempt(ActivityInfo):
     """``current_activity()`` of an attempt this runner runs on a leased job."""
 
     def __init__(
-        self, job: Job, op: OperationPayload, lease: Any, store: Any, token: uuid.UUID
+        self, job: Job, op: OperationPayload, lease: Any, store: ActivityStore, token: uuid.UUID
     ) -> None:
         super().__init__(job, op.seq, op.activity)
         self._lease = lease
@@ -125,6 +125,12 @@ def log_suspended(job: Job, reason: str) -> None:
     )
 
 
+@runtime_checkable
+class ActivityStore(OperationStore, JobSettler, EventStore, Protocol):
+    """The roles an activity attempt uses: settle its operation, renew its
+    lease, and publish events (``current_activity().publish``)."""
+
+
 class ActivityRunner:
     """Executes operation jobs for the activities of ``registry``.
 
@@ -138,7 +144,7 @@ class ActivityRunner:
 
     def __init__(
         self,
-        store: OperationStore,
+        store: ActivityStore,
         registry: Registry,
         *,
         max_payload_bytes: int | None = None,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import timedelta
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, runtime_checkable
 
 from azync_flow.errors import NonDeterminismError, QueryError
 from azync_flow.replay.engine import WorkflowInstance
@@ -51,6 +51,7 @@ QUERY_KIND = "$query"
 QUERY_LEASE = timedelta(hours=1)
 
 
+@runtime_checkable
 class QueryStore(WorkflowRuntimeStore, WorkflowInteractionStore, Protocol):
     """The store verbs a query responder uses: loads and the query verbs."""
 
@@ -60,11 +61,12 @@ class QueryResponder:
 
     Args:
         runner: the worker's workflow runner (registry, sticky cache, pass locks).
+        store: the runner's store, with the query verbs.
     """
 
-    def __init__(self, runner: WorkflowRunner) -> None:
+    def __init__(self, runner: WorkflowRunner, store: QueryStore) -> None:
         self.runner = runner
-        self.store = cast(QueryStore, runner.store)
+        self.store = store
         self._claims: dict[uuid.UUID, QueryClaim] = {}
         #: Queries answered from a cached instance / by a full replay.
         self.from_cache = 0

@@ -29,23 +29,34 @@ import socket
 import time
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from azync_flow._operations import decode_operation, seq_of_execution_key
 from azync_flow._workflow.definitions import Registry
 from azync_flow._workflow.limits import HistoryLimit
 from azync_flow.replay.events import ActivityFailed, encode_event
-from azync_flow.runtime.activity_runner import ActivityRunner, log_suspended
+from azync_flow.runtime.activity_runner import ActivityRunner, ActivityStore, log_suspended
 from azync_flow.runtime.admission import DepthFirstAdmission
 from azync_flow.runtime.eager_start import EagerStarter
 from azync_flow.runtime.folded_completion import CompletionFolder
 from azync_flow.runtime.local_dispatch import LocalDispatch
-from azync_flow.runtime.query_responder import QUERY_KIND, QUERY_LEASE, QueryResponder
+from azync_flow.runtime.query_responder import (
+    QUERY_KIND,
+    QUERY_LEASE,
+    QueryResponder,
+    QueryStore,
+)
 from azync_flow.runtime.uncertain import uncertain_event
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.leadership import WorkerRegistryStore
-from azync_flow.store.queue import Job, Source
-from azync_flow.store.workflows import StartCommitResult, WorkflowStartParams
+from azync_flow.store.queue import Job, JobSettler, Source
+from azync_flow.store.workflows import (
+    StartCommitResult,
+    UncertainStore,
+    WorkflowMaintenance,
+    WorkflowProducer,
+    WorkflowStartParams,
+)
 from azync_flow.telemetry import AttemptKind, AttemptOutcome, RunTracer
 
 if TYPE_CHECKING:
@@ -101,6 +112,22 @@ def lost_attempt_delay(job: Job) -> timedelta:
     return decode_operation(job.payload).retry.delay(max(job.attempt, 1))
 
 
+@runtime_checkable
+class WorkflowWorkerStore(
+    ActivityStore,
+    QueryStore,
+    UncertainStore,
+    WorkflowMaintenance,
+    WorkflowProducer,
+    WorkerRegistryStore,
+    JobSettler,
+    Protocol,
+):
+    """The roles a worker running workflows needs: replay passes, activity
+    attempts, queries, uncertain operations, their maintenance, eager starts
+    and the worker registry."""
+
+
 class WorkflowRuntime:
     """Workflows and activities of a registry, running on a Worker.
 
@@ -154,7 +181,9 @@ class WorkflowRuntime:
                 "re-run non-idempotent operations and drop lease-expired ones without history; "
                 "attach_workflows adds the workflow maintenance itself"
             )
-        store: Any = worker.store
+        store = worker.store
+        if not isinstance(store, WorkflowWorkerStore):
+            raise TypeError("the worker's store does not implement WorkflowWorkerStore")
         self.worker = worker
         self.store = store
         self.registry = registry
@@ -195,7 +224,7 @@ class WorkflowRuntime:
             dequeue=dequeue_tasks,
         )
         #: Answers queries of these workflows (a cached instance or a full replay).
-        self.queries = QueryResponder(self.workflows)
+        self.queries = QueryResponder(self.workflows, store)
         self.query_loop = worker.add_loop(
             Source.WORKFLOW,
             QUERY_KIND,

@@ -31,6 +31,7 @@ from ._model import (
 )
 from ._scheduler import SCHEDULE_LEADERSHIP, Scheduler, declared_schedule_id
 from ._spec import Fire, Interval, MissingTime, RepeatedTime, ScheduleSpec, aware_utc
+from ._store import ScheduleRuntimeStore
 
 __all__ = [
     "DEFAULT_ID_TEMPLATE",
@@ -47,6 +48,7 @@ __all__ = [
     "ScheduleDescription",
     "SchedulePolicy",
     "ScheduleRun",
+    "ScheduleRuntimeStore",
     "ScheduleSpec",
     "ScheduleSummary",
     "Scheduler",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Protocol
+from typing import Protocol
 
 from azync_flow.errors import ConflictError, IdempotencyConflictError, NotFoundError
 from azync_flow.store.dags import DAGState
@@ -17,6 +17,7 @@ from azync_flow.store.queue import LIVE_JOB_STATES, EnqueueParams, Source
 from azync_flow.store.workflows import WorkflowState
 
 from ._model import Action, EnqueueJob, StartDAG, StartWorkflow
+from ._store import ScheduleRuntimeStore
 
 __all__ = ["ActionRunner", "RunStarter", "run_state"]
 
@@ -70,7 +71,7 @@ class ActionRunner:
         starter: starts workflow executions and DAG runs.
     """
 
-    def __init__(self, store: Any, starter: RunStarter) -> None:
+    def __init__(self, store: ScheduleRuntimeStore, starter: RunStarter) -> None:
         self.store = store
         self.starter = starter
 
@@ -147,7 +148,7 @@ class ActionRunner:
             pass
 
 
-async def run_state(store: Any, action: Action, run_id: uuid.UUID) -> str:
+async def run_state(store: ScheduleRuntimeStore, action: Action, run_id: uuid.UUID) -> str:
     """The state of the run ``action`` started as ``run_id`` (``running``,
     ``succeeded``, ...; ``gone`` when not found)."""
     try:

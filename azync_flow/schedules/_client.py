@@ -9,7 +9,6 @@ import itertools
 import re
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
 
 from azync_flow.errors import NotFoundError, ScheduleExistsError, ScheduleSpecError
 from azync_flow.store.schedules import ScheduleRecord
@@ -35,6 +34,7 @@ from ._model import (
 )
 from ._plan import Missed, plan, record_missed
 from ._spec import Fire, ScheduleSpec, aware_utc
+from ._store import ScheduleRuntimeStore
 
 __all__ = ["ScheduleClient", "resume_point"]
 
@@ -120,7 +120,7 @@ def resume_point(
 
 
 async def _record_skipped_over(
-    store: Any, item: Decoded, spec: ScheduleSpec, cursor: datetime, reason: str
+    store: ScheduleRuntimeStore, item: Decoded, spec: ScheduleSpec, cursor: datetime, reason: str
 ) -> None:
     """Record the nominal times of ``spec`` in ``(record cursor, cursor]`` as missed."""
     old = item.record.cursor_at
@@ -146,7 +146,7 @@ class ScheduleClient:
         store: the store.
     """
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: ScheduleRuntimeStore) -> None:
         self.store = store
 
     async def create(

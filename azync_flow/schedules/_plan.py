@@ -7,13 +7,14 @@ import contextlib
 import logging
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from azync_flow._publish import publish_event
 from azync_flow.errors import ConflictError
 
 from ._codec import Decoded
 from ._spec import Fire
+from ._store import ScheduleRuntimeStore
 
 __all__ = [
     "MISSED_EVENT",
@@ -108,7 +109,9 @@ def plan(item: Decoded, now: datetime, limit: int = MAX_FIRES_PER_TICK) -> Plan:
     return Plan(run, missed, new_cursor, None if following is None else following.fire_at)
 
 
-async def record_missed(store: Any, item: Decoded, missed: Missed, reason: str) -> None:
+async def record_missed(
+    store: ScheduleRuntimeStore, item: Decoded, missed: Missed, reason: str
+) -> None:
     """Record, count, log and publish a range of missed nominal times (once)."""
     await store.record_schedule_missed(
         item.id, missed.first, missed.last, missed.times, missed.exact, reason
@@ -125,7 +128,9 @@ async def record_missed(store: Any, item: Decoded, missed: Missed, reason: str) 
     await publish_fate(store, item.id, MISSED_EVENT, missed, reason)
 
 
-async def publish_fate(store: Any, sid: str, event_type: str, missed: Missed, reason: str) -> None:
+async def publish_fate(
+    store: ScheduleRuntimeStore, sid: str, event_type: str, missed: Missed, reason: str
+) -> None:
     """Publish a missed or skipped range to the ledger under an id derived
     from it, so a tick repeated after a crash publishes nothing new."""
     event_id = uuid.uuid5(_EVENT_NAMESPACE, f"{event_type}|{sid}|{missed.first.isoformat()}")

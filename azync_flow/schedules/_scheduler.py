@@ -34,6 +34,7 @@ from ._codec import Decoded, decode, fire_of
 from ._model import Overlap, StartWorkflow, run_key
 from ._plan import MISSED_EVENT, SKIPPED_EVENT, Missed, plan, publish_fate, record_missed
 from ._spec import Fire
+from ._store import ScheduleRuntimeStore
 
 __all__ = ["SCHEDULE_LEADERSHIP", "Scheduler", "declared_schedule_id"]
 
@@ -61,7 +62,7 @@ class Scheduler:
             id, created or updated on the first tick (see :meth:`declare`).
     """
 
-    def __init__(self, store: Any, starter: RunStarter) -> None:
+    def __init__(self, store: ScheduleRuntimeStore, starter: RunStarter) -> None:
         self.store = store
         self.actions = ActionRunner(store, starter)
         self.declared: dict[str, Any] = {}

@@ -83,10 +83,27 @@ class Change(msgspec.Struct, kw_only=True):
 
 @runtime_checkable
 class Migrator(Protocol):
-    """Contract ``Migrator``."""
+    """Contract ``Migrator``: the schema the store works on."""
 
     async def migrate(self) -> list[int]:
         """Bring the schema up to date; returns the migration versions applied."""
+        ...
+
+    async def check_schema(self) -> None:
+        """Refuse to run on a schema that lacks tables or migrations this version
+        needs (a worker calls it once at start, so an unmigrated schema is a clear
+        error at once instead of statements retried forever).
+
+        Raises:
+            SchemaNotMigratedError: the schema has no tables of the product, or
+                bundled migrations are not applied to it (names them).
+            StoreUnavailableError: the database cannot be reached.
+        """
+        ...
+
+    def target(self) -> str:
+        """Where the store points, for logs: the database without any password,
+        and the schema."""
         ...
 
 

@@ -714,9 +714,16 @@ class WorkflowMaintenance(Protocol):
     """Housekeeping of executions (run by the leader)."""
 
     async def schedule_task(
-        self, workflow_id: uuid.UUID, kind: str, run_at: datetime | None = None
+        self, workflow_id: uuid.UUID, kind: str = "$wft", run_at: datetime | None = None
     ) -> None:
-        """Insert one workflow-task job (None run_at: now)."""
+        """Make sure a workflow task of ``kind`` runs at ``run_at`` (None: now).
+
+        When a runnable task already exists its ``run_at`` moves to
+        ``least(existing, run_at)`` instead of a second one being inserted.
+
+        Raises:
+            NotFoundError: the execution is missing.
+        """
         ...
 
     async def vacuum_workflows(self, retention: timedelta) -> int:

@@ -20,10 +20,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import asyncpg
+
 from azync_flow._client_interactions import TERMINAL_STATES
 from azync_flow._workflow.definitions import Registry
 from azync_flow.app import attach_dags, attach_subscribers, attach_workflows
 from azync_flow.client import Client, WorkflowHandle
+from azync_flow.store import Store
 from azync_flow.store.queue import Source
 from azync_flow.worker import Retention, Worker
 
@@ -78,7 +81,7 @@ class WorkflowEnvironment:
 
     def __init__(
         self,
-        store: Any,
+        store: Store[asyncpg.Connection],
         clock: MovableClock,
         *,
         auto_time_skipping: bool = True,
@@ -313,7 +316,9 @@ class TestClient(Client):
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, env: WorkflowEnvironment, store: Any, **options: Any) -> None:
+    def __init__(
+        self, env: WorkflowEnvironment, store: Store[asyncpg.Connection], **options: Any
+    ) -> None:
         super().__init__(store, **options)
         self.env = env
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from ..store.admin import StatsMaintenance
+from ..store.admin import Migrator, StatsMaintenance
 from ..store.leadership import LeaseElector
 from ..store.queue import Notifier, QueueConsumer, QueueMaintenance
 
 
 @runtime_checkable
 class WorkerStore(
-    QueueConsumer, QueueMaintenance, StatsMaintenance, Notifier, LeaseElector, Protocol
+    QueueConsumer, QueueMaintenance, StatsMaintenance, Notifier, LeaseElector, Migrator, Protocol
 ):
     """What a :class:`~azync_flow.worker.Worker` calls: lease and settle jobs,
-    their maintenance and counters, wake-ups, and leadership leases."""
+    their maintenance and counters, wake-ups, leadership leases, and the
+    schema check at start."""

@@ -416,12 +416,8 @@ class Worker:
             self._running = False
 
     async def _run(self, stopping: asyncio.Event, started: asyncio.Event) -> None:
-        check_schema = getattr(self.store, "check_schema", None)
-        if check_schema is not None:  # fail at once, not with every statement retried
-            await check_schema()
-        target = getattr(self.store, "target", None)
-        if callable(target):  # which database and schema, never a password
-            log.info("worker serving %s", target())
+        await self.store.check_schema()  # fail at once, not with every statement retried
+        log.info("worker serving %s", self.store.target())
         self._log_registered()
         for lp in self.loops.values():
             lp.reset()

@@ -49,16 +49,7 @@ class PostgresStore(
             return await migrate(conn, self.schema, self.migrations_table)
 
     async def check_schema(self) -> None:
-        """Refuse to run on a schema that lacks tables or migrations this version needs.
-
-        Workers call it once at start, so an unmigrated schema is a clear error
-        at once instead of failing statements retried forever.
-
-        Raises:
-            SchemaNotMigratedError: the schema has no azync_flow tables, or
-                bundled migrations are not applied to it (names them).
-            StoreUnavailableError: the database cannot be reached.
-        """
+        """Implements ``Migrator.check_schema`` (documented there)."""
         async with self.pool.acquire() as conn:
             missing = await pending_migrations(conn, self.schema, self.migrations_table)
         if missing is None:
