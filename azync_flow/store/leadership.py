@@ -11,11 +11,16 @@ from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "DEFAULT_LEADER_TTL",
     "LeaderElector",
     "LeadershipLease",
     "LeaseElector",
     "WorkerRegistryStore",
 ]
+
+
+#: Default time a leadership stays held without renewal (backend clock).
+DEFAULT_LEADER_TTL = timedelta(seconds=10)
 
 
 @runtime_checkable

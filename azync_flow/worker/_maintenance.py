@@ -33,6 +33,7 @@ import msgspec
 
 from .._logging import log_failure
 from ..errors import LeadershipLostError
+from ..store.leadership import DEFAULT_LEADER_TTL
 from ..store.queue import Source
 
 if TYPE_CHECKING:
@@ -45,9 +46,6 @@ log = logging.getLogger("azync_flow.worker")
 
 #: Leadership name of the built-in queue maintenance.
 DEFAULT_LEADERSHIP = "azync_flow.maintenance"
-
-#: Default leadership lease TTL (backend clock); at least twice the tick.
-DEFAULT_LEADER_TTL = timedelta(seconds=10)
 
 #: Leadership name of the counter fold (every worker takes part: it covers every
 #: source, so whichever worker leads, every counted delta gets folded).

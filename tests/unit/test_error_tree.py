@@ -100,16 +100,11 @@ def test_every_public_error_of_the_package_is_defined_in_errors_under_the_root()
     assert drawn == set(_classes())
 
 
-#: The Postgres driver's import path of the store errors, until the driver
-#: imports them from azync_flow.errors (then this module goes away).
-DRIVER_IMPORT_PATH = "azync_flow.store.errors"
-
-
 def test_only_errors_and_the_package_root_export_error_classes() -> None:
     exporting = {
         name
         for name, found in _public_exceptions().items()
-        if found and name not in ("azync_flow", "azync_flow.errors", DRIVER_IMPORT_PATH)
+        if found and name not in ("azync_flow", "azync_flow.errors")
     }
     assert exporting == set()
 

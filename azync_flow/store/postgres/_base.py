@@ -13,8 +13,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import msgspec
 
+from ...errors import NotFoundError
 from .. import Config, default_channel
-from ..errors import NotFoundError
 from ..queue import EventRecord, Job, JobState, Source
 from ._fence import CURRENT_FENCE
 from ._guard import Availability, GuardedPool

@@ -17,7 +17,7 @@ from datetime import datetime
 
 import asyncpg
 
-from ..errors import LeadershipLostError
+from ...errors import LeadershipLostError
 from ._queries import QUERIES
 
 

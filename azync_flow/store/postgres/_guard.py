@@ -20,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from ..errors import AzyncError, SchemaNotMigratedError, StoreUnavailableError
+from ...errors import AzyncError, SchemaNotMigratedError, StoreUnavailableError
 
 __all__ = [
     "Availability",

@@ -16,7 +16,7 @@ from typing import Any, Generic, Self, TypeVar
 
 import asyncpg
 
-from ..errors import StoreError, StoreUnavailableError
+from ...errors import StoreError, StoreUnavailableError
 from ..queue import Source, Wake
 from ._base import PgBase
 from ._guard import describe_outage, is_unavailable, translate

@@ -8,7 +8,7 @@ from importlib import resources
 
 import asyncpg
 
-from ..errors import MigrationError
+from ...errors import MigrationError
 
 _FILE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # Arbitrary constant: namespaces the migration lock away from user locks.

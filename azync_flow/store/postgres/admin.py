@@ -28,8 +28,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
 
+from ...errors import ConflictError, NotFoundError
 from ..admin import Change, ChangeEntity, DailyCount, Depths, JobFilter, NukeReport
-from ..errors import ConflictError, NotFoundError
 from ..queue import AttemptError, Job, JobState, Source
 from ._base import PgBase, job_from_row
 from ._listen import ListenSubscription, open_subscription, parse_wake

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 import asyncpg
 import msgspec
 
+from ...errors import NotFoundError
 from ..dags import (
     DAGDep,
     DAGFailure,
@@ -33,7 +34,6 @@ from ..dags import (
     SettledDAG,
     TaskResult,
 )
-from ..errors import NotFoundError
 from ..queue import Job, JobState
 from ..validate import check_meta, check_name, check_text
 from ._base import PgBase, decode_meta, encode_meta, job_from_row, stale_lease

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
+from ...errors import SchemaNotMigratedError, StoreError, StoreUnavailableError
 from .. import Config
-from ..errors import SchemaNotMigratedError, StoreError, StoreUnavailableError
 from ._base import Clock, PgBase, validate_identifier
 from ._guard import is_unavailable
 from ._migrate import migrate, pending_migrations

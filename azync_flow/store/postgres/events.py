@@ -16,7 +16,7 @@ from datetime import datetime
 
 import asyncpg
 
-from ..errors import ConflictError, NotFoundError
+from ...errors import ConflictError, NotFoundError
 from ..events import (
     EventAdminRow,
     EventFilter,

@@ -35,13 +35,13 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from ..errors import StoreError, StoreUnavailableError
+from ...errors import StoreError, StoreUnavailableError
+from ..leadership import DEFAULT_LEADER_TTL
 from ._base import PgBase
 from ._fence import CURRENT_FENCE, LeaderFence
 from ._queries import QUERIES
 
 __all__ = [
-    "DEFAULT_LEADER_TTL",
     "LeaderMixin",
     "PgLeadershipLease",
     "WorkerRegistryMixin",
@@ -50,8 +50,6 @@ __all__ = [
 
 log = logging.getLogger("azync_flow.store")
 
-#: Default time a leadership stays held without renewal.
-DEFAULT_LEADER_TTL = timedelta(seconds=10)
 #: The pool raises StoreUnavailableError for an unreachable database; the rest
 #: are driver errors of the statement itself.
 _ERRORS = (

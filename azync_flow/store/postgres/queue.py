@@ -20,7 +20,7 @@ from datetime import timedelta
 import asyncpg
 
 from ..._text import clean_text
-from ..errors import ConflictError
+from ...errors import ConflictError
 from ..queue import DequeueParams, EnqueueParams, Job, Source, Wake
 from ..validate import check_max_attempts, check_meta, check_name, check_text
 from ._base import PgBase, encode_meta, job_from_row, stale_lease

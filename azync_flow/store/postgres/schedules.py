@@ -8,7 +8,7 @@ from datetime import datetime
 
 import asyncpg
 
-from ..errors import NotFoundError
+from ...errors import NotFoundError
 from ..schedules import (
     ScheduleChangeRecord,
     ScheduleMissedRecord,
@@ -81,14 +81,14 @@ class ScheduleMixin(PgBase):
         return row is not None
 
     async def get_schedule(self, id: str) -> ScheduleRecord:
-        """Raises NotFoundError: no schedule ``id``."""
+        """Implements ``ScheduleStore.get_schedule`` (documented there)."""
         row = await self._fetchrow("schedule_get", id)
         if row is None:
             raise NotFoundError(f"schedule {id!r}")
         return _schedule(row)
 
     async def list_schedules(self, limit: int = 1000) -> list[ScheduleRecord]:
-        """Schedules ordered by id."""
+        """Implements ``ScheduleStore.list_schedules`` (documented there)."""
         return [_schedule(r) for r in await self._fetch("schedule_list", limit)]
 
     async def due_schedules(self, limit: int = 100) -> list[ScheduleRecord]:
@@ -100,7 +100,7 @@ class ScheduleMixin(PgBase):
         return [_schedule(r) for r in await self._fetch("schedule_with_pending_runs")]
 
     async def pending_schedule_runs(self, schedule_id: str) -> list[ScheduleRunRecord]:
-        """Requested and buffered runs of a schedule, oldest nominal time first."""
+        """Implements ``ScheduleStore.pending_schedule_runs`` (documented there)."""
         return [
             struct_from_row(ScheduleRunRecord, r)
             for r in await self._fetch("schedule_runs_pending", schedule_id)
@@ -194,7 +194,7 @@ class ScheduleMixin(PgBase):
     async def schedule_run(
         self, schedule_id: str, nominal_at: datetime
     ) -> ScheduleRunRecord | None:
-        """The ledger row of one nominal time, if any."""
+        """Implements ``ScheduleStore.schedule_run`` (documented there)."""
         row = await self._fetchrow("schedule_run_get", schedule_id, nominal_at)
         return None if row is None else struct_from_row(ScheduleRunRecord, row)
 
@@ -239,7 +239,7 @@ class ScheduleMixin(PgBase):
     async def recent_schedule_missed(
         self, schedule_id: str, limit: int
     ) -> list[ScheduleMissedRecord]:
-        """Missed ranges, newest first."""
+        """Implements ``ScheduleStore.recent_schedule_missed`` (documented there)."""
         return [
             struct_from_row(ScheduleMissedRecord, r)
             for r in await self._fetch("schedule_missed_recent", schedule_id, limit)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 
-from ...errors import NotFoundError
+from ....errors import NotFoundError
 from ...workflows import HistoryEvent, WorkflowExecutionView, WorkflowRunView
 from .._base import decode_meta
 from .core import WorkflowCoreMixin, execution_from_row
@@ -25,12 +25,7 @@ class WorkflowChildrenMixin(WorkflowCoreMixin):
     # --- reads ------------------------------------------------------------------------
 
     async def list_workflow_runs(self, id: uuid.UUID) -> list[WorkflowRunView]:
-        """Every run of an execution, oldest first; the last is the current (or
-        final) one.
-
-        Raises:
-            NotFoundError: no such execution.
-        """
+        """Implements ``WorkflowAdmin.list_workflow_runs`` (documented there)."""
         view = await self.get_workflow_execution(id)
         rows = await self._fetch("workflow_runs", id)
         runs = [
@@ -82,7 +77,7 @@ class WorkflowChildrenMixin(WorkflowCoreMixin):
         ]
 
     async def workflow_history_size(self, id: uuid.UUID) -> tuple[int, int]:
-        """``(events, payload bytes)`` of the current run's history."""
+        """Implements ``WorkflowAdmin.workflow_history_size`` (documented there)."""
         row = await self._fetchrow("workflow_history_size", id)
         assert row is not None  # an aggregate always returns its row
         return int(row["events"]), int(row["bytes"])

@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from ...._text import clean_text
-from ...errors import ConflictError, NotFoundError
+from ....errors import ConflictError, NotFoundError
 from ...validate import check_meta, check_name, check_same_start, check_text
 from ...workflows import (
     HistoryEvent,
@@ -507,13 +507,7 @@ class WorkflowCoreMixin(PgBase):
             await self._schedule_task(conn, workflow_id, kind, run_at)
 
     async def promote_workflow_jobs(self, kinds: list[str] | None = None) -> int:
-        """Move due scheduled workflow jobs (operation retries after backoff, future
-        workflow tasks) of ``kinds`` (None = all) to pending and wake workers.
-
-        ``dequeue_workflow_tasks`` already takes due scheduled workflow tasks;
-        operations leased with ``dequeue_batch`` need this (the workflow-source
-        equivalent of contract ``PromoteDue``). Returns the count promoted.
-        """
+        """Implements ``WorkflowMaintenance.promote_workflow_jobs`` (documented there)."""
         row = await self._fetchrow("workflow_promote_due", kinds, self.channel)
         assert row is not None
         return int(row["promoted"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from ...errors import NotFoundError
+from ....errors import NotFoundError
 from ...validate import check_choice, check_name
 from ...workflows import QueryAnswer, QueryClaim, QueryRequest, UpdateOutcome
 from .._base import PgBase

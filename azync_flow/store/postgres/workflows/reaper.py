@@ -41,15 +41,7 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
         limit: int = 100,
         on_reaped: Callable[[Job], None] | None = None,
     ) -> ReapReport:
-        """Reclaim workflow tasks whose lease expired (backend clock).
-
-        Each returns to pending with ``reap_count`` + 1; once ``reap_count``
-        would reach ``max_reaps`` (> 0) the task is dead-lettered and a
-        running execution suspended with a reason naming it. Each job is
-        handled in its own transaction under ``FOR UPDATE SKIP LOCKED``.
-        ``on_reaped(job)`` is called after the commit for each job reaped or
-        dead-lettered (the job as it was when its lease expired).
-        """
+        """Implements ``WorkflowMaintenance.reap_workflow_tasks`` (documented there)."""
         reaped = killed = 0
         for job_id in await self._expired(True, limit):
             async with self._wtx() as conn:

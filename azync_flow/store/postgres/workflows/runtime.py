@@ -28,7 +28,7 @@ from typing import Literal
 import asyncpg
 
 from ...._text import clean_text
-from ...errors import ConflictError, NotFoundError
+from ....errors import ConflictError, NotFoundError
 from ...queue import Job, JobState, Source
 from ...workflows import (
     BufferedSignal,

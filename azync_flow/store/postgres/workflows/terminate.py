@@ -19,7 +19,7 @@ import asyncpg
 import msgspec
 
 from ...._text import clean_text
-from ...errors import ConflictError
+from ....errors import ConflictError
 from ...workflows import TerminatedExecution, WorkflowState
 from .._base import decode_meta, encode_meta
 from .core import WorkflowCoreMixin

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import asyncpg
 
 from ...._text import clean_text
-from ...errors import ConflictError, NotFoundError
+from ....errors import ConflictError, NotFoundError
 from ...events import PublishParams
 from ...queue import Job, JobState
 from ...workflows import ResolvedOperation, UncertainDecision, UncertainOperation, WorkflowState
@@ -79,19 +79,7 @@ class UncertainMixin(WorkflowCoreMixin):
         reason: str = LEASE_EXPIRED_REASON,
         limit: int = 100,
     ) -> list[uuid.UUID]:
-        """Mark lease-expired non-idempotent operations uncertain (a reaper pass).
-
-        Takes active operations whose meta says ``idempotent="false"`` and
-        whose lease expired on the backend clock; each is marked (as
-        :meth:`mark_uncertain`, under its current lease token) in its own
-        transaction. ``encode(job, reason)`` returns the history event
-        ``(type, payload)``. Such an operation never returns to pending: a
-        generic lease reap of it is suppressed by a trigger (migration 0002),
-        so run this pass on the leader alongside the generic reaper.
-
-        Returns:
-            Ids of the operations marked uncertain.
-        """
+        """Implements ``WorkflowMaintenance.reap_uncertain_operations`` (documented there)."""
         ids = [r["id"] for r in await self._fetch("workflow_op_expired_nonidempotent", limit)]
         marked: list[uuid.UUID] = []
         for job_id in ids:
@@ -245,7 +233,7 @@ class UncertainMixin(WorkflowCoreMixin):
     async def list_uncertain_operations(
         self, limit: int = 100, workflow_id: uuid.UUID | None = None
     ) -> list[UncertainOperation]:
-        """Operations waiting for a decision, oldest first (optionally of one execution)."""
+        """Implements ``UncertainStore.list_uncertain_operations`` (documented there)."""
         rows = await self._fetch("workflow_op_list_uncertain", limit, workflow_id)
         return [_uncertain_from_row(r) for r in rows]
 
