@@ -322,6 +322,7 @@ def test_schedules_package_exports_are_pinned() -> None:
         "ScheduleDescription",
         "SchedulePolicy",
         "ScheduleRun",
+        "ScheduleRuntimeStore",
         "ScheduleSpec",
         "ScheduleSummary",
         "Scheduler",
