@@ -131,3 +131,38 @@ def test_a_session_ended_by_sigterm_stops_its_embedded_server_and_deletes_its_da
 
 
 pytestmark = pytest.mark.slow
+
+
+async def test_drop_schema_ends_a_session_still_holding_a_lock_in_it(pg_dsn: str) -> None:
+    """A session left working in a test's schema (a killed worker's backend)
+    does not keep the schema: the drop ends it and retries."""
+    import asyncpg
+
+    from azync_flow.testing import drop_schema, unique_schema
+
+    schema = unique_schema()
+    admin = await asyncpg.connect(pg_dsn)
+    holder = await asyncpg.connect(pg_dsn)
+    try:
+        await admin.execute(f'CREATE SCHEMA "{schema}"; CREATE TABLE "{schema}".t (x int)')
+        tx = holder.transaction()
+        await tx.start()
+        await holder.execute(f'LOCK TABLE "{schema}".t IN ACCESS SHARE MODE')
+        await drop_schema(pg_dsn, schema)
+        gone = await admin.fetchval("SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema)
+        assert gone == 0
+        assert holder.is_closed() or not await _alive(holder)
+    finally:
+        await admin.close()
+        holder.terminate()
+
+
+async def _alive(conn: object) -> bool:
+    import asyncpg
+
+    assert isinstance(conn, asyncpg.Connection)
+    try:
+        await conn.fetchval("SELECT 1")
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, ConnectionError):
+        return False
+    return True
