@@ -86,13 +86,15 @@ async def test_heartbeat_keeps_a_long_handler_lease_while_the_reaper_runs(
 ) -> None:
     runs: list[int] = []
     lease_seen: list[Any] = []
-    worker = Worker(store, lease=timedelta(milliseconds=600), **FAST)
+    # A lease long enough that a heartbeat delayed by a loaded machine still
+    # lands in time; the handler outlives three of them.
+    worker = Worker(store, lease=timedelta(milliseconds=1500), **FAST)
 
     @worker.register("long")
     async def long(payload: Any, ctx: JobContext) -> None:
         runs.append(ctx.attempt)
-        for _ in range(4):  # 2 s in all: more than three leases
-            await asyncio.sleep(0.5)
+        for _ in range(4):  # 5 s in all: more than three leases
+            await asyncio.sleep(1.25)
             lease_seen.append(
                 await store.pool.fetchval(
                     "SELECT lease_until > now() FROM azync_jobs WHERE id = $1", ctx.id
@@ -134,9 +136,12 @@ async def test_lost_lease_cancels_the_stale_attempt_and_only_the_new_one_settles
     job_id = await enqueue(store, "fenced")
     async with worker:
         await asyncio.wait_for(first_started.wait(), 10)
-        # Expire the lease behind the worker's back (as if it had stalled).
+        # Expire the lease behind the worker's back (as if it had stalled) and
+        # change its token, so no heartbeat of the first attempt can renew it
+        # before the reaper takes it.
         await store.pool.execute(
-            "UPDATE azync_jobs SET lease_until = now() - interval '1 second' WHERE id = $1",
+            "UPDATE azync_jobs SET lease_until = now() - interval '1 second',"
+            " lease_token = gen_random_uuid() WHERE id = $1",
             job_id,
         )
         await asyncio.wait_for(second_done.wait(), 10)
