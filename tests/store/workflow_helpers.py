@@ -1,0 +1,138 @@
+"""Helpers shared by the workflow store tests (real PostgreSQL, no mocks)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, Job, Source
+from azync_flow.store.workflows import ScheduleOperationParams, WorkflowStartParams
+
+LEASE = timedelta(seconds=30)
+
+
+def start_params(
+    name: str = "order", key: str = "", input: bytes = b'{"n":1}'
+) -> WorkflowStartParams:
+    return WorkflowStartParams(
+        id=uuid.uuid4(), name=name, input=input, version="1", business_idempotency_key=key
+    )
+
+
+async def started(store: PostgresStore, **kw: object) -> uuid.UUID:
+    p = start_params(**kw)  # type: ignore[arg-type]
+    inserted, wid = await store.start_workflow(p)
+    assert inserted
+    return wid
+
+
+async def lease_task(store: PostgresStore, run_id: uuid.UUID) -> Job:
+    """Lease the (only) due workflow task of ``run_id``; tasks of other runs leased
+    on the way are released again."""
+    leased = await store.dequeue_workflow_tasks(100, LEASE)
+    for j in leased:
+        if j.run_id != run_id:
+            await store.release(j.id, j.lease_token)  # type: ignore[arg-type]
+    jobs = [j for j in leased if j.run_id == run_id]
+    assert len(jobs) == 1, jobs
+    return jobs[0]
+
+
+def op_params(
+    run_id: uuid.UUID, seq: int, idempotent: bool = True, activity: str = "charge"
+) -> ScheduleOperationParams:
+    return ScheduleOperationParams(
+        workflow_id=run_id,
+        kind=f"$op:{activity}@1",
+        payload=b'{"amount":42}',
+        execution_key=f"{run_id}/{seq}",
+        meta={
+            "workflow_name": "order",
+            "activity": activity,
+            "idempotent": "true" if idempotent else "false",
+        },
+    )
+
+
+async def jobs_of(store: PostgresStore, run_id: uuid.UUID) -> list[dict[str, object]]:
+    rows = await store.pool.fetch(
+        "SELECT id, kind, task_key, state, run_at, attempt, lease_token, decision, decision_by,"
+        " decision_note, decided_at, uncertain_reason, uncertain_since, result, last_error"
+        " FROM azync_jobs WHERE run_id = $1 ORDER BY enqueued_at, id",
+        run_id,
+    )
+    return [dict(r) for r in rows]
+
+
+async def runnable_tasks(store: PostgresStore, run_id: uuid.UUID) -> list[dict[str, object]]:
+    return [
+        j
+        for j in await jobs_of(store, run_id)
+        if j["task_key"] == "$wft" and j["state"] in ("pending", "scheduled")
+    ]
+
+
+async def snapshot(store: PostgresStore, run_id: uuid.UUID) -> dict[str, object]:
+    """Everything the store holds about one execution (to prove 'nothing changed')."""
+    ex = await store.pool.fetchrow("SELECT * FROM azync_workflow_executions WHERE id = $1", run_id)
+    hist = await store.pool.fetch(
+        "SELECT seq, type, payload FROM azync_workflow_history WHERE workflow_id = $1 ORDER BY seq",
+        run_id,
+    )
+    sigs = await store.pool.fetch(
+        "SELECT * FROM azync_workflow_signals WHERE workflow_id = $1 ORDER BY id", run_id
+    )
+    timers = await store.pool.fetch(
+        "SELECT * FROM azync_workflow_timers WHERE workflow_id = $1 ORDER BY seq", run_id
+    )
+    jobs = await store.pool.fetch("SELECT * FROM azync_jobs WHERE run_id = $1 ORDER BY id", run_id)
+    attempts = await store.pool.fetch(
+        "SELECT a.* FROM azync_job_attempts a JOIN azync_jobs j ON j.id = a.job_id"
+        " WHERE j.run_id = $1 ORDER BY a.id",
+        run_id,
+    )
+    return {
+        "execution": dict(ex) if ex else None,
+        "history": [tuple(r) for r in hist],
+        "signals": [dict(r) for r in sigs],
+        "timers": [dict(r) for r in timers],
+        "jobs": [dict(r) for r in jobs],
+        "attempts": [dict(r) for r in attempts],
+    }
+
+
+UNCERTAIN = "OperationUncertain"
+RESOLVED = ("OperationResolved", b'{"decision":"x"}')
+
+
+async def running_op(
+    store: PostgresStore, idempotent: bool = False, activity: str = "charge"
+) -> tuple[uuid.UUID, Job]:
+    """A running execution whose first pass scheduled one operation, now leased."""
+    wid = await started(store)
+    t = await lease_task(store, wid)
+    await store.commit_workflow_task(
+        t.id,
+        t.lease_token,
+        wid,
+        1,
+        events=[("ActivityScheduled", b'{"seq":1}')],
+        operations=[op_params(wid, 1, idempotent=idempotent, activity=activity)],
+    )
+    leased = await store.dequeue_batch(
+        Source.WORKFLOW, DequeueParams(kind=f"$op:{activity}@1", limit=10, lease=LEASE)
+    )
+    for other in leased:
+        if other.run_id != wid:
+            await store.release(other.id, other.lease_token)  # type: ignore[arg-type]
+    (op,) = [j for j in leased if j.run_id == wid]
+    return wid, op
+
+
+async def uncertain_op(store: PostgresStore) -> tuple[uuid.UUID, Job]:
+    wid, op = await running_op(store)
+    await store.mark_uncertain(
+        op.id, op.lease_token, "gateway timeout", event_type=UNCERTAIN, payload=b'{"seq":1}'
+    )
+    return wid, op
