@@ -51,7 +51,8 @@ def operation_params(
     command: ScheduleActivity,
     carrier: dict[str, str] | None = None,
 ) -> ScheduleOperationParams:
-    """Build the ``schedule_operation`` arguments for one ScheduleActivity command.
+    """Build the operation a pass schedules (``PassWrite.operations``) for one
+    ScheduleActivity command.
 
     ``carrier`` (the run's W3C trace context) travels in the job's meta so each
     attempt's span joins the run's trace without another read."""

@@ -3,7 +3,7 @@
 
 It adds to the worker:
 
-* a ``$wft`` lease loop that leases with ``store.dequeue_workflow_tasks`` (never
+* a ``$wft`` lease loop that leases with ``store.lease_workflow_tasks`` (never
   two passes of one execution at once) and runs each task as one replay pass
   (:class:`WorkflowRunner`);
 * one lease loop per registered activity (``$op:<name>@<version>``), one attempt

@@ -46,7 +46,7 @@ from ._common import Subscription, TTx_contra
 from .admin import ChangeNotifier, Closable, JobAdmin, Migrator, StatsMaintenance
 from .dags import DAGAdmin, DAGConsumer, DAGMaintenance, DAGProducer, TxDAGProducer
 from .events import EventAdmin, EventConsumer, EventMaintenance, EventProducer, TxEventProducer
-from .leadership import LeaderElector, LeaseElector, WorkerRegistryStore
+from .leadership import LeaseElector, WorkerRegistryStore
 from .queue import (
     Notifier,
     QueueConsumer,
@@ -128,7 +128,6 @@ class Store(
     OperationStore,
     WorkflowInteractionStore,
     ScheduleStore,
-    LeaderElector,
     LeaseElector,
     WorkerRegistryStore,
     Migrator,

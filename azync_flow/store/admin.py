@@ -25,7 +25,6 @@ __all__ = [
     "JobAdmin",
     "JobFilter",
     "Migrator",
-    "NukeReport",
     "StatsMaintenance",
     "StoreClock",
 ]
@@ -52,12 +51,6 @@ class DailyCount(msgspec.Struct, kw_only=True):
     processed: int = 0
     failed: int = 0
     reaped: int = 0
-
-
-class NukeReport(msgspec.Struct, kw_only=True):
-    jobs: int = 0
-    stats: int = 0
-    keys: int = 0
 
 
 class ChangeEntity(enum.StrEnum):
@@ -249,21 +242,11 @@ class JobAdmin(Protocol):
         """
         ...
 
-    async def delete_all(self, source: Source, kind: str, state: JobState) -> int:
-        """Delete every job of (source, kind) ('' = all kinds) in the state,
-        except those owned by a workflow execution or a DAG run."""
-        ...
-
     async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
         """Delete dead jobs of ``(source, kind)`` enqueued before ``older_than`` ago.
 
         DAG- and workflow-owned jobs are exempt (their run removes them).
         """
-        ...
-
-    async def nuke_all(self, source: Source) -> NukeReport:
-        """Delete every job, stat row and idempotency key of the source (a dev
-        reset). The event ledger is left intact."""
         ...
 
 

@@ -127,10 +127,6 @@ class EventConsumer(Protocol):
         """Upsert a subscriber registration keyed by ``(name, event_type)``."""
         ...
 
-    async def subscribers(self, event_type: str) -> list[Subscriber]:
-        """Registrations for an event type, ordered by name."""
-        ...
-
     async def delete_subscriber(self, name: str, event_type: str) -> int:
         """Remove ``(name, event_type)``, or every registration of ``name`` when
         ``event_type`` is empty. Deliveries already fanned out are untouched.

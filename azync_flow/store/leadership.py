@@ -5,14 +5,13 @@ workers.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 __all__ = [
     "DEFAULT_LEADER_TTL",
-    "LeaderElector",
     "LeadershipLease",
     "LeaseElector",
     "WorkerRegistryStore",
@@ -50,21 +49,6 @@ class LeadershipLease(Protocol):
     async def release(self) -> None:
         """Expire the lease now so another instance takes over at once.
         Idempotent; never raises."""
-        ...
-
-
-@runtime_checkable
-class LeaderElector(Protocol):
-    """Contract ``LeaderElector``."""
-
-    async def acquire_leadership(self, name: str) -> Callable[[], Awaitable[None]] | None:
-        """Contract ``LeaderElector.AcquireLeadership``.
-
-        Returns:
-            An async ``release`` callable when acquired, None when another
-            instance leads. The caller renews nothing: the leadership lapses
-            :data:`DEFAULT_LEADER_TTL` after acquisition unless released sooner.
-        """
         ...
 
 

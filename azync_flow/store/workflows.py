@@ -644,19 +644,11 @@ class WorkflowAdmin(Protocol):
         keyset cursor ``(created_at, id)`` of the previous page's last row."""
         ...
 
-    async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
-        """Append one history event; returns its seq."""
-        ...
-
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
     ) -> list[HistoryEvent]:
         """The execution's history in seq order, past ``after_seq`` (``limit``: at most)."""
         ...
-
-    async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None: ...
-
-    async def fail_workflow(self, id: uuid.UUID, reason: str) -> None: ...
 
     async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState:
         """Request cancellation (a suspended execution ends cancelled at once);
@@ -671,13 +663,7 @@ class WorkflowAdmin(Protocol):
         one ledger event); NotFoundError when missing or finished."""
         ...
 
-    async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None: ...
-
     async def resume_workflow(self, id: uuid.UUID) -> None: ...
-
-    async def schedule_operation(self, p: ScheduleOperationParams) -> uuid.UUID:
-        """Insert (or return the existing non-terminal) operation job by execution key."""
-        ...
 
     async def list_stalled_workflows(
         self, older_than: timedelta, limit: int
@@ -746,7 +732,7 @@ class WorkflowMaintenance(Protocol):
         """Move due scheduled workflow jobs (operation retries after backoff, future
         workflow tasks) of ``kinds`` (None = all) to pending and wake workers.
 
-        ``dequeue_workflow_tasks`` already takes due scheduled workflow tasks;
+        ``lease_workflow_tasks`` already takes due scheduled workflow tasks;
         operations leased with ``dequeue_batch`` need this (the workflow-source
         equivalent of :meth:`QueueMaintenance.promote_due`). Returns the count
         promoted.
@@ -883,17 +869,6 @@ class WorkflowRuntimeStore(Protocol):
         """The clock override statements use (None = the backend clock)."""
         ...
 
-    async def dequeue_workflow_tasks(
-        self, limit: int, lease: timedelta, kind: str = "$wft", *, first_passes: bool = True
-    ) -> list[Job]:
-        """Lease up to ``limit`` due workflow tasks, never two of one execution.
-
-        Tasks of executions in flight come before the first passes of new
-        executions; ``first_passes=False`` leases only the former (depth-first
-        admission when the caller's activity slots are scarce).
-        """
-        ...
-
     async def load_workflow_task(self, run_id: uuid.UUID, after_seq: int = 0) -> WorkflowTaskState:
         """Read the execution, its history past ``after_seq``, buffered signals and
         due timers in one statement (one snapshot, one round trip).
@@ -918,8 +893,13 @@ class WorkflowRuntimeStore(Protocol):
         *,
         first_passes: bool = True,
     ) -> list[LeasedTask]:
-        """Lease workflow tasks and load each (history past ``known[run]``), one round
-        trip; ordered and filtered as :meth:`dequeue_workflow_tasks`."""
+        """Lease up to ``limit`` due workflow tasks, never two of one execution, and
+        load each (history past ``known[run]``), in one round trip.
+
+        Tasks of executions in flight come before the first passes of new
+        executions; ``first_passes=False`` leases only the former (depth-first
+        admission when the caller's activity slots are scarce).
+        """
         ...
 
     async def commit_pass(

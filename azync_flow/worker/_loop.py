@@ -101,7 +101,7 @@ class LeaseLoop:
         default_max_attempts: retry budget applied durably on the first lease.
         override_default: see ``DequeueParams.override_default``.
         dequeue: ``async def (limit, lease) -> list[Job]`` replacing the
-            generic ``dequeue_batch`` (e.g. ``dequeue_workflow_tasks``, which
+            generic ``dequeue_batch`` (e.g. ``lease_workflow_tasks``, which
             never leases two workflow tasks of one execution at once).
     """
 

@@ -266,7 +266,7 @@ class Worker:
         a transaction of its own); it may use :attr:`acks` to batch plain acks.
         ``dequeue(limit, lease)``, when given, replaces the generic
         ``dequeue_batch`` lease query (the workflow runtime leases with
-        ``dequeue_workflow_tasks`` so passes of one execution never overlap).
+        ``lease_workflow_tasks`` so passes of one execution never overlap).
 
         Returns:
             The loop (its ``stats`` and ``in_flight`` are useful in tests).

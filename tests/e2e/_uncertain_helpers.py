@@ -32,7 +32,7 @@ async def silent_worker_until_idle(runtime: LocalRuntime, lease: timedelta) -> i
     total = 0
     while True:
         await store.promote_workflow_jobs()
-        tasks = await store.dequeue_workflow_tasks(10, lease, WORKFLOW_TASK_KIND)
+        tasks = [t.job for t in await store.lease_workflow_tasks(10, lease, WORKFLOW_TASK_KIND)]
         await asyncio.gather(*(runtime.workflows.run_task(j, j.lease_token) for j in tasks))
         ran = len(tasks)
         for kind in runtime.registry.activities:

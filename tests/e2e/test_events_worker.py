@@ -283,9 +283,8 @@ async def test_register_subscribers_before_any_worker_so_early_events_are_delive
         got.append(n)
 
     await register_subscribers(store, [count])
-    assert await store.subscribers("tick") == [
-        Subscriber(name="counter", event_type="tick", max_attempts=2)
-    ]
+    views = await store.list_subscriber_views("tick")
+    assert [(v.subscriber, v.event_type, v.max_attempts) for v in views] == [("counter", "tick", 2)]
     await Client(store).publish("tick", 1)
     worker = Worker(store, **FAST)
     attach_subscribers(worker, [count])

@@ -45,7 +45,7 @@ async def test_a_reaped_activity_is_counted_listed_logged_and_the_wait_is_shown(
     registry = Registry([rv_order], [rv_pack])
     handle = await Client(store).start(rv_order, "o-1")
     dead_worker = LocalRuntime(store, registry, cache_size=0)
-    (task,) = await store.dequeue_workflow_tasks(10, timedelta(seconds=30))
+    (task,) = [t.job for t in await store.lease_workflow_tasks(10, timedelta(seconds=30))]
     assert task.lease_token is not None
     await dead_worker.workflows.run_task(task, task.lease_token)  # schedules rv_pack
     (op,) = await store.dequeue_batch(

@@ -150,7 +150,8 @@ async def test_worker_logs_a_run_suspended_because_its_workflow_task_kept_losing
     caplog.set_level(logging.INFO, logger="azync_flow")
     handle = await Client(store).start(paying, 2)
     # a worker leases the pass and dies mid-pass
-    [task] = await store.dequeue_workflow_tasks(1, timedelta(seconds=5), WORKFLOW_TASK_KIND)
+    [leased] = await store.lease_workflow_tasks(1, timedelta(seconds=5), WORKFLOW_TASK_KIND)
+    task = leased.job
     clock.advance(timedelta(minutes=1))
     worker = Worker(store, **FAST)
     attach_workflows(worker, [paying], [pay], max_reaps=1)

@@ -64,7 +64,7 @@ async def _start_first_attempt(
     CALLS.clear()
     GATE["started"] = asyncio.Event()
     GATE["release"] = asyncio.Event()
-    [task] = await store.dequeue_workflow_tasks(10, timedelta(seconds=30))
+    [task] = [t.job for t in await store.lease_workflow_tasks(10, timedelta(seconds=30))]
     assert task.lease_token is not None
     await runtime.workflows.run_task(task, task.lease_token)  # schedules the operation
     [op] = await store.dequeue_batch(

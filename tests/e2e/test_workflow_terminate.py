@@ -264,7 +264,7 @@ async def test_a_pass_running_when_the_run_is_terminated_loses_its_commit(
             return state
 
     handle = await Client(store).start(first_step, "p1")
-    [task] = await store.dequeue_workflow_tasks(1, timedelta(seconds=30))
+    [task] = [t.job for t in await store.lease_workflow_tasks(1, timedelta(seconds=30))]
     assert task.lease_token is not None
     runner = WorkflowRunner(TerminatesAfterLoad(store, handle), Registry([first_step], [note]))
     assert await runner.run_task(task, task.lease_token) is None

@@ -24,6 +24,7 @@ from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, nesting_violations, parent_id
 from azync_flow.worker import Worker
 from azync_flow.workflow import Registry, WorkflowContext
+from tests.store.workflow_helpers import finish
 
 SEEN: dict[str, Any] = {}
 CAPTURE = SpanCapture(service_name="wf-test")
@@ -259,13 +260,13 @@ async def test_run_span_is_exported_once_by_the_pass_whose_completion_commit_won
     held = HeldCommitStore(store)
     runner_a = WorkflowRunner(held, registry, tracer=RunTracer(cap_a.provider))
     runner_b = WorkflowRunner(store, registry, tracer=RunTracer(cap_b.provider))
-    [task] = await store.dequeue_workflow_tasks(1, timedelta(seconds=30))
+    [task] = [t.job for t in await store.lease_workflow_tasks(1, timedelta(seconds=30))]
     assert task.lease_token is not None
     stalled = asyncio.create_task(runner_a.run_task(task, task.lease_token))
     await held.reached.wait()
     clock.advance(timedelta(seconds=31))  # A looks dead: its lease expires
     assert (await store.reap_workflow_tasks()).reaped == 1
-    [again] = await store.dequeue_workflow_tasks(1, timedelta(seconds=30))
+    [again] = [t.job for t in await store.lease_workflow_tasks(1, timedelta(seconds=30))]
     assert again.lease_token is not None
     await runner_b.run_task(again, again.lease_token)
     assert await handle.result(timeout=5) == 42
@@ -288,7 +289,7 @@ async def test_cancel_of_a_suspended_run_ends_it_and_exports_the_run_span(
     worker = Worker(store, maintain=(), handle_signals=False)
     attach_workflows(worker, [t_waits], [], tracer_provider=cap.provider)
     await worker.run_until_idle()  # waits for "go"
-    await store.suspend_workflow(handle.id, "held by an operator")
+    await finish(store, handle.id, ("suspend", "held by an operator"))  # as a pass would
     await handle.cancel()  # a suspended run cannot run code: settled here, no pass
     assert (await handle.describe()).state == WorkflowState.CANCELLED
     [run] = cap.named("workflow t_waits")

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import DequeueParams, Job, Source
-from azync_flow.store.workflows import ScheduleOperationParams, WorkflowStartParams
+from azync_flow.store.workflows import (
+    Outcome,
+    PassWrite,
+    ScheduleOperationParams,
+    WorkflowStartParams,
+)
 
 LEASE = timedelta(seconds=30)
 
@@ -30,13 +36,85 @@ async def started(store: PostgresStore, **kw: object) -> uuid.UUID:
 async def lease_task(store: PostgresStore, run_id: uuid.UUID) -> Job:
     """Lease the (only) due workflow task of ``run_id``; tasks of other runs leased
     on the way are released again."""
-    leased = await store.dequeue_workflow_tasks(100, LEASE)
+    leased = [t.job for t in await store.lease_workflow_tasks(100, LEASE)]
     for j in leased:
         if j.run_id != run_id:
             await store.release(j.id, j.lease_token)  # type: ignore[arg-type]
     jobs = [j for j in leased if j.run_id == run_id]
     assert len(jobs) == 1, jobs
     return jobs[0]
+
+
+async def commit(store: PostgresStore, run_id: uuid.UUID, **write: Any) -> int:
+    """Commit one pass of ``run_id`` the way the runtime does: make its workflow
+    task due (``schedule_task`` merges into a runnable one), lease it, read the
+    ``next_seq`` and ``commit_pass`` the ``PassWrite`` fields ``write``.
+
+    The one path by which history, operations and outcomes are written.
+    Returns the execution's new ``next_seq``.
+    """
+    await store.schedule_task(run_id)
+    task = await lease_task(store, run_id)
+    state = await store.load_workflow_task(run_id)
+    result = await store.commit_pass(
+        task.id,
+        task.lease_token,  # type: ignore[arg-type]
+        run_id,
+        PassWrite(expected_next_seq=state.next_seq, **write),
+    )
+    return result.next_seq
+
+
+async def finish(store: PostgresStore, run_id: uuid.UUID, outcome: Outcome) -> None:
+    """End (or suspend) ``run_id`` by a pass outcome: ``("complete", result)``,
+    ``("fail", reason)``, ``("suspend", reason)`` ..."""
+    await commit(store, run_id, outcome=outcome)
+
+
+async def scheduled_op(
+    store: PostgresStore, run_id: uuid.UUID, seq: int = 1, **kw: Any
+) -> uuid.UUID:
+    """Operation ``seq`` of ``run_id`` scheduled by a pass of its own (no event,
+    so the history is left as it was); ``kw`` as :func:`op_params`. Returns the
+    job id (the live one of that execution key)."""
+    await commit(store, run_id, operations=[op_params(run_id, seq, **kw)])
+    job_id = await store.pool.fetchval(
+        "SELECT id FROM azync_jobs WHERE run_id = $1 AND task_key = $2"
+        " AND state NOT IN ('succeeded', 'dead', 'cancelled')",
+        run_id,
+        f"{run_id}/{seq}",
+    )
+    assert isinstance(job_id, uuid.UUID)
+    return job_id
+
+
+async def lease_op(store: PostgresStore, op_id: uuid.UUID, activity: str = "charge") -> Job:
+    """Lease the pending operation ``op_id`` (others leased on the way are released)."""
+    leased = await store.dequeue_batch(
+        Source.WORKFLOW, DequeueParams(kind=f"$op:{activity}@1", limit=100, lease=LEASE)
+    )
+    for other in leased:
+        if other.id != op_id:
+            await store.release(other.id, other.lease_token)  # type: ignore[arg-type]
+    (op,) = [j for j in leased if j.id == op_id]
+    return op
+
+
+async def another_writer_appends(
+    store: PostgresStore, run_id: uuid.UUID, type: str, payload: bytes
+) -> int:
+    """Append one event at the execution's ``next_seq`` behind the verbs' back, as
+    a concurrent writer (another pass, a completion) would. Returns its seq."""
+    seq = await store.pool.fetchval(
+        "WITH e AS (UPDATE azync_workflow_executions SET next_seq = next_seq + 1"
+        " WHERE id = $1 RETURNING id, next_seq - 1 AS seq)"
+        " INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)"
+        " SELECT id, seq, $2, $3, now() FROM e RETURNING seq",
+        run_id,
+        type,
+        payload,
+    )
+    return int(seq)
 
 
 def op_params(

@@ -253,7 +253,8 @@ async def test_subscriptions_are_recorded_when_start_returns(
     """An event published right after start() reaches the subscriber: its
     subscription does not wait for the worker's first lease."""
     env = await workflow_env.start(subscribers=[receipt_mailer])
-    assert [s.name for s in await env.store.subscribers("invoice.paid")] == ["receipt_mailer"]
+    views = await env.store.list_subscriber_views("invoice.paid")
+    assert [v.subscriber for v in views] == ["receipt_mailer"]
 
 
 nightly = DAG("nightly")

@@ -29,7 +29,7 @@ from datetime import UTC, date, datetime, timedelta
 import asyncpg
 
 from ...errors import ConflictError, NotFoundError
-from ..admin import Change, ChangeEntity, DailyCount, Depths, JobFilter, NukeReport
+from ..admin import Change, ChangeEntity, DailyCount, Depths, JobFilter
 from ..queue import AttemptError, Job, JobState, Source
 from ._base import PgBase, job_from_row
 from ._listen import ListenSubscription, open_subscription, parse_wake
@@ -219,21 +219,9 @@ class AdminMixin(PgBase):
             await self._refuse_owned(source, id, "deleted")
             raise NotFoundError(f"no {state} {source} job {id}")
 
-    async def delete_all(self, source: Source, kind: str, state: JobState) -> int:
-        """Delete every job of ``(source, kind)`` (``''`` = all kinds) in ``state``,
-        except those owned by a workflow execution or a DAG run (their run
-        removes them)."""
-        return int(await self._fetchval("job_delete_all", source.value, kind, state.value))
-
     async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
         """Implements ``JobAdmin.vacuum_dead`` (documented there)."""
         return int(await self._fetchval("job_vacuum_dead", source.value, kind, older_than))
-
-    async def nuke_all(self, source: Source) -> NukeReport:
-        """Implements ``JobAdmin.nuke_all`` (documented there)."""
-        row = await self._fetchrow("job_nuke_all", source.value)
-        assert row is not None
-        return NukeReport(jobs=row["jobs"], stats=row["stats"], keys=row["keys"])
 
     # --- retention ------------------------------------------------------------------
 

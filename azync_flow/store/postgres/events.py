@@ -85,19 +85,6 @@ class EventMixin(PgBase):
             "event_register_subscriber", sub.name, sub.event_type, sub.max_attempts, sub.ordered
         )
 
-    async def subscribers(self, event_type: str) -> list[Subscriber]:
-        """The registrations for ``event_type``, ordered by name (``''``: every type)."""
-        rows = await self._fetch("event_subscribers", event_type)
-        return [
-            Subscriber(
-                name=r["name"],
-                event_type=r["event_type"],
-                max_attempts=r["max_attempts"],
-                ordered=r["ordered"],
-            )
-            for r in rows
-        ]
-
     async def delete_subscriber(self, name: str, event_type: str) -> int:
         """Implements ``EventConsumer.delete_subscriber`` (documented there)."""
         return int(await self._fetchval("event_delete_subscriber", name, event_type))

@@ -29,7 +29,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
@@ -213,11 +213,6 @@ class LeaderMixin(PgBase):
                     grace,
                 )
             return await attempt
-
-    async def acquire_leadership(self, name: str) -> Callable[[], Awaitable[None]] | None:
-        """Implements ``LeaderElector.acquire_leadership`` (documented there)."""
-        lease = await self.acquire_leadership_lease(name)
-        return None if lease is None else lease.release
 
 
 class WorkerRegistryMixin(PgBase):

@@ -22,9 +22,11 @@ async def _dead(store: PostgresStore, kind: str = "k", **kw: object) -> uuid.UUI
 
 
 async def test_list_kinds_from_jobs_and_stat_history_sorted(store: PostgresStore) -> None:
-    for kind in ("b", "a", "c"):
+    for kind in ("b", "a"):
         await store.enqueue(job(kind))
-    await store.delete_all(Source.QUEUE, "c", JobState.PENDING)  # stats still remember "c"
+    c = job("c")
+    await store.enqueue(c)
+    await store.delete_job(Source.QUEUE, c.id, JobState.PENDING)  # stats still remember "c"
     await store.pool.execute(
         "INSERT INTO azync_jobs (id, source, kind, state, run_at, enqueued_at, updated_at)"
         " VALUES (gen_random_uuid(), 'dag', 'z', 'pending', now(), now(), now())"
@@ -233,15 +235,6 @@ async def test_delete_job_only_in_the_given_state(store: PostgresStore) -> None:
     assert await store.pool.fetchval("SELECT count(*) FROM azync_jobs") == 0
 
 
-async def test_delete_all_by_kind_and_state(store: PostgresStore) -> None:
-    await _dead(store, "a")
-    for kind in ("a", "a", "b"):
-        await store.enqueue(job(kind))
-    assert await store.delete_all(Source.QUEUE, "a", JobState.PENDING) == 2
-    assert await store.delete_all(Source.QUEUE, "", JobState.PENDING) == 1
-    assert await store.pool.fetchval("SELECT count(*) FROM azync_jobs") == 1
-
-
 async def test_vacuum_dead_removes_dead_enqueued_before_cutoff(
     store: PostgresStore, clock: MovableClock
 ) -> None:
@@ -256,20 +249,6 @@ async def test_vacuum_dead_removes_dead_enqueued_before_cutoff(
     assert await store.vacuum_dead(Source.QUEUE, "", timedelta(hours=1)) == 2
     left = {r["id"] for r in await store.pool.fetch("SELECT id FROM azync_jobs")}
     assert left.isdisjoint({young, other})
-
-
-async def test_nuke_all_clears_jobs_stats_and_keys_of_the_source(store: PostgresStore) -> None:
-    await store.enqueue(job(idempotency_key="K", idempotency_ttl=timedelta(hours=1)))
-    await store.enqueue(job("b"))
-    await store.pool.execute(
-        "INSERT INTO azync_jobs (id, source, kind, state, run_at, enqueued_at, updated_at)"
-        " VALUES (gen_random_uuid(), 'dag', 'z', 'pending', now(), now(), now())"
-    )
-    report = await store.nuke_all(Source.QUEUE)
-    assert (report.jobs, report.keys) == (2, 1)
-    assert report.stats >= 2
-    assert await store.pool.fetchval("SELECT count(*) FROM azync_jobs") == 1  # the dag job
-    assert await store.list_kinds(Source.QUEUE) == []
 
 
 async def test_vacuum_stats_trims_days_older_than_retention_folded_or_not(

@@ -138,11 +138,3 @@ async def test_a_fold_racing_an_open_fold_skips_its_rows(
     assert await store.fold_stats(DELTAS) == (0 if outcome == "commit" else 1000)
     assert await pending_deltas(store) == 0
     assert await totals(store) == EXPECTED
-
-
-async def test_nuke_all_clears_folded_and_pending_counts(store: PostgresStore) -> None:
-    await record_deltas(store, 30)
-    await store.fold_stats(10)
-    report = await store.nuke_all(Source.QUEUE)
-    assert report.stats == 3 + 20  # three folded daily rows, twenty deltas
-    assert await totals(store) == {}

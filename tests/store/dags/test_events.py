@@ -36,7 +36,7 @@ async def _events(store: PostgresStore, dag_id: uuid.UUID) -> list[tuple[str, di
     mine = [r for r in rows if r.aggregate_type == "dag" and r.aggregate_id == str(dag_id)]
     order = [DAGEvent.FAILED, DAGEvent.COMPENSATION_STARTED, DAGEvent.COMPENSATION_FAILED]
     mine.sort(key=lambda r: (r.occurred_at, order.index(r.type) if r.type in order else 9))
-    subs = {s.event_type for s in await store.subscribers("")}
+    subs = {s.event_type for s in await store.list_subscriber_views("")}
     for r in mine:
         assert r.deliveries == (1 if r.type in subs else 0), r
     return [(r.type, msgspec.json.decode(r.payload)) for r in mine]

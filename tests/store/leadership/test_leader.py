@@ -1,4 +1,4 @@
-"""Contract clauses of LeaderElector / LeaseElector: a lease on the backend clock
+"""Contract clauses of LeaseElector: a lease on the backend clock
 with a term that fences the holder's maintenance writes."""
 
 from __future__ import annotations
@@ -194,16 +194,6 @@ async def test_a_holder_stuck_inside_a_fenced_statement_is_cut_off_by_the_takeov
     with pytest.raises(StoreUnavailableError):  # its session was ended
         await stuck
     assert (await row(store, job.id))["state"] == "active"  # its write rolled back
-
-
-async def test_acquire_leadership_returns_release_or_none(store: PostgresStore) -> None:
-    release = await store.acquire_leadership("maint")
-    assert release is not None
-    assert await store.acquire_leadership("maint") is None
-    await release()
-    again = await store.acquire_leadership("maint")
-    assert again is not None
-    await again()
 
 
 async def test_leadership_is_scoped_to_the_schema(store: PostgresStore, pg_dsn: str) -> None:

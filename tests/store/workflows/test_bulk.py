@@ -9,7 +9,7 @@ from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Source
 from azync_flow.store.workflows import WorkflowState
 from tests.store.helpers import stat_sums
-from tests.store.workflow_helpers import jobs_of, start_params
+from tests.store.workflow_helpers import finish, jobs_of, start_params
 
 
 async def _executions(store: PostgresStore) -> int:
@@ -87,7 +87,7 @@ async def test_start_workflows_frees_the_key_of_a_finished_execution(
 ) -> None:
     done = start_params(key="K")
     assert await store.start_workflow(done) == (True, done.id)
-    await store.complete_workflow(done.id, b'"ok"')
+    await finish(store, done.id, ("complete", b'"ok"'))
     again = start_params(key="K")
     assert await store.start_workflows([again]) == [(True, again.id)]
 

@@ -23,7 +23,7 @@ ROUNDS = 40
 async def _pass_worker(s: PostgresStore, rng: random.Random, errors: list[BaseException]) -> int:
     passes = 0
     for _ in range(ROUNDS):
-        for task in await s.dequeue_workflow_tasks(2, LEASE):
+        for task in [t.job for t in await s.lease_workflow_tasks(2, LEASE)]:
             assert task.run_id is not None
             assert task.lease_token is not None
             state = await s.load_workflow_task(task.run_id)

@@ -15,10 +15,13 @@ from azync_flow.store.queue import Source
 from azync_flow.store.workflows import SignalParams, WorkflowState
 from azync_flow.testing import MovableClock
 from tests.store.workflow_helpers import (
+    commit,
+    finish,
     jobs_of,
     lease_task,
     op_params,
     runnable_tasks,
+    scheduled_op,
     snapshot,
     start_params,
     started,
@@ -49,12 +52,12 @@ async def test_idempotent_start_returns_existing_id_while_live_and_frees_key_whe
     assert await store.start_workflow(first) == (True, first.id)
     again = start_params(key="K", input=b'{"n":2}')
     assert await store.start_workflow(again) == (False, first.id)
-    await store.suspend_workflow(first.id, "operator")
+    await finish(store, first.id, ("suspend", "operator"))
     assert await store.start_workflow(start_params(key="K")) == (False, first.id)
     other_name = start_params(name="refund", key="K")
     assert await store.start_workflow(other_name) == (True, other_name.id)
     assert len(await jobs_of(store, again.id)) == 0  # the loser scheduled nothing
-    await store.complete_workflow(first.id, b'"done"')
+    assert await store.cancel_workflow_execution(first.id) == WorkflowState.CANCELLED
     fresh = start_params(key="K")
     assert await store.start_workflow(fresh) == (True, fresh.id)
 
@@ -87,16 +90,14 @@ async def test_get_missing_execution_is_not_found(store: PostgresStore) -> None:
         await store.get_workflow_execution(missing)
     with pytest.raises(NotFoundError):
         await store.list_history(missing)
-    with pytest.raises(NotFoundError):
-        await store.append_history(missing, "X", b"{}")
 
 
-async def test_append_history_assigns_consecutive_seqs_listed_in_order(
+async def test_a_pass_appends_its_events_at_consecutive_seqs_listed_in_order(
     store: PostgresStore,
 ) -> None:
     wid = await started(store)
-    seqs = [await store.append_history(wid, f"E{i}", f'{{"i":{i}}}'.encode()) for i in range(3)]
-    assert seqs == [1, 2, 3]
+    events = [(f"E{i}", f'{{"i":{i}}}'.encode()) for i in range(3)]
+    assert await commit(store, wid, events=events) == 4
     history = await store.list_history(wid)
     assert [(e.seq, e.type, e.payload) for e in history] == [
         (1, "E0", b'{"i":0}'),
@@ -114,16 +115,18 @@ async def test_payloads_round_trip_byte_for_byte(store: PostgresStore) -> None:
     p = start_params(input=nul)
     await store.start_workflow(p)
     assert (await store.get_workflow_execution(p.id)).input == nul
-    await store.append_history(p.id, "Big", big)
-    await store.append_history(p.id, "Nul", nul)
+    big_op = msgspec.structs.replace(op_params(p.id, 1), payload=big)
+    await commit(store, p.id, events=[("Big", big), ("Nul", nul)], operations=[big_op])
     assert [e.payload for e in await store.list_history(p.id)] == [big, nul]
     assert await store.signal_workflow(SignalParams(workflow_id=p.id, name="s", payload=nul))
     (sig,) = (await store.load_workflow_task(p.id)).signals
     assert sig.payload == nul
-    op_id = await store.schedule_operation(msgspec.structs.replace(op_params(p.id, 1), payload=big))
-    op = await store.pool.fetchval("SELECT payload FROM azync_jobs WHERE id = $1", op_id)
-    assert bytes(op) == big
-    await store.complete_workflow(p.id, big)
+    (op_id,) = [
+        j["id"] for j in await jobs_of(store, p.id) if j["task_key"] == big_op.execution_key
+    ]
+    op_payload = await store.pool.fetchval("SELECT payload FROM azync_jobs WHERE id = $1", op_id)
+    assert bytes(op_payload) == big
+    await finish(store, p.id, ("complete", big))
     assert (await store.get_workflow_execution(p.id)).result == big
 
 
@@ -138,7 +141,7 @@ async def test_signal_dedupes_by_message_id_even_after_the_run_finished(
     assert await store.signal_workflow(SignalParams(workflow_id=wid, name="pay")) is True
     signals = (await store.load_workflow_task(wid)).signals
     assert [(s.name, s.message_id) for s in signals] == [("pay", "p1"), ("pay", ""), ("pay", "")]
-    await store.complete_workflow(wid, b"null")
+    await finish(store, wid, ("complete", b"null"))
     assert await store.signal_workflow(sig) is False  # a retried send: same ack, no error
 
 
@@ -146,7 +149,7 @@ async def test_signal_to_finished_run_raises_not_found_and_changes_nothing(
     store: PostgresStore,
 ) -> None:
     wid = await started(store)
-    await store.fail_workflow(wid, "boom")
+    await finish(store, wid, ("fail", "boom"))
     before = await snapshot(store, wid)
     with pytest.raises(NotFoundError, match=rf"{wid} is failed \(finished\)"):
         await store.signal_workflow(SignalParams(workflow_id=wid, name="go", message_id="m"))
@@ -164,33 +167,28 @@ async def test_signal_schedules_a_workflow_task_unless_suspended(store: Postgres
     await store.signal_workflow(SignalParams(workflow_id=wid, name="a"))
     assert len(await runnable_tasks(store, wid)) == 1
     other = await started(store)
-    t2 = await lease_task(store, other)
-    await store.ack(t2.id, t2.lease_token)
-    await store.suspend_workflow(other, "paused by operator")
+    await finish(store, other, ("suspend", "paused by operator"))
     assert await store.signal_workflow(SignalParams(workflow_id=other, name="a"))
     assert await runnable_tasks(store, other) == []  # buffered; resume wakes it
     await store.resume_workflow(other)
     assert len(await runnable_tasks(store, other)) == 1
 
 
-async def test_complete_and_fail_are_terminal_and_retire_runnable_jobs(
+async def test_a_completing_or_failing_pass_is_terminal_and_retires_runnable_operations(
     store: PostgresStore,
 ) -> None:
     wid = await started(store)
-    await store.schedule_operation(op_params(wid, 1))
-    await store.complete_workflow(wid, b'{"ok":true}')
+    op_id = await scheduled_op(store, wid)
+    await finish(store, wid, ("complete", b'{"ok":true}'))
     view = await store.get_workflow_execution(wid)
     assert (view.state, view.result) == (WorkflowState.SUCCEEDED, b'{"ok":true}')
     assert view.completed_at is not None
-    assert {j["state"] for j in await jobs_of(store, wid)} == {"cancelled"}
-    with pytest.raises(NotFoundError, match="is succeeded"):
-        await store.fail_workflow(wid, "late")
+    assert {j["id"]: j["state"] for j in await jobs_of(store, wid)}[op_id] == "cancelled"
+    assert await runnable_tasks(store, wid) == []
     wid2 = await started(store)
-    await store.fail_workflow(wid2, "card declined")
+    await finish(store, wid2, ("fail", "card declined"))
     view2 = await store.get_workflow_execution(wid2)
     assert (view2.state, view2.failure_reason) == (WorkflowState.FAILED, "card declined")
-    with pytest.raises(NotFoundError):
-        await store.complete_workflow(uuid.uuid4(), b"null")
 
 
 async def test_cancel_requests_cancellation_and_schedules_a_task(store: PostgresStore) -> None:
@@ -202,7 +200,7 @@ async def test_cancel_requests_cancellation_and_schedules_a_task(store: Postgres
     assert state.cancel_requested is True
     assert state.execution.state == WorkflowState.RUNNING
     assert len(await runnable_tasks(store, wid)) == 1
-    await store.complete_workflow(wid, b"null")
+    await finish(store, wid, ("complete", b"null"))
     with pytest.raises(NotFoundError, match="succeeded"):
         await store.cancel_workflow_execution(wid)
 
@@ -211,14 +209,11 @@ async def test_suspend_and_resume_toggle_state_and_resume_schedules_a_task(
     store: PostgresStore,
 ) -> None:
     wid = await started(store)
-    task = await lease_task(store, wid)
-    await store.ack(task.id, task.lease_token)
-    await store.suspend_workflow(wid, "nondeterminism at seq 3")
+    await finish(store, wid, ("suspend", "nondeterminism at seq 3"))
     state = await store.load_workflow_task(wid)
     assert state.execution.state == WorkflowState.SUSPENDED
     assert state.suspend_reason == "nondeterminism at seq 3"
-    with pytest.raises(NotFoundError, match="is suspended"):
-        await store.suspend_workflow(wid, "again")
+    assert await runnable_tasks(store, wid) == []
     await store.resume_workflow(wid)
     state = await store.load_workflow_task(wid)
     assert (state.execution.state, state.suspend_reason) == (WorkflowState.RUNNING, "")
@@ -227,21 +222,19 @@ async def test_suspend_and_resume_toggle_state_and_resume_schedules_a_task(
         await store.resume_workflow(wid)
 
 
-async def test_schedule_operation_dedupes_by_execution_key_among_live_operations(
+async def test_a_pass_dedupes_operations_by_execution_key_among_live_operations(
     store: PostgresStore,
 ) -> None:
     wid = await started(store)
-    first = await store.schedule_operation(op_params(wid, 1))
-    assert await store.schedule_operation(op_params(wid, 1)) == first
-    second = await store.schedule_operation(op_params(wid, 2))
+    first = await scheduled_op(store, wid, 1)
+    assert await scheduled_op(store, wid, 1) == first
+    second = await scheduled_op(store, wid, 2)
     assert second != first
     await store.pool.execute("UPDATE azync_jobs SET state = 'succeeded' WHERE id = $1", first)
-    third = await store.schedule_operation(op_params(wid, 1))
+    third = await scheduled_op(store, wid, 1)
     assert third not in (first, second)
     ops = [j for j in await jobs_of(store, wid) if j["task_key"] != "$wft"]
     assert len(ops) == 3
-    with pytest.raises(NotFoundError):
-        await store.schedule_operation(op_params(uuid.uuid4(), 1))
 
 
 async def test_one_runnable_task_per_execution_keeps_the_earliest_run_at(
@@ -280,22 +273,19 @@ async def test_vacuum_removes_old_terminal_executions_with_everything_linked(
 ) -> None:
     t0 = clock.advance(timedelta(0))
     old = await started(store)
-    await store.append_history(old, "E", b"{}")
     await store.signal_workflow(SignalParams(workflow_id=old, name="s"))
-    task = await lease_task(store, old)
-    await store.commit_workflow_task(
-        task.id,
-        task.lease_token,
+    await commit(
+        store,
         old,
-        2,
+        events=[("E", b"{}")],
         operations=[op_params(old, 2)],
         timers=[(3, timedelta(hours=1))],
     )
-    await store.fail_workflow(old, "x")
+    await finish(store, old, ("fail", "x"))
     live = await started(store)
     recent = await started(store)
     clock.set(t0 + timedelta(days=2))
-    await store.complete_workflow(recent, b"null")
+    await finish(store, recent, ("complete", b"null"))
     clock.set(t0 + timedelta(days=3))
     assert await store.vacuum_workflows(timedelta(0)) == 0
     assert await store.vacuum_workflows(timedelta(days=2)) == 1
@@ -322,9 +312,7 @@ async def test_list_stalled_returns_running_executions_with_no_live_job(
     await store.ack(task.id, task.lease_token)  # e.g. a job deleted by hand
     has_task = await started(store, name="has_task")
     suspended = await started(store, name="suspended")
-    t = await lease_task(store, suspended)
-    await store.ack(t.id, t.lease_token)
-    await store.suspend_workflow(suspended, "x")
+    await finish(store, suspended, ("suspend", "x"))
     # olderThan 0 is inclusive: same clock tick counts
     assert [(s.id, s.name) for s in await store.list_stalled_workflows(timedelta(0), 10)] == [
         (waiting, "waiting")
@@ -342,10 +330,12 @@ async def test_store_verbs_on_a_conflicting_key_never_mix_up_executions(
     store: PostgresStore,
 ) -> None:
     a = await started(store, key="same")
-    await store.complete_workflow(a, b'"a"')
+    await finish(store, a, ("complete", b'"a"'))
     b = await started(store, key="same")
     with pytest.raises(NotFoundError):
-        await store.complete_workflow(a, b'"again"')
+        await store.cancel_workflow_execution(a)
+    with pytest.raises(NotFoundError):
+        await store.signal_workflow(SignalParams(workflow_id=a, name="late"))
     assert (await store.get_workflow_execution(a)).result == b'"a"'
     assert (await store.get_workflow_execution(b)).state == WorkflowState.RUNNING
 
@@ -354,21 +344,19 @@ async def test_failure_text_with_nul_or_lone_surrogates_is_stored_escaped(
     store: PostgresStore,
 ) -> None:
     wid = await started(store)
-    await store.suspend_workflow(wid, "bad\x00byte")
+    await finish(store, wid, ("suspend", "bad\x00byte"))
     assert (await store.load_workflow_task(wid)).suspend_reason == "bad\\x00byte"
-    await store.fail_workflow(wid, "ValueError: a\x00b \ud800 caf\u00e9")
-    view = await store.get_workflow_execution(wid)
+    failed = await started(store)
+    await finish(store, failed, ("fail", "ValueError: a\x00b \ud800 caf\u00e9"))
+    view = await store.get_workflow_execution(failed)
     assert view.failure_reason == "ValueError: a\\x00b \\ud800 caf\u00e9"
 
 
 async def test_daily_stats_count_each_inserted_workflow_job_once(store: PostgresStore) -> None:
     wid = await started(store)
     await store.schedule_task(wid)  # merged into the pending task: not a new job
-    await store.schedule_operation(op_params(wid, 1))
-    await store.schedule_operation(op_params(wid, 1))  # deduped
-    task = await lease_task(store, wid)
-    await store.ack(task.id, task.lease_token)
-    await store.schedule_task(wid)  # a new task
+    await scheduled_op(store, wid, 1)  # the first task carries this pass
+    await scheduled_op(store, wid, 1)  # a new task; the operation is deduped
     counted = []
     for kind in await store.list_kinds(Source.WORKFLOW):
         _, daily = await store.stats(Source.WORKFLOW, kind)

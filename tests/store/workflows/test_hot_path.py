@@ -16,6 +16,8 @@ from azync_flow.store.workflows import OperationLease, OperationSettle, PassWrit
 from azync_flow.testing import MovableClock
 from tests.store.workflow_helpers import (
     LEASE,
+    another_writer_appends,
+    commit,
     jobs_of,
     lease_task,
     op_params,
@@ -126,7 +128,7 @@ async def test_completion_whose_seq_moved_writes_nothing(
     store: PostgresStore, clock: MovableClock
 ) -> None:
     wid, job = await leased_op(store, clock)
-    await store.append_history(wid, "Marker", b"{}")  # another writer moved next_seq
+    await another_writer_appends(store, wid, "Marker", b"{}")  # moves next_seq
     before = await snapshot(store, wid)
     settle = OperationSettle(
         job_id=job.id,  # type: ignore[attr-defined]
@@ -234,8 +236,7 @@ async def test_lease_and_load_in_one_statement_reads_history_past_the_known_seq(
 ) -> None:
     clock.set(datetime(2030, 1, 1, tzinfo=UTC))
     wid = await started(store)
-    for i in range(3):
-        await store.append_history(wid, f"E{i}", b"{}")
+    await commit(store, wid, events=[(f"E{i}", b"{}") for i in range(3)])
     await store.signal_workflow(SignalParams(workflow_id=wid, name="go", payload=b'"p"'))
     [task] = await store.lease_workflow_tasks(10, LEASE, known={wid: 2})
     assert task.job.run_id == wid

@@ -12,9 +12,10 @@ from azync_flow.testing import MovableClock
 from tests.store.workflow_helpers import (
     LEASE,
     jobs_of,
+    lease_op,
     lease_task,
-    op_params,
     runnable_tasks,
+    scheduled_op,
     started,
 )
 
@@ -23,11 +24,7 @@ EXPIRE = LEASE + timedelta(seconds=1)
 
 async def _leased_op(store: PostgresStore, idempotent: bool = True) -> Job:
     wid = await started(store)
-    await store.schedule_operation(op_params(wid, 1, idempotent=idempotent))
-    (op,) = await store.dequeue_batch(
-        Source.WORKFLOW, DequeueParams(kind="$op:charge@1", limit=10, lease=LEASE)
-    )
-    return op
+    return await lease_op(store, await scheduled_op(store, wid, 1, idempotent=idempotent))
 
 
 async def test_rescheduling_a_task_with_a_runnable_sibling_merges_into_it(

@@ -12,15 +12,20 @@ import pytest
 from azync_flow.errors import ConflictError, NotFoundError
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.store.queue import DequeueParams, Job, Source
+from azync_flow.store.queue import Job
 from azync_flow.store.workflows import SignalParams, WorkflowState
 from azync_flow.testing import MovableClock
 from tests.store.workflow_helpers import (
     LEASE,
+    another_writer_appends,
+    commit,
+    finish,
     jobs_of,
+    lease_op,
     lease_task,
     op_params,
     runnable_tasks,
+    scheduled_op,
     snapshot,
     started,
 )
@@ -41,8 +46,8 @@ async def test_dequeue_skips_executions_with_an_active_workflow_task(store: Post
     first = await lease_task(store, wid)
     await store.signal_workflow(SignalParams(workflow_id=wid, name="mid-pass"))
     assert len(await runnable_tasks(store, wid)) == 1  # pending while the pass is active
-    leased = await store.dequeue_workflow_tasks(10, LEASE)
-    assert [j.run_id for j in leased] == [other]
+    leased = await store.lease_workflow_tasks(10, LEASE)
+    assert [t.job.run_id for t in leased] == [other]
     await store.ack(first.id, first.lease_token)
     second = await lease_task(store, wid)
     assert second.id != first.id
@@ -56,7 +61,7 @@ async def test_concurrent_dequeuers_never_lease_two_tasks_of_one_execution(
         await lease_task(store, wid)
     for wid in runs:
         await store.signal_workflow(SignalParams(workflow_id=wid, name="x"))
-    batches = await asyncio.gather(*(store.dequeue_workflow_tasks(5, LEASE) for _ in range(4)))
+    batches = await asyncio.gather(*(store.lease_workflow_tasks(5, LEASE) for _ in range(4)))
     assert [j for b in batches for j in b] == []
     active = await store.pool.fetchval(
         "SELECT max(n) FROM (SELECT count(*) n FROM azync_jobs WHERE state = 'active'"
@@ -73,11 +78,11 @@ async def test_dequeue_takes_due_scheduled_tasks_without_promotion(
     task = await lease_task(store, wid)
     await store.ack(task.id, task.lease_token)
     await store.schedule_task(wid, "$wft", t0 + timedelta(days=30))
-    assert await store.dequeue_workflow_tasks(10, LEASE) == []
+    assert await store.lease_workflow_tasks(10, LEASE) == []
     clock.set(t0 + timedelta(days=30))
-    (job,) = await store.dequeue_workflow_tasks(10, LEASE)
-    assert job.run_id == wid
-    assert job.lease_until == t0 + timedelta(days=30) + LEASE
+    (leased,) = await store.lease_workflow_tasks(10, LEASE)
+    assert leased.job.run_id == wid
+    assert leased.job.lease_until == t0 + timedelta(days=30) + LEASE
 
 
 async def test_tasks_of_executions_in_flight_are_leased_before_first_passes(
@@ -91,10 +96,10 @@ async def test_tasks_of_executions_in_flight_are_leased_before_first_passes(
     new = await started(store)  # its first pass: older than the signal's task below
     clock.set(t0 + timedelta(seconds=2))
     await store.signal_workflow(SignalParams(workflow_id=in_flight, name="go"))
-    [first] = await store.dequeue_workflow_tasks(1, LEASE)
-    assert first.run_id == in_flight
-    [second] = await store.dequeue_workflow_tasks(1, LEASE)
-    assert second.run_id == new
+    [first] = await store.lease_workflow_tasks(1, LEASE)
+    assert first.job.run_id == in_flight
+    [second] = await store.lease_workflow_tasks(1, LEASE)
+    assert second.job.run_id == new
 
 
 async def test_without_first_passes_only_executions_in_flight_are_leased(
@@ -104,15 +109,14 @@ async def test_without_first_passes_only_executions_in_flight_are_leased(
     task = await lease_task(store, in_flight)
     await store.ack(task.id, task.lease_token)
     new = [await started(store) for _ in range(3)]
-    assert await store.dequeue_workflow_tasks(10, LEASE, first_passes=False) == []
     assert await store.lease_workflow_tasks(10, LEASE, first_passes=False) == []
     await store.signal_workflow(SignalParams(workflow_id=in_flight, name="go"))
     [leased] = await store.lease_workflow_tasks(10, LEASE, first_passes=False)
     assert leased.job.run_id == in_flight
     # a first pass stays a first pass when a signal merges into its task
     await store.signal_workflow(SignalParams(workflow_id=new[0], name="early"))
-    assert await store.dequeue_workflow_tasks(10, LEASE, first_passes=False) == []
-    assert {j.run_id for j in await store.dequeue_workflow_tasks(10, LEASE)} == set(new)
+    assert await store.lease_workflow_tasks(10, LEASE, first_passes=False) == []
+    assert {t.job.run_id for t in await store.lease_workflow_tasks(10, LEASE)} == set(new)
 
 
 async def test_load_workflow_task_returns_one_consistent_snapshot(
@@ -203,7 +207,7 @@ async def test_commit_with_a_wrong_expected_seq_is_conflict_and_writes_nothing(
     await store.signal_workflow(SignalParams(workflow_id=wid, name="s"))
     task = await lease_task(store, wid)
     (sig,) = (await store.load_workflow_task(wid)).signals
-    await store.append_history(wid, "ActivityCompleted", b"{}")  # someone moved the seq
+    await another_writer_appends(store, wid, "ActivityCompleted", b"{}")  # moves the seq
     before = await snapshot(store, wid)
     with pytest.raises(ConflictError, match="is at seq 2, the pass expected 1"):
         await store.commit_workflow_task(
@@ -401,15 +405,7 @@ async def test_abandon_acks_when_another_task_is_runnable_else_releases(
 
 
 async def _leased_op(store: PostgresStore, wid: uuid.UUID, seq: int = 1) -> Job:
-    op_id = await store.schedule_operation(op_params(wid, seq))
-    (job,) = [
-        j
-        for j in await store.dequeue_batch(
-            Source.WORKFLOW, DequeueParams(kind="$op:charge@1", limit=10, lease=LEASE)
-        )
-        if j.id == op_id
-    ]
-    return job
+    return await lease_op(store, await scheduled_op(store, wid, seq))
 
 
 async def test_complete_operation_acks_appends_and_schedules_in_one_step(
@@ -477,7 +473,7 @@ async def test_complete_operation_on_a_finished_execution_settles_only_the_job(
 ) -> None:
     wid = await started(store)
     op = await _leased_op(store, wid)
-    await store.complete_workflow(wid, b"null")
+    await finish(store, wid, ("complete", b"null"))
     assert await store.complete_operation(op.id, op.lease_token, wid, "X", b"1") == 0
     assert await store.list_history(wid) == []
     (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op.id]
@@ -525,14 +521,13 @@ async def test_promote_moves_due_scheduled_operations_to_pending(
     clock.set(t0 + timedelta(seconds=10))
     assert await store.promote_workflow_jobs(["$op:other@1"]) == 0
     assert await store.promote_workflow_jobs(["$op:charge@1"]) == 1
-    again = await _leased_op(store, wid)
+    again = await lease_op(store, op.id)
     assert (again.id, again.attempt) == (op.id, 2)
 
 
 async def test_list_history_pages_by_seq(store: PostgresStore) -> None:
     wid = await started(store)
-    for i in range(5):
-        await store.append_history(wid, "E", str(i).encode())
+    await commit(store, wid, events=[("E", str(i).encode()) for i in range(5)])
     pages, after = [], 0
     while page := await store.list_history(wid, after_seq=after, limit=2):
         pages.append([e.seq for e in page])
@@ -545,7 +540,12 @@ async def test_commit_to_a_finished_execution_is_conflict_and_writes_nothing(
 ) -> None:
     wid = await started(store)
     task = await lease_task(store, wid)
-    await store.fail_workflow(wid, "operator")
+    # ended under the pass by another writer, its task left active
+    await store.pool.execute(
+        "UPDATE azync_workflow_executions SET state = 'failed', failure_reason = 'operator',"
+        " completed_at = now() WHERE id = $1",
+        wid,
+    )
     before = await snapshot(store, wid)
     with pytest.raises(ConflictError, match="is failed"):
         await store.commit_workflow_task(

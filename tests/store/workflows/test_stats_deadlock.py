@@ -25,7 +25,7 @@ ROUNDS = 6
 
 
 async def _commit_round(s: PostgresStore, runs: list[uuid.UUID]) -> None:
-    tasks = await s.dequeue_workflow_tasks(len(runs), LEASE)
+    tasks = [t.job for t in await s.lease_workflow_tasks(len(runs), LEASE)]
     states = {t.run_id: await s.load_workflow_task(t.run_id) for t in tasks}  # type: ignore[arg-type]
 
     async def commit(t: object) -> None:

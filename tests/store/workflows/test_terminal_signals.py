@@ -18,6 +18,7 @@ from azync_flow.store import Config
 from azync_flow.store.events import EventFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.workflows import SignalParams, WorkflowState
+from tests.store import workflow_helpers
 from tests.store.workflow_helpers import lease_task, started
 
 UNDELIVERED_EVENT = "azync.workflow.signals_undelivered"
@@ -103,15 +104,15 @@ async def test_no_undelivered_record_when_every_signal_was_consumed(
 
 
 async def _fail(store: PostgresStore, wid: uuid.UUID) -> None:
-    await store.fail_workflow(wid, "boom")
+    await workflow_helpers.finish(store, wid, ("fail", "boom"))
 
 
 async def _complete(store: PostgresStore, wid: uuid.UUID) -> None:
-    await store.complete_workflow(wid, b"1")
+    await workflow_helpers.finish(store, wid, ("complete", b"1"))
 
 
 async def _cancel_suspended(store: PostgresStore, wid: uuid.UUID) -> None:
-    await store.suspend_workflow(wid, "operator")
+    await workflow_helpers.finish(store, wid, ("suspend", "operator"))
     await store.cancel_workflow_execution(wid)
 
 

@@ -16,7 +16,7 @@ from azync_flow.errors import NotFoundError
 from azync_flow.store.events import EventFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import SignalParams, TerminatedExecution, WorkflowState
-from tests.store.workflow_helpers import jobs_of, lease_task, op_params, snapshot, started
+from tests.store.workflow_helpers import finish, jobs_of, lease_task, op_params, snapshot, started
 
 EVENT = ("WorkflowTerminated", b'{"type":"WorkflowTerminated","reason":"r"}')
 TERMINATED = "azync.workflow.terminated"
@@ -74,7 +74,7 @@ async def test_terminate_a_suspended_run_cancels_its_uncertain_operation(
         " WHERE id = $1",
         op_id,
     )
-    await store.suspend_workflow(wid, "uncertain operation")
+    await finish(store, wid, ("suspend", "uncertain operation"))
     done = await _terminate(store, wid)
     assert done.previous_state == "suspended"
     assert done.operations == [f"{wid}/1 $op:charge@1"]
@@ -110,7 +110,7 @@ async def test_terminate_of_a_finished_or_missing_run_is_a_clear_error_and_write
     store: PostgresStore,
 ) -> None:
     wid = await started(store)
-    await store.complete_workflow(wid, b'"done"')
+    await finish(store, wid, ("complete", b'"done"'))
     before = await snapshot(store, wid)
     with pytest.raises(NotFoundError, match="is succeeded \\(finished\\); cannot terminate"):
         await _terminate(store, wid)

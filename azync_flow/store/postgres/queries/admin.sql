@@ -194,16 +194,6 @@ WHERE source = $2 AND id = $3 AND state = $4 AND dag_id IS NULL AND run_id IS NU
   AND ($1::timestamptz IS NULL OR true)
 RETURNING 1
 
--- name: job_delete_all
--- $2 source, $3 kind ('' = all), $4 state
-WITH d AS (
-    DELETE FROM azync_jobs
-    WHERE source = $2 AND ($3 = '' OR kind = $3) AND state = $4
-      AND dag_id IS NULL AND run_id IS NULL AND ($1::timestamptz IS NULL OR true)
-    RETURNING 1
-)
-SELECT count(*) FROM d
-
 -- name: job_vacuum_dead
 -- $2 source, $3 kind ('' = all), $4 older_than. DAG- and workflow-owned jobs
 -- are exempt: their lifecycle belongs to their run.
@@ -215,22 +205,6 @@ WITH d AS (
     RETURNING 1
 )
 SELECT count(*) FROM d
-
--- name: job_nuke_all
--- $2 source: every job, stat row (folded or delta) and idempotency key of the
--- source.
-WITH j AS (
-    DELETE FROM azync_jobs WHERE source = $2 AND ($1::timestamptz IS NULL OR true) RETURNING 1
-), s AS (
-    DELETE FROM azync_job_stats WHERE source = $2 RETURNING 1
-), sd AS (
-    DELETE FROM azync_job_stat_deltas WHERE source = $2 RETURNING 1
-), k AS (
-    DELETE FROM azync_idempotency_keys WHERE source = $2 RETURNING 1
-)
-SELECT (SELECT count(*) FROM j) AS jobs,
-       (SELECT count(*) FROM s) + (SELECT count(*) FROM sd) AS stats,
-       (SELECT count(*) FROM k) AS keys
 
 -- name: stats_vacuum
 -- $2 source, $3 retention (> 0): stat days older than the retention, folded

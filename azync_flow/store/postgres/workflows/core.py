@@ -38,8 +38,6 @@ from ....errors import ConflictError, NotFoundError
 from ...validate import check_meta, check_name, check_same_start, check_text
 from ...workflows import (
     HistoryEvent,
-    OperationLease,
-    ScheduleOperationParams,
     SignalParams,
     StalledScan,
     StalledWorkflow,
@@ -311,25 +309,6 @@ class WorkflowCoreMixin(PgBase):
             raise NotFoundError(f"workflow execution {id} does not exist")
         return decode_meta(row["trace_context"])
 
-    async def complete_workflow(self, id: uuid.UUID, result: bytes) -> None:
-        """Contract ``CompleteWorkflow``: running/suspended -> succeeded with ``result``.
-
-        Runnable tasks and operations of the execution are cancelled with it and
-        unconsumed signals recorded undelivered (see :meth:`_finish`).
-        Raises NotFoundError when the execution is missing or already terminal.
-        """
-        async with self._wtx() as conn:
-            await self._finish(conn, id, WorkflowState.SUCCEEDED, result, "")
-
-    async def fail_workflow(self, id: uuid.UUID, reason: str) -> None:
-        """Contract ``FailWorkflow``: running/suspended -> failed with ``reason``
-        (the same terminal transition as :meth:`complete_workflow`).
-
-        Raises NotFoundError when the execution is missing or already terminal.
-        """
-        async with self._wtx() as conn:
-            await self._finish(conn, id, WorkflowState.FAILED, None, reason)
-
     async def cancel_workflow_execution(self, id: uuid.UUID) -> WorkflowState:
         """Contract ``CancelWorkflowExecution``: request cancellation.
 
@@ -371,14 +350,6 @@ class WorkflowCoreMixin(PgBase):
             )
         return WorkflowState.CANCELLED
 
-    async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None:
-        """Contract ``SuspendWorkflow``: running -> suspended (no passes run).
-
-        Raises NotFoundError when the execution is missing or not running.
-        """
-        if not await self._suspend(None, id, reason):
-            raise NotFoundError(await self._state_message(None, id, "suspend", "running"))
-
     async def resume_workflow(self, id: uuid.UUID) -> None:
         """Contract ``ResumeWorkflow``: suspended -> running, and schedule a workflow task.
 
@@ -401,16 +372,6 @@ class WorkflowCoreMixin(PgBase):
             await self._schedule_task(conn, id, WORKFLOW_TASK, None)
 
     # --- history and signals ----------------------------------------------------
-
-    async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
-        """Contract ``AppendHistory``: append one event at the execution's next seq.
-
-        Returns the seq written. Raises NotFoundError when the execution is missing.
-        """
-        seq = await self._fetchval("workflow_history_append", workflow_id, type, payload)
-        if seq is None:
-            raise NotFoundError(f"workflow execution {workflow_id} does not exist")
-        return int(seq)
 
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
@@ -476,21 +437,6 @@ class WorkflowCoreMixin(PgBase):
             return True
 
     # --- jobs ---------------------------------------------------------------------
-
-    async def schedule_operation(self, p: ScheduleOperationParams) -> uuid.UUID:
-        """Contract ``ScheduleOperation``: insert (or return) the operation job.
-
-        Dedupes by ``execution_key`` among the execution's non-terminal
-        operations (pending, scheduled, active, paused, uncertain).
-
-        Raises NotFoundError when the execution is missing.
-        """
-        async with self._wtx() as conn:
-            if await self._fetchrow("workflow_lock", p.workflow_id, conn=conn) is None:
-                raise NotFoundError(f"workflow execution {p.workflow_id} does not exist")
-            (row,) = await self._schedule_ops(conn, p.workflow_id, [p])
-            job_id: uuid.UUID = row["id"]
-            return job_id
 
     async def schedule_task(
         self, workflow_id: uuid.UUID, kind: str = WORKFLOW_TASK, run_at: datetime | None = None
@@ -659,35 +605,6 @@ class WorkflowCoreMixin(PgBase):
         )
         if row is not None and row["inserted"]:
             self._count(conn, row["kind"], ENQUEUED)
-
-    async def _schedule_ops(
-        self,
-        conn: asyncpg.Connection,
-        run_id: uuid.UUID,
-        ops: list[ScheduleOperationParams],
-        local: OperationLease | None = None,
-    ) -> list[asyncpg.Record]:
-        """Insert (or find) the operations; one row per op with its ``id``, and the
-        lease columns of those inserted leased to the caller (``local``)."""
-        rows = await self._fetch(
-            "workflow_op_schedule",
-            run_id,
-            [o.kind for o in ops],
-            [o.payload for o in ops],
-            [encode_meta(o.meta) for o in ops],
-            [o.execution_key for o in ops],
-            [o.run_at for o in ops],
-            [o.max_attempts for o in ops],
-            self.channel,
-            None if local is None else local.keys,
-            None if local is None else local.lease,
-            25 if local is None else local.default_max_attempts,
-            conn=conn,
-        )
-        for r in rows:
-            if r["inserted"]:
-                self._count(conn, r["kind"], ENQUEUED)
-        return rows
 
 
 def check_start(p: WorkflowStartParams) -> None:

@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from ...._text import clean_text
-from ...queue import Job
 from ...workflows import (
     LeasedTask,
     OperationSettle,
@@ -44,8 +43,15 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         *,
         first_passes: bool = True,
     ) -> list[LeasedTask]:
-        """:meth:`dequeue_workflow_tasks` and :meth:`load_workflow_task` of every
-        leased task in ONE statement (one round trip).
+        """Lease up to ``limit`` due workflow tasks and :meth:`load_workflow_task`
+        each, in ONE statement (one round trip): tasks of executions in flight
+        first, then (with ``first_passes``) first passes, each oldest first.
+
+        Takes pending tasks and scheduled ones whose ``run_at`` has come (no
+        separate promotion needed for timers), and never a task of an
+        execution that already has an active workflow task, so passes of one
+        execution never overlap. ``FOR UPDATE SKIP LOCKED``; attempt
+        incremented and a fresh lease token minted, lease = backend now + ``lease``.
 
         Args:
             limit: most tasks leased.
@@ -81,23 +87,6 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         ]
         tasks.sort(key=lambda t: (t.job.run_at, t.job.id))
         return tasks
-
-    async def dequeue_workflow_tasks(
-        self, limit: int, lease: timedelta, kind: str = WORKFLOW_TASK, *, first_passes: bool = True
-    ) -> list[Job]:
-        """Lease up to ``limit`` due workflow tasks: tasks of executions in flight
-        first, then (with ``first_passes``) first passes, each oldest first.
-
-        Takes pending tasks and scheduled ones whose ``run_at`` has come (no
-        separate promotion needed for timers), and never a task of an
-        execution that already has an active workflow task, so passes of one
-        execution never overlap. ``FOR UPDATE SKIP LOCKED``; attempt
-        incremented and a fresh lease token minted, lease = backend now + ``lease``.
-        """
-        # The one lease statement of workflow tasks (it loads each too): a second
-        # copy without the load would be a second home of the lease.
-        tasks = await self.lease_workflow_tasks(limit, lease, kind, first_passes=first_passes)
-        return [t.job for t in tasks]
 
     async def commit_completions(
         self, run_id: uuid.UUID, settles: Sequence[OperationSettle], write: PassWrite
