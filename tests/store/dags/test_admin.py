@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from azync_flow.errors import NotFoundError
-from azync_flow.store.dags import DAGFilter, DAGSignalParams, DAGState
+from azync_flow.store.dags import DAGFilter, DAGSignalParams, DAGState, ReapedTask
 from azync_flow.store.dags import OnFailurePolicy as P
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import JobState, Source
@@ -143,15 +143,33 @@ async def test_reap_returns_expired_task_then_kills_after_max_reaps(
     store: PostgresStore, clock: MovableClock
 ) -> None:
     clock.set(T0)
-    dag_id = await create(store, params([task("a")]))
+    dag_id = await create(store, params([task("a"), task("b")], name="nightly", meta={"m": "1"}))
     await lease(store, dag_id, "a")
     clock.set(T0 + LEASE + timedelta(seconds=1))
-    assert await store.dag_reap_expired(2) == (1, 0)
+    (reaped,) = await store.dag_reap_expired_tasks(2)
+    assert reaped == ReapedTask(
+        dag_id=dag_id,
+        task_key="a",
+        attempt=1,
+        dead=False,
+        meta={"m": "1"},
+        kind="k:a",
+        started_at=T0,
+        dag_name="nightly",
+    )
     assert (await states(store, dag_id))["a"] == JobState.PENDING
+    assert await store.dag_reap_expired_tasks(2) == []  # nothing else expired
+    again = T0 + LEASE + timedelta(seconds=1)
     await lease(store, dag_id, "a")
-    clock.set(T0 + 2 * LEASE + timedelta(seconds=2))
-    assert await store.dag_reap_expired(2) == (1, 1)
-    assert (await states(store, dag_id))["a"] == JobState.DEAD
+    clock.set(again + LEASE + timedelta(seconds=1))
+    (killed,) = await store.dag_reap_expired_tasks(2)
+    assert (killed.task_key, killed.attempt, killed.dead, killed.started_at) == (
+        "a",
+        2,
+        True,
+        again,
+    )
+    assert (await states(store, dag_id)) == {"a": JobState.DEAD, "b": JobState.PENDING}
 
 
 # --- RetryDAG ----------------------------------------------------------------------

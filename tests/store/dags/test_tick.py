@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from azync_flow.store.dags import DAGState, OnFailurePolicy
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.queue import JobState
+from azync_flow.store.queue import JobState, Source, Wake
 from azync_flow.testing import MovableClock
 from tests.store.dag_helpers import (
     create,
@@ -493,3 +493,28 @@ async def test_dead_compensation_mid_chain_suspends_and_retry_finishes_the_chain
     await succeed(store, dag_id, "comp:a")
     assert await store.complete_dags() == 1
     assert (await store.get_dag(dag_id)).state == DAGState.FAILED
+
+
+# --- the scheduler's clock and wake-up ---------------------------------------------
+
+
+async def test_dag_clock_is_the_time_the_statements_see(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    first = await store.pool.fetchval("SELECT now()")
+    backend = await store.dag_clock()  # no override: the backend's now()
+    assert first <= backend <= await store.pool.fetchval("SELECT now()")
+    clock.set(T0)
+    assert await store.dag_clock() == T0
+    dag_id = await create(store, params([sleep("nap", 60)]))
+    (nap,) = (await tasks_by_key(store, dag_id)).values()
+    assert nap.run_at == T0 + timedelta(seconds=60)  # scheduled on that clock
+
+
+async def test_notify_tick_wakes_the_dag_scheduler(store: PostgresStore) -> None:
+    sub = await store.wake()
+    assert sub is not None
+    async with sub:
+        await store.dag_notify_tick()
+        async with asyncio.timeout(5):
+            assert await anext(sub) == Wake(source=Source.DAG, kind="$tick")

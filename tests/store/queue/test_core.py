@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from azync_flow.errors import ConflictError, NotFoundError
+from azync_flow.store.events import PublishParams, Subscriber
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.queue import JobState, Source
+from azync_flow.store.queue import DequeueParams, JobState, Source
 from azync_flow.testing import MovableClock
 from tests.store.helpers import LEASE, job, lease, row
 
@@ -112,14 +113,51 @@ async def test_enqueue_tx_rolls_back_with_callers_transaction(store: PostgresSto
 async def test_dequeue_increments_attempt_and_mints_token(store: PostgresStore) -> None:
     p = job()
     assert await store.enqueue(p)
-    (first,) = await lease(store)
+    params = DequeueParams(kind="k", limit=10, lease=LEASE)
+    (first,) = await store.dequeue_batch(Source.QUEUE, params)
     assert (first.id, first.state, first.attempt) == (p.id, JobState.ACTIVE, 1)
     assert first.payload == b'{"x":1}'
     assert first.started_at is not None
-    assert await lease(store) == []
+    assert first.event is None
+    assert await store.dequeue_batch(Source.QUEUE, params) == []
     await store.release(first.id, first.lease_token)
-    (second,) = await lease(store)
+    (second,) = await store.dequeue_batch(Source.QUEUE, params)
     assert second.lease_token not in (None, first.lease_token)
+
+
+async def test_dequeue_of_event_deliveries_carries_the_event(store: PostgresStore) -> None:
+    await store.register_subscriber(Subscriber(name="billing", event_type="order.placed"))
+    p = PublishParams(
+        id=uuid.uuid4(),
+        type="order.placed",
+        payload=b'{"order":7}',
+        aggregate_type="order",
+        aggregate_id="7",
+        meta={"source": "shop"},
+    )
+    assert await store.publish(p) == 1
+    params = DequeueParams(kind="billing", limit=10, lease=LEASE)
+    (delivery,) = await store.dequeue_batch(Source.EVENT, params)
+    assert (delivery.source, delivery.kind, delivery.event_id) == (Source.EVENT, "billing", p.id)
+    assert delivery.event is not None
+    assert (delivery.event.id, delivery.event.type, delivery.event.payload) == (
+        p.id,
+        "order.placed",
+        b'{"order":7}',
+    )
+    assert (delivery.event.aggregate_type, delivery.event.aggregate_id) == ("order", "7")
+    assert delivery.event.meta == {"source": "shop"}
+    assert await store.dequeue_batch(Source.EVENT, params) == []
+
+
+async def test_dequeue_of_a_nonpositive_limit_leases_nothing(store: PostgresStore) -> None:
+    p = job()
+    await store.enqueue(p)
+    for limit in (0, -1):
+        params = DequeueParams(kind="k", limit=limit, lease=LEASE)
+        assert await store.dequeue_batch(Source.QUEUE, params) == []
+    r = await row(store, p.id)
+    assert (r["state"], r["attempt"], r["lease_token"]) == ("pending", 0, None)
 
 
 async def test_dequeue_orders_by_run_at_then_id_and_respects_limit(

@@ -1,4 +1,5 @@
-"""Contract clauses of promote_due, reap_expired and the backend clock."""
+"""Contract clauses of promote_due, reap_expired, the vacuums of spent keys and
+completed jobs, and the backend clock."""
 
 from __future__ import annotations
 
@@ -116,3 +117,55 @@ async def test_promote_due_leaves_dag_sleep_tasks_to_the_dag_scheduler(
     assert await store.promote_due(Source.DAG) == 1
     states = dict(await store.pool.fetch("SELECT task_key, state FROM azync_jobs"))
     assert states == {"nap": "scheduled", "work": "pending"}
+
+
+async def test_vacuum_idempotency_trims_expired_keys(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    await store.enqueue(job(idempotency_key="short", idempotency_ttl=timedelta(minutes=1)))
+    await store.enqueue(job(idempotency_key="long", idempotency_ttl=timedelta(days=1)))
+    assert await store.vacuum_idempotency(Source.QUEUE) == 0
+    clock.advance(timedelta(minutes=2))
+    assert await store.vacuum_idempotency(Source.QUEUE) == 1
+    keys = await store.pool.fetch("SELECT key FROM azync_idempotency_keys")
+    assert [r["key"] for r in keys] == ["long"]
+
+
+async def test_vacuum_completed_exempts_dag_and_workflow_jobs(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    t0 = clock.advance(timedelta(0))
+    done = await enqueue_and_lease(store)
+    await store.ack(done.id, done.lease_token)
+    skipped = await enqueue_and_lease(store)
+    await store.skip(skipped.id, skipped.lease_token, "x")
+    recent = await enqueue_and_lease(store)
+    clock.set(t0 + timedelta(days=2))
+    await store.ack(recent.id, recent.lease_token)
+    dag_id, run_id = uuid.uuid4(), uuid.uuid4()
+    await store.pool.execute(
+        "INSERT INTO azync_dags (id, name, state, created_at, updated_at)"
+        " VALUES ($1, 'd', 'running', now(), now())",
+        dag_id,
+    )
+    await store.pool.execute(
+        "INSERT INTO azync_workflow_executions (id, name, state, input, created_at, updated_at)"
+        " VALUES ($1, 'w', 'running', 'null', now(), now())",
+        run_id,
+    )
+    for source, owner in (("queue", "dag_id"), ("queue", "run_id"), ("dag", "dag_id")):
+        await store.pool.execute(
+            f"INSERT INTO azync_jobs (id, source, kind, state, run_at, enqueued_at, updated_at,"
+            f" completed_at, task_key, {owner}) VALUES (gen_random_uuid(), $1, 'k', 'succeeded',"
+            " $2, $2, $2, $2, $1 || 't', $3)",
+            source,
+            t0 - timedelta(days=30),
+            dag_id if owner == "dag_id" else run_id,
+        )
+    clock.set(t0 + timedelta(days=3))
+    assert await store.vacuum_completed(Source.QUEUE, timedelta(0)) == 0
+    assert await store.vacuum_completed(Source.QUEUE, timedelta(days=2)) == 2
+    left = await store.pool.fetch("SELECT id, dag_id, run_id FROM azync_jobs")
+    assert len(left) == 4
+    assert recent.id in {r["id"] for r in left}
+    assert await store.vacuum_completed(Source.DAG, timedelta(days=1)) == 0

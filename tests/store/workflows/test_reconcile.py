@@ -4,14 +4,15 @@ uncertain attempt, fenced; late outcomes kept in the ledger; resolve fenced by a
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 
 from azync_flow.errors import ConflictError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.postgres.workflows.uncertain import LATE_OUTCOME_EVENT
-from azync_flow.store.queue import Source
-from tests.store.workflow_helpers import RESOLVED, running_op, uncertain_op
+from azync_flow.store.queue import JobState, Source
+from tests.store.workflow_helpers import RESOLVED, lease_op, lease_task, running_op, uncertain_op
 
 
 async def test_unreconciled_lists_each_uncertain_attempt_until_a_verdict_is_recorded(
@@ -84,3 +85,38 @@ async def test_get_operation_reads_any_state_and_unknown_ids_are_not_found(
         await store.get_operation(uuid.uuid4())
     job = await store.get_job(Source.WORKFLOW, op.id)
     assert job.id == op.id
+
+
+async def test_attempt_settlement_tells_where_the_attempt_holding_the_token_left_the_operation(
+    store: PostgresStore,
+) -> None:
+    wid, op = await running_op(store, idempotent=True)
+    token = op.lease_token
+    assert token is not None
+    assert await store.attempt_settlement(op.id, token) is None  # still active
+    await store.reschedule(op.id, token, timedelta(0), "timeout")
+    assert await store.attempt_settlement(op.id, token) == (JobState.SCHEDULED, "timeout")
+    assert await store.attempt_settlement(op.id, uuid.uuid4()) is None  # not its token
+    await store.promote_workflow_jobs()
+    again = await lease_op(store, op.id)
+    assert again.lease_token is not None
+    assert await store.attempt_settlement(op.id, token) is None  # another attempt leased it
+    await store.complete_operation(
+        op.id, again.lease_token, wid, "ActivityFailed", b"{}", dead=True, last_error="boom"
+    )
+    assert await store.attempt_settlement(op.id, again.lease_token) == (JobState.DEAD, "boom")
+    task = await lease_task(store, wid)  # a workflow task is no operation
+    await store.ack(task.id, task.lease_token)  # type: ignore[arg-type]
+    assert await store.attempt_settlement(task.id, task.lease_token) is None  # type: ignore[arg-type]
+
+
+async def test_attempt_settlement_of_a_parked_attempt_until_a_decision_clears_its_token(
+    store: PostgresStore,
+) -> None:
+    _, op = await uncertain_op(store)
+    assert op.lease_token is not None
+    parked = await store.attempt_settlement(op.id, op.lease_token)
+    assert parked is not None
+    assert parked[0] == JobState.UNCERTAIN  # parked under the attempt's token
+    await store.resolve_uncertain(op.id, "retry", resolved_event=RESOLVED)
+    assert await store.attempt_settlement(op.id, op.lease_token) is None

@@ -581,3 +581,20 @@ async def test_operation_and_pass_failures_with_nul_are_recorded_not_lost(
         task.id, task.lease_token, wid, 2, outcome=("fail", "boom\x00\udfff")
     )
     assert (await store.get_workflow_execution(wid)).failure_reason == "boom\\x00\\udfff"
+
+
+async def test_now_is_the_clock_override_every_statement_reads(
+    store: PostgresStore, clock: MovableClock, pg_dsn: str
+) -> None:
+    assert store.now() is None  # nothing set: the backend clock rules
+    wid = await started(store)
+    assert (await store.load_workflow_task(wid)).now is not None
+    at = datetime(2034, 5, 6, 7, 8, 9, tzinfo=UTC)
+    clock.set(at)
+    assert store.now() == at
+    assert (await store.load_workflow_task(wid)).now == at
+    plain = await open_store(pg_dsn, Config(schema=store.schema), migrate=False)
+    try:
+        assert plain.now() is None  # a store opened without a clock
+    finally:
+        await plain.close()

@@ -1,0 +1,13 @@
+"""The admin suite calls every verb of the contract module ``azync_flow.store.admin``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from azync_flow.store import admin
+from tests.store.contract_coverage import uncovered_verbs
+
+
+def test_suite_covers_the_contract() -> None:
+    missing = uncovered_verbs(admin, Path(__file__).parent)
+    assert not missing, f"no test of tests/store/admin calls: {', '.join(missing)}"

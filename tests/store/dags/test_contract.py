@@ -1,0 +1,13 @@
+"""The dags suite calls every verb of the contract module ``azync_flow.store.dags``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from azync_flow.store import dags
+from tests.store.contract_coverage import uncovered_verbs
+
+
+def test_suite_covers_the_contract() -> None:
+    missing = uncovered_verbs(dags, Path(__file__).parent)
+    assert not missing, f"no test of tests/store/dags calls: {', '.join(missing)}"

@@ -1,0 +1,13 @@
+"""The leadership suite calls every verb of the contract module ``azync_flow.store.leadership``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from azync_flow.store import leadership
+from tests.store.contract_coverage import uncovered_verbs
+
+
+def test_suite_covers_the_contract() -> None:
+    missing = uncovered_verbs(leadership, Path(__file__).parent)
+    assert not missing, f"no test of tests/store/leadership calls: {', '.join(missing)}"

@@ -1,0 +1,13 @@
+"""The schedules suite calls every verb of the contract module ``azync_flow.store.schedules``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from azync_flow.store import schedules
+from tests.store.contract_coverage import uncovered_verbs
+
+
+def test_suite_covers_the_contract() -> None:
+    missing = uncovered_verbs(schedules, Path(__file__).parent)
+    assert not missing, f"no test of tests/store/schedules calls: {', '.join(missing)}"
