@@ -7,10 +7,11 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from azync_flow.errors import MigrationError, StoreError
+from azync_flow.errors import MigrationError, SchemaNotMigratedError, StoreError
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres._migrate import migration_files
@@ -129,3 +130,38 @@ async def test_changed_applied_migration_is_refused(
     finally:
         await store.close()
         await drop_schema(pg_dsn, schema)
+
+
+async def test_check_schema_passes_on_a_migrated_schema_and_names_what_is_missing(
+    store: PostgresStore, pg_dsn: str
+) -> None:
+    await store.check_schema()
+    last_version, last_name, _ = migration_files()[-1]
+    await store.pool.execute("DELETE FROM azync_migrations WHERE version = $1", last_version)
+    with pytest.raises(SchemaNotMigratedError, match=f"migrations not applied: {last_name}") as e:
+        await store.check_schema()
+    assert e.value.schema == store.schema
+    schema = unique_schema()
+    empty = await open_store(pg_dsn, Config(schema=schema), migrate=False)
+    try:
+        with pytest.raises(SchemaNotMigratedError, match="it has no azync_flow tables"):
+            await empty.check_schema()
+    finally:
+        await empty.close()
+        await drop_schema(pg_dsn, schema)
+
+
+async def test_target_names_the_database_without_its_password_and_the_schema(
+    store: PostgresStore, pg_dsn: str
+) -> None:
+    parts = urlsplit(pg_dsn)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    with_password = urlunsplit(parts._replace(netloc=f"{parts.username}:s3cr3t@{host}"))
+    s = await open_store(with_password, Config(schema=store.schema), migrate=False)
+    try:
+        target = s.target()
+    finally:
+        await s.close()
+    assert "s3cr3t" not in target
+    assert target.endswith(f', schema "{store.schema}"')
+    assert host in target

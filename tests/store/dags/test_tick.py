@@ -495,20 +495,7 @@ async def test_dead_compensation_mid_chain_suspends_and_retry_finishes_the_chain
     assert (await store.get_dag(dag_id)).state == DAGState.FAILED
 
 
-# --- the scheduler's clock and wake-up ---------------------------------------------
-
-
-async def test_dag_clock_is_the_time_the_statements_see(
-    store: PostgresStore, clock: MovableClock
-) -> None:
-    first = await store.pool.fetchval("SELECT now()")
-    backend = await store.dag_clock()  # no override: the backend's now()
-    assert first <= backend <= await store.pool.fetchval("SELECT now()")
-    clock.set(T0)
-    assert await store.dag_clock() == T0
-    dag_id = await create(store, params([sleep("nap", 60)]))
-    (nap,) = (await tasks_by_key(store, dag_id)).values()
-    assert nap.run_at == T0 + timedelta(seconds=60)  # scheduled on that clock
+# --- the scheduler's wake-up ---------------------------------------------
 
 
 async def test_notify_tick_wakes_the_dag_scheduler(store: PostgresStore) -> None:
