@@ -4,7 +4,7 @@ Per task::
 
     state   = store.load_workflow_task(run_id, after_seq)   # one snapshot
     outcome = instance.advance(history, signals, due timers, cancel, now)
-    store.commit_workflow_task(...)                          # one transaction, fenced
+    store.commit_pass(...)                                   # one transaction, fenced
 
 A cached instance (sticky cache) is fed only the events after the seq it has
 seen; a fresh one replays the whole history. Results are identical (the replay

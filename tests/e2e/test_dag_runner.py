@@ -103,7 +103,7 @@ async def test_settle_after_the_lease_was_reaped_and_retaken_is_stale(
     r = DAGRunner(store, [d])
     (first,) = await store.dag_dequeue(r.kinds, 1, timedelta(seconds=30))
     clock.advance(timedelta(seconds=31))
-    assert await store.dag_reap_expired(5) == (1, 0)
+    assert [t.dead for t in await store.dag_reap_expired_tasks(5)] == [False]
     (second,) = await store.dag_dequeue(r.kinds, 1, timedelta(seconds=30))
     assert await r.run_task(first) is None  # its token no longer owns the row
     assert await r.run_task(second) is AttemptOutcome.SUCCEEDED

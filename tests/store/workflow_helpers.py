@@ -190,7 +190,8 @@ async def running_op(
     """A running execution whose first pass scheduled one operation, now leased."""
     wid = await started(store)
     t = await lease_task(store, wid)
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         t.id,
         t.lease_token,
         wid,
@@ -214,3 +215,28 @@ async def uncertain_op(store: PostgresStore) -> tuple[uuid.UUID, Job]:
         op.id, op.lease_token, "gateway timeout", event_type=UNCERTAIN, payload=b'{"seq":1}'
     )
     return wid, op
+
+
+async def commit_workflow_task(
+    store: PostgresStore,
+    job_id: uuid.UUID,
+    lease_token: uuid.UUID,
+    run_id: uuid.UUID,
+    expected_next_seq: int,
+    *,
+    next_task_at: Any = None,
+    keep_lease: timedelta | None = None,
+    **fields: Any,
+) -> int:
+    """``commit_pass`` with the pass given field by field (``PassWrite``'s
+    fields as keywords); the execution's new ``next_seq``."""
+    for name in ("events", "operations", "timers", "consumed_signals", "fired_timers"):
+        if name in fields:
+            fields[name] = list(fields[name])
+    if fields.get("awaited_signals") is not None:
+        fields["awaited_signals"] = list(fields["awaited_signals"])
+    write = PassWrite(expected_next_seq=expected_next_seq, **fields)
+    result = await store.commit_pass(
+        job_id, lease_token, run_id, write, next_task_at=next_task_at, keep_lease=keep_lease
+    )
+    return result.next_seq

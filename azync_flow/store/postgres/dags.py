@@ -391,11 +391,6 @@ class DAGMixin(PgBase):
         row = await self._fetchrow("dag_complete_due_sleeps", self.channel)
         return int(row["completed"]) if row else 0
 
-    async def dag_reap_expired(self, max_reaps: int = 5) -> tuple[int, int]:
-        """Reclaim expired DAG task leases; ``(reaped, killed)``."""
-        reaped = await self.dag_reap_expired_tasks(max_reaps)
-        return len(reaped), sum(1 for r in reaped if r.dead)
-
     async def dag_reap_expired_tasks(self, max_reaps: int = 5) -> list[ReapedTask]:
         """Reclaim expired DAG task leases and say which: back to pending with
         ``reap_count + 1``, or dead once ``reap_count`` reaches ``max_reaps``."""

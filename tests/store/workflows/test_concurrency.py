@@ -15,7 +15,7 @@ from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.queue import DequeueParams, Source
 from azync_flow.store.workflows import SignalParams
-from tests.store.workflow_helpers import LEASE, op_params, started
+from tests.store.workflow_helpers import LEASE, commit_workflow_task, op_params, started
 
 ROUNDS = 40
 
@@ -33,7 +33,8 @@ async def _pass_worker(s: PostgresStore, rng: random.Random, errors: list[BaseEx
                     continue
                 seq = state.next_seq
                 consumed = [(sig.signal_id, seq + i) for i, sig in enumerate(state.signals)]
-                await s.commit_workflow_task(
+                await commit_workflow_task(
+                    s,
                     task.id,
                     task.lease_token,
                     task.run_id,

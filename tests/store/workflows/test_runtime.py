@@ -19,6 +19,7 @@ from tests.store.workflow_helpers import (
     LEASE,
     another_writer_appends,
     commit,
+    commit_workflow_task,
     finish,
     jobs_of,
     lease_op,
@@ -126,7 +127,8 @@ async def test_load_workflow_task_returns_one_consistent_snapshot(
     clock.set(t0)
     wid = await started(store)
     task = await lease_task(store, wid)
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         task.id,
         task.lease_token,
         wid,
@@ -153,7 +155,8 @@ async def test_commit_writes_the_whole_pass_and_acks_its_task(store: PostgresSto
     task = await lease_task(store, wid)
     state = await store.load_workflow_task(wid)
     (sig,) = state.signals
-    new_next = await store.commit_workflow_task(
+    new_next = await commit_workflow_task(
+        store,
         task.id,
         task.lease_token,
         wid,
@@ -187,7 +190,8 @@ async def test_commit_with_a_stale_lease_token_is_not_found_and_writes_nothing(
     task = await lease_task(store, wid)
     before = await snapshot(store, wid)
     with pytest.raises(NotFoundError, match="lease token"):
-        await store.commit_workflow_task(
+        await commit_workflow_task(
+            store,
             task.id,
             uuid.uuid4(),
             wid,
@@ -210,7 +214,8 @@ async def test_commit_with_a_wrong_expected_seq_is_conflict_and_writes_nothing(
     await another_writer_appends(store, wid, "ActivityCompleted", b"{}")  # moves the seq
     before = await snapshot(store, wid)
     with pytest.raises(ConflictError, match="is at seq 2, the pass expected 1"):
-        await store.commit_workflow_task(
+        await commit_workflow_task(
+            store,
             task.id,
             task.lease_token,
             wid,
@@ -236,11 +241,23 @@ async def test_duplicate_pass_loser_writes_nothing(store: PostgresStore, pg_dsn:
     other = await open_store(pg_dsn, Config(schema=store.schema), migrate=False)
     try:
         results = await asyncio.gather(
-            store.commit_workflow_task(
-                a.id, a.lease_token, wid, 1, events=[("A", b"a")], operations=[op_params(wid, 1)]
+            commit_workflow_task(
+                store,
+                a.id,
+                a.lease_token,
+                wid,
+                1,
+                events=[("A", b"a")],
+                operations=[op_params(wid, 1)],
             ),
-            other.commit_workflow_task(
-                b.id, b.lease_token, wid, 1, events=[("B", b"b")], operations=[op_params(wid, 1)]
+            commit_workflow_task(
+                other,
+                b.id,
+                b.lease_token,
+                wid,
+                1,
+                events=[("B", b"b")],
+                operations=[op_params(wid, 1)],
             ),
             return_exceptions=True,
         )
@@ -271,8 +288,8 @@ async def test_two_passes_racing_on_the_seq_fence_exactly_one_commits(
     other = await open_store(pg_dsn, Config(schema=store.schema), migrate=False)
     try:
         results = await asyncio.gather(
-            store.commit_workflow_task(a.id, a.lease_token, wid, 1, events=[("A", b"")]),
-            other.commit_workflow_task(b_id, token_b, wid, 1, events=[("B", b"")]),
+            commit_workflow_task(store, a.id, a.lease_token, wid, 1, events=[("A", b"")]),
+            commit_workflow_task(other, b_id, token_b, wid, 1, events=[("B", b"")]),
             return_exceptions=True,
         )
     finally:
@@ -295,7 +312,8 @@ async def test_commit_with_complete_outcome_finishes_and_retires_runnable_jobs(
     wid = await started(store)
     task = await lease_task(store, wid)
     await store.signal_workflow(SignalParams(workflow_id=wid, name="late"))
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         task.id,
         task.lease_token,
         wid,
@@ -323,7 +341,7 @@ async def test_commit_applies_fail_cancel_and_suspend_outcomes(
 ) -> None:
     wid = await started(store)
     task = await lease_task(store, wid)
-    await store.commit_workflow_task(task.id, task.lease_token, wid, 1, outcome=outcome)  # type: ignore[arg-type]
+    await commit_workflow_task(store, task.id, task.lease_token, wid, 1, outcome=outcome)  # type: ignore[arg-type]
     loaded = await store.load_workflow_task(wid)
     assert loaded.execution.state == state
     assert loaded.execution.failure_reason == reason
@@ -339,7 +357,8 @@ async def test_commit_schedules_the_next_task_at_the_earliest_timer(
     clock.set(t0)
     wid = await started(store)
     task = await lease_task(store, wid)
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         task.id,
         task.lease_token,
         wid,
@@ -353,8 +372,8 @@ async def test_commit_schedules_the_next_task_at_the_earliest_timer(
     task2 = await lease_task(store, wid)
     state = await store.load_workflow_task(wid)
     assert state.due_timers == [2]
-    await store.commit_workflow_task(
-        task2.id, task2.lease_token, wid, 3, events=[("TimerFired", b"{}")], fired_timers=[2]
+    await commit_workflow_task(
+        store, task2.id, task2.lease_token, wid, 3, events=[("TimerFired", b"{}")], fired_timers=[2]
     )
     (nxt,) = await runnable_tasks(store, wid)
     assert nxt["run_at"] == t0 + timedelta(days=30)
@@ -365,7 +384,8 @@ async def test_commit_refuses_a_signal_already_consumed(store: PostgresStore) ->
     await store.signal_workflow(SignalParams(workflow_id=wid, name="s"))
     (sig,) = (await store.load_workflow_task(wid)).signals
     task = await lease_task(store, wid)
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         task.id,
         task.lease_token,
         wid,
@@ -377,7 +397,8 @@ async def test_commit_refuses_a_signal_already_consumed(store: PostgresStore) ->
     task2 = await lease_task(store, wid)
     before = await snapshot(store, wid)
     with pytest.raises(ConflictError, match="already consumed"):
-        await store.commit_workflow_task(
+        await commit_workflow_task(
+            store,
             task2.id,
             task2.lease_token,
             wid,
@@ -413,7 +434,7 @@ async def test_complete_operation_acks_appends_and_schedules_in_one_step(
 ) -> None:
     wid = await started(store)
     t = await lease_task(store, wid)
-    await store.commit_workflow_task(t.id, t.lease_token, wid, 1, events=[("Sched", b"")])
+    await commit_workflow_task(store, t.id, t.lease_token, wid, 1, events=[("Sched", b"")])
     op = await _leased_op(store, wid)
     seq = await store.complete_operation(op.id, op.lease_token, wid, "ActivityCompleted", b'"r"')
     assert seq == 2
@@ -488,7 +509,8 @@ async def test_checkpoint_commit_keeps_the_lease_and_the_pass_commits_again(
     wid = await started(store)
     task = await lease_task(store, wid)
     clock.set(t0 + timedelta(seconds=20))
-    seq = await store.commit_workflow_task(
+    seq = await commit_workflow_task(
+        store,
         task.id,
         task.lease_token,
         wid,
@@ -503,8 +525,14 @@ async def test_checkpoint_commit_keeps_the_lease_and_the_pass_commits_again(
         "SELECT lease_until FROM azync_jobs WHERE id = $1", task.id
     ) == t0 + timedelta(seconds=50)
     assert await runnable_tasks(store, wid) == []
-    await store.commit_workflow_task(
-        task.id, task.lease_token, wid, seq, events=[("Done", b"")], outcome=("complete", b"1")
+    await commit_workflow_task(
+        store,
+        task.id,
+        task.lease_token,
+        wid,
+        seq,
+        events=[("Done", b"")],
+        outcome=("complete", b"1"),
     )
     assert [e.seq for e in await store.list_history(wid)] == [1, 2, 3]
     assert (await jobs_of(store, wid))[0]["state"] == "succeeded"
@@ -548,8 +576,8 @@ async def test_commit_to_a_finished_execution_is_conflict_and_writes_nothing(
     )
     before = await snapshot(store, wid)
     with pytest.raises(ConflictError, match="is failed"):
-        await store.commit_workflow_task(
-            task.id, task.lease_token, wid, 1, events=[("E", b"")], next_task_at="now"
+        await commit_workflow_task(
+            store, task.id, task.lease_token, wid, 1, events=[("E", b"")], next_task_at="now"
         )
     assert await snapshot(store, wid) == before
 
@@ -577,8 +605,8 @@ async def test_operation_and_pass_failures_with_nul_are_recorded_not_lost(
     (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op.id]
     assert (row["state"], row["last_error"]) == ("dead", "x\\x00y")
     task = await lease_task(store, wid)
-    await store.commit_workflow_task(
-        task.id, task.lease_token, wid, 2, outcome=("fail", "boom\x00\udfff")
+    await commit_workflow_task(
+        store, task.id, task.lease_token, wid, 2, outcome=("fail", "boom\x00\udfff")
     )
     assert (await store.get_workflow_execution(wid)).failure_reason == "boom\\x00\\udfff"
 

@@ -18,7 +18,7 @@ from azync_flow.errors import ConflictError
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.queue import DequeueParams, Source
-from tests.store.workflow_helpers import LEASE, op_params, started
+from tests.store.workflow_helpers import LEASE, commit_workflow_task, op_params, started
 
 RUNS = 12
 ROUNDS = 6
@@ -32,7 +32,8 @@ async def _commit_round(s: PostgresStore, runs: list[uuid.UUID]) -> None:
         run_id = t.run_id  # type: ignore[attr-defined]
         seq = states[run_id].next_seq
         try:
-            await s.commit_workflow_task(
+            await commit_workflow_task(
+                s,
                 t.id,  # type: ignore[attr-defined]
                 t.lease_token,  # type: ignore[attr-defined]
                 run_id,

@@ -19,7 +19,7 @@ from azync_flow.store.events import EventFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.workflows import SignalParams, WorkflowState
 from tests.store import workflow_helpers
-from tests.store.workflow_helpers import lease_task, started
+from tests.store.workflow_helpers import commit_workflow_task, lease_task, started
 
 UNDELIVERED_EVENT = "azync.workflow.signals_undelivered"
 
@@ -48,7 +48,8 @@ async def test_signal_accepted_after_the_pass_loaded_is_recorded_undelivered_at_
     # accepted inside the completion window: the pass never saw it
     assert await store.signal_workflow(_signal(wid, "late-1"))
     seq = state.next_seq
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         task.id,
         task.lease_token,
         wid,
@@ -85,7 +86,8 @@ async def test_no_undelivered_record_when_every_signal_was_consumed(
     assert task.lease_token is not None
     state = await store.load_workflow_task(wid)
     (sig,) = state.signals
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         task.id,
         task.lease_token,
         wid,
@@ -184,7 +186,8 @@ async def test_signal_racing_the_completion_commit_waits_and_is_refused_as_finis
             "SELECT 1 FROM azync_jobs WHERE run_id = $1 AND state = 'pending' FOR UPDATE", wid
         )
         commit = asyncio.create_task(
-            other.commit_workflow_task(
+            commit_workflow_task(
+                other,
                 task.id,
                 task.lease_token,
                 wid,
@@ -221,7 +224,8 @@ async def test_suspension_records_the_seq_and_operation_it_concerns_until_resume
     task = await lease_task(store, wid)
     assert task.lease_token is not None
     state = await store.load_workflow_task(wid)
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         task.id,
         task.lease_token,
         wid,

@@ -16,7 +16,15 @@ from azync_flow.errors import NotFoundError
 from azync_flow.store.events import EventFilter, Subscriber
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import SignalParams, TerminatedExecution, WorkflowState
-from tests.store.workflow_helpers import finish, jobs_of, lease_task, op_params, snapshot, started
+from tests.store.workflow_helpers import (
+    commit_workflow_task,
+    finish,
+    jobs_of,
+    lease_task,
+    op_params,
+    snapshot,
+    started,
+)
 
 EVENT = ("WorkflowTerminated", b'{"type":"WorkflowTerminated","reason":"r"}')
 TERMINATED = "azync.workflow.terminated"
@@ -39,7 +47,8 @@ async def test_terminate_ends_a_run_holding_a_leased_task_whose_commit_then_writ
     assert done.seq == 1
     before = await snapshot(store, wid)
     with pytest.raises(NotFoundError):
-        await store.commit_workflow_task(
+        await commit_workflow_task(
+            store,
             task.id,
             task.lease_token,
             wid,
@@ -60,7 +69,8 @@ async def test_terminate_a_suspended_run_cancels_its_uncertain_operation(
 ) -> None:
     wid = await started(store)
     task = await lease_task(store, wid)
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         task.id,
         task.lease_token,
         wid,

@@ -19,6 +19,7 @@ from tests.store.workflow_helpers import (
     LEASE,
     RESOLVED,
     UNCERTAIN,
+    commit_workflow_task,
     jobs_of,
     lease_task,
     op_params,
@@ -76,7 +77,8 @@ async def test_deciding_one_of_two_uncertain_operations_names_the_other_on_the_v
 ) -> None:
     wid = await started(store)
     t = await lease_task(store, wid)
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         t.id,
         t.lease_token,
         wid,
@@ -319,7 +321,8 @@ async def test_run_stays_suspended_until_its_last_uncertain_op_is_resolved(
 ) -> None:
     wid = await started(store)
     t = await lease_task(store, wid)
-    await store.commit_workflow_task(
+    await commit_workflow_task(
+        store,
         t.id,
         t.lease_token,
         wid,

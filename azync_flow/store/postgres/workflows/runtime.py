@@ -62,42 +62,6 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             raise NotFoundError(f"workflow execution {run_id} does not exist")
         return task_state_from_row(row, execution_from_row(row))
 
-    async def commit_workflow_task(
-        self,
-        job_id: uuid.UUID,
-        lease_token: uuid.UUID,
-        run_id: uuid.UUID,
-        expected_next_seq: int,
-        events: Sequence[tuple[str, bytes]] = (),
-        operations: Sequence[ScheduleOperationParams] = (),
-        timers: Sequence[tuple[int, timedelta]] = (),
-        consumed_signals: Sequence[tuple[int, int]] = (),
-        fired_timers: Sequence[int] = (),
-        outcome: Outcome | None = None,
-        next_task_at: datetime | Literal["now"] | None = None,
-        keep_lease: timedelta | None = None,
-        awaited_signals: Sequence[str] | None = None,
-    ) -> int:
-        """:meth:`commit_pass` with the pass given field by field.
-
-        Returns:
-            The execution's new ``next_seq``.
-        """
-        write = PassWrite(
-            expected_next_seq=expected_next_seq,
-            events=list(events),
-            operations=list(operations),
-            timers=list(timers),
-            consumed_signals=list(consumed_signals),
-            fired_timers=list(fired_timers),
-            outcome=outcome,
-            awaited_signals=None if awaited_signals is None else list(awaited_signals),
-        )
-        result = await self.commit_pass(
-            job_id, lease_token, run_id, write, next_task_at=next_task_at, keep_lease=keep_lease
-        )
-        return result.next_seq
-
     async def commit_pass(
         self,
         job_id: uuid.UUID,
