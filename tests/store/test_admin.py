@@ -10,9 +10,10 @@ import pytest
 from azync_flow.errors import ConflictError, NotFoundError
 from azync_flow.store.admin import JobFilter
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.queue import JobState, Source
+from azync_flow.store.queue import DequeueParams, JobState, Source
 from azync_flow.testing import MovableClock
 
+from ._workflow_helpers import LEASE, lease_task, op_params, started
 from .helpers import enqueue_and_lease, job, lease, row
 
 
@@ -345,3 +346,39 @@ async def test_vacuum_completed_exempts_dag_and_workflow_jobs(
     assert len(left) == 4
     assert recent.id in {r["id"] for r in left}
     assert await store.vacuum_completed(Source.DAG, timedelta(days=1)) == 0
+
+
+async def test_backlog_counts_due_pending_jobs_and_uncertain_operations_with_their_oldest_age(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    start = clock.advance(timedelta(0))
+    await store.enqueue(job("a"))
+    clock.set(start + timedelta(minutes=1))
+    await store.enqueue(job("a"))
+    await store.enqueue(job("a", delay=timedelta(hours=1)))  # not due: not waiting
+    await enqueue_and_lease(store, "b")  # running: not waiting
+    await _dead(store, "c")  # settled: not waiting
+    wid = await started(store)
+    task = await lease_task(store, wid)
+    await store.commit_workflow_task(
+        task.id,
+        task.lease_token,
+        wid,
+        1,
+        events=[("ActivityScheduled", b'{"seq":1}')],
+        operations=[op_params(wid, 1, idempotent=False, activity="charge")],
+    )
+    [op] = await store.dequeue_batch(
+        Source.WORKFLOW, DequeueParams(kind="$op:charge@1", limit=1, lease=LEASE)
+    )
+    clock.set(start + timedelta(minutes=2))
+    assert op.lease_token is not None
+    await store.mark_uncertain(
+        op.id, op.lease_token, "timeout", event_type="OperationUncertain", payload=b'{"seq":1}'
+    )
+    clock.set(start + timedelta(minutes=5))
+    got = {(e.source, e.kind, e.state): (e.count, e.oldest_age) for e in await store.backlog()}
+    assert got == {
+        (Source.QUEUE, "a", JobState.PENDING): (2, timedelta(minutes=5)),
+        (Source.WORKFLOW, "$op:charge@1", JobState.UNCERTAIN): (1, timedelta(minutes=3)),
+    }
