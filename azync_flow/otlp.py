@@ -54,6 +54,7 @@ __all__ = [
     "configure_console",
     "configure_from_env",
     "configure_otlp",
+    "env_exporters",
     "export_tally",
     "service_resource",
 ]
