@@ -14,6 +14,7 @@ meaning); docs/metrics.md documents the same list.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -189,9 +190,37 @@ _meter = metrics.get_meter(METER_NAME, _version())
 _BY_NAME = {m.name: m for m in CATALOGUE}
 
 
-def _counter(name: str) -> metrics.Counter:
-    info = _BY_NAME[name]
-    return _meter.create_counter(name, info.unit, info.description)
+class _Tally:
+    """A counter kept in this process and reported whole at each collection
+    (an observable counter): an event costs a dict update, not the SDK's
+    per-measurement work, which is paid once per series per scrape or push."""
+
+    __slots__ = ("_counts", "_lock")
+
+    def __init__(self, name: str) -> None:
+        # id(attrs) -> [attrs, total]; the dict keeps each (cached) attrs alive
+        self._counts: dict[int, list[Any]] = {}
+        self._lock = threading.Lock()
+        info = _BY_NAME[name]
+        _meter.create_observable_counter(name, [self._observe], info.unit, info.description)
+
+    def add(self, amount: int, attrs: _Attrs) -> None:
+        with self._lock:
+            entry = self._counts.get(id(attrs))
+            if entry is None:
+                self._counts[id(attrs)] = [attrs, amount]
+            else:
+                entry[1] += amount
+
+    def _observe(self, _options: metrics.CallbackOptions) -> Iterator[metrics.Observation]:
+        with self._lock:
+            totals = [(attrs, total) for attrs, total in self._counts.values()]
+        for attrs, total in totals:
+            yield metrics.Observation(total, attrs)
+
+
+def _counter(name: str) -> _Tally:
+    return _Tally(name)
 
 
 def _histogram(name: str) -> metrics.Histogram:
@@ -228,12 +257,12 @@ _attrs_cache: dict[tuple[str, ...], _Attrs] = {}
 
 
 def _attrs(*pairs: str) -> _Attrs:
-    """``{k1: v1, k2: v2, ...}``, one shared dict per distinct set (the hot path
-    builds no dict per call). ``pairs`` alternate keys and values."""
+    """``{k1: v1, k2: v2, ...}``, one shared dict per distinct set for the life of
+    the process (the hot path builds no dict per call; the counters key on it).
+    ``pairs`` alternate keys and values; the values are names, never ids, so
+    the sets are as few as the series."""
     found = _attrs_cache.get(pairs)
     if found is None:
-        if len(_attrs_cache) > 10_000:  # names are low-cardinality; bound it anyway
-            _attrs_cache.clear()
         found = _attrs_cache[pairs] = dict(zip(pairs[::2], pairs[1::2], strict=True))
     return found
 
