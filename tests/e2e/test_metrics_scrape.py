@@ -11,6 +11,8 @@ import contextlib
 import os
 import re
 import signal
+import socket
+import subprocess
 import sys
 import urllib.request
 from collections.abc import Callable
@@ -222,3 +224,18 @@ async def test_a_scrape_of_the_worker_shows_what_ran_by_label(
     changes = "azync_flow_leadership_changes_total"
     assert value(s, changes, azync_leadership="azync_flow.stats", azync_change="acquired") >= 1
     assert value(s, "azync_flow_leadership_held", azync_leadership="azync_flow.stats") == 1
+
+
+async def test_a_metrics_port_in_use_is_a_usage_error(worker_env: dict[str, str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "azync_flow.cli", "worker",
+             "tests.e2e._metrics_app:make_worker", "--metrics-port", str(port)],
+            cwd=ROOT, env=worker_env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"--metrics-port: cannot serve on 127.0.0.1:{port}" in done.stderr
