@@ -35,7 +35,6 @@ from typing import IO, Literal
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
@@ -46,19 +45,22 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from azync_flow.errors import OtlpConfigError
+from azync_flow.telemetry.metrics import DEFAULT_SERVICE_NAME, service_resource
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
     "ExportTally",
     "Protocol",
     "configure_console",
+    "configure_from_env",
     "configure_otlp",
+    "env_exporters",
     "export_tally",
+    "service_resource",
 ]
 
 Protocol = Literal["http/protobuf", "grpc"]
 
-DEFAULT_SERVICE_NAME = "azync-flow"
 _PROTOCOLS: tuple[str, ...] = ("http/protobuf", "grpc")
 
 
@@ -96,17 +98,6 @@ def _exporter(
 
     url = _http_traces_url(endpoint) if endpoint else None
     return HttpExporter(endpoint=url, headers=headers)
-
-
-def _resource(service_name: str | None) -> Resource:
-    # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME and
-    # falls back to "unknown_service:<exe>"; an explicit service_name wins.
-    detected = Resource.create()
-    if service_name is None:
-        if not str(detected.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-            return detected
-        service_name = DEFAULT_SERVICE_NAME
-    return detected.merge(Resource({SERVICE_NAME: service_name}))
 
 
 def configure_otlp(
@@ -269,8 +260,113 @@ def _install(
                 f"a global TracerProvider is already installed ({type(current).__name__}); "
                 "pass it as tracer_provider= to add the exporter to it"
             )
-    provider = tracer_provider or TracerProvider(resource=_resource(service_name))
+    provider = tracer_provider or TracerProvider(resource=service_resource(service_name))
     provider.add_span_processor(processor(export_tally(provider)))
     if tracer_provider is None and set_global:
         trace.set_tracer_provider(provider)
     return provider
+
+
+_TRACES_EXPORTERS = ("otlp", "console", "none")
+_METRICS_EXPORTERS = ("otlp", "prometheus", "console", "none")
+
+
+def _listed(name: str, allowed: tuple[str, ...], environ: Mapping[str, str]) -> list[str] | None:
+    """The comma list of ``name`` (None when unset or empty)."""
+    value = environ.get(name, "").strip().lower()
+    if not value:
+        return None
+    chosen = [v.strip() for v in value.split(",") if v.strip()]
+    for v in chosen:
+        if v not in allowed:
+            raise OtlpConfigError(f"{name}={v!r} is not supported here; use one of {allowed}")
+    return [v for v in chosen if v != "none"]
+
+
+def _endpoint_set(signal: str, environ: Mapping[str, str]) -> bool:
+    return bool(
+        environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
+    )
+
+
+def env_exporters(environ: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """The trace and metric exporters the ``OTEL_*`` variables ask for.
+
+    ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console``, ``none``) and
+    ``OTEL_METRICS_EXPORTER`` (``otlp``, ``prometheus``, ``console``,
+    ``none``), comma-separated. Unset, a signal is exported with OTLP when
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the signal's own endpoint variable)
+    is set, else not at all. ``OTEL_SDK_DISABLED=true`` turns both off.
+
+    Returns:
+        ``(trace exporters, metric exporters)``, each possibly empty.
+
+    Raises:
+        OtlpConfigError: an exporter name this package cannot provide.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return [], []
+    traces = _listed("OTEL_TRACES_EXPORTER", _TRACES_EXPORTERS, env)
+    if traces is None:
+        traces = ["otlp"] if _endpoint_set("TRACES", env) else []
+    metrics = _listed("OTEL_METRICS_EXPORTER", _METRICS_EXPORTERS, env)
+    if metrics is None:
+        metrics = ["otlp"] if _endpoint_set("METRICS", env) else []
+    return traces, metrics
+
+
+def configure_from_env(
+    *, metrics: bool = False, extra_metrics: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
+    """Turn tracing (and metrics) on from the standard ``OTEL_*`` variables, with no code.
+
+    What ``azync-flow worker`` and every other CLI command call at start (see
+    :func:`env_exporters` for the variables). Traces: an OTLP exporter as
+    :func:`configure_otlp` builds it (``OTEL_EXPORTER_OTLP_*``,
+    ``OTEL_SERVICE_NAME`` ...), or one line per span on stderr for
+    ``console``. Metrics (only with ``metrics=True``): the exporters of
+    ``OTEL_METRICS_EXPORTER`` plus ``extra_metrics``; ``prometheus`` from the
+    variables also starts the endpoint on ``OTEL_EXPORTER_PROMETHEUS_HOST``
+    (default ``127.0.0.1``) and ``OTEL_EXPORTER_PROMETHEUS_PORT`` (9464).
+
+    A tracer provider the application already installed is left as it is, and
+    so is a meter provider.
+
+    Args:
+        metrics: configure metric export too (long-running processes).
+        extra_metrics: exporters asked for otherwise (``--metrics-port``: prometheus).
+
+    Returns:
+        ``(trace exporters, metric exporters)`` configured.
+
+    Raises:
+        OtlpConfigError: an unsupported exporter or protocol.
+    """
+    traces, wanted = env_exporters()
+    done_traces: list[str] = []
+    if traces and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        provider = TracerProvider(resource=service_resource(None))
+        if "otlp" in traces:
+            configure_otlp(tracer_provider=provider)
+        if "console" in traces:
+            configure_console(tracer_provider=provider)
+        trace.set_tracer_provider(provider)
+        done_traces = traces
+    done_metrics: list[str] = []
+    chosen = list(dict.fromkeys([*wanted, *extra_metrics])) if metrics else []
+    if chosen:
+        from azync_flow.telemetry.metrics import configure_metrics, installed
+
+        if installed() is None:
+            configure_metrics(chosen)
+            done_metrics = chosen
+        if "prometheus" in wanted:
+            from azync_flow.telemetry.metrics import start_prometheus_server
+
+            start_prometheus_server(
+                int(os.environ.get("OTEL_EXPORTER_PROMETHEUS_PORT", "9464")),
+                os.environ.get("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1"),
+            )
+    return done_traces, done_metrics

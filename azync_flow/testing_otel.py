@@ -31,9 +31,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 __all__ = [
     "OtlpHttpReceiver",
+    "ReceivedPoint",
     "ReceivedSpan",
     "SpanCapture",
     "decode_export_request",
+    "decode_metrics_request",
     "decode_request",
     "nesting_violations",
     "parent_id",
@@ -200,12 +202,53 @@ def decode_request(request: Any) -> list[ReceivedSpan]:
     return out
 
 
-class OtlpHttpReceiver:
-    """A minimal OTLP/HTTP trace receiver on ``127.0.0.1`` for end-to-end tests.
+@dataclass(frozen=True)
+class ReceivedPoint:
+    """One data point of a metric as an OTLP receiver decoded it.
 
-    Accepts ``POST /v1/traces`` with a protobuf body (plain, gzip or deflate),
-    answers with an empty ``ExportTraceServiceResponse`` and keeps the decoded
-    spans and request headers. Use as a context manager::
+    Attributes:
+        name: the metric's name (``azync_flow.workflow.completed``).
+        attributes: the point's attributes.
+        value: a sum's or gauge's value, a histogram's count.
+        service_name: ``service.name`` of the sender.
+    """
+
+    name: str
+    attributes: dict[str, Any]
+    value: float
+    service_name: str
+
+
+def decode_metrics_request(body: bytes) -> list[ReceivedPoint]:
+    """Decode a serialized ``ExportMetricsServiceRequest`` into :class:`ReceivedPoint` s."""
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+
+    request = ExportMetricsServiceRequest()
+    request.ParseFromString(body)
+    out: list[ReceivedPoint] = []
+    for rm in request.resource_metrics:
+        service = str(_attrs(rm.resource.attributes).get("service.name", ""))
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                which = m.WhichOneof("data")
+                for p in getattr(m, which).data_points if which else ():
+                    if which == "histogram":
+                        number = float(p.count)
+                    else:
+                        number = float(getattr(p, p.WhichOneof("value") or "as_double"))
+                    out.append(ReceivedPoint(m.name, _attrs(p.attributes), number, service))
+    return out
+
+
+class OtlpHttpReceiver:
+    """A minimal OTLP/HTTP receiver on ``127.0.0.1`` for end-to-end tests.
+
+    Accepts ``POST /v1/traces`` and ``POST /v1/metrics`` with a protobuf body
+    (plain, gzip or deflate), answers with an empty export response and keeps
+    the decoded spans, metric points and request headers. Use as a context
+    manager::
 
         with OtlpHttpReceiver() as rx:
             configure_otlp(endpoint=rx.endpoint, ...)
@@ -216,6 +259,7 @@ class OtlpHttpReceiver:
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._spans: list[ReceivedSpan] = []
+        self._points: list[ReceivedPoint] = []
         self.headers: list[dict[str, str]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -230,6 +274,27 @@ class OtlpHttpReceiver:
         """Every span received so far, in arrival order."""
         with self._lock:
             return list(self._spans)
+
+    def points(self) -> list[ReceivedPoint]:
+        """Every metric point received so far, in arrival order (each export
+        repeats the cumulative values: the last point of a series is current)."""
+        with self._lock:
+            return list(self._points)
+
+    def wait_for_points(
+        self, done: Callable[[list[ReceivedPoint]], bool], timeout: float = 10.0
+    ) -> list[ReceivedPoint]:
+        """Block until ``done(points)`` holds; return the points.
+
+        Raises:
+            TimeoutError: ``done`` still false after ``timeout`` seconds.
+        """
+        with self._lock:
+            if not self._lock.wait_for(lambda: done(list(self._points)), timeout):
+                raise TimeoutError(
+                    f"OTLP receiver: condition not met; got {len(self._points)} metric points"
+                )
+            return list(self._points)
 
     def wait_for(
         self, done: Callable[[list[ReceivedSpan]], bool], timeout: float = 10.0
@@ -253,11 +318,20 @@ class OtlpHttpReceiver:
             self._spans.extend(spans)
             self._lock.notify_all()
 
+    def _record_metrics(self, body: bytes) -> None:
+        points = decode_metrics_request(body)
+        with self._lock:
+            self._points.extend(points)
+            self._lock.notify_all()
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+                    ExportMetricsServiceResponse,
+                )
                 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
                     ExportTraceServiceResponse,
                 )
@@ -268,11 +342,15 @@ class OtlpHttpReceiver:
                     body = gzip.decompress(body)
                 elif encoding == "deflate":
                     body = zlib.decompress(body)
-                if self.path != "/v1/traces":
+                if self.path == "/v1/metrics":
+                    receiver._record_metrics(body)
+                    reply = ExportMetricsServiceResponse().SerializeToString()
+                elif self.path == "/v1/traces":
+                    receiver._record({k.lower(): v for k, v in self.headers.items()}, body)
+                    reply = ExportTraceServiceResponse().SerializeToString()
+                else:
                     self.send_error(404)
                     return
-                receiver._record({k.lower(): v for k, v in self.headers.items()}, body)
-                reply = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(reply)))

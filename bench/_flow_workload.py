@@ -1,6 +1,6 @@
 """The bench/workflows.py workflows on azync_flow, and the processes that run them.
 
-    python bench/_flow_workload.py worker --dsn DSN [--concurrency C]
+    python bench/_flow_workload.py worker --dsn DSN [--concurrency C] [--metrics]
     python bench/_flow_workload.py subscriber --dsn DSN [--concurrency C]
     python bench/_flow_workload.py commits --dsn DSN -n K [--eager]
 
@@ -12,6 +12,9 @@ Run by ``bench/workflows.py``, which imports the definitions below for its clien
 
   - ``{"cmd": "cpu"}``: ``{"cpu_s": time.process_time()}`` (this process's CPU
     seconds, all threads);
+  - ``{"cmd": "metrics"}``: with ``--metrics`` (metrics recorded by the SDK and
+    served for Prometheus, as ``azync-flow worker --metrics-port`` does),
+    ``{"text": ...}``, the exposition of this process;
   - ``{"cmd": "sequential", "n": N}``: N three-activity workflows one at a time
     through a client bound to this worker (``Client.for_worker(worker)``, the
     in-process eager path), start -> result; ``{"latencies_ms": [...]}``.
@@ -35,6 +38,7 @@ import contextlib
 import json
 import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -205,7 +209,19 @@ async def until_delivered(count: int) -> float:
     return DELIVERIES.at[count]
 
 
-async def serve(dsn: str, concurrency: int, subscribers: bool = False) -> None:
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        return str(reply.read().decode())
+
+
+async def serve(
+    dsn: str, concurrency: int, subscribers: bool = False, metrics: bool = False
+) -> None:
+    url = ""
+    if metrics:
+        from azync_flow.telemetry.metrics import start_prometheus_server
+
+        url = start_prometheus_server(0).url
     async with flow_worker(dsn, concurrency, subscribers=subscribers) as worker:
         print(json.dumps({"ready": True}), flush=True)
         while line := await asyncio.to_thread(sys.stdin.readline):
@@ -213,6 +229,8 @@ async def serve(dsn: str, concurrency: int, subscribers: bool = False) -> None:
             reply: dict[str, Any]
             if cmd.get("cmd") == "cpu":
                 reply = {"cpu_s": time.process_time()}
+            elif cmd.get("cmd") == "metrics":
+                reply = {"text": await asyncio.to_thread(_scrape, url) if url else ""}
             elif cmd.get("cmd") == "sequential" and not subscribers:
                 reply = {"latencies_ms": await eager_sequential(worker, int(cmd["n"]))}
             elif cmd.get("cmd") == "until" and subscribers:
@@ -245,9 +263,17 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=0)
     ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     ap.add_argument("--eager", action="store_true", help="commits: a client bound to the worker")
+    ap.add_argument("--metrics", action="store_true", help="worker: record and serve metrics")
     args = ap.parse_args()
     if args.mode in ("worker", "subscriber"):
-        asyncio.run(serve(args.dsn, args.concurrency, subscribers=args.mode == "subscriber"))
+        asyncio.run(
+            serve(
+                args.dsn,
+                args.concurrency,
+                subscribers=args.mode == "subscriber",
+                metrics=args.metrics,
+            )
+        )
     else:
         asyncio.run(commits_run(args.dsn, args.n, args.concurrency, args.eager))
 

@@ -38,6 +38,7 @@ from ._jobs import jobs
 from ._ops import migrate, stats, uncertain
 from ._replay import replay_command
 from ._schedules import schedules
+from ._telemetry import telemetry_from_env
 from ._worker import worker_command
 from ._workflows import workflows
 
@@ -83,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
+        telemetry_from_env()  # OTEL_* variables: traces of every command (docs/tracing.md)
         code = cli.main(args=args, prog_name="azync-flow", standalone_mode=False)
         return int(code or 0)
     except click.exceptions.NoArgsIsHelpError as exc:

@@ -16,6 +16,10 @@ APP is `module` or `module:attr` (imported from the current directory, as
 The worker maintains the queue (promotes due jobs, reaps expired leases) and
 shuts down gracefully: it stops leasing, lets in-flight jobs finish within its
 `shutdown_grace` and releases the rest.
+
+`--metrics-port` serves its metrics for Prometheus on
+`http://HOST:PORT/metrics` (docs/metrics.md); the `OTEL_*` variables turn on
+OTLP traces and metrics (docs/tracing.md).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from ._common import (
     resolve_dsn,
     run_async,
 )
+from ._telemetry import serve_metrics, telemetry_from_env
 
 __all__ = ["build_worker", "resolve_worker", "run_worker", "worker_command"]
 
@@ -113,10 +118,24 @@ async def build_worker(
     "--lease", type=float, default=30.0, show_default=True, help="Lease per attempt, seconds."
 )
 @click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING, ERROR.")
+@click.option(
+    "--metrics-port", type=click.IntRange(0, 65535), default=None,
+    help="Serve Prometheus metrics on this port (0: any free port, logged).",
+)  # fmt: skip
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True,
+    help="Address of the metrics endpoint (0.0.0.0: every interface).",
+)  # fmt: skip
 @db_options
 @run_async
 async def worker_command(
-    app: str, concurrency: int, lease: float, log_level: str, db: DbOptions
+    app: str,
+    concurrency: int,
+    lease: float,
+    log_level: str,
+    metrics_port: int | None,
+    metrics_host: str,
+    db: DbOptions,
 ) -> int:
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
@@ -126,10 +145,16 @@ async def worker_command(
     )
     if lease <= 0:
         raise CliError("--lease must be a positive number of seconds")
-    obj = load_app(app)
-    if isinstance(obj, Worker) or (callable(obj) and not is_app(obj)):
-        worker = await resolve_worker(obj)
-    else:
-        worker = await build_worker(obj, app, db, concurrency, timedelta(seconds=lease))
-    await run_worker(worker)
+    telemetry_from_env(metrics=True, prometheus=metrics_port is not None)
+    server = serve_metrics(metrics_port, metrics_host) if metrics_port is not None else None
+    try:
+        obj = load_app(app)
+        if isinstance(obj, Worker) or (callable(obj) and not is_app(obj)):
+            worker = await resolve_worker(obj)
+        else:
+            worker = await build_worker(obj, app, db, concurrency, timedelta(seconds=lease))
+        await run_worker(worker)
+    finally:
+        if server is not None:
+            server.close()
     return EXIT_OK

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from datetime import timedelta
 from typing import Any
 
+from azync_flow import _metrics
 from azync_flow._decisions import resolve_operation
 from azync_flow._operations import decode_operation, seq_of_execution_key
 from azync_flow._text import clean_text
@@ -178,6 +179,7 @@ class Reconciler:
         except Exception as exc:  # e.g. a result that cannot be encoded
             return await self._leave(op, "error", f"applying the verdict failed: {exc!r}")
         self.outcomes.append(decision)
+        _metrics.uncertain_resolved(defn.name, decision)
         return decision
 
     async def _leave(self, op: Any, label: str, text: str) -> str:

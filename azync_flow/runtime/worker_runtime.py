@@ -31,6 +31,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from azync_flow import _metrics
 from azync_flow._operations import decode_operation, seq_of_execution_key
 from azync_flow._workflow.definitions import Registry
 from azync_flow._workflow.limits import HistoryLimit
@@ -351,6 +352,7 @@ class WorkflowRuntime:
                 workflow_name=name,
             )
             if self._reap_outcome(job) is AttemptOutcome.DEAD and state.suspend_reason:
+                _metrics.workflow_suspended(name, "lease_expired")
                 log.warning("workflow %s suspended: %s", job.run_id, state.suspend_reason)
             else:
                 log.info(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import context as otel_context
 
+from azync_flow import _metrics
 from azync_flow._operations import operation_params
 from azync_flow._transient import retry_transient
 from azync_flow._workflow.definitions import Registry
@@ -477,6 +478,7 @@ class WorkflowRunner:
         run_id = instance.info.execution_id
         self.passes += 1
         self.clock.observe(now)
+        _count_pass(instance.info, outcome)
         for command in outcome.activities:
             kind = f"$op:{command.name}@{command.version}"
             if kind not in self.registry.activities and kind not in self._warned:
@@ -528,6 +530,18 @@ class WorkflowRunner:
             name,
             run_id,
         )
+
+
+def _count_pass(info: WorkflowInfo, outcome: PassOutcome) -> None:
+    """The execution-level metrics of a committed pass: the first pass of an
+    execution's first run starts it; a continue-as-new; a nondeterminism suspension."""
+    first_seq = outcome.next_seq - len(outcome.new_events)
+    if first_seq == 1 and info.run_id in (None, info.execution_id):
+        _metrics.workflow_started(info.name)
+    if outcome.status is PassStatus.CONTINUED_AS_NEW:
+        _metrics.workflow_continued(info.name)
+    elif outcome.status is PassStatus.NONDETERMINISM:
+        _metrics.workflow_suspended(info.name, "nondeterminism")
 
 
 def suppressed_task_context() -> contextvars.Context:

@@ -9,6 +9,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from azync_flow import _metrics
 from azync_flow._publish import publish_event
 from azync_flow.errors import ConflictError
 
@@ -116,6 +117,7 @@ async def record_missed(
     await store.record_schedule_missed(
         item.id, missed.first, missed.last, missed.times, missed.exact, reason
     )
+    _metrics.schedule_fired(item.id, "missed", missed.times)
     log.info(
         "schedule %r: %s%d nominal times from %s to %s missed (%s)",
         item.id,

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from azync_flow import _metrics
 from azync_flow._logging import log_failure
 from azync_flow.errors import StoreError
 from azync_flow.replay.outcome import SCHEDULE_NOMINAL_AT
@@ -107,12 +108,16 @@ class Scheduler:
         self._declared_synced = True
 
     async def _fire_due(self, item: Decoded) -> int:
-        todo = plan(item, await self.store.current_time())
+        now = await self.store.current_time()
+        todo = plan(item, now)
         if todo.missed is not None:
             await record_missed(self.store, item, todo.missed, "catchup")
         started = 0
         for fire in todo.fires:
-            started += await self._fire(item, fire)
+            if await self._fire(item, fire):
+                started += 1
+                # how late this tick found the fire due (database clock)
+                _metrics.schedule_lag(item.id, (now - fire.fire_at).total_seconds())
         await self.store.advance_schedule(item.id, todo.cursor, todo.next_fire_at)
         return started
 
@@ -151,6 +156,8 @@ class Scheduler:
         written = await self.store.record_schedule_run(
             item.id, fire.nominal_at, fire.fire_at, run_id, outcome
         )
+        if written == outcome:
+            _metrics.schedule_fired(item.id, outcome)
         if written in ("skipped", "missed"):
             log.info(
                 "schedule %r: %s %s (%s)",
@@ -180,6 +187,7 @@ class Scheduler:
             item.id, fire.nominal_at, fire.fire_at, run_id, "started"
         )
         if inserted:
+            _metrics.schedule_fired(item.id, "started")
             log.info("schedule %r fired for %s: run %s", item.id, fire.local.isoformat(), run_id)
         return 1 if inserted else 0
 

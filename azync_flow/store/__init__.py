@@ -43,7 +43,7 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from ._common import Subscription, TTx_contra
-from .admin import ChangeNotifier, Closable, JobAdmin, Migrator, StatsMaintenance
+from .admin import BacklogReader, ChangeNotifier, Closable, JobAdmin, Migrator, StatsMaintenance
 from .dags import DAGAdmin, DAGConsumer, DAGMaintenance, DAGProducer, TxDAGProducer
 from .events import EventAdmin, EventConsumer, EventMaintenance, EventProducer, TxEventProducer
 from .leadership import LeaseElector, WorkerRegistryStore
@@ -133,6 +133,7 @@ class Store(
     Migrator,
     Closable,
     StatsMaintenance,
+    BacklogReader,
     JobAdmin,
     ChangeNotifier,
     Protocol[TTx_contra],

@@ -16,6 +16,8 @@ from ._common import Subscription
 from .queue import AttemptError, Job, JobState, Source
 
 __all__ = [
+    "BacklogEntry",
+    "BacklogReader",
     "Change",
     "ChangeEntity",
     "ChangeNotifier",
@@ -43,6 +45,27 @@ class Depths(msgspec.Struct, kw_only=True):
     paused: int = 0
     succeeded: int = 0
     oldest_pending_age: timedelta = timedelta(0)
+
+
+class BacklogEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """Jobs of one ``(source, kind)`` waiting in one state, for gauges.
+
+    Attributes:
+        source: the job source.
+        kind: the job kind (an event delivery's: its subscriber; an
+            operation's: ``$op:<activity>@<version>``).
+        state: ``pending`` (due and waiting for a worker) or ``uncertain``
+            (an operation waiting for a decision).
+        count: how many jobs.
+        oldest_age: how long the oldest has waited: since it became due
+            (pending) or since it turned uncertain; backend clock, >= 0.
+    """
+
+    source: Source
+    kind: str
+    state: JobState
+    count: int
+    oldest_age: timedelta
 
 
 class DailyCount(msgspec.Struct, kw_only=True):
@@ -116,6 +139,24 @@ class Closable(Protocol):
 
     async def close(self) -> None:
         """Stop the stream and release its connection. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class BacklogReader(Protocol):
+    """The waiting work of every source, for gauges (the worker's metrics, a console)."""
+
+    async def backlog(self) -> list[BacklogEntry]:
+        """Every source's waiting work in one snapshot: per ``(source, kind)``
+        the jobs due and waiting for a worker (state pending, due time passed)
+        and the operations waiting for a decision (state uncertain), with the
+        age of the oldest. Kinds with nothing waiting are absent. It reads only
+        the waiting rows (partial indexes), not the retained history.
+
+        Returns:
+            One :class:`BacklogEntry` per ``(source, kind, state)`` with work
+            waiting, in no particular order.
+        """
         ...
 
 

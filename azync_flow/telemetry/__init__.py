@@ -39,6 +39,15 @@ Integration points (see ``docs/tracing.md`` for the full rules):
 
       run_tracer.run_event(carrier, RunEvent.SIGNAL, run_id=run_id, subject="approve")
 
+A run started by a process without tracing (an empty carrier) still gets one
+trace: every process derives its trace id (:func:`run_trace_id`) and run span
+id (:func:`run_span_id`) from the run id.
+
+Metrics (``azync_flow._metrics``, docs/metrics.md) are recorded at the same
+points: an attempt span's end counts the attempt and its latency,
+``end_finished_run`` the run's end. :mod:`azync_flow.telemetry.metrics`
+exports them (Prometheus, OTLP).
+
 Replay rule: only the attempt that actually executes makes a span. A workflow
 task (replay pass) makes exactly one ``workflow.task`` span whatever it
 replays; the runtime never opens a span for a step it finds in history, and
@@ -77,7 +86,7 @@ from azync_flow.telemetry._names import (
     RunKind,
 )
 from azync_flow.telemetry._run_end import end_finished_run
-from azync_flow.telemetry._run_span import RUN_CALLER_KEY, run_span_id
+from azync_flow.telemetry._run_span import RUN_CALLER_KEY, run_span_id, run_trace_id
 from azync_flow.telemetry._tracer import (
     RunTracer,
     attempt_span,
@@ -117,6 +126,7 @@ __all__ = [
     "job_span_interceptor",
     "run_event",
     "run_span_id",
+    "run_trace_id",
     "start_run_span",
     "suppress_spans",
     "suppressed_context",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from contextvars import Token
 from datetime import timedelta
 from types import TracebackType
@@ -22,6 +23,11 @@ from azync_flow.telemetry._names import (
     AttemptOutcome,
 )
 
+#: ``(outcome, seconds)`` when an attempt span ends (its metrics; see ``azync_flow._metrics``).
+#: ``outcome`` is the recorded outcome, ``error`` when an exception escaped without
+#: one, ``unsettled`` when there is neither; ``seconds`` None for a lost attempt.
+AttemptRecorder = Callable[[str, "float | None"], None]
+
 
 def _seconds(delay: timedelta | float) -> float:
     return delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
@@ -38,10 +44,28 @@ class AttemptSpan:
     Create it with :meth:`RunTracer.attempt_span`; do not reuse an instance.
     """
 
-    __slots__ = ("_abandoned", "_ctx", "_failed_with", "_outcome", "_span", "_token")
+    __slots__ = (
+        "_abandoned",
+        "_ctx",
+        "_failed_with",
+        "_outcome",
+        "_recorder",
+        "_span",
+        "_started",
+        "_token",
+    )
 
-    def __init__(self, span: trace.Span, parent: otel_context.Context) -> None:
+    def __init__(
+        self,
+        span: trace.Span,
+        parent: otel_context.Context,
+        recorder: AttemptRecorder | None = None,
+        *,
+        timed: bool = True,
+    ) -> None:
         self._span = span
+        self._recorder = recorder
+        self._started = time.perf_counter() if timed else None
         self._ctx = trace.set_span_in_context(span, parent)
         self._token: Token[otel_context.Context] | None = None
         self._failed_with: BaseException | None = None
@@ -154,6 +178,17 @@ class AttemptSpan:
                 self._token = None
             if not self._abandoned:
                 self._span.end()
+                self._record(exc is not None)
+
+    def _record(self, raised: bool) -> None:
+        if self._recorder is None:
+            return
+        if self._outcome is not None:
+            outcome = self._outcome.value
+        else:
+            outcome = "error" if raised or self._failed_with is not None else "unsettled"
+        started = self._started
+        self._recorder(outcome, None if started is None else time.perf_counter() - started)
 
     async def __aenter__(self) -> Self:
         return self.__enter__()

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import datetime
 
+from azync_flow import _metrics
 from azync_flow.telemetry._names import RunKind
 from azync_flow.telemetry._tracer import RunTracer
 
@@ -52,11 +53,18 @@ def end_finished_run(
         reason: The failure, cancellation or termination reason; a ``failed``
             or ``terminated`` run gets status ERROR with it.
 
+    It also counts the run's end (``azync_flow.workflow.completed``,
+    ``.failed``, ``.cancelled``; ``azync_flow.dag.finished``).
+
     Returns:
         True when exported (see :meth:`RunTracer.end_run_span`). Never raises:
         a telemetry failure is logged, the finished run is not affected.
     """
     try:
+        if kind is RunKind.WORKFLOW:
+            _metrics.workflow_finished(name, str(state))
+        else:
+            _metrics.dag_finished(name, str(state))
         return tracer.end_run_span(
             kind,
             name,

@@ -56,6 +56,37 @@ def run_span_id(run_id: UUID | str) -> int:
     return int.from_bytes(digest[:8]) or 1
 
 
+def run_trace_id(run_id: UUID | str) -> int:
+    """The trace id of a run started without a trace context (by a process
+    without tracing): 128 bits of SHA-256 of the run id, never 0."""
+    digest = hashlib.sha256(b"azync-run-trace:" + str(run_id).encode()).digest()
+    return int.from_bytes(digest[:16]) or 1
+
+
+def derive(sdk: Any, run_id: UUID | str) -> dict[str, str]:
+    """The carrier of a run that was started without one: its run span
+    (:func:`run_span_id`) in the trace :func:`run_trace_id`, sampled as
+    ``sdk``'s sampler decides for that trace (every process with the same
+    sampler configuration decides alike)."""
+    trace_id = run_trace_id(run_id)
+    decision = sdk.sampler.should_sample(
+        otel_context.Context(), trace_id, "run", SpanKind.INTERNAL, {}, ()
+    )
+    flags = trace.TraceFlags(
+        trace.TraceFlags.SAMPLED if decision.decision.is_sampled() else trace.TraceFlags.DEFAULT
+    )
+    reserved = trace.SpanContext(
+        trace_id,
+        run_span_id(run_id),
+        is_remote=True,
+        trace_flags=flags,
+        trace_state=decision.trace_state,
+    )
+    return capture_trace_context(
+        trace.set_span_in_context(trace.NonRecordingSpan(reserved), otel_context.Context())
+    )
+
+
 def to_ns(at: datetime) -> int:
     """Nanoseconds since the epoch of a timezone-aware datetime (exact to the microsecond).
 

@@ -14,8 +14,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from azync_flow import _metrics
 from azync_flow.telemetry import _run_span
-from azync_flow.telemetry._attempt import AttemptSpan
+from azync_flow.telemetry._attempt import AttemptRecorder, AttemptSpan
 from azync_flow.telemetry._carrier import context_from_carrier
 from azync_flow.telemetry._names import (
     ATTR_ATTEMPT,
@@ -76,11 +77,51 @@ class RunTracer:
         self._tracer = trace.get_tracer(
             INSTRUMENTATION_NAME, _package_version(), tracer_provider=tracer_provider
         )
+        self._resolved: tuple[trace.TracerProvider, trace.Tracer] | None = None
+        self._derived: dict[str, dict[str, str]] = {}
 
     def _concrete(self) -> trace.Tracer:
         """The provider's own tracer (not the global proxy), for run spans."""
         provider = self._provider or trace.get_tracer_provider()
-        return provider.get_tracer(INSTRUMENTATION_NAME, _package_version())
+        resolved = self._resolved
+        if resolved is None or resolved[0] is not provider:
+            resolved = self._resolved = (
+                provider,
+                provider.get_tracer(INSTRUMENTATION_NAME, _package_version()),
+            )
+        return resolved[1]
+
+    def run_carrier(
+        self, carrier: Mapping[str, str] | None, run_id: UUID | str
+    ) -> Mapping[str, str] | None:
+        """The run's stored carrier, or, when it holds no trace context (the run
+        was started by a process without tracing), one derived from the run id:
+        the same trace id and run span id in every process
+        (:func:`~azync_flow.telemetry.run_span_id`), sampled as this process's
+        sampler decides for that trace id. So the run still gets one trace and
+        a run span, exported by whichever traced process ends it.
+
+        Args:
+            carrier: The run's ``trace_context`` (or an operation's meta).
+            run_id: The execution or DAG id.
+
+        Returns:
+            ``carrier`` when it has a ``traceparent`` or this process has no
+            OpenTelemetry SDK provider (nothing would be recorded), else the
+            derived carrier.
+        """
+        if carrier and "traceparent" in carrier:
+            return carrier
+        key = str(run_id)
+        derived = self._derived.get(key)
+        if derived is None:
+            sdk = _run_span.sdk_tracer(self._concrete())
+            if sdk is None:
+                return carrier
+            if len(self._derived) > 4096:
+                self._derived.clear()
+            derived = self._derived[key] = _run_span.derive(sdk, run_id)
+        return derived
 
     @property
     def tracer(self) -> trace.Tracer:
@@ -169,7 +210,7 @@ class RunTracer:
         attrs.update(attributes or {})
         return _run_span.emit(
             self._concrete(),
-            carrier,
+            self.run_carrier(carrier, run_id),
             f"{kind.value} {name}",
             run_id,
             started_at=started_at,
@@ -232,6 +273,7 @@ class RunTracer:
             span.set_outcome(outcome)
             span.span.set_status(Status(StatusCode.ERROR, LEASE_EXPIRED))
             span.add_event(LEASE_EXPIRED)
+        _metrics.reaped(kind.value, outcome.value)
 
     def attempt_span(
         self,
@@ -284,6 +326,8 @@ class RunTracer:
         }
         attrs.update({k: v for k, v in optional.items() if v is not None})
         attrs.update(attributes or {})
+        if kind is not AttemptKind.JOB:
+            carrier = self.run_carrier(carrier, run_id)
         parent = context_from_carrier(carrier)
         span = self._tracer.start_span(
             f"{kind.value} {name}",
@@ -292,7 +336,12 @@ class RunTracer:
             attributes=attrs,
             start_time=start_time,
         )
-        return AttemptSpan(span, parent)
+        return AttemptSpan(
+            span,
+            parent,
+            _recorder(kind, name, workflow_name, dag_name),
+            timed=start_time is None,
+        )
 
     def run_event(
         self,
@@ -329,7 +378,10 @@ class RunTracer:
             ATTR_KIND: event.value,
         }
         attrs.update(attributes or {})
-        parent = context_from_carrier(carrier)
+        if event is RunEvent.UNCERTAIN_RESOLVED and attributes is not None:
+            # the one place every resolution of an uncertain operation passes
+            _metrics.uncertain_resolved(subject or "", str(attributes.get("azync.resolution", "")))
+        parent = context_from_carrier(self.run_carrier(carrier, run_id))
         links = _caller_link(parent)
         start = _ns(at) or time.time_ns()
         span = self._tracer.start_span(
@@ -341,6 +393,21 @@ class RunTracer:
             start_time=start,
         )
         span.end(end_time=None if at is None else start)
+
+
+def _recorder(
+    kind: AttemptKind, name: str, workflow_name: str | None, dag_name: str | None
+) -> AttemptRecorder | None:
+    """The metrics of one attempt (queue jobs are counted by the worker's runner)."""
+    if kind is AttemptKind.JOB:
+        return None
+
+    def record(outcome: str, seconds: float | None) -> None:
+        _metrics.attempt_ended(
+            kind.value, name, outcome, seconds, workflow_name=workflow_name, dag_name=dag_name
+        )
+
+    return record
 
 
 def _caller_link(parent: otel_context.Context) -> list[Link]:

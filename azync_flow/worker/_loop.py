@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from .. import _metrics
 from .._logging import log_failure
 from ..errors import SchemaNotMigratedError, is_not_found
 from ..store.queue import DequeueParams, Job, Source
@@ -346,6 +347,9 @@ class LeaseLoop:
                 self._changed.set()
 
     def _spawn(self, job: Job) -> None:
+        if job.started_at is not None and job.run_at is not None:  # both on the database clock
+            wait = (job.started_at - job.run_at).total_seconds()
+            _metrics.job_wait(self.source.value, self.kind, wait)
         loop = asyncio.get_running_loop()
         handle = LeaseHandle(self.store, job, self.lease, loop.time(), self._rearm)
         task = loop.create_task(self._run_one(job, handle))

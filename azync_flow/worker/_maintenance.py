@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .. import _metrics
 from .._logging import log_failure
 from ..errors import LeadershipLostError
 from ..store.leadership import DEFAULT_LEADER_TTL
@@ -109,6 +110,10 @@ class Maintenance:
         self.on_runnable: Callable[[Source | None], None] = lambda _source: None
         self.ticks = 0
         self._lock = asyncio.Lock()
+        _metrics.leadership_held(self._held)
+
+    def _held(self) -> list[tuple[str, bool]]:
+        return [(g.name, g.lease is not None) for g in self.groups.values()]
 
     def add(
         self,
@@ -192,11 +197,13 @@ class Maintenance:
             return False
         if group.lease is not None:
             log.info("acquired leadership %r", group.name)
+            _metrics.leadership_changed(group.name, "acquired")
         return group.lease is not None
 
     def _lost(self, group: _Group) -> None:
         log.warning("lost leadership %r; maintenance paused here", group.name)
         group.lease = None
+        _metrics.leadership_changed(group.name, "lost")
 
     async def _run_steps(self, group: _Group, force: bool) -> int:
         now = asyncio.get_running_loop().time()
@@ -234,6 +241,7 @@ class Maintenance:
             lease, group.lease = group.lease, None
             if lease is not None:
                 await lease.release()
+                _metrics.leadership_changed(group.name, "released")
 
 
 def _tag(fn: MaintenanceStep, source: Source | None) -> MaintenanceStep:
@@ -263,6 +271,10 @@ def _count(result: Any) -> int:
     return 0
 
 
+#: What the built-in reaper of a source reaps (the ``azync.kind`` of ``azync_flow.reaps``).
+_REAPED_KIND = {Source.QUEUE: "job", Source.EVENT: "event.delivery"}
+
+
 def builtin_steps(
     store: WorkerStore, source: Source, *, max_reaps: int, retention: Retention
 ) -> list[tuple[str, MaintenanceStep, bool]]:
@@ -271,8 +283,12 @@ def builtin_steps(
     async def promote() -> int:
         return await store.promote_due(source)
 
+    reaped_kind = _REAPED_KIND.get(source, str(source))
+
     async def reap() -> int:
-        reaped, _killed = await store.reap_expired(source, None, max_reaps)
+        reaped, killed = await store.reap_expired(source, None, max_reaps)
+        _metrics.reaped(reaped_kind, "retried", reaped - killed)  # killed: the dead subset
+        _metrics.reaped(reaped_kind, "dead", killed)
         return reaped
 
     async def vacuum() -> int:
@@ -301,3 +317,31 @@ def fold_stats_step(store: WorkerStore) -> MaintenanceStep:
         return 0  # counting makes no job runnable
 
     return fold
+
+
+#: Default period of the ``metrics.backlog`` step.
+BACKLOG_INTERVAL = timedelta(seconds=15)
+
+
+def backlog_step(store: WorkerStore, interval: timedelta) -> MaintenanceStep:
+    """The ``metrics.backlog`` step: one :meth:`~WorkerStore.backlog` query per
+    ``interval`` feeding the backlog gauges (``azync_flow.job.pending`` ...),
+    on the leader of the stats election only, and only once a meter provider is
+    installed (no query at all otherwise)."""
+
+    async def sample() -> int:
+        if not _metrics.metrics_enabled():
+            return 0
+        rows = await store.backlog()
+        _metrics.BACKLOG.update(
+            [
+                _metrics.BacklogRow(
+                    r.source.value, r.kind, r.state.value, r.count, r.oldest_age.total_seconds()
+                )
+                for r in rows
+            ],
+            interval.total_seconds(),
+        )
+        return 0  # a gauge makes no job runnable
+
+    return sample

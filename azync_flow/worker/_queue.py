@@ -21,12 +21,14 @@ import asyncio
 import functools
 import inspect
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, get_type_hints
 
+from .. import _metrics
 from ..codec import check_payload_type, decode_value
 from ..errors import PayloadError, Skip, Snooze, UnknownKindError, is_not_found
 from ..retry import RetryDecision, RetryPolicy, describe_error
@@ -157,33 +159,47 @@ class QueueRunner:
         self.interceptors: list[Interceptor] = []
 
     async def __call__(self, job: Job, lease: LeaseHandle) -> None:
+        started = time.perf_counter()
+        outcome = await self._run(job, lease)
+        if outcome is not None and not lease.lost:
+            seconds = time.perf_counter() - started
+            _metrics.job_attempt(job.source.value, job.kind, outcome, seconds)
+
+    async def _run(self, job: Job, lease: LeaseHandle) -> str | None:
+        """Run and settle one job; the outcome for the metrics (None: lease lost)."""
         handler = self.handlers.get(job.kind)
         if handler is None:
             await self._dead(lease, UnknownKindError(job.kind))
-            return
+            return "dead"
         try:
             what = f"payload of kind {job.kind!r}"
             payload = decode_value(self.payload_bytes(job), handler.payload_type, what)
         except PayloadError as exc:
             await self._dead(lease, exc)
-            return
+            return "dead"
         try:
             await self._invoke(handler, job, payload, lease)
         except Snooze as snooze:
-            if not lease.lost:
-                await self._settle(
-                    lease, self.store.snooze(job.id, lease.token, snooze.delay, _deadline(job))
-                )
+            if lease.lost:
+                return None
+            await self._settle(
+                lease, self.store.snooze(job.id, lease.token, snooze.delay, _deadline(job))
+            )
+            return "snoozed"
         except Skip as skip:
-            if not lease.lost:
-                await self._settle(lease, self.store.skip(job.id, lease.token, skip.reason))
+            if lease.lost:
+                return None
+            await self._settle(lease, self.store.skip(job.id, lease.token, skip.reason))
+            return "skipped"
         except Exception as exc:
-            if not lease.lost:
-                await self._fail(handler, job, lease, exc)
-        else:
-            if not lease.lost:
-                # the slot and the lease are held until the ack commits
-                await asyncio.shield(self.acks.ack(job.id, lease.token))
+            if lease.lost:
+                return None
+            return await self._fail(handler, job, lease, exc)
+        if lease.lost:
+            return None
+        # the slot and the lease are held until the ack commits
+        await asyncio.shield(self.acks.ack(job.id, lease.token))
+        return "succeeded"
 
     async def _invoke(
         self, handler: QueueHandler, job: Job, payload: Any, lease: LeaseHandle
@@ -231,7 +247,7 @@ class QueueRunner:
 
     async def _fail(
         self, handler: QueueHandler, job: Job, lease: LeaseHandle, exc: Exception
-    ) -> None:
+    ) -> str:
         error = describe_error(exc)
         decision = handler.retry.decide(exc, job.attempt, job.max_attempts)
         if decision is RetryDecision.RETRY:
@@ -246,17 +262,18 @@ class QueueRunner:
                 error,
             )
             await self._settle(lease, self.store.reschedule(job.id, lease.token, delay, error))
-        else:
-            log.warning(
-                "%s %s (job %s): attempt %d failed, dead-lettered (%s): %s",
-                job.source,
-                job.kind,
-                job.id,
-                job.attempt,
-                decision,
-                error,
-            )
-            await self._settle(lease, self.store.dead(job.id, lease.token, error))
+            return "retried"
+        log.warning(
+            "%s %s (job %s): attempt %d failed, dead-lettered (%s): %s",
+            job.source,
+            job.kind,
+            job.id,
+            job.attempt,
+            decision,
+            error,
+        )
+        await self._settle(lease, self.store.dead(job.id, lease.token, error))
+        return "dead"
 
     async def _settle(self, lease: LeaseHandle, op: Awaitable[Any]) -> None:
         try:

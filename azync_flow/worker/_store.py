@@ -9,15 +9,22 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from ..store.admin import Migrator, StatsMaintenance
+from ..store.admin import BacklogReader, Migrator, StatsMaintenance
 from ..store.leadership import LeaseElector
 from ..store.queue import Notifier, QueueConsumer, QueueMaintenance
 
 
 @runtime_checkable
 class WorkerStore(
-    QueueConsumer, QueueMaintenance, StatsMaintenance, Notifier, LeaseElector, Migrator, Protocol
+    QueueConsumer,
+    QueueMaintenance,
+    StatsMaintenance,
+    BacklogReader,
+    Notifier,
+    LeaseElector,
+    Migrator,
+    Protocol,
 ):
     """What a :class:`~azync_flow.worker.Worker` calls: lease and settle jobs,
-    their maintenance and counters, wake-ups, leadership leases, and the
-    schema check at start."""
+    their maintenance and counters, the backlog for the metric gauges,
+    wake-ups, leadership leases, and the schema check at start."""

@@ -19,11 +19,13 @@ from ..store.validate import check_max_attempts
 from ._acker import AckBatcher
 from ._loop import Dequeue, JobRunner, LeaseLoop
 from ._maintenance import (
+    BACKLOG_INTERVAL,
     DEFAULT_LEADERSHIP,
     STATS_LEADERSHIP,
     Maintenance,
     MaintenanceStep,
     Retention,
+    backlog_step,
     builtin_steps,
     fold_stats_step,
 )
@@ -82,6 +84,10 @@ class Worker:
         maintain: sources whose built-in maintenance this worker takes part in
             (default: queue). Runtimes call :meth:`maintain_source` for theirs.
         handle_signals: install SIGTERM/SIGINT handlers in :meth:`run`.
+        metrics_interval: how often the leader of the stats election reads
+            the backlog (pending jobs and their oldest age per kind, uncertain
+            operations) for the metric gauges; one query, made only when a
+            meter provider is installed (docs/metrics.md).
 
     Raises:
         ValueError: ``leader_ttl`` is shorter than two maintenance ticks.
@@ -105,6 +111,7 @@ class Worker:
         max_reaps: int = 5,
         maintain: tuple[Source, ...] = (Source.QUEUE,),
         handle_signals: bool = True,
+        metrics_interval: timedelta = BACKLOG_INTERVAL,
     ) -> None:
         check_max_attempts(max_attempts)
         self.store = store
@@ -136,6 +143,12 @@ class Worker:
         for source in maintain:
             self.maintain_source(source)
         self.add_maintenance(fold_stats_step(store), name="stats.fold", leadership=STATS_LEADERSHIP)
+        self.add_maintenance(
+            backlog_step(store, metrics_interval),
+            name="metrics.backlog",
+            interval=metrics_interval,
+            leadership=STATS_LEADERSHIP,
+        )
 
     # --- registration --------------------------------------------------------------
 

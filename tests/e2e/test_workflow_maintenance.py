@@ -80,7 +80,9 @@ def test_workflow_maintenance_has_its_own_election(store: PostgresStore) -> None
     assert names["schedule.tick"] == SCHEDULE_LEADERSHIP == "azync_flow.schedule"
     # every worker folds the counter deltas (an election of its own)
     assert names["stats.fold"] == STATS_LEADERSHIP == "azync_flow.stats"
-    assert set(names) - {"schedule.tick", "stats.fold"} == {
+    # and the backlog gauges are read by the same election's leader
+    assert names["metrics.backlog"] == STATS_LEADERSHIP
+    assert set(names) - {"schedule.tick", "stats.fold", "metrics.backlog"} == {
         k for k in names if k.startswith("workflow.")
     }
 

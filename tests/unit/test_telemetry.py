@@ -28,6 +28,7 @@ from azync_flow.telemetry import (
     capture_trace_context,
     context_from_carrier,
     run_span_id,
+    run_trace_id,
     suppress_spans,
     suppressed_context,
 )
@@ -149,7 +150,6 @@ def test_run_span_is_not_exported_for_a_carrier_that_did_not_reserve_it() -> Non
     other = tracer.start_run_span(RunKind.WORKFLOW, "order", "r-other")
     common = {"started_at": STARTED, "state": "succeeded"}
     assert not tracer.end_run_span(RunKind.WORKFLOW, "order", "r1", carrier=other, **common)
-    assert not tracer.end_run_span(RunKind.WORKFLOW, "order", "r1", carrier={}, **common)
     assert cap.spans() == []
 
 
@@ -464,17 +464,48 @@ def test_dag_run_with_compensation_is_one_trace() -> None:
     assert comp.attributes["azync.kind"] == "dag.compensation"
 
 
-def test_attempt_with_no_stored_context_starts_its_own_trace() -> None:
+def test_a_run_started_without_trace_context_gets_one_trace_derived_from_its_run_id() -> None:
+    # the run was started by a process without tracing (carrier {}): each
+    # worker derives the same trace and run span from the run id
+    worker_1, worker_2 = SpanCapture("worker-1"), SpanCapture("worker-2")
+    with (
+        worker_1.provider.get_tracer("loop").start_as_current_span("poll loop") as loop_span,
+        RunTracer(worker_1.provider).attempt_span(
+            AttemptKind.ACTIVITY, "charge", carrier={}, run_id="r1", attempt=1
+        ),
+    ):
+        pass
+    tracer_2 = RunTracer(worker_2.provider)
+    with tracer_2.attempt_span(
+        AttemptKind.WORKFLOW_TASK, "order", carrier={}, run_id="r1", attempt=1
+    ):
+        pass
+    tracer_2.run_event({}, RunEvent.SIGNAL, run_id="r1", subject="approve")
+    assert tracer_2.end_run_span(
+        RunKind.WORKFLOW, "order", "r1", carrier={}, started_at=STARTED, state="succeeded"
+    )
+    spans = worker_1.named("activity charge") + worker_2.spans()
+    assert trace_ids(spans) == {run_trace_id("r1")}
+    assert loop_span.get_span_context().trace_id != run_trace_id("r1")
+    [run] = worker_2.named("workflow order")
+    assert run.context.span_id == run_span_id("r1")
+    assert run.parent is None
+    others = [s for s in spans if s is not run]
+    assert [parent_id(s) for s in others] == [run_span_id("r1")] * 3
+
+
+def test_a_queue_job_without_stored_context_starts_its_own_trace() -> None:
     cap = SpanCapture()
     tracer = RunTracer(cap.provider)
     with (
         cap.provider.get_tracer("loop").start_as_current_span("poll loop") as loop_span,
-        tracer.attempt_span(AttemptKind.ACTIVITY, "charge", carrier={}, run_id="r1", attempt=1),
+        tracer.attempt_span(AttemptKind.JOB, "mail", carrier={}, run_id="j1", attempt=1),
     ):
         pass
-    [span] = cap.named("activity charge")
+    [span] = cap.named("job mail")
     assert span.parent is None
     assert span.context.trace_id != loop_span.get_span_context().trace_id
+    assert span.context.trace_id != run_trace_id("j1")
 
 
 def test_unsampled_run_keeps_its_attempts_unsampled_in_other_processes() -> None:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from azync_flow.errors import OtlpConfigError
-from azync_flow.otlp import configure_otlp
+from azync_flow.otlp import configure_otlp, env_exporters
 from azync_flow.telemetry import RunKind, RunTracer
 from azync_flow.testing_otel import OtlpHttpReceiver
 
@@ -104,3 +104,29 @@ def test_configure_otlp_installs_the_global_provider_it_returns() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "svc"]
+
+
+@pytest.mark.parametrize(
+    ("env", "traces", "metrics"),
+    [
+        ({}, [], []),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, ["otlp"], ["otlp"]),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, ["otlp"], []),
+        ({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c:4318/v1/metrics"}, [], ["otlp"]),
+        ({"OTEL_TRACES_EXPORTER": "console"}, ["console"], []),
+        ({"OTEL_TRACES_EXPORTER": "otlp,console", "OTEL_METRICS_EXPORTER": "prometheus"},
+         ["otlp", "console"], ["prometheus"]),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "none",
+          "OTEL_METRICS_EXPORTER": "none"}, [], []),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "true"}, [], []),
+    ],
+)  # fmt: skip
+def test_the_otel_variables_choose_the_exporters(
+    env: dict[str, str], traces: list[str], metrics: list[str]
+) -> None:
+    assert env_exporters(env) == (traces, metrics)
+
+
+def test_an_exporter_this_package_cannot_provide_is_refused() -> None:
+    with pytest.raises(OtlpConfigError, match="OTEL_METRICS_EXPORTER='statsd'"):
+        env_exporters({"OTEL_METRICS_EXPORTER": "statsd"})

@@ -29,7 +29,7 @@ from datetime import UTC, date, datetime, timedelta
 import asyncpg
 
 from ...errors import ConflictError, NotFoundError
-from ..admin import Change, ChangeEntity, DailyCount, Depths, JobFilter
+from ..admin import BacklogEntry, Change, ChangeEntity, DailyCount, Depths, JobFilter
 from ..queue import AttemptError, Job, JobState, Source
 from ._base import PgBase, job_from_row
 from ._listen import ListenSubscription, open_subscription, parse_wake
@@ -71,6 +71,20 @@ class AdminMixin(PgBase):
         """
         rows = await self._fetch("job_kind_depths", source.value, "")
         return {r["kind"]: _depths(r) for r in rows}
+
+    async def backlog(self) -> list[BacklogEntry]:
+        """Waiting work of every source (see :meth:`JobAdmin.backlog`)."""
+        rows = await self._fetch("job_backlog")
+        return [
+            BacklogEntry(
+                source=Source(r["source"]),
+                kind=r["kind"],
+                state=JobState(r["state"]),
+                count=int(r["count"]),
+                oldest_age=r["oldest_age"],
+            )
+            for r in rows
+        ]
 
     async def stats(self, source: Source, kind: str) -> tuple[Depths, list[DailyCount]]:
         """One kind's depths and its daily window (:data:`DAILY_WINDOW_DAYS` days

@@ -10,9 +10,16 @@ import pytest
 from azync_flow.errors import ConflictError, NotFoundError
 from azync_flow.store.admin import JobFilter
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.queue import JobState, Source
+from azync_flow.store.queue import DequeueParams, JobState, Source
 from azync_flow.testing import MovableClock
 from tests.store.helpers import enqueue_and_lease, job, lease, row
+from tests.store.workflow_helpers import (
+    LEASE,
+    commit_workflow_task,
+    lease_task,
+    op_params,
+    started,
+)
 
 
 async def _dead(store: PostgresStore, kind: str = "k", **kw: object) -> uuid.UUID:
@@ -291,3 +298,41 @@ async def test_vacuum_stats_trims_days_older_than_retention_folded_or_not(
     assert [d.enqueued for d in await store.all_daily(Source.QUEUE) if d.enqueued] == [1, 1]
     clock.set(t0 - timedelta(days=35))
     assert not [d for d in await store.all_daily(Source.QUEUE) if d.enqueued]
+
+
+async def test_backlog_counts_due_pending_jobs_and_uncertain_operations_with_their_oldest_age(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    start = clock.advance(timedelta(0))
+    await store.enqueue(job("a"))
+    clock.set(start + timedelta(minutes=1))
+    await store.enqueue(job("a"))
+    await store.enqueue(job("a", delay=timedelta(hours=1)))  # not due: not waiting
+    await enqueue_and_lease(store, "b")  # running: not waiting
+    await _dead(store, "c")  # settled: not waiting
+    wid = await started(store)
+    task = await lease_task(store, wid)
+    assert task.lease_token is not None
+    await commit_workflow_task(
+        store,
+        task.id,
+        task.lease_token,
+        wid,
+        1,
+        events=[("ActivityScheduled", b'{"seq":1}')],
+        operations=[op_params(wid, 1, idempotent=False, activity="charge")],
+    )
+    [op] = await store.dequeue_batch(
+        Source.WORKFLOW, DequeueParams(kind="$op:charge@1", limit=1, lease=LEASE)
+    )
+    clock.set(start + timedelta(minutes=2))
+    assert op.lease_token is not None
+    await store.mark_uncertain(
+        op.id, op.lease_token, "timeout", event_type="OperationUncertain", payload=b'{"seq":1}'
+    )
+    clock.set(start + timedelta(minutes=5))
+    got = {(e.source, e.kind, e.state): (e.count, e.oldest_age) for e in await store.backlog()}
+    assert got == {
+        (Source.QUEUE, "a", JobState.PENDING): (2, timedelta(minutes=5)),
+        (Source.WORKFLOW, "$op:charge@1", JobState.UNCERTAIN): (1, timedelta(minutes=3)),
+    }

@@ -36,6 +36,23 @@ FROM azync_jobs
 WHERE source = $2 AND ($3 = '' OR kind = $3)
 GROUP BY kind
 
+-- name: job_backlog
+-- Every source: per (source, kind) the jobs due and waiting (pending, run_at
+-- passed) and the operations waiting for a decision (uncertain), with the age
+-- of the oldest. Reads the partial indexes of pending and uncertain rows only.
+WITH clock AS (SELECT coalesce($1::timestamptz, now()) AS now)
+SELECT j.source, j.kind, 'pending' AS state, count(*) AS count,
+       greatest(interval '0', min(c.now) - min(j.run_at)) AS oldest_age
+FROM azync_jobs j CROSS JOIN clock c
+WHERE j.state = 'pending' AND j.run_at <= c.now
+GROUP BY j.source, j.kind
+UNION ALL
+SELECT j.source, j.kind, 'uncertain', count(*),
+       greatest(interval '0', min(c.now) - min(coalesce(j.uncertain_since, j.updated_at)))
+FROM azync_jobs j CROSS JOIN clock c
+WHERE j.state = 'uncertain'
+GROUP BY j.source, j.kind
+
 -- name: stats_daily
 -- $2 source, $3 kind ('' = every kind), $4 days: the daily window ending today
 -- (UTC), oldest first, days without activity as zeros. Folded counts plus the
