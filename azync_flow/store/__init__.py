@@ -43,7 +43,14 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from ._common import TTx_contra
-from .admin import ChangeNotifier, Closable, JobAdmin, Migrator, StatsMaintenance
+from .admin import (
+    ChangeNotifier,
+    Closable,
+    ConsoleReads,
+    JobAdmin,
+    Migrator,
+    StatsMaintenance,
+)
 from .dags import DAGAdmin, DAGConsumer, DAGMaintenance, DAGProducer, TxDAGProducer
 from .events import EventAdmin, EventConsumer, EventMaintenance, EventProducer, TxEventProducer
 from .leadership import LeaderElector, LeaseElector, WorkerRegistryStore
@@ -136,6 +143,7 @@ class Store(
     StatsMaintenance,
     JobAdmin,
     ChangeNotifier,
+    ConsoleReads,
     Protocol[TTx_contra],
 ):
     """Every role of the contract: what a complete driver implements
