@@ -9,7 +9,6 @@ their own runs, so no test depends on another's leftovers. Screenshots go to
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import shutil
@@ -67,9 +66,24 @@ def _status(url: str) -> int:
         return 0
 
 
-@contextlib.asynccontextmanager
-async def _console(dsn: str, schema: str, *extra: str, env: dict[str, str]) -> AsyncIterator[str]:
-    """`azync-flow ui` in a subprocess; yields its URL once it answers."""
+@dataclass
+class _Server:
+    proc: asyncio.subprocess.Process
+    url: str
+
+    async def ready(self) -> str:
+        """Wait until it answers; its URL."""
+        async with asyncio.timeout(60):
+            while await asyncio.to_thread(_status, self.url + "/") != 200:
+                if self.proc.returncode is not None:
+                    err = await self.proc.stderr.read() if self.proc.stderr else b""
+                    raise AssertionError(f"azync-flow ui exited: {err.decode()}")
+                await asyncio.sleep(0.1)
+        return self.url
+
+
+async def _console(dsn: str, schema: str, *extra: str, env: dict[str, str]) -> _Server:
+    """Start `azync-flow ui` in a subprocess on a free port."""
     port = _free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "azync_flow.cli", "ui", "--dsn", dsn, "--schema", schema,
@@ -77,36 +91,28 @@ async def _console(dsn: str, schema: str, *extra: str, env: dict[str, str]) -> A
         env={**os.environ, **env}, stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with asyncio.timeout(60):
-            while await asyncio.to_thread(_status, url + "/") != 200:
-                if proc.returncode is not None:
-                    err = await proc.stderr.read() if proc.stderr else b""
-                    raise AssertionError(f"azync-flow ui exited: {err.decode()}")
-                await asyncio.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        await proc.wait()
+    return _Server(proc, f"http://127.0.0.1:{port}")
 
 
 @pytest_asyncio.fixture(scope="module")
 async def env(azync_dsn: str) -> AsyncIterator[Env]:
     schema = unique_schema("console")
     store = await open_store(azync_dsn, Config(schema=schema), migrate=True)
+    ui = {k: v for k, v in os.environ.items() if k != "AZYNC_UI_TOKEN"}
+    servers: list[_Server] = []
     try:
+        # the servers start while the worker seeds the schema
+        servers.append(await _console(azync_dsn, schema, "--trace-url", TRACE,
+                                      env={**ui, "AZYNC_UI_TOKEN": TOKEN}))  # fmt: skip
+        servers.append(await _console(azync_dsn, schema, env=ui))
         async with w.make_worker(store):
             world = await w.seed(store)
-            ui = {k: v for k, v in os.environ.items() if k != "AZYNC_UI_TOKEN"}
-            async with (
-                _console(
-                    azync_dsn, schema, "--trace-url", TRACE, env={**ui, "AZYNC_UI_TOKEN": TOKEN}
-                ) as url,  # fmt: skip
-                _console(azync_dsn, schema, env=ui) as readonly_url,
-            ):
-                yield Env(store, world, url, readonly_url)
+            url, readonly_url = [await s.ready() for s in servers]
+            yield Env(store, world, url, readonly_url)
     finally:
+        for server in servers:
+            server.proc.terminate()
+            await server.proc.wait()
         await store.close()
         await drop_schema(azync_dsn, schema)
 
