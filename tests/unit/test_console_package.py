@@ -8,6 +8,8 @@ import fnmatch
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = ROOT / "azync_flow" / "console"
 
@@ -30,3 +32,10 @@ def test_the_pages_load_nothing_from_another_host() -> None:
         for attr in ('src="http', "src='http", 'href="http', "@import"):
             assert attr not in text, f"{template.name} loads {attr}…"
     assert (CONSOLE / "static" / "htmx.min.js").stat().st_size > 10_000
+
+
+def test_ui_refuses_a_trace_url_without_the_trace_id(capsys: pytest.CaptureFixture[str]) -> None:
+    from azync_flow.cli import main
+
+    assert main(["ui", "--trace-url", "http://jaeger/trace/"]) == 2
+    assert "{trace_id}" in capsys.readouterr().err
