@@ -290,6 +290,7 @@ def lay_out(
     y = float(TOP)
     signals_y: float | None = None
     updates_y: float | None = None
+    accepted: dict[str, datetime] = {}
     for seq, at, ev in rows.others:
         if isinstance(ev, ActivityScheduled):
             tl.lanes.append(Lane(y, f"#{seq} {ev.name}"))
@@ -317,10 +318,15 @@ def lay_out(
             if updates_y is None:
                 updates_y, y = y, y + LANE
                 tl.lanes.append(Lane(updates_y, "updates"))
-            what = "accepted" if isinstance(ev, UpdateAccepted) else "completed"
-            tl.marks.append(
-                Mark(axis.x(at), updates_y, "update", f"update {ev.name} {what}", ev.name)
-            )
+            if isinstance(ev, UpdateAccepted):
+                accepted[ev.update_id] = at
+                tl.marks.append(
+                    Mark(axis.x(at), updates_y, "update", f"update {ev.name} accepted", ev.name)
+                )
+            else:  # the handler ran from its acceptance to its completion
+                outcome = f"failed: {ev.error_type}: {ev.message}" if ev.error_type else "completed"
+                tl.bars.append(_bar(axis, updates_y, accepted.get(ev.update_id, at), at,
+                                    "update", f"update {ev.name} {outcome}"))  # fmt: skip
         elif isinstance(ev, CancelRequested | WorkflowTerminated):
             tl.marks.append(Mark(axis.x(at), TOP - 10, "cancel", ev.describe()))
     if awaited_signals and end is None:

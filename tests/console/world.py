@@ -74,12 +74,21 @@ async def ship_parcel(ctx: WorkflowContext, order_id: str) -> str:
 @workflow(name="order")
 async def order(ctx: WorkflowContext, inp: dict[str, Any]) -> dict[str, Any]:
     """Reserve, charge (two failed attempts first), wait for ``inp["signal"]``
-    (default ``approve``, an hour at most), then ship in a child."""
+    (default ``approve``, an hour at most), then ship in a child. The
+    ``address`` update changes where it ships meanwhile."""
+    where = {"address": inp.get("address", "")}
+
+    @ctx.update("address")
+    async def change_address(address: str) -> str:
+        await ctx.sleep(timedelta(milliseconds=50))
+        where["address"] = address
+        return address
+
     await reserve_stock(inp["id"])
     charge = await charge_card(inp["id"])
     approval = await ctx.wait_signal(inp.get("signal", "approve"), timeout=timedelta(hours=1))
     tracking = await ctx.execute_child(ship_parcel, inp["id"])
-    return {"charge": charge, "tracking": tracking, "approved_by": approval}
+    return {"charge": charge, "tracking": tracking, "approved_by": approval, **where}
 
 
 @workflow(name="payment")
@@ -182,7 +191,7 @@ async def state_of(store: Any, wid: uuid.UUID) -> str:
 class World:
     """The ids of what :func:`seed` started."""
 
-    waiting: uuid.UUID  # an order waiting for "approve" after a retried charge
+    waiting: uuid.UUID  # an order waiting for "approve" after a retried charge and an update
     done: uuid.UUID  # an approved order, finished with its child
     xss: uuid.UUID  # an order whose input and awaited signal hold markup
     uncertain: uuid.UUID  # a payment suspended on an uncertain operation
@@ -227,6 +236,7 @@ async def seed(store: Any) -> World:
     await wait_for(lambda: parked(done), "order A-2 waits for approve")
     await client.get_handle(done).signal("approve", "ann")
     await wait_for(lambda: parked(waiting), "order A-1 waits for approve")
+    await client.get_handle(waiting).update("address", "2 Side Street", timeout=30)
     await wait_for(lambda: parked(xss), "order X-1 waits for its signal")
     await wait_for(lambda: _is(store, done, "succeeded"), "order A-2 finishes")
     await wait_for(lambda: _is(store, uncertain, "suspended"), "payment parks uncertain")

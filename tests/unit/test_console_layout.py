@@ -15,6 +15,8 @@ from azync_flow.replay.events import (
     SignalReceived,
     TimerFired,
     TimerStarted,
+    UpdateAccepted,
+    UpdateCompleted,
 )
 from azync_flow.retry import RetryPolicy
 
@@ -132,3 +134,16 @@ def test_compensations_are_numbered_in_the_order_they_ran() -> None:
     numbered = sorted((n.order, n.key) for n in g.nodes if n.order)
     assert numbered == [(1, "comp:charge"), (2, "comp:reserve")]
     assert [e.compensation for e in g.edges].count(True) == 1
+
+
+def test_an_update_is_a_mark_where_it_was_accepted_and_a_bar_while_its_handler_ran() -> None:
+    history = [
+        (1, at(1), UpdateAccepted(seq=1, update_id="u1", name="address")),
+        (2, at(3), UpdateCompleted(seq=2, update_id="u1", name="address")),
+    ]
+    tl = lay_out(history, [], start=at(0), end=at(4), now=at(4))
+    assert [lane.label for lane in tl.lanes] == ["updates"]
+    ((mark, bar),) = [(m, b) for m in tl.marks for b in tl.bars]
+    assert (mark.kind, mark.label, bar.kind) == ("update", "address", "update")
+    assert mark.x == bar.x
+    assert "completed" in bar.title
