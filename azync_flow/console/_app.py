@@ -287,7 +287,8 @@ class Console:
             await asyncio.sleep(0.5)  # slows guessing down
             return self.render(request, "login.html", status=403, failed=True, who=who)
         response = RedirectResponse("/", 303)
-        response.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/")
+        response.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/",
+                            secure=request.url.scheme == "https")  # fmt: skip
         return response
 
     async def logout(self, request: Request) -> Response:

@@ -30,7 +30,7 @@ from azync_flow import (
 from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.errors import Uncertain
 from azync_flow.events import EventContext, subscriber
-from azync_flow.schedules import Interval, ScheduleClient, ScheduleSpec, StartWorkflow
+from azync_flow.schedules import EnqueueJob, Interval, ScheduleClient, ScheduleSpec
 from azync_flow.store.queue import EnqueueParams, JobState, Source
 from azync_flow.worker import JobContext, Worker
 
@@ -221,13 +221,13 @@ async def seed(store: Any) -> World:
     await schedules.create(
         "nightly-report",
         ScheduleSpec(cron=("30 1 * * *",), tz="Europe/Paris"),
-        StartWorkflow.of("billing", 1),
+        EnqueueJob.of("report.build", {"kind": "nightly"}),  # no handler: fires stay queued
         note="the nightly report",
     )
     await schedules.create(
         "hourly-ping",
         ScheduleSpec(intervals=(Interval(every=timedelta(hours=1)),)),
-        StartWorkflow.of("billing", 2),
+        EnqueueJob.of("ping", None),
     )
 
     async def parked(wid: uuid.UUID) -> bool:
