@@ -21,7 +21,7 @@ from azync_flow.replay.events import Event, decode_event
 from azync_flow.retry import RetryPolicy
 from azync_flow.schedules import ScheduleClient, ScheduleDescription
 from azync_flow.store import Store
-from azync_flow.store.admin import Depths
+from azync_flow.store.admin import DailyCount, Depths
 from azync_flow.store.dags import DAGState, DAGView
 from azync_flow.store.queue import Job, Source
 from azync_flow.store.workflows import (
@@ -75,6 +75,8 @@ class Overview:
     blocked: list[Blocked]
     schedules: list[Any]
     subscriber_lag: dict[str, Depths]
+    #: Today's counts (UTC day) per source: enqueued, processed, failed, reaped.
+    today: dict[str, DailyCount] = field(default_factory=dict)
 
 
 async def overview(store: ConsoleStore) -> Overview:
@@ -89,8 +91,14 @@ async def overview(store: ConsoleStore) -> Overview:
         Blocked(r["id"], r["name"], r["task_failures"], r["task_error"])
         for r in await store.console_rows("console_blocked", PANEL_ROWS)
     ]
+    today = {}
+    for source in Source:
+        days = await store.all_daily(source)
+        if days:
+            today[source.value] = days[-1]
     return Overview(
         now=datetime.now(UTC),
+        today=today,
         by_state=by_state,
         depths=depths,
         dead_letters=dead,

@@ -232,6 +232,8 @@ async def test_the_overview_shows_states_queues_and_what_needs_a_person(
     assert "mailer" in await anon.inner_text("#panels")  # subscriber lag
     queues = await anon.inner_text("#queues")
     assert "mail.send" in queues
+    today = {r.split("\t")[0]: r.split("\t")[1:] for r in await texts(anon, "#today tr")}
+    assert int(today["queue"][2]) >= 1  # the mail job that died counts as failed today
     await shot(anon, "overview")
 
 
