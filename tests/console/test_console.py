@@ -26,7 +26,7 @@ import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
 from azync_flow import Client
-from azync_flow.console import AUDIT_EVENT
+from azync_flow.console import ACTIONS, AUDIT_EVENT
 from azync_flow.schedules import Interval, ScheduleClient, ScheduleSpec, StartWorkflow
 from azync_flow.store import Config
 from azync_flow.store.events import EventFilter
@@ -438,6 +438,29 @@ async def test_deciding_an_uncertain_operation_completes_the_run(env: Env, signe
     assert stored.state == "succeeded"
 
 
+async def test_failing_or_retrying_an_uncertain_operation(env: Env, signed_in: Page) -> None:
+    client = Client(env.store)
+    failed = (await client.start("payment", "P-3")).id
+    retried = (await client.start("payment", "P-4")).id
+    for wid in (failed, retried):
+        await w.wait_for(lambda wid=wid: w._is(env.store, wid, "suspended"), "the payment parks")
+    await signed_in.goto(env.url + f"/executions/{failed}")
+    await act(signed_in, "Fail", "the bank has no trace of it", error="never charged")
+    await w.wait_for(lambda: w._is(env.store, failed, "failed"), "the payment fails")
+    assert "never charged" in (await client.get_handle(failed).describe()).failure_reason
+    await signed_in.goto(env.url + f"/executions/{retried}")
+    await act(signed_in, "Retry", "the provider asks us to send it again")
+
+    async def parked_again() -> bool:
+        history = await client.get_handle(retried).history()
+        kinds = [type(h.event).__name__ for h in history]
+        return kinds.count("OperationUncertain") == 2  # it ran again and parked again
+
+    await w.wait_for(parked_again, "the retried operation runs again")
+    await signed_in.goto(env.url + f"/executions/{retried}")
+    assert "OperationResolved" in await signed_in.inner_text("#history")
+
+
 async def test_retrying_a_dead_job_runs_it_again(env: Env, signed_in: Page) -> None:
     job = uuid.uuid4()
     await env.store.enqueue(EnqueueParams(id=job, kind="mail.send", payload=b'{"to": "bo"}'))
@@ -509,11 +532,15 @@ async def test_a_console_without_a_token_is_read_only(env: Env, anon: Page) -> N
     login = await anon.request.post(env.readonly_url + "/login",
                                     form={"who": "eve", "token": ""})  # fmt: skip
     assert login.status == 403
-    for verb in ("workflow.cancel", "workflow.terminate", "job.retry", "schedule.pause"):
+    for verb in ACTIONS:
         got = await anon.request.post(env.readonly_url + f"/act/{verb}",
                                       form={"target": str(wid), "reason": "x",
                                             "confirmed": "yes"})  # fmt: skip
         assert got.status == 403, verb
+        signed_out = await anon.request.post(env.url + f"/act/{verb}",
+                                             form={"target": str(wid), "reason": "x",
+                                                   "confirmed": "yes"})  # fmt: skip
+        assert signed_out.status == 403, verb
     assert await w.state_of(env.store, wid) == "running"
 
 
