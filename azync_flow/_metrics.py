@@ -23,6 +23,8 @@ from typing import Any
 
 from opentelemetry import metrics
 
+from azync_flow.store.admin import BacklogEntry
+
 __all__ = [
     "ATTR_ACTIVITY_NAME",
     "ATTR_CHANGE",
@@ -474,6 +476,18 @@ class Backlog:
 
 #: The process's backlog snapshot (one per process: the gauges are process-wide).
 BACKLOG = Backlog()
+
+
+def record_backlog(entries: Iterable[BacklogEntry], interval: float) -> None:
+    """Replace this process's backlog snapshot with the store's ``backlog()`` rows
+    (``interval``: seconds until the next sample)."""
+    BACKLOG.update(
+        [
+            BacklogRow(e.source.value, e.kind, e.state.value, e.count, e.oldest_age.total_seconds())
+            for e in entries
+        ],
+        interval,
+    )
 
 
 def _observer(

@@ -1,7 +1,8 @@
 """The `azync-flow` command line (click; see `azync-flow --help` and docs/cli.md).
 
 Commands: `workflows`, `dags`, `jobs`, `events`, `schedules`, `uncertain`, `stats`,
-`replay`, `migrate`, `worker`, `embedded`. Every command that needs the database takes it from
+`replay`, `migrate`, `worker`, `ui` (the web console), `embedded`. Every command
+that needs the database takes it from
 `--dsn` (after the command, else before it), else `$AZYNC_DSN`, else the
 embedded server, and its schema from `--schema` (the same way), else
 `$AZYNC_SCHEMA`. Output is tables, or JSON with `--json`.
@@ -39,6 +40,7 @@ from ._ops import migrate, stats, uncertain
 from ._replay import replay_command
 from ._schedules import schedules
 from ._telemetry import telemetry_from_env
+from ._ui import ui_command
 from ._worker import worker_command
 from ._workflows import workflows
 
@@ -74,6 +76,7 @@ for _command in (
     replay_command,
     migrate,
     worker_command,
+    ui_command,
     embedded,
 ):
     cli.add_command(_command)

@@ -5,21 +5,19 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import json
-import math
 import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from azync_flow.codec import encode_value
+from azync_flow._display import duration_or_none, json_from_text, time_or_age
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.validate import check_name, check_text
@@ -56,28 +54,15 @@ def parse_id(value: str, what: str = "id") -> uuid.UUID:
         raise CliError(f"{what} {value!r} is not a valid UUID") from None
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (JSON has no NaN or infinite numbers)")
-
-
 def parse_json(value: str | None, what: str) -> Any:
-    """Decode a JSON argument (`None` stays None), or a usage error.
-
-    NaN and ±Infinity are refused (JSON cannot carry them), and the decoded
-    value must pass the payload encoder every client entry point uses.
-    """
+    """Decode a JSON argument (`None` stays None), or a usage error
+    (:func:`~azync_flow._display.json_from_text`'s rules)."""
     if value is None:
         return None
     try:
-        decoded = json.loads(value, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{what} is not valid JSON ({exc.msg} at position {exc.pos})") from None
-    except RecursionError:
-        raise CliError(f"{what} is nested too deeply (over ~1000 levels)") from None
-    except ValueError as exc:  # NaN / Infinity
-        raise CliError(f"{what}: {exc}") from None
-    encode_value(decoded, what)  # PayloadEncodeError for what JSON cannot round-trip
-    return decoded
+        return json_from_text(value, what)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def read_input(value: str | None, what: str) -> Any:
@@ -94,22 +79,6 @@ def read_input(value: str | None, what: str) -> Any:
             raise CliError(f"{what}: cannot read {str(path)!r}: {exc}") from None
         return parse_json(text, f"{what} ({path})")
     return parse_json(value, what)
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def duration_or_none(value: str) -> timedelta | None:
-    """`90s`, `15m`, `2h`, `3d` as a timedelta; None when `value` is not one."""
-    if value[-1:] not in _UNITS:
-        return None
-    try:
-        amount = float(value[:-1])
-    except ValueError:
-        return None
-    if not math.isfinite(amount) or amount < 0:
-        return None
-    return timedelta(seconds=amount * _UNITS[value[-1]])
 
 
 def parse_duration(value: str, what: str) -> timedelta:
@@ -129,16 +98,12 @@ def parse_time(value: str, what: str) -> datetime:
     """Every CLI time option: an ISO-8601 time (naive: UTC) or a relative age
     like `90s`, `15m`, `2h`, `3d` (that long ago); aware, or a usage error
     naming ``what``."""
-    age = duration_or_none(value)
-    if age is not None:
-        return datetime.now(UTC) - age
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
+    when = time_or_age(value)
+    if when is None:
         raise CliError(
             f"{what} {value!r} is neither an ISO time (2026-01-31T12:00) nor an age (15m, 2h, 3d)"
-        ) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+        )
+    return when
 
 
 # --- cursors -------------------------------------------------------------------

@@ -7,23 +7,23 @@ import functools
 import json
 import os
 import sys
-import uuid
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
-import msgspec
 from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from azync_flow.codec import decode_value
-from azync_flow.errors import PayloadError
-
-#: Characters of a payload shown in a list (`show` prints it whole).
-PREVIEW_CHARS = 48
+# Re-exported: the command modules import them from here with the table helpers.
+from azync_flow._display import PREVIEW_CHARS as PREVIEW_CHARS
+from azync_flow._display import age as age
+from azync_flow._display import json_line as json_line
+from azync_flow._display import payload_json as payload_json
+from azync_flow._display import preview as preview
+from azync_flow._display import to_plain as to_plain
+from azync_flow._display import when as when
 
 #: Headers of free-text columns: cut with "…" to fit the terminal (others never are).
 _FREE_TEXT = frozenset(
@@ -58,87 +58,9 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def to_plain(value: Any) -> Any:
-    """msgspec Structs, UUIDs, times, enums and JSON bytes as plain JSON-able values."""
-    if isinstance(value, msgspec.Struct):
-        return {f: to_plain(getattr(value, f)) for f in value.__struct_fields__}
-    if hasattr(value, "_asdict"):
-        return to_plain(value._asdict())
-    if hasattr(value, "__dataclass_fields__"):
-        return {f: to_plain(getattr(value, f)) for f in value.__dataclass_fields__}
-    if isinstance(value, dict):
-        return {str(k): to_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
-    if isinstance(value, (bytes, bytearray, memoryview, msgspec.Raw)):
-        return payload_json(bytes(value))
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return value
-
-
-def payload_json(data: bytes | None) -> Any:
-    """Decode stored JSON bytes for display (None stays None)."""
-    if data is None:
-        return None
-    try:
-        return decode_value(data)
-    except PayloadError:
-        return data.decode("utf-8", "replace")
-
-
 def emit(value: Any) -> None:
     """Print `value` as indented JSON on stdout."""
     sys.stdout.write(json.dumps(to_plain(value), indent=2, ensure_ascii=False) + "\n")
-
-
-def json_line(value: Any) -> str:
-    """`value` as one compact JSON line."""
-    return json.dumps(to_plain(value), ensure_ascii=False, separators=(",", ":"))
-
-
-def preview(data: bytes | Any | None, limit: int = PREVIEW_CHARS) -> str:
-    """A payload as compact JSON cut to `limit` characters (`…` marks the cut)."""
-    if data is None:
-        return ""
-    value = payload_json(bytes(data)) if isinstance(data, (bytes, bytearray)) else data
-    text = json_line(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def when(value: datetime | None) -> str:
-    """A time as `YYYY-MM-DD HH:MM:SS` UTC (empty for None)."""
-    if value is None:
-        return ""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def age(value: timedelta | float | None) -> str:
-    """A duration as `3d 4h`, `5m 2s` or `0.4s` (empty for None or zero)."""
-    if value is None:
-        return ""
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds <= 0:
-        return ""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    out: list[str] = []
-    rest = int(seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if rest >= size or (out and len(out) < 2):
-            out.append(f"{rest // size}{unit}")
-            rest %= size
-        if len(out) == 2:
-            break
-    return " ".join(out)
 
 
 def short(value: Any) -> str:

@@ -43,7 +43,15 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from ._common import Subscription, TTx_contra
-from .admin import BacklogReader, ChangeNotifier, Closable, JobAdmin, Migrator, StatsMaintenance
+from .admin import (
+    BacklogReader,
+    ChangeNotifier,
+    Closable,
+    ConsoleReads,
+    JobAdmin,
+    Migrator,
+    StatsMaintenance,
+)
 from .dags import DAGAdmin, DAGConsumer, DAGMaintenance, DAGProducer, TxDAGProducer
 from .events import EventAdmin, EventConsumer, EventMaintenance, EventProducer, TxEventProducer
 from .leadership import LeaseElector, WorkerRegistryStore
@@ -136,6 +144,7 @@ class Store(
     BacklogReader,
     JobAdmin,
     ChangeNotifier,
+    ConsoleReads,
     Protocol[TTx_contra],
 ):
     """Every role of the contract: what a complete driver implements

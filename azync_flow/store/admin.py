@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -16,12 +17,14 @@ from ._common import Subscription
 from .queue import AttemptError, Job, JobState, Source
 
 __all__ = [
+    "CONSOLE_QUERY_PREFIX",
     "BacklogEntry",
     "BacklogReader",
     "Change",
     "ChangeEntity",
     "ChangeNotifier",
     "Closable",
+    "ConsoleReads",
     "DailyCount",
     "Depths",
     "JobAdmin",
@@ -299,4 +302,33 @@ class ChangeNotifier(Protocol):
         """A stream of change hints whose first item is a ``ChangeEntity.RESET``
         sent once the push channel is live; a further RESET announces a gap.
         None when the backend is poll-only."""
+        ...
+
+
+#: Prefix of the named queries :meth:`ConsoleReads.console_rows` runs.
+CONSOLE_QUERY_PREFIX = "console_"
+
+
+@runtime_checkable
+class ConsoleReads(Protocol):
+    """Read-only queries of the operations console (``azync-flow ui``): views
+    that no other verb has (filtered execution pages, an execution's
+    operations with their attempts, timers, children, event deliveries)."""
+
+    async def console_rows(self, query: str, *args: Any) -> list[Mapping[str, Any]]:
+        """Run the driver's named read query ``query`` in a READ ONLY transaction.
+
+        Args:
+            query: a query name starting with ``console_`` (the driver's
+                ``queries/console.sql`` lists them with their parameters).
+            *args: its parameters after the clock (``$2`` on).
+
+        Returns:
+            The rows, each a mapping of column name to value.
+
+        Raises:
+            ValueError: ``query`` is not a ``console_`` query of the driver.
+            StoreError: the database refused or cannot be reached (a write
+                inside the query fails: the transaction is read only).
+        """
         ...

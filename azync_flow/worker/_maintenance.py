@@ -332,16 +332,7 @@ def backlog_step(store: WorkerStore, interval: timedelta) -> MaintenanceStep:
     async def sample() -> int:
         if not _metrics.metrics_enabled():
             return 0
-        rows = await store.backlog()
-        _metrics.BACKLOG.update(
-            [
-                _metrics.BacklogRow(
-                    r.source.value, r.kind, r.state.value, r.count, r.oldest_age.total_seconds()
-                )
-                for r in rows
-            ],
-            interval.total_seconds(),
-        )
+        _metrics.record_backlog(await store.backlog(), interval.total_seconds())
         return 0  # a gauge makes no job runnable
 
     return sample

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,11 @@ def test_the_built_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart(
     wheels = tmp_path / "wheels"
     run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(wheels)])
     (wheel,) = wheels.glob("azync_flow-*.whl")
+    with zipfile.ZipFile(wheel) as zf:  # the console's pages and assets ship in it
+        names = set(zf.namelist())
+    for asset in ("templates/base.html", "templates/execution.html", "static/htmx.min.js",
+                  "static/console.css"):  # fmt: skip
+        assert f"azync_flow/console/{asset}" in names, asset
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])

@@ -245,6 +245,12 @@ ONE_WAY = [
         ("azync_flow.store.postgres", "azync_flow.runtime", "azync_flow.app"),
     ),
     ("azync_flow._client_interactions", ("azync_flow.runtime", "azync_flow.app")),
+    # The console reads and acts through the client, the DAG and schedule
+    # clients and the store's roles: no driver, no runtime, no CLI.
+    (
+        "azync_flow.console",
+        ("azync_flow.store.postgres", "azync_flow.runtime", "azync_flow.app", "azync_flow.cli"),
+    ),
     ("azync_flow._local_workflows", ("azync_flow.runtime", "azync_flow.app")),
 ]
 

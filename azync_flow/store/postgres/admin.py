@@ -24,12 +24,22 @@ idle backend).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import asyncpg
 
 from ...errors import ConflictError, NotFoundError
-from ..admin import BacklogEntry, Change, ChangeEntity, DailyCount, Depths, JobFilter
+from ..admin import (
+    CONSOLE_QUERY_PREFIX,
+    BacklogEntry,
+    Change,
+    ChangeEntity,
+    DailyCount,
+    Depths,
+    JobFilter,
+)
 from ..queue import AttemptError, Job, JobState, Source
 from ._base import PgBase, job_from_row
 from ._listen import ListenSubscription, open_subscription, parse_wake
@@ -59,6 +69,14 @@ class AdminMixin(PgBase):
         """Implements ``StoreClock.current_time`` (documented there)."""
         now: datetime = await self._fetchval("current_time")
         return now
+
+    async def console_rows(self, query: str, *args: Any) -> list[Mapping[str, Any]]:
+        """Contract ``ConsoleReads``: a ``console_`` named query, READ ONLY."""
+        if not query.startswith(CONSOLE_QUERY_PREFIX) or query not in QUERIES:
+            raise ValueError(f"{query!r} is not a console query")
+        async with self.pool.acquire() as conn, conn.transaction(readonly=True):
+            rows: list[Mapping[str, Any]] = await conn.fetch(QUERIES[query], self.now(), *args)
+        return rows
 
     async def list_kinds(self, source: Source) -> list[str]:
         """Distinct kinds of the source, from jobs and stat history, sorted."""
