@@ -77,9 +77,7 @@ async def ui_command(
     person signs in with it and their name to act (signal, cancel, terminate,
     resume, decide, retry, pause, trigger), each action confirmed and recorded."""
     try:
-        import uvicorn
-
-        from azync_flow.console import ConsoleSettings, create_app
+        from azync_flow.console import ConsoleSettings, create_app, serve
     except ImportError as exc:
         raise CliError(
             f"the console needs the ui extra ({exc.name} is missing): pip install 'azync-flow[ui]'",
@@ -104,8 +102,5 @@ async def ui_command(
         click.echo(
             f"azync-flow console on http://{host}:{port} — {store.target()}; {mode}", err=True
         )
-        server = uvicorn.Server(
-            uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
-        )
-        await server.serve()
+        await serve(app, host, port)
     return EXIT_OK

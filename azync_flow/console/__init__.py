@@ -20,5 +20,6 @@ from __future__ import annotations
 
 from ._actions import ACTIONS, AUDIT_EVENT
 from ._app import ConsoleSettings, create_app
+from ._serve import serve
 
-__all__ = ["ACTIONS", "AUDIT_EVENT", "ConsoleSettings", "create_app"]
+__all__ = ["ACTIONS", "AUDIT_EVENT", "ConsoleSettings", "create_app", "serve"]

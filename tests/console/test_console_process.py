@@ -1,15 +1,19 @@
-"""``azync-flow ui --metrics`` serves ``/metrics`` for Prometheus: the backlog
-gauges sampled from the store (a real console process, a real HTTP scrape);
-without the flag there is no such page."""
+"""The console as a process: ``azync-flow ui --metrics`` serves ``/metrics``
+for Prometheus (the backlog gauges sampled from the store, a real HTTP
+scrape), without the flag there is no such page; SIGTERM and SIGINT stop it
+gracefully with status 0."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import sys
 import urllib.error
 import urllib.request
+
+import pytest
 
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
@@ -69,3 +73,13 @@ async def test_the_console_serves_the_backlog_gauges_only_with_metrics(
         for proc in (with_metrics, without):
             proc.terminate()
             await proc.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+async def test_the_console_stops_gracefully_on_sigterm_and_sigint(
+    store: PostgresStore, pg_dsn: str, sig: signal.Signals
+) -> None:
+    proc, _url = await _ui(store, pg_dsn)
+    proc.send_signal(sig)
+    async with asyncio.timeout(30):
+        assert await proc.wait() == 0
