@@ -114,7 +114,7 @@ async def dump_fresh_schema(dsn: str) -> str:
     schema = f"schema_dump_{uuid.uuid4().hex[:16]}"
     conn = await asyncpg.connect(dsn)
     try:
-        await migrate(conn, schema, _MIGRATIONS_TABLE)
+        await migrate(conn, schema, _MIGRATIONS_TABLE, replay=True)
         return await render_schema(conn, schema)
     finally:
         try:

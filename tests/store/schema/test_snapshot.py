@@ -5,26 +5,81 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from azync_flow.store.postgres import PostgresStore, schema_dump
+from azync_flow.store.postgres._migrate import (
+    SNAPSHOT_TABLE,
+    _fresh,
+    migrate,
+    migration_files,
+    snapshot_text,
+)
 from azync_flow.store.postgres.schema_dump import SNAPSHOT, render_schema, snapshot_diff
+from azync_flow.testing import unique_schema
 
 REGENERATE = "python -m azync_flow.store.postgres.schema_dump"
 
 
-async def test_a_fresh_migrate_produces_the_committed_schema_snapshot(
-    store: PostgresStore,
+async def _rendered_after(pg_dsn: str, *, replay: bool) -> str:
+    """Migrate a scratch schema (replaying every migration, or as a fresh
+    migrate does: from the snapshot) and render it."""
+    schema = unique_schema("snap")
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await migrate(conn, schema, SNAPSHOT_TABLE, replay=replay)
+        return await render_schema(conn, schema)
+    finally:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.close()
+
+
+async def test_replaying_every_migration_produces_the_committed_schema_snapshot(
+    pg_dsn: str,
 ) -> None:
-    async with store.pool.acquire() as conn:
-        actual = await render_schema(conn, store.schema)
+    actual = await _rendered_after(pg_dsn, replay=True)
     diff = snapshot_diff(actual, SNAPSHOT.read_text(encoding="utf-8"))
     if diff:
         pytest.fail(
-            f"schema.sql differs from a fresh migrate; if the change is intended, "
+            f"schema.sql differs from replaying the migrations; if the change is intended, "
             f"regenerate it with `{REGENERATE}` and commit it:\n{diff}",
             pytrace=False,
         )
+
+
+async def test_a_fresh_schema_built_from_the_snapshot_is_the_snapshot(pg_dsn: str) -> None:
+    """A fresh migrate loads the snapshot; what it builds renders back to it."""
+    assert snapshot_text(migration_files()) is not None  # the snapshot is current: it is used
+    actual = await _rendered_after(pg_dsn, replay=False)
+    assert snapshot_diff(actual, SNAPSHOT.read_text(encoding="utf-8")) == ""
+
+
+def test_a_snapshot_rendered_from_other_migrations_is_not_used() -> None:
+    files = migration_files()
+    assert snapshot_text(files[:-1]) is None
+    assert snapshot_text([*files, (9999, "9999_later.sql", "SELECT 1")]) is None
+
+
+async def test_a_schema_holding_other_objects_is_migrated_by_replay_and_keeps_them(
+    pg_dsn: str,
+) -> None:
+    """Only an empty schema is built from the snapshot; one that holds anything
+    (the application's own tables) gets the migrations replayed around it."""
+    schema = unique_schema("snap")
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        assert await _fresh(conn, schema)
+        await conn.execute(f'CREATE TABLE "{schema}".orders (id int)')
+        assert not await _fresh(conn, schema)
+        applied = await migrate(conn, schema, SNAPSHOT_TABLE)
+        assert applied == [v for v, _, _ in migration_files()]
+        assert await conn.fetchval("SELECT to_regclass($1)", f"{schema}.orders") is not None
+        assert await render_schema(conn, schema) != SNAPSHOT.read_text(encoding="utf-8")
+    finally:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.close()
 
 
 async def test_a_schema_change_shows_as_a_diff_naming_the_changed_lines(
