@@ -48,8 +48,14 @@ from azync_flow.replay import check_signal_name
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
-from azync_flow.store.queue import EnqueueParams
-from azync_flow.store.validate import check_id, check_name, check_same_start, check_text
+from azync_flow.store.queue import DEFAULT_TASK_QUEUE, EnqueueParams
+from azync_flow.store.validate import (
+    check_id,
+    check_name,
+    check_same_start,
+    check_task_queue,
+    check_text,
+)
 from azync_flow.store.workflows import (
     SignalParams,
     StalledWorkflow,
@@ -380,6 +386,7 @@ class Client:
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
         version: str | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
     ) -> WorkflowHandle[R]: ...
 
     @typing.overload
@@ -392,6 +399,7 @@ class Client:
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
         version: str | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
     ) -> WorkflowHandle[Any]: ...
 
     async def start(
@@ -403,6 +411,7 @@ class Client:
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
         version: str | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
     ) -> WorkflowHandle[Any]:
         """Start an execution (or return the live one holding ``idempotency_key``).
 
@@ -420,10 +429,14 @@ class Client:
             idempotency_key: business key; a live execution holding it is reused.
             meta: string annotations kept with the execution.
             version: workflow version to record (default: the definition's; "" for a name).
+            task_queue: the task queue of the execution: only workers serving it
+                run its workflow tasks; its activities and children go there
+                too unless their options say otherwise (docs/flow-control.md).
 
         Raises:
             TypeError: ``workflow`` is neither a definition nor a name;
-                ``idempotency_key`` is not a str; ``id`` is neither a UUID nor a str.
+                ``idempotency_key`` or ``task_queue`` is not a str; ``id`` is
+                neither a UUID nor a str.
             ValueError: an empty name; a name, key or meta entry the store
                 refuses (NUL, not valid UTF-8, over 255 characters for a name);
                 an ``id`` str that is not a UUID. Nothing is written.
@@ -446,6 +459,7 @@ class Client:
             input=data,
             version=version,
             business_idempotency_key=idempotency_key,
+            task_queue=check_task_queue(task_queue),
             meta=meta or {},
         )
         # The run's trace: the run span is reserved in the caller's trace (exported
@@ -453,7 +467,12 @@ class Client:
         # deduplicated start keeps the stored one).
         carrier = self.tracer.start_run_span(RunKind.WORKFLOW, name, run_id)
         local = local_workflows(self.worker)
-        if local is not None and id is None and not idempotency_key and local.accepts(name):
+        if (
+            local is not None
+            and id is None
+            and not idempotency_key
+            and local.accepts(name, params.task_queue)
+        ):
             started = await local.start(params, carrier)
             inserted, wid = started.inserted, started.id
         else:
@@ -475,6 +494,7 @@ class Client:
         meta: dict[str, str] | None = None,
         version: str | None = None,
         conn: asyncpg.Connection | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
     ) -> builtins.list[WorkflowHandle[R]]: ...
 
     @typing.overload
@@ -488,6 +508,7 @@ class Client:
         meta: dict[str, str] | None = None,
         version: str | None = None,
         conn: asyncpg.Connection | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
     ) -> builtins.list[WorkflowHandle[Any]]: ...
 
     async def start_many(
@@ -500,6 +521,7 @@ class Client:
         meta: dict[str, str] | None = None,
         version: str | None = None,
         conn: asyncpg.Connection | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
     ) -> builtins.list[WorkflowHandle[Any]]:
         """Start many executions of one workflow in one transaction: each as
         :meth:`start` would, in order.
@@ -521,6 +543,7 @@ class Client:
             conn: the caller's asyncpg connection inside an open transaction:
                 the executions exist if and only if it commits. Without it the
                 batch commits on its own.
+            task_queue: the task queue of every execution (see :meth:`start`).
 
         Returns:
             One handle per input, in order.
@@ -540,6 +563,7 @@ class Client:
         """
         _check_lengths(len(inputs), ids=ids, idempotency_keys=idempotency_keys)
         name, encode, version = _workflow_target(workflow, version, "start_many")
+        queue = check_task_queue(task_queue)
         params = [
             WorkflowStartParams(
                 id=check_id(ids[i], f"ids[{i}]") if ids is not None else uuid.uuid4(),
@@ -549,6 +573,7 @@ class Client:
                 business_idempotency_key=check_text(idempotency_keys[i], f"idempotency_keys[{i}]")
                 if idempotency_keys
                 else "",
+                task_queue=queue,
                 meta=meta or {},
             )
             for i, value in enumerate(inputs)

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Collection, Mapping
 
 from ..errors import IdempotencyConflictError
+from .queue import DEFAULT_TASK_QUEUE
 from .workflows import WorkflowStartParams
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "check_meta",
     "check_name",
     "check_same_start",
+    "check_task_queue",
     "check_text",
 ]
 
@@ -74,6 +76,16 @@ def check_name(value: str, field: str, *, empty_ok: bool = False) -> str:
             f"{field} is {len(value)} characters long; at most {MAX_NAME_LENGTH} are allowed"
         )
     return value
+
+
+def check_task_queue(value: str, field: str = "task_queue") -> str:
+    """Return the task queue ``value`` names: itself, or ``"default"`` for ``""``.
+
+    Raises:
+        TypeError: ``value`` is not a str.
+        ValueError: as :func:`check_name`.
+    """
+    return check_name(value, field, empty_ok=True) or DEFAULT_TASK_QUEUE
 
 
 def check_id(value: uuid.UUID | str, field: str) -> uuid.UUID:

@@ -15,7 +15,7 @@ import msgspec
 
 from ...errors import NotFoundError
 from .. import Config, default_channel
-from ..queue import EventRecord, Job, JobState, Source
+from ..queue import DEFAULT_TASK_QUEUE, EventRecord, Job, JobState, Source
 from ._fence import CURRENT_FENCE
 from ._guard import Availability, GuardedPool
 from ._queries import QUERIES
@@ -191,6 +191,8 @@ def job_from_row(row: asyncpg.Record) -> Job:
         failed_at=row["failed_at"],
         completed_at=row["completed_at"],
         started_at=row["started_at"],
+        task_queue=row.get("task_queue") or DEFAULT_TASK_QUEUE,
+        blocked_reason=row.get("blocked_reason") or "",
     )
 
 
