@@ -52,6 +52,7 @@ def operation_params(
     command: ScheduleActivity,
     carrier: dict[str, str] | None = None,
     task_queue: str = DEFAULT_TASK_QUEUE,
+    priority: int = 0,
 ) -> ScheduleOperationParams:
     """Build the operation a pass schedules (``PassWrite.operations``) for one
     ScheduleActivity command.
@@ -59,7 +60,7 @@ def operation_params(
     ``carrier`` (the run's W3C trace context) travels in the job's meta so each
     attempt's span joins the run's trace without another read. The operation
     goes to the call's ``task_queue`` option, else to ``task_queue`` (the
-    workflow's)."""
+    workflow's), with the call's ``priority`` option, else ``priority``."""
     options = command.options
     payload = OperationPayload(
         seq=command.seq,
@@ -84,4 +85,9 @@ def operation_params(
         },
         max_attempts=payload.retry.maximum_attempts,
         task_queue=getattr(options, "task_queue", None) or task_queue,
+        priority=_given(getattr(options, "priority", None), priority),
     )
+
+
+def _given(value: int | None, default: int) -> int:
+    return default if value is None else value

@@ -52,6 +52,7 @@ from azync_flow.store.queue import DEFAULT_TASK_QUEUE, EnqueueParams
 from azync_flow.store.validate import (
     check_id,
     check_name,
+    check_priority,
     check_same_start,
     check_task_queue,
     check_text,
@@ -203,7 +204,8 @@ class Client:
             payload: a msgspec-encodable value.
             meta: string annotations.
             **options: more ``EnqueueParams`` fields (``delay``, ``run_at``,
-                ``max_attempts``, ``idempotency_key``, ...).
+                ``max_attempts``, ``idempotency_key``, ``task_queue``,
+                ``priority``, ...).
 
         Returns:
             The job id, or None when deduplicated by its idempotency key.
@@ -387,6 +389,7 @@ class Client:
         meta: dict[str, str] | None = None,
         version: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> WorkflowHandle[R]: ...
 
     @typing.overload
@@ -400,6 +403,7 @@ class Client:
         meta: dict[str, str] | None = None,
         version: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> WorkflowHandle[Any]: ...
 
     async def start(
@@ -412,6 +416,7 @@ class Client:
         meta: dict[str, str] | None = None,
         version: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> WorkflowHandle[Any]:
         """Start an execution (or return the live one holding ``idempotency_key``).
 
@@ -432,6 +437,10 @@ class Client:
             task_queue: the task queue of the execution: only workers serving it
                 run its workflow tasks; its activities and children go there
                 too unless their options say otherwise (docs/flow-control.md).
+            priority: the lease priority of its workflow tasks (higher first,
+                aged by waiting: one unit is a minute's head start, within
+                ±10,000); its activities and children take it unless their
+                options say otherwise.
 
         Raises:
             TypeError: ``workflow`` is neither a definition nor a name;
@@ -439,7 +448,8 @@ class Client:
                 neither a UUID nor a str.
             ValueError: an empty name; a name, key or meta entry the store
                 refuses (NUL, not valid UTF-8, over 255 characters for a name);
-                an ``id`` str that is not a UUID. Nothing is written.
+                an ``id`` str that is not a UUID; a priority out of range.
+                Nothing is written.
             IdempotencyConflictError: same id/key, different workflow or input.
             PayloadEncodeError: the input is not JSON-encodable (NaN/±Inf,
                 nesting over ~1000 levels, lone surrogate, unsupported type).
@@ -460,6 +470,7 @@ class Client:
             version=version,
             business_idempotency_key=idempotency_key,
             task_queue=check_task_queue(task_queue),
+            priority=check_priority(priority),
             meta=meta or {},
         )
         # The run's trace: the run span is reserved in the caller's trace (exported
@@ -495,6 +506,7 @@ class Client:
         version: str | None = None,
         conn: asyncpg.Connection | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> builtins.list[WorkflowHandle[R]]: ...
 
     @typing.overload
@@ -509,6 +521,7 @@ class Client:
         version: str | None = None,
         conn: asyncpg.Connection | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> builtins.list[WorkflowHandle[Any]]: ...
 
     async def start_many(
@@ -522,6 +535,7 @@ class Client:
         version: str | None = None,
         conn: asyncpg.Connection | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> builtins.list[WorkflowHandle[Any]]:
         """Start many executions of one workflow in one transaction: each as
         :meth:`start` would, in order.
@@ -544,6 +558,7 @@ class Client:
                 the executions exist if and only if it commits. Without it the
                 batch commits on its own.
             task_queue: the task queue of every execution (see :meth:`start`).
+            priority: the priority of every execution (see :meth:`start`).
 
         Returns:
             One handle per input, in order.
@@ -564,6 +579,7 @@ class Client:
         _check_lengths(len(inputs), ids=ids, idempotency_keys=idempotency_keys)
         name, encode, version = _workflow_target(workflow, version, "start_many")
         queue = check_task_queue(task_queue)
+        check_priority(priority)
         params = [
             WorkflowStartParams(
                 id=check_id(ids[i], f"ids[{i}]") if ids is not None else uuid.uuid4(),
@@ -574,6 +590,7 @@ class Client:
                 if idempotency_keys
                 else "",
                 task_queue=queue,
+                priority=priority,
                 meta=meta or {},
             )
             for i, value in enumerate(inputs)

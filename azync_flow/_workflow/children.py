@@ -31,9 +31,11 @@ class ChildOptions:
 
     Attributes:
         task_queue: the child's task queue; ``None`` = the parent's.
+        priority: the child's priority; ``None`` = the parent's.
     """
 
     task_queue: str | None = None
+    priority: int | None = None
 
 
 class ChildWorkflow(Protocol[R_co]):

@@ -55,6 +55,9 @@ class ActivityOptions:
         reconcile: optional hook deciding an uncertain attempt's outcome.
         task_queue: the task queue its attempts are routed to (only workers
             serving it run them); ``None`` = the calling workflow's queue.
+        priority: its lease priority (higher first, aged by waiting: one
+            unit is a minute's head start, docs/flow-control.md); ``None`` =
+            the calling workflow's priority.
     """
 
     retry: RetryPolicy = dataclasses.field(default_factory=lambda: DEFAULT_ACTIVITY_RETRY)
@@ -63,6 +66,7 @@ class ActivityOptions:
     idempotent: bool = True
     reconcile: Callable[..., Any] | None = None
     task_queue: str | None = None
+    priority: int | None = None
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -322,6 +326,7 @@ def activity(
     idempotent: bool = True,
     reconcile: Callable[..., Any] | None = None,
     task_queue: str | None = None,
+    priority: int | None = None,
 ) -> Any:
     """Declare an activity (an async or sync function). Use bare or with options.
 
@@ -338,6 +343,8 @@ def activity(
         task_queue: the task queue its attempts are routed to (e.g. ``"gpu"``:
             only workers serving that queue run them); default: the calling
             workflow's queue.
+        priority: lease priority of its attempts (higher first, aged by
+            waiting); default: the calling workflow's priority.
 
     Warning:
         Renaming an activity called by running executions breaks their replay
@@ -350,6 +357,7 @@ def activity(
         idempotent=idempotent,
         reconcile=reconcile,
         task_queue=task_queue,
+        priority=priority,
     )
 
     def wrap(f: Callable[P, Any]) -> ActivityDefinition[P, Any]:

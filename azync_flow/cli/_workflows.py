@@ -164,6 +164,7 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
     optional: list[tuple[str, Any]] = [
         ("idempotency key", v.business_idempotency_key),
         ("task queue", v.task_queue),
+        ("priority", v.priority or None),
         ("failure reason", v.failure_reason),
         ("suspend reason", v.suspend_reason),
         ("blocked", v.blocked_reason),
@@ -290,6 +291,10 @@ async def export(id: str, run_no: int | None, db: DbOptions) -> int:
     "--task-queue", default=DEFAULT_TASK_QUEUE, show_default=True,
     help="Task queue of the execution (workers serving it run it).",
 )  # fmt: skip
+@click.option(
+    "--priority", type=int, default=0, show_default=True,
+    help="Priority (higher first; a minute's head start per unit).",
+)  # fmt: skip
 @db_command
 async def start(
     name: str,
@@ -298,6 +303,7 @@ async def start(
     key: str,
     version: str,
     task_queue: str,
+    priority: int,
     as_json: bool,
     db: DbOptions,
 ) -> int:
@@ -309,7 +315,13 @@ async def start(
     wid = parse_id(id_, "--id") if id_ else None
     async with connect(db) as store:
         handle: WorkflowHandle[Any] = await Client(store).start(
-            name, value, id=wid, idempotency_key=key, version=version, task_queue=task_queue
+            name,
+            value,
+            id=wid,
+            idempotency_key=key,
+            version=version,
+            task_queue=task_queue,
+            priority=priority,
         )
         live = await store.live_workers_for_workflow(name, task_queue)
     state = "started" if handle.started else "exists"

@@ -49,6 +49,8 @@ class WorkflowInfo:
             (and every run of a continued-as-new chain) reads the same value.
         task_queue: the task queue of the execution (its activities and
             children default to it).
+        priority: the execution's priority (its activities and children
+            default to it).
     """
 
     execution_id: uuid.UUID
@@ -59,6 +61,7 @@ class WorkflowInfo:
     parent_id: uuid.UUID | None = None
     scheduled_time: datetime | None = None
     task_queue: str = "default"
+    priority: int = 0
 
     @classmethod
     def of(
@@ -72,6 +75,7 @@ class WorkflowInfo:
         run_id: uuid.UUID | None = None,
         parent_id: uuid.UUID | None = None,
         task_queue: str = "default",
+        priority: int = 0,
     ) -> WorkflowInfo:
         """The info of an execution from its stored fields (``meta`` as started)."""
         return cls(
@@ -83,6 +87,7 @@ class WorkflowInfo:
             parent_id=parent_id,
             scheduled_time=_nominal_time(meta),
             task_queue=task_queue or "default",
+            priority=priority,
         )
 
     @property

@@ -26,9 +26,11 @@ def child_params(
     parent_carrier: Mapping[str, str] | None,
     command: StartChild,
     task_queue: str = DEFAULT_TASK_QUEUE,
+    priority: int = 0,
 ) -> ChildStartParams:
     """The :class:`ChildStartParams` of a StartChild command (on the task queue
-    of its options, else ``task_queue``: the parent's).
+    and with the priority of its options, else ``task_queue`` and ``priority``:
+    the parent's).
 
     The child's run span is reserved like a client start's, with the parent's
     active span as the caller: the span of the workflow task that starts the
@@ -53,7 +55,12 @@ def child_params(
         parent_close_policy=command.parent_close_policy,
         trace_context=carrier,
         task_queue=getattr(command.options, "task_queue", None) or task_queue,
+        priority=_given(getattr(command.options, "priority", None), priority),
     )
+
+
+def _given(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 async def end_closed_children_spans(

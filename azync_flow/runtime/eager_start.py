@@ -84,7 +84,9 @@ class EagerStarter:
             instance = WorkflowInstance(
                 defn,
                 p.input,
-                WorkflowInfo.of(p.id, p.name, p.version, p.meta, task_queue=p.task_queue),
+                WorkflowInfo.of(
+                    p.id, p.name, p.version, p.meta, task_queue=p.task_queue, priority=p.priority
+                ),
                 max_payload_bytes=runner.max_payload_bytes,
                 task_context=runner.task_context(),
             )
@@ -150,6 +152,7 @@ def _execution(p: WorkflowStartParams, at: datetime | None) -> WorkflowExecution
         state=WorkflowState.RUNNING,
         business_idempotency_key=p.business_idempotency_key,
         task_queue=p.task_queue,
+        priority=p.priority,
         input=p.input,
         result=None,
         failure_reason="",

@@ -148,6 +148,7 @@ class QueryResponder:
                 run_id=execution.run_id,
                 parent_id=execution.parent_id,
                 task_queue=execution.task_queue,
+                priority=execution.priority,
             ),
             max_payload_bytes=runner.max_payload_bytes,
             task_context=runner.task_context(),

@@ -333,6 +333,7 @@ class WorkflowRunner:
                 run_id=execution.run_id,
                 parent_id=execution.parent_id,
                 task_queue=execution.task_queue,
+                priority=execution.priority,
             ),
             max_payload_bytes=self.max_payload_bytes,
             task_context=self.task_context(),
@@ -423,7 +424,14 @@ class WorkflowRunner:
             expected_next_seq=expected_next_seq,
             events=[(type_name, payload) for _, type_name, payload in outcome.new_events],
             operations=[
-                operation_params(run_id, instance.info.name, c, carrier, instance.info.task_queue)
+                operation_params(
+                    run_id,
+                    instance.info.name,
+                    c,
+                    carrier,
+                    instance.info.task_queue,
+                    instance.info.priority,
+                )
                 for c in outcome.activities
             ],
             timers=[(t.seq, t.fire_after) for t in outcome.timers],
@@ -433,7 +441,9 @@ class WorkflowRunner:
             awaited_signals=outcome.awaited_signals,
             run_id=instance.info.run_id,
             children=[
-                child_params(self.tracer, carrier, c, instance.info.task_queue)
+                child_params(
+                    self.tracer, carrier, c, instance.info.task_queue, instance.info.priority
+                )
                 for c in outcome.children
             ],
             child_signals=[

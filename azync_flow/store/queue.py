@@ -119,6 +119,8 @@ class EnqueueParams(msgspec.Struct, kw_only=True):
     snooze_budget: timedelta = timedelta(0)
     #: Extension: the task queue the job is routed to; only workers serving it lease it.
     task_queue: str = DEFAULT_TASK_QUEUE
+    #: Extension: higher first, aged by waiting (see ``QueueConsumer.dequeue_batch``).
+    priority: int = 0
 
 
 class DequeueParams(msgspec.Struct, kw_only=True):
@@ -184,6 +186,8 @@ class Job(msgspec.Struct, kw_only=True):
     task_queue: str = DEFAULT_TASK_QUEUE
     #: Extension: why a worker that leased this job left it unrun ('' = none).
     blocked_reason: str = ""
+    #: Extension: its priority (higher first, see ``QueueConsumer.dequeue_batch``).
+    priority: int = 0
 
 
 class ReapReport(NamedTuple):
@@ -310,9 +314,15 @@ class QueueConsumer(JobSettler, Protocol):
 
     async def dequeue_batch(self, source: Source, p: DequeueParams) -> list[Job]:
         """Lease up to ``p.limit`` due pending jobs of ``(source, p.kind)`` routed
-        to one of ``p.task_queues`` for ``p.lease``, ordered by run_at then id:
-        attempt incremented, fresh lease token, retry budget resolved durably.
-        Event deliveries carry ``event`` (they have no task queue)."""
+        to one of ``p.task_queues`` for ``p.lease``: attempt incremented, fresh
+        lease token, retry budget resolved durably. Event deliveries carry
+        ``event`` (they have no task queue).
+
+        Lease order (extension): by ``run_at`` moved earlier by the job's
+        ``priority`` in minutes, then id. A higher priority goes first, and a
+        job never waits behind a later job of higher priority for more than
+        the difference of their priorities in minutes (aging: no starvation).
+        Returned in that order."""
         ...
 
 

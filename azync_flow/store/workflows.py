@@ -97,6 +97,9 @@ class WorkflowStartParams(msgspec.Struct, kw_only=True):
     Attributes:
         task_queue: the task queue its workflow tasks are routed to ("" =
             ``"default"``); its activities and children default to it.
+        priority: the lease priority of its workflow tasks (higher first, aged
+            by waiting: see ``QueueConsumer.dequeue_batch``); its activities
+            and children default to it.
     """
 
     id: uuid.UUID
@@ -106,6 +109,7 @@ class WorkflowStartParams(msgspec.Struct, kw_only=True):
     business_idempotency_key: str = ""
     task_queue: str = DEFAULT_TASK_QUEUE
     meta: dict[str, str] = msgspec.field(default_factory=dict)
+    priority: int = 0
 
 
 class WorkflowExecutionView(msgspec.Struct, kw_only=True):
@@ -169,6 +173,8 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     #: calls, and when its earliest unfired timer is due (None: no timer).
     awaited_signals: list[str] = msgspec.field(default_factory=list)
     next_timer_at: datetime | None = None
+    #: The lease priority of its workflow tasks (and default of its activities).
+    priority: int = 0
 
 
 class WorkflowRunView(msgspec.Struct, kw_only=True):
@@ -240,6 +246,7 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
 
     Attributes:
         task_queue: the task queue its attempts are routed to ("" = ``"default"``).
+        priority: its lease priority (higher first, aged by waiting).
     """
 
     workflow_id: uuid.UUID
@@ -250,6 +257,7 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
     run_at: datetime | None = None
     max_attempts: int = 0
     task_queue: str = DEFAULT_TASK_QUEUE
+    priority: int = 0
 
 
 class StalledWorkflow(msgspec.Struct, kw_only=True):
@@ -304,6 +312,7 @@ class ChildStartParams(msgspec.Struct, kw_only=True):
         parent_close_policy: ``terminate``, ``request_cancel`` or ``abandon``.
         trace_context: the child's run carrier (in the parent's trace).
         task_queue: the child's task queue ("" = ``"default"``).
+        priority: the child's priority.
     """
 
     seq: int
@@ -314,6 +323,7 @@ class ChildStartParams(msgspec.Struct, kw_only=True):
     parent_close_policy: str = "terminate"
     trace_context: dict[str, str] = msgspec.field(default_factory=dict)
     task_queue: str = DEFAULT_TASK_QUEUE
+    priority: int = 0
 
 
 class ChildSignalParams(msgspec.Struct, kw_only=True):

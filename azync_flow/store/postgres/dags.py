@@ -36,7 +36,7 @@ from ..dags import (
 )
 from ..queue import DEFAULT_TASK_QUEUE, Job, JobState
 from ..validate import check_meta, check_name, check_text
-from ._base import PgBase, decode_meta, encode_meta, job_from_row, stale_lease
+from ._base import PgBase, decode_meta, encode_meta, job_from_row, lease_order, stale_lease
 from ._queries import QUERIES
 
 __all__ = [
@@ -364,7 +364,7 @@ class DAGMixin(PgBase):
         rows = await self._fetch(
             "dag_dequeue", list(kinds), limit, lease, default_max_attempts, list(task_queues)
         )
-        return sorted((job_from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
+        return sorted((job_from_row(r) for r in rows), key=lease_order)
 
     async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]:
         """Implements ``DAGAdmin.dag_trace_context`` (documented there)."""

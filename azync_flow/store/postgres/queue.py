@@ -26,10 +26,11 @@ from ..validate import (
     check_max_attempts,
     check_meta,
     check_name,
+    check_priority,
     check_task_queue,
     check_text,
 )
-from ._base import PgBase, encode_meta, job_from_row, stale_lease
+from ._base import PgBase, encode_meta, job_from_row, lease_order, stale_lease
 from ._guard import translate
 from ._listen import ListenSubscription, open_subscription, parse_wake
 from ._queries import QUERIES
@@ -87,6 +88,7 @@ class QueueMixin(PgBase):
                 p.snooze_budget,
                 p.idempotency_ttl,
                 check_task_queue(p.task_queue),
+                p.priority,
                 conn=tx,
             )
         except asyncpg.UniqueViolationError as exc:
@@ -156,6 +158,7 @@ class QueueMixin(PgBase):
                 [p.snooze_budget for p in sent],
                 [p.idempotency_ttl for p in sent],
                 [check_task_queue(p.task_queue) for p in sent],
+                [p.priority for p in sent],
                 conn=tx,
             )
         except asyncpg.UniqueViolationError as exc:
@@ -201,9 +204,8 @@ class QueueMixin(PgBase):
                 p.override_default,
                 list(p.task_queues),
             )
-        jobs = [job_from_row(r) for r in rows]
-        jobs.sort(key=lambda j: (j.run_at, j.id))
-        return jobs
+        # the statement's lease order (a RETURNING list comes back unordered)
+        return sorted((job_from_row(r) for r in rows), key=lease_order)
 
     async def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
         """Settle an active job as succeeded. Raises NotFoundError on a stale token."""
@@ -353,6 +355,7 @@ def _check_enqueue(p: EnqueueParams) -> None:
     check_text(p.idempotency_key, "EnqueueParams.idempotency_key")
     check_meta(p.meta, "EnqueueParams.meta")
     check_task_queue(p.task_queue, "EnqueueParams.task_queue")
+    check_priority(p.priority, "EnqueueParams.priority")
 
 
 def _key(p: EnqueueParams) -> tuple[str, str]:

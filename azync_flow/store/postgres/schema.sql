@@ -27,6 +27,7 @@
 --   0022_state_checks.sql
 --   0023_workflow_pass_commit.sql
 --   0026_task_queues.sql
+--   0027_priorities.sql
 
 -- Types
 
@@ -188,6 +189,7 @@ CREATE TABLE azync_jobs (
     task_queue text DEFAULT 'default'::text NOT NULL,
     workflow_name text,
     blocked_reason text DEFAULT ''::text NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
     CONSTRAINT azync_jobs_pkey PRIMARY KEY (id),
     CONSTRAINT azync_jobs_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'succeeded'::text, 'dead'::text, 'paused'::text, 'skipped'::text, 'blocked'::text, 'waiting'::text, 'cancelled'::text, 'uncertain'::text]))),
     CONSTRAINT azync_jobs_state_source_check CHECK ((((state <> ALL (ARRAY['blocked'::text, 'waiting'::text])) OR (source = 'dag'::text)) AND ((state <> 'uncertain'::text) OR (source = 'workflow'::text))))
@@ -319,6 +321,7 @@ CREATE TABLE azync_workflow_executions (
     parent_run_id uuid,
     parent_seq bigint,
     parent_close_policy text DEFAULT ''::text NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
     CONSTRAINT azync_workflow_executions_pkey PRIMARY KEY (id),
     CONSTRAINT azync_workflow_executions_state_check CHECK ((state = ANY (ARRAY['running'::text, 'suspended'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'terminated'::text])))
 );
@@ -501,7 +504,7 @@ CREATE INDEX azync_jobs_leased ON azync_jobs USING btree (lease_until) WHERE (st
 
 CREATE UNIQUE INDEX azync_jobs_live_key ON azync_jobs USING btree (source, kind, idempotency_key) WHERE ((idempotency_key <> ''::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'paused'::text, 'blocked'::text, 'waiting'::text, 'uncertain'::text])));
 
-CREATE INDEX azync_jobs_ready ON azync_jobs USING btree (source, kind, task_queue, run_at, id) WHERE (state = 'pending'::text);
+CREATE INDEX azync_jobs_ready ON azync_jobs USING btree (source, kind, task_queue, azync_due_order(run_at, priority), id) WHERE (state = 'pending'::text);
 
 CREATE INDEX azync_jobs_run ON azync_jobs USING btree (run_id, task_key) WHERE (run_id IS NOT NULL);
 
@@ -511,9 +514,11 @@ CREATE INDEX azync_jobs_uncertain ON azync_jobs USING btree (uncertain_since, id
 
 CREATE INDEX azync_jobs_workflow_task_active ON azync_jobs USING btree (run_id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = 'active'::text));
 
-CREATE INDEX azync_jobs_workflow_task_due ON azync_jobs USING btree (task_queue, workflow_name, first_pass, run_at, id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text])));
+CREATE INDEX azync_jobs_workflow_task_due ON azync_jobs USING btree (task_queue, workflow_name, first_pass, azync_due_order(run_at, priority), id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = 'pending'::text));
 
 CREATE UNIQUE INDEX azync_jobs_workflow_task_runnable ON azync_jobs USING btree (run_id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text])));
+
+CREATE INDEX azync_jobs_workflow_task_timed ON azync_jobs USING btree (task_queue, workflow_name, run_at, id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = 'scheduled'::text));
 
 CREATE INDEX azync_schedule_runs_pending ON azync_schedule_runs USING btree (schedule_id) WHERE (outcome = ANY (ARRAY['buffered'::text, 'requested'::text]));
 
@@ -566,6 +571,12 @@ AS $function$
     FROM azync_jobs x
     WHERE x.dag_id = run AND x.state = 'dead' AND x.task_key NOT LIKE 'comp:%'
 $function$;
+
+CREATE OR REPLACE FUNCTION azync_due_order(p_run_at timestamp with time zone, p_priority integer)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ SELECT p_run_at - p_priority * interval '1 minute' $function$;
 
 CREATE OR REPLACE FUNCTION azync_job_count(p_at timestamp with time zone, p_deltas azync_job_delta[])
  RETURNS bigint
@@ -712,10 +723,12 @@ AS $function$
 BEGIN
     RETURN QUERY WITH up AS (
         INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
-                                     enqueued_at, updated_at, workflow_name, task_queue)
+                                     enqueued_at, updated_at, workflow_name, task_queue,
+                                     priority)
         SELECT gen_random_uuid(), 'workflow', p_kind,
                CASE WHEN coalesce(p_run_at, p_at) > p_at THEN 'scheduled' ELSE 'pending' END,
-               coalesce(p_run_at, p_at), p_run, '$wft', p_at, p_at, e.name, e.task_queue
+               coalesce(p_run_at, p_at), p_run, '$wft', p_at, p_at, e.name, e.task_queue,
+               e.priority
         FROM azync_workflow_executions e
         WHERE e.id = p_run
         ON CONFLICT (run_id)
@@ -741,26 +754,27 @@ CREATE OR REPLACE FUNCTION azync_workflow_children_start(p_at timestamp with tim
 AS $function$
 BEGIN
     RETURN QUERY WITH req AS (
-        SELECT u.*, coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue
+        SELECT u.*, coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
+               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority
         FROM unnest(p_seqs, p_ids, p_names, p_versions, p_inputs, p_policies, p_carriers,
                     p_routes) WITH ORDINALITY
              AS u(seq, id, name, version, input, policy, carrier, route, ord)
     ), ins AS (
         INSERT INTO azync_workflow_executions (id, name, version, state, input, trace_context,
                                                parent_id, parent_run_id, parent_seq,
-                                               parent_close_policy, task_queue,
+                                               parent_close_policy, task_queue, priority,
                                                created_at, updated_at)
         SELECT r.id, r.name, r.version, 'running', r.input, r.carrier::jsonb, p_id, p_run,
-               r.seq, r.policy, r.task_queue, p_at, p_at
+               r.seq, r.policy, r.task_queue, r.priority, p_at, p_at
         FROM req r
         ORDER BY r.ord
         ON CONFLICT DO NOTHING
-        RETURNING id, name, task_queue, created_at
+        RETURNING id, name, task_queue, priority, created_at
     ), task AS (
         INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
-                                enqueued_at, updated_at, workflow_name, task_queue)
+                                enqueued_at, updated_at, workflow_name, task_queue, priority)
         SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', i.created_at, i.id, '$wft',
-               i.created_at, i.created_at, i.name, i.task_queue
+               i.created_at, i.created_at, i.name, i.task_queue, i.priority
         FROM ins i
         RETURNING run_id
     ), wake AS (
@@ -1012,7 +1026,8 @@ BEGIN
     RETURN QUERY WITH req AS (
         SELECT u.*, coalesce(u.run_at, p_at) AS due,
                (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS leased,
-               coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue
+               coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
+               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority
         FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
              WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
     ), existing AS (
@@ -1023,7 +1038,7 @@ BEGIN
         INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
                                 max_attempts, max_attempts_explicit, run_id, task_key,
                                 enqueued_at, updated_at, attempt, lease_token,
-                                lease_until, started_at, task_queue)
+                                lease_until, started_at, task_queue, priority)
         SELECT gen_random_uuid(), 'workflow', r.kind,
                CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
                     ELSE 'pending' END,
@@ -1035,7 +1050,7 @@ BEGIN
                CASE WHEN r.leased THEN gen_random_uuid() END,
                CASE WHEN r.leased THEN p_at + p_local_lease END,
                CASE WHEN r.leased THEN p_at END,
-               r.task_queue
+               r.task_queue, r.priority
         FROM req r
         WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
         ORDER BY r.ord

@@ -30,7 +30,7 @@ async def test_a_fresh_migrate_produces_the_committed_schema_snapshot(
 async def test_a_schema_change_shows_as_a_diff_naming_the_changed_lines(
     store: PostgresStore,
 ) -> None:
-    await store.pool.execute("ALTER TABLE azync_jobs ADD COLUMN priority int NOT NULL DEFAULT 0")
+    await store.pool.execute("ALTER TABLE azync_jobs ADD COLUMN example int NOT NULL DEFAULT 0")
     await store.pool.execute("DROP INDEX azync_jobs_uncertain")
     async with store.pool.acquire() as conn:
         actual = await render_schema(conn, store.schema)
@@ -39,7 +39,7 @@ async def test_a_schema_change_shows_as_a_diff_naming_the_changed_lines(
     assert changed == [
         "--- schema.sql (committed)",
         "+++ schema.sql (fresh migrate)",
-        "+    priority integer DEFAULT 0 NOT NULL,",
+        "+    example integer DEFAULT 0 NOT NULL,",
         "-CREATE INDEX azync_jobs_uncertain ON azync_jobs USING btree (uncertain_since, id)"
         " WHERE (state = 'uncertain'::text);",
     ]

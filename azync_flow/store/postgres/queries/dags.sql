@@ -628,7 +628,7 @@ WITH picked AS (
     WHERE state = 'pending' AND source = 'dag' AND kind = ANY($2::text[])
       AND task_queue = ANY($6::text[])
       AND run_at <= coalesce($1::timestamptz, now())
-    ORDER BY run_at, id
+    ORDER BY azync_due_order(run_at, priority), id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )

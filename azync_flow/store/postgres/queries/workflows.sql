@@ -23,29 +23,31 @@ LIMIT 1
 -- first pass), in one statement; arrays indexed alike (one item for a single start): $2 ids uuid[],
 -- $3 names text[], $4 versions text[], $5 inputs bytea[], $6 business keys
 -- text[], $7 task_queues text[], $8 metas text[] (JSON), $9 trace contexts
--- text[] (JSON), $10 channel. Returns the ids inserted; an item conflicting
+-- text[] (JSON), $10 channel, $11 priorities int[]. Returns the ids inserted; an item conflicting
 -- (same id, or same live (name, key)) with an execution, or with an earlier
 -- item of the batch, inserts nothing. One stats write, one wake.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), ins AS (
     INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
-                                           task_queue, input, meta, trace_context,
+                                           task_queue, input, meta, trace_context, priority,
                                            created_at, updated_at)
     SELECT u.id, u.name, u.version, 'running', u.key, u.task_queue, u.input, u.meta::jsonb,
-           u.trace_context::jsonb, c.t, c.t
+           u.trace_context::jsonb, u.priority, c.t, c.t
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-                $8::text[], $9::text[])
-         WITH ORDINALITY AS u(id, name, version, input, key, task_queue, meta, trace_context, n),
+                $8::text[], $9::text[], $11::int[])
+         WITH ORDINALITY
+         AS u(id, name, version, input, key, task_queue, meta, trace_context, priority, n),
          clock c
     ORDER BY u.n
     ON CONFLICT DO NOTHING
-    RETURNING id, name, task_queue, created_at
+    RETURNING id, name, task_queue, priority, created_at
 ), task AS (
     INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
-                            enqueued_at, updated_at, first_pass, workflow_name, task_queue)
+                            enqueued_at, updated_at, first_pass, workflow_name, task_queue,
+                            priority)
     SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
-           created_at, created_at, true, name, task_queue
+           created_at, created_at, true, name, task_queue, priority
     FROM ins
     RETURNING kind, enqueued_at
 ), stat AS (
@@ -390,12 +392,12 @@ ORDER BY s.updated_at, s.id
 SELECT pg_notify($2, $3), $1::timestamptz AS at
 
 -- name: workflow_unserved
--- The (task queue, workflow name) pairs of runnable workflow tasks that no
--- live worker serves: a skip scan of azync_jobs_workflow_task_due (one index
--- probe per distinct pair), then the small worker registry.
+-- The (task queue, workflow name) pairs of due (pending) workflow tasks that
+-- no live worker serves: a skip scan of azync_jobs_workflow_task_due (one
+-- index probe per distinct pair), then the small worker registry.
 WITH RECURSIVE pairs AS (
     (SELECT j.task_queue, j.workflow_name FROM azync_jobs j
-     WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state IN ('pending', 'scheduled')
+     WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'pending'
        AND j.workflow_name IS NOT NULL
      ORDER BY j.task_queue, j.workflow_name
      LIMIT 1)
@@ -404,7 +406,7 @@ WITH RECURSIVE pairs AS (
     CROSS JOIN LATERAL (
         SELECT j.task_queue, j.workflow_name FROM azync_jobs j
         WHERE j.source = 'workflow' AND j.task_key = '$wft'
-          AND j.state IN ('pending', 'scheduled') AND j.workflow_name IS NOT NULL
+          AND j.state = 'pending' AND j.workflow_name IS NOT NULL
           AND (j.task_queue, j.workflow_name) > (p.task_queue, p.workflow_name)
         ORDER BY j.task_queue, j.workflow_name
         LIMIT 1
@@ -712,13 +714,13 @@ FROM f
 
 -- name: workflow_start_bare
 -- $2 id, $3 name, $4 version, $5 input, $6 business key, $7 task_queue,
--- $8 meta, $9 trace_context: insert a running execution WITHOUT a workflow
--- task (its first pass commits in the same transaction). No row on conflict
--- (same id, or same live (name, key)).
+-- $8 meta, $9 trace_context, $10 priority: insert a running execution WITHOUT
+-- a workflow task (its first pass commits in the same transaction). No row on
+-- conflict (same id, or same live (name, key)).
 INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
-                                       task_queue, input, meta, trace_context,
+                                       task_queue, input, meta, trace_context, priority,
                                        created_at, updated_at)
-VALUES ($2, $3, $4, 'running', $6, $7, $5, $8::jsonb, $9::jsonb,
+VALUES ($2, $3, $4, 'running', $6, $7, $5, $8::jsonb, $9::jsonb, $10::int,
         coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now()))
 ON CONFLICT DO NOTHING
 RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
@@ -734,10 +736,14 @@ RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
 -- leased job row plus its execution, history, buffered signals, due timers
 -- and the clock (the load's snapshot is the lease's). Due pending (or due
 -- scheduled) tasks whose execution has no active workflow task (passes never
--- overlap), continuing passes before first passes. Served (queue, name) pairs
--- are each one index range (azync_jobs_workflow_task_due), so tasks of names
--- or queues the caller does not serve are never read; with a NULL side the
--- pairs are those with runnable tasks (a scan: for tools and tests).
+-- overlap), continuing passes before first passes, each in lease order
+-- (azync_due_order: run_at moved earlier by the priority in minutes,
+-- migration 0027). Served (queue, name) pairs are each one range of the
+-- pending tasks' index in lease order (azync_jobs_workflow_task_due) and one
+-- of the scheduled ones' by run_at (azync_jobs_workflow_task_timed, which
+-- stops at the first not due), so tasks of names or queues the caller does not
+-- serve, or not due yet, are never read; with a NULL side the pairs are those
+-- with runnable tasks (a scan: for tools and tests).
 WITH pairs AS (
     SELECT q.q, n.n FROM unnest($8::text[]) AS q(q), unnest($9::text[]) AS n(n)
     UNION
@@ -746,25 +752,43 @@ WITH pairs AS (
       AND j.source = 'workflow' AND j.task_key = '$wft' AND j.state IN ('pending', 'scheduled')
       AND ($8::text[] IS NULL OR j.task_queue = ANY($8::text[]))
       AND ($9::text[] IS NULL OR j.workflow_name = ANY($9::text[]))
-), picked AS (
-    SELECT c.id FROM pairs p
+), due AS (
+    SELECT c.* FROM pairs p
     CROSS JOIN LATERAL (
-        SELECT j.id, j.first_pass, j.run_at FROM azync_jobs j
-        WHERE j.source = 'workflow' AND j.kind = $2 AND j.task_key = '$wft'
-          AND j.state IN ('pending', 'scheduled')
-          AND j.task_queue = p.q AND j.workflow_name = p.n
-          AND j.run_at <= coalesce($1::timestamptz, now())
+        SELECT j.id, j.first_pass, azync_due_order(j.run_at, j.priority) AS o FROM azync_jobs j
+        WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'pending'
+          AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = $2
           AND j.first_pass <= $7::boolean
-          AND NOT (j.run_id = ANY($10::uuid[]))
+          AND j.run_at <= coalesce($1::timestamptz, now())
+          AND NOT (j.run_id = ANY(coalesce($10::uuid[], '{}')))
           AND NOT EXISTS (
               SELECT 1 FROM azync_jobs a
               WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
                 AND a.state = 'active')
-        ORDER BY j.first_pass, j.run_at, j.id
+        ORDER BY j.first_pass, azync_due_order(j.run_at, j.priority), j.id
         LIMIT $3
         FOR UPDATE OF j SKIP LOCKED
     ) c
-    ORDER BY c.first_pass, c.run_at, c.id
+), timed AS (
+    SELECT c.* FROM pairs p
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.first_pass, azync_due_order(j.run_at, j.priority) AS o FROM azync_jobs j
+        WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'scheduled'
+          AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = $2
+          AND j.run_at <= coalesce($1::timestamptz, now())
+          AND j.first_pass <= $7::boolean
+          AND NOT (j.run_id = ANY(coalesce($10::uuid[], '{}')))
+          AND NOT EXISTS (
+              SELECT 1 FROM azync_jobs a
+              WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
+                AND a.state = 'active')
+        ORDER BY j.run_at, j.id
+        LIMIT $3
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+), picked AS (
+    SELECT c.id FROM (SELECT * FROM due UNION ALL SELECT * FROM timed) c
+    ORDER BY c.first_pass, c.o, c.id
     LIMIT $3
 ), leased AS (
     UPDATE azync_jobs j
@@ -784,7 +808,8 @@ SELECT l.*, coalesce($1::timestamptz, now()) AS load_now,
        coalesce((SELECT k.after FROM known k WHERE k.id = l.run_id), 0) AS after_seq,
        e.id AS e_id, e.name AS e_name, e.version AS e_version, e.state AS e_state,
        e.business_idempotency_key AS e_business_idempotency_key,
-       e.task_queue AS e_task_queue, e.input AS e_input, e.result AS e_result,
+       e.task_queue AS e_task_queue, e.priority AS e_priority, e.input AS e_input,
+       e.result AS e_result,
        e.failure_reason AS e_failure_reason, e.meta AS e_meta, e.created_at AS e_created_at,
        e.updated_at AS e_updated_at, e.completed_at AS e_completed_at,
        e.next_seq AS e_next_seq, e.cancel_requested AS e_cancel_requested,

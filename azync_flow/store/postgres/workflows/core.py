@@ -38,7 +38,14 @@ import msgspec
 
 from ...._text import clean_text
 from ....errors import ConflictError, NotFoundError
-from ...validate import check_meta, check_name, check_same_start, check_task_queue, check_text
+from ...validate import (
+    check_meta,
+    check_name,
+    check_priority,
+    check_same_start,
+    check_task_queue,
+    check_text,
+)
 from ...workflows import (
     ChildStartParams,
     HistoryEvent,
@@ -169,6 +176,7 @@ class WorkflowCoreMixin(PgBase):
                 [encode_meta(p.meta)],
                 [encode_meta(trace_context)],
                 self.channel,
+                [p.priority],
             )
             if inserted:
                 return True, p.id
@@ -267,6 +275,7 @@ class WorkflowCoreMixin(PgBase):
             [encode_meta(p.meta) for p in items],
             [encode_meta(dict(trace_contexts[i])) if trace_contexts else "{}" for i in todo],
             self.channel,
+            [p.priority for p in items],
             conn=tx,
         )
         inserted = {r["id"] for r in rows}
@@ -623,7 +632,12 @@ def op_route(o: ScheduleOperationParams) -> str:
     Raises:
         ValueError: a task queue the store refuses.
     """
-    return _route_json({"task_queue": check_task_queue(o.task_queue, "operation task_queue")})
+    return _route_json(
+        {
+            "task_queue": check_task_queue(o.task_queue, "operation task_queue"),
+            "priority": check_priority(o.priority, "operation priority"),
+        }
+    )
 
 
 def child_route(c: ChildStartParams) -> str:
@@ -632,7 +646,12 @@ def child_route(c: ChildStartParams) -> str:
     Raises:
         ValueError: a task queue the store refuses.
     """
-    return _route_json({"task_queue": check_task_queue(c.task_queue, "child task_queue")})
+    return _route_json(
+        {
+            "task_queue": check_task_queue(c.task_queue, "child task_queue"),
+            "priority": check_priority(c.priority, "child priority"),
+        }
+    )
 
 
 def _route_json(route: dict[str, object]) -> str:
@@ -643,6 +662,7 @@ def check_start(p: WorkflowStartParams) -> None:
     """The checks of every workflow start (raises ValueError naming the field)."""
     check_name(p.name, "workflow name")
     check_task_queue(p.task_queue, "workflow task_queue")
+    check_priority(p.priority, "workflow priority")
     check_text(p.version, "workflow version")
     check_text(p.business_idempotency_key, "workflow idempotency_key")
     check_meta(p.meta, "workflow meta")
@@ -671,6 +691,7 @@ def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecuti
         state=WorkflowState(state),
         business_idempotency_key=row[prefix + "business_idempotency_key"],
         task_queue=row[prefix + "task_queue"],
+        priority=row.get(prefix + "priority") or 0,
         input=bytes(row[prefix + "input"]),
         result=None if result is None else bytes(result),
         failure_reason=row[prefix + "failure_reason"],

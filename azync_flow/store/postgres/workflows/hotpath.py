@@ -29,7 +29,7 @@ from ...workflows import (
     StartCommitResult,
     WorkflowStartParams,
 )
-from .._base import encode_meta, job_from_row
+from .._base import encode_meta, job_from_row, lease_order
 from .core import WORKFLOW_TASK, check_start, execution_from_row
 from .runtime import WorkflowRuntimeMixin, task_state_from_row
 
@@ -97,7 +97,7 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
             )
             for r in rows
         ]
-        tasks.sort(key=lambda t: (t.job.run_at, t.job.id))
+        tasks.sort(key=lambda t: lease_order(t.job))
         return tasks
 
     async def commit_completions(
@@ -180,6 +180,7 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
                 check_task_queue(p.task_queue),
                 encode_meta(p.meta),
                 encode_meta(trace_context),
+                p.priority,
                 conn=conn,
             )
             if ex is not None:
