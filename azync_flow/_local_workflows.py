@@ -22,8 +22,9 @@ __all__ = ["LocalWorkflows", "bind_local_workflows", "local_workflows"]
 class LocalWorkflows(Protocol):
     """What a client bound to a worker may ask of the workflows that worker runs."""
 
-    def accepts(self, name: str) -> bool:
-        """True while the worker runs and registers workflow ``name``."""
+    def accepts(self, name: str, task_queue: str) -> bool:
+        """True while the worker runs, registers workflow ``name`` and serves
+        ``task_queue``."""
         ...
 
     async def start(

@@ -10,6 +10,7 @@ import msgspec
 
 from azync_flow.replay.outcome import ScheduleActivity
 from azync_flow.retry import RetryPolicy
+from azync_flow.store.queue import DEFAULT_TASK_QUEUE
 from azync_flow.store.workflows import ScheduleOperationParams
 
 __all__ = ["OperationPayload", "decode_operation", "operation_params", "seq_of_execution_key"]
@@ -50,12 +51,16 @@ def operation_params(
     workflow_name: str,
     command: ScheduleActivity,
     carrier: dict[str, str] | None = None,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    priority: int = 0,
 ) -> ScheduleOperationParams:
     """Build the operation a pass schedules (``PassWrite.operations``) for one
     ScheduleActivity command.
 
     ``carrier`` (the run's W3C trace context) travels in the job's meta so each
-    attempt's span joins the run's trace without another read."""
+    attempt's span joins the run's trace without another read. The operation
+    goes to the call's ``task_queue`` option, else to ``task_queue`` (the
+    workflow's), with the call's ``priority`` option, else ``priority``."""
     options = command.options
     payload = OperationPayload(
         seq=command.seq,
@@ -79,4 +84,10 @@ def operation_params(
             "idempotent": "true" if payload.idempotent else "false",
         },
         max_attempts=payload.retry.maximum_attempts,
+        task_queue=getattr(options, "task_queue", None) or task_queue,
+        priority=_given(getattr(options, "priority", None), priority),
     )
+
+
+def _given(value: int | None, default: int) -> int:
+    return default if value is None else value

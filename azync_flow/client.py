@@ -48,8 +48,15 @@ from azync_flow.replay import check_signal_name
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
-from azync_flow.store.queue import EnqueueParams
-from azync_flow.store.validate import check_id, check_name, check_same_start, check_text
+from azync_flow.store.queue import DEFAULT_TASK_QUEUE, EnqueueParams
+from azync_flow.store.validate import (
+    check_id,
+    check_name,
+    check_priority,
+    check_same_start,
+    check_task_queue,
+    check_text,
+)
 from azync_flow.store.workflows import (
     SignalParams,
     StalledWorkflow,
@@ -197,7 +204,8 @@ class Client:
             payload: a msgspec-encodable value.
             meta: string annotations.
             **options: more ``EnqueueParams`` fields (``delay``, ``run_at``,
-                ``max_attempts``, ``idempotency_key``, ...).
+                ``max_attempts``, ``idempotency_key``, ``task_queue``,
+                ``priority``, ...).
 
         Returns:
             The job id, or None when deduplicated by its idempotency key.
@@ -380,6 +388,8 @@ class Client:
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
         version: str | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> WorkflowHandle[R]: ...
 
     @typing.overload
@@ -392,6 +402,8 @@ class Client:
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
         version: str | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> WorkflowHandle[Any]: ...
 
     async def start(
@@ -403,6 +415,8 @@ class Client:
         idempotency_key: str = "",
         meta: dict[str, str] | None = None,
         version: str | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> WorkflowHandle[Any]:
         """Start an execution (or return the live one holding ``idempotency_key``).
 
@@ -420,13 +434,22 @@ class Client:
             idempotency_key: business key; a live execution holding it is reused.
             meta: string annotations kept with the execution.
             version: workflow version to record (default: the definition's; "" for a name).
+            task_queue: the task queue of the execution: only workers serving it
+                run its workflow tasks; its activities and children go there
+                too unless their options say otherwise (docs/flow-control.md).
+            priority: the lease priority of its workflow tasks (higher first,
+                aged by waiting: one unit is a minute's head start, within
+                ±10,000); its activities and children take it unless their
+                options say otherwise.
 
         Raises:
             TypeError: ``workflow`` is neither a definition nor a name;
-                ``idempotency_key`` is not a str; ``id`` is neither a UUID nor a str.
+                ``idempotency_key`` or ``task_queue`` is not a str; ``id`` is
+                neither a UUID nor a str.
             ValueError: an empty name; a name, key or meta entry the store
                 refuses (NUL, not valid UTF-8, over 255 characters for a name);
-                an ``id`` str that is not a UUID. Nothing is written.
+                an ``id`` str that is not a UUID; a priority out of range.
+                Nothing is written.
             IdempotencyConflictError: same id/key, different workflow or input.
             PayloadEncodeError: the input is not JSON-encodable (NaN/±Inf,
                 nesting over ~1000 levels, lone surrogate, unsupported type).
@@ -446,6 +469,8 @@ class Client:
             input=data,
             version=version,
             business_idempotency_key=idempotency_key,
+            task_queue=check_task_queue(task_queue),
+            priority=check_priority(priority),
             meta=meta or {},
         )
         # The run's trace: the run span is reserved in the caller's trace (exported
@@ -453,7 +478,12 @@ class Client:
         # deduplicated start keeps the stored one).
         carrier = self.tracer.start_run_span(RunKind.WORKFLOW, name, run_id)
         local = local_workflows(self.worker)
-        if local is not None and id is None and not idempotency_key and local.accepts(name):
+        if (
+            local is not None
+            and id is None
+            and not idempotency_key
+            and local.accepts(name, params.task_queue)
+        ):
             started = await local.start(params, carrier)
             inserted, wid = started.inserted, started.id
         else:
@@ -475,6 +505,8 @@ class Client:
         meta: dict[str, str] | None = None,
         version: str | None = None,
         conn: asyncpg.Connection | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> builtins.list[WorkflowHandle[R]]: ...
 
     @typing.overload
@@ -488,6 +520,8 @@ class Client:
         meta: dict[str, str] | None = None,
         version: str | None = None,
         conn: asyncpg.Connection | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> builtins.list[WorkflowHandle[Any]]: ...
 
     async def start_many(
@@ -500,6 +534,8 @@ class Client:
         meta: dict[str, str] | None = None,
         version: str | None = None,
         conn: asyncpg.Connection | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        priority: int = 0,
     ) -> builtins.list[WorkflowHandle[Any]]:
         """Start many executions of one workflow in one transaction: each as
         :meth:`start` would, in order.
@@ -521,6 +557,8 @@ class Client:
             conn: the caller's asyncpg connection inside an open transaction:
                 the executions exist if and only if it commits. Without it the
                 batch commits on its own.
+            task_queue: the task queue of every execution (see :meth:`start`).
+            priority: the priority of every execution (see :meth:`start`).
 
         Returns:
             One handle per input, in order.
@@ -540,6 +578,8 @@ class Client:
         """
         _check_lengths(len(inputs), ids=ids, idempotency_keys=idempotency_keys)
         name, encode, version = _workflow_target(workflow, version, "start_many")
+        queue = check_task_queue(task_queue)
+        check_priority(priority)
         params = [
             WorkflowStartParams(
                 id=check_id(ids[i], f"ids[{i}]") if ids is not None else uuid.uuid4(),
@@ -549,6 +589,8 @@ class Client:
                 business_idempotency_key=check_text(idempotency_keys[i], f"idempotency_keys[{i}]")
                 if idempotency_keys
                 else "",
+                task_queue=queue,
+                priority=priority,
                 meta=meta or {},
             )
             for i, value in enumerate(inputs)

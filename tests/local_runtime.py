@@ -31,6 +31,7 @@ class LocalRuntime:
         cache_size: sticky-cache size (0 = full replay on every pass).
         max_payload_bytes: per-value limit for workflow writes and activity results.
         poll_interval: fallback polling period of the worker's loops.
+        task_queues: the task queues the worker serves.
         **options: more ``attach_workflows`` options.
     """
 
@@ -44,6 +45,7 @@ class LocalRuntime:
         cache_size: int = 1000,
         max_payload_bytes: int | None = None,
         poll_interval: timedelta = timedelta(milliseconds=200),
+        task_queues: tuple[str, ...] = ("default",),
         **options: Any,
     ) -> None:
         self.store = store
@@ -57,6 +59,7 @@ class LocalRuntime:
             maintenance_interval=timedelta(milliseconds=200),
             maintain=(),
             handle_signals=False,
+            task_queues=task_queues,
         )
         self.runtime: WorkflowRuntime = attach_workflows(
             self.worker,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import typing
 import uuid
 from typing import Any, Generic, Protocol, TypeVar
@@ -11,7 +12,7 @@ from azync_flow.codec import encode_value
 from azync_flow.replay import check_signal_name
 from azync_flow.replay.engine import WorkflowInstance
 
-__all__ = ["ChildHandle", "ChildWorkflow", "ParentClosePolicy"]
+__all__ = ["ChildHandle", "ChildOptions", "ChildWorkflow", "ParentClosePolicy"]
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -21,6 +22,20 @@ R_co = TypeVar("R_co", covariant=True)
 #: (the default), ``"request_cancel"`` sends it a cancel request, ``"abandon"``
 #: leaves it running on its own.
 ParentClosePolicy = typing.Literal["terminate", "request_cancel", "abandon"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildOptions:
+    """Routing of a child execution, from ``ctx.start_child``'s keywords (the
+    runtime reads it when the child is created; replay does not compare it).
+
+    Attributes:
+        task_queue: the child's task queue; ``None`` = the parent's.
+        priority: the child's priority; ``None`` = the parent's.
+    """
+
+    task_queue: str | None = None
+    priority: int | None = None
 
 
 class ChildWorkflow(Protocol[R_co]):

@@ -9,13 +9,19 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, TypeVar
 
-from azync_flow._workflow.children import ChildHandle, ChildWorkflow, ParentClosePolicy
+from azync_flow._workflow.children import (
+    ChildHandle,
+    ChildOptions,
+    ChildWorkflow,
+    ParentClosePolicy,
+)
 from azync_flow._workflow.handlers import query_handler, update_handler
 from azync_flow.codec import decode_value, encode_value
 from azync_flow.replay import check_signal_name
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
 from azync_flow.replay.outcome import WorkflowInfo
+from azync_flow.store.validate import check_priority
 
 __all__ = ["WorkflowContext"]
 
@@ -184,6 +190,8 @@ class WorkflowContext:
         *,
         id: uuid.UUID | None = None,
         parent_close_policy: ParentClosePolicy = "terminate",
+        task_queue: str | None = None,
+        priority: int | None = None,
     ) -> ChildHandle[R]:
         """Start ``workflow`` as a child execution and return its handle.
 
@@ -203,17 +211,27 @@ class WorkflowContext:
             parent_close_policy: what happens to the child if this run ends
                 first: ``"terminate"`` (default), ``"request_cancel"`` or
                 ``"abandon"``.
+            task_queue: the child's task queue (default: this execution's);
+                routing only, not compared on replay.
+            priority: the child's priority (default: this execution's).
 
         Raises:
             ValueError: an unknown ``parent_close_policy``.
-            TypeError: ``id`` is not a ``uuid.UUID``.
+            TypeError: ``id`` is not a ``uuid.UUID``; ``task_queue`` not a str;
+                ``priority`` not an int.
+            ValueError: a ``priority`` out of range.
             PayloadEncodeError: ``input`` is not JSON-encodable.
         """
         if id is not None and not isinstance(id, uuid.UUID):
             raise TypeError(f"child workflow id must be a uuid.UUID, got {id!r}")
+        if task_queue is not None and not isinstance(task_queue, str):
+            raise TypeError(f"task_queue must be a str, got {task_queue!r}")
+        if priority is not None:
+            check_priority(priority, "child priority")
         data = workflow.encode_input(input)
+        options = ChildOptions(task_queue=task_queue or None, priority=priority)
         seq, child_id, future = self._instance.start_child(
-            workflow.name, workflow.version, data, id, parent_close_policy
+            workflow.name, workflow.version, data, id, parent_close_policy, options
         )
         return ChildHandle(self._instance, seq, child_id, future, workflow)
 
@@ -224,6 +242,8 @@ class WorkflowContext:
         *,
         id: uuid.UUID | None = None,
         parent_close_policy: ParentClosePolicy = "terminate",
+        task_queue: str | None = None,
+        priority: int | None = None,
     ) -> R:
         """``await (await ctx.start_child(...)).result()``: start a child and wait
         for its result.
@@ -233,7 +253,12 @@ class WorkflowContext:
             ValueError / PayloadEncodeError: as :meth:`start_child`.
         """
         handle = await self.start_child(
-            workflow, input, id=id, parent_close_policy=parent_close_policy
+            workflow,
+            input,
+            id=id,
+            parent_close_policy=parent_close_policy,
+            task_queue=task_queue,
+            priority=priority,
         )
         return await handle.result()
 

@@ -53,6 +53,11 @@ class ActivityOptions:
         idempotent: False marks a non-idempotent step: an attempt whose outcome is
             unknown is not retried blindly but parked as uncertain.
         reconcile: optional hook deciding an uncertain attempt's outcome.
+        task_queue: the task queue its attempts are routed to (only workers
+            serving it run them); ``None`` = the calling workflow's queue.
+        priority: its lease priority (higher first, aged by waiting: one
+            unit is a minute's head start, docs/flow-control.md); ``None`` =
+            the calling workflow's priority.
     """
 
     retry: RetryPolicy = dataclasses.field(default_factory=lambda: DEFAULT_ACTIVITY_RETRY)
@@ -60,6 +65,8 @@ class ActivityOptions:
     heartbeat_timeout: timedelta | None = None
     idempotent: bool = True
     reconcile: Callable[..., Any] | None = None
+    task_queue: str | None = None
+    priority: int | None = None
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -217,6 +224,17 @@ class WorkflowDefinition(Generic[I, R]):
             result = await self.fn(ctx)
         return encode_value(result, f"result of workflow {self.name!r}", instance.max_payload_bytes)
 
+    def check_input(self, data: bytes) -> None:
+        """Check that a stored input decodes to the declared input type (what a
+        worker checks before it runs an execution it has not cached).
+
+        Raises:
+            PayloadError: it does not (another app's or version's input under
+                the same workflow name).
+        """
+        if self.takes_input:
+            decode_value(data, self.input_type, f"input of workflow {self.name!r}")
+
     def encode_input(self, value: Any) -> bytes:
         """Encode a start input (the client and child starts use this), checked
         against the declared input type the way the worker will decode it.
@@ -307,6 +325,8 @@ def activity(
     heartbeat_timeout: timedelta | None = None,
     idempotent: bool = True,
     reconcile: Callable[..., Any] | None = None,
+    task_queue: str | None = None,
+    priority: int | None = None,
 ) -> Any:
     """Declare an activity (an async or sync function). Use bare or with options.
 
@@ -320,6 +340,11 @@ def activity(
             attempt is lost after a longer silence; see ``ActivityOptions``).
         idempotent: False for non-idempotent steps (uncertain outcomes are parked).
         reconcile: hook deciding an uncertain attempt's outcome.
+        task_queue: the task queue its attempts are routed to (e.g. ``"gpu"``:
+            only workers serving that queue run them); default: the calling
+            workflow's queue.
+        priority: lease priority of its attempts (higher first, aged by
+            waiting); default: the calling workflow's priority.
 
     Warning:
         Renaming an activity called by running executions breaks their replay
@@ -331,6 +356,8 @@ def activity(
         heartbeat_timeout=heartbeat_timeout,
         idempotent=idempotent,
         reconcile=reconcile,
+        task_queue=task_queue,
+        priority=priority,
     )
 
     def wrap(f: Callable[P, Any]) -> ActivityDefinition[P, Any]:

@@ -61,6 +61,8 @@ def _item(j: Job) -> dict[str, Any]:
         "id": j.id,
         "source": j.source,
         "kind": j.kind,
+        "task_queue": j.task_queue,
+        "priority": j.priority,
         "state": j.state,
         "attempt": j.attempt,
         "max_attempts": j.max_attempts,
@@ -184,6 +186,8 @@ async def show(id: str, source: str, as_json: bool, db: DbOptions) -> int:
         ("id", job.id),
         ("source", job.source),
         ("kind", job.kind),
+        ("task queue", job.task_queue),
+        ("priority", job.priority),
         ("state", job.state),
         ("attempt", f"{job.attempt}/{job.max_attempts}" if job.max_attempts else job.attempt),
         ("enqueued", when(job.enqueued_at)),
@@ -193,6 +197,7 @@ async def show(id: str, source: str, as_json: bool, db: DbOptions) -> int:
     ]
     optional = [
         ("last error", job.last_error),
+        ("blocked", job.blocked_reason),
         ("DAG run", job.dag_id),
         ("task key", job.task_key),
         ("workflow run", job.run_id),

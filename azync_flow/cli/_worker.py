@@ -36,7 +36,7 @@ from azync_flow.app import attach_workflows
 from azync_flow.store import Config
 from azync_flow.store.admin import Closable
 from azync_flow.store.postgres import open_store
-from azync_flow.store.queue import Source
+from azync_flow.store.queue import DEFAULT_TASK_QUEUE, Source
 from azync_flow.worker import Worker
 
 from ._apps import app_parts, is_app, load_app
@@ -80,7 +80,12 @@ async def run_worker(worker: Worker) -> None:
 
 
 async def build_worker(
-    obj: Any, app: str, db: DbOptions, concurrency: int, lease: timedelta
+    obj: Any,
+    app: str,
+    db: DbOptions,
+    concurrency: int,
+    lease: timedelta,
+    task_queues: tuple[str, ...] = (DEFAULT_TASK_QUEUE,),
 ) -> Worker:
     """A new Worker on `db` with what `obj` provides registered (see the module doc).
 
@@ -91,8 +96,14 @@ async def build_worker(
     if not (workflows or activities or handlers):
         raise CliError(f"{app!r} provides no workflows, activities or handlers")
     store = await open_store(resolve_dsn(db.dsn), Config(schema=db.schema), migrate=False)
-    worker = Worker(store, concurrency=concurrency, lease=lease, maintain=(Source.QUEUE,))
     try:
+        worker = Worker(
+            store,
+            concurrency=concurrency,
+            lease=lease,
+            maintain=(Source.QUEUE,),
+            task_queues=task_queues,
+        )
         if workflows or activities:
             attach_workflows(worker, workflows, activities)
         for kind, handler in handlers.items():
@@ -117,6 +128,10 @@ async def build_worker(
 @click.option(
     "--lease", type=float, default=30.0, show_default=True, help="Lease per attempt, seconds."
 )
+@click.option(
+    "--task-queue", "task_queues", multiple=True, metavar="QUEUE",
+    help="A task queue to serve (repeatable; default: default).",
+)  # fmt: skip
 @click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING, ERROR.")
 @click.option(
     "--metrics-port", type=click.IntRange(0, 65535), default=None,
@@ -132,6 +147,7 @@ async def worker_command(
     app: str,
     concurrency: int,
     lease: float,
+    task_queues: tuple[str, ...],
     log_level: str,
     metrics_port: int | None,
     metrics_host: str,
@@ -152,7 +168,14 @@ async def worker_command(
         if isinstance(obj, Worker) or (callable(obj) and not is_app(obj)):
             worker = await resolve_worker(obj)
         else:
-            worker = await build_worker(obj, app, db, concurrency, timedelta(seconds=lease))
+            worker = await build_worker(
+                obj,
+                app,
+                db,
+                concurrency,
+                timedelta(seconds=lease),
+                task_queues or (DEFAULT_TASK_QUEUE,),
+            )
         await run_worker(worker)
     finally:
         if server is not None:

@@ -17,6 +17,7 @@ from azync_flow.errors import (
     WorkflowTerminatedError,
 )
 from azync_flow.replay.passes import to_entries
+from azync_flow.store.queue import DEFAULT_TASK_QUEUE
 from azync_flow.store.validate import check_name, check_text
 from azync_flow.store.workflows import WorkflowExecutionView, WorkflowState
 
@@ -90,6 +91,7 @@ def _list_item(v: WorkflowExecutionView) -> dict[str, Any]:
     return {
         "id": v.id,
         "name": v.name,
+        "task_queue": v.task_queue,
         "state": v.state,
         "created_at": v.created_at,
         "updated_at": v.updated_at,
@@ -162,6 +164,7 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
     optional: list[tuple[str, Any]] = [
         ("idempotency key", v.business_idempotency_key),
         ("task queue", v.task_queue),
+        ("priority", v.priority or None),
         ("failure reason", v.failure_reason),
         ("suspend reason", v.suspend_reason),
         ("blocked", v.blocked_reason),
@@ -284,6 +287,14 @@ async def export(id: str, run_no: int | None, db: DbOptions) -> int:
 @click.option("--id", "id_", help="Execution id (default: a new UUID).")
 @click.option("--key", default="", help="Business idempotency key.")
 @click.option("--version", default="", help="Workflow version to record.")
+@click.option(
+    "--task-queue", default=DEFAULT_TASK_QUEUE, show_default=True,
+    help="Task queue of the execution (workers serving it run it).",
+)  # fmt: skip
+@click.option(
+    "--priority", type=int, default=0, show_default=True,
+    help="Priority (higher first; a minute's head start per unit).",
+)  # fmt: skip
 @db_command
 async def start(
     name: str,
@@ -291,25 +302,34 @@ async def start(
     id_: str | None,
     key: str,
     version: str,
+    task_queue: str,
+    priority: int,
     as_json: bool,
     db: DbOptions,
 ) -> int:
     """Start an execution of the registered workflow NAME (a worker runs it).
     Starting again with the same --id or --key and input returns the same execution.
-    Warns on stderr (exit status still 0) when no live worker registers NAME."""
+    Warns on stderr (exit status still 0) when no live worker serves NAME on the
+    task queue."""
     value = read_input(input_, "--input")
     wid = parse_id(id_, "--id") if id_ else None
     async with connect(db) as store:
         handle: WorkflowHandle[Any] = await Client(store).start(
-            name, value, id=wid, idempotency_key=key, version=version
+            name,
+            value,
+            id=wid,
+            idempotency_key=key,
+            version=version,
+            task_queue=task_queue,
+            priority=priority,
         )
-        live = await store.live_workers_for_workflow(name)
+        live = await store.live_workers_for_workflow(name, task_queue)
     state = "started" if handle.started else "exists"
     done(as_json, {"id": handle.id, "started": handle.started}, f"{state} {handle.id}")
     if not live:
         click.echo(
-            f"azync-flow: warning: no live worker registers workflow {name!r}; the "
-            "execution waits until a worker that registers it runs",
+            f"azync-flow: warning: no live worker serves workflow {name!r} on task queue "
+            f"{task_queue!r}; the execution waits until one runs",
             err=True,
         )
     return EXIT_OK

@@ -42,6 +42,7 @@ class TaskSpec:
     sleep_for: timedelta = timedelta(0)
     signal_name: str = ""
     payload: Any = _UNSET
+    task_queue: str = "default"
 
 
 @dataclass
@@ -94,6 +95,7 @@ class DAG:
         skip_when_upstream_skipped: bool = False,
         payload: Any = _UNSET,
         kind: str | None = None,
+        task_queue: str = "default",
     ) -> Any:
         """Declare a handler task. Use as ``@dag.task`` or ``@dag.task(...)``.
 
@@ -115,6 +117,8 @@ class DAG:
                 every dependency was skipped (skip propagation).
             payload: this task's JSON payload (default: the run input).
             kind: handler kind (default ``"<dag>/<key>"``).
+            task_queue: the task queue of the task and its compensation: only
+                workers serving it run them.
 
         Returns:
             The handler, unchanged (so it stays unit-testable and usable in
@@ -141,6 +145,7 @@ class DAG:
                     ignore_dead_deps=ignore_dead_deps,
                     skip_when_upstream_skipped=skip_when_upstream_skipped,
                     payload=payload,
+                    task_queue=task_queue,
                 )
             )
             self._keys_by_handler[id(f)] = k
@@ -352,4 +357,5 @@ class DAG:
             sleep_for=s.sleep_for,
             ignore_dead_deps=s.ignore_dead_deps,
             deadline=s.deadline,
+            task_queue=s.task_queue,
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -54,6 +54,7 @@ class DAGRunner:
             Every attempt is a ``dag.task <key>`` or ``dag.compensation <key>``
             span, a child of the run span (the W3C carrier in the
             task's meta), current while the handler runs.
+        task_queues: the task queues :meth:`run_batch` leases from.
     """
 
     def __init__(
@@ -66,8 +67,10 @@ class DAGRunner:
         lease: timedelta = timedelta(seconds=60),
         release_on_cancel: bool = True,
         tracer_provider: TracerProvider | None = None,
+        task_queues: Sequence[str] = ("default",),
     ) -> None:
         self.store = store
+        self.task_queues = tuple(task_queues)
         self.tracer = RunTracer(tracer_provider)
         self.release_on_cancel = release_on_cancel
         self.default_max_attempts = default_max_attempts
@@ -92,7 +95,7 @@ class DAGRunner:
         Returns the number of jobs run.
         """
         jobs = await self.store.dag_dequeue(
-            self.kinds, limit, self.lease, self.default_max_attempts
+            self.kinds, limit, self.lease, self.default_max_attempts, self.task_queues
         )
         if jobs:
             await asyncio.gather(*(self.run_task(j, self.lease) for j in jobs))

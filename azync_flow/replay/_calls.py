@@ -105,6 +105,7 @@ class DurableCallsMixin:
         input_bytes: bytes,
         workflow_id: uuid.UUID | None,
         parent_close_policy: str,
+        options: Any = None,
     ) -> tuple[int, uuid.UUID, asyncio.Future[Any]]:
         """Issue (or match) a child start. Returns ``(seq, child id, future)``; the
         future resolves to the child's result ``Raw`` or raises
@@ -134,7 +135,7 @@ class DurableCallsMixin:
             child_id = workflow_id or uuid.uuid5(self.info.current_run_id, f"child/{seq}")
             event.workflow_id = str(child_id)
             self._commands.append(
-                StartChild(seq, child_id, name, version, input_bytes, parent_close_policy)
+                StartChild(seq, child_id, name, version, input_bytes, parent_close_policy, options)
             )
         future: asyncio.Future[Any] = self.loop.create_future()
         self._children[seq] = future

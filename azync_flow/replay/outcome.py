@@ -47,6 +47,10 @@ class WorkflowInfo:
         scheduled_time: the nominal time (UTC) of the schedule fire that started
             the execution, else None. Recorded with the start, so every replay
             (and every run of a continued-as-new chain) reads the same value.
+        task_queue: the task queue of the execution (its activities and
+            children default to it).
+        priority: the execution's priority (its activities and children
+            default to it).
     """
 
     execution_id: uuid.UUID
@@ -56,6 +60,8 @@ class WorkflowInfo:
     run_id: uuid.UUID | None = None
     parent_id: uuid.UUID | None = None
     scheduled_time: datetime | None = None
+    task_queue: str = "default"
+    priority: int = 0
 
     @classmethod
     def of(
@@ -68,6 +74,8 @@ class WorkflowInfo:
         attempt: int = 1,
         run_id: uuid.UUID | None = None,
         parent_id: uuid.UUID | None = None,
+        task_queue: str = "default",
+        priority: int = 0,
     ) -> WorkflowInfo:
         """The info of an execution from its stored fields (``meta`` as started)."""
         return cls(
@@ -78,6 +86,8 @@ class WorkflowInfo:
             run_id=run_id,
             parent_id=parent_id,
             scheduled_time=_nominal_time(meta),
+            task_queue=task_queue or "default",
+            priority=priority,
         )
 
     @property
@@ -136,7 +146,9 @@ class StartChild:
     """Create child execution ``workflow_id`` (recorded as ChildStarted at ``seq``).
 
     ``input`` is the child's encoded input; ``parent_close_policy`` is
-    ``terminate``, ``request_cancel`` or ``abandon``.
+    ``terminate``, ``request_cancel`` or ``abandon``; ``options`` is the
+    :class:`~azync_flow.workflow.ChildOptions` of the call (or None: the
+    defaults). Options route and bound the child; replay does not compare them.
     """
 
     seq: int
@@ -145,6 +157,7 @@ class StartChild:
     version: str
     input: bytes
     parent_close_policy: str
+    options: Any = None
 
 
 @dataclass(frozen=True)

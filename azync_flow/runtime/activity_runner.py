@@ -218,11 +218,13 @@ class ActivityRunner:
             defn = self.registry.activity(job.kind)
         except UnknownWorkflowError as err:
             # Not registered on this worker (a loop only leases registered kinds,
-            # so this is a version skew): leave it for a worker that has it.
+            # so this is a version skew): leave it, attempt given back, for a
+            # worker that has it.
             span.record_failure(err)
-            delay = timedelta(seconds=5)
-            await self.store.reschedule(job.id, token, delay, describe_error(err))
-            span.set_outcome(AttemptOutcome.RETRIED, retry_delay=delay)
+            await self.store.release_blocked(
+                job.id, token, f"a worker leased it without registering it: {describe_error(err)}"
+            )
+            span.set_outcome(AttemptOutcome.RELEASED)
             return
         info = _LeasedAttempt(job, op, lease, self.store, token)
         if not await self._require_heartbeats(job, token, op, lease):

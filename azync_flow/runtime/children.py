@@ -12,6 +12,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from azync_flow.replay.outcome import StartChild
+from azync_flow.store.queue import DEFAULT_TASK_QUEUE
 from azync_flow.store.workflows import ChildStartParams, WorkflowRuntimeStore
 from azync_flow.telemetry import RunKind, RunTracer, context_from_carrier, end_finished_run
 
@@ -21,9 +22,15 @@ log = logging.getLogger("azync_flow.telemetry")
 
 
 def child_params(
-    tracer: RunTracer, parent_carrier: Mapping[str, str] | None, command: StartChild
+    tracer: RunTracer,
+    parent_carrier: Mapping[str, str] | None,
+    command: StartChild,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    priority: int = 0,
 ) -> ChildStartParams:
-    """The :class:`ChildStartParams` of a StartChild command.
+    """The :class:`ChildStartParams` of a StartChild command (on the task queue
+    and with the priority of its options, else ``task_queue`` and ``priority``:
+    the parent's).
 
     The child's run span is reserved like a client start's, with the parent's
     active span as the caller: the span of the workflow task that starts the
@@ -47,7 +54,13 @@ def child_params(
         input=command.input,
         parent_close_policy=command.parent_close_policy,
         trace_context=carrier,
+        task_queue=getattr(command.options, "task_queue", None) or task_queue,
+        priority=_given(getattr(command.options, "priority", None), priority),
     )
+
+
+def _given(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 async def end_closed_children_spans(

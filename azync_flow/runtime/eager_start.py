@@ -11,9 +11,10 @@ discards the pass and answers as the plain start does.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import UTC, datetime
 
-from azync_flow.errors import UnknownWorkflowError
+from azync_flow.errors import PayloadError, UnknownWorkflowError
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.outcome import WorkflowInfo
 from azync_flow.runtime.workflow_runner import CachedRun, WorkflowRunner
@@ -36,18 +37,25 @@ class EagerStarter:
     Args:
         runner: the worker's workflow runner.
         ready: returns True while the worker runs (eager starts need its loops).
+        task_queues: the task queues the worker serves.
     """
 
-    def __init__(self, runner: WorkflowRunner, ready: object) -> None:
+    def __init__(
+        self, runner: WorkflowRunner, ready: object, task_queues: Collection[str] = ("default",)
+    ) -> None:
         self.runner = runner
         self._ready = ready
+        self.task_queues = frozenset(task_queues)
         #: Executions started with their first pass committed in the start.
         self.started = 0
 
-    def accepts(self, name: str) -> bool:
-        """True when this worker runs the workflow ``name`` and is running."""
+    def accepts(self, name: str, task_queue: str) -> bool:
+        """True when this worker runs the workflow ``name``, serves ``task_queue``
+        and is running."""
         return (
-            bool(getattr(self._ready, "running", False)) and name in self.runner.registry.workflows
+            bool(getattr(self._ready, "running", False))
+            and name in self.runner.registry.workflows
+            and task_queue in self.task_queues
         )
 
     async def start(
@@ -67,7 +75,8 @@ class EagerStarter:
         store = runner.store
         try:
             defn = runner.registry.workflow(p.name)
-        except UnknownWorkflowError:
+            defn.check_input(p.input)
+        except (UnknownWorkflowError, PayloadError):  # for a worker that can run it
             inserted, wid = await store.start_workflow(p, trace_context=trace_context)
             return StartCommitResult(inserted=inserted, id=wid)
         carrier = trace_context or {}
@@ -75,7 +84,9 @@ class EagerStarter:
             instance = WorkflowInstance(
                 defn,
                 p.input,
-                WorkflowInfo.of(p.id, p.name, p.version, p.meta),
+                WorkflowInfo.of(
+                    p.id, p.name, p.version, p.meta, task_queue=p.task_queue, priority=p.priority
+                ),
                 max_payload_bytes=runner.max_payload_bytes,
                 task_context=runner.task_context(),
             )
@@ -141,6 +152,7 @@ def _execution(p: WorkflowStartParams, at: datetime | None) -> WorkflowExecution
         state=WorkflowState.RUNNING,
         business_idempotency_key=p.business_idempotency_key,
         task_queue=p.task_queue,
+        priority=p.priority,
         input=p.input,
         result=None,
         failure_reason="",

@@ -9,13 +9,14 @@ Per pass::
     claim.launch(result.leased)       # run them like dequeued attempts
     # or claim.cancel() when the commit failed (nothing was leased)
 
-An activity this worker does not register, or whose loop has no free slot, is
-inserted pending as on the plain path and any worker dequeues it.
+An activity this worker does not register, routed to a task queue it does not
+serve, or whose loop has no free slot, is inserted pending as on the plain
+path and a worker serving it dequeues it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import timedelta
 
 from azync_flow.store.queue import Job
@@ -59,11 +60,20 @@ class LocalDispatch:
     Args:
         loops: the worker's activity lease loops by job kind (``$op:name@version``).
         enabled: False makes every claim empty (all operations pending).
+        task_queues: the task queues the worker serves (operations routed
+            elsewhere are never claimed).
     """
 
-    def __init__(self, loops: Mapping[str, LeaseLoop], *, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        loops: Mapping[str, LeaseLoop],
+        *,
+        enabled: bool = True,
+        task_queues: Collection[str] = ("default",),
+    ) -> None:
         self.loops = loops
         self.enabled = enabled
+        self.task_queues = frozenset(task_queues)
 
     def claim(self, write: PassWrite) -> Claim | None:
         """Reserve slots for the operations of ``write`` this worker can run now and
@@ -80,7 +90,7 @@ class LocalDispatch:
         attempts = 25
         for op in write.operations:
             loop = self.loops.get(op.kind)
-            if loop is None or op.run_at is not None:
+            if loop is None or op.run_at is not None or op.task_queue not in self.task_queues:
                 continue
             if lease is not None and loop.lease != lease:
                 continue  # one lease per commit; the others stay pending

@@ -147,6 +147,8 @@ class QueryResponder:
                 execution.meta,
                 run_id=execution.run_id,
                 parent_id=execution.parent_id,
+                task_queue=execution.task_queue,
+                priority=execution.priority,
             ),
             max_payload_bytes=runner.max_payload_bytes,
             task_context=runner.task_context(),

@@ -87,6 +87,8 @@ log = logging.getLogger("azync_flow.workflow")
 #: counts as live without a refresh (a killed worker's row lapses then).
 PRESENCE_INTERVAL = timedelta(seconds=10)
 PRESENCE_TTL = timedelta(seconds=30)
+#: How often the leader looks for runs no live worker serves (a WARNING once each).
+UNSERVED_INTERVAL = timedelta(seconds=30)
 
 
 def _named(defn: Any) -> str:
@@ -190,6 +192,8 @@ class WorkflowRuntime:
         self.registry = registry
         self.tracer = RunTracer(tracer_provider)
         self.stalled_after = stalled_after
+        #: (task queue, workflow) pairs already warned about as served by no worker.
+        self._unserved_warned: set[tuple[str, str]] = set()
         #: Where the incremental stalled repair resumes: (updated_at, id) examined last.
         self._stalled_cursor: tuple[datetime, uuid.UUID] | None = None
         self.retention = retention
@@ -207,6 +211,8 @@ class WorkflowRuntime:
         )
 
         async def dequeue_tasks(limit: int, lease: timedelta) -> list[Job]:
+            # Only what this worker can run: its workflows on its task queues
+            # (none registered: an empty lease that reads nothing).
             limit, first_passes = self.admission.lease_plan(limit)
             tasks = await store.lease_workflow_tasks(
                 limit,
@@ -214,6 +220,9 @@ class WorkflowRuntime:
                 WORKFLOW_TASK_KIND,
                 self.workflows.cache.known_seqs(),
                 first_passes=first_passes,
+                task_queues=worker.task_queues,
+                names=list(registry.workflows),  # read per lease: a registry may grow
+                exclude=self.workflows.left,
             )
             return self.workflows.preload(tasks)
 
@@ -243,13 +252,15 @@ class WorkflowRuntime:
         #: Depth-first: new executions start only while activity slots are free.
         self.admission = DepthFirstAdmission(self.task_loop, self.activity_loops)
         self.dispatch = LocalDispatch(
-            {loop.kind: loop for loop in self.activity_loops}, enabled=local_dispatch
+            {loop.kind: loop for loop in self.activity_loops},
+            enabled=local_dispatch,
+            task_queues=worker.task_queues,
         )
         self.workflows.dispatch = self.dispatch
         self.folder = CompletionFolder(self.workflows) if local_dispatch else None
         self.activities.folder = self.folder
         #: Starts executions with their first pass (a Client bound to this worker).
-        self.eager = EagerStarter(self.workflows, self.task_loop)
+        self.eager = EagerStarter(self.workflows, self.task_loop, worker.task_queues)
         log.info(
             "workflows registered: %s; activities: %s",
             ", ".join(_named(w) for w in registry.workflows.values()) or "none",
@@ -267,6 +278,7 @@ class WorkflowRuntime:
                 max(tick, min(stalled_after, timedelta(seconds=30))),
             ),
             ("workflow.vacuum", self.vacuum, worker.vacuum_interval),
+            ("workflow.unserved", self.warn_unserved, UNSERVED_INTERVAL),
         ]
         for name, step, interval in steps:
             worker.add_maintenance(
@@ -276,15 +288,17 @@ class WorkflowRuntime:
                 leadership=WORKFLOW_LEADERSHIP,
                 source=Source.WORKFLOW,
             )
-        if isinstance(worker.store, WorkerRegistryStore) and registry.workflows:
-            self._register_presence(worker, worker.store, sorted(registry.workflows))
+        if isinstance(worker.store, WorkerRegistryStore) and (
+            registry.workflows or registry.activities
+        ):
+            self._register_presence(worker, worker.store, registry)
 
     # --- a client of this process bound to the worker ---------------------------------
 
-    def accepts(self, name: str) -> bool:
-        """True while the worker runs and registers workflow ``name``: a start of it
-        may run its first pass here (:meth:`start`)."""
-        return self.eager.accepts(name)
+    def accepts(self, name: str, task_queue: str) -> bool:
+        """True while the worker runs, registers workflow ``name`` and serves
+        ``task_queue``: a start of it may run its first pass here (:meth:`start`)."""
+        return self.eager.accepts(name, task_queue)
 
     async def start(
         self, params: WorkflowStartParams, trace_context: dict[str, str] | None
@@ -308,17 +322,25 @@ class WorkflowRuntime:
     # --- maintenance steps (leader only; each returns what it made runnable) ---------
 
     def _register_presence(
-        self, worker: Worker, store: WorkerRegistryStore, names: list[str]
+        self, worker: Worker, store: WorkerRegistryStore, registry: Registry
     ) -> None:
-        """Keep this worker's registry row (the workflows it runs) fresh: written
-        at start, every :data:`PRESENCE_INTERVAL` by this worker only (off the
-        hot path), removed at stop; a killed worker's row lapses after
-        :data:`PRESENCE_TTL`."""
+        """Keep this worker's registry row (the workflows and activities it runs,
+        the task queues it serves) fresh: written at start, every
+        :data:`PRESENCE_INTERVAL` by this worker only (off the hot path),
+        removed at stop; a killed worker's row lapses after :data:`PRESENCE_TTL`."""
         worker_id = uuid.uuid4()
         host, pid = socket.gethostname(), os.getpid()
 
         async def beat() -> None:
-            await store.register_worker(worker_id, names, PRESENCE_TTL, host=host, pid=pid)
+            await store.register_worker(
+                worker_id,
+                sorted(registry.workflows),
+                PRESENCE_TTL,
+                host=host,
+                pid=pid,
+                task_queues=worker.task_queues,
+                activities=sorted(registry.activities),
+            )
 
         async def leave() -> None:
             await store.unregister_worker(worker_id)
@@ -326,6 +348,23 @@ class WorkflowRuntime:
         worker.add_periodic(
             beat, name="workflow.presence", interval=PRESENCE_INTERVAL, on_stop=leave
         )
+
+    async def warn_unserved(self) -> int:
+        """One WARNING per (task queue, workflow) whose runs wait for a worker
+        that is not there (none live registers the workflow on that queue)."""
+        for queue, name in await self.store.list_unserved_workflows():
+            if (queue, name) in self._unserved_warned:
+                continue
+            self._unserved_warned.add((queue, name))
+            log.warning(
+                "executions of workflow %r on task queue %r wait: no live worker serves that "
+                "workflow on that queue (describe() shows them blocked; start a worker that "
+                "registers it with task_queues=[%r], or terminate them)",
+                name,
+                queue,
+                queue,
+            )
+        return 0
 
     async def promote(self) -> int:
         """Due scheduled workflow jobs (retries after backoff, timers) -> pending."""

@@ -20,6 +20,8 @@ import contextlib
 import contextvars
 import inspect
 import logging
+import os
+import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
@@ -32,7 +34,13 @@ from azync_flow._operations import operation_params
 from azync_flow._transient import retry_transient
 from azync_flow._workflow.definitions import Registry
 from azync_flow._workflow.limits import HistoryLimit
-from azync_flow.errors import ConflictError, NotFoundError, UnknownWorkflowError, is_not_found
+from azync_flow.errors import (
+    ConflictError,
+    NotFoundError,
+    PayloadError,
+    UnknownWorkflowError,
+    is_not_found,
+)
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.outcome import PassOutcome, PassStatus, WorkflowInfo
 from azync_flow.replay.passes import InstanceCache, to_entries
@@ -69,6 +77,11 @@ if TYPE_CHECKING:
 __all__ = ["WorkflowRunner"]
 
 log = logging.getLogger("azync_flow.workflow")
+
+#: This process, as a release reason names it.
+WORKER_NAME = f"{socket.gethostname()}:{os.getpid()}"
+#: Executions a worker remembers it cannot run (its leases skip them).
+MAX_LEFT = 1000
 
 #: Backoff of a workflow task whose pass crashed outside user code.
 TASK_RETRY = RetryPolicy(
@@ -145,6 +158,9 @@ class WorkflowRunner:
         self.passes = 0
         self.conflicts = 0
         self._warned: set[str] = set()
+        #: Executions this worker found it cannot run (oldest first): its
+        #: leases skip them, so it never takes the same one again and again.
+        self.left: dict[uuid.UUID, None] = {}
         self._background: set[asyncio.Future[Any]] = set()
 
     async def run(self, job: Job, lease: Any) -> None:
@@ -295,14 +311,15 @@ class WorkflowRunner:
         run_id = execution.id
         try:
             defn = self.registry.workflow(execution.name)
-        except UnknownWorkflowError as err:
+            if cached is None:
+                defn.check_input(execution.input)
+        except (UnknownWorkflowError, PayloadError) as err:
+            # A routing or deploy problem, never the run's failure: leave the
+            # task (its attempt given back) for a worker that can run it.
             if cached is not None:
                 cached.close()
-            self._warn_unregistered(execution.name, run_id)
-            span.record_failure(err)
-            why = f"{type(err).__name__}: no worker has registered workflow {execution.name!r}"
-            delay = await self._retry_later(job, token, err, why)
-            span.set_outcome(AttemptOutcome.RETRIED, retry_delay=delay)
+            await self._leave(job, token, execution, err)
+            span.set_outcome(AttemptOutcome.RELEASED)
             return None
         instance = cached or WorkflowInstance(
             defn,
@@ -315,6 +332,8 @@ class WorkflowRunner:
                 attempt=job.attempt,
                 run_id=execution.run_id,
                 parent_id=execution.parent_id,
+                task_queue=execution.task_queue,
+                priority=execution.priority,
             ),
             max_payload_bytes=self.max_payload_bytes,
             task_context=self.task_context(),
@@ -405,7 +424,15 @@ class WorkflowRunner:
             expected_next_seq=expected_next_seq,
             events=[(type_name, payload) for _, type_name, payload in outcome.new_events],
             operations=[
-                operation_params(run_id, instance.info.name, c, carrier) for c in outcome.activities
+                operation_params(
+                    run_id,
+                    instance.info.name,
+                    c,
+                    carrier,
+                    instance.info.task_queue,
+                    instance.info.priority,
+                )
+                for c in outcome.activities
             ],
             timers=[(t.seq, t.fire_after) for t in outcome.timers],
             consumed_signals=outcome.consumed_signals,
@@ -413,7 +440,12 @@ class WorkflowRunner:
             outcome=_store_outcome(outcome, instance.cancel_seen),
             awaited_signals=outcome.awaited_signals,
             run_id=instance.info.run_id,
-            children=[child_params(self.tracer, carrier, c) for c in outcome.children],
+            children=[
+                child_params(
+                    self.tracer, carrier, c, instance.info.task_queue, instance.info.priority
+                )
+                for c in outcome.children
+            ],
             child_signals=[
                 ChildSignalParams(
                     workflow_id=c.workflow_id,
@@ -517,18 +549,40 @@ class WorkflowRunner:
                 raise
         return delay
 
-    def _warn_unregistered(self, name: str, run_id: uuid.UUID) -> None:
-        """One WARNING per workflow name this worker cannot run (its tasks are
-        retried with backoff, forever, until a worker that registers it runs)."""
+    async def _leave(
+        self,
+        job: Job,
+        token: uuid.UUID,
+        execution: WorkflowExecutionView,
+        err: UnknownWorkflowError | PayloadError,
+    ) -> None:
+        """Release a task this worker cannot run (it lacks the workflow, or cannot
+        decode the execution's input: another app's or version's workflow of
+        the same name on its task queue), with the reason kept for describe();
+        its later leases skip that execution. One WARNING per workflow name."""
+        name, run_id = execution.name, execution.id
+        if isinstance(err, UnknownWorkflowError):
+            why = f"a worker ({WORKER_NAME}) leased it without registering workflow {name!r}"
+        else:
+            why = f"a worker ({WORKER_NAME}) cannot decode its input: {describe_error(err)}"
+        self.left[run_id] = None
+        while len(self.left) > MAX_LEFT:
+            del self.left[next(iter(self.left))]
+        try:
+            await self.store.release_blocked(job.id, token, why)
+        except Exception as lost:  # settled meanwhile (e.g. terminate)
+            if not is_not_found(lost):
+                raise
         if name in self._warned:
             return
         self._warned.add(name)
         log.warning(
-            "workflow %r is not registered on this worker: its executions (first seen: %s) "
-            "are retried with backoff until a worker that registers it runs; describe() "
-            "shows them blocked, terminate() ends one",
+            "workflow %r: this worker cannot run execution %s (%s); it leaves it and every "
+            "such execution for a worker that can, and the run waits (describe() shows why). "
+            "Give each app or incompatible version its own task queue (docs/flow-control.md)",
             name,
             run_id,
+            describe_error(err),
         )
 
 

@@ -15,7 +15,7 @@ import msgspec
 
 from ._common import TTx_contra
 from .admin import StoreClock
-from .queue import Job, JobSettler, JobState
+from .queue import DEFAULT_TASK_QUEUE, Job, JobSettler, JobState
 
 __all__ = [
     "KIND_SIGNAL",
@@ -82,6 +82,8 @@ class DAGTask(msgspec.Struct, kw_only=True):
     sleep_for: timedelta = timedelta(0)
     ignore_dead_deps: bool = False
     deadline: timedelta = timedelta(0)
+    #: Extension: the task queue the task (and its compensation) is routed to.
+    task_queue: str = DEFAULT_TASK_QUEUE
 
 
 class DAGParams(msgspec.Struct, kw_only=True):
@@ -237,12 +239,18 @@ class DAGConsumer(JobSettler, DAGResults, Protocol):
         ...
 
     async def dag_dequeue(
-        self, kinds: Sequence[str], limit: int, lease: timedelta, default_max_attempts: int = 25
+        self,
+        kinds: Sequence[str],
+        limit: int,
+        lease: timedelta,
+        default_max_attempts: int = 25,
+        task_queues: Sequence[str] = (DEFAULT_TASK_QUEUE,),
     ) -> list[Job]:
-        """Lease up to ``limit`` due pending tasks of any of ``kinds`` for
-        ``lease``, in ``(run_at, id)`` order: attempt incremented, fresh lease
-        token, a task without a retry budget given ``default_max_attempts``.
-        An empty ``kinds`` or a ``limit`` <= 0 leases nothing."""
+        """Lease up to ``limit`` due pending tasks of any of ``kinds`` routed to
+        one of ``task_queues`` for ``lease``, in ``(run_at, id)`` order: attempt
+        incremented, fresh lease token, a task without a retry budget given
+        ``default_max_attempts``. An empty ``kinds`` or a ``limit`` <= 0 leases
+        nothing."""
         ...
 
     async def dag_notify_tick(self) -> None:

@@ -85,14 +85,18 @@ class WorkerRegistryStore(Protocol):
         *,
         host: str = "",
         pid: int = 0,
+        task_queues: Sequence[str] = ("default",),
+        activities: Sequence[str] = (),
     ) -> None:
-        """Insert or refresh this worker's row, live for ``ttl`` from now."""
+        """Insert or refresh this worker's row, live for ``ttl`` from now: the
+        workflow names, activity kinds (``$op:<name>@<version>``) and task
+        queues it serves."""
         ...
 
     async def unregister_worker(self, worker_id: uuid.UUID) -> None:
         """Remove this worker's row (it is stopping)."""
         ...
 
-    async def live_workers_for_workflow(self, name: str) -> int:
-        """How many live workers register workflow ``name``."""
+    async def live_workers_for_workflow(self, name: str, task_queue: str = "default") -> int:
+        """How many live workers register workflow ``name`` and serve ``task_queue``."""
         ...

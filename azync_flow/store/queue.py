@@ -22,6 +22,7 @@ import msgspec
 from ._common import Subscription, TTx_contra
 
 __all__ = [
+    "DEFAULT_TASK_QUEUE",
     "LIVE_JOB_STATES",
     "AttemptError",
     "DequeueParams",
@@ -48,6 +49,10 @@ class Source(enum.StrEnum):
     EVENT = "event"
     DAG = "dag"
     WORKFLOW = "workflow"
+
+
+#: The task queue of a job, an execution or a worker that names none.
+DEFAULT_TASK_QUEUE = "default"
 
 
 class JobState(enum.StrEnum):
@@ -112,14 +117,26 @@ class EnqueueParams(msgspec.Struct, kw_only=True):
     idempotency_ttl: timedelta = timedelta(0)
     #: Extension: bounds the job's snooze loop (see ``Job.snooze_budget``); zero = unbounded.
     snooze_budget: timedelta = timedelta(0)
+    #: Extension: the task queue the job is routed to; only workers serving it lease it.
+    task_queue: str = DEFAULT_TASK_QUEUE
+    #: Extension: higher first, aged by waiting (see ``QueueConsumer.dequeue_batch``).
+    priority: int = 0
 
 
 class DequeueParams(msgspec.Struct, kw_only=True):
+    """Arguments of ``dequeue_batch``.
+
+    Attributes:
+        task_queues: extension: lease only jobs routed to these task queues
+            (ignored for event deliveries, which have none).
+    """
+
     kind: str
     limit: int
     lease: timedelta
     default_max_attempts: int = 25
     override_default: bool = True
+    task_queues: tuple[str, ...] = (DEFAULT_TASK_QUEUE,)
 
 
 class EventRecord(msgspec.Struct, kw_only=True):
@@ -165,6 +182,12 @@ class Job(msgspec.Struct, kw_only=True):
     failed_at: datetime | None = None
     completed_at: datetime | None = None
     started_at: datetime | None = None
+    #: Extension: the task queue the job is routed to.
+    task_queue: str = DEFAULT_TASK_QUEUE
+    #: Extension: why a worker that leased this job left it unrun ('' = none).
+    blocked_reason: str = ""
+    #: Extension: its priority (higher first, see ``QueueConsumer.dequeue_batch``).
+    priority: int = 0
 
 
 class ReapReport(NamedTuple):
@@ -253,6 +276,17 @@ class JobSettler(Protocol):
         """Return a leased job to pending, attempt - 1 (floored at 0), no attempt recorded."""
         ...
 
+    async def release_blocked(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
+        """Extension: leave a leased job this worker cannot run for a worker that
+        can: as :meth:`release` (pending, the attempt given back, nothing
+        recorded), with ``reason`` kept as the job's ``blocked_reason`` (what
+        ``describe`` shows while it waits; the next release replaces it).
+
+        Raises:
+            NotFoundError: the token no longer owns an active row (nothing changed).
+        """
+        ...
+
     async def snooze(
         self,
         id: uuid.UUID,
@@ -279,9 +313,16 @@ class QueueConsumer(JobSettler, Protocol):
     """Leases due jobs of one ``(source, kind)`` and settles them (what a worker loop runs)."""
 
     async def dequeue_batch(self, source: Source, p: DequeueParams) -> list[Job]:
-        """Lease up to ``p.limit`` due pending jobs of ``(source, p.kind)`` for
-        ``p.lease``, ordered by run_at then id: attempt incremented, fresh lease
-        token, retry budget resolved durably. Event deliveries carry ``event``."""
+        """Lease up to ``p.limit`` due pending jobs of ``(source, p.kind)`` routed
+        to one of ``p.task_queues`` for ``p.lease``: attempt incremented, fresh
+        lease token, retry budget resolved durably. Event deliveries carry
+        ``event`` (they have no task queue).
+
+        Lease order (extension): by ``run_at`` moved earlier by the job's
+        ``priority`` in minutes, then id. A higher priority goes first, and a
+        job never waits behind a later job of higher priority for more than
+        the difference of their priorities in minutes (aging: no starvation).
+        Returned in that order."""
         ...
 
 

@@ -13,16 +13,20 @@ import uuid
 from collections.abc import Collection, Mapping
 
 from ..errors import IdempotencyConflictError
+from .queue import DEFAULT_TASK_QUEUE
 from .workflows import WorkflowStartParams
 
 __all__ = [
     "MAX_NAME_LENGTH",
+    "MAX_PRIORITY",
     "check_choice",
     "check_id",
     "check_max_attempts",
     "check_meta",
     "check_name",
+    "check_priority",
     "check_same_start",
+    "check_task_queue",
     "check_text",
 ]
 
@@ -73,6 +77,34 @@ def check_name(value: str, field: str, *, empty_ok: bool = False) -> str:
         raise ValueError(
             f"{field} is {len(value)} characters long; at most {MAX_NAME_LENGTH} are allowed"
         )
+    return value
+
+
+def check_task_queue(value: str, field: str = "task_queue") -> str:
+    """Return the task queue ``value`` names: itself, or ``"default"`` for ``""``.
+
+    Raises:
+        TypeError: ``value`` is not a str.
+        ValueError: as :func:`check_name`.
+    """
+    return check_name(value, field, empty_ok=True) or DEFAULT_TASK_QUEUE
+
+
+#: The priority range (a head start in minutes: 10,000 is about a week).
+MAX_PRIORITY = 10_000
+
+
+def check_priority(value: int, field: str = "priority") -> int:
+    """Return ``value`` if it is a priority: an int within ±:data:`MAX_PRIORITY`.
+
+    Raises:
+        TypeError: ``value`` is not an int.
+        ValueError: it is out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{field} must be an int, got {value!r}")
+    if not -MAX_PRIORITY <= value <= MAX_PRIORITY:
+        raise ValueError(f"{field} must be within -{MAX_PRIORITY}..{MAX_PRIORITY}, got {value}")
     return value
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
@@ -16,7 +16,7 @@ import msgspec
 
 from ._common import Subscription, TTx_contra
 from .events import EventProducer, TxEventProducer
-from .queue import Job, JobState, QueueProducer, ReapReport, TxQueueProducer
+from .queue import DEFAULT_TASK_QUEUE, Job, JobState, QueueProducer, ReapReport, TxQueueProducer
 
 __all__ = [
     "DONE_RESET",
@@ -92,13 +92,24 @@ class UncertainDecision(enum.StrEnum):
 
 
 class WorkflowStartParams(msgspec.Struct, kw_only=True):
+    """An execution to start.
+
+    Attributes:
+        task_queue: the task queue its workflow tasks are routed to ("" =
+            ``"default"``); its activities and children default to it.
+        priority: the lease priority of its workflow tasks (higher first, aged
+            by waiting: see ``QueueConsumer.dequeue_batch``); its activities
+            and children default to it.
+    """
+
     id: uuid.UUID
     name: str
     input: bytes
     version: str = ""
     business_idempotency_key: str = ""
-    task_queue: str = ""
+    task_queue: str = DEFAULT_TASK_QUEUE
     meta: dict[str, str] = msgspec.field(default_factory=dict)
+    priority: int = 0
 
 
 class WorkflowExecutionView(msgspec.Struct, kw_only=True):
@@ -162,6 +173,8 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     #: calls, and when its earliest unfired timer is due (None: no timer).
     awaited_signals: list[str] = msgspec.field(default_factory=list)
     next_timer_at: datetime | None = None
+    #: The lease priority of its workflow tasks (and default of its activities).
+    priority: int = 0
 
 
 class WorkflowRunView(msgspec.Struct, kw_only=True):
@@ -229,6 +242,13 @@ class SignalParams(msgspec.Struct, kw_only=True):
 
 
 class ScheduleOperationParams(msgspec.Struct, kw_only=True):
+    """An operation (one activity call) to insert.
+
+    Attributes:
+        task_queue: the task queue its attempts are routed to ("" = ``"default"``).
+        priority: its lease priority (higher first, aged by waiting).
+    """
+
     workflow_id: uuid.UUID
     kind: str
     payload: bytes
@@ -236,6 +256,8 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
     meta: dict[str, str] = msgspec.field(default_factory=dict)
     run_at: datetime | None = None
     max_attempts: int = 0
+    task_queue: str = DEFAULT_TASK_QUEUE
+    priority: int = 0
 
 
 class StalledWorkflow(msgspec.Struct, kw_only=True):
@@ -289,6 +311,8 @@ class ChildStartParams(msgspec.Struct, kw_only=True):
         name / version / input: the child workflow and its encoded input.
         parent_close_policy: ``terminate``, ``request_cancel`` or ``abandon``.
         trace_context: the child's run carrier (in the parent's trace).
+        task_queue: the child's task queue ("" = ``"default"``).
+        priority: the child's priority.
     """
 
     seq: int
@@ -298,6 +322,8 @@ class ChildStartParams(msgspec.Struct, kw_only=True):
     input: bytes
     parent_close_policy: str = "terminate"
     trace_context: dict[str, str] = msgspec.field(default_factory=dict)
+    task_queue: str = DEFAULT_TASK_QUEUE
+    priority: int = 0
 
 
 class ChildSignalParams(msgspec.Struct, kw_only=True):
@@ -728,6 +754,13 @@ class WorkflowMaintenance(Protocol):
         ``list_stalled_workflows``), and the cursor of the next batch."""
         ...
 
+    async def list_unserved_workflows(self) -> list[tuple[str, str]]:
+        """``(task queue, workflow name)`` of the executions with a runnable
+        workflow task that no live worker (``register_worker``) serves, in
+        that order: what waits for a worker that is not there. Reads one index
+        entry per distinct pair, however many tasks wait."""
+        ...
+
     async def promote_workflow_jobs(self, kinds: list[str] | None = None) -> int:
         """Move due scheduled workflow jobs (operation retries after backoff, future
         workflow tasks) of ``kinds`` (None = all) to pending and wake workers.
@@ -892,6 +925,9 @@ class WorkflowRuntimeStore(Protocol):
         known: Mapping[uuid.UUID, int] | None = None,
         *,
         first_passes: bool = True,
+        task_queues: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+        exclude: Collection[uuid.UUID] = (),
     ) -> list[LeasedTask]:
         """Lease up to ``limit`` due workflow tasks, never two of one execution, and
         load each (history past ``known[run]``), in one round trip.
@@ -899,6 +935,16 @@ class WorkflowRuntimeStore(Protocol):
         Tasks of executions in flight come before the first passes of new
         executions; ``first_passes=False`` leases only the former (depth-first
         admission when the caller's activity slots are scarce).
+
+        Args:
+            task_queues: lease only tasks of executions on these task queues
+                (None: any queue).
+            names: lease only tasks of these workflow names (None: any name).
+                With both given, tasks of other queues or names are never
+                read: a worker leases only what it can run, whatever waits
+                for other workers.
+            exclude: leave the tasks of these executions (the caller found it
+                cannot run them).
         """
         ...
 
@@ -968,6 +1014,11 @@ class WorkflowRuntimeStore(Protocol):
 
     async def extend_lease(self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta) -> None:
         """Renew a lease to backend now + ``lease`` (lease-fenced)."""
+        ...
+
+    async def release_blocked(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
+        """Leave a leased job this worker cannot run for one that can (pending,
+        attempt given back, ``reason`` kept as its ``blocked_reason``; lease-fenced)."""
         ...
 
 

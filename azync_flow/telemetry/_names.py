@@ -51,6 +51,8 @@ class AttemptOutcome(StrEnum):
     SNOOZED = "snoozed"
     SKIPPED = "skipped"
     UNCERTAIN = "uncertain"
+    #: left unrun for a worker that can run it (the attempt given back)
+    RELEASED = "released"
 
 
 class RunEvent(StrEnum):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from .. import _metrics
 from .._logging import log_failure
 from ..errors import SchemaNotMigratedError, is_not_found
-from ..store.queue import DequeueParams, Job, Source
+from ..store.queue import DEFAULT_TASK_QUEUE, DequeueParams, Job, Source
 from ._lease import LeaseHandle
 
 if TYPE_CHECKING:
@@ -104,6 +104,7 @@ class LeaseLoop:
         dequeue: ``async def (limit, lease) -> list[Job]`` replacing the
             generic ``dequeue_batch`` (e.g. ``lease_workflow_tasks``, which
             never leases two workflow tasks of one execution at once).
+        task_queues: the task queues the generic ``dequeue_batch`` leases from.
     """
 
     def __init__(
@@ -120,6 +121,7 @@ class LeaseLoop:
         default_max_attempts: int = 25,
         override_default: bool = True,
         dequeue: Dequeue | None = None,
+        task_queues: tuple[str, ...] = (DEFAULT_TASK_QUEUE,),
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -136,6 +138,7 @@ class LeaseLoop:
         self.default_max_attempts = default_max_attempts
         self.override_default = override_default
         self.custom_dequeue = dequeue
+        self.task_queues = task_queues
         self.stats = LoopStats()
         self.in_flight: dict[asyncio.Task[None], LeaseHandle] = {}
         #: Slots promised to jobs another component is leasing for this loop
@@ -319,6 +322,7 @@ class LeaseLoop:
                 lease=self.lease,
                 default_max_attempts=self.default_max_attempts,
                 override_default=self.override_default,
+                task_queues=self.task_queues,
             ),
         )
 

@@ -8,14 +8,14 @@ import functools
 import logging
 import signal
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from ..retry import RetryPolicy
-from ..store.queue import Source
-from ..store.validate import check_max_attempts
+from ..store.queue import DEFAULT_TASK_QUEUE, Source
+from ..store.validate import check_max_attempts, check_task_queue
 from ._acker import AckBatcher
 from ._loop import Dequeue, JobRunner, LeaseLoop
 from ._maintenance import (
@@ -81,6 +81,9 @@ class Worker:
         vacuum_interval: how often the leader runs the vacuum steps.
         retention: what the vacuum keeps.
         max_reaps: lease expiries a job survives before it is dead-lettered.
+        task_queues: the task queues this worker serves (default ``("default",)``):
+            it leases only jobs, DAG tasks, activity operations and workflow
+            tasks routed to one of them (event deliveries have none).
         maintain: sources whose built-in maintenance this worker takes part in
             (default: queue). Runtimes call :meth:`maintain_source` for theirs.
         handle_signals: install SIGTERM/SIGINT handlers in :meth:`run`.
@@ -90,7 +93,8 @@ class Worker:
             meter provider is installed (docs/metrics.md).
 
     Raises:
-        ValueError: ``leader_ttl`` is shorter than two maintenance ticks.
+        ValueError: ``leader_ttl`` is shorter than two maintenance ticks; an
+            empty ``task_queues`` or a task queue name the store refuses.
     """
 
     def __init__(
@@ -109,11 +113,18 @@ class Worker:
         vacuum_interval: timedelta = timedelta(minutes=10),
         retention: Retention | None = None,
         max_reaps: int = 5,
+        task_queues: Sequence[str] = (DEFAULT_TASK_QUEUE,),
         maintain: tuple[Source, ...] = (Source.QUEUE,),
         handle_signals: bool = True,
         metrics_interval: timedelta = BACKLOG_INTERVAL,
     ) -> None:
         check_max_attempts(max_attempts)
+        if isinstance(task_queues, str) or not task_queues:
+            raise ValueError("task_queues must be a non-empty sequence of task queue names")
+        #: The task queues this worker serves, in the order given (duplicates dropped).
+        self.task_queues: tuple[str, ...] = tuple(
+            dict.fromkeys(check_task_queue(q, "task_queues item") for q in task_queues)
+        )
         self.store = store
         self.concurrency = concurrency
         self.batch_size = batch_size
@@ -304,6 +315,7 @@ class Worker:
             default_max_attempts=default_max_attempts or self.max_attempts,
             override_default=override_default,
             dequeue=dequeue,
+            task_queues=self.task_queues,
         )
         self.loops[(source, kind)] = loop
         self.wakeups.route(source, kind, loop.poke)
@@ -474,6 +486,7 @@ class Worker:
 
     def _log_registered(self) -> None:
         """One INFO line per source naming what this worker runs (its loops' kinds)."""
+        log.info("worker serves task queues: %s", ", ".join(self.task_queues))
         kinds: dict[Source, list[str]] = {}
         for source, kind in self.loops:
             kinds.setdefault(source, []).append(kind)

@@ -173,6 +173,33 @@ async def test_worker_imports_the_users_module_and_export_is_what_replay_accepts
     assert "SignalReceived" in table.out
 
 
+async def test_a_worker_serving_a_task_queue_runs_the_runs_started_on_it(
+    cmd: Cmd, tmp_path: Path
+) -> None:
+    (tmp_path / "shop_flows.py").write_text(SHOP)
+    await cmd("migrate")
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "azync_flow.cli", "worker", "shop_flows", "--log-level", "ERROR",
+        "--task-queue", "shop", "--task-queue", "spare", cwd=tmp_path, env=cmd.env,
+    )  # fmt: skip
+    try:
+        started = await cmd(
+            "workflows", "start", "shop_order", "--input", "2", "--task-queue", "shop", "--json"
+        )
+        wid = started.json["id"]
+        await cmd("workflows", "signal", wid, "approve", "--payload", '"ok"')
+        done = await cmd("workflows", "result", wid, "--timeout", "60", "--json")
+        assert (done.code, done.json) == (0, {"total": 20, "note": "ok"})
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(worker.wait(), 30) == 0
+    shown = await cmd("workflows", "show", wid)
+    assert "task queue" in shown.out
+    assert "shop" in shown.out
+    listed = (await cmd("jobs", "list", "--source", "workflow", "--json")).json
+    assert {i["task_queue"] for i in listed["items"]} == {"shop"}
+
+
 async def test_dsn_flag_beats_the_environment_which_beats_the_embedded_server(
     cmd: Cmd, pg_dsn: str, tmp_path: Path
 ) -> None:

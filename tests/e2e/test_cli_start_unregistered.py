@@ -15,7 +15,7 @@ from tests.local_runtime import LocalRuntime
 
 __all__ = ["cmd"]
 
-WARNING = "no live worker registers workflow"
+WARNING = "no live worker serves workflow"
 
 
 @workflow(name="reg_greet")

@@ -8,7 +8,6 @@ Payload limit: none by default (PostgreSQL's 1 GiB ``bytea`` bound applies; a
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,7 +18,6 @@ from azync_flow.errors import ActivityError, NotFoundError, PayloadEncodeError, 
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.workflows import WorkflowState
-from azync_flow.testing import MovableClock
 from azync_flow.workflow import Registry, WorkflowContext
 from tests.local_runtime import LocalRuntime
 
@@ -75,18 +73,19 @@ async def _task_row(store: PostgresStore, run_id: Any) -> Any:
     )
 
 
-async def test_unknown_workflow_waits_with_a_clear_error_and_runs_once_registered(
-    store: PostgresStore, clock: MovableClock
+async def test_unknown_workflow_waits_with_a_clear_reason_and_runs_once_registered(
+    store: PostgresStore,
 ) -> None:
     handle = await Client(store).start(bi_unregistered, 1)
     await LocalRuntime(store, Registry([bi_done], [bi_known])).run_until_idle()
     row = await _task_row(store, handle.id)
-    assert row["state"] == "scheduled"  # kept, retried with backoff: not lost
-    assert "UnknownWorkflowError" in row["last_error"]
-    assert "bi_unregistered" in row["last_error"]
-    assert (await handle.describe()).state == WorkflowState.RUNNING
+    assert (row["state"], row["attempt"]) == ("pending", 0)  # never leased: not lost
+    view = await handle.describe()
+    assert view.state == WorkflowState.RUNNING
+    assert view.blocked_reason == (
+        "no live worker serves workflow 'bi_unregistered' on task queue 'default'"
+    )
     assert await handle.history() == []  # the execution is untouched
-    clock.advance(timedelta(minutes=1))
     await LocalRuntime(store, Registry([bi_unregistered], [bi_known])).run_until_idle()
     assert await handle.result(timeout=5) == 2
 

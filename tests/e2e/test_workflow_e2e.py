@@ -393,11 +393,12 @@ async def test_retried_signal_after_completion_gets_the_same_answer_c07(
     assert not await handle.signal("pay", {"last": True}, message_id="p2")  # after completion
 
 
-async def test_a_pass_that_cannot_run_is_retried_with_backoff(
-    store: PostgresStore, runtime: LocalRuntime, clock: MovableClock
+async def test_a_pass_no_worker_can_run_waits_untouched_for_one_that_can(
+    store: PostgresStore, runtime: LocalRuntime
 ) -> None:
-    """A task for a workflow this worker does not know is rescheduled (not lost,
-    not failed); a worker that knows it completes the run."""
+    """A task for a workflow this worker does not register is never leased by it
+    (not lost, not failed, no attempt spent); a worker that registers it
+    completes the run."""
 
     @workflow(name="elsewhere")
     async def elsewhere(ctx: WorkflowContext, x: int) -> int:
@@ -406,11 +407,10 @@ async def test_a_pass_that_cannot_run_is_retried_with_backoff(
     handle = await Client(store).start(elsewhere, 21)
     await runtime.run_until_idle()  # runtime without `elsewhere`
     row = await store.pool.fetchrow(
-        "SELECT state, last_error FROM azync_jobs WHERE run_id = $1 AND kind = '$wft'", handle.id
+        "SELECT state, attempt, last_error FROM azync_jobs WHERE run_id = $1 AND kind = '$wft'",
+        handle.id,
     )
-    assert row["state"] == "scheduled"
-    assert "elsewhere" in row["last_error"]
-    clock.advance(timedelta(seconds=1))
+    assert (row["state"], row["attempt"], row["last_error"]) == ("pending", 0, "")
     await LocalRuntime(store, Registry([elsewhere], [])).run_until_idle()
     assert await handle.result(timeout=5) == 42
 

@@ -66,6 +66,7 @@ def test_span_names_and_outcomes_are_the_documented_values() -> None:
         "snoozed",
         "skipped",
         "uncertain",
+        "released",
     ]
     assert [e.value for e in telemetry.RunEvent] == [
         "signal",

@@ -15,7 +15,7 @@ import msgspec
 
 from ...errors import NotFoundError
 from .. import Config, default_channel
-from ..queue import EventRecord, Job, JobState, Source
+from ..queue import DEFAULT_TASK_QUEUE, EventRecord, Job, JobState, Source
 from ._fence import CURRENT_FENCE
 from ._guard import Availability, GuardedPool
 from ._queries import QUERIES
@@ -191,7 +191,17 @@ def job_from_row(row: asyncpg.Record) -> Job:
         failed_at=row["failed_at"],
         completed_at=row["completed_at"],
         started_at=row["started_at"],
+        task_queue=row.get("task_queue") or DEFAULT_TASK_QUEUE,
+        blocked_reason=row.get("blocked_reason") or "",
+        priority=row.get("priority") or 0,
     )
+
+
+def lease_order(job: Job) -> tuple[datetime, uuid.UUID]:
+    """The order a lease takes due jobs in (``azync_due_order`` of migration
+    0027): ``run_at`` moved earlier by the priority in minutes, then id."""
+    assert job.run_at is not None
+    return job.run_at - timedelta(minutes=job.priority), job.id
 
 
 _ZERO = timedelta(0)

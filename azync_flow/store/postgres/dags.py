@@ -34,9 +34,9 @@ from ..dags import (
     SettledDAG,
     TaskResult,
 )
-from ..queue import Job, JobState
+from ..queue import DEFAULT_TASK_QUEUE, Job, JobState
 from ..validate import check_meta, check_name, check_text
-from ._base import PgBase, decode_meta, encode_meta, job_from_row, stale_lease
+from ._base import PgBase, decode_meta, encode_meta, job_from_row, lease_order, stale_lease
 from ._queries import QUERIES
 
 __all__ = [
@@ -193,6 +193,7 @@ class DAGMixin(PgBase):
             [x.deadline for x in t],
             [x.key in has_deps for x in t],
             self.channel,
+            [x.task_queue or DEFAULT_TASK_QUEUE for x in t],
             conn=tx,
         )
         if p.deps:
@@ -350,13 +351,20 @@ class DAGMixin(PgBase):
         )
 
     async def dag_dequeue(
-        self, kinds: Sequence[str], limit: int, lease: timedelta, default_max_attempts: int = 25
+        self,
+        kinds: Sequence[str],
+        limit: int,
+        lease: timedelta,
+        default_max_attempts: int = 25,
+        task_queues: Sequence[str] = (DEFAULT_TASK_QUEUE,),
     ) -> list[Job]:
-        """Lease up to ``limit`` due pending DAG tasks of any of ``kinds``."""
+        """Implements ``DAGConsumer.dag_dequeue`` (documented there)."""
         if limit <= 0 or not kinds:
             return []
-        rows = await self._fetch("dag_dequeue", list(kinds), limit, lease, default_max_attempts)
-        return sorted((job_from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
+        rows = await self._fetch(
+            "dag_dequeue", list(kinds), limit, lease, default_max_attempts, list(task_queues)
+        )
+        return sorted((job_from_row(r) for r in rows), key=lease_order)
 
     async def dag_trace_context(self, id: uuid.UUID) -> dict[str, str]:
         """Implements ``DAGAdmin.dag_trace_context`` (documented there)."""
@@ -577,6 +585,7 @@ def _check_params(p: DAGParams) -> None:
         check_name(t.kind, f"DAG task {t.key!r} kind", empty_ok=True)
         check_name(t.compensation_kind, f"DAG task {t.key!r} compensation_kind", empty_ok=True)
         check_name(t.signal_name, f"DAG task {t.key!r} signal_name", empty_ok=True)
+        check_name(t.task_queue, f"DAG task {t.key!r} task_queue", empty_ok=True)
     keys = [t.key for t in p.tasks]
     seen: set[str] = set()
     for k in keys:

@@ -224,16 +224,28 @@ class WorkerRegistryMixin(PgBase):
         *,
         host: str = "",
         pid: int = 0,
+        task_queues: Sequence[str] = ("default",),
+        activities: Sequence[str] = (),
     ) -> None:
-        """Insert or refresh this worker's row: it runs ``workflows`` and counts
-        as live for ``ttl`` from now (backend clock). Call it again before the
-        ``ttl`` passes to stay live."""
-        await self._fetch("worker_register", worker_id, host, pid, sorted(set(workflows)), ttl)
+        """Insert or refresh this worker's row: it runs ``workflows`` and
+        ``activities`` on ``task_queues`` and counts as live for ``ttl`` from
+        now (backend clock). Call it again before the ``ttl`` passes to stay live."""
+        await self._fetch(
+            "worker_register",
+            worker_id,
+            host,
+            pid,
+            sorted(set(workflows)),
+            ttl,
+            sorted(set(task_queues)),
+            sorted(set(activities)),
+        )
 
     async def unregister_worker(self, worker_id: uuid.UUID) -> None:
         """Remove this worker's row (it is stopping). No error when absent."""
         await self._fetch("worker_unregister", worker_id)
 
-    async def live_workers_for_workflow(self, name: str) -> int:
-        """How many live workers (expiry not passed) register workflow ``name``."""
-        return int(await self._fetchval("worker_live_for_workflow", name))
+    async def live_workers_for_workflow(self, name: str, task_queue: str = "default") -> int:
+        """How many live workers (expiry not passed) register workflow ``name`` and
+        serve ``task_queue``."""
+        return int(await self._fetchval("worker_live_for_workflow", name, task_queue))

@@ -22,8 +22,15 @@ import asyncpg
 from ..._text import clean_text
 from ...errors import ConflictError
 from ..queue import DequeueParams, EnqueueParams, Job, Source, Wake
-from ..validate import check_max_attempts, check_meta, check_name, check_text
-from ._base import PgBase, encode_meta, job_from_row, stale_lease
+from ..validate import (
+    check_max_attempts,
+    check_meta,
+    check_name,
+    check_priority,
+    check_task_queue,
+    check_text,
+)
+from ._base import PgBase, encode_meta, job_from_row, lease_order, stale_lease
 from ._guard import translate
 from ._listen import ListenSubscription, open_subscription, parse_wake
 from ._queries import QUERIES
@@ -80,6 +87,8 @@ class QueueMixin(PgBase):
                 self.channel,
                 p.snooze_budget,
                 p.idempotency_ttl,
+                check_task_queue(p.task_queue),
+                p.priority,
                 conn=tx,
             )
         except asyncpg.UniqueViolationError as exc:
@@ -148,6 +157,8 @@ class QueueMixin(PgBase):
                 self.channel,
                 [p.snooze_budget for p in sent],
                 [p.idempotency_ttl for p in sent],
+                [check_task_queue(p.task_queue) for p in sent],
+                [p.priority for p in sent],
                 conn=tx,
             )
         except asyncpg.UniqueViolationError as exc:
@@ -163,7 +174,8 @@ class QueueMixin(PgBase):
         return [p.id in inserted and (not p.idempotency_key or firsts[_key(p)] is p) for p in ps]
 
     async def dequeue_batch(self, source: Source, p: DequeueParams) -> list[Job]:
-        """Lease up to ``p.limit`` due pending jobs of ``(source, p.kind)``, oldest first.
+        """Lease up to ``p.limit`` due pending jobs of ``(source, p.kind)`` routed to
+        one of ``p.task_queues``, oldest first.
 
         Contract ``Store.DequeueBatch``: ``FOR UPDATE SKIP LOCKED``; each job's
         attempt is incremented, a fresh lease token minted and its retry budget
@@ -190,10 +202,10 @@ class QueueMixin(PgBase):
                 p.lease,
                 p.default_max_attempts,
                 p.override_default,
+                list(p.task_queues),
             )
-        jobs = [job_from_row(r) for r in rows]
-        jobs.sort(key=lambda j: (j.run_at, j.id))
-        return jobs
+        # the statement's lease order (a RETURNING list comes back unordered)
+        return sorted((job_from_row(r) for r in rows), key=lease_order)
 
     async def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
         """Settle an active job as succeeded. Raises NotFoundError on a stale token."""
@@ -221,6 +233,12 @@ class QueueMixin(PgBase):
     async def release(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
         """Return a leased job to pending, giving back the attempt it used."""
         await self._must("job_release", id, lease_token, what=stale_lease(id))
+
+    async def release_blocked(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
+        """Implements ``JobSettler.release_blocked`` (documented there)."""
+        await self._must(
+            "job_release_blocked", id, lease_token, clean_text(reason), what=stale_lease(id)
+        )
 
     async def extend_lease(self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta) -> None:
         """Renew an active job's lease to backend now()+lease (a heartbeat)."""
@@ -336,6 +354,8 @@ def _check_enqueue(p: EnqueueParams) -> None:
     check_name(p.kind, "EnqueueParams.kind")
     check_text(p.idempotency_key, "EnqueueParams.idempotency_key")
     check_meta(p.meta, "EnqueueParams.meta")
+    check_task_queue(p.task_queue, "EnqueueParams.task_queue")
+    check_priority(p.priority, "EnqueueParams.priority")
 
 
 def _key(p: EnqueueParams) -> tuple[str, str]:

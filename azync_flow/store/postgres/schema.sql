@@ -26,6 +26,8 @@
 --   0021_workflow_wake_counts.sql
 --   0022_state_checks.sql
 --   0023_workflow_pass_commit.sql
+--   0026_task_queues.sql
+--   0027_priorities.sql
 
 -- Types
 
@@ -184,6 +186,10 @@ CREATE TABLE azync_jobs (
     first_pass boolean DEFAULT false NOT NULL,
     order_key text,
     order_seq bigint,
+    task_queue text DEFAULT 'default'::text NOT NULL,
+    workflow_name text,
+    blocked_reason text DEFAULT ''::text NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
     CONSTRAINT azync_jobs_pkey PRIMARY KEY (id),
     CONSTRAINT azync_jobs_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'succeeded'::text, 'dead'::text, 'paused'::text, 'skipped'::text, 'blocked'::text, 'waiting'::text, 'cancelled'::text, 'uncertain'::text]))),
     CONSTRAINT azync_jobs_state_source_check CHECK ((((state <> ALL (ARRAY['blocked'::text, 'waiting'::text])) OR (source = 'dag'::text)) AND ((state <> 'uncertain'::text) OR (source = 'workflow'::text))))
@@ -281,6 +287,8 @@ CREATE TABLE azync_workers (
     started_at timestamp with time zone NOT NULL,
     seen_at timestamp with time zone NOT NULL,
     expires_at timestamp with time zone NOT NULL,
+    task_queues text[] DEFAULT '{default}'::text[] NOT NULL,
+    activities text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT azync_workers_pkey PRIMARY KEY (id)
 );
 
@@ -290,7 +298,7 @@ CREATE TABLE azync_workflow_executions (
     version text DEFAULT ''::text NOT NULL,
     state text NOT NULL,
     business_idempotency_key text DEFAULT ''::text NOT NULL,
-    task_queue text DEFAULT ''::text NOT NULL,
+    task_queue text DEFAULT 'default'::text NOT NULL,
     input bytea NOT NULL,
     result bytea,
     failure_reason text DEFAULT ''::text NOT NULL,
@@ -313,6 +321,7 @@ CREATE TABLE azync_workflow_executions (
     parent_run_id uuid,
     parent_seq bigint,
     parent_close_policy text DEFAULT ''::text NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
     CONSTRAINT azync_workflow_executions_pkey PRIMARY KEY (id),
     CONSTRAINT azync_workflow_executions_state_check CHECK ((state = ANY (ARRAY['running'::text, 'suspended'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'terminated'::text])))
 );
@@ -495,7 +504,7 @@ CREATE INDEX azync_jobs_leased ON azync_jobs USING btree (lease_until) WHERE (st
 
 CREATE UNIQUE INDEX azync_jobs_live_key ON azync_jobs USING btree (source, kind, idempotency_key) WHERE ((idempotency_key <> ''::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'paused'::text, 'blocked'::text, 'waiting'::text, 'uncertain'::text])));
 
-CREATE INDEX azync_jobs_ready ON azync_jobs USING btree (source, kind, run_at, id) WHERE (state = 'pending'::text);
+CREATE INDEX azync_jobs_ready ON azync_jobs USING btree (source, kind, task_queue, azync_due_order(run_at, priority), id) WHERE (state = 'pending'::text);
 
 CREATE INDEX azync_jobs_run ON azync_jobs USING btree (run_id, task_key) WHERE (run_id IS NOT NULL);
 
@@ -505,9 +514,11 @@ CREATE INDEX azync_jobs_uncertain ON azync_jobs USING btree (uncertain_since, id
 
 CREATE INDEX azync_jobs_workflow_task_active ON azync_jobs USING btree (run_id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = 'active'::text));
 
-CREATE INDEX azync_jobs_workflow_task_due ON azync_jobs USING btree (kind, first_pass, run_at, id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text])));
+CREATE INDEX azync_jobs_workflow_task_due ON azync_jobs USING btree (task_queue, workflow_name, first_pass, azync_due_order(run_at, priority), id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = 'pending'::text));
 
 CREATE UNIQUE INDEX azync_jobs_workflow_task_runnable ON azync_jobs USING btree (run_id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text])));
+
+CREATE INDEX azync_jobs_workflow_task_timed ON azync_jobs USING btree (task_queue, workflow_name, run_at, id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = 'scheduled'::text));
 
 CREATE INDEX azync_schedule_runs_pending ON azync_schedule_runs USING btree (schedule_id) WHERE (outcome = ANY (ARRAY['buffered'::text, 'requested'::text]));
 
@@ -560,6 +571,12 @@ AS $function$
     FROM azync_jobs x
     WHERE x.dag_id = run AND x.state = 'dead' AND x.task_key NOT LIKE 'comp:%'
 $function$;
+
+CREATE OR REPLACE FUNCTION azync_due_order(p_run_at timestamp with time zone, p_priority integer)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ SELECT p_run_at - p_priority * interval '1 minute' $function$;
 
 CREATE OR REPLACE FUNCTION azync_job_count(p_at timestamp with time zone, p_deltas azync_job_delta[])
  RETURNS bigint
@@ -706,10 +723,14 @@ AS $function$
 BEGIN
     RETURN QUERY WITH up AS (
         INSERT INTO azync_jobs AS j (id, source, kind, state, run_at, run_id, task_key,
-                                     enqueued_at, updated_at)
-        VALUES (gen_random_uuid(), 'workflow', p_kind,
-                CASE WHEN coalesce(p_run_at, p_at) > p_at THEN 'scheduled' ELSE 'pending' END,
-                coalesce(p_run_at, p_at), p_run, '$wft', p_at, p_at)
+                                     enqueued_at, updated_at, workflow_name, task_queue,
+                                     priority)
+        SELECT gen_random_uuid(), 'workflow', p_kind,
+               CASE WHEN coalesce(p_run_at, p_at) > p_at THEN 'scheduled' ELSE 'pending' END,
+               coalesce(p_run_at, p_at), p_run, '$wft', p_at, p_at, e.name, e.task_queue,
+               e.priority
+        FROM azync_workflow_executions e
+        WHERE e.id = p_run
         ON CONFLICT (run_id)
             WHERE source = 'workflow' AND task_key = '$wft' AND state IN ('pending', 'scheduled')
             DO UPDATE SET
@@ -723,6 +744,43 @@ BEGIN
     )
     SELECT u.id, u.state, u.kind, u.inserted FROM up u
     WHERE (SELECT count(*) FROM wake) >= 0;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_children_start(p_at timestamp with time zone, p_channel text, p_id uuid, p_run uuid, p_seqs bigint[], p_ids uuid[], p_names text[], p_versions text[], p_inputs bytea[], p_policies text[], p_carriers text[], p_routes text[])
+ RETURNS SETOF uuid
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+BEGIN
+    RETURN QUERY WITH req AS (
+        SELECT u.*, coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
+               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority
+        FROM unnest(p_seqs, p_ids, p_names, p_versions, p_inputs, p_policies, p_carriers,
+                    p_routes) WITH ORDINALITY
+             AS u(seq, id, name, version, input, policy, carrier, route, ord)
+    ), ins AS (
+        INSERT INTO azync_workflow_executions (id, name, version, state, input, trace_context,
+                                               parent_id, parent_run_id, parent_seq,
+                                               parent_close_policy, task_queue, priority,
+                                               created_at, updated_at)
+        SELECT r.id, r.name, r.version, 'running', r.input, r.carrier::jsonb, p_id, p_run,
+               r.seq, r.policy, r.task_queue, r.priority, p_at, p_at
+        FROM req r
+        ORDER BY r.ord
+        ON CONFLICT DO NOTHING
+        RETURNING id, name, task_queue, priority, created_at
+    ), task AS (
+        INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
+                                enqueued_at, updated_at, workflow_name, task_queue, priority)
+        SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', i.created_at, i.id, '$wft',
+               i.created_at, i.created_at, i.name, i.task_queue, i.priority
+        FROM ins i
+        RETURNING run_id
+    ), wake AS (
+        SELECT pg_notify(p_channel, 'workflow:$wft') FROM (SELECT 1 FROM task LIMIT 1) k
+    )
+    SELECT t.run_id FROM task t WHERE (SELECT count(*) FROM wake) >= 0;
 END
 $function$;
 
@@ -958,7 +1016,55 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION azync_workflow_pass_commit(p_at timestamp with time zone, p_channel text, p_id uuid, p_run uuid, p_jobs uuid[], p_tokens uuid[], p_task boolean, p_errors text[], p_expected bigint, p_types text[], p_payloads bytea[], p_awaited text[], p_op_kinds text[], p_op_payloads bytea[], p_op_metas text[], p_op_keys text[], p_op_run_ats timestamp with time zone[], p_op_max_attempts integer[], p_local_keys text[], p_local_lease interval, p_local_budget integer, p_timer_seqs bigint[], p_timer_delays interval[], p_fired bigint[], p_signal_ids bigint[], p_signal_seqs bigint[], p_update_ids text[], p_update_names text[], p_update_states text[], p_update_results bytea[], p_update_error_types text[], p_update_messages text[], p_child_seqs bigint[], p_child_ids uuid[], p_child_names text[], p_child_versions text[], p_child_inputs bytea[], p_child_policies text[], p_child_carriers text[], p_child_signal_ids uuid[], p_child_signal_names text[], p_child_signal_payloads bytea[], p_child_signal_message_ids text[], p_child_cancels uuid[], p_outcome text, p_result bytea, p_reason text, p_suspend_seq bigint, p_new_run uuid, p_cancel_seen boolean, p_next_at timestamp with time zone, p_next_now boolean, p_signals_wake boolean, p_keep_lease interval)
+CREATE OR REPLACE FUNCTION azync_workflow_ops_insert(p_at timestamp with time zone, p_channel text, p_id uuid, p_kinds text[], p_payloads bytea[], p_metas text[], p_keys text[], p_run_ats timestamp with time zone[], p_max_attempts integer[], p_routes text[], p_local_keys text[], p_local_lease interval, p_local_budget integer)
+ RETURNS TABLE(task_key text, id uuid, kind text, state text, attempt integer, max_attempts integer, lease_token uuid, lease_until timestamp with time zone, started_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY WITH req AS (
+        SELECT u.*, coalesce(u.run_at, p_at) AS due,
+               (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS leased,
+               coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
+               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority
+        FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
+             WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
+    ), existing AS (
+        SELECT DISTINCT j.task_key FROM azync_jobs j
+        WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = ANY(p_keys)
+          AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+    ), ins AS (
+        INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
+                                max_attempts, max_attempts_explicit, run_id, task_key,
+                                enqueued_at, updated_at, attempt, lease_token,
+                                lease_until, started_at, task_queue, priority)
+        SELECT gen_random_uuid(), 'workflow', r.kind,
+               CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
+                    ELSE 'pending' END,
+               r.payload, r.meta::jsonb, r.due,
+               CASE WHEN r.leased AND r.max_attempts <= 0 THEN p_local_budget
+                    ELSE r.max_attempts END,
+               r.max_attempts > 0, p_id, r.key, p_at, p_at,
+               CASE WHEN r.leased THEN 1 ELSE 0 END,
+               CASE WHEN r.leased THEN gen_random_uuid() END,
+               CASE WHEN r.leased THEN p_at + p_local_lease END,
+               CASE WHEN r.leased THEN p_at END,
+               r.task_queue, r.priority
+        FROM req r
+        WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
+        ORDER BY r.ord
+        RETURNING task_key, id, kind, state, attempt, max_attempts, lease_token,
+                  lease_until, started_at, run_at, enqueued_at
+    ), wake AS (
+        SELECT pg_notify(p_channel, 'workflow:' || k.kind)
+        FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
+    )
+    SELECT i.* FROM ins i WHERE (SELECT count(*) FROM wake) >= 0;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_pass_commit(p_at timestamp with time zone, p_channel text, p_id uuid, p_run uuid, p_jobs uuid[], p_tokens uuid[], p_task boolean, p_errors text[], p_expected bigint, p_types text[], p_payloads bytea[], p_awaited text[], p_op_kinds text[], p_op_payloads bytea[], p_op_metas text[], p_op_keys text[], p_op_run_ats timestamp with time zone[], p_op_max_attempts integer[], p_op_routes text[], p_local_keys text[], p_local_lease interval, p_local_budget integer, p_timer_seqs bigint[], p_timer_delays interval[], p_fired bigint[], p_signal_ids bigint[], p_signal_seqs bigint[], p_update_ids text[], p_update_names text[], p_update_states text[], p_update_results bytea[], p_update_error_types text[], p_update_messages text[], p_child_seqs bigint[], p_child_ids uuid[], p_child_names text[], p_child_versions text[], p_child_inputs bytea[], p_child_policies text[], p_child_carriers text[], p_child_routes text[], p_child_signal_ids uuid[], p_child_signal_names text[], p_child_signal_payloads bytea[], p_child_signal_message_ids text[], p_child_cancels uuid[], p_outcome text, p_result bytea, p_reason text, p_suspend_seq bigint, p_new_run uuid, p_cancel_seen boolean, p_next_at timestamp with time zone, p_next_now boolean, p_signals_wake boolean, p_keep_lease interval)
  RETURNS TABLE(ok boolean, fenced bigint, state text, next_seq bigint, at timestamp with time zone, missing bigint[], leased_keys text[], leased_ids uuid[], leased_attempts integer[], leased_max_attempts integer[], leased_tokens uuid[], leased_until timestamp with time zone[], leased_at timestamp with time zone[])
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
@@ -1052,43 +1158,8 @@ BEGIN
     FROM unnest(p_types, p_payloads) WITH ORDINALITY AS u(type, payload, ord);
     nxt := p_expected + cardinality(p_types);
 
-    -- Operations.
+    -- Operations (azync_workflow_ops_insert: the one insert of operations).
     IF cardinality(p_op_keys) > 0 THEN
-        WITH req AS (
-            SELECT u.*, coalesce(u.run_at, p_at) AS due,
-                   (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS leased
-            FROM unnest(p_op_kinds, p_op_payloads, p_op_metas, p_op_keys, p_op_run_ats,
-                        p_op_max_attempts)
-                 WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, ord)
-        ), existing AS (
-            SELECT DISTINCT j.task_key FROM azync_jobs j
-            WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = ANY(p_op_keys)
-              AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
-        ), ins AS (
-            INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
-                                    max_attempts, max_attempts_explicit, run_id, task_key,
-                                    enqueued_at, updated_at, attempt, lease_token,
-                                    lease_until, started_at)
-            SELECT gen_random_uuid(), 'workflow', r.kind,
-                   CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
-                        ELSE 'pending' END,
-                   r.payload, r.meta::jsonb, r.due,
-                   CASE WHEN r.leased AND r.max_attempts <= 0 THEN p_local_budget
-                        ELSE r.max_attempts END,
-                   r.max_attempts > 0, p_id, r.key, p_at, p_at,
-                   CASE WHEN r.leased THEN 1 ELSE 0 END,
-                   CASE WHEN r.leased THEN gen_random_uuid() END,
-                   CASE WHEN r.leased THEN p_at + p_local_lease END,
-                   CASE WHEN r.leased THEN p_at END
-            FROM req r
-            WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
-            ORDER BY r.ord
-            RETURNING id, task_key, kind, state, attempt, max_attempts, lease_token,
-                      lease_until, started_at
-        ), wake AS (
-            SELECT pg_notify(p_channel, 'workflow:' || k.kind)
-            FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
-        )
         SELECT array_agg(i.task_key) FILTER (WHERE i.lease_token IS NOT NULL),
                array_agg(i.id) FILTER (WHERE i.lease_token IS NOT NULL),
                array_agg(i.attempt) FILTER (WHERE i.lease_token IS NOT NULL),
@@ -1098,8 +1169,10 @@ BEGIN
                array_agg(i.started_at) FILTER (WHERE i.lease_token IS NOT NULL),
                array_agg(ROW('workflow', i.kind, 1, 0, 0, 0)::azync_job_delta)
         INTO l_keys, l_ids, l_attempts, l_max, l_tokens, l_until, l_at, more
-        FROM ins i
-        WHERE (SELECT count(*) FROM wake) >= 0;
+        FROM azync_workflow_ops_insert(p_at, p_channel, p_id, p_op_kinds, p_op_payloads,
+                                       p_op_metas, p_op_keys, p_op_run_ats,
+                                       p_op_max_attempts, p_op_routes, p_local_keys,
+                                       p_local_lease, p_local_budget) i;
         deltas := deltas || more;
     END IF;
 
@@ -1110,29 +1183,12 @@ BEGIN
     IF cardinality(p_child_ids) > 0 THEN
         WITH req AS (
             SELECT u.*
-            FROM unnest(p_child_seqs, p_child_ids, p_child_names, p_child_versions,
-                        p_child_inputs, p_child_policies, p_child_carriers) WITH ORDINALITY
-                 AS u(seq, id, name, version, input, policy, carrier, ord)
-        ), ins AS (
-            INSERT INTO azync_workflow_executions (id, name, version, state, input,
-                                                   trace_context, parent_id, parent_run_id,
-                                                   parent_seq, parent_close_policy,
-                                                   created_at, updated_at)
-            SELECT r.id, r.name, r.version, 'running', r.input, r.carrier::jsonb, p_id, p_run,
-                   r.seq, r.policy, p_at, p_at
-            FROM req r
-            ORDER BY r.ord
-            ON CONFLICT DO NOTHING
-            RETURNING id, created_at
-        ), task AS (
-            INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
-                                    enqueued_at, updated_at)
-            SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
-                   created_at, created_at
-            FROM ins
-            RETURNING kind
-        ), wake AS (
-            SELECT pg_notify(p_channel, 'workflow:$wft') FROM (SELECT 1 FROM task LIMIT 1) k
+            FROM unnest(p_child_seqs, p_child_ids) WITH ORDINALITY AS u(seq, id, ord)
+        ), ins AS MATERIALIZED (
+            SELECT c.id FROM azync_workflow_children_start(
+                p_at, p_channel, p_id, p_run, p_child_seqs, p_child_ids, p_child_names,
+                p_child_versions, p_child_inputs, p_child_policies, p_child_carriers,
+                p_child_routes) AS c(id)
         ), taken AS (
             SELECT r.seq, r.id, r.ord FROM req r
             LEFT JOIN azync_workflow_executions x ON x.id = r.id
@@ -1140,7 +1196,7 @@ BEGIN
               AND NOT coalesce(x.parent_id = p_id AND x.parent_run_id = p_run
                                AND x.parent_seq = r.seq, false)
         )
-        SELECT (SELECT count(*) FROM task) AS tasks, (SELECT count(*) FROM wake) AS woken,
+        SELECT (SELECT count(*) FROM ins) AS tasks,
                array_agg(format(
                    '{"started_seq":%s,"workflow_id":%s,"error_type":"WorkflowAlreadyStarted",'
                    '"message":%s}',
@@ -1278,6 +1334,40 @@ BEGIN
     RETURN QUERY SELECT true, n, st, nxt, p_at, NULL::bigint[], l_keys, l_ids, l_attempts, l_max,
                         l_tokens, l_until, l_at;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_waits(p_id uuid, p_at timestamp with time zone)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+ SET search_path TO '<schema>'
+AS $function$
+    SELECT concat_ws('; ',
+        (SELECT string_agg(DISTINCT j.blocked_reason, '; ')
+         FROM azync_jobs j
+         WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = '$wft'
+           AND j.state IN ('pending', 'scheduled') AND j.blocked_reason <> ''),
+        (SELECT format('no live worker serves workflow %L on task queue %L',
+                       j.workflow_name, j.task_queue)
+         FROM azync_jobs j
+         WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = '$wft'
+           AND j.state IN ('pending', 'scheduled') AND j.run_at <= p_at
+           AND NOT EXISTS (
+               SELECT 1 FROM azync_workers w
+               WHERE w.expires_at > p_at AND w.workflows @> ARRAY[j.workflow_name]
+                 AND w.task_queues @> ARRAY[j.task_queue])
+         LIMIT 1),
+        (SELECT 'no live worker serves '
+                || string_agg(DISTINCT format('activity %L on task queue %L',
+                                              coalesce(j.meta ->> 'activity', j.kind),
+                                              j.task_queue), ', ')
+         FROM azync_jobs j
+         WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key <> '$wft'
+           AND j.state = 'pending'
+           AND NOT EXISTS (
+               SELECT 1 FROM azync_workers w
+               WHERE w.expires_at > p_at AND w.activities @> ARRAY[j.kind]
+                 AND w.task_queues @> ARRAY[j.task_queue])))
 $function$;
 
 CREATE OR REPLACE FUNCTION azync_workflow_wake_task(p_id uuid, p_at timestamp with time zone, p_channel text)

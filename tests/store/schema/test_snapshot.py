@@ -85,7 +85,7 @@ async def test_a_schema_holding_other_objects_is_migrated_by_replay_and_keeps_th
 async def test_a_schema_change_shows_as_a_diff_naming_the_changed_lines(
     store: PostgresStore,
 ) -> None:
-    await store.pool.execute("ALTER TABLE azync_jobs ADD COLUMN priority int NOT NULL DEFAULT 0")
+    await store.pool.execute("ALTER TABLE azync_jobs ADD COLUMN example int NOT NULL DEFAULT 0")
     await store.pool.execute("DROP INDEX azync_jobs_uncertain")
     async with store.pool.acquire() as conn:
         actual = await render_schema(conn, store.schema)
@@ -94,7 +94,7 @@ async def test_a_schema_change_shows_as_a_diff_naming_the_changed_lines(
     assert changed == [
         "--- schema.sql (committed)",
         "+++ schema.sql (fresh migrate)",
-        "+    priority integer DEFAULT 0 NOT NULL,",
+        "+    example integer DEFAULT 0 NOT NULL,",
         "-CREATE INDEX azync_jobs_uncertain ON azync_jobs USING btree (uncertain_since, id)"
         " WHERE (state = 'uncertain'::text);",
     ]

@@ -24,20 +24,22 @@ WHERE name = $2 AND idempotency_key = $3 AND idempotency_key <> ''
 -- name: dag_insert_tasks
 -- $2 dag_id, $3 meta, $4 keys, $5 kinds, $6 payloads, $7 max_attempts,
 -- $8 compensation_kinds, $9 compensation_payloads, $10 signal_names,
--- $11 sleep_fors, $12 ignore_dead_deps, $13 deadlines, $14 has_deps, $15 channel
+-- $11 sleep_fors, $12 ignore_dead_deps, $13 deadlines, $14 has_deps, $15 channel,
+-- $16 task queues
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), src AS (
     SELECT * FROM unnest($4::text[], $5::text[], $6::bytea[], $7::int[], $8::text[],
                          $9::bytea[], $10::text[], $11::interval[], $12::boolean[],
-                         $13::interval[], $14::boolean[])
+                         $13::interval[], $14::boolean[], $16::text[])
         AS s(key, kind, payload, max_attempts, comp_kind, comp_payload, signal_name,
-             sleep_for, ignore_dead, deadline, has_deps)
+             sleep_for, ignore_dead, deadline, has_deps, task_queue)
 ), ins AS (
     INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
                             max_attempts_explicit, dag_id, task_key, signal_name,
                             compensation_kind, compensation_payload, sleep_for,
-                            ignore_dead_deps, snooze_budget, enqueued_at, updated_at)
+                            ignore_dead_deps, snooze_budget, enqueued_at, updated_at,
+                            task_queue)
     SELECT gen_random_uuid(), 'dag', s.kind,
            CASE WHEN s.has_deps THEN 'blocked'
                 WHEN s.kind = '$sleep' THEN 'scheduled'
@@ -47,7 +49,8 @@ WITH clock AS (
            CASE WHEN s.kind = '$sleep' AND NOT s.has_deps THEN c.t + s.sleep_for ELSE c.t END,
            s.max_attempts, s.max_attempts > 0, $2, s.key, s.signal_name, s.comp_kind,
            s.comp_payload, s.sleep_for, s.ignore_dead,
-           CASE WHEN s.deadline > interval '0' THEN s.deadline END, c.t, c.t
+           CASE WHEN s.deadline > interval '0' THEN s.deadline END, c.t, c.t,
+           s.task_queue
     FROM src s, clock c
     RETURNING kind, state
 ), stat AS (
@@ -287,7 +290,7 @@ WITH clock AS (
     RETURNING j.id
 ), src AS (
     SELECT j.dag_id, j.task_key, j.compensation_kind, j.compensation_payload,
-           j.meta || h.trace_context AS meta,
+           j.meta || h.trace_context AS meta, j.task_queue,
            row_number() OVER (PARTITION BY j.dag_id
                               ORDER BY j.completed_at DESC, j.updated_at DESC, j.task_key DESC) AS rn
     FROM azync_jobs j JOIN azync_dags h ON h.id = j.dag_id
@@ -295,11 +298,11 @@ WITH clock AS (
       AND j.compensation_kind <> '' AND j.task_key NOT LIKE 'comp:%'
 ), ins AS (
     INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, dag_id, task_key,
-                            enqueued_at, updated_at)
+                            enqueued_at, updated_at, task_queue)
     SELECT gen_random_uuid(), 'dag', s.compensation_kind,
            CASE WHEN s.rn = 1 THEN 'pending' ELSE 'blocked' END,
            coalesce(s.compensation_payload, 'null'::bytea), s.meta, c.t, s.dag_id,
-           'comp:' || s.task_key, c.t, c.t
+           'comp:' || s.task_key, c.t, c.t, s.task_queue
     FROM src s, clock c
     ON CONFLICT (dag_id, task_key) WHERE dag_id IS NOT NULL DO NOTHING
     RETURNING kind, state
@@ -616,14 +619,16 @@ WITH gone AS (
 SELECT count(*) FROM gone
 
 -- name: dag_dequeue
--- $2 kinds, $3 limit, $4 lease, $5 default_max_attempts. Leases due pending
--- DAG tasks of any of the kinds (the standalone runner's lease query; a
--- Worker leases per kind through the plain queue verbs).
+-- $2 kinds, $3 limit, $4 lease, $5 default_max_attempts, $6 task queues text[].
+-- Leases due pending DAG tasks of any of the kinds on any of the queues (the
+-- standalone runner's lease query; a Worker leases per kind through the plain
+-- queue verbs).
 WITH picked AS (
     SELECT id FROM azync_jobs
     WHERE state = 'pending' AND source = 'dag' AND kind = ANY($2::text[])
+      AND task_queue = ANY($6::text[])
       AND run_at <= coalesce($1::timestamptz, now())
-    ORDER BY run_at, id
+    ORDER BY azync_due_order(run_at, priority), id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )

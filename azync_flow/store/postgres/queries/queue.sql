@@ -5,7 +5,8 @@
 -- name: job_enqueue
 -- $2 id, $3 source, $4 kind, $5 payload, $6 meta, $7 run_at, $8 delay,
 -- $9 max_attempts, $10 max_attempts_explicit, $11 idempotency_key, $12 channel,
--- $13 snooze_budget (zero = none), $14 idempotency_ttl (zero = live check only).
+-- $13 snooze_budget (zero = none), $14 idempotency_ttl (zero = live check only),
+-- $15 task_queue, $16 priority.
 -- Dedupe: the live-key unique index rejects a key held by a live job; an
 -- unexpired TTL window (reserved by an earlier enqueue of the key) rejects it
 -- whatever that job's state. An insert with a TTL (re)reserves the window.
@@ -17,13 +18,13 @@ WITH clock AS (
 ), ins AS (
     INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
                             max_attempts_explicit, idempotency_key, snooze_budget,
-                            enqueued_at, updated_at)
+                            enqueued_at, updated_at, task_queue, priority)
     SELECT $2, $3, $4,
            CASE WHEN coalesce($7::timestamptz, c.t + $8::interval) > c.t
                 THEN 'scheduled' ELSE 'pending' END,
            $5, $6::jsonb, coalesce($7::timestamptz, c.t + $8::interval), $9, $10, $11,
            CASE WHEN $13::interval > interval '0' THEN $13::interval END,
-           c.t, c.t
+           c.t, c.t, $15::text, $16::int
     FROM clock c
     WHERE NOT EXISTS (SELECT 1 FROM win)
     ON CONFLICT (source, kind, idempotency_key)
@@ -50,7 +51,8 @@ WHERE (SELECT count(*) FROM stat) >= 0
 -- $3 source, $4 kinds text[], $5 payloads bytea[], $6 metas text[] (JSON),
 -- $7 run_ats timestamptz[], $8 delays interval[], $9 max_attempts int[],
 -- $10 max_attempts_explicit boolean[], $11 idempotency keys text[],
--- $12 channel, $13 snooze budgets interval[], $14 idempotency ttls interval[].
+-- $12 channel, $13 snooze budgets interval[], $14 idempotency ttls interval[],
+-- $15 task queues text[], $16 priorities int[].
 -- No two items may share a non-empty (kind, key): the caller drops the later
 -- ones (they meet the first one's job, or what deduplicated it). Returns the
 -- ids inserted. One stats write for the batch, one wake per due kind.
@@ -61,9 +63,9 @@ WITH clock AS (
     SELECT u.*, coalesce(u.run_at, c.t + u.delay) AS due, c.t
     FROM unnest($2::uuid[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[],
                 $8::interval[], $9::int[], $10::boolean[], $11::text[], $13::interval[],
-                $14::interval[])
+                $14::interval[], $15::text[], $16::int[])
          AS u(id, kind, payload, meta, run_at, delay, max_attempts, explicit, key,
-              snooze_budget, ttl),
+              snooze_budget, ttl, task_queue, priority),
          clock c
     WHERE u.key = '' OR NOT EXISTS (
         SELECT 1 FROM azync_idempotency_keys k
@@ -71,10 +73,11 @@ WITH clock AS (
 ), ins AS (
     INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
                             max_attempts_explicit, idempotency_key, snooze_budget,
-                            enqueued_at, updated_at)
+                            enqueued_at, updated_at, task_queue, priority)
     SELECT i.id, $3, i.kind, CASE WHEN i.due > i.t THEN 'scheduled' ELSE 'pending' END,
            i.payload, i.meta::jsonb, i.due, i.max_attempts, i.explicit, i.key,
-           CASE WHEN i.snooze_budget > interval '0' THEN i.snooze_budget END, i.t, i.t
+           CASE WHEN i.snooze_budget > interval '0' THEN i.snooze_budget END, i.t, i.t,
+           i.task_queue, i.priority
     FROM item i
     ON CONFLICT (source, kind, idempotency_key)
         WHERE idempotency_key <> ''
@@ -98,16 +101,24 @@ SELECT n.id FROM ins n
 WHERE (SELECT count(*) FROM stat) >= 0 AND (SELECT count(*) FROM wake) >= 0
 
 -- name: job_dequeue
--- $2 source, $3 kind, $4 limit, $5 lease, $6 default_max_attempts, $7 override_default.
+-- $2 source, $3 kind, $4 limit, $5 lease, $6 default_max_attempts, $7 override_default,
+-- $8 task queues text[] the caller serves. Each queue is one range of
+-- azync_jobs_ready in lease order (azync_due_order: run_at moved earlier by
+-- the priority in minutes, migration 0027); the first of them are leased.
 -- The budget is resolved on the job's FIRST lease only (started_at IS NULL),
 -- so a snooze or release that hands the attempt back never re-resolves it.
 WITH picked AS (
-    SELECT id FROM azync_jobs
-    WHERE state = 'pending' AND source = $2 AND kind = $3
-      AND run_at <= coalesce($1::timestamptz, now())
-    ORDER BY run_at, id
+    SELECT c.id FROM unnest($8::text[]) AS q(q)
+    CROSS JOIN LATERAL (
+        SELECT j.id, azync_due_order(j.run_at, j.priority) AS o FROM azync_jobs j
+        WHERE j.state = 'pending' AND j.source = $2 AND j.kind = $3 AND j.task_queue = q.q
+          AND j.run_at <= coalesce($1::timestamptz, now())
+        ORDER BY azync_due_order(j.run_at, j.priority), j.id
+        LIMIT $4
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+    ORDER BY c.o, c.id
     LIMIT $4
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE azync_jobs j
 SET state = 'active',
@@ -160,6 +171,14 @@ SELECT 1 FROM azync_job_settle(coalesce($1::timestamptz, now()), ARRAY[$2::uuid]
 UPDATE azync_jobs
 SET state = 'pending', attempt = greatest(attempt - 1, 0), lease_until = NULL,
     updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2 AND lease_token = $3 AND state = 'active'
+RETURNING 1
+
+-- name: job_release_blocked
+-- $2 id, $3 lease_token, $4 reason: job_release keeping why the worker left it.
+UPDATE azync_jobs
+SET state = 'pending', attempt = greatest(attempt - 1, 0), lease_until = NULL,
+    blocked_reason = $4, updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND lease_token = $3 AND state = 'active'
 RETURNING 1
 

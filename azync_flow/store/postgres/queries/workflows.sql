@@ -23,29 +23,31 @@ LIMIT 1
 -- first pass), in one statement; arrays indexed alike (one item for a single start): $2 ids uuid[],
 -- $3 names text[], $4 versions text[], $5 inputs bytea[], $6 business keys
 -- text[], $7 task_queues text[], $8 metas text[] (JSON), $9 trace contexts
--- text[] (JSON), $10 channel. Returns the ids inserted; an item conflicting
+-- text[] (JSON), $10 channel, $11 priorities int[]. Returns the ids inserted; an item conflicting
 -- (same id, or same live (name, key)) with an execution, or with an earlier
 -- item of the batch, inserts nothing. One stats write, one wake.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), ins AS (
     INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
-                                           task_queue, input, meta, trace_context,
+                                           task_queue, input, meta, trace_context, priority,
                                            created_at, updated_at)
     SELECT u.id, u.name, u.version, 'running', u.key, u.task_queue, u.input, u.meta::jsonb,
-           u.trace_context::jsonb, c.t, c.t
+           u.trace_context::jsonb, u.priority, c.t, c.t
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-                $8::text[], $9::text[])
-         WITH ORDINALITY AS u(id, name, version, input, key, task_queue, meta, trace_context, n),
+                $8::text[], $9::text[], $11::int[])
+         WITH ORDINALITY
+         AS u(id, name, version, input, key, task_queue, meta, trace_context, priority, n),
          clock c
     ORDER BY u.n
     ON CONFLICT DO NOTHING
-    RETURNING id, created_at
+    RETURNING id, name, task_queue, priority, created_at
 ), task AS (
     INSERT INTO azync_jobs (id, source, kind, state, run_at, run_id, task_key,
-                            enqueued_at, updated_at, first_pass)
+                            enqueued_at, updated_at, first_pass, workflow_name, task_queue,
+                            priority)
     SELECT gen_random_uuid(), 'workflow', '$wft', 'pending', created_at, id, '$wft',
-           created_at, created_at, true
+           created_at, created_at, true, name, task_queue, priority
     FROM ins
     RETURNING kind, enqueued_at
 ), stat AS (
@@ -87,9 +89,12 @@ SELECT *, coalesce($1::timestamptz, now()) AS at FROM azync_workflow_executions 
 -- $2 id: the execution row plus its live workflow task's attempt and last
 -- error (NULL when it has none): a task that keeps failing says why the run
 -- is not progressing; and the due time of its earliest unfired timer (what it
--- waits on, with its awaited_signals).
+-- waits on, with its awaited_signals); for a running execution, what it waits
+-- for from the workers (azync_workflow_waits, migration 0026).
 SELECT e.*, coalesce($1::timestamptz, now()) AS at,
        t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error,
+       CASE WHEN e.state = 'running'
+            THEN azync_workflow_waits(e.id, coalesce($1::timestamptz, now())) END AS waits,
        (SELECT min(tm.fire_at) FROM azync_workflow_timers tm
         WHERE tm.workflow_id = e.id AND tm.fired_at IS NULL) AS next_timer_at
 FROM azync_workflow_executions e
@@ -386,6 +391,34 @@ ORDER BY s.updated_at, s.id
 -- $2 channel, $3 "source:kind"
 SELECT pg_notify($2, $3), $1::timestamptz AS at
 
+-- name: workflow_unserved
+-- The (task queue, workflow name) pairs of due (pending) workflow tasks that
+-- no live worker serves: a skip scan of azync_jobs_workflow_task_due (one
+-- index probe per distinct pair), then the small worker registry.
+WITH RECURSIVE pairs AS (
+    (SELECT j.task_queue, j.workflow_name FROM azync_jobs j
+     WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'pending'
+       AND j.workflow_name IS NOT NULL
+     ORDER BY j.task_queue, j.workflow_name
+     LIMIT 1)
+    UNION ALL
+    SELECT n.task_queue, n.workflow_name FROM pairs p
+    CROSS JOIN LATERAL (
+        SELECT j.task_queue, j.workflow_name FROM azync_jobs j
+        WHERE j.source = 'workflow' AND j.task_key = '$wft'
+          AND j.state = 'pending' AND j.workflow_name IS NOT NULL
+          AND (j.task_queue, j.workflow_name) > (p.task_queue, p.workflow_name)
+        ORDER BY j.task_queue, j.workflow_name
+        LIMIT 1
+    ) n
+)
+SELECT p.task_queue, p.workflow_name FROM pairs p
+WHERE NOT EXISTS (
+    SELECT 1 FROM azync_workers w
+    WHERE w.expires_at > coalesce($1::timestamptz, now())
+      AND w.workflows @> ARRAY[p.workflow_name] AND w.task_queues @> ARRAY[p.task_queue])
+ORDER BY p.task_queue, p.workflow_name
+
 -- name: workflow_promote_due
 -- $2 kinds text[] (NULL = every workflow kind): due scheduled workflow jobs
 -- (operation retries after backoff, future workflow tasks) become pending.
@@ -478,9 +511,12 @@ FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(kind, enq
 -- name: workflow_list
 -- $2 name (NULL = any), $3 state (NULL = any), $4 limit, $5 before created_at,
 -- $6 before id (keyset cursor; NULL = from the newest). Newest first, with the
--- live workflow task's failures and last error as in workflow_describe: one
--- index probe per running row of the page (after the LIMIT), none for others.
-SELECT e.*, t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error
+-- live workflow task's failures and last error and what it waits for as in
+-- workflow_describe: index probes per running row of the page (after the
+-- LIMIT), none for others.
+SELECT e.*, t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error,
+       CASE WHEN e.state = 'running'
+            THEN azync_workflow_waits(e.id, coalesce($1::timestamptz, now())) END AS waits
 FROM (
     SELECT * FROM azync_workflow_executions
     WHERE ($2::text IS NULL OR name = $2)
@@ -678,13 +714,13 @@ FROM f
 
 -- name: workflow_start_bare
 -- $2 id, $3 name, $4 version, $5 input, $6 business key, $7 task_queue,
--- $8 meta, $9 trace_context: insert a running execution WITHOUT a workflow
--- task (its first pass commits in the same transaction). No row on conflict
--- (same id, or same live (name, key)).
+-- $8 meta, $9 trace_context, $10 priority: insert a running execution WITHOUT
+-- a workflow task (its first pass commits in the same transaction). No row on
+-- conflict (same id, or same live (name, key)).
 INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
-                                       task_queue, input, meta, trace_context,
+                                       task_queue, input, meta, trace_context, priority,
                                        created_at, updated_at)
-VALUES ($2, $3, $4, 'running', $6, $7, $5, $8::jsonb, $9::jsonb,
+VALUES ($2, $3, $4, 'running', $6, $7, $5, $8::jsonb, $9::jsonb, $10::int,
         coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now()))
 ON CONFLICT DO NOTHING
 RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
@@ -693,25 +729,67 @@ RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
 -- $2 kind, $3 limit, $4 lease, $5 run ids uuid[] and $6 after seqs bigint[]
 -- (the caller's cached executions: history is read past that seq, else from
 -- the start), $7 first passes too (false: only tasks of executions in
--- flight). The one lease of workflow tasks, with workflow_task_load of every
--- leased task, in ONE statement: the
+-- flight), $8 task queues text[] and $9 workflow names text[] the caller
+-- serves (NULL = any), $10 run ids to leave (uuid[]: executions the caller
+-- could not run). The one lease of workflow tasks, with workflow_task_load
+-- of every leased task, in ONE statement: the
 -- leased job row plus its execution, history, buffered signals, due timers
 -- and the clock (the load's snapshot is the lease's). Due pending (or due
 -- scheduled) tasks whose execution has no active workflow task (passes never
--- overlap), continuing passes before first passes.
-WITH picked AS (
-    SELECT j.id FROM azync_jobs j
-    WHERE j.source = 'workflow' AND j.kind = $2 AND j.task_key = '$wft'
-      AND j.state IN ('pending', 'scheduled')
-      AND j.run_at <= coalesce($1::timestamptz, now())
-      AND j.first_pass <= $7::boolean
-      AND NOT EXISTS (
-          SELECT 1 FROM azync_jobs a
-          WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
-            AND a.state = 'active')
-    ORDER BY j.first_pass, j.run_at, j.id
+-- overlap), continuing passes before first passes, each in lease order
+-- (azync_due_order: run_at moved earlier by the priority in minutes,
+-- migration 0027). Served (queue, name) pairs are each one range of the
+-- pending tasks' index in lease order (azync_jobs_workflow_task_due) and one
+-- of the scheduled ones' by run_at (azync_jobs_workflow_task_timed, which
+-- stops at the first not due), so tasks of names or queues the caller does not
+-- serve, or not due yet, are never read; with a NULL side the pairs are those
+-- with runnable tasks (a scan: for tools and tests).
+WITH pairs AS (
+    SELECT q.q, n.n FROM unnest($8::text[]) AS q(q), unnest($9::text[]) AS n(n)
+    UNION
+    SELECT j.task_queue, j.workflow_name FROM azync_jobs j
+    WHERE ($8::text[] IS NULL OR $9::text[] IS NULL)
+      AND j.source = 'workflow' AND j.task_key = '$wft' AND j.state IN ('pending', 'scheduled')
+      AND ($8::text[] IS NULL OR j.task_queue = ANY($8::text[]))
+      AND ($9::text[] IS NULL OR j.workflow_name = ANY($9::text[]))
+), due AS (
+    SELECT c.* FROM pairs p
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.first_pass, azync_due_order(j.run_at, j.priority) AS o FROM azync_jobs j
+        WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'pending'
+          AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = $2
+          AND j.first_pass <= $7::boolean
+          AND j.run_at <= coalesce($1::timestamptz, now())
+          AND NOT (j.run_id = ANY(coalesce($10::uuid[], '{}')))
+          AND NOT EXISTS (
+              SELECT 1 FROM azync_jobs a
+              WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
+                AND a.state = 'active')
+        ORDER BY j.first_pass, azync_due_order(j.run_at, j.priority), j.id
+        LIMIT $3
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+), timed AS (
+    SELECT c.* FROM pairs p
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.first_pass, azync_due_order(j.run_at, j.priority) AS o FROM azync_jobs j
+        WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'scheduled'
+          AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = $2
+          AND j.run_at <= coalesce($1::timestamptz, now())
+          AND j.first_pass <= $7::boolean
+          AND NOT (j.run_id = ANY(coalesce($10::uuid[], '{}')))
+          AND NOT EXISTS (
+              SELECT 1 FROM azync_jobs a
+              WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
+                AND a.state = 'active')
+        ORDER BY j.run_at, j.id
+        LIMIT $3
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+), picked AS (
+    SELECT c.id FROM (SELECT * FROM due UNION ALL SELECT * FROM timed) c
+    ORDER BY c.first_pass, c.o, c.id
     LIMIT $3
-    FOR UPDATE SKIP LOCKED
 ), leased AS (
     UPDATE azync_jobs j
     SET state = 'active',
@@ -730,7 +808,8 @@ SELECT l.*, coalesce($1::timestamptz, now()) AS load_now,
        coalesce((SELECT k.after FROM known k WHERE k.id = l.run_id), 0) AS after_seq,
        e.id AS e_id, e.name AS e_name, e.version AS e_version, e.state AS e_state,
        e.business_idempotency_key AS e_business_idempotency_key,
-       e.task_queue AS e_task_queue, e.input AS e_input, e.result AS e_result,
+       e.task_queue AS e_task_queue, e.priority AS e_priority, e.input AS e_input,
+       e.result AS e_result,
        e.failure_reason AS e_failure_reason, e.meta AS e_meta, e.created_at AS e_created_at,
        e.updated_at AS e_updated_at, e.completed_at AS e_completed_at,
        e.next_seq AS e_next_seq, e.cancel_requested AS e_cancel_requested,
@@ -766,7 +845,8 @@ CROSS JOIN LATERAL (
 -- A replay pass committed as ONE statement = one implicit transaction, whatever
 -- it writes (azync_workflow_pass_commit, migration 0023, whose header documents
 -- each argument and the result row). $2 channel, $3 id, $4 run, $5 job ids
--- uuid[], $6 their lease tokens uuid[], $7 task, $8 dead-letter errors text[].
+-- uuid[], $6 their lease tokens uuid[], $7 task, $8 dead-letter errors text[];
+-- $55 and $56 the routes of its operations and children (migration 0026).
 SELECT * FROM azync_workflow_pass_commit(
     p_at => coalesce($1::timestamptz, now()), p_channel => $2::text, p_id => $3::uuid,
     p_run => $4::uuid, p_jobs => $5::uuid[], p_tokens => $6::uuid[], p_task => $7::boolean,
@@ -774,7 +854,7 @@ SELECT * FROM azync_workflow_pass_commit(
     p_payloads => $11::bytea[], p_awaited => $12::text[],
     p_op_kinds => $13::text[], p_op_payloads => $14::bytea[], p_op_metas => $15::text[],
     p_op_keys => $16::text[], p_op_run_ats => $17::timestamptz[],
-    p_op_max_attempts => $18::int[], p_local_keys => $19::text[],
+    p_op_max_attempts => $18::int[], p_op_routes => $55::text[], p_local_keys => $19::text[],
     p_local_lease => $20::interval, p_local_budget => $21::int,
     p_timer_seqs => $22::bigint[], p_timer_delays => $23::interval[], p_fired => $24::bigint[],
     p_signal_ids => $25::bigint[], p_signal_seqs => $26::bigint[],
@@ -784,6 +864,7 @@ SELECT * FROM azync_workflow_pass_commit(
     p_child_seqs => $33::bigint[], p_child_ids => $34::uuid[], p_child_names => $35::text[],
     p_child_versions => $36::text[], p_child_inputs => $37::bytea[],
     p_child_policies => $38::text[], p_child_carriers => $39::text[],
+    p_child_routes => $56::text[],
     p_child_signal_ids => $40::uuid[], p_child_signal_names => $41::text[],
     p_child_signal_payloads => $42::bytea[], p_child_signal_message_ids => $43::text[],
     p_child_cancels => $44::uuid[],

@@ -22,8 +22,10 @@ __all__ = [
     "WORKFLOW_TASK",
     "WorkflowCoreMixin",
     "check_start",
+    "child_route",
     "execution_from_row",
     "history_from_row",
+    "op_route",
 ]
 
 import uuid
@@ -32,12 +34,22 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 import asyncpg
+import msgspec
 
 from ...._text import clean_text
 from ....errors import ConflictError, NotFoundError
-from ...validate import check_meta, check_name, check_same_start, check_text
+from ...validate import (
+    check_meta,
+    check_name,
+    check_priority,
+    check_same_start,
+    check_task_queue,
+    check_text,
+)
 from ...workflows import (
+    ChildStartParams,
     HistoryEvent,
+    ScheduleOperationParams,
     SignalParams,
     StalledScan,
     StalledWorkflow,
@@ -160,10 +172,11 @@ class WorkflowCoreMixin(PgBase):
                 [p.version],
                 [p.input],
                 [p.business_idempotency_key],
-                [p.task_queue],
+                [check_task_queue(p.task_queue)],
                 [encode_meta(p.meta)],
                 [encode_meta(trace_context)],
                 self.channel,
+                [p.priority],
             )
             if inserted:
                 return True, p.id
@@ -258,10 +271,11 @@ class WorkflowCoreMixin(PgBase):
             [p.version for p in items],
             [p.input for p in items],
             [p.business_idempotency_key for p in items],
-            [p.task_queue for p in items],
+            [check_task_queue(p.task_queue) for p in items],
             [encode_meta(p.meta) for p in items],
             [encode_meta(dict(trace_contexts[i])) if trace_contexts else "{}" for i in todo],
             self.channel,
+            [p.priority for p in items],
             conn=tx,
         )
         inserted = {r["id"] for r in rows}
@@ -452,6 +466,11 @@ class WorkflowCoreMixin(PgBase):
                 raise NotFoundError(f"workflow execution {workflow_id} does not exist")
             await self._schedule_task(conn, workflow_id, kind, run_at)
 
+    async def list_unserved_workflows(self) -> list[tuple[str, str]]:
+        """Implements ``WorkflowMaintenance.list_unserved_workflows`` (documented there)."""
+        rows = await self._fetch("workflow_unserved")
+        return [(r["task_queue"], r["workflow_name"]) for r in rows]
+
     async def promote_workflow_jobs(self, kinds: list[str] | None = None) -> int:
         """Implements ``WorkflowMaintenance.promote_workflow_jobs`` (documented there)."""
         row = await self._fetchrow("workflow_promote_due", kinds, self.channel)
@@ -607,10 +626,43 @@ class WorkflowCoreMixin(PgBase):
             self._count(conn, row["kind"], ENQUEUED)
 
 
+def op_route(o: ScheduleOperationParams) -> str:
+    """The routing of an operation as ``azync_workflow_ops_insert`` reads it (JSON).
+
+    Raises:
+        ValueError: a task queue the store refuses.
+    """
+    return _route_json(
+        {
+            "task_queue": check_task_queue(o.task_queue, "operation task_queue"),
+            "priority": check_priority(o.priority, "operation priority"),
+        }
+    )
+
+
+def child_route(c: ChildStartParams) -> str:
+    """The routing of a child execution as ``azync_workflow_children_start`` reads it.
+
+    Raises:
+        ValueError: a task queue the store refuses.
+    """
+    return _route_json(
+        {
+            "task_queue": check_task_queue(c.task_queue, "child task_queue"),
+            "priority": check_priority(c.priority, "child priority"),
+        }
+    )
+
+
+def _route_json(route: dict[str, object]) -> str:
+    return msgspec.json.encode(route).decode()
+
+
 def check_start(p: WorkflowStartParams) -> None:
     """The checks of every workflow start (raises ValueError naming the field)."""
     check_name(p.name, "workflow name")
-    check_name(p.task_queue, "workflow task_queue", empty_ok=True)
+    check_task_queue(p.task_queue, "workflow task_queue")
+    check_priority(p.priority, "workflow priority")
     check_text(p.version, "workflow version")
     check_text(p.business_idempotency_key, "workflow idempotency_key")
     check_meta(p.meta, "workflow meta")
@@ -618,14 +670,19 @@ def check_start(p: WorkflowStartParams) -> None:
 
 def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecutionView:
     """Build a :class:`WorkflowExecutionView` from an executions row (its columns
-    named with ``prefix``); with the ``task_failures``/``task_error`` columns
-    (describe and list queries), a running execution whose workflow task has
-    failed gets its ``blocked_reason``."""
+    named with ``prefix``); with the ``task_failures``/``task_error`` and
+    ``waits`` columns (describe and list queries), a running execution gets its
+    ``blocked_reason``: the failures of its workflow task, then what it waits
+    for from the workers (``azync_workflow_waits``)."""
     failures, error = row.get("task_failures"), row.get("task_error")
     state = row[prefix + "state"]
-    blocked = ""
+    reasons: list[str] = []
     if state == WorkflowState.RUNNING.value and failures and error:
-        blocked = f"{error} (after {failures} workflow task attempt{'s' if failures != 1 else ''})"
+        plural = "s" if failures != 1 else ""
+        reasons.append(f"{error} (after {failures} workflow task attempt{plural})")
+    if state == WorkflowState.RUNNING.value and row.get("waits"):
+        reasons.append(row["waits"])
+    blocked = "; ".join(reasons)
     result = row[prefix + "result"]
     return WorkflowExecutionView(
         id=row[prefix + "id"],
@@ -634,6 +691,7 @@ def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecuti
         state=WorkflowState(state),
         business_idempotency_key=row[prefix + "business_idempotency_key"],
         task_queue=row[prefix + "task_queue"],
+        priority=row.get(prefix + "priority") or 0,
         input=bytes(row[prefix + "input"]),
         result=None if result is None else bytes(result),
         failure_reason=row[prefix + "failure_reason"],

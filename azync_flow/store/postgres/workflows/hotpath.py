@@ -16,10 +16,11 @@ __all__ = [
 ]
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 
 from ...._text import clean_text
+from ...validate import check_task_queue
 from ...workflows import (
     LeasedTask,
     OperationSettle,
@@ -28,7 +29,7 @@ from ...workflows import (
     StartCommitResult,
     WorkflowStartParams,
 )
-from .._base import encode_meta, job_from_row
+from .._base import encode_meta, job_from_row, lease_order
 from .core import WORKFLOW_TASK, check_start, execution_from_row
 from .runtime import WorkflowRuntimeMixin, task_state_from_row
 
@@ -42,6 +43,9 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         known: Mapping[uuid.UUID, int] | None = None,
         *,
         first_passes: bool = True,
+        task_queues: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+        exclude: Collection[uuid.UUID] = (),
     ) -> list[LeasedTask]:
         """Lease up to ``limit`` due workflow tasks and :meth:`load_workflow_task`
         each, in ONE statement (one round trip): tasks of executions in flight
@@ -52,6 +56,7 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         execution that already has an active workflow task, so passes of one
         execution never overlap. ``FOR UPDATE SKIP LOCKED``; attempt
         incremented and a fresh lease token minted, lease = backend now + ``lease``.
+        Only tasks on ``task_queues`` of workflows in ``names`` (None: any).
 
         Args:
             limit: most tasks leased.
@@ -61,6 +66,10 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
                 cache); a leased task's history is read past that seq (else whole).
             first_passes: False leases only tasks of executions in flight, never
                 the first pass of a new one (depth-first admission).
+            task_queues / names: what the caller serves (None: any); see
+                ``WorkflowRuntimeStore.lease_workflow_tasks``.
+            exclude: executions whose tasks the caller leaves (it found it
+                cannot run them).
 
         Returns:
             The leased tasks, oldest first, each with its load.
@@ -76,6 +85,9 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
             ids,
             [(known or {})[i] for i in ids],
             first_passes,
+            None if task_queues is None else list(task_queues),
+            None if names is None else list(names),
+            list(exclude),
         )
         tasks = [
             LeasedTask(
@@ -85,7 +97,7 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
             )
             for r in rows
         ]
-        tasks.sort(key=lambda t: (t.job.run_at, t.job.id))
+        tasks.sort(key=lambda t: lease_order(t.job))
         return tasks
 
     async def commit_completions(
@@ -165,9 +177,10 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
                 p.version,
                 p.input,
                 p.business_idempotency_key,
-                p.task_queue,
+                check_task_queue(p.task_queue),
                 encode_meta(p.meta),
                 encode_meta(trace_context),
+                p.priority,
                 conn=conn,
             )
             if ex is not None:

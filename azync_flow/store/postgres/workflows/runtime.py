@@ -49,7 +49,9 @@ from .core import (
     LIVE_WORKFLOW_STATES,
     PROCESSED,
     WORKFLOW_TASK,
+    child_route,
     execution_from_row,
+    op_route,
 )
 from .interaction import WorkflowInteractionMixin, check_update_outcomes
 
@@ -197,6 +199,8 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             next_task_at == "now",
             signals_wake,
             keep_lease,
+            [op_route(o) for o in ops],
+            [child_route(c) for c in kids],
             conn=conn,
         )
         _check_committed(run_id, row, jobs, task, write)
