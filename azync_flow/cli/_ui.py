@@ -77,7 +77,7 @@ async def ui_command(
     person signs in with it and their name to act (signal, cancel, terminate,
     resume, decide, retry, pause, trigger), each action confirmed and recorded."""
     try:
-        from azync_flow.console import ConsoleSettings, create_app, serve
+        from azync_flow.console import ConsoleSettings, bind, create_app, serve
     except ImportError as exc:
         raise CliError(
             f"the console needs the ui extra ({exc.name} is missing): pip install 'azync-flow[ui]'",
@@ -98,9 +98,13 @@ async def ui_command(
             app = create_app(store, settings)
         except OtlpConfigError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
+        try:
+            sock = bind(host, port)
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}", EXIT_USAGE) from None
         mode = "actions on (sign in with the token)" if token else "read-only (no token)"
         click.echo(
             f"azync-flow console on http://{host}:{port} — {store.target()}; {mode}", err=True
         )
-        await serve(app, host, port)
+        await serve(app, sock)
     return EXIT_OK

@@ -20,6 +20,6 @@ from __future__ import annotations
 
 from ._actions import ACTIONS, AUDIT_EVENT
 from ._app import ConsoleSettings, create_app
-from ._serve import serve
+from ._serve import bind, serve
 
-__all__ = ["ACTIONS", "AUDIT_EVENT", "ConsoleSettings", "create_app", "serve"]
+__all__ = ["ACTIONS", "AUDIT_EVENT", "ConsoleSettings", "bind", "create_app", "serve"]

@@ -401,11 +401,22 @@ def create_app(store: q.ConsoleStore, settings: ConsoleSettings | None = None) -
 
     lifespan = None
     if c.settings.metrics_interval is not None:
-        routes.append(Mount("/metrics", app=prometheus_asgi_app()))
+        routes.append(Route("/metrics", _AsgiEndpoint(prometheus_asgi_app())))
         lifespan = _backlog_sampler(store, c.settings.metrics_interval)
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found,
                                                         Exception: crashed},
                      lifespan=lifespan)  # fmt: skip
+
+
+class _AsgiEndpoint:
+    """An ASGI application as a route's endpoint (served at the exact path,
+    where a mount would redirect ``/metrics`` to ``/metrics/``)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
 
 
 def _backlog_sampler(

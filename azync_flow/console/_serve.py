@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
 
-__all__ = ["serve"]
+__all__ = ["bind", "serve"]
 
 
 class _Server(uvicorn.Server):
@@ -39,12 +40,27 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
-async def serve(app: Any, host: str, port: int) -> None:
-    """Serve the ASGI ``app`` on ``host:port`` until SIGTERM or SIGINT, then
-    return after a graceful shutdown.
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``, bound before anything is
+    served so that an address in use is an error of its own.
 
     Raises:
-        OSError: the address cannot be bound.
+        OSError: the address cannot be bound (in use, no permission).
     """
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
-    await _Server(config).serve()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve(app: Any, sock: socket.socket) -> None:
+    """Serve the ASGI ``app`` on the bound ``sock`` (see :func:`bind`) until
+    SIGTERM or SIGINT, then return after a graceful shutdown."""
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    await _Server(config).serve(sockets=[sock])

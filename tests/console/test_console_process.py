@@ -36,6 +36,11 @@ def _status(url: str) -> int:
         return 0
 
 
+def _final_url(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return str(r.geturl())
+
+
 async def _ui(
     store: PostgresStore, pg_dsn: str, *extra: str
 ) -> tuple[asyncio.subprocess.Process, str]:
@@ -69,6 +74,8 @@ async def test_the_console_serves_the_backlog_gauges_only_with_metrics(
                 samples = await asyncio.to_thread(scrape, url + "/metrics")
                 await asyncio.sleep(0.2)
         assert await asyncio.to_thread(_status, plain_url + "/metrics") == 404
+        # served at the exact path, without a redirect to /metrics/
+        assert await asyncio.to_thread(_final_url, url + "/metrics") == url + "/metrics"
     finally:
         for proc in (with_metrics, without):
             proc.terminate()
@@ -83,3 +90,22 @@ async def test_the_console_stops_gracefully_on_sigterm_and_sigint(
     proc.send_signal(sig)
     async with asyncio.timeout(30):
         assert await proc.wait() == 0
+
+
+async def test_a_port_in_use_is_a_usage_error_before_anything_is_served(
+    store: PostgresStore, pg_dsn: str
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "azync_flow.cli", "ui", "--dsn", pg_dsn,
+            "--schema", store.schema, "--port", str(port),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            _, err = await proc.communicate()
+    assert proc.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in err.decode()
+    assert "console on" not in err.decode()

@@ -129,6 +129,18 @@ def snapshot_text(files: list[tuple[int, str, str]]) -> str | None:
     return text if _APPLIED.findall(text) == [name for _, name, _ in files] else None
 
 
+def _functions_before_indexes(text: str) -> str:
+    """The snapshot with its functions created before its indexes (after the
+    tables whose row types they use), since an expression index may call one."""
+    marks = ("\n-- Indexes\n", "\n-- Functions\n", "\n-- Triggers\n")
+    if not all(m in text for m in marks):
+        return text
+    i, f, t = (text.index(m) for m in marks)
+    if not i < f < t:
+        return text
+    return text[:i] + text[f:t] + text[i:f] + text[t:]
+
+
 async def _load_snapshot(conn: asyncpg.Connection, schema: str, table: str) -> list[int] | None:
     """Build a fresh ``schema`` from the snapshot and record every bundled
     migration as applied; None (nothing done) when the snapshot is stale."""
@@ -139,7 +151,7 @@ async def _load_snapshot(conn: asyncpg.Connection, schema: str, table: str) -> l
     await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     await conn.execute(f'SET LOCAL search_path TO "{schema}"')
     try:
-        await conn.execute(text.replace(_PLACEHOLDER, schema))
+        await conn.execute(_functions_before_indexes(text).replace(_PLACEHOLDER, schema))
     except asyncpg.PostgresError as exc:
         raise MigrationError(f"the schema snapshot failed to load: {exc}") from exc
     await conn.executemany(
