@@ -112,19 +112,30 @@ def age(value: timedelta | float | None) -> str:
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: The largest row count or offset a person may ask for (a 32-bit count, as
+#: the store's).
+MAX_ROWS = 2**31 - 1
+#: The longest duration a person may type (an age, an interval, a lease).
+MAX_DURATION = timedelta(days=36_500)
+#: The times a person may type: what PostgreSQL and Python both represent,
+#: with room for a time zone.
+MIN_TIME = datetime(1, 1, 2, tzinfo=UTC)
+MAX_TIME = datetime(9999, 12, 30, tzinfo=UTC)
 
 
 def duration_or_none(value: str) -> timedelta | None:
-    """`90s`, `15m`, `2h`, `3d` as a timedelta; None when `value` is not one."""
+    """`90s`, `15m`, `2h`, `3d` as a timedelta; None when `value` is not one
+    (or is negative, not finite, or longer than :data:`MAX_DURATION`)."""
     if value[-1:] not in _UNITS:
         return None
     try:
         amount = float(value[:-1])
     except ValueError:
         return None
-    if not math.isfinite(amount) or amount < 0:
+    seconds = amount * _UNITS[value[-1]]
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DURATION.total_seconds():
         return None
-    return timedelta(seconds=amount * _UNITS[value[-1]])
+    return timedelta(seconds=seconds)
 
 
 def time_or_age(value: str) -> datetime | None:
@@ -135,9 +146,10 @@ def time_or_age(value: str) -> datetime | None:
         return datetime.now(UTC) - age
     try:
         when = datetime.fromisoformat(value)
-    except ValueError:
+        when = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         return None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return when if MIN_TIME <= when <= MAX_TIME else None
 
 
 def _no_constant(name: str) -> Any:

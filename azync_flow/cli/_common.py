@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import math
 import os
 import sys
 import uuid
@@ -17,7 +18,13 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from azync_flow._display import duration_or_none, json_from_text, time_or_age
+from azync_flow._display import (
+    MAX_DURATION,
+    MAX_ROWS,
+    duration_or_none,
+    json_from_text,
+    time_or_age,
+)
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.validate import check_name, check_text
@@ -235,6 +242,20 @@ class StrictChoice(click.Choice):  # type: ignore[type-arg]
         )
 
 
+class Seconds(click.FloatRange):
+    """A number of seconds from ``low`` to :data:`MAX_DURATION` (NaN and
+    infinities refused)."""
+
+    def __init__(self, low: float = 0.0) -> None:
+        super().__init__(low, MAX_DURATION.total_seconds())
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
+
+
 def positive(ctx: click.Context, param: click.Parameter, value: int) -> int:
     """Click callback: the value must be at least 1."""
     if value is not None and value < 1:
@@ -255,7 +276,7 @@ def next_offset_cursor(offset: int, shown: int, total: int) -> str | None:
 def limit_option(default: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--limit N`` (at least 1): the page size of a list."""
     return click.option(
-        "--limit", type=int, default=default, show_default=True, callback=positive,
+        "--limit", type=click.IntRange(1, MAX_ROWS), default=default, show_default=True,
         help="Rows at most (a page).",
     )  # fmt: skip
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from azync_flow._display import MAX_ROWS
 from azync_flow.store.events import EventAdminRow, EventFilter, ReplayFilter
 from azync_flow.store.validate import check_name
 
@@ -146,7 +147,12 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
 @click.option("--subscriber", default="", help="Only to this subscriber (default: all of them).")
 @_SINCE
 @_UNTIL
-@click.option("--limit", type=int, default=0, help="At most this many events (default: all).")
+@click.option(
+    "--limit",
+    type=click.IntRange(0, MAX_ROWS),
+    default=0,
+    help="At most this many events (default: all).",
+)
 @db_command
 async def replay(
     type_: str,

@@ -44,6 +44,7 @@ from ._common import (
     EXIT_OK,
     CliError,
     DbOptions,
+    Seconds,
     db_options,
     example,
     positive,
@@ -126,7 +127,11 @@ async def build_worker(
     help="Jobs per kind at once.",
 )  # fmt: skip
 @click.option(
-    "--lease", type=float, default=30.0, show_default=True, help="Lease per attempt, seconds."
+    "--lease",
+    type=Seconds(0.1),
+    default=30.0,
+    show_default=True,
+    help="Lease per attempt, seconds.",
 )
 @click.option(
     "--task-queue", "task_queues", multiple=True, metavar="QUEUE",

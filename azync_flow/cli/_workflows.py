@@ -27,6 +27,7 @@ from ._common import (
     EXIT_OK,
     CliError,
     DbOptions,
+    Seconds,
     StrictChoice,
     connect,
     cursor_option,
@@ -433,8 +434,8 @@ async def result(id: str, timeout: float | None, as_json: bool, db: DbOptions) -
 
 @click.command("stalled", epilog=example("azync-flow workflows stalled --older-than 600"))
 @click.option(
-    "--older-than", type=float, default=0.0, show_default=True,
-    help="Only executions unchanged for at least this many seconds.",
+    "--older-than", type=Seconds(), default=0.0,
+    show_default=True, help="Only executions unchanged for at least this many seconds.",
 )  # fmt: skip
 @limit_option(100)
 @db_command

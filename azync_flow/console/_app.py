@@ -23,7 +23,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from azync_flow import _metrics
-from azync_flow._display import time_or_age
+from azync_flow._display import MAX_ROWS, time_or_age
 from azync_flow.client import Client
 from azync_flow.errors import ConflictError, NotFoundError, PayloadError, StoreError
 from azync_flow.store.admin import JobFilter
@@ -206,7 +206,7 @@ class Console:
     async def execution(self, request: Request) -> Response:
         wid = _uuid(request.path_params["id"], "execution id")
         run = request.query_params.get("run", "")
-        run_no = int(run) if run.isdigit() else None
+        run_no = int(run) if run.isascii() and run.isdigit() and len(run) < 10 else None
         d = await q.execution_detail(self.store, wid, run_no, child_href="/executions/")
         trace = self.settings.trace_url.replace("{trace_id}", d.trace_id) if d.trace_id else ""
         return self.render(request, "execution.html", d=d, v=d.view,
@@ -355,7 +355,12 @@ def _time(value: str, what: str) -> datetime | None:
 
 
 def _offset(value: str) -> int:
-    return int(value) if value.isdigit() else 0
+    """A row offset or page size from the query string (0 when not one, or
+    past what the store counts)."""
+    if not (value.isascii() and value.isdigit()):
+        return 0
+    n = int(value)
+    return n if n <= MAX_ROWS else 0
 
 
 def create_app(store: q.ConsoleStore, settings: ConsoleSettings | None = None) -> Starlette:
