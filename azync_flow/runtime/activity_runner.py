@@ -26,6 +26,7 @@ with a sanitised message, so a bad value never leaves a run stuck.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import uuid
@@ -274,7 +275,20 @@ class ActivityRunner:
         event = ActivityCompleted(
             scheduled_seq=op.seq, result=msgspec.Raw(result), attempts=job.attempt
         )
-        if await self._settle(job, token, *encode_event(event), op=op, result=result, lease=lease):
+        report = asyncio.ensure_future(
+            self._settle(job, token, *encode_event(event), op=op, result=result, lease=lease)
+        )
+        try:
+            settled = await asyncio.shield(report)
+        except asyncio.CancelledError:
+            # The call returned, so its outcome is real even though the attempt is
+            # being cancelled (its lease was lost, or the worker stops): the report
+            # goes on, and lands as a late report, before the attempt ends.
+            with contextlib.suppress(Exception):
+                if await report:
+                    span.set_outcome(AttemptOutcome.SUCCEEDED)
+            raise
+        if settled:
             span.set_outcome(AttemptOutcome.SUCCEEDED)
 
     async def _failed(

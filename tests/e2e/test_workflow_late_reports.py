@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from azync_flow import activity, workflow
@@ -128,3 +129,38 @@ async def test_late_report_after_a_rerun_completed_is_ignored(
     types = await _types(handle)
     assert types.count("ActivityCompleted") == 1
     assert (await handle.describe()).state == WorkflowState.SUCCEEDED
+
+
+async def test_an_attempt_cancelled_while_reporting_its_outcome_still_reports_it_late(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    """The call returned, then the attempt lost its lease while its report was
+    on the way (a partition from the database): the worker cancels the
+    attempt, yet the report still goes on and resolves the uncertain
+    operation as a late report, instead of being dropped."""
+    runtime = LocalRuntime(store, Registry([late_wire_wf], [late_wire]))
+    handle = await Client(store).start(late_wire_wf, 8)
+    settling, resume = asyncio.Event(), asyncio.Event()
+
+    async def partitioned(job: object, event_type: str) -> None:
+        settling.set()
+        await resume.wait()  # the report cannot reach the database yet
+
+    runtime.activities.before_settle = partitioned
+    attempt = await _start_first_attempt(store, runtime, handle, "$op:late_wire@1")
+    GATE["release"].set()  # the call returns ...
+    await settling.wait()  # ... and its report is on the way
+    clock.advance(timedelta(minutes=1))  # the lease expires: the reaper parks it
+    assert len(await store.reap_uncertain_operations(uncertain_event)) == 1
+    attempt.cancel()  # the worker saw its lease lost
+    await asyncio.sleep(0)
+    resume.set()  # the database is reachable again
+    with contextlib.suppress(asyncio.CancelledError):
+        await attempt
+    history = await handle.history()
+    resolved = [e.event for e in history if type(e.event).__name__ == "OperationResolved"]
+    assert [r.decided_by for r in resolved] == ["late report of attempt 1"]
+    runtime.activities.before_settle = None
+    await runtime.run_until_idle()
+    assert await handle.result(timeout=5) == "first attempt 8"
+    assert CALLS == [8]
