@@ -142,6 +142,10 @@ async def test_sigkill_right_after_a_folded_commit_loses_nothing(
     assert (await handle.describe()).state == WorkflowState.RUNNING
     assert await run_worker(pg_dsn, schema, handle.id, ledger) == 0
     assert await handle.result(timeout=10) == ORDER
-    assert done_steps(ledger) == ["done:reserve:o-24", "done:charge:o-24", "done:ship:o-24"]
+    steps = done_steps(ledger)
+    # charge was leased to the dying worker: an idempotent (thread) activity, it
+    # may have run there before the kill landed, then again after its lease expired
+    assert steps.count("done:charge:o-24") in (1, 2)
+    assert [x for x in steps if x != "done:charge:o-24"] == ["done:reserve:o-24", "done:ship:o-24"]
     assert await completed_seqs(handle) == [1, 3, 5]
     await assert_replays(store, handle.id)
