@@ -161,7 +161,7 @@ class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
             )
         self.zone()
         for expr in self.cron:
-            if not isinstance(expr, str) or not croniter.is_valid(expr):
+            if not _cron_shape_ok(expr):
                 raise ScheduleSpecError(
                     f"invalid cron expression {expr!r}: use 5 fields 'minute hour "
                     "day-of-month month day-of-week', or 6 with the seconds field LAST "
@@ -324,6 +324,17 @@ def resolve_wall_time(
     if repeated is RepeatedTime.LAST:
         return [b]
     return [a, b]
+
+
+def _cron_shape_ok(expr: object) -> bool:
+    """Whether ``expr`` is a cron expression of 5 or 6 fields (or an ``@`` alias).
+
+    croniter also takes a seventh (year) field, which the 6-field seconds-last
+    form makes ambiguous to read: refused.
+    """
+    if not isinstance(expr, str) or not croniter.is_valid(expr):
+        return False
+    return expr.startswith("@") or len(expr.split()) in (5, 6)
 
 
 def _exists(local: datetime, wall: datetime) -> bool:

@@ -57,6 +57,8 @@ async def test_workflow_start_rejects_nul_in_name_key_and_meta(store: PostgresSt
         await client.start(bid_plain, "x", meta={"a\x00": "v"})
     with pytest.raises(ValueError, match=rf"workflow meta\['k'\] {NUL}"):
         await client.start(bid_plain, "x", meta={"k": "\x00"})
+    with pytest.raises(ValueError, match="workflow version is 400 characters long; at most 255"):
+        await client.start(bid_plain, "x", version="v" * 400)
     assert await _rows(store, "azync_workflow_executions") == 0
 
 

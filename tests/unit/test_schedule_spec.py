@@ -170,6 +170,7 @@ def test_jitter_is_deterministic_per_nominal_time_and_bounded() -> None:
         ({}, "at least one"),
         ({"cron": ("61 * * * *",)}, "invalid cron"),
         ({"cron": "0 30 1 * * *"}, "6 with the seconds field LAST"),
+        ({"cron": "0 0 1 1 * 0 2030"}, "use 5 fields"),
         ({"cron": ("0 1 * * *",), "tz": "Mars/Olympus"}, "unknown time zone"),
         ({"cron": ("0 1 * * *",), "start_at": datetime(2024, 1, 1)}, "naive"),  # noqa: DTZ001
         ({"cron": "0 1 * * *", "end_at": datetime(2024, 1, 1)}, "naive"),  # noqa: DTZ001

@@ -663,7 +663,7 @@ def check_start(p: WorkflowStartParams) -> None:
     check_name(p.name, "workflow name")
     check_task_queue(p.task_queue, "workflow task_queue")
     check_priority(p.priority, "workflow priority")
-    check_text(p.version, "workflow version")
+    check_name(p.version, "workflow version", empty_ok=True)
     check_text(p.business_idempotency_key, "workflow idempotency_key")
     check_meta(p.meta, "workflow meta")
 
