@@ -165,6 +165,9 @@ class WorkflowCompleted(Event):
     seq: int
     result: msgspec.Raw = msgspec.Raw(b"null")
 
+    def describe(self) -> str:
+        return f"WorkflowCompleted(result={_shown(self.result)})"
+
 
 class WorkflowFailed(Event):
     """The workflow function raised ``error_type: message``."""
@@ -290,6 +293,9 @@ class CancelRequested(Event):
     seq: int
     reason: str = ""
 
+    def describe(self) -> str:
+        return f"CancelRequested({self.reason[:60]})"
+
 
 class UpdateAccepted(Event):
     """Update ``name`` (id ``update_id``, arguments ``args`` as a JSON array) passed
@@ -344,6 +350,9 @@ class OperationUncertain(Event):
     scheduled_seq: int
     reason: str = ""
 
+    def describe(self) -> str:
+        return f"OperationUncertain(scheduled_seq={self.scheduled_seq}, {self.reason[:60]})"
+
 
 class OperationResolved(Event):
     """An audited decision on an uncertain operation: complete, fail, or retry.
@@ -357,6 +366,11 @@ class OperationResolved(Event):
     decision: str  # "complete" | "fail" | "retry"
     decided_by: str = ""
     note: str = ""
+
+    def describe(self) -> str:
+        by = f" by {self.decided_by}" if self.decided_by else ""
+        note = f": {self.note[:60]}" if self.note else ""
+        return f"OperationResolved(scheduled_seq={self.scheduled_seq}, {self.decision}{by}{note})"
 
 
 class ChildCompleted(Event):
