@@ -151,6 +151,11 @@ class LeaseHandle:
         expiry is never later), so the reaper may have taken the job over."""
         return self.lost or asyncio.get_running_loop().time() >= self.expires_at
 
+    def settled(self) -> bool:
+        """True once the runner returned: its outcome was handed to the acker,
+        so a renewal refused from then on means the job was settled, not lost."""
+        return self._task is not None and self._task.done()
+
     def mark_lost(self) -> None:
         """Record that the lease is gone and cancel the runner's task."""
         if self.lost:

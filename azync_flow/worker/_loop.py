@@ -436,6 +436,8 @@ class LeaseLoop:
             await handle.extend()
             self.stats.heartbeats += 1
         except Exception as exc:
+            if handle.settled():
+                return  # the ack committed while this renewal was on its way
             if handle.lost or is_not_found(exc):
                 self.stats.lost += 1
                 log.warning("%r: lease of job %s lost; its run was cancelled", self, handle.id)

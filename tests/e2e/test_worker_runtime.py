@@ -456,3 +456,25 @@ async def test_leader_keeps_its_lease_through_a_tick_longer_than_the_ttl(
             await asyncio.sleep(0.02)
         assert w.maintenance.is_leader("test.slow")
     assert runs[:8] == [f"slow{i}" for i in range(4)] * 2  # two ticks of 1.6 s, no loss
+
+
+async def test_a_renewal_racing_the_ack_is_not_counted_as_a_lost_lease(
+    store: PostgresStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The heartbeat took the handle before the runner returned; its renewal
+    reaches the database after the ack committed and finds no leased row."""
+    worker = Worker(store, **FAST)
+    handles: list[LeaseHandle] = []
+
+    @worker.register("quick")
+    async def quick(payload: Any, ctx: JobContext) -> None:
+        handles.append(ctx._lease)
+
+    job_id = await enqueue(store, "quick")
+    await worker.run_until_idle()
+    assert (await get(store, job_id)).state == JobState.SUCCEEDED
+    loop = worker.loops[(Source.QUEUE, "quick")]
+    with caplog.at_level("WARNING", logger="azync_flow"):
+        await loop._beat(handles[0])
+    assert loop.stats.lost == 0
+    assert "lost" not in caplog.text
