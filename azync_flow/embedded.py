@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "EmbeddedInUseError",
     "EmbeddedStatus",
     "default_data_dir",
     "embedded_status",
@@ -34,6 +35,12 @@ __all__ = [
 ]
 
 log = logging.getLogger("azync_flow.embedded")
+
+
+class EmbeddedInUseError(RuntimeError):
+    """:func:`stop_embedded` refused: live processes use the server (the
+    message lists their pids)."""
+
 
 #: The file in the data directory listing the processes attached to the server.
 _HANDLES = ".handle_pids.json"
@@ -240,15 +247,16 @@ def stop_embedded(data_dir: Path | None = None, *, force: bool = False) -> Embed
         The status before stopping.
 
     Raises:
-        RuntimeError: the extra is not installed, or live processes are
-            attached and ``force`` is False (the message lists them).
+        EmbeddedInUseError: live processes are attached and ``force`` is
+            False (the message lists them).
+        RuntimeError: the extra is not installed.
     """
     ep = _import()
     before = embedded_status(data_dir)
     if not before.running:
         return before
     if before.attached and not force:
-        raise RuntimeError(
+        raise EmbeddedInUseError(
             f"the embedded PostgreSQL in {before.data_dir} is in use by process(es) "
             f"{_pids(before.attached)}; stop them first or use --force"
         )

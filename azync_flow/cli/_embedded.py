@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from azync_flow.embedded import embedded_status, stop_embedded
+from azync_flow.embedded import EmbeddedInUseError, embedded_status, stop_embedded
 
-from ._common import EXIT_OK, EXIT_UNAVAILABLE, CliError, example
+from ._common import EXIT_CONFLICT, EXIT_OK, EXIT_UNAVAILABLE, CliError, example
 
 _DATA_DIR = click.option(
     "--data-dir",
@@ -51,6 +51,8 @@ def stop(data_dir: Path | None, force: bool) -> int:
 def _call(fn: Any, *args: Any, **kw: Any) -> Any:
     try:
         return fn(*args, **kw)
+    except EmbeddedInUseError as exc:
+        raise CliError(str(exc), EXIT_CONFLICT) from None
     except RuntimeError as exc:
         raise CliError(str(exc), EXIT_UNAVAILABLE) from None
 
