@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from azync_flow.errors import EmbeddedInUseError
+
 __all__ = [
-    "EmbeddedInUseError",
     "EmbeddedStatus",
     "default_data_dir",
     "embedded_status",
@@ -35,11 +36,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("azync_flow.embedded")
-
-
-class EmbeddedInUseError(RuntimeError):
-    """:func:`stop_embedded` refused: live processes use the server (the
-    message lists their pids)."""
 
 
 #: The file in the data directory listing the processes attached to the server.

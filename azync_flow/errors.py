@@ -46,7 +46,8 @@ Tree::
     │   ├── ScheduleSpecError           a bad cron, zone, interval or instant — also a ValueError
     │   └── ScheduleExistsError         a schedule with this id exists (also a ConflictError)
     ├── HistoryFileError                (source, problem) — also a ValueError
-    └── OtlpConfigError                 ``configure_otlp`` cannot do what was asked
+    ├── OtlpConfigError                 ``configure_otlp`` cannot do what was asked
+    └── EmbeddedInUseError              the embedded server is in use: not stopped
 
     BaseException
     ├── WorkflowAbort                   stops workflow code during a pass; never caught by it
@@ -75,6 +76,7 @@ __all__ = [
     "ContinueAsNew",
     "DAGIdempotencyConflictError",
     "DAGValidationError",
+    "EmbeddedInUseError",
     "ForbiddenCallError",
     "HistoryFileError",
     "IdempotencyConflictError",
@@ -709,6 +711,13 @@ class OtlpConfigError(AzyncError):
     """``configure_otlp`` cannot do what was asked (bad protocol, provider already set)."""
 
     code = "otlp_config"
+
+
+class EmbeddedInUseError(AzyncError, RuntimeError):
+    """``stop_embedded`` refused: live processes use the server (the message
+    lists their pids). Also a ``RuntimeError``."""
+
+    code = "embedded_in_use"
 
 
 class Snooze(BaseException):

@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from azync_flow.embedded import EmbeddedInUseError, embedded_status, stop_embedded
+from azync_flow.embedded import embedded_status, stop_embedded
+from azync_flow.errors import EmbeddedInUseError
 
 from ._common import EXIT_CONFLICT, EXIT_OK, EXIT_UNAVAILABLE, CliError, example
 
