@@ -8,7 +8,7 @@ from __future__ import annotations
 import getpass
 import socket
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -24,6 +24,7 @@ from azync_flow.replay.events import (
 from azync_flow.store.workflows import UncertainStore
 
 __all__ = [
+    "Decided",
     "UncertainOperationView",
     "default_decider",
     "resolution_events",
@@ -77,6 +78,15 @@ def default_decider() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+class Decided(NamedTuple):
+    """What :func:`resolve_operation` returns: the decided operation's execution
+    and activity name."""
+
+    workflow_id: uuid.UUID
+    workflow_name: str
+    activity: str
+
+
 async def resolve_operation(
     store: UncertainStore,
     operation_id: uuid.UUID | str,
@@ -87,7 +97,7 @@ async def resolve_operation(
     note: str | None = None,
     decided_by: str | None = None,
     expected_attempt: int | None = None,
-) -> Any:
+) -> Decided:
     """Apply a decision to an uncertain operation (the client, CLI and reconciler path).
 
     Builds the history events (``OperationResolved`` then ``ActivityCompleted`` /
@@ -107,7 +117,7 @@ async def resolve_operation(
             uncertain again at another attempt meanwhile.
 
     Returns:
-        ``ResolvedOperation(workflow_id, workflow_name)``.
+        The execution (id, workflow name) and the activity decided.
 
     Raises:
         ValueError: unknown decision.
@@ -133,7 +143,7 @@ async def resolve_operation(
         decided_by=by,
         note=note or "",
     )
-    return await store.resolve_uncertain(
+    done = await store.resolve_uncertain(
         op_id,
         decision,
         data,
@@ -144,6 +154,7 @@ async def resolve_operation(
         outcome_event=outcome,
         expected_attempt=expected_attempt,
     )
+    return Decided(done.workflow_id, done.workflow_name, op.activity)
 
 
 class UncertainOperationView(msgspec.Struct, kw_only=True):

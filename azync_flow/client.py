@@ -29,7 +29,12 @@ from azync_flow._client_interactions import (
     query_workflow,
     update_workflow,
 )
-from azync_flow._decisions import UncertainOperationView, default_decider, resolve_operation
+from azync_flow._decisions import (
+    Decided,
+    UncertainOperationView,
+    default_decider,
+    resolve_operation,
+)
 from azync_flow._local_workflows import local_workflows
 from azync_flow._publish import publish_event
 from azync_flow._text import clean_text
@@ -683,18 +688,15 @@ class Client:
             note=note,
             decided_by=decided_by,
         )
-        await self._uncertain_resolved_event(resolved_op, operation_id, decision)
+        await self._uncertain_resolved_event(resolved_op, decision)
 
-    async def _uncertain_resolved_event(self, resolved: Any, operation: Any, decision: str) -> None:
+    async def _uncertain_resolved_event(self, decided: Decided, decision: str) -> None:
         """Record the decision as an ``uncertain.resolved`` run event on the run's trace."""
-        run_id = getattr(resolved, "workflow_id", None) or getattr(operation, "workflow_id", None)
-        if run_id is None:
-            return
         self.tracer.run_event(
-            await self.store.workflow_trace_context(run_id),
+            await self.store.workflow_trace_context(decided.workflow_id),
             RunEvent.UNCERTAIN_RESOLVED,
-            run_id=run_id,
-            subject=getattr(operation, "activity", None) or None,
+            run_id=decided.workflow_id,
+            subject=decided.activity,
             attributes={"azync.resolution": decision},
         )
 

@@ -16,6 +16,7 @@ from azync_flow.retry import RetryPolicy
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.workflows import WorkflowState
+from azync_flow.testing_otel import SpanCapture
 
 from ._uncertain_helpers import event_types, local_runtime, op_audit, op_row, snapshot
 
@@ -286,3 +287,16 @@ async def test_non_idempotent_start_to_close_overrun_is_uncertain_but_idempotent
     await runtime.run_until_idle()
     assert await handle.result(timeout=5) == 8
     assert runs == ["lookup", "lookup", "charge"]
+
+
+async def test_a_decision_by_operation_id_names_the_activity_in_its_run_event(
+    store: PostgresStore,
+) -> None:
+    """The CLI and the console decide by id string: the ``uncertain.resolved``
+    event (and the resolved-operations metric it feeds) still names the activity."""
+    _, _, op = await _suspended(store)
+    capture = SpanCapture()
+    client = Client(store, tracer_provider=capture.provider)
+    await client.resolve_uncertain(str(op.operation_id), "complete", result="wired by hand")
+    [event] = capture.named("uncertain.resolved wire")
+    assert event.attributes["azync.resolution"] == "complete"
