@@ -4,6 +4,11 @@ payloads. Every payload is encoded by :func:`encode_value` and decoded by
 :func:`decode_value`, so a bad one gets the same :class:`PayloadError` family
 wherever it shows up.
 
+Both go through the configured payload codec (compression, encryption:
+:mod:`azync_flow.payload_codec`, docs/codecs.md) when there is one: the JSON
+is sealed in an envelope after encoding and opened before decoding; plain JSON
+(no codec, or written before one was configured) is read as it is.
+
 :func:`encode_value` also turns the failures msgspec reports outside its usual
 error types into :class:`PayloadEncodeError`:
 
@@ -25,7 +30,13 @@ from typing import Any
 
 import msgspec
 
-from azync_flow.errors import PayloadEncodeError, PayloadError, PayloadTooLargeError
+from azync_flow.errors import (
+    PayloadCodecError,
+    PayloadEncodeError,
+    PayloadError,
+    PayloadTooLargeError,
+)
+from azync_flow.payload_codec import MAGIC, active_codec, is_envelope, open_envelope
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -35,8 +46,9 @@ __all__ = [
     "type_name",
 ]
 
-#: Default per-payload limit (bytes). ``None`` disables the check.
-DEFAULT_MAX_PAYLOAD_BYTES: int | None = 64 * 1024 * 1024
+#: Default per-payload limit (bytes) that :func:`encode_value` applies to the
+#: bytes stored, after the payload codec (so compression counts).
+DEFAULT_MAX_PAYLOAD_BYTES: int = 64 * 1024 * 1024
 
 _ENCODER = msgspec.json.Encoder()
 
@@ -58,18 +70,34 @@ def _msgpack_hook(value: Any) -> Any:
 _MSGPACK = msgspec.msgpack.Encoder(enc_hook=_msgpack_hook)
 
 
-def encode_value(value: Any, what: str = "payload", limit: int | None = None) -> bytes:
-    """Encode ``value`` as JSON bytes.
+def encode_value(
+    value: Any, what: str = "payload", limit: int | None = DEFAULT_MAX_PAYLOAD_BYTES
+) -> bytes:
+    """Encode ``value`` as JSON bytes, through the payload codec when one is
+    configured (:func:`azync_flow.payload_codec.active_codec`).
 
     ``bytes`` values are encoded by msgspec as base64 strings (decode them with a
     ``bytes`` annotation to get them back).
+
+    Args:
+        value: the value.
+        what: names the payload in errors.
+        limit: the most bytes the stored payload may take (after the codec);
+            None: no limit.
 
     Raises:
         PayloadEncodeError: the value is not encodable: unsupported type, lone
             surrogate, nesting deeper than ~1000 levels, or a NaN/±Inf float.
             Not retryable.
-        PayloadTooLargeError: the encoding is over ``limit`` bytes.
+        PayloadTooLargeError: the stored bytes are over ``limit``.
+        PayloadCodecError: the codec named by ``AZYNC_PAYLOAD_CODEC`` cannot be
+            loaded.
     """
+    if isinstance(value, msgspec.Raw) and is_envelope(value):
+        data = bytes(value)  # an encoded payload passed on (a schedule's input): kept
+        if limit is not None and len(data) > limit:
+            raise PayloadTooLargeError(what, len(data), limit)
+        return data
     try:
         data = _HOOKED.encode(value)
     except (TypeError, NotImplementedError, UnicodeEncodeError, OverflowError) as exc:
@@ -78,8 +106,6 @@ def encode_value(value: Any, what: str = "payload", limit: int | None = None) ->
         raise PayloadEncodeError(
             f"{what} is not JSON-encodable: nested too deeply (over ~1000 levels)"
         ) from exc
-    if limit is not None and len(data) > limit:
-        raise PayloadTooLargeError(what, len(data), limit)
     if b"null" in data and _has_non_finite(value):
         raise _encode_error(
             what,
@@ -87,6 +113,16 @@ def encode_value(value: Any, what: str = "payload", limit: int | None = None) ->
             "it contains a NaN or infinite float, which JSON cannot represent "
             "(it would be stored as null)",
         )
+    chain = active_codec()
+    if chain is not None:
+        data = chain.seal(data)
+    elif data.startswith(MAGIC):
+        raise PayloadEncodeError(
+            f"{what} is a string starting with NUL + 'azc1 ', which marks an encoded "
+            "payload: stored plain it would be read as one"
+        )
+    if limit is not None and len(data) > limit:
+        raise PayloadTooLargeError(what, len(data), limit)
     return data
 
 
@@ -145,15 +181,20 @@ def decode_value(data: bytes | msgspec.Raw, type: Any = Any, what: str = "payloa
     Struct fields are ignored).
 
     Args:
-        data: the JSON.
+        data: the stored bytes: JSON, or a codec envelope (opened with the
+            active payload codec).
         type: what to decode into (a class, a Struct, ``list[int]``, ...).
         what: names the payload in the error (``"payload of kind 'order'"``).
 
     Raises:
+        PayloadCodecError: an envelope whose codec or key is not configured
+            here (or corrupt); the message names the payload and the key id.
         PayloadError: ``data`` is not JSON, is nested deeper than ~1000
             levels, or does not match ``type``. Not retryable: the same bytes
             fail the same way.
     """
+    if is_envelope(data):
+        data = _open(data, what)
     try:
         return _decoder(type).decode(data)
     except msgspec.ValidationError as exc:
@@ -162,6 +203,15 @@ def decode_value(data: bytes | msgspec.Raw, type: Any = Any, what: str = "payloa
         raise PayloadError(f"{what} is not valid JSON: {exc}") from exc
     except RecursionError as exc:
         raise PayloadError(f"{what} is nested too deeply (over ~1000 levels)") from exc
+
+
+def _open(data: bytes | msgspec.Raw, what: str) -> bytes:
+    try:
+        return open_envelope(bytes(data))
+    except PayloadCodecError as exc:
+        raise PayloadCodecError(
+            f"{what} cannot be decoded: {exc.args[0]}", codec=exc.codec, key_id=exc.key_id
+        ) from None
 
 
 def check_payload_type(type: Any) -> None:

@@ -38,6 +38,8 @@ Tree::
     ├── Uncertain                       raised BY an activity: outcome unknown, park it
     ├── PayloadError
     │   ├── PayloadEncodeError          (a value msgspec cannot encode, e.g. a lone surrogate)
+    │   ├── PayloadCodecError           (codec, key_id) — a codec layer cannot be undone here
+    │   │                                (its codec or key is not configured, corrupt bytes)
     │   └── PayloadTooLargeError        (size, limit)
     ├── LeaseLost                       a job's lease token no longer owns the row
     ├── UnknownKindError                (kind) — no handler is registered for a job's kind
@@ -87,6 +89,7 @@ __all__ = [
     "NotFoundError",
     "NotReady",
     "OtlpConfigError",
+    "PayloadCodecError",
     "PayloadEncodeError",
     "PayloadError",
     "PayloadTooLargeError",
@@ -583,6 +586,32 @@ class PayloadEncodeError(PayloadError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.args[0], self.path))
+
+
+class PayloadCodecError(PayloadError):
+    """A stored payload's codec layer cannot be undone here: its codec or its
+    encryption key is not configured in this process, or the bytes are corrupt
+    (docs/codecs.md).
+
+    Attributes:
+        codec: the id of the layer that failed ("" when not about one layer).
+        key_id: the encryption key id the payload names ("" when none).
+    """
+
+    code = "payload_codec"
+
+    def __init__(self, message: str, *, codec: str = "", key_id: str = "") -> None:
+        self.codec = codec
+        self.key_id = key_id
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_codec_error, (self.args[0], self.codec, self.key_id))
+
+
+def _codec_error(message: str, codec: str, key_id: str) -> PayloadCodecError:
+    """Rebuild a pickled :class:`PayloadCodecError` (its fields are keyword-only)."""
+    return PayloadCodecError(message, codec=codec, key_id=key_id)
 
 
 class PayloadTooLargeError(PayloadError):

@@ -14,6 +14,7 @@ from opentelemetry.trace import TracerProvider
 
 from ..codec import encode_value
 from ..errors import DAGIdempotencyConflictError, NotFoundError
+from ..payload_codec import payloads_equal
 from ..store.dags import (
     DAGClientStore,
     DAGDep,
@@ -142,7 +143,7 @@ class DAGClient:
             j = stored.get(t.key)
             if j is None or j.kind != t.kind:
                 differs.append(f"task {t.key!r} (kind)")
-            elif j.payload != t.payload:
+            elif not _same_payload(j.payload, t.payload):
                 differs.append(f"task {t.key!r} (payload)")
             elif _strip(j.meta) != _strip(p.meta):
                 differs.append(f"task {t.key!r} (meta)")
@@ -327,3 +328,10 @@ class DAGClient:
 
 def _name(dag: DAG | str) -> str:
     return dag if isinstance(dag, str) else dag.name
+
+
+def _same_payload(stored: bytes | None, requested: bytes | None) -> bool:
+    """Payloads compared as JSON (two encryptions of one value differ as bytes)."""
+    if stored is None or requested is None:
+        return stored is requested
+    return payloads_equal(stored, requested)

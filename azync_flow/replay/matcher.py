@@ -4,7 +4,7 @@ A command the code issues matches the recorded command event at the same
 position when:
 
 * the types are equal, and
-* ``ActivityScheduled``: same activity name and byte-identical input (the
+* ``ActivityScheduled``: same activity name and the same input JSON (the
   version is not compared, so bumping an activity's version does not break
   running executions);
 * ``TimerStarted``: always (changing a duration does not break replay; the
@@ -12,17 +12,21 @@ position when:
 * ``TimerCancelled``: same timer seq;
 * ``SideEffectRecorded``: same kind;
 * ``PatchMarker``: same patch id;
-* ``ChildStarted``: same workflow name and byte-identical input (a derived
+* ``ChildStarted``: same workflow name and the same input JSON (a derived
   child id is the same on every replay; the recorded id is kept);
-* ``ChildSignaled``: same child, signal name and byte-identical payload;
+* ``ChildSignaled``: same child, signal name and the same payload JSON;
 * ``ChildCancelRequested``: same child;
 * ``UpdateCompleted``: same update id (the result may differ);
 * terminal events (completed/failed/cancelled/continued as new): always (the
   result or the new input may differ).
+
+Payloads are compared as JSON, their codec layers undone: an encrypted payload
+is never byte-identical to another encryption of the same value.
 """
 
 from __future__ import annotations
 
+from azync_flow.payload_codec import payloads_equal
 from azync_flow.replay.events import (
     ActivityScheduled,
     ChildCancelRequested,
@@ -44,7 +48,7 @@ def commands_match(recorded: Event, new: Event) -> bool:
         return False
     if isinstance(recorded, ActivityScheduled):
         assert isinstance(new, ActivityScheduled)
-        return recorded.name == new.name and bytes(recorded.input) == bytes(new.input)
+        return recorded.name == new.name and payloads_equal(recorded.input, new.input)
     if isinstance(recorded, TimerCancelled):
         assert isinstance(new, TimerCancelled)
         return recorded.timer_seq == new.timer_seq
@@ -53,13 +57,13 @@ def commands_match(recorded: Event, new: Event) -> bool:
         return recorded.kind == new.kind
     if isinstance(recorded, ChildStarted):
         assert isinstance(new, ChildStarted)
-        return recorded.name == new.name and bytes(recorded.input) == bytes(new.input)
+        return recorded.name == new.name and payloads_equal(recorded.input, new.input)
     if isinstance(recorded, ChildSignaled):
         assert isinstance(new, ChildSignaled)
         return (
             recorded.workflow_id == new.workflow_id
             and recorded.name == new.name
-            and bytes(recorded.payload) == bytes(new.payload)
+            and payloads_equal(recorded.payload, new.payload)
         )
     if isinstance(recorded, ChildCancelRequested):
         assert isinstance(new, ChildCancelRequested)

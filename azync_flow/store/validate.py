@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Collection, Mapping
 
 from ..errors import IdempotencyConflictError
+from ..payload_codec import payloads_equal
 from .queue import DEFAULT_TASK_QUEUE
 from .workflows import WorkflowStartParams
 
@@ -166,12 +167,13 @@ def check_same_start(
     existing_id: uuid.UUID, name: str, input: bytes, p: WorkflowStartParams
 ) -> None:
     """A start that found execution ``existing_id`` (of workflow ``name`` with
-    ``input``) holding its id or key must ask for that same workflow and input.
+    ``input``) holding its id or key must ask for that same workflow and input
+    (compared as JSON, codec layers undone: two encryptions of one value differ).
 
     Raises:
         IdempotencyConflictError: ``p`` names another workflow or input.
     """
-    if name != p.name or input != p.input:
+    if name != p.name or not payloads_equal(input, p.input):
         raise IdempotencyConflictError(
             f"execution {existing_id} already holds this id/key with workflow "
             f"{name!r} and different input; nothing started"
