@@ -14,7 +14,8 @@ from typing import Any
 import msgspec
 
 from azync_flow.codec import decode_value, encode_value
-from azync_flow.errors import PayloadError
+from azync_flow.errors import PayloadCodecError, PayloadError
+from azync_flow.payload_codec import describe_envelope
 
 __all__ = [
     "PREVIEW_CHARS",
@@ -59,11 +60,14 @@ def to_plain(value: Any) -> Any:
 
 
 def payload_json(data: bytes | None) -> Any:
-    """Decode stored JSON bytes for display (None stays None)."""
+    """Decode stored JSON bytes for display (None stays None); a payload whose
+    codec or key is not configured shows as ``<undecodable payload (...)>``."""
     if data is None:
         return None
     try:
         return decode_value(data)
+    except PayloadCodecError as exc:  # encoded with a codec or key not configured here
+        return f"<undecodable payload ({describe_envelope(data)}): {exc.args[0]}>"
     except PayloadError:
         return data.decode("utf-8", "replace")
 

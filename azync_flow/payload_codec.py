@@ -194,8 +194,7 @@ class AesGcmCodec:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         except ImportError:
             raise PayloadCodecError(
-                "the aesgcm codec needs the cryptography package: "
-                "pip install 'azync-flow[crypto]'",
+                "the aesgcm codec needs the cryptography package: pip install 'azync-flow[crypto]'",
                 codec=self.id,
             ) from None
         if current not in keys:
@@ -218,7 +217,7 @@ class AesGcmCodec:
 
     def encode(self, data: bytes) -> bytes:
         nonce = secrets.token_bytes(12)
-        sealed = self._ciphers[self.current].encrypt(nonce, data, self._prefix)
+        sealed: bytes = self._ciphers[self.current].encrypt(nonce, data, self._prefix)
         return self._prefix + nonce + sealed
 
     def decode(self, data: bytes) -> bytes:
@@ -368,8 +367,12 @@ def open_envelope(data: bytes, codec: CodecChain | None = None) -> bytes:
 
 
 def describe_envelope(data: bytes) -> str:
-    """What was applied to envelope ``data``: ``"gzip,aesgcm (key 'k1')"``."""
-    ids, coded = _split(data)
+    """What was applied to envelope ``data``: ``"gzip,aesgcm (key 'k1')"``
+    (``"malformed envelope"`` when it cannot be parsed)."""
+    try:
+        ids, coded = _split(data)
+    except PayloadCodecError:
+        return "malformed envelope"
     text = ",".join(ids)
     if ids and ids[-1] == AesGcmCodec.id:
         with contextlib.suppress(PayloadCodecError):

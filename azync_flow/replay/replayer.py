@@ -9,6 +9,11 @@ File format (JSON, as written by :meth:`RecordedHistory.to_json`)::
 
     {"workflow_id": "...", "workflow_name": "order", "input": <input JSON>,
      "events": [{"seq": 1, "type": "ActivityScheduled", "payload": {...}}, ...]}
+
+Histories written with a payload codec replay through a codec that reads them
+(``Replayer(workflows, codec=...)``, else the process codec); one whose codec
+or key is missing raises :class:`~azync_flow.errors.PayloadCodecError` before
+replaying rather than replaying undecodable values.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from typing import Any
 
 import msgspec
 
-from azync_flow.errors import HistoryFileError, NonDeterminismError
+from azync_flow.errors import HistoryFileError, NonDeterminismError, PayloadCodecError
+from azync_flow.payload_codec import PayloadCodec, is_envelope, open_envelope, use_payload_codec
 from azync_flow.replay.engine import Startable, WorkflowInstance
 from azync_flow.replay.events import HistoryEntry, decode_event, encode_event
 from azync_flow.replay.outcome import PassOutcome, PassStatus, WorkflowInfo
@@ -111,12 +117,21 @@ class Replayer:
 
     Args:
         workflows: ``@workflow`` definitions (or a Registry's ``workflows.values()``).
+        codec: the payload codec the history's payloads were written with (a
+            codec or a list of codecs); None: the process codec
+            (:func:`~azync_flow.payload_codec.active_codec`).
     """
 
-    def __init__(self, workflows: Iterable[Any]) -> None:
+    def __init__(
+        self,
+        workflows: Iterable[Any],
+        *,
+        codec: PayloadCodec | Sequence[PayloadCodec] | None = None,
+    ) -> None:
         items = getattr(workflows, "workflows", None)
         defs = items.values() if isinstance(items, dict) else workflows
         self._workflows: dict[str, Startable] = {d.name: d for d in defs}
+        self._codec = codec
 
     def replay(
         self,
@@ -133,8 +148,17 @@ class Replayer:
             HistoryFileError: the file or JSON is not a valid recorded history.
             OSError: the file cannot be read.
             KeyError: the history's workflow is not among the definitions.
+            PayloadCodecError: a payload of the history cannot be decoded with
+                the codec (its codec or key is not configured).
         """
         recorded = self._load(history, workflow_name, input_bytes, workflow_id)
+        if self._codec is None:
+            return self._replay(recorded)
+        with use_payload_codec(self._codec):
+            return self._replay(recorded)
+
+    def _replay(self, recorded: RecordedHistory) -> ReplayResult:
+        _check_payloads(recorded)
         entries = recorded.entries()
         defn = self._workflows[recorded.workflow_name]
         info = WorkflowInfo(
@@ -182,3 +206,28 @@ def _parse(data: bytes | str, source: str) -> RecordedHistory:
         except ValueError as exc:
             raise HistoryFileError(source, f"event seq {event.seq}: {exc}") from exc
     return recorded
+
+
+def _check_payloads(recorded: RecordedHistory) -> None:
+    """Open every codec envelope of the history (its input, and each value an
+    event embeds), so a missing codec or key is reported as such.
+
+    Raises:
+        PayloadCodecError: naming the input or the event seq.
+    """
+    values: list[tuple[str, Any]] = [("the input", recorded.input)]
+    for item in recorded.events:
+        event = decode_event(item.type, bytes(item.payload))
+        fields = getattr(event, "__struct_fields__", ())
+        where = f"event seq {item.seq} ({item.type})"
+        values += [(where, getattr(event, f)) for f in fields]
+    for where, value in values:
+        if isinstance(value, msgspec.Raw) and is_envelope(value):
+            try:
+                open_envelope(bytes(value))
+            except PayloadCodecError as exc:
+                raise PayloadCodecError(
+                    f"{where} of the history cannot be decoded: {exc.args[0]}",
+                    codec=exc.codec,
+                    key_id=exc.key_id,
+                ) from None

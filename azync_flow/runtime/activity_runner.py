@@ -43,7 +43,14 @@ from azync_flow._text import clean_text
 from azync_flow._transient import retry_transient
 from azync_flow._workflow.attempt import ActivityInfo, activity_context
 from azync_flow._workflow.definitions import Registry
-from azync_flow.errors import LeaseLost, PayloadError, Uncertain, UnknownWorkflowError, is_not_found
+from azync_flow.errors import (
+    LeaseLost,
+    PayloadCodecError,
+    PayloadError,
+    Uncertain,
+    UnknownWorkflowError,
+    is_not_found,
+)
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
@@ -301,8 +308,8 @@ class ActivityRunner:
         lease: Any = None,
     ) -> None:
         retry = op.retry
-        if isinstance(exc, PayloadError):
-            decision = RetryDecision.NON_RETRYABLE
+        if isinstance(exc, PayloadError) and not isinstance(exc, PayloadCodecError):
+            decision = RetryDecision.NON_RETRYABLE  # the same bytes fail the same way
         else:
             decision = retry.decide(exc, job.attempt, job.max_attempts)
         description = describe_error(exc)

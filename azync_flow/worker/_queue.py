@@ -10,7 +10,9 @@ Settlement rules (source ``queue``):
   non-retryable; the recorded error is ``"<Type>: <message>"``;
 * the payload cannot be decoded (:class:`PayloadError`), or no handler is
   registered for the kind (:class:`UnknownKindError`) -> ``dead`` at once with
-  that error (retrying cannot help);
+  that error (retrying cannot help); but a payload whose codec or key this
+  worker lacks (:class:`PayloadCodecError`) is retried as a failure, so a
+  worker configured with the key can take it;
 * the lease was lost or the worker shuts down -> nothing is settled (the
   reaper or ``release`` takes care of the job).
 """
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from .. import _metrics
 from ..codec import check_payload_type, decode_value
-from ..errors import PayloadError, Skip, Snooze, UnknownKindError, is_not_found
+from ..errors import PayloadCodecError, PayloadError, Skip, Snooze, UnknownKindError, is_not_found
 from ..retry import RetryDecision, RetryPolicy, describe_error
 from ..store.queue import Job
 from ._lease import LeaseHandle
@@ -174,6 +176,8 @@ class QueueRunner:
         try:
             what = f"payload of kind {job.kind!r}"
             payload = decode_value(self.payload_bytes(job), handler.payload_type, what)
+        except PayloadCodecError as exc:  # a codec or key this worker lacks: retried
+            return await self._fail(handler, job, lease, exc)
         except PayloadError as exc:
             await self._dead(lease, exc)
             return "dead"
