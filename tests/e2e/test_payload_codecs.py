@@ -1,0 +1,311 @@
+"""Payload codecs end to end (real PostgreSQL, real workers): every kind of
+payload goes through gzip + AES-GCM and is stored encrypted; old keys still
+read after a rotation; a missing key is a clear PayloadCodecError in the
+client, the CLI and the Replayer, and a worker without it leaves the run to
+one that has it; plain payloads written before codecs stay readable."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import msgspec
+import pytest
+
+from azync_flow import WorkflowContext, activity, attach_subscribers, workflow
+from azync_flow.client import Client
+from azync_flow.dag import DAG, DAGClient, TaskContext
+from azync_flow.errors import PayloadCodecError
+from azync_flow.events import subscriber
+from azync_flow.payload_codec import (
+    MAGIC,
+    AesGcmCodec,
+    CodecChain,
+    GzipCodec,
+    describe_envelope,
+    use_payload_codec,
+)
+from azync_flow.replay import Replayer
+from azync_flow.schedules import ScheduleSpec, StartWorkflow
+from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import JobState
+from azync_flow.store.workflows import WorkflowState
+from azync_flow.worker import Worker
+from azync_flow.workflow import Registry
+from tests.e2e.dag_util import runner, settle
+from tests.local_runtime import LocalRuntime
+from tests.unit.test_cli import Cli
+
+SECRET = "sekrit-plaintext-7f3a"
+K1, K2 = os.urandom(32), os.urandom(32)
+
+
+def chain(*, keys: dict[str, bytes] | None = None, current: str = "k1") -> CodecChain:
+    return CodecChain([GzipCodec(), AesGcmCodec(keys or {"k1": K1}, current)])
+
+
+@activity(name="cd_charge")
+async def cd_charge(card: dict[str, str]) -> dict[str, str]:
+    return {"receipt": card["number"] + "-ok"}
+
+
+@workflow(name="cd_child")
+async def cd_child(ctx: WorkflowContext, note: str) -> str:
+    return note.upper()
+
+
+@workflow(name="cd_order")
+async def cd_order(ctx: WorkflowContext, order: dict[str, Any]) -> dict[str, Any]:
+    notes: list[str] = []
+
+    @ctx.query()
+    def seen(prefix: str) -> list[str]:
+        return [prefix + n for n in notes]
+
+    @ctx.update()
+    def note(text: str) -> int:
+        notes.append(text)
+        return len(notes)
+
+    receipt = await cd_charge({"number": order["card"]})
+    token = ctx.side_effect(lambda: {"token": order["card"][::-1]}, dict)
+    child = await ctx.execute_child(cd_child, order["card"])
+    go = await ctx.wait_signal("go")
+    return {"receipt": receipt, "token": token, "child": child, "go": go, "notes": notes}
+
+
+@workflow(name="cd_wait")
+async def cd_wait(ctx: WorkflowContext, x: dict[str, str]) -> dict[str, Any]:
+    got = await ctx.wait_signal("go")
+    return {"x": x, "got": got}
+
+
+REGISTRY = Registry([cd_order, cd_child, cd_wait], [cd_charge])
+
+
+async def plaintext_columns(store: PostgresStore, needle: str) -> list[str]:
+    """Every bytea column of the schema holding ``needle`` in some row."""
+    cols = await store.pool.fetch(
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = $1 AND data_type = 'bytea'",
+        store.schema,
+    )
+    found = []
+    for c in cols:
+        n = await store.pool.fetchval(
+            f'SELECT count(*) FROM "{c["table_name"]}" WHERE position($1::bytea in "{c["column_name"]}") > 0',
+            needle.encode(),
+        )
+        if n:
+            found.append(f"{c['table_name']}.{c['column_name']}")
+    return found
+
+
+async def stored(store: PostgresStore, wid: uuid.UUID) -> tuple[bytes, bytes | None]:
+    row = await store.pool.fetchrow(
+        "SELECT input, result FROM azync_workflow_executions WHERE id = $1", wid
+    )
+    assert row is not None
+    return bytes(row["input"]), None if row["result"] is None else bytes(row["result"])
+
+
+async def test_every_workflow_payload_round_trips_through_gzip_and_aes_and_is_stored_encrypted(
+    store: PostgresStore,
+) -> None:
+    with use_payload_codec(chain()):
+        runtime = LocalRuntime(store, REGISTRY)
+        client = Client(store)
+        async with runtime.worker:
+            handle = await client.start(cd_order, {"card": SECRET})
+            assert await handle.update("note", SECRET + "-u", timeout=30) == 1
+            assert await handle.query("seen", SECRET + ":", timeout=30) == [f"{SECRET}:{SECRET}-u"]
+            await handle.signal("go", {"why": SECRET + "-s"})
+            result = await handle.result(timeout=60)
+    assert result == {
+        "receipt": {"receipt": SECRET + "-ok"},
+        "token": {"token": SECRET[::-1]},
+        "child": SECRET.upper(),
+        "go": {"why": SECRET + "-s"},
+        "notes": [SECRET + "-u"],
+    }
+    for needle in (SECRET, SECRET[::-1], SECRET.upper()):
+        assert await plaintext_columns(store, needle) == []
+    input_, result_bytes = await stored(store, handle.id)
+    assert input_.startswith(MAGIC)
+    assert result_bytes is not None
+    assert describe_envelope(result_bytes) == "gzip,aesgcm (key 'k1')"
+
+
+async def test_queue_event_dag_and_schedule_payloads_round_trip_encrypted(
+    store: PostgresStore,
+) -> None:
+    jobs: list[Any] = []
+    events: list[Any] = []
+    dag = DAG("cd_dag")
+
+    @dag.task
+    async def first(ctx: TaskContext) -> dict[str, str]:
+        return {"made": SECRET + "-t"}
+
+    @dag.task(after=[first], payload={"p": SECRET + "-p"})
+    async def second(ctx: TaskContext) -> str:
+        made = (await ctx.results(["first"]))["first"].value
+        return f"{made['made']}!{ctx.payload}"
+
+    @subscriber("cd.evt", name="cd_sub")
+    async def on_evt(payload: dict[str, str]) -> None:
+        events.append(payload)
+
+    with use_payload_codec(chain()):
+        worker = Worker(store, poll_interval=timedelta(milliseconds=50), handle_signals=False)
+
+        @worker.register("cd_job")
+        async def on_job(payload: dict[str, str]) -> None:
+            jobs.append(payload)
+
+        await attach_subscribers(worker, [on_evt]).register()
+        client = Client(store)
+        await client.enqueue("cd_job", {"s": SECRET + "-j"})
+        await client.publish("cd.evt", {"s": SECRET + "-e"})
+        await client.schedules.create(
+            "cd_sched",
+            ScheduleSpec(cron="0 3 * * *"),
+            StartWorkflow.of("cd_wait", {"s": SECRET + "-a"}),
+            paused=True,
+        )
+        run = await DAGClient(store).run(dag)
+        view = await settle(store, runner(store, dag), run.id)
+        async with asyncio.timeout(60):
+            await worker.run_until_idle()
+        action = (await client.schedules.describe("cd_sched")).action
+        assert isinstance(action, StartWorkflow)
+        tasks = {t.task_key: t for t in await store.dag_tasks(run.id)}
+    assert jobs == [{"s": SECRET + "-j"}]
+    assert events == [{"s": SECRET + "-e"}]
+    assert view.state.value == "succeeded", view.failure_reason
+    assert tasks["second"].state == JobState.SUCCEEDED
+    assert bytes(action.input).startswith(MAGIC)
+    with use_payload_codec(chain()):
+        assert msgspec.json.decode(_open(tasks["second"].result)) == SECRET + "-t!" + str(
+            {"p": SECRET + "-p"}
+        )
+    assert await plaintext_columns(store, SECRET) == []
+
+
+def _open(data: bytes | None) -> bytes:
+    from azync_flow.payload_codec import open_envelope
+
+    assert data is not None
+    return open_envelope(data)
+
+
+async def test_payloads_written_with_the_old_key_stay_readable_after_a_rotation(
+    store: PostgresStore,
+) -> None:
+    client = Client(store)
+    with use_payload_codec(chain()):
+        handle = await client.start(cd_wait, {"s": SECRET})
+        await LocalRuntime(store, REGISTRY).run_until_idle()
+    rotated = chain(keys={"k1": K1, "k2": K2}, current="k2")
+    with use_payload_codec(rotated):
+        await handle.signal("go", "after-rotation")
+        await LocalRuntime(store, REGISTRY).run_until_idle()
+        assert await handle.result(timeout=30) == {"x": {"s": SECRET}, "got": "after-rotation"}
+    input_, result = await stored(store, handle.id)
+    assert describe_envelope(input_) == "gzip,aesgcm (key 'k1')"
+    assert result is not None
+    assert describe_envelope(result) == "gzip,aesgcm (key 'k2')"
+
+
+async def test_a_missing_key_is_a_clear_error_in_the_client_the_cli_and_the_replayer(
+    store: PostgresStore, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with use_payload_codec(chain()):
+        handle = await Client(store).start(cd_wait, {"s": SECRET})
+        await handle.signal("go", 1)
+        await LocalRuntime(store, REGISTRY).run_until_idle()
+        assert (await handle.result(timeout=30))["got"] == 1
+        recorded = await handle.recorded_history()
+    only_k2 = chain(keys={"k2": K2}, current="k2")
+    message = "encrypted with key 'k1' which is not configured"
+    with use_payload_codec(only_k2):
+        with pytest.raises(PayloadCodecError, match=message) as caught:
+            await handle.result(timeout=5)
+        assert caught.value.key_id == "k1"
+        cli = Cli(pg_dsn, store.schema, capsys)
+        code, out, _ = await cli("workflows", "show", str(handle.id))
+        assert code == 0
+        assert out["input"].startswith("<undecodable payload (gzip,aesgcm (key 'k1'))")
+        assert message in out["input"]
+        code, _, err = await cli("workflows", "result", str(handle.id))
+        assert code != 0
+        assert message in err
+        with pytest.raises(PayloadCodecError, match=message):
+            Replayer(REGISTRY).replay(recorded)
+    with pytest.raises(PayloadCodecError, match=message):
+        Replayer(REGISTRY, codec=only_k2).replay(recorded)
+
+
+async def test_a_recorded_encrypted_history_replays_with_the_codec(store: PostgresStore) -> None:
+    with use_payload_codec(chain()):
+        runtime = LocalRuntime(store, REGISTRY)
+        async with runtime.worker:
+            handle = await Client(store).start(cd_order, {"card": SECRET})
+            await handle.signal("go", SECRET)
+            await handle.result(timeout=60)
+        recorded = await handle.recorded_history()
+    assert SECRET.encode() not in recorded.to_json()
+    verdict = Replayer(REGISTRY, codec=chain()).replay(recorded)
+    assert verdict.ok, verdict.error
+    assert verdict.outcome.status.value == "completed"
+
+
+async def test_a_worker_without_the_key_leaves_the_run_for_a_worker_that_has_it(
+    store: PostgresStore,
+) -> None:
+    with use_payload_codec(chain()):
+        handle = await Client(store).start(cd_wait, {"s": SECRET})
+        await handle.signal("go", 2)
+    with use_payload_codec(chain(keys={"k2": K2}, current="k2")):
+        await LocalRuntime(store, REGISTRY).run_until_idle()
+        view = await handle.describe()
+    assert view.state == WorkflowState.RUNNING
+    assert "cannot decode its input: PayloadCodecError" in view.blocked_reason
+    assert "key 'k1'" in view.blocked_reason
+    assert await _history_rows(store, handle.id) == 0  # nothing written by the keyless worker
+    with use_payload_codec(chain()):
+        await LocalRuntime(store, REGISTRY).run_until_idle()
+        assert await handle.result(timeout=30) == {"x": {"s": SECRET}, "got": 2}
+
+
+async def _history_rows(store: PostgresStore, wid: uuid.UUID) -> int:
+    return int(
+        await store.pool.fetchval(
+            "SELECT count(*) FROM azync_workflow_history WHERE workflow_id = $1", wid
+        )
+    )
+
+
+async def test_plain_payloads_written_before_codecs_stay_readable_and_runs_continue(
+    store: PostgresStore,
+) -> None:
+    with use_payload_codec(None):
+        done = await Client(store).start(cd_wait, {"s": "plain"})
+        await done.signal("go", "p")
+        waiting = await Client(store).start(cd_wait, {"s": "plain2"})
+        await LocalRuntime(store, REGISTRY).run_until_idle()
+        assert (await stored(store, done.id))[0] == b'{"s":"plain"}'
+    with use_payload_codec(chain()):
+        assert await done.result(timeout=30) == {"x": {"s": "plain"}, "got": "p"}
+        await waiting.signal("go", "sealed")
+        await LocalRuntime(store, REGISTRY).run_until_idle()
+        assert await waiting.result(timeout=30) == {"x": {"s": "plain2"}, "got": "sealed"}
+        verdict = Replayer(REGISTRY).replay(await waiting.recorded_history())
+        assert verdict.ok, verdict.error
+    input_, result = await stored(store, waiting.id)
+    assert input_ == b'{"s":"plain2"}'
+    assert result is not None
+    assert result.startswith(MAGIC)
