@@ -95,8 +95,9 @@ async def plaintext_columns(store: PostgresStore, needle: str) -> list[str]:
     )
     found = []
     for c in cols:
+        table, column = c["table_name"], c["column_name"]
         n = await store.pool.fetchval(
-            f'SELECT count(*) FROM "{c["table_name"]}" WHERE position($1::bytea in "{c["column_name"]}") > 0',
+            f'SELECT count(*) FROM "{table}" WHERE position($1::bytea in "{column}") > 0',
             needle.encode(),
         )
         if n:
