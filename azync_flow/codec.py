@@ -36,7 +36,13 @@ from azync_flow.errors import (
     PayloadError,
     PayloadTooLargeError,
 )
-from azync_flow.payload_codec import MAGIC, active_codec, is_envelope, open_envelope
+from azync_flow.payload_codec import (
+    MAGIC,
+    CodecChain,
+    active_codec,
+    is_envelope,
+    open_envelope,
+)
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -93,11 +99,6 @@ def encode_value(
         PayloadCodecError: the codec named by ``AZYNC_PAYLOAD_CODEC`` cannot be
             loaded.
     """
-    if isinstance(value, msgspec.Raw) and is_envelope(value):
-        data = bytes(value)  # an encoded payload passed on (a schedule's input): kept
-        if limit is not None and len(data) > limit:
-            raise PayloadTooLargeError(what, len(data), limit)
-        return data
     try:
         data = _HOOKED.encode(value)
     except (TypeError, NotImplementedError, UnicodeEncodeError, OverflowError) as exc:
@@ -114,16 +115,28 @@ def encode_value(
             "(it would be stored as null)",
         )
     chain = active_codec()
-    if chain is not None:
+    if data.startswith(MAGIC):  # rare: an envelope passed on, or a look-alike string
+        data = _passed_on(value, data, chain, what)
+    elif chain is not None:
         data = chain.seal(data)
-    elif data.startswith(MAGIC):
+    if limit is not None and len(data) > limit:
+        raise PayloadTooLargeError(what, len(data), limit)
+    return data
+
+
+def _passed_on(value: Any, data: bytes, chain: CodecChain | None, what: str) -> bytes:
+    """The stored bytes of a value whose JSON starts like an envelope: an
+    encoded payload passed on as ``msgspec.Raw`` (a schedule's input) is kept
+    as it is; a string that merely looks like one is sealed, or refused when
+    there is no codec (stored plain it would be read as an envelope)."""
+    if isinstance(value, msgspec.Raw):
+        return data
+    if chain is None:
         raise PayloadEncodeError(
             f"{what} is a string starting with NUL + 'azc1 ', which marks an encoded "
             "payload: stored plain it would be read as one"
         )
-    if limit is not None and len(data) > limit:
-        raise PayloadTooLargeError(what, len(data), limit)
-    return data
+    return chain.seal(data)
 
 
 def _encode_error(what: str, value: Any, why: str) -> PayloadEncodeError:
@@ -193,7 +206,7 @@ def decode_value(data: bytes | msgspec.Raw, type: Any = Any, what: str = "payloa
             levels, or does not match ``type``. Not retryable: the same bytes
             fail the same way.
     """
-    if is_envelope(data):
+    if data.startswith(MAGIC) if isinstance(data, bytes) else is_envelope(data):
         data = _open(data, what)
     try:
         return _decoder(type).decode(data)
