@@ -41,6 +41,7 @@ import importlib
 import os
 import re
 import secrets
+import sys
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -484,8 +485,9 @@ def _from_env() -> CodecChain | None:
 
 
 def load_codec(target: str) -> PayloadCodec | Iterable[PayloadCodec] | None:
-    """Import ``module:attr`` and return the codec it names (calling it when it
-    is a function, not a codec).
+    """Import ``module:attr`` (the current directory first on the import path,
+    as with ``python -m``) and return the codec it names (calling it when it is
+    a function or a class, not a codec).
 
     Raises:
         PayloadCodecError: malformed target, import failure, no such attribute,
@@ -494,6 +496,9 @@ def load_codec(target: str) -> PayloadCodec | Iterable[PayloadCodec] | None:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise PayloadCodecError(f"{CODEC_ENV} must be module:attr, got {target!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:  # as `python -m` and the CLI's APP
+        sys.path.insert(0, cwd)
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):

@@ -13,7 +13,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from azync_flow._workflow.context import WorkflowContext
 from azync_flow._workflow.handlers import decode_args
-from azync_flow.codec import decode_value, encode_value
+from azync_flow.codec import DEFAULT_MAX_PAYLOAD_BYTES, decode_value, encode_value
 from azync_flow.errors import UnknownWorkflowError
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.retry import RetryPolicy
@@ -222,7 +222,9 @@ class WorkflowDefinition(Generic[I, R]):
             result = await self.fn(ctx, value)
         else:
             result = await self.fn(ctx)
-        return encode_value(result, f"result of workflow {self.name!r}", instance.max_payload_bytes)
+        limit = instance.max_payload_bytes
+        what = f"result of workflow {self.name!r}"
+        return encode_value(result, what, DEFAULT_MAX_PAYLOAD_BYTES if limit is None else limit)
 
     def check_input(self, data: bytes) -> None:
         """Check that a stored input decodes to the declared input type (what a

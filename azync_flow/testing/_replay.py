@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from azync_flow.errors import NonDeterminismError
+from azync_flow.errors import NonDeterminismError, PayloadCodecError
+from azync_flow.payload_codec import PayloadCodec
 from azync_flow.replay.replayer import Replayer
 
 __all__ = ["recorded_histories", "replay_histories"]
@@ -25,7 +26,12 @@ def _history_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def replay_histories(paths: str | Path | Iterable[str | Path], *, workflows: Iterable[Any]) -> int:
+def replay_histories(
+    paths: str | Path | Iterable[str | Path],
+    *,
+    workflows: Iterable[Any],
+    codec: PayloadCodec | Sequence[PayloadCodec] | None = None,
+) -> int:
     """Replay every recorded history in ``paths`` against ``workflows``.
 
     Accepts the JSON the :class:`~azync_flow.replay.Replayer` reads, as written
@@ -34,6 +40,8 @@ def replay_histories(paths: str | Path | Iterable[str | Path], *, workflows: Ite
     Args:
         paths: a history file, a folder (its ``*.json`` files), or several of them.
         workflows: the ``@workflow`` definitions (current code) to check.
+        codec: the payload codec the histories were written with; None: the
+            process codec (docs/codecs.md).
 
     Returns:
         How many histories were replayed.
@@ -45,11 +53,18 @@ def replay_histories(paths: str | Path | Iterable[str | Path], *, workflows: Ite
         HistoryFileError: a file is not a valid recorded history.
         KeyError: a history's workflow is not among ``workflows``.
         OSError: a file cannot be read.
+        PayloadCodecError: a history's payload cannot be decoded with the codec
+            (its key is not configured); the message names the file.
     """
-    replayer = Replayer(workflows)
+    replayer = Replayer(workflows, codec=codec)
     files = _history_files(paths)
     for path in files:
-        error = replayer.replay(path).error
+        try:
+            error = replayer.replay(path).error
+        except PayloadCodecError as exc:
+            raise PayloadCodecError(
+                f"{path}: {exc.args[0]}", codec=exc.codec, key_id=exc.key_id
+            ) from None
         if error is not None:
             detail = f"{path}: {error.detail}" if error.detail else str(path)
             raise NonDeterminismError(error.seq, error.recorded, error.new, detail) from error

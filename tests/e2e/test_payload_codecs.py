@@ -242,7 +242,7 @@ async def test_a_missing_key_is_a_clear_error_in_the_client_the_cli_and_the_repl
         assert out["input"].startswith("<undecodable payload (gzip,aesgcm (key 'k1'))")
         assert message in out["input"]
         code, _, err = await cli("workflows", "result", str(handle.id))
-        assert code != 0
+        assert code == 2
         assert message in err
         with pytest.raises(PayloadCodecError, match=message):
             Replayer(REGISTRY).replay(recorded)
