@@ -18,7 +18,11 @@ import pytest
 from azync_flow import WorkflowContext, activity, attach_subscribers, workflow
 from azync_flow.client import Client
 from azync_flow.dag import DAG, DAGClient, TaskContext
-from azync_flow.errors import PayloadCodecError
+from azync_flow.errors import (
+    DAGIdempotencyConflictError,
+    IdempotencyConflictError,
+    PayloadCodecError,
+)
 from azync_flow.events import subscriber
 from azync_flow.payload_codec import (
     MAGIC,
@@ -29,10 +33,12 @@ from azync_flow.payload_codec import (
     use_payload_codec,
 )
 from azync_flow.replay import Replayer
+from azync_flow.retry import RetryPolicy
 from azync_flow.schedules import ScheduleSpec, StartWorkflow
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import JobState
 from azync_flow.store.workflows import WorkflowState
+from azync_flow.testing import MovableClock
 from azync_flow.worker import Worker
 from azync_flow.workflow import Registry
 from tests.e2e.dag_util import runner, settle
@@ -310,3 +316,65 @@ async def test_plain_payloads_written_before_codecs_stay_readable_and_runs_conti
     assert input_ == b'{"s":"plain2"}'
     assert result is not None
     assert result.startswith(MAGIC)
+
+
+async def test_repeated_idempotent_starts_of_one_input_match_although_each_encryption_differs(
+    store: PostgresStore,
+) -> None:
+    dag = DAG("cd_idem")
+
+    @dag.task
+    async def only(ctx: TaskContext) -> None:
+        return None
+
+    with use_payload_codec(chain()):
+        client, dags = Client(store), DAGClient(store)
+        wid = uuid.uuid4()
+        first = await client.start(cd_wait, {"s": SECRET}, id=wid)
+        again = await client.start(cd_wait, {"s": SECRET}, id=wid)
+        keyed = await client.start(cd_wait, {"s": SECRET}, idempotency_key="cd-k")
+        keyed_again = await client.start(cd_wait, {"s": SECRET}, idempotency_key="cd-k")
+        with pytest.raises(IdempotencyConflictError):
+            await client.start(cd_wait, {"s": "other"}, id=wid)
+        run = await dags.run(dag, idempotency_key="cd-d", payloads={"only": {"s": SECRET}})
+        run_again = await dags.run(dag, idempotency_key="cd-d", payloads={"only": {"s": SECRET}})
+        with pytest.raises(DAGIdempotencyConflictError):
+            await dags.run(dag, idempotency_key="cd-d", payloads={"only": {"s": "other"}})
+    assert again.id == first.id
+    assert keyed_again.id == keyed.id
+    assert (run_again.id, run_again.inserted) == (run.id, False)
+
+
+async def test_a_job_whose_key_a_worker_lacks_is_retried_and_run_by_a_worker_with_the_key(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    seen: list[Any] = []
+    later = RetryPolicy(initial_interval=timedelta(hours=1), jitter=0.0, maximum_attempts=5)
+    with use_payload_codec(chain()):
+        job_id = await Client(store).enqueue("cd_job2", {"s": SECRET})
+
+    def worker() -> Worker:
+        w = Worker(store, retry=later, poll_interval=timedelta(milliseconds=50))
+
+        @w.register("cd_job2")
+        async def handle(payload: dict[str, str]) -> None:
+            seen.append(payload)
+
+        return w
+
+    with use_payload_codec(chain(keys={"k2": K2}, current="k2")):
+        async with asyncio.timeout(60):
+            await worker().run_until_idle()
+    job = await store.pool.fetchrow(
+        "SELECT state, attempt, last_error FROM azync_jobs WHERE id = $1", job_id
+    )
+    assert seen == []
+    assert job["state"] != "dead"
+    assert job["attempt"] == 1
+    assert "PayloadCodecError" in job["last_error"]
+    assert "key 'k1' which is not configured" in job["last_error"]
+    clock.advance(timedelta(hours=2))
+    with use_payload_codec(chain()):
+        async with asyncio.timeout(60):
+            await worker().run_until_idle()
+    assert seen == [{"s": SECRET}]
