@@ -119,11 +119,12 @@ async def stored(store: PostgresStore, wid: uuid.UUID) -> tuple[bytes, bytes | N
     return bytes(row["input"]), None if row["result"] is None else bytes(row["result"])
 
 
+@pytest.mark.parametrize("cache_size", [1000, 0], ids=["sticky", "full-replay"])
 async def test_every_workflow_payload_round_trips_through_gzip_and_aes_and_is_stored_encrypted(
-    store: PostgresStore,
+    store: PostgresStore, cache_size: int
 ) -> None:
     with use_payload_codec(chain()):
-        runtime = LocalRuntime(store, REGISTRY)
+        runtime = LocalRuntime(store, REGISTRY, cache_size=cache_size)
         client = Client(store)
         async with runtime.worker:
             handle = await client.start(cd_order, {"card": SECRET})
