@@ -44,6 +44,7 @@ import secrets
 import sys
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -52,6 +53,7 @@ from azync_flow.errors import PayloadCodecError
 
 __all__ = [
     "CODEC_ENV",
+    "UNDECODABLE_RETRY",
     "AesGcmCodec",
     "CodecChain",
     "GzipCodec",
@@ -70,6 +72,11 @@ __all__ = [
 #: Environment variable naming the process codec: ``module:attr`` (a codec, a
 #: list of codecs, or a function of no argument returning either).
 CODEC_ENV = "AZYNC_PAYLOAD_CODEC"
+
+#: How long a worker that cannot decode a queue job's, event delivery's or
+#: activity's payload (its codec or key is not configured there) leaves it
+#: before it can be leased again, by this worker or one that has the key.
+UNDECODABLE_RETRY = timedelta(seconds=30)
 
 #: The start of every envelope: a JSON string opening with NUL, ``azc1``, a space.
 MAGIC = b'"\\u0000azc1 '

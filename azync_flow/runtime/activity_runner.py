@@ -29,6 +29,8 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import os
+import socket
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -51,6 +53,7 @@ from azync_flow.errors import (
     UnknownWorkflowError,
     is_not_found,
 )
+from azync_flow.payload_codec import UNDECODABLE_RETRY
 from azync_flow.replay.events import (
     ActivityCompleted,
     ActivityFailed,
@@ -69,6 +72,7 @@ if TYPE_CHECKING:
 __all__ = ["ActivityRunner", "log_suspended"]
 
 log = logging.getLogger("azync_flow.activity")
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
 class _LeasedAttempt(ActivityInfo):
@@ -160,6 +164,7 @@ class ActivityRunner:
         tracer: RunTracer | None = None,
     ) -> None:
         self.store = store
+        self._undecodable_warned: set[str] = set()
         self.tracer = tracer or RunTracer()
         self.registry = registry
         self.max_payload_bytes = max_payload_bytes
@@ -298,6 +303,34 @@ class ActivityRunner:
         if settled:
             span.set_outcome(AttemptOutcome.SUCCEEDED)
 
+    async def _leave_undecodable(
+        self,
+        job: Job,
+        token: uuid.UUID,
+        op: OperationPayload,
+        exc: PayloadCodecError,
+        span: AttemptSpan,
+    ) -> None:
+        """Leave an attempt whose payload this worker cannot decode (a codec or
+        key it lacks) for a worker that can: the attempt given back, the reason
+        kept, leased again after ``UNDECODABLE_RETRY``; one WARNING per activity."""
+        why = f"a worker ({WORKER}) cannot decode its payload: {describe_error(exc)}"
+        span.record_failure(exc)
+        try:
+            await self.store.release_blocked(job.id, token, why, UNDECODABLE_RETRY)
+        except Exception as lost:  # settled meanwhile (e.g. terminate)
+            if not is_not_found(lost):
+                raise
+        span.set_outcome(AttemptOutcome.RELEASED)
+        if op.activity not in self._undecodable_warned:
+            self._undecodable_warned.add(op.activity)
+            log.warning(
+                "activity %s: this worker cannot decode its payload (%s); it leaves such "
+                "attempts for a worker that has the codec and key (docs/codecs.md)",
+                op.activity,
+                describe_error(exc),
+            )
+
     async def _failed(
         self,
         job: Job,
@@ -307,9 +340,12 @@ class ActivityRunner:
         span: AttemptSpan,
         lease: Any = None,
     ) -> None:
+        if isinstance(exc, PayloadCodecError):
+            await self._leave_undecodable(job, token, op, exc, span)
+            return
         retry = op.retry
-        if isinstance(exc, PayloadError) and not isinstance(exc, PayloadCodecError):
-            decision = RetryDecision.NON_RETRYABLE  # the same bytes fail the same way
+        if isinstance(exc, PayloadError):
+            decision = RetryDecision.NON_RETRYABLE
         else:
             decision = retry.decide(exc, job.attempt, job.max_attempts)
         description = describe_error(exc)

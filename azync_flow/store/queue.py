@@ -276,11 +276,19 @@ class JobSettler(Protocol):
         """Return a leased job to pending, attempt - 1 (floored at 0), no attempt recorded."""
         ...
 
-    async def release_blocked(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
+    async def release_blocked(
+        self,
+        id: uuid.UUID,
+        lease_token: uuid.UUID,
+        reason: str,
+        delay: timedelta = timedelta(0),
+    ) -> None:
         """Extension: leave a leased job this worker cannot run for a worker that
         can: as :meth:`release` (pending, the attempt given back, nothing
         recorded), with ``reason`` kept as the job's ``blocked_reason`` (what
-        ``describe`` shows while it waits; the next release replaces it).
+        ``describe`` shows while it waits; the next release replaces it). With
+        a ``delay`` over zero the job is scheduled at now()+delay instead of
+        pending, so the worker that left it does not lease it again at once.
 
         Raises:
             NotFoundError: the token no longer owns an active row (nothing changed).

@@ -1016,9 +1016,16 @@ class WorkflowRuntimeStore(Protocol):
         """Renew a lease to backend now + ``lease`` (lease-fenced)."""
         ...
 
-    async def release_blocked(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
+    async def release_blocked(
+        self,
+        id: uuid.UUID,
+        lease_token: uuid.UUID,
+        reason: str,
+        delay: timedelta = timedelta(0),
+    ) -> None:
         """Leave a leased job this worker cannot run for one that can (pending,
-        attempt given back, ``reason`` kept as its ``blocked_reason``; lease-fenced)."""
+        or scheduled at now+``delay`` when ``delay`` is over zero; attempt given
+        back, ``reason`` kept as its ``blocked_reason``; lease-fenced)."""
         ...
 
 

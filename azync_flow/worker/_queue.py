@@ -11,8 +11,9 @@ Settlement rules (source ``queue``):
 * the payload cannot be decoded (:class:`PayloadError`), or no handler is
   registered for the kind (:class:`UnknownKindError`) -> ``dead`` at once with
   that error (retrying cannot help); but a payload whose codec or key this
-  worker lacks (:class:`PayloadCodecError`) is retried as a failure, so a
-  worker configured with the key can take it;
+  worker lacks (:class:`PayloadCodecError`) is left for a worker that has it
+  (``release_blocked``: the attempt given back, the reason kept, leased again
+  after ``UNDECODABLE_RETRY``);
 * the lease was lost or the worker shuts down -> nothing is settled (the
   reaper or ``release`` takes care of the job).
 """
@@ -23,6 +24,8 @@ import asyncio
 import functools
 import inspect
 import logging
+import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from .. import _metrics
 from ..codec import check_payload_type, decode_value
 from ..errors import PayloadCodecError, PayloadError, Skip, Snooze, UnknownKindError, is_not_found
+from ..payload_codec import UNDECODABLE_RETRY
 from ..retry import RetryDecision, RetryPolicy, describe_error
 from ..store.queue import Job
 from ._lease import LeaseHandle
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["Interceptor", "JobContext", "QueueHandler", "QueueRunner"]
 
 log = logging.getLogger("azync_flow.worker")
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 Handler = Callable[..., Awaitable[Any]]
 
@@ -159,6 +164,7 @@ class QueueRunner:
         self.handlers = handlers
         self.acks = acks
         self.interceptors: list[Interceptor] = []
+        self._undecodable_warned: set[str] = set()
 
     async def __call__(self, job: Job, lease: LeaseHandle) -> None:
         started = time.perf_counter()
@@ -176,8 +182,8 @@ class QueueRunner:
         try:
             what = f"payload of kind {job.kind!r}"
             payload = decode_value(self.payload_bytes(job), handler.payload_type, what)
-        except PayloadCodecError as exc:  # a codec or key this worker lacks: retried
-            return await self._fail(handler, job, lease, exc)
+        except PayloadCodecError as exc:  # a codec or key this worker lacks
+            return await self._leave_undecodable(job, lease, exc)
         except PayloadError as exc:
             await self._dead(lease, exc)
             return "dead"
@@ -245,6 +251,32 @@ class QueueRunner:
             job=job,
             _lease=lease,
         )
+
+    async def _leave_undecodable(
+        self, job: Job, lease: LeaseHandle, exc: PayloadCodecError
+    ) -> str | None:
+        """Leave a job whose payload this worker cannot decode (a codec or key it
+        lacks) for a worker that can: the attempt given back, the reason kept,
+        leased again after ``UNDECODABLE_RETRY``; one WARNING per kind."""
+        if lease.lost:
+            return None
+        why = f"a worker ({WORKER}) cannot decode its payload: {describe_error(exc)}"
+        try:
+            await self.store.release_blocked(lease.id, lease.token, why, UNDECODABLE_RETRY)
+        except Exception as lost:  # settled or re-leased meanwhile
+            if not is_not_found(lost):
+                raise
+            return None
+        if job.kind not in self._undecodable_warned:
+            self._undecodable_warned.add(job.kind)
+            log.warning(
+                "%s %s: this worker cannot decode its payload (%s); it leaves such jobs for "
+                "a worker that has the codec and key (docs/codecs.md)",
+                job.source,
+                job.kind,
+                describe_error(exc),
+            )
+        return "released"
 
     async def _dead(self, lease: LeaseHandle, err: Exception) -> None:
         await self._settle(lease, self.store.dead(lease.id, lease.token, describe_error(err)))

@@ -26,6 +26,7 @@ from azync_flow.errors import (
 from azync_flow.events import subscriber
 from azync_flow.payload_codec import (
     MAGIC,
+    UNDECODABLE_RETRY,
     AesGcmCodec,
     CodecChain,
     GzipCodec,
@@ -33,7 +34,6 @@ from azync_flow.payload_codec import (
     use_payload_codec,
 )
 from azync_flow.replay import Replayer
-from azync_flow.retry import RetryPolicy
 from azync_flow.schedules import ScheduleSpec, StartWorkflow
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import JobState
@@ -346,16 +346,15 @@ async def test_repeated_idempotent_starts_of_one_input_match_although_each_encry
     assert (run_again.id, run_again.inserted) == (run.id, False)
 
 
-async def test_a_job_whose_key_a_worker_lacks_is_retried_and_run_by_a_worker_with_the_key(
+async def test_a_job_whose_key_a_worker_lacks_is_left_for_a_worker_with_the_key(
     store: PostgresStore, clock: MovableClock
 ) -> None:
     seen: list[Any] = []
-    later = RetryPolicy(initial_interval=timedelta(hours=1), jitter=0.0, maximum_attempts=5)
     with use_payload_codec(chain()):
         job_id = await Client(store).enqueue("cd_job2", {"s": SECRET})
 
     def worker() -> Worker:
-        w = Worker(store, retry=later, poll_interval=timedelta(milliseconds=50))
+        w = Worker(store, poll_interval=timedelta(milliseconds=50), handle_signals=False)
 
         @w.register("cd_job2")
         async def handle(payload: dict[str, str]) -> None:
@@ -367,15 +366,39 @@ async def test_a_job_whose_key_a_worker_lacks_is_retried_and_run_by_a_worker_wit
         async with asyncio.timeout(60):
             await worker().run_until_idle()
     job = await store.pool.fetchrow(
-        "SELECT state, attempt, last_error FROM azync_jobs WHERE id = $1", job_id
+        "SELECT state, attempt, blocked_reason FROM azync_jobs WHERE id = $1", job_id
     )
     assert seen == []
-    assert job["state"] != "dead"
-    assert job["attempt"] == 1
-    assert "PayloadCodecError" in job["last_error"]
-    assert "key 'k1' which is not configured" in job["last_error"]
-    clock.advance(timedelta(hours=2))
+    assert (job["state"], job["attempt"]) == ("scheduled", 0)  # no attempt spent
+    assert "cannot decode its payload: PayloadCodecError" in job["blocked_reason"]
+    assert "key 'k1' which is not configured" in job["blocked_reason"]
+    clock.advance(UNDECODABLE_RETRY + timedelta(seconds=1))
     with use_payload_codec(chain()):
         async with asyncio.timeout(60):
             await worker().run_until_idle()
     assert seen == [{"s": SECRET}]
+
+
+@workflow(name="cd_pay")
+async def cd_pay(ctx: WorkflowContext, card: str) -> dict[str, str]:
+    return await cd_charge({"number": card})
+
+
+async def test_an_activity_whose_key_a_worker_lacks_is_left_for_a_worker_with_the_key(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    with use_payload_codec(chain()):
+        handle = await Client(store).start(cd_pay, SECRET)
+        await LocalRuntime(store, Registry([cd_pay], [])).run_until_idle()
+    with use_payload_codec(chain(keys={"k2": K2}, current="k2")):
+        await LocalRuntime(store, Registry([], [cd_charge])).run_until_idle()
+    op = await store.pool.fetchrow(
+        "SELECT state, attempt, blocked_reason FROM azync_jobs WHERE kind LIKE '$op:cd_charge%'"
+    )
+    assert (op["state"], op["attempt"]) == ("scheduled", 0)
+    assert "cannot decode its payload: PayloadCodecError" in op["blocked_reason"]
+    assert (await handle.describe()).state == WorkflowState.RUNNING
+    clock.advance(UNDECODABLE_RETRY + timedelta(seconds=1))
+    with use_payload_codec(chain()):
+        await LocalRuntime(store, Registry([cd_pay], [cd_charge])).run_until_idle()
+        assert await handle.result(timeout=30) == {"receipt": SECRET + "-ok"}

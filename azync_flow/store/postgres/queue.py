@@ -234,10 +234,21 @@ class QueueMixin(PgBase):
         """Return a leased job to pending, giving back the attempt it used."""
         await self._must("job_release", id, lease_token, what=stale_lease(id))
 
-    async def release_blocked(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
+    async def release_blocked(
+        self,
+        id: uuid.UUID,
+        lease_token: uuid.UUID,
+        reason: str,
+        delay: timedelta = timedelta(0),
+    ) -> None:
         """Implements ``JobSettler.release_blocked`` (documented there)."""
         await self._must(
-            "job_release_blocked", id, lease_token, clean_text(reason), what=stale_lease(id)
+            "job_release_blocked",
+            id,
+            lease_token,
+            clean_text(reason),
+            delay,
+            what=stale_lease(id),
         )
 
     async def extend_lease(self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta) -> None:

@@ -10,6 +10,8 @@ import pytest
 
 from azync_flow.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import Source
+from azync_flow.testing import MovableClock
 
 from ..helpers import job, lease, row
 
@@ -63,3 +65,23 @@ async def test_release_blocked_gives_the_attempt_back_and_keeps_the_reason(
     assert (again.attempt, again.blocked_reason) == (1, "no handler here")
     with pytest.raises(NotFoundError):
         await store.release_blocked(leased.id, leased.lease_token, "again")
+
+
+async def test_release_blocked_with_a_delay_schedules_the_job_that_much_later(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    now = clock.advance(timedelta(0))
+    p = job("k")
+    assert await store.enqueue(p)
+    (leased,) = await lease(store, "k")
+    assert leased.lease_token is not None
+    await store.release_blocked(leased.id, leased.lease_token, "no key", timedelta(minutes=5))
+    r = await row(store, p.id)
+    assert (r["state"], r["attempt"], r["blocked_reason"]) == ("scheduled", 0, "no key")
+    assert r["run_at"] == now + timedelta(minutes=5)
+    assert await store.promote_due(Source.QUEUE) == 0
+    assert await lease(store, "k") == []
+    clock.advance(timedelta(minutes=6))
+    assert await store.promote_due(Source.QUEUE) == 1
+    (again,) = await lease(store, "k")
+    assert (again.attempt, again.blocked_reason) == (1, "no key")

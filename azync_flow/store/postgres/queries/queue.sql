@@ -175,9 +175,13 @@ WHERE id = $2 AND lease_token = $3 AND state = 'active'
 RETURNING 1
 
 -- name: job_release_blocked
--- $2 id, $3 lease_token, $4 reason: job_release keeping why the worker left it.
+-- $2 id, $3 lease_token, $4 reason, $5 delay: job_release keeping why the worker
+-- left it; with a delay over zero the job is scheduled that much later instead.
 UPDATE azync_jobs
-SET state = 'pending', attempt = greatest(attempt - 1, 0), lease_until = NULL,
+SET state = CASE WHEN $5::interval > interval '0' THEN 'scheduled' ELSE 'pending' END,
+    run_at = CASE WHEN $5::interval > interval '0'
+                  THEN coalesce($1::timestamptz, now()) + $5::interval ELSE run_at END,
+    attempt = greatest(attempt - 1, 0), lease_until = NULL,
     blocked_reason = $4, updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2 AND lease_token = $3 AND state = 'active'
 RETURNING 1
