@@ -77,7 +77,7 @@ def test_c01_removed_last_step_is_caught_after_the_function_returns() -> None:
     assert err.seq == 5
     assert "ActivityScheduled(A" in err.recorded
     assert "[3]" in err.recorded
-    assert err.new == "WorkflowCompleted"
+    assert err.new == 'WorkflowCompleted(result="done")'
 
 
 def test_c01_added_step_after_recorded_completion_is_caught() -> None:
@@ -85,7 +85,7 @@ def test_c01_added_step_after_recorded_completion_is_caught() -> None:
     _, history = recorded(three_steps([1, 2, 3]))
     err = mismatch(three_steps([1, 2, 3, 4]), history)
     assert err.seq == 7
-    assert err.recorded == "WorkflowCompleted"
+    assert err.recorded == 'WorkflowCompleted(result="done")'
     assert err.new == "ActivityScheduled(A, input=[4])"
 
 
