@@ -28,6 +28,7 @@
 --   0023_workflow_pass_commit.sql
 --   0026_task_queues.sql
 --   0027_priorities.sql
+--   0029_timeouts.sql
 
 -- Types
 
@@ -190,6 +191,8 @@ CREATE TABLE azync_jobs (
     workflow_name text,
     blocked_reason text DEFAULT ''::text NOT NULL,
     priority integer DEFAULT 0 NOT NULL,
+    start_deadline timestamp with time zone,
+    close_deadline timestamp with time zone,
     CONSTRAINT azync_jobs_pkey PRIMARY KEY (id),
     CONSTRAINT azync_jobs_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'succeeded'::text, 'dead'::text, 'paused'::text, 'skipped'::text, 'blocked'::text, 'waiting'::text, 'cancelled'::text, 'uncertain'::text]))),
     CONSTRAINT azync_jobs_state_source_check CHECK ((((state <> ALL (ARRAY['blocked'::text, 'waiting'::text])) OR (source = 'dag'::text)) AND ((state <> 'uncertain'::text) OR (source = 'workflow'::text))))
@@ -322,6 +325,9 @@ CREATE TABLE azync_workflow_executions (
     parent_seq bigint,
     parent_close_policy text DEFAULT ''::text NOT NULL,
     priority integer DEFAULT 0 NOT NULL,
+    execution_timeout interval,
+    run_timeout interval,
+    timeout_at timestamp with time zone,
     CONSTRAINT azync_workflow_executions_pkey PRIMARY KEY (id),
     CONSTRAINT azync_workflow_executions_state_check CHECK ((state = ANY (ARRAY['running'::text, 'suspended'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'terminated'::text])))
 );
@@ -484,6 +490,8 @@ CREATE INDEX azync_idempotency_keys_expiry ON azync_idempotency_keys USING btree
 
 CREATE INDEX azync_job_attempts_job ON azync_job_attempts USING btree (job_id, id);
 
+CREATE INDEX azync_jobs_close_deadline ON azync_jobs USING btree (close_deadline) WHERE ((close_deadline IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'paused'::text])));
+
 CREATE INDEX azync_jobs_completed ON azync_jobs USING btree (source, completed_at) WHERE (state = 'succeeded'::text);
 
 CREATE INDEX azync_jobs_dag_recent ON azync_jobs USING btree (updated_at) WHERE (dag_id IS NOT NULL);
@@ -510,6 +518,8 @@ CREATE INDEX azync_jobs_run ON azync_jobs USING btree (run_id, task_key) WHERE (
 
 CREATE INDEX azync_jobs_scheduled ON azync_jobs USING btree (run_at) WHERE (state = 'scheduled'::text);
 
+CREATE INDEX azync_jobs_start_deadline ON azync_jobs USING btree (start_deadline) WHERE ((start_deadline IS NOT NULL) AND (attempt = 0) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text])));
+
 CREATE INDEX azync_jobs_uncertain ON azync_jobs USING btree (uncertain_since, id) WHERE (state = 'uncertain'::text);
 
 CREATE INDEX azync_jobs_workflow_task_active ON azync_jobs USING btree (run_id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = 'active'::text));
@@ -533,6 +543,8 @@ CREATE UNIQUE INDEX azync_workflow_executions_live_key ON azync_workflow_executi
 CREATE INDEX azync_workflow_executions_parent ON azync_workflow_executions USING btree (parent_id, parent_run_id) WHERE (parent_id IS NOT NULL);
 
 CREATE INDEX azync_workflow_executions_state ON azync_workflow_executions USING btree (state, updated_at);
+
+CREATE INDEX azync_workflow_executions_timeout ON azync_workflow_executions USING btree (timeout_at) WHERE ((timeout_at IS NOT NULL) AND (state = ANY (ARRAY['running'::text, 'suspended'::text])));
 
 CREATE INDEX azync_workflow_queries_pending ON azync_workflow_queries USING btree (workflow_name, created_at) WHERE (state = 'pending'::text);
 
@@ -755,7 +767,11 @@ AS $function$
 BEGIN
     RETURN QUERY WITH req AS (
         SELECT u.*, coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
-               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority
+               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
+               make_interval(secs => (u.route::jsonb ->> 'execution_timeout_s')::float8)
+                   AS execution_timeout,
+               make_interval(secs => (u.route::jsonb ->> 'run_timeout_s')::float8)
+                   AS run_timeout
         FROM unnest(p_seqs, p_ids, p_names, p_versions, p_inputs, p_policies, p_carriers,
                     p_routes) WITH ORDINALITY
              AS u(seq, id, name, version, input, policy, carrier, route, ord)
@@ -763,9 +779,11 @@ BEGIN
         INSERT INTO azync_workflow_executions (id, name, version, state, input, trace_context,
                                                parent_id, parent_run_id, parent_seq,
                                                parent_close_policy, task_queue, priority,
+                                               execution_timeout, run_timeout, timeout_at,
                                                created_at, updated_at)
         SELECT r.id, r.name, r.version, 'running', r.input, r.carrier::jsonb, p_id, p_run,
-               r.seq, r.policy, r.task_queue, r.priority, p_at, p_at
+               r.seq, r.policy, r.task_queue, r.priority, r.execution_timeout, r.run_timeout,
+               least(p_at + r.execution_timeout, p_at + r.run_timeout), p_at, p_at
         FROM req r
         ORDER BY r.ord
         ON CONFLICT DO NOTHING
@@ -866,7 +884,8 @@ BEGIN
     UPDATE azync_workflow_executions
     SET run_id = p_new_run, run_no = ex.run_no + 1, run_started_at = p_at, input = p_input,
         next_seq = 1, awaited_signals = '{}', updated_at = p_at,
-        cancel_requested = cancel_requested AND NOT p_cancel_seen
+        cancel_requested = cancel_requested AND NOT p_cancel_seen,
+        timeout_at = least(created_at + execution_timeout, p_at + run_timeout)
     WHERE id = p_id;
     RETURN ex.run_no + 1;
 END
@@ -1027,7 +1046,11 @@ BEGIN
         SELECT u.*, coalesce(u.run_at, p_at) AS due,
                (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS leased,
                coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
-               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority
+               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
+               make_interval(secs => (u.route::jsonb ->> 'schedule_to_start_s')::float8)
+                   AS to_start,
+               make_interval(secs => (u.route::jsonb ->> 'schedule_to_close_s')::float8)
+                   AS to_close
         FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
              WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
     ), existing AS (
@@ -1038,7 +1061,8 @@ BEGIN
         INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
                                 max_attempts, max_attempts_explicit, run_id, task_key,
                                 enqueued_at, updated_at, attempt, lease_token,
-                                lease_until, started_at, task_queue, priority)
+                                lease_until, started_at, task_queue, priority,
+                                start_deadline, close_deadline)
         SELECT gen_random_uuid(), 'workflow', r.kind,
                CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
                     ELSE 'pending' END,
@@ -1050,7 +1074,8 @@ BEGIN
                CASE WHEN r.leased THEN gen_random_uuid() END,
                CASE WHEN r.leased THEN p_at + p_local_lease END,
                CASE WHEN r.leased THEN p_at END,
-               r.task_queue, r.priority
+               r.task_queue, r.priority,
+               CASE WHEN NOT r.leased THEN p_at + r.to_start END, p_at + r.to_close
         FROM req r
         WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
         ORDER BY r.ord
