@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from azync_flow.dag import DAG, DAGClient, TaskContext
     from azync_flow.errors import (
         ActivityError,
+        ActivityTimeoutError,
         AzyncError,
         ChildWorkflowError,
+        ChildWorkflowTimeoutError,
         DAGValidationError,
         NonDeterminismError,
         NotReady,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
         WorkflowCancelledError,
         WorkflowFailedError,
         WorkflowTerminatedError,
+        WorkflowTimeoutError,
     )
     from azync_flow.events import EventContext, subscriber
     from azync_flow.replay import Replayer
@@ -60,6 +63,9 @@ _HOMES = {
     "TaskContext": "azync_flow.dag",
     "attach_dags": "azync_flow.app",
     "ActivityError": "azync_flow.errors",
+    "ActivityTimeoutError": "azync_flow.errors",
+    "ChildWorkflowTimeoutError": "azync_flow.errors",
+    "WorkflowTimeoutError": "azync_flow.errors",
     "AzyncError": "azync_flow.errors",
     "ChildWorkflowError": "azync_flow.errors",
     "NonDeterminismError": "azync_flow.errors",
@@ -97,8 +103,10 @@ __all__ = [
     "DAG",
     "ActivityError",
     "ActivityOptions",
+    "ActivityTimeoutError",
     "AzyncError",
     "ChildWorkflowError",
+    "ChildWorkflowTimeoutError",
     "Client",
     "Config",
     "DAGClient",
@@ -127,6 +135,7 @@ __all__ = [
     "WorkflowContext",
     "WorkflowFailedError",
     "WorkflowTerminatedError",
+    "WorkflowTimeoutError",
     "activity",
     "attach_dags",
     "attach_schedules",

@@ -86,6 +86,8 @@ def operation_params(
         max_attempts=payload.retry.maximum_attempts,
         task_queue=getattr(options, "task_queue", None) or task_queue,
         priority=_given(getattr(options, "priority", None), priority),
+        schedule_to_start=getattr(options, "schedule_to_start", None),
+        schedule_to_close=getattr(options, "schedule_to_close", None),
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import re
 import time
 import typing
 import uuid
@@ -48,6 +49,7 @@ from azync_flow.errors import (
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowTerminatedError,
+    WorkflowTimeoutError,
 )
 from azync_flow.replay import check_signal_name
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
@@ -61,6 +63,7 @@ from azync_flow.store.validate import (
     check_same_start,
     check_task_queue,
     check_text,
+    check_timeout,
 )
 from azync_flow.store.workflows import (
     SignalParams,
@@ -395,6 +398,8 @@ class Client:
         version: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        execution_timeout: timedelta | None = None,
+        run_timeout: timedelta | None = None,
     ) -> WorkflowHandle[R]: ...
 
     @typing.overload
@@ -409,6 +414,8 @@ class Client:
         version: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        execution_timeout: timedelta | None = None,
+        run_timeout: timedelta | None = None,
     ) -> WorkflowHandle[Any]: ...
 
     async def start(
@@ -422,6 +429,8 @@ class Client:
         version: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        execution_timeout: timedelta | None = None,
+        run_timeout: timedelta | None = None,
     ) -> WorkflowHandle[Any]:
         """Start an execution (or return the live one holding ``idempotency_key``).
 
@@ -446,6 +455,12 @@ class Client:
                 aged by waiting: one unit is a minute's head start, within
                 ±10,000); its activities and children take it unless their
                 options say otherwise.
+            execution_timeout: the longest the execution may take from now,
+                across continue-as-new runs (None: no limit).
+            run_timeout: the longest each run may take from its start (None:
+                no limit). When either elapses the engine ends the execution
+                ``failed`` and ``result()`` raises :class:`WorkflowTimeoutError`
+                (docs/flow-control.md).
 
         Raises:
             TypeError: ``workflow`` is neither a definition nor a name;
@@ -468,6 +483,8 @@ class Client:
         run_id = uuid.uuid4() if id is None else check_id(id, "id")
         check_text(idempotency_key, "idempotency_key")
         data = encode(input)
+        check_timeout(execution_timeout, "execution_timeout")
+        check_timeout(run_timeout, "run_timeout")
         params = WorkflowStartParams(
             id=run_id,
             name=name,
@@ -477,6 +494,8 @@ class Client:
             task_queue=check_task_queue(task_queue),
             priority=check_priority(priority),
             meta=meta or {},
+            execution_timeout=execution_timeout,
+            run_timeout=run_timeout,
         )
         # The run's trace: the run span is reserved in the caller's trace (exported
         # when the run ends); its context is stored with the execution (a
@@ -512,6 +531,8 @@ class Client:
         conn: asyncpg.Connection | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        execution_timeout: timedelta | None = None,
+        run_timeout: timedelta | None = None,
     ) -> builtins.list[WorkflowHandle[R]]: ...
 
     @typing.overload
@@ -527,6 +548,8 @@ class Client:
         conn: asyncpg.Connection | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        execution_timeout: timedelta | None = None,
+        run_timeout: timedelta | None = None,
     ) -> builtins.list[WorkflowHandle[Any]]: ...
 
     async def start_many(
@@ -541,6 +564,8 @@ class Client:
         conn: asyncpg.Connection | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        execution_timeout: timedelta | None = None,
+        run_timeout: timedelta | None = None,
     ) -> builtins.list[WorkflowHandle[Any]]:
         """Start many executions of one workflow in one transaction: each as
         :meth:`start` would, in order.
@@ -564,6 +589,8 @@ class Client:
                 batch commits on its own.
             task_queue: the task queue of every execution (see :meth:`start`).
             priority: the priority of every execution (see :meth:`start`).
+            execution_timeout: every execution's execution timeout (see :meth:`start`).
+            run_timeout: every execution's run timeout (see :meth:`start`).
 
         Returns:
             One handle per input, in order.
@@ -585,6 +612,8 @@ class Client:
         name, encode, version = _workflow_target(workflow, version, "start_many")
         queue = check_task_queue(task_queue)
         check_priority(priority)
+        check_timeout(execution_timeout, "execution_timeout")
+        check_timeout(run_timeout, "run_timeout")
         params = [
             WorkflowStartParams(
                 id=check_id(ids[i], f"ids[{i}]") if ids is not None else uuid.uuid4(),
@@ -597,6 +626,8 @@ class Client:
                 task_queue=queue,
                 priority=priority,
                 meta=meta or {},
+                execution_timeout=execution_timeout,
+                run_timeout=run_timeout,
             )
             for i, value in enumerate(inputs)
         ]
@@ -1075,6 +1106,9 @@ class WorkflowHandle(Generic[R]):
             error_type, sep, message = view.failure_reason.partition(": ")
             if not (sep and error_type.isidentifier()):  # a reason set by an operator
                 error_type, message = "", view.failure_reason
+            timed_out = timeout_of(error_type, message)
+            if timed_out is not None:
+                raise WorkflowTimeoutError(self.id, *timed_out)
             raise WorkflowFailedError(self.id, error_type, message)
         if view.state == WorkflowState.TERMINATED:
             raise WorkflowTerminatedError(self.id, view.failure_reason)
@@ -1147,3 +1181,14 @@ def _check_lengths(n: int, **per_item: Sequence[Any] | None) -> None:
     for field, values in per_item.items():
         if values is not None and len(values) != n:
             raise ValueError(f"{field} has {len(values)} entries for {n} items")
+
+
+_TIMEOUT_MESSAGE = re.compile(r"^(execution|run) timeout of ([0-9.e+-]+)s elapsed$")
+
+
+def timeout_of(error_type: str, message: str) -> tuple[str, float] | None:
+    """``(kind, seconds)`` of a failure a workflow timeout caused, else None."""
+    if error_type != "WorkflowTimeoutError":
+        return None
+    found = _TIMEOUT_MESSAGE.match(message)
+    return None if found is None else (found.group(1), float(found.group(2)))

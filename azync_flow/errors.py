@@ -17,12 +17,14 @@ Tree::
     │   ├── NonDeterminismError         (seq, recorded, new) — execution is suspended
     │   │   └── ForbiddenCallError      (call) — real I/O, threads, wall clock in a workflow
     │   ├── WorkflowFailedError         (workflow_id, error_type, message)
+    │   │   └── WorkflowTimeoutError    (kind, timeout_s) — an execution or run timeout ended it
     │   ├── WorkflowCancelledError      (workflow_id)
     │   ├── WorkflowTerminatedError     (workflow_id, reason) — ended by ``terminate``
     │   ├── WorkflowSuspendedError      (workflow_id, reason)
     │   ├── UnknownWorkflowError        (name)
     │   ├── ChildWorkflowError          (workflow_id, state, error_type, message) — a child
-    │   │                                execution did not succeed
+    │   │   │                            execution did not succeed
+    │   │   └── ChildWorkflowTimeoutError   (kind) — a timeout of the child ended it
     │   ├── ReadOnlyContextError        (call) — a command inside a query handler or validator
     │   ├── QueryError                  (workflow_id, query)
     │   │   ├── QueryNotFoundError      no handler of that name
@@ -35,6 +37,7 @@ Tree::
     │   │                               execution ended before the handler returned
     │   └── IdempotencyConflictError    (also a ConflictError, above)
     ├── ActivityError                   (activity, error_type, message, attempts, seq)
+    │   └── ActivityTimeoutError        (kind) — a timeout of the activity ended it
     ├── Uncertain                       raised BY an activity: outcome unknown, park it
     ├── PayloadError
     │   ├── PayloadEncodeError          (a value msgspec cannot encode, e.g. a lone surrogate)
@@ -72,8 +75,10 @@ from typing import Any
 
 __all__ = [
     "ActivityError",
+    "ActivityTimeoutError",
     "AzyncError",
     "ChildWorkflowError",
+    "ChildWorkflowTimeoutError",
     "ConflictError",
     "ContinueAsNew",
     "DAGIdempotencyConflictError",
@@ -118,6 +123,7 @@ __all__ = [
     "WorkflowFailedError",
     "WorkflowSuspendedError",
     "WorkflowTerminatedError",
+    "WorkflowTimeoutError",
     "is_not_found",
 ]
 
@@ -288,6 +294,29 @@ class WorkflowFailedError(WorkflowError):
         return (type(self), (self.workflow_id, self.error_type, self.message))
 
 
+class WorkflowTimeoutError(WorkflowFailedError):
+    """A workflow timeout elapsed: the engine ended the execution ``failed``
+    without running its code (``handle.result()`` raises this).
+
+    Attributes:
+        kind: ``"execution"`` (the whole execution, across continue-as-new
+            runs) or ``"run"`` (its current run).
+        timeout_s: the timeout, in seconds.
+    """
+
+    code = "workflow_timed_out"
+
+    def __init__(self, workflow_id: uuid.UUID | None, kind: str, timeout_s: float) -> None:
+        self.kind = kind
+        self.timeout_s = timeout_s
+        super().__init__(
+            workflow_id, "WorkflowTimeoutError", f"{kind} timeout of {timeout_s:g}s elapsed"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.workflow_id, self.kind, self.timeout_s))
+
+
 class WorkflowCancelledError(WorkflowError):
     """The execution ended cancelled."""
 
@@ -373,6 +402,23 @@ class ChildWorkflowError(WorkflowError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.workflow_id, self.state, self.error_type, self.message))
+
+
+class ChildWorkflowTimeoutError(ChildWorkflowError):
+    """A child execution was ended by one of its timeouts (its
+    ``WorkflowTimeoutError``), as the parent's code sees it.
+
+    Attributes:
+        kind: ``"execution"`` or ``"run"``: the child's timeout that elapsed.
+    """
+
+    code = "child_workflow_timed_out"
+
+    def __init__(
+        self, workflow_id: uuid.UUID | str, state: str, error_type: str, message: str
+    ) -> None:
+        super().__init__(workflow_id, state, error_type, message)
+        self.kind = message.split(" ", 1)[0]
 
 
 class ReadOnlyContextError(WorkflowError):
@@ -548,6 +594,40 @@ class ActivityError(AzyncError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.activity, self.error_type, self.message, self.attempts, self.seq))
+
+
+class ActivityTimeoutError(ActivityError):
+    """An activity was ended by one of its timeouts, as the workflow sees it.
+
+    ``schedule_to_start`` and ``schedule_to_close`` end the activity at once
+    (never retried); ``start_to_close`` and ``heartbeat`` end one attempt,
+    retried by the retry policy, and this is raised once the budget is
+    spent (docs/flow-control.md).
+
+    Attributes:
+        kind: ``schedule_to_start``, ``schedule_to_close``, ``start_to_close``
+            or ``heartbeat``.
+    """
+
+    code = "activity_timed_out"
+
+    def __init__(
+        self,
+        activity: str,
+        error_type: str,
+        message: str,
+        attempts: int = 0,
+        seq: int | None = None,
+        kind: str = "",
+    ) -> None:
+        super().__init__(activity, error_type, message, attempts, seq)
+        self.kind = kind
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (self.activity, self.error_type, self.message, self.attempts, self.seq, self.kind),
+        )
 
 
 class Uncertain(AzyncError):

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import typing
 import uuid
+from datetime import timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
 from azync_flow.codec import encode_value
@@ -32,10 +33,13 @@ class ChildOptions:
     Attributes:
         task_queue: the child's task queue; ``None`` = the parent's.
         priority: the child's priority; ``None`` = the parent's.
+        execution_timeout / run_timeout: the child's timeouts; ``None`` = none.
     """
 
     task_queue: str | None = None
     priority: int | None = None
+    execution_timeout: timedelta | None = None
+    run_timeout: timedelta | None = None
 
 
 class ChildWorkflow(Protocol[R_co]):

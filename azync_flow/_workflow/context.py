@@ -21,7 +21,7 @@ from azync_flow.replay import check_signal_name
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
 from azync_flow.replay.outcome import WorkflowInfo
-from azync_flow.store.validate import check_priority
+from azync_flow.store.validate import check_priority, check_timeout
 
 __all__ = ["WorkflowContext"]
 
@@ -192,6 +192,8 @@ class WorkflowContext:
         parent_close_policy: ParentClosePolicy = "terminate",
         task_queue: str | None = None,
         priority: int | None = None,
+        execution_timeout: timedelta | None = None,
+        run_timeout: timedelta | None = None,
     ) -> ChildHandle[R]:
         """Start ``workflow`` as a child execution and return its handle.
 
@@ -214,12 +216,17 @@ class WorkflowContext:
             task_queue: the child's task queue (default: this execution's);
                 routing only, not compared on replay.
             priority: the child's priority (default: this execution's).
+            execution_timeout: the longest the child execution may take from
+                its start, across its continue-as-new runs (default: no limit).
+            run_timeout: the longest each run of the child may take (default:
+                no limit). When either elapses the child fails and ``result()``
+                raises :class:`~azync_flow.errors.ChildWorkflowTimeoutError`.
 
         Raises:
             ValueError: an unknown ``parent_close_policy``.
             TypeError: ``id`` is not a ``uuid.UUID``; ``task_queue`` not a str;
                 ``priority`` not an int.
-            ValueError: a ``priority`` out of range.
+            ValueError: a ``priority`` out of range; a timeout not positive.
             PayloadEncodeError: ``input`` is not JSON-encodable.
         """
         if id is not None and not isinstance(id, uuid.UUID):
@@ -228,8 +235,15 @@ class WorkflowContext:
             raise TypeError(f"task_queue must be a str, got {task_queue!r}")
         if priority is not None:
             check_priority(priority, "child priority")
+        check_timeout(execution_timeout, "child execution_timeout")
+        check_timeout(run_timeout, "child run_timeout")
         data = workflow.encode_input(input)
-        options = ChildOptions(task_queue=task_queue or None, priority=priority)
+        options = ChildOptions(
+            task_queue=task_queue or None,
+            priority=priority,
+            execution_timeout=execution_timeout,
+            run_timeout=run_timeout,
+        )
         seq, child_id, future = self._instance.start_child(
             workflow.name, workflow.version, data, id, parent_close_policy, options
         )
@@ -244,12 +258,16 @@ class WorkflowContext:
         parent_close_policy: ParentClosePolicy = "terminate",
         task_queue: str | None = None,
         priority: int | None = None,
+        execution_timeout: timedelta | None = None,
+        run_timeout: timedelta | None = None,
     ) -> R:
         """``await (await ctx.start_child(...)).result()``: start a child and wait
         for its result.
 
         Raises:
-            ChildWorkflowError: the child did not succeed.
+            ChildWorkflowError: the child did not succeed
+                (:class:`~azync_flow.errors.ChildWorkflowTimeoutError` when
+                one of its timeouts ended it).
             ValueError / PayloadEncodeError: as :meth:`start_child`.
         """
         handle = await self.start_child(
@@ -259,6 +277,8 @@ class WorkflowContext:
             parent_close_policy=parent_close_policy,
             task_queue=task_queue,
             priority=priority,
+            execution_timeout=execution_timeout,
+            run_timeout=run_timeout,
         )
         return await handle.result()
 

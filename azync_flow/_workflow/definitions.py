@@ -17,6 +17,7 @@ from azync_flow.codec import DEFAULT_MAX_PAYLOAD_BYTES, decode_value, encode_val
 from azync_flow.errors import UnknownWorkflowError
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.retry import RetryPolicy
+from azync_flow.store.validate import check_timeout
 
 __all__ = [
     "ActivityDefinition",
@@ -58,6 +59,15 @@ class ActivityOptions:
         priority: its lease priority (higher first, aged by waiting: one
             unit is a minute's head start, docs/flow-control.md); ``None`` =
             the calling workflow's priority.
+        schedule_to_start: the longest the call may wait, from when it is
+            scheduled, for its first attempt to be leased; ``None`` = no
+            limit. Elapsed: the call fails at once (not retried) with
+            ``ActivityTimeoutError`` (kind ``schedule_to_start``).
+        schedule_to_close: the longest the call may take, from when it is
+            scheduled until it settles, across every attempt and retry
+            backoff; ``None`` = no limit. Elapsed: the call fails at once (not
+            retried; a running attempt loses its lease) with
+            ``ActivityTimeoutError`` (kind ``schedule_to_close``).
     """
 
     retry: RetryPolicy = dataclasses.field(default_factory=lambda: DEFAULT_ACTIVITY_RETRY)
@@ -67,6 +77,12 @@ class ActivityOptions:
     reconcile: Callable[..., Any] | None = None
     task_queue: str | None = None
     priority: int | None = None
+    schedule_to_start: timedelta | None = None
+    schedule_to_close: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        check_timeout(self.schedule_to_start, "schedule_to_start")
+        check_timeout(self.schedule_to_close, "schedule_to_close")
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -329,6 +345,8 @@ def activity(
     reconcile: Callable[..., Any] | None = None,
     task_queue: str | None = None,
     priority: int | None = None,
+    schedule_to_start: timedelta | None = None,
+    schedule_to_close: timedelta | None = None,
 ) -> Any:
     """Declare an activity (an async or sync function). Use bare or with options.
 
@@ -347,6 +365,10 @@ def activity(
             workflow's queue.
         priority: lease priority of its attempts (higher first, aged by
             waiting); default: the calling workflow's priority.
+        schedule_to_start: limit from scheduling to the first lease (not
+            retried when it elapses; see ``ActivityOptions``).
+        schedule_to_close: limit from scheduling to completion, across all
+            attempts (not retried when it elapses; see ``ActivityOptions``).
 
     Warning:
         Renaming an activity called by running executions breaks their replay
@@ -360,6 +382,8 @@ def activity(
         reconcile=reconcile,
         task_queue=task_queue,
         priority=priority,
+        schedule_to_start=schedule_to_start,
+        schedule_to_close=schedule_to_close,
     )
 
     def wrap(f: Callable[P, Any]) -> ActivityDefinition[P, Any]:

@@ -36,6 +36,7 @@ from azync_flow.replay.events import (
     WorkflowContinuedAsNew,
     WorkflowFailed,
     WorkflowTerminated,
+    WorkflowTimedOut,
     decode_event,
     encode_event,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "WorkflowInfo",
     "WorkflowInstance",
     "WorkflowTerminated",
+    "WorkflowTimedOut",
     "check_signal_name",
     "current_instance",
     "decode_event",

@@ -18,7 +18,9 @@ import msgspec
 
 from azync_flow.errors import (
     ActivityError,
+    ActivityTimeoutError,
     ChildWorkflowError,
+    ChildWorkflowTimeoutError,
     ContinueAsNew,
     NonDeterminismError,
     PayloadTooLargeError,
@@ -279,10 +281,17 @@ class DurableCallsMixin:
         if pending is not None and not pending[0].done():
             pending[0].set_result(result)
 
-    def _fail_activity(self, seq: int, error_type: str, message: str, attempts: int) -> None:
+    def _fail_activity(
+        self, seq: int, error_type: str, message: str, attempts: int, timeout: str = ""
+    ) -> None:
         pending = self._activities.pop(seq, None)
         if pending is not None and not pending[0].done():
-            pending[0].set_exception(ActivityError(pending[1], error_type, message, attempts, seq))
+            error = (
+                ActivityTimeoutError(pending[1], error_type, message, attempts, seq, timeout)
+                if timeout
+                else ActivityError(pending[1], error_type, message, attempts, seq)
+            )
+            pending[0].set_exception(error)
 
     # --- child resolution ---------------------------------------------------------------------
 
@@ -296,4 +305,9 @@ class DurableCallsMixin:
     ) -> None:
         future = self._children.pop(seq, None)
         if future is not None and not future.done():
-            future.set_exception(ChildWorkflowError(child_id, state, error_type, message))
+            error_class = (
+                ChildWorkflowTimeoutError
+                if error_type == "WorkflowTimeoutError"
+                else ChildWorkflowError
+            )
+            future.set_exception(error_class(child_id, state, error_type, message))

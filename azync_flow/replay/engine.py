@@ -324,7 +324,7 @@ class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
             self._resolve_activity(event.scheduled_seq, result=event.result)
         elif isinstance(event, ActivityFailed):
             self._fail_activity(
-                event.scheduled_seq, event.error_type, event.message, event.attempts
+                event.scheduled_seq, event.error_type, event.message, event.attempts, event.timeout
             )
         elif isinstance(event, ChildCompleted):
             self._resolve_child(event.started_seq, event.result)

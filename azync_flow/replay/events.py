@@ -31,6 +31,7 @@ Two families:
 
 :class:`WorkflowTerminated` ends a history without the code's say: an operator's
 ``terminate`` appends it; replay reads it as the end of the recorded history.
+:class:`WorkflowTimedOut` does the same when a workflow timeout elapses.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ __all__ = [
     "WorkflowContinuedAsNew",
     "WorkflowFailed",
     "WorkflowTerminated",
+    "WorkflowTimedOut",
     "decode_event",
     "encode_event",
 ]
@@ -335,11 +337,15 @@ class ActivityFailed(Event):
     error_type: str
     message: str = ""
     attempts: int = 1
+    #: The timeout that ended it ("" when none did): ``schedule_to_start``,
+    #: ``schedule_to_close``, ``start_to_close`` or ``heartbeat``.
+    timeout: str = ""
 
     def describe(self) -> str:
+        timeout = f", timeout={self.timeout}" if self.timeout else ""
         return (
             f"ActivityFailed(scheduled_seq={self.scheduled_seq}, "
-            f"{self.error_type}: {self.message[:60]}, attempts={self.attempts})"
+            f"{self.error_type}: {self.message[:60]}, attempts={self.attempts}{timeout})"
         )
 
 
@@ -414,6 +420,20 @@ class WorkflowTerminated(Event):
 
     def describe(self) -> str:
         return f"WorkflowTerminated(by {self.terminated_by}: {self.reason[:60]})"
+
+
+class WorkflowTimedOut(Event):
+    """The execution's ``kind`` timeout (``execution`` or ``run``) of
+    ``timeout_s`` seconds elapsed: the engine ended it (``failed``, with
+    ``WorkflowTimeoutError``) without running its code. The terminal event:
+    only a :class:`SignalsUndelivered` record may follow it."""
+
+    is_external: ClassVar[bool] = True
+    kind: str = ""
+    timeout_s: float = 0.0
+
+    def describe(self) -> str:
+        return f"WorkflowTimedOut({self.kind} timeout of {self.timeout_s:g}s)"
 
 
 class UndeliveredSignal(msgspec.Struct, kw_only=True):
@@ -497,6 +517,7 @@ AnyEvent = (
     | OperationUncertain
     | OperationResolved
     | WorkflowTerminated
+    | WorkflowTimedOut
     | SignalsUndelivered
     | ChildStarted
     | ChildSignaled
@@ -528,6 +549,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         OperationUncertain,
         OperationResolved,
         WorkflowTerminated,
+        WorkflowTimedOut,
         SignalsUndelivered,
         ChildStarted,
         ChildSignaled,
@@ -546,6 +568,7 @@ TERMINAL_TYPES = frozenset(
         "WorkflowFailed",
         "WorkflowCancelled",
         "WorkflowTerminated",
+        "WorkflowTimedOut",
         "WorkflowContinuedAsNew",
     }
 )

@@ -256,10 +256,12 @@ class ActivityRunner:
                             "the call may or may not have taken effect"
                         ) from None
                     if timer.expired():
-                        raise TimeoutError(
+                        overrun = TimeoutError(
                             f"activity {op.activity} exceeded start_to_close={limit:g}s "
                             f"(attempt {job.attempt})"
-                        ) from None
+                        )
+                        overrun.azync_timeout = "start_to_close"  # type: ignore[attr-defined]
+                        raise overrun from None
                     raise
                 if self.max_payload_bytes is not None and len(result) > self.max_payload_bytes:
                     raise PayloadError(
@@ -387,6 +389,7 @@ class ActivityRunner:
             error_type=type(exc).__name__,
             message=clean_text(str(exc))[:8192],
             attempts=job.attempt,
+            timeout=getattr(exc, "azync_timeout", ""),
         )
         if await self._settle(
             job,

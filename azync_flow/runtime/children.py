@@ -56,6 +56,8 @@ def child_params(
         trace_context=carrier,
         task_queue=getattr(command.options, "task_queue", None) or task_queue,
         priority=_given(getattr(command.options, "priority", None), priority),
+        execution_timeout=getattr(command.options, "execution_timeout", None),
+        run_timeout=getattr(command.options, "run_timeout", None),
     )
 
 

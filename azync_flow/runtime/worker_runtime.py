@@ -35,7 +35,7 @@ from azync_flow import _metrics
 from azync_flow._operations import decode_operation, seq_of_execution_key
 from azync_flow._workflow.definitions import Registry
 from azync_flow._workflow.limits import HistoryLimit
-from azync_flow.replay.events import ActivityFailed, encode_event
+from azync_flow.replay.events import ActivityFailed, WorkflowTimedOut, encode_event
 from azync_flow.runtime.activity_runner import ActivityRunner, ActivityStore, log_suspended
 from azync_flow.runtime.admission import DepthFirstAdmission
 from azync_flow.runtime.eager_start import EagerStarter
@@ -97,15 +97,43 @@ def _named(defn: Any) -> str:
 
 def lease_expired_event(job: Job, reason: str) -> tuple[str, bytes]:
     """ActivityFailed ``(type, payload)`` for an operation given up by the reaper."""
+    op = decode_operation(job.payload) if job.payload is not None else None
+    seq = op.seq if op is not None else seq_of_execution_key(job.task_key)
+    # with a heartbeat timeout only heartbeats keep the lease: its expiry is that timeout
+    timeout = "heartbeat" if op is not None and op.heartbeat_timeout is not None else ""
+    event = ActivityFailed(
+        scheduled_seq=seq,
+        error_type="LeaseExpired",
+        message=reason,
+        attempts=job.attempt,
+        timeout=timeout,
+    )
+    return encode_event(event)
+
+
+def operation_timed_out_event(job: Job, kind: str, timeout: timedelta) -> tuple[str, bytes]:
+    """ActivityFailed ``(type, payload)`` for an operation a timeout of ``kind``
+    (``schedule_to_start`` / ``schedule_to_close``) ended: the workflow's code
+    gets ``ActivityTimeoutError``."""
     seq = (
         decode_operation(job.payload).seq
         if job.payload is not None
         else seq_of_execution_key(job.task_key)
     )
     event = ActivityFailed(
-        scheduled_seq=seq, error_type="LeaseExpired", message=reason, attempts=job.attempt
+        scheduled_seq=seq,
+        error_type="ActivityTimeoutError",
+        message=f"{kind} timeout of {timeout.total_seconds():g}s elapsed",
+        attempts=job.attempt,
+        timeout=kind,
     )
     return encode_event(event)
+
+
+def workflow_timed_out_event(kind: str, timeout: timedelta) -> tuple[str, bytes]:
+    """WorkflowTimedOut ``(type, payload)``: the terminal event of an execution
+    whose ``kind`` timeout (``execution`` / ``run``) elapsed."""
+    return encode_event(WorkflowTimedOut(kind=kind, timeout_s=timeout.total_seconds()))
 
 
 def lost_attempt_delay(job: Job) -> timedelta:
@@ -272,6 +300,7 @@ class WorkflowRuntime:
             ("workflow.reap_tasks", self.reap_tasks, tick),
             ("workflow.reap_operations", self.reap_operations, tick),
             ("workflow.reap_uncertain", self.reap_uncertain, tick),
+            ("workflow.timeouts", self.enforce_timeouts, tick),
             (
                 "workflow.repair_stalled",
                 self.repair_stalled,
@@ -436,6 +465,34 @@ class WorkflowRuntime:
                     job.reap_count + 1,
                 )
         return int(report.reaped + report.killed)
+
+    async def enforce_timeouts(self) -> int:
+        """End the executions whose execution or run timeout elapsed and fail
+        the operations whose schedule-to-start or schedule-to-close timeout
+        elapsed (database clock; docs/flow-control.md).
+
+        Returns:
+            How many operations were failed (their executions have a pass to run).
+        """
+        for ended in await self.store.time_out_workflows(workflow_timed_out_event):
+            log.warning(
+                "workflow %s (%s) timed out: its %s timeout of %gs elapsed; it failed",
+                ended.id,
+                ended.name,
+                ended.kind,
+                ended.timeout.total_seconds(),
+            )
+        failed = await self.store.time_out_operations(operation_timed_out_event)
+        for op in failed:
+            log.warning(
+                "activity %s of workflow %s timed out: its %s timeout of %gs elapsed; "
+                "the call failed (not retried)",
+                op.job.meta.get("activity", op.job.kind),
+                op.job.run_id,
+                op.kind,
+                op.timeout.total_seconds(),
+            )
+        return len(failed)
 
     async def reap_uncertain(self) -> int:
         """Non-idempotent operations whose worker died: uncertain (never re-run);

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Mapping
+from datetime import timedelta
 
 from ..errors import IdempotencyConflictError
 from ..payload_codec import payloads_equal
@@ -29,6 +30,7 @@ __all__ = [
     "check_same_start",
     "check_task_queue",
     "check_text",
+    "check_timeout",
 ]
 
 #: Longest accepted name (job kind, workflow/DAG name, signal name), in characters.
@@ -178,3 +180,19 @@ def check_same_start(
             f"execution {existing_id} already holds this id/key with workflow "
             f"{name!r} and different input; nothing started"
         )
+
+
+def check_timeout(value: timedelta | None, field: str) -> float | None:
+    """A timeout as positive seconds (None stays None: no limit).
+
+    Raises:
+        TypeError: not a ``timedelta``.
+        ValueError: zero or negative.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, timedelta):
+        raise TypeError(f"{field} must be a datetime.timedelta or None, not {type(value).__name__}")
+    if value <= timedelta(0):
+        raise ValueError(f"{field} must be positive, got {value}")
+    return value.total_seconds()

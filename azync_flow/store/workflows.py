@@ -42,6 +42,8 @@ __all__ = [
     "StalledWorkflow",
     "StartCommitResult",
     "TerminatedExecution",
+    "TimedOutOperation",
+    "TimedOutWorkflow",
     "TxWorkflowProducer",
     "UncertainDecision",
     "UncertainOperation",
@@ -100,6 +102,11 @@ class WorkflowStartParams(msgspec.Struct, kw_only=True):
         priority: the lease priority of its workflow tasks (higher first, aged
             by waiting: see ``QueueConsumer.dequeue_batch``); its activities
             and children default to it.
+        execution_timeout: the longest the whole execution may take, from
+            its start, across continue-as-new runs (None: no limit).
+        run_timeout: the longest one run may take, from the run's start
+            (None: no limit). Either elapsing fails the execution with
+            ``WorkflowTimeoutError`` (docs/flow-control.md).
     """
 
     id: uuid.UUID
@@ -110,6 +117,8 @@ class WorkflowStartParams(msgspec.Struct, kw_only=True):
     task_queue: str = DEFAULT_TASK_QUEUE
     meta: dict[str, str] = msgspec.field(default_factory=dict)
     priority: int = 0
+    execution_timeout: timedelta | None = None
+    run_timeout: timedelta | None = None
 
 
 class WorkflowExecutionView(msgspec.Struct, kw_only=True):
@@ -175,6 +184,11 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     next_timer_at: datetime | None = None
     #: The lease priority of its workflow tasks (and default of its activities).
     priority: int = 0
+    #: Its timeouts (None: no limit) and the deadline of the current run: the
+    #: earlier of the execution's and the run's (None: none; kept after the end).
+    execution_timeout: timedelta | None = None
+    run_timeout: timedelta | None = None
+    timeout_at: datetime | None = None
 
 
 class WorkflowRunView(msgspec.Struct, kw_only=True):
@@ -247,6 +261,10 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
     Attributes:
         task_queue: the task queue its attempts are routed to ("" = ``"default"``).
         priority: its lease priority (higher first, aged by waiting).
+        schedule_to_start: the longest it may wait, from now, for its first
+            lease (None: no limit).
+        schedule_to_close: the longest it may take, from now, to settle,
+            across every attempt (None: no limit).
     """
 
     workflow_id: uuid.UUID
@@ -258,6 +276,40 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
     max_attempts: int = 0
     task_queue: str = DEFAULT_TASK_QUEUE
     priority: int = 0
+    schedule_to_start: timedelta | None = None
+    schedule_to_close: timedelta | None = None
+
+
+class TimedOutWorkflow(msgspec.Struct, kw_only=True):
+    """An execution a timeout ended (``time_out_workflows``).
+
+    Attributes:
+        id: the execution id.
+        name: its workflow name.
+        kind: ``"execution"`` or ``"run"``: the timeout that elapsed.
+        timeout: its length.
+        previous_state: ``running`` or ``suspended``.
+    """
+
+    id: uuid.UUID
+    name: str
+    kind: str
+    timeout: timedelta
+    previous_state: WorkflowState
+
+
+class TimedOutOperation(msgspec.Struct, kw_only=True):
+    """An operation a timeout failed (``time_out_operations``).
+
+    Attributes:
+        job: the operation as it was when its deadline passed.
+        kind: ``"schedule_to_start"`` or ``"schedule_to_close"``.
+        timeout: its length.
+    """
+
+    job: Job
+    kind: str
+    timeout: timedelta
 
 
 class StalledWorkflow(msgspec.Struct, kw_only=True):
@@ -313,6 +365,7 @@ class ChildStartParams(msgspec.Struct, kw_only=True):
         trace_context: the child's run carrier (in the parent's trace).
         task_queue: the child's task queue ("" = ``"default"``).
         priority: the child's priority.
+        execution_timeout / run_timeout: the child's timeouts (None: none).
     """
 
     seq: int
@@ -324,6 +377,8 @@ class ChildStartParams(msgspec.Struct, kw_only=True):
     trace_context: dict[str, str] = msgspec.field(default_factory=dict)
     task_queue: str = DEFAULT_TASK_QUEUE
     priority: int = 0
+    execution_timeout: timedelta | None = None
+    run_timeout: timedelta | None = None
 
 
 class ChildSignalParams(msgspec.Struct, kw_only=True):
@@ -810,6 +865,52 @@ class WorkflowMaintenance(Protocol):
         task scheduled, in one transaction. Operations with meta
         ``idempotent="false"`` are skipped (they turn uncertain instead).
         ``on_reaped(job)`` is called after each commit.
+        """
+        ...
+
+    async def time_out_workflows(
+        self,
+        encode: Callable[[str, timedelta], tuple[str, bytes]],
+        *,
+        limit: int = 100,
+    ) -> list[TimedOutWorkflow]:
+        """End the live executions whose execution or run deadline passed
+        (backend clock), each in its own transaction, the way
+        ``terminate_workflow`` ends one but ``failed``.
+
+        ``encode(kind, timeout)`` returns the terminal history event
+        ``(type, payload)``, appended at the next seq; the execution's live
+        jobs are cancelled with their lease tokens cleared, its unfired timers
+        cancelled, and it fails with reason ``WorkflowTimeoutError: <kind>
+        timeout of <s>s elapsed`` (its parent, if any, gets a ``ChildFailed``
+        naming ``WorkflowTimeoutError``). An execution whose jobs are locked
+        by another transaction is left for the next call. Reads only the
+        executions that carry a deadline (an index).
+
+        Returns:
+            The executions ended, earliest deadline first.
+        """
+        ...
+
+    async def time_out_operations(
+        self,
+        encode: Callable[[Job, str, timedelta], tuple[str, bytes]],
+        *,
+        limit: int = 100,
+    ) -> list[TimedOutOperation]:
+        """Fail the operations whose schedule-to-start deadline passed before
+        their first lease, or whose schedule-to-close deadline passed before
+        they settled (backend clock), each in its own transaction.
+
+        Each is dead-lettered with its lease token cleared (a worker running
+        an attempt loses its fence), and ``encode(job, kind, timeout)`` — the
+        runtime's ``ActivityFailed`` event — is appended to its live
+        execution, with a workflow task scheduled when it is running. An
+        operation locked by another transaction is left for the next call.
+        Reads only the operations that carry a deadline (indexes).
+
+        Returns:
+            The operations failed.
         """
         ...
 

@@ -23,7 +23,9 @@ LIMIT 1
 -- first pass), in one statement; arrays indexed alike (one item for a single start): $2 ids uuid[],
 -- $3 names text[], $4 versions text[], $5 inputs bytea[], $6 business keys
 -- text[], $7 task_queues text[], $8 metas text[] (JSON), $9 trace contexts
--- text[] (JSON), $10 channel, $11 priorities int[]. Returns the ids inserted; an item conflicting
+-- text[] (JSON), $10 channel, $11 priorities int[], $12 execution timeouts
+-- and $13 run timeouts interval[] (NULL: none; timeout_at the earlier
+-- deadline). Returns the ids inserted; an item conflicting
 -- (same id, or same live (name, key)) with an execution, or with an earlier
 -- item of the batch, inserts nothing. One stats write, one wake.
 WITH clock AS (
@@ -31,13 +33,16 @@ WITH clock AS (
 ), ins AS (
     INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
                                            task_queue, input, meta, trace_context, priority,
+                                           execution_timeout, run_timeout, timeout_at,
                                            created_at, updated_at)
     SELECT u.id, u.name, u.version, 'running', u.key, u.task_queue, u.input, u.meta::jsonb,
-           u.trace_context::jsonb, u.priority, c.t, c.t
+           u.trace_context::jsonb, u.priority, u.execution_timeout, u.run_timeout,
+           least(c.t + u.execution_timeout, c.t + u.run_timeout), c.t, c.t
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-                $8::text[], $9::text[], $11::int[])
+                $8::text[], $9::text[], $11::int[], $12::interval[], $13::interval[])
          WITH ORDINALITY
-         AS u(id, name, version, input, key, task_queue, meta, trace_context, priority, n),
+         AS u(id, name, version, input, key, task_queue, meta, trace_context, priority,
+              execution_timeout, run_timeout, n),
          clock c
     ORDER BY u.n
     ON CONFLICT DO NOTHING
@@ -714,13 +719,18 @@ FROM f
 
 -- name: workflow_start_bare
 -- $2 id, $3 name, $4 version, $5 input, $6 business key, $7 task_queue,
--- $8 meta, $9 trace_context, $10 priority: insert a running execution WITHOUT
+-- $8 meta, $9 trace_context, $10 priority, $11 execution timeout, $12 run
+-- timeout (NULL: none): insert a running execution WITHOUT
 -- a workflow task (its first pass commits in the same transaction). No row on
 -- conflict (same id, or same live (name, key)).
 INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
                                        task_queue, input, meta, trace_context, priority,
+                                       execution_timeout, run_timeout, timeout_at,
                                        created_at, updated_at)
 VALUES ($2, $3, $4, 'running', $6, $7, $5, $8::jsonb, $9::jsonb, $10::int,
+        $11::interval, $12::interval,
+        least(coalesce($1::timestamptz, now()) + $11::interval,
+              coalesce($1::timestamptz, now()) + $12::interval),
         coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now()))
 ON CONFLICT DO NOTHING
 RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
@@ -1100,3 +1110,70 @@ WHERE workflow_id = $2 AND update_id = $3
 -- $2 id: the W3C carrier recorded when the execution started (no row: none).
 SELECT trace_context FROM azync_workflow_executions
 WHERE id = $2 AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz -- clock unused
+
+-- Timeouts (migration 0029), enforced by the leader's maintenance on the
+-- database clock. Rows without a timeout are in none of the indexes read here.
+
+-- name: workflow_timeouts_due
+-- $2 limit: live executions whose earlier deadline passed (index
+-- azync_workflow_executions_timeout), earliest first.
+SELECT id FROM azync_workflow_executions
+WHERE timeout_at IS NOT NULL AND state IN ('running', 'suspended')
+  AND timeout_at <= coalesce($1::timestamptz, now())
+ORDER BY timeout_at
+LIMIT $2
+
+-- name: workflow_timeout_lock
+-- $2 id: lock a live execution whose deadline still passed (a continue-as-new
+-- may have moved the run deadline meanwhile) and say which elapsed: the
+-- execution timeout when its deadline passed, else the run timeout.
+SELECT e.state, e.name,
+       CASE WHEN e.created_at + e.execution_timeout <= coalesce($1::timestamptz, now())
+            THEN 'execution' ELSE 'run' END AS kind,
+       CASE WHEN e.created_at + e.execution_timeout <= coalesce($1::timestamptz, now())
+            THEN e.execution_timeout ELSE e.run_timeout END AS timeout
+FROM azync_workflow_executions e
+WHERE e.id = $2 AND e.state IN ('running', 'suspended')
+  AND e.timeout_at <= coalesce($1::timestamptz, now())
+FOR NO KEY UPDATE
+
+-- name: workflow_op_deadlines_due
+-- $2 limit: operations whose schedule-to-start deadline passed before any
+-- lease (attempt 0), then those whose schedule-to-close deadline passed
+-- while unsettled (indexes azync_jobs_start_deadline, azync_jobs_close_deadline).
+(SELECT id, 'schedule_to_start' AS kind FROM azync_jobs
+ WHERE start_deadline IS NOT NULL AND attempt = 0 AND state IN ('pending', 'scheduled')
+   AND start_deadline <= coalesce($1::timestamptz, now())
+ ORDER BY start_deadline
+ LIMIT $2)
+UNION ALL
+(SELECT id, 'schedule_to_close' AS kind FROM azync_jobs
+ WHERE close_deadline IS NOT NULL AND state IN ('pending', 'scheduled', 'active', 'paused')
+   AND close_deadline <= coalesce($1::timestamptz, now())
+ ORDER BY close_deadline
+ LIMIT $2)
+
+-- name: workflow_op_timeout_lock
+-- $2 id, $3 kind: lock one operation whose deadline of that kind still
+-- passed (skipped when another transaction holds it: next tick), with the
+-- timeout's length.
+SELECT j.*, CASE WHEN $3 = 'schedule_to_start' THEN j.start_deadline - j.enqueued_at
+                 ELSE j.close_deadline - j.enqueued_at END AS timeout
+FROM azync_jobs j
+WHERE j.id = $2 AND j.source = 'workflow' AND j.task_key <> '$wft'
+  AND CASE WHEN $3 = 'schedule_to_start'
+           THEN j.start_deadline <= coalesce($1::timestamptz, now()) AND j.attempt = 0
+                AND j.state IN ('pending', 'scheduled')
+           ELSE j.close_deadline <= coalesce($1::timestamptz, now())
+                AND j.state IN ('pending', 'scheduled', 'active', 'paused') END
+FOR UPDATE SKIP LOCKED
+
+-- name: workflow_op_time_out
+-- $2 id, $3 last_error: dead-letter an operation locked by
+-- workflow_op_timeout_lock, its lease token cleared (a worker still running
+-- an attempt loses its fence: its report is late and ignored).
+UPDATE azync_jobs
+SET state = 'dead', lease_token = NULL, lease_until = NULL, last_error = $3,
+    completed_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
+WHERE id = $2
+RETURNING kind

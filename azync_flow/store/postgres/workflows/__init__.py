@@ -4,7 +4,7 @@ load and commit of passes, operations (uncertain ones included), children,
 queries and updates.
 
 The verbs live in one module per concern (core, runtime, hot path, children,
-interaction, listing, reaper, terminate, uncertain); :class:`WorkflowMixin`
+interaction, listing, reaper, terminate, timeouts, uncertain); :class:`WorkflowMixin`
 joins them for ``PostgresStore``.
 """
 
@@ -15,6 +15,7 @@ from .hotpath import WorkflowHotPathMixin
 from .listing import WorkflowDoneSubscription, WorkflowListingMixin
 from .reaper import WorkflowReaperMixin
 from .terminate import WORKFLOW_TERMINATED_EVENT, WorkflowTerminateMixin
+from .timeouts import WorkflowTimeoutsMixin
 from .uncertain import LEASE_EXPIRED_REASON, UncertainMixin
 
 __all__ = [
@@ -32,5 +33,6 @@ class WorkflowMixin(
     WorkflowListingMixin,
     WorkflowHotPathMixin,
     WorkflowTerminateMixin,
+    WorkflowTimeoutsMixin,
 ):
     """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""

@@ -42,6 +42,7 @@ from ...validate import (
     check_meta,
     check_name,
     check_priority,
+    check_timeout,
     check_same_start,
     check_task_queue,
     check_text,
@@ -177,6 +178,8 @@ class WorkflowCoreMixin(PgBase):
                 [encode_meta(trace_context)],
                 self.channel,
                 [p.priority],
+                [p.execution_timeout],
+                [p.run_timeout],
             )
             if inserted:
                 return True, p.id
@@ -276,6 +279,8 @@ class WorkflowCoreMixin(PgBase):
             [encode_meta(dict(trace_contexts[i])) if trace_contexts else "{}" for i in todo],
             self.channel,
             [p.priority for p in items],
+            [p.execution_timeout for p in items],
+            [p.run_timeout for p in items],
             conn=tx,
         )
         inserted = {r["id"] for r in rows}
@@ -636,6 +641,8 @@ def op_route(o: ScheduleOperationParams) -> str:
         {
             "task_queue": check_task_queue(o.task_queue, "operation task_queue"),
             "priority": check_priority(o.priority, "operation priority"),
+            "schedule_to_start_s": check_timeout(o.schedule_to_start, "schedule_to_start"),
+            "schedule_to_close_s": check_timeout(o.schedule_to_close, "schedule_to_close"),
         }
     )
 
@@ -650,12 +657,14 @@ def child_route(c: ChildStartParams) -> str:
         {
             "task_queue": check_task_queue(c.task_queue, "child task_queue"),
             "priority": check_priority(c.priority, "child priority"),
+            "execution_timeout_s": check_timeout(c.execution_timeout, "execution_timeout"),
+            "run_timeout_s": check_timeout(c.run_timeout, "run_timeout"),
         }
     )
 
 
 def _route_json(route: dict[str, object]) -> str:
-    return msgspec.json.encode(route).decode()
+    return msgspec.json.encode({k: v for k, v in route.items() if v is not None}).decode()
 
 
 def check_start(p: WorkflowStartParams) -> None:
@@ -666,6 +675,8 @@ def check_start(p: WorkflowStartParams) -> None:
     check_name(p.version, "workflow version", empty_ok=True)
     check_text(p.business_idempotency_key, "workflow idempotency_key")
     check_meta(p.meta, "workflow meta")
+    check_timeout(p.execution_timeout, "execution_timeout")
+    check_timeout(p.run_timeout, "run_timeout")
 
 
 def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecutionView:
@@ -715,6 +726,9 @@ def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecuti
         if state in LIVE_WORKFLOW_STATES
         else [],
         next_timer_at=row.get("next_timer_at") if state in LIVE_WORKFLOW_STATES else None,
+        execution_timeout=row.get(prefix + "execution_timeout"),
+        run_timeout=row.get(prefix + "run_timeout"),
+        timeout_at=row.get(prefix + "timeout_at"),
     )
 
 

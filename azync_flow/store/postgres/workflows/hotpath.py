@@ -181,6 +181,8 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
                 encode_meta(p.meta),
                 encode_meta(trace_context),
                 p.priority,
+                p.execution_timeout,
+                p.run_timeout,
                 conn=conn,
             )
             if ex is not None:
