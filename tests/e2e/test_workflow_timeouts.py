@@ -1,0 +1,305 @@
+"""Workflow and activity timeouts on real workers: each kind fires on the
+database clock (moved by the testing kit's clock), ends or retries by its
+rule, and is recorded in history."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from azync_flow import activity, attach_workflows, workflow
+from azync_flow.client import Client
+from azync_flow.errors import (
+    ActivityTimeoutError,
+    ChildWorkflowTimeoutError,
+    WorkflowTimeoutError,
+)
+from azync_flow.replay.events import ActivityFailed, WorkflowTimedOut, decode_event
+from azync_flow.retry import RetryPolicy
+from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.workflows import WorkflowState
+from azync_flow.testing import MovableClock
+from azync_flow.worker import Worker
+from azync_flow.workflow import WorkflowContext
+
+#: A task queue no worker of these tests serves: its activities are never leased.
+NOWHERE = "to_nowhere"
+
+calls: dict[str, int] = {}
+
+
+@activity(name="to_parked", task_queue=NOWHERE)
+async def parked(n: int) -> int:
+    return n
+
+
+@activity(name="to_unleased", task_queue=NOWHERE, schedule_to_start=timedelta(minutes=1))
+async def unleased(n: int) -> int:
+    return n
+
+
+@activity(
+    name="to_flaky",
+    schedule_to_close=timedelta(minutes=10),
+    retry=RetryPolicy(initial_interval=timedelta(hours=1), maximum_attempts=5, jitter=0),
+)
+async def flaky(n: int) -> int:
+    calls["to_flaky"] = calls.get("to_flaky", 0) + 1
+    raise RuntimeError("down")
+
+
+@activity(
+    name="to_slow",
+    start_to_close=timedelta(seconds=0.2),
+    retry=RetryPolicy(initial_interval=timedelta(milliseconds=1), maximum_attempts=2, jitter=0),
+)
+async def slow(n: int) -> int:
+    calls["to_slow"] = calls.get("to_slow", 0) + 1
+    await asyncio.sleep(30)
+    return n
+
+
+@activity(
+    name="to_quick",
+    schedule_to_start=timedelta(minutes=1),
+    schedule_to_close=timedelta(minutes=1),
+)
+async def quick(n: int) -> int:
+    return n + 1
+
+
+@workflow(name="to_waits_forever")
+async def waits_forever(ctx: WorkflowContext, n: int) -> int:
+    task = asyncio.ensure_future(parked(n))
+    await ctx.sleep(timedelta(days=1))
+    return await task
+
+
+@workflow(name="to_hops")
+async def hops(ctx: WorkflowContext, n: int) -> int:
+    await ctx.sleep(timedelta(minutes=5))
+    if n > 0:
+        ctx.continue_as_new(n - 1)
+    await ctx.wait_signal("never")
+    return n
+
+
+@workflow(name="to_catches_activity")
+async def catches_activity(ctx: WorkflowContext, which: str) -> str:
+    act = {"unleased": unleased, "flaky": flaky, "slow": slow}[which]
+    try:
+        await act(1)
+    except ActivityTimeoutError as err:
+        return f"{err.kind}|{err.error_type}|{err.attempts}"
+    return "no timeout"
+
+
+@workflow(name="to_child")
+async def child(ctx: WorkflowContext, n: int) -> int:
+    await ctx.wait_signal("never")
+    return n
+
+
+@workflow(name="to_parent")
+async def parent(ctx: WorkflowContext, n: int) -> str:
+    try:
+        await ctx.execute_child(child, n, run_timeout=timedelta(minutes=1))
+    except ChildWorkflowTimeoutError as err:
+        return f"child {err.kind} timeout: {err.error_type}"
+    return "child finished"
+
+
+@workflow(name="to_in_time")
+async def in_time(ctx: WorkflowContext, n: int) -> int:
+    return await quick(n)
+
+
+WORKFLOWS = [waits_forever, hops, catches_activity, child, parent, in_time]
+ACTIVITIES = [parked, unleased, flaky, slow, quick]
+
+
+def make_worker(store: PostgresStore) -> Worker:
+    worker = Worker(store, maintain=(), handle_signals=False)
+    attach_workflows(worker, WORKFLOWS, ACTIVITIES)
+    return worker
+
+
+async def run(store: PostgresStore) -> None:
+    async with asyncio.timeout(60):
+        await make_worker(store).run_until_idle()
+
+
+async def history(store: PostgresStore, workflow_id: object) -> list[object]:
+    rows = await store.pool.fetch(
+        "SELECT type, payload FROM azync_workflow_history WHERE workflow_id = $1 ORDER BY seq",
+        workflow_id,
+    )
+    return [decode_event(r["type"], bytes(r["payload"])) for r in rows]
+
+
+async def test_execution_timeout_fails_the_execution_and_cancels_its_work(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    handle = await Client(store).start(
+        waits_forever, 1, execution_timeout=timedelta(minutes=10)
+    )
+    await run(store)
+    view = await handle.describe()
+    assert view.state == WorkflowState.RUNNING
+    assert view.execution_timeout == timedelta(minutes=10)
+    assert view.timeout_at == view.created_at + timedelta(minutes=10)
+    clock.advance(timedelta(minutes=9))
+    await run(store)
+    assert (await handle.describe()).state == WorkflowState.RUNNING
+    clock.advance(timedelta(minutes=2))
+    await run(store)
+    with pytest.raises(WorkflowTimeoutError) as caught:
+        await handle.result(timeout=5)
+    assert (caught.value.kind, caught.value.timeout_s) == ("execution", 600)
+    assert (await handle.describe()).failure_reason == (
+        "WorkflowTimeoutError: execution timeout of 600s elapsed"
+    )
+    events = await history(store, handle.id)
+    assert WorkflowTimedOut(kind="execution", timeout_s=600) in events
+    # its activity and timer were cancelled as terminate cancels them
+    jobs = await store.pool.fetch(
+        "SELECT task_key, state FROM azync_jobs WHERE run_id = $1", handle.id
+    )
+    assert {r["state"] for r in jobs} <= {"cancelled", "succeeded"}
+    assert any(r["task_key"] != "$wft" and r["state"] == "cancelled" for r in jobs)
+    unfired = await store.pool.fetchval(
+        "SELECT count(*) FROM azync_workflow_timers WHERE workflow_id = $1 AND fired_at IS NULL",
+        handle.id,
+    )
+    assert unfired == 0
+
+
+async def test_run_timeout_starts_again_with_each_continue_as_new(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    handle = await Client(store).start(hops, 1, run_timeout=timedelta(minutes=10))
+    await run(store)
+    clock.advance(timedelta(minutes=6))  # run 1's timer fires: it continues as new
+    await run(store)
+    view = await handle.describe()
+    assert view.run_no == 2
+    clock.advance(timedelta(minutes=6))  # 12 min since start: past run 1's deadline only
+    await run(store)
+    assert (await handle.describe()).state == WorkflowState.RUNNING
+    clock.advance(timedelta(minutes=5))  # 11 min into run 2
+    await run(store)
+    with pytest.raises(WorkflowTimeoutError) as caught:
+        await handle.result(timeout=5)
+    assert caught.value.kind == "run"
+    assert WorkflowTimedOut(kind="run", timeout_s=600) in await history(store, handle.id)
+
+
+async def test_execution_timeout_spans_continue_as_new_runs(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    handle = await Client(store).start(
+        hops, 5, execution_timeout=timedelta(minutes=12), run_timeout=timedelta(hours=1)
+    )
+    await run(store)
+    for _ in range(2):  # two runs of 5+ minutes each
+        clock.advance(timedelta(minutes=6))
+        await run(store)
+    assert (await handle.describe()).run_no == 3
+    clock.advance(timedelta(minutes=1))  # 13 min since the start
+    await run(store)
+    with pytest.raises(WorkflowTimeoutError) as caught:
+        await handle.result(timeout=5)
+    assert caught.value.kind == "execution"
+
+
+async def test_parent_catches_the_timeout_of_its_child(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    handle = await Client(store).start(parent, 3)
+    await run(store)
+    kids = await store.pool.fetch(
+        "SELECT id, run_timeout FROM azync_workflow_executions WHERE parent_id = $1", handle.id
+    )
+    assert [k["run_timeout"] for k in kids] == [timedelta(minutes=1)]
+    clock.advance(timedelta(minutes=2))
+    await run(store)
+    assert await handle.result(timeout=5) == "child run timeout: WorkflowTimeoutError"
+    kid = await Client(store).get_handle(kids[0]["id"]).describe()
+    assert kid.state == WorkflowState.FAILED
+
+
+async def test_schedule_to_start_timeout_fails_the_call_without_retry(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    handle = await Client(store).start(catches_activity, "unleased")
+    await run(store)
+    assert (await handle.describe()).state == WorkflowState.RUNNING
+    clock.advance(timedelta(minutes=2))
+    await run(store)
+    assert await handle.result(timeout=5) == "schedule_to_start|ActivityTimeoutError|0"
+    failed = [e for e in await history(store, handle.id) if isinstance(e, ActivityFailed)]
+    assert [e.timeout for e in failed] == ["schedule_to_start"]
+    op = await store.pool.fetchrow(
+        "SELECT state, attempt, last_error FROM azync_jobs WHERE run_id = $1 AND task_key <> '$wft'",
+        handle.id,
+    )
+    assert (op["state"], op["attempt"]) == ("dead", 0)
+    assert op["last_error"] == "ActivityTimeoutError: schedule_to_start timeout of 60s elapsed"
+
+
+async def test_schedule_to_close_timeout_cuts_the_retries_short(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    calls.clear()
+    clock.advance(timedelta(0))
+    handle = await Client(store).start(catches_activity, "flaky")
+    await run(store)  # attempt 1 fails; the retry waits an hour
+    assert calls["to_flaky"] == 1
+    clock.advance(timedelta(minutes=11))
+    await run(store)
+    assert await handle.result(timeout=5) == "schedule_to_close|ActivityTimeoutError|1"
+    assert calls["to_flaky"] == 1  # not retried
+    failed = [e for e in await history(store, handle.id) if isinstance(e, ActivityFailed)]
+    assert [e.timeout for e in failed] == ["schedule_to_close"]
+
+
+async def test_start_to_close_timeout_retries_by_the_policy_and_names_its_kind(
+    store: PostgresStore,
+) -> None:
+    calls.clear()
+    handle = await Client(store).start(catches_activity, "slow")
+    await run(store)
+    assert await handle.result(timeout=5) == "start_to_close|TimeoutError|2"
+    assert calls["to_slow"] == 2  # retried once, by the policy's budget of 2
+    failed = [e for e in await history(store, handle.id) if isinstance(e, ActivityFailed)]
+    assert [e.timeout for e in failed] == ["start_to_close"]
+
+
+async def test_timeouts_do_not_fire_when_the_work_finishes_in_time(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    handle = await Client(store).start(
+        in_time, 41, execution_timeout=timedelta(minutes=1), run_timeout=timedelta(minutes=1)
+    )
+    await run(store)
+    assert await handle.result(timeout=5) == 42
+    clock.advance(timedelta(hours=1))  # every deadline is long past
+    await run(store)
+    view = await handle.describe()
+    assert (view.state, view.failure_reason) == (WorkflowState.SUCCEEDED, "")
+    assert await handle.result(timeout=5) == 42
+    op_state = await store.pool.fetchval(
+        "SELECT state FROM azync_jobs WHERE run_id = $1 AND task_key <> '$wft'", handle.id
+    )
+    assert op_state == "succeeded"
+    assert not any(
+        isinstance(e, WorkflowTimedOut | ActivityFailed) for e in await history(store, handle.id)
+    )
