@@ -37,6 +37,7 @@ from ._common import (
     encode_cursor,
     example,
     limit_option,
+    parse_duration,
     parse_id,
     read_input,
     run_async,
@@ -170,6 +171,7 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         ("suspend reason", v.suspend_reason),
         ("blocked", v.blocked_reason),
         ("waiting on", _waiting_on(v)),
+        ("timeouts", _timeouts(v)),
         ("suspended at seq", v.suspend_seq),
         ("suspended on operation", v.suspend_operation_id),
         ("signals undelivered", v.signals_undelivered or None),
@@ -190,6 +192,33 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         payloads.append(("result", v.result))
     record(fields, payloads=payloads)
     return EXIT_OK
+
+
+def _timeout(value: str | None, what: str) -> timedelta | None:
+    """A timeout option: a positive duration, or None when not given."""
+    if value is None:
+        return None
+    duration = parse_duration(value, what)
+    if duration <= timedelta(0):
+        raise CliError(f"{what} {value!r} must be positive")
+    return duration
+
+
+def _timeouts(v: WorkflowExecutionView) -> str:
+    """The execution's timeouts and the deadline of its current run ('' when none)."""
+    parts = [
+        f"{label} {_seconds(limit)}"
+        for label, limit in (("execution", v.execution_timeout), ("run", v.run_timeout))
+        if limit is not None
+    ]
+    if v.timeout_at is not None and v.state in (WorkflowState.RUNNING, WorkflowState.SUSPENDED):
+        parts.append(f"deadline {when(v.timeout_at)} UTC")
+    return ", ".join(parts)
+
+
+def _seconds(limit: timedelta) -> str:
+    """A timeout as the CLI shows it: ``90s``."""
+    return f"{limit.total_seconds():g}s"
 
 
 def _waiting_on(v: WorkflowExecutionView) -> str:
@@ -296,6 +325,15 @@ async def export(id: str, run_no: int | None, db: DbOptions) -> int:
     "--priority", type=int, default=0, show_default=True,
     help="Priority (higher first; a minute's head start per unit).",
 )  # fmt: skip
+@click.option(
+    "--execution-timeout", metavar="DURATION",
+    help="Fail the execution (WorkflowTimeoutError) if it has not ended this long after "
+    "its start, across continue-as-new runs (90s, 15m, 2h, 3d).",
+)  # fmt: skip
+@click.option(
+    "--run-timeout", metavar="DURATION",
+    help="Fail the execution if one run has not ended this long after its start.",
+)  # fmt: skip
 @db_command
 async def start(
     name: str,
@@ -305,6 +343,8 @@ async def start(
     version: str,
     task_queue: str,
     priority: int,
+    execution_timeout: str | None,
+    run_timeout: str | None,
     as_json: bool,
     db: DbOptions,
 ) -> int:
@@ -314,6 +354,8 @@ async def start(
     task queue."""
     value = read_input(input_, "--input")
     wid = parse_id(id_, "--id") if id_ else None
+    limit = _timeout(execution_timeout, "--execution-timeout")
+    run_limit = _timeout(run_timeout, "--run-timeout")
     async with connect(db) as store:
         handle: WorkflowHandle[Any] = await Client(store).start(
             name,
@@ -323,6 +365,8 @@ async def start(
             version=version,
             task_queue=task_queue,
             priority=priority,
+            execution_timeout=limit,
+            run_timeout=run_limit,
         )
         live = await store.live_workers_for_workflow(name, task_queue)
     state = "started" if handle.started else "exists"

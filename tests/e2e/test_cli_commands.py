@@ -234,12 +234,14 @@ async def test_dsn_flag_beats_the_environment_which_beats_the_embedded_server(
         (["workflows", "start", "", "--input", "{}"], 2, "workflow name must not be empty"),
         (["workflows", "signal", str(uuid.UUID(int=7)), ""], 2, "signal name must not be empty"),
         (["workflows", "result", str(uuid.UUID(int=7)), "--timeout", "-1"], 2, "x>=0"),
+        (["workflows", "start", "x", "--run-timeout", "soon"], 2, "not a duration"),
+        (["workflows", "start", "x", "--execution-timeout", "0s"], 2, "must be positive"),
     ],
     ids=[
         "malformed-id", "unknown-id", "bad-json", "nan", "missing-file", "bad-cursor",
         "bad-state", "unknown-job", "unknown-dag", "unknown-event", "replay-everything",
         "unknown-command", "bad-app", "empty-workflow-name", "empty-signal-name",
-        "negative-timeout",
+        "negative-timeout", "bad-run-timeout", "zero-execution-timeout",
     ],
 )  # fmt: skip
 async def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
@@ -250,6 +252,21 @@ async def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
     (line,) = got.err.strip().splitlines()
     assert line.startswith("azync-flow: error: ")
     assert message in line
+
+
+async def test_workflows_start_sets_timeouts_that_show_displays(cmd: Cmd) -> None:
+    await cmd("migrate")
+    started = await cmd(
+        "workflows", "start", "shop_order", "--input", "1", "--execution-timeout", "2h",
+        "--run-timeout", "30m", "--json",
+    )  # fmt: skip
+    wid = started.json["id"]
+    shown = (await cmd("workflows", "show", wid, "--json")).json
+    assert (shown["execution_timeout"], shown["run_timeout"]) == (7200.0, 1800.0)
+    assert shown["timeout_at"] is not None
+    text = (await cmd("workflows", "show", wid)).out
+    (line,) = [x for x in text.splitlines() if x.startswith("timeouts")]
+    assert "execution 7200s, run 1800s, deadline " in line
 
 
 async def test_stats_shows_depths_oldest_pending_dead_letters_and_only_busy_days(

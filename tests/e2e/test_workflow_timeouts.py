@@ -143,9 +143,7 @@ async def test_execution_timeout_fails_the_execution_and_cancels_its_work(
     store: PostgresStore, clock: MovableClock
 ) -> None:
     clock.advance(timedelta(0))
-    handle = await Client(store).start(
-        waits_forever, 1, execution_timeout=timedelta(minutes=10)
-    )
+    handle = await Client(store).start(waits_forever, 1, execution_timeout=timedelta(minutes=10))
     await run(store)
     view = await handle.describe()
     assert view.state == WorkflowState.RUNNING
@@ -247,7 +245,8 @@ async def test_schedule_to_start_timeout_fails_the_call_without_retry(
     failed = [e for e in await history(store, handle.id) if isinstance(e, ActivityFailed)]
     assert [e.timeout for e in failed] == ["schedule_to_start"]
     op = await store.pool.fetchrow(
-        "SELECT state, attempt, last_error FROM azync_jobs WHERE run_id = $1 AND task_key <> '$wft'",
+        "SELECT state, attempt, last_error FROM azync_jobs"
+        " WHERE run_id = $1 AND task_key <> '$wft'",
         handle.id,
     )
     assert (op["state"], op["attempt"]) == ("dead", 0)

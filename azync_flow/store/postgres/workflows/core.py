@@ -42,10 +42,10 @@ from ...validate import (
     check_meta,
     check_name,
     check_priority,
-    check_timeout,
     check_same_start,
     check_task_queue,
     check_text,
+    check_timeout,
 )
 from ...workflows import (
     ChildStartParams,

@@ -98,7 +98,9 @@ class WorkflowTimeoutsMixin(WorkflowRuntimeMixin):
                     continue
                 job, kind, timeout = job_from_row(row), str(due["kind"]), row["timeout"]
                 event_type, payload = encode(job, kind, timeout)
-                error = f"ActivityTimeoutError: {kind} timeout of {timeout.total_seconds():g}s elapsed"
+                error = (
+                    f"ActivityTimeoutError: {kind} timeout of {timeout.total_seconds():g}s elapsed"
+                )
                 dead_kind = await self._fetchval("workflow_op_time_out", job.id, error, conn=conn)
                 self._count(conn, dead_kind, FAILED)
                 run_id = row["run_id"]
