@@ -136,6 +136,17 @@ def workflow_timed_out_event(kind: str, timeout: timedelta) -> tuple[str, bytes]
     return encode_event(WorkflowTimedOut(kind=kind, timeout_s=timeout.total_seconds()))
 
 
+def heartbeat_budget_spent(job: Job) -> bool:
+    """True when ``job`` is an operation with a heartbeat timeout whose lost
+    attempt was the last its retry policy allows: a heartbeat timeout is
+    retried by the policy, like a start-to-close timeout."""
+    if job.payload is None:
+        return False
+    op = decode_operation(job.payload)
+    budget = op.retry.budget(job.max_attempts)
+    return op.heartbeat_timeout is not None and 0 < budget <= job.attempt
+
+
 def lost_attempt_delay(job: Job) -> timedelta:
     """The retry backoff after a lost attempt: the operation's own policy."""
     if job.payload is None:
@@ -442,9 +453,12 @@ class WorkflowRuntime:
             self.max_reaps,
             on_reaped=jobs.append,
             retry_delay=lost_attempt_delay,
+            give_up=heartbeat_budget_spent,
         )
         for job in jobs:
-            outcome = self._reap_outcome(job)
+            outcome = (
+                AttemptOutcome.DEAD if heartbeat_budget_spent(job) else self._reap_outcome(job)
+            )
             self._lost_activity(job, outcome)
             if outcome is AttemptOutcome.RETRIED:
                 log.info(

@@ -853,14 +853,16 @@ class WorkflowMaintenance(Protocol):
         limit: int = 100,
         on_reaped: Callable[[Job], None] | None = None,
         retry_delay: Callable[[Job], timedelta] | None = None,
+        give_up: Callable[[Job], bool] | None = None,
     ) -> ReapReport:
         """Reclaim idempotent operations whose lease expired (backend clock).
 
         Each returns to pending with ``reap_count`` + 1 (its attempt kept, so
         the next lease is attempt + 1), or, with ``retry_delay(job)`` (the
         runtime's backoff for the lost attempt), to scheduled that much later.
-        Once ``reap_count`` would reach ``max_reaps`` (> 0) the operation is
-        dead-lettered and ``encode_failed(job, reason)`` (the runtime's
+        Once ``reap_count`` would reach ``max_reaps`` (> 0), or ``give_up(job)``
+        says so (the runtime's retry budget of a heartbeat timeout is spent),
+        the operation is dead-lettered and ``encode_failed(job, reason)`` (the runtime's
         ActivityFailed event ``(type, payload)``) appended with a workflow
         task scheduled, in one transaction. Operations with meta
         ``idempotent="false"`` are skipped (they turn uncertain instead).

@@ -24,10 +24,14 @@ from azync_flow.worker import Worker
 LEDGER = Path("/dev/null")
 
 
+def _mark(line: str) -> None:
+    with LEDGER.open("a") as f:
+        f.write(line + "\n")
+
+
 @activity(name="tk_hang", schedule_to_close=timedelta(minutes=10))
 async def hang(n: int) -> int:
-    with LEDGER.open("a") as f:
-        f.write("hang started\n")
+    _mark("hang started")
     await asyncio.Event().wait()
     return n
 

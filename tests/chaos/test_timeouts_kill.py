@@ -46,9 +46,7 @@ async def test_deadlines_of_a_killed_worker_are_enforced_by_another(
     clock.set(t0)
     client = Client(store)
     calling = await client.start(APP_MODULE.calls_hang, 1)
-    waiting = await client.start(
-        APP_MODULE.waits, 2, execution_timeout=timedelta(minutes=10)
-    )
+    waiting = await client.start(APP_MODULE.waits, 2, execution_timeout=timedelta(minutes=10))
     ledger = tmp_path / "ledger"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, str(APP), pg_dsn, store.schema, t0.isoformat(), str(ledger),

@@ -62,6 +62,17 @@ async def slow(n: int) -> int:
 
 
 @activity(
+    name="to_silent",
+    heartbeat_timeout=timedelta(milliseconds=500),
+    retry=RetryPolicy(initial_interval=timedelta(milliseconds=10), maximum_attempts=2, jitter=0),
+)
+async def silent(n: int) -> int:
+    calls["to_silent"] = calls.get("to_silent", 0) + 1
+    await asyncio.sleep(60)  # never heartbeats
+    return n
+
+
+@activity(
     name="to_quick",
     schedule_to_start=timedelta(minutes=1),
     schedule_to_close=timedelta(minutes=1),
@@ -88,7 +99,7 @@ async def hops(ctx: WorkflowContext, n: int) -> int:
 
 @workflow(name="to_catches_activity")
 async def catches_activity(ctx: WorkflowContext, which: str) -> str:
-    act = {"unleased": unleased, "flaky": flaky, "slow": slow}[which]
+    act = {"unleased": unleased, "flaky": flaky, "slow": slow, "silent": silent}[which]
     try:
         await act(1)
     except ActivityTimeoutError as err:
@@ -117,7 +128,7 @@ async def in_time(ctx: WorkflowContext, n: int) -> int:
 
 
 WORKFLOWS = [waits_forever, hops, catches_activity, child, parent, in_time]
-ACTIVITIES = [parked, unleased, flaky, slow, quick]
+ACTIVITIES = [parked, unleased, flaky, slow, silent, quick]
 
 
 def make_worker(store: PostgresStore) -> Worker:
@@ -279,6 +290,29 @@ async def test_start_to_close_timeout_retries_by_the_policy_and_names_its_kind(
     assert calls["to_slow"] == 2  # retried once, by the policy's budget of 2
     failed = [e for e in await history(store, handle.id) if isinstance(e, ActivityFailed)]
     assert [e.timeout for e in failed] == ["start_to_close"]
+
+
+async def test_heartbeat_timeout_retries_by_the_policy_and_names_its_kind(
+    store: PostgresStore,
+) -> None:
+    calls.clear()
+    worker = Worker(
+        store,
+        lease=timedelta(seconds=30),  # only heartbeats could renew a silent attempt
+        poll_interval=timedelta(milliseconds=50),
+        maintenance_interval=timedelta(milliseconds=100),
+        shutdown_grace=timedelta(milliseconds=200),
+        handle_signals=False,
+    )
+    attach_workflows(worker, WORKFLOWS, ACTIVITIES)
+    handle = await Client(store).start(catches_activity, "silent")
+    async with worker:
+        result = await handle.result(timeout=30)
+    # lost twice, the policy's budget of 2 (not the worker's 5 reaps)
+    assert result == "heartbeat|LeaseExpired|2"
+    assert calls["to_silent"] == 2
+    failed = [e for e in await history(store, handle.id) if isinstance(e, ActivityFailed)]
+    assert [e.timeout for e in failed] == ["heartbeat"]
 
 
 async def test_timeouts_do_not_fire_when_the_work_finishes_in_time(

@@ -75,6 +75,7 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
         limit: int = 100,
         on_reaped: Callable[[Job], None] | None = None,
         retry_delay: Callable[[Job], timedelta] | None = None,
+        give_up: Callable[[Job], bool] | None = None,
     ) -> ReapReport:
         """Reclaim idempotent operations whose lease expired (backend clock).
 
@@ -84,7 +85,8 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
         once ``reap_count`` would reach ``max_reaps`` (> 0) the operation is
         dead-lettered and ``encode_failed(job, reason)`` — the runtime's
         ActivityFailed event ``(type, payload)`` — appended with a workflow
-        task scheduled, in one transaction (as ``complete_operation(dead=True)``).
+        task scheduled, in one transaction (as ``complete_operation(dead=True)``),
+        also when ``give_up(job)`` is true (its retry budget is spent).
         Operations with meta ``idempotent="false"`` are skipped (they turn
         uncertain instead). ``on_reaped(job)`` is called after each commit.
         """
@@ -94,8 +96,13 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
                 row = await self._fetchrow("workflow_lock_expired", job_id, conn=conn)
                 if row is None:
                     continue
-                if 0 < max_reaps <= row["reap_count"] + 1:
-                    why = f"lease expired {row['reap_count'] + 1} times; giving up"
+                spent = give_up is not None and give_up(job_from_row(row))
+                if spent or 0 < max_reaps <= row["reap_count"] + 1:
+                    why = (
+                        f"lease expired on attempt {row['attempt']}; the retry budget is spent"
+                        if spent
+                        else f"lease expired {row['reap_count'] + 1} times; giving up"
+                    )
                     event_type, payload = encode_failed(job_from_row(row), why)
                     await self._settle_op(
                         conn,
