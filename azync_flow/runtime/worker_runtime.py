@@ -57,8 +57,15 @@ from azync_flow.store.workflows import (
     WorkflowMaintenance,
     WorkflowProducer,
     WorkflowStartParams,
+    WorkflowState,
 )
-from azync_flow.telemetry import AttemptKind, AttemptOutcome, RunTracer
+from azync_flow.telemetry import (
+    AttemptKind,
+    AttemptOutcome,
+    RunKind,
+    RunTracer,
+    end_finished_run,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -489,6 +496,17 @@ class WorkflowRuntime:
             How many operations were failed (their executions have a pass to run).
         """
         for ended in await self.store.time_out_workflows(workflow_timed_out_event):
+            if ended.created_at is not None:
+                end_finished_run(
+                    self.tracer,
+                    RunKind.WORKFLOW,
+                    ended.name,
+                    ended.id,
+                    ended.trace_context,
+                    ended.created_at,
+                    WorkflowState.FAILED,
+                    ended.reason,
+                )
             log.warning(
                 "workflow %s (%s) timed out: its %s timeout of %gs elapsed; it failed",
                 ended.id,

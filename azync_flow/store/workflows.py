@@ -289,6 +289,9 @@ class TimedOutWorkflow(msgspec.Struct, kw_only=True):
         kind: ``"execution"`` or ``"run"``: the timeout that elapsed.
         timeout: its length.
         previous_state: ``running`` or ``suspended``.
+        reason: its failure reason (``WorkflowTimeoutError: ...``).
+        created_at: when it started.
+        trace_context: its run's W3C trace context (to end its run span).
     """
 
     id: uuid.UUID
@@ -296,6 +299,9 @@ class TimedOutWorkflow(msgspec.Struct, kw_only=True):
     kind: str
     timeout: timedelta
     previous_state: WorkflowState
+    reason: str = ""
+    created_at: datetime | None = None
+    trace_context: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class TimedOutOperation(msgspec.Struct, kw_only=True):

@@ -20,7 +20,9 @@ from azync_flow.replay.events import ActivityFailed, WorkflowTimedOut, decode_ev
 from azync_flow.retry import RetryPolicy
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
+from azync_flow.telemetry import run_span_id
 from azync_flow.testing import MovableClock
+from azync_flow.testing_otel import SpanCapture
 from azync_flow.worker import Worker
 from azync_flow.workflow import WorkflowContext
 
@@ -184,6 +186,29 @@ async def test_execution_timeout_fails_the_execution_and_cancels_its_work(
         handle.id,
     )
     assert unfired == 0
+
+
+async def test_a_timed_out_execution_exports_its_run_span_once(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    cap = SpanCapture()
+    handle = await Client(store, tracer_provider=cap.provider).start(
+        child, 1, execution_timeout=timedelta(minutes=1)
+    )
+    worker = Worker(store, maintain=(), handle_signals=False)
+    attach_workflows(worker, WORKFLOWS, ACTIVITIES, tracer_provider=cap.provider)
+    await worker.run_until_idle()
+    assert cap.named("workflow to_child") == []
+    clock.advance(timedelta(minutes=2))
+    worker = Worker(store, maintain=(), handle_signals=False)
+    attach_workflows(worker, WORKFLOWS, ACTIVITIES, tracer_provider=cap.provider)
+    await worker.run_until_idle()
+    [run] = cap.named("workflow to_child")
+    assert (run.context.span_id, run.attributes["azync.state"]) == (
+        run_span_id(handle.id),
+        "failed",
+    )
 
 
 async def test_run_timeout_starts_again_with_each_continue_as_new(

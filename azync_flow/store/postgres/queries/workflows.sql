@@ -1127,7 +1127,7 @@ LIMIT $2
 -- $2 id: lock a live execution whose deadline still passed (a continue-as-new
 -- may have moved the run deadline meanwhile) and say which elapsed: the
 -- execution timeout when its deadline passed, else the run timeout.
-SELECT e.state, e.name,
+SELECT e.state, e.name, e.created_at,
        CASE WHEN e.created_at + e.execution_timeout <= coalesce($1::timestamptz, now())
             THEN 'execution' ELSE 'run' END AS kind,
        CASE WHEN e.created_at + e.execution_timeout <= coalesce($1::timestamptz, now())

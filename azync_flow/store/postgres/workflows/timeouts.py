@@ -19,7 +19,7 @@ import asyncpg
 
 from ...queue import Job
 from ...workflows import TimedOutOperation, TimedOutWorkflow, WorkflowState
-from .._base import job_from_row
+from .._base import decode_meta, job_from_row
 from .core import FAILED, LIVE_WORKFLOW_STATES, WORKFLOW_TASK
 from .runtime import WorkflowRuntimeMixin
 
@@ -60,7 +60,7 @@ class WorkflowTimeoutsMixin(WorkflowRuntimeMixin):
             # the same end as terminate: jobs cancelled (tokens cleared), timers
             # cancelled, the event appended; then the one terminal transition
             await self._fetch("workflow_terminate_lock_jobs", id, conn=conn)
-            await self._fetchrow(
+            done = await self._fetchrow(
                 "workflow_terminate",
                 id,
                 event[0],
@@ -75,6 +75,9 @@ class WorkflowTimeoutsMixin(WorkflowRuntimeMixin):
             kind=kind,
             timeout=timeout,
             previous_state=WorkflowState(due["state"]),
+            reason=reason,
+            created_at=due["created_at"],
+            trace_context=decode_meta(done["trace_context"]) if done is not None else {},
         )
 
     async def time_out_operations(
