@@ -211,6 +211,29 @@ async def test_a_timed_out_execution_exports_its_run_span_once(
     )
 
 
+async def test_a_start_with_its_first_pass_on_the_worker_keeps_its_timeouts(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    worker = make_worker(store)
+    async with worker:
+        client = Client.for_worker(worker)
+        handle = await client.start(child, 1, run_timeout=timedelta(minutes=1))
+        view = await handle.describe()
+        assert (view.run_timeout, view.timeout_at) == (
+            timedelta(minutes=1),
+            view.created_at + timedelta(minutes=1),
+        )
+        start_many = await Client(store).start_many(
+            child, [2, 3], execution_timeout=timedelta(minutes=1)
+        )
+    clock.advance(timedelta(minutes=2))
+    await run(store)
+    for h in [handle, *start_many]:
+        with pytest.raises(WorkflowTimeoutError):
+            await h.result(timeout=5)
+
+
 async def test_run_timeout_starts_again_with_each_continue_as_new(
     store: PostgresStore, clock: MovableClock
 ) -> None:
