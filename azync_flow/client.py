@@ -1106,7 +1106,7 @@ class WorkflowHandle(Generic[R]):
             error_type, sep, message = view.failure_reason.partition(": ")
             if not (sep and error_type.isidentifier()):  # a reason set by an operator
                 error_type, message = "", view.failure_reason
-            timed_out = timeout_of(error_type, message)
+            timed_out = _timeout_of(error_type, message)
             if timed_out is not None:
                 raise WorkflowTimeoutError(self.id, *timed_out)
             raise WorkflowFailedError(self.id, error_type, message)
@@ -1186,7 +1186,7 @@ def _check_lengths(n: int, **per_item: Sequence[Any] | None) -> None:
 _TIMEOUT_MESSAGE = re.compile(r"^(execution|run) timeout of ([0-9.e+-]+)s elapsed$")
 
 
-def timeout_of(error_type: str, message: str) -> tuple[str, float] | None:
+def _timeout_of(error_type: str, message: str) -> tuple[str, float] | None:
     """``(kind, seconds)`` of a failure a workflow timeout caused, else None."""
     if error_type != "WorkflowTimeoutError":
         return None

@@ -16,6 +16,7 @@ from azync_flow.errors import (
     ChildWorkflowTimeoutError,
     WorkflowTimeoutError,
 )
+from azync_flow.replay import Replayer
 from azync_flow.replay.events import ActivityFailed, WorkflowTimedOut, decode_event
 from azync_flow.retry import RetryPolicy
 from azync_flow.store.postgres import PostgresStore
@@ -186,6 +187,8 @@ async def test_execution_timeout_fails_the_execution_and_cancels_its_work(
         handle.id,
     )
     assert unfired == 0
+    # the timed-out history still replays against the code
+    assert Replayer([waits_forever]).replay(await handle.recorded_history()).ok
 
 
 async def test_a_timed_out_execution_exports_its_run_span_once(
@@ -384,3 +387,30 @@ async def test_timeouts_do_not_fire_when_the_work_finishes_in_time(
     assert not any(
         isinstance(e, WorkflowTimedOut | ActivityFailed) for e in await history(store, handle.id)
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"execution_timeout": timedelta(0)}, ValueError, "execution_timeout must be positive"),
+        ({"run_timeout": timedelta(seconds=-1)}, ValueError, "run_timeout must be positive"),
+        ({"run_timeout": 30}, TypeError, "run_timeout must be a datetime.timedelta"),
+    ],
+    ids=["zero", "negative", "not-a-timedelta"],
+)
+async def test_a_bad_workflow_timeout_is_refused_and_nothing_is_started(
+    store: PostgresStore, options: dict[str, object], error: type[Exception], message: str
+) -> None:
+    client = Client(store)
+    with pytest.raises(error, match=message):
+        await client.start(in_time, 1, **options)  # type: ignore[arg-type]
+    with pytest.raises(error, match=message):
+        await client.start_many(in_time, [1], **options)  # type: ignore[arg-type]
+    assert await store.pool.fetchval("SELECT count(*) FROM azync_workflow_executions") == 0
+
+
+def test_a_bad_activity_timeout_is_refused_where_it_is_declared() -> None:
+    with pytest.raises(ValueError, match="schedule_to_close must be positive"):
+        activity(name="to_bad", schedule_to_close=timedelta(0))
+    with pytest.raises(TypeError, match="schedule_to_start must be a datetime.timedelta"):
+        quick.with_options(schedule_to_start=5)
