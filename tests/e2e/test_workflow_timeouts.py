@@ -394,7 +394,7 @@ async def test_timeouts_do_not_fire_when_the_work_finishes_in_time(
     [
         ({"execution_timeout": timedelta(0)}, ValueError, "execution_timeout must be positive"),
         ({"run_timeout": timedelta(seconds=-1)}, ValueError, "run_timeout must be positive"),
-        ({"run_timeout": 30}, TypeError, "run_timeout must be a datetime.timedelta"),
+        ({"run_timeout": 30}, TypeError, r"run_timeout must be a datetime\.timedelta"),
     ],
     ids=["zero", "negative", "not-a-timedelta"],
 )
@@ -412,5 +412,5 @@ async def test_a_bad_workflow_timeout_is_refused_and_nothing_is_started(
 def test_a_bad_activity_timeout_is_refused_where_it_is_declared() -> None:
     with pytest.raises(ValueError, match="schedule_to_close must be positive"):
         activity(name="to_bad", schedule_to_close=timedelta(0))
-    with pytest.raises(TypeError, match="schedule_to_start must be a datetime.timedelta"):
+    with pytest.raises(TypeError, match=r"schedule_to_start must be a datetime\.timedelta"):
         quick.with_options(schedule_to_start=5)
