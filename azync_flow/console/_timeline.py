@@ -35,6 +35,7 @@ from azync_flow.replay.events import (
     UpdateAccepted,
     UpdateCompleted,
     WorkflowTerminated,
+    WorkflowTimedOut,
 )
 from azync_flow.retry import RetryPolicy
 
@@ -327,7 +328,7 @@ def lay_out(
                 outcome = f"failed: {ev.error_type}: {ev.message}" if ev.error_type else "completed"
                 tl.bars.append(_bar(axis, updates_y, accepted.get(ev.update_id, at), at,
                                     "update", f"update {ev.name} {outcome}"))  # fmt: skip
-        elif isinstance(ev, CancelRequested | WorkflowTerminated):
+        elif isinstance(ev, CancelRequested | WorkflowTerminated | WorkflowTimedOut):
             tl.marks.append(Mark(axis.x(at), TOP - 10, "cancel", ev.describe()))
     if awaited_signals and end is None:
         if signals_y is None:
