@@ -616,6 +616,22 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION azync_job_deadlines()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+BEGIN
+    IF NEW.state IN ('pending', 'scheduled') THEN
+        NEW.start_deadline := NEW.enqueued_at
+            + make_interval(secs => (NEW.meta ->> 'schedule_to_start_s')::float8);
+    END IF;
+    NEW.close_deadline := NEW.enqueued_at
+        + make_interval(secs => (NEW.meta ->> 'schedule_to_close_s')::float8);
+    RETURN NEW;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION azync_job_settle(p_at timestamp with time zone, p_ids uuid[], p_tokens uuid[], p_state text, p_error text, p_result bytea, p_count boolean)
  RETURNS TABLE(id uuid, source text, kind text, attempt integer)
  LANGUAGE plpgsql
@@ -1046,11 +1062,7 @@ BEGIN
         SELECT u.*, coalesce(u.run_at, p_at) AS due,
                (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS leased,
                coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
-               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
-               make_interval(secs => (u.route::jsonb ->> 'schedule_to_start_s')::float8)
-                   AS to_start,
-               make_interval(secs => (u.route::jsonb ->> 'schedule_to_close_s')::float8)
-                   AS to_close
+               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority
         FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
              WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
     ), existing AS (
@@ -1061,8 +1073,7 @@ BEGIN
         INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
                                 max_attempts, max_attempts_explicit, run_id, task_key,
                                 enqueued_at, updated_at, attempt, lease_token,
-                                lease_until, started_at, task_queue, priority,
-                                start_deadline, close_deadline)
+                                lease_until, started_at, task_queue, priority)
         SELECT gen_random_uuid(), 'workflow', r.kind,
                CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
                     ELSE 'pending' END,
@@ -1074,8 +1085,7 @@ BEGIN
                CASE WHEN r.leased THEN gen_random_uuid() END,
                CASE WHEN r.leased THEN p_at + p_local_lease END,
                CASE WHEN r.leased THEN p_at END,
-               r.task_queue, r.priority,
-               CASE WHEN NOT r.leased THEN p_at + r.to_start END, p_at + r.to_close
+               r.task_queue, r.priority
         FROM req r
         WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
         ORDER BY r.ord
@@ -1411,6 +1421,8 @@ END
 $function$;
 
 -- Triggers
+
+CREATE TRIGGER azync_jobs_deadlines BEFORE INSERT ON azync_jobs FOR EACH ROW WHEN (((new.source = 'workflow'::text) AND (new.task_key <> '$wft'::text) AND (new.meta ?| ARRAY['schedule_to_start_s'::text, 'schedule_to_close_s'::text]))) EXECUTE FUNCTION azync_job_deadlines();
 
 CREATE TRIGGER azync_jobs_merge_workflow_task BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.task_key = '$wft'::text) AND (old.state <> ALL (ARRAY['pending'::text, 'scheduled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'scheduled'::text])))) EXECUTE FUNCTION azync_merge_workflow_task();
 

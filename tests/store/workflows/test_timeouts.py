@@ -16,7 +16,7 @@ import pytest
 from azync_flow.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.postgres._queries import QUERIES
-from azync_flow.store.queue import Job
+from azync_flow.store.queue import EnqueueParams, Job
 from azync_flow.store.workflows import WorkflowStartParams, WorkflowState
 from azync_flow.testing import MovableClock
 
@@ -160,6 +160,16 @@ async def test_time_out_operations_takes_a_running_attempt_past_its_schedule_to_
         "ActivityScheduled",
         "ActivityFailed",
     ]
+
+
+async def test_a_queue_job_meta_naming_a_deadline_sets_none(store: PostgresStore) -> None:
+    job_id = uuid.uuid4()
+    meta = {"schedule_to_close_s": "not a number", "schedule_to_start_s": "1"}
+    await store.enqueue(EnqueueParams(id=job_id, kind="email", payload=b"{}", meta=meta))
+    row = await store.pool.fetchrow(
+        "SELECT start_deadline, close_deadline FROM azync_jobs WHERE id = $1", job_id
+    )
+    assert (row["start_deadline"], row["close_deadline"]) == (None, None)
 
 
 def _scans(plan: Any, relation: str) -> list[tuple[str, str]]:

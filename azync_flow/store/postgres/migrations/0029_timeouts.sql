@@ -26,66 +26,28 @@ CREATE INDEX azync_jobs_close_deadline ON azync_jobs (close_deadline)
     WHERE close_deadline IS NOT NULL
       AND state IN ('pending', 'scheduled', 'active', 'paused');
 
--- Operations take their deadlines from their route ({"schedule_to_start_s":
--- s, "schedule_to_close_s": s}; missing = none); one leased by the
--- committing worker has started, so it gets no schedule-to-start deadline.
-CREATE OR REPLACE FUNCTION azync_workflow_ops_insert(
-    p_at timestamptz, p_channel text, p_id uuid, p_kinds text[], p_payloads bytea[],
-    p_metas text[], p_keys text[], p_run_ats timestamptz[], p_max_attempts int[],
-    p_routes text[], p_local_keys text[], p_local_lease interval, p_local_budget int
-) RETURNS TABLE (task_key text, id uuid, kind text, state text, attempt int, max_attempts int,
-                 lease_token uuid, lease_until timestamptz, started_at timestamptz,
-                 run_at timestamptz, enqueued_at timestamptz)
+-- Operations get their deadlines from their meta ({"schedule_to_start_s":
+-- "s", "schedule_to_close_s": "s"}, written with the operation), at insert,
+-- by a trigger whose WHEN clause lets it fire only for such operations: every
+-- other insert runs no trigger code (and the azync_workflow_ops_insert of
+-- migration 0027 stays as it is). One leased by the committing worker at insert
+-- (active) has started: it gets no schedule-to-start deadline.
+CREATE FUNCTION azync_job_deadlines() RETURNS trigger
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-#variable_conflict use_column
 BEGIN
-    RETURN QUERY WITH req AS (
-        SELECT u.*, coalesce(u.run_at, p_at) AS due,
-               (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS leased,
-               coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
-               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
-               make_interval(secs => (u.route::jsonb ->> 'schedule_to_start_s')::float8)
-                   AS to_start,
-               make_interval(secs => (u.route::jsonb ->> 'schedule_to_close_s')::float8)
-                   AS to_close
-        FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
-             WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
-    ), existing AS (
-        SELECT DISTINCT j.task_key FROM azync_jobs j
-        WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = ANY(p_keys)
-          AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
-    ), ins AS (
-        INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
-                                max_attempts, max_attempts_explicit, run_id, task_key,
-                                enqueued_at, updated_at, attempt, lease_token,
-                                lease_until, started_at, task_queue, priority,
-                                start_deadline, close_deadline)
-        SELECT gen_random_uuid(), 'workflow', r.kind,
-               CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
-                    ELSE 'pending' END,
-               r.payload, r.meta::jsonb, r.due,
-               CASE WHEN r.leased AND r.max_attempts <= 0 THEN p_local_budget
-                    ELSE r.max_attempts END,
-               r.max_attempts > 0, p_id, r.key, p_at, p_at,
-               CASE WHEN r.leased THEN 1 ELSE 0 END,
-               CASE WHEN r.leased THEN gen_random_uuid() END,
-               CASE WHEN r.leased THEN p_at + p_local_lease END,
-               CASE WHEN r.leased THEN p_at END,
-               r.task_queue, r.priority,
-               CASE WHEN NOT r.leased THEN p_at + r.to_start END, p_at + r.to_close
-        FROM req r
-        WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
-        ORDER BY r.ord
-        RETURNING task_key, id, kind, state, attempt, max_attempts, lease_token,
-                  lease_until, started_at, run_at, enqueued_at
-    ), wake AS (
-        SELECT pg_notify(p_channel, 'workflow:' || k.kind)
-        FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
-    )
-    SELECT i.* FROM ins i WHERE (SELECT count(*) FROM wake) >= 0;
+    IF NEW.state IN ('pending', 'scheduled') THEN
+        NEW.start_deadline := NEW.enqueued_at
+            + make_interval(secs => (NEW.meta ->> 'schedule_to_start_s')::float8);
+    END IF;
+    NEW.close_deadline := NEW.enqueued_at
+        + make_interval(secs => (NEW.meta ->> 'schedule_to_close_s')::float8);
+    RETURN NEW;
 END
 $$;
-
+CREATE TRIGGER azync_jobs_deadlines BEFORE INSERT ON azync_jobs
+    FOR EACH ROW WHEN (NEW.source = 'workflow' AND NEW.task_key <> '$wft'
+                       AND NEW.meta ?| ARRAY['schedule_to_start_s', 'schedule_to_close_s'])
+    EXECUTE FUNCTION azync_job_deadlines();
 
 -- Children take their timeouts from their route ({"execution_timeout_s": s,
 -- "run_timeout_s": s}; missing = none).

@@ -25,6 +25,7 @@ __all__ = [
     "child_route",
     "execution_from_row",
     "history_from_row",
+    "op_meta",
     "op_route",
 ]
 
@@ -641,10 +642,27 @@ def op_route(o: ScheduleOperationParams) -> str:
         {
             "task_queue": check_task_queue(o.task_queue, "operation task_queue"),
             "priority": check_priority(o.priority, "operation priority"),
-            "schedule_to_start_s": check_timeout(o.schedule_to_start, "schedule_to_start"),
-            "schedule_to_close_s": check_timeout(o.schedule_to_close, "schedule_to_close"),
         }
     )
+
+
+def op_meta(o: ScheduleOperationParams) -> str:
+    """The meta of an operation as stored (JSON), with its timeouts in seconds
+    under ``schedule_to_start_s`` / ``schedule_to_close_s``: the insert trigger
+    of migration 0029 turns them into its deadlines.
+
+    Raises:
+        TypeError, ValueError: a timeout that is not a positive ``timedelta``.
+    """
+    meta = dict(o.meta)
+    for key, value in (
+        ("schedule_to_start", o.schedule_to_start),
+        ("schedule_to_close", o.schedule_to_close),
+    ):
+        seconds = check_timeout(value, key)
+        if seconds is not None:
+            meta[f"{key}_s"] = f"{seconds:g}"
+    return encode_meta(meta)
 
 
 def child_route(c: ChildStartParams) -> str:

@@ -51,6 +51,7 @@ from .core import (
     WORKFLOW_TASK,
     child_route,
     execution_from_row,
+    op_meta,
     op_route,
 )
 from .interaction import WorkflowInteractionMixin, check_update_outcomes
@@ -164,7 +165,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             write.awaited_signals,
             [o.kind for o in ops],
             [o.payload for o in ops],
-            [encode_meta(o.meta) for o in ops],
+            [op_meta(o) for o in ops],
             [o.execution_key for o in ops],
             [o.run_at for o in ops],
             [o.max_attempts for o in ops],
