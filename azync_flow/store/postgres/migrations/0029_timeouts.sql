@@ -29,9 +29,9 @@ CREATE INDEX azync_jobs_close_deadline ON azync_jobs (close_deadline)
 -- Operations get their deadlines from their meta ({"schedule_to_start_s":
 -- "s", "schedule_to_close_s": "s"}, written with the operation), at insert,
 -- by a trigger whose WHEN clause lets it fire only for such operations: every
--- other insert runs no trigger code (and the azync_workflow_ops_insert of
--- migration 0027 stays as it is). One leased by the committing worker at insert
--- (active) has started: it gets no schedule-to-start deadline.
+-- other insert runs no trigger code, and azync_workflow_ops_insert is not
+-- replaced here. One leased by the committing worker at insert (active) has
+-- started: it gets no schedule-to-start deadline.
 CREATE FUNCTION azync_job_deadlines() RETURNS trigger
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
