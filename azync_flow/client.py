@@ -16,7 +16,7 @@ import logging
 import time
 import typing
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Self, TypeVar
 
@@ -45,6 +45,7 @@ from azync_flow._workflow.limits import HistoryLimit
 from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import (
     NotFoundError,
+    SearchAttributeError,
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowTerminatedError,
@@ -53,6 +54,7 @@ from azync_flow.replay import check_signal_name
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
+from azync_flow.search import SearchValue, check_search_attributes, parse_search_filter
 from azync_flow.store.queue import DEFAULT_TASK_QUEUE, EnqueueParams
 from azync_flow.store.validate import (
     check_id,
@@ -63,6 +65,7 @@ from azync_flow.store.validate import (
     check_text,
 )
 from azync_flow.store.workflows import (
+    SearchFilter,
     SignalParams,
     StalledWorkflow,
     WorkflowClientStore,
@@ -343,6 +346,7 @@ class Client:
         state: WorkflowState | str | None = None,
         limit: int = 50,
         cursor: tuple[datetime, uuid.UUID] | None = None,
+        where: Sequence[SearchFilter | str] = (),
     ) -> ExecutionPage:
         """Executions, newest first, optionally of one workflow and/or state.
 
@@ -351,6 +355,9 @@ class Client:
             state: running, suspended, succeeded, failed or cancelled.
             limit: page size.
             cursor: ``page.next_cursor`` of the previous page.
+            where: search attribute filters, all of which must hold: built
+                with ``SearchAttr`` (``SearchAttr("amount") > 1000``) or in
+                text form (``'customer = "c-17"'``, see ``azync_flow.search``).
 
         Returns:
             An :class:`ExecutionPage`; ``next_cursor`` is None on the last page.
@@ -360,6 +367,8 @@ class Client:
         Raises:
             ValueError: an unknown state, ``limit`` < 1, or a ``cursor`` that is
                 not a ``next_cursor`` (a ``(datetime, UUID)`` pair).
+            SearchAttributeError: a filter of a bad name, operator or value
+                (also a ``ValueError``).
         """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
@@ -374,8 +383,14 @@ class Client:
                 "(a (datetime, UUID) pair)"
             )
         name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
+        filters = [parse_search_filter(w) if isinstance(w, str) else w for w in where]
+        for f in filters:
+            if not isinstance(f, SearchFilter):
+                raise SearchAttributeError(
+                    f"where takes SearchAttr comparisons or filter text, got {f!r}"
+                )
         rows = await self.store.list_workflow_executions(
-            name=name, state=state, limit=limit + 1, before=cursor
+            name=name, state=state, limit=limit + 1, before=cursor, where=filters
         )
         more = len(rows) > limit
         rows = rows[:limit]
@@ -395,6 +410,7 @@ class Client:
         version: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        search_attributes: Mapping[str, SearchValue] | None = None,
     ) -> WorkflowHandle[R]: ...
 
     @typing.overload
@@ -409,6 +425,7 @@ class Client:
         version: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        search_attributes: Mapping[str, SearchValue] | None = None,
     ) -> WorkflowHandle[Any]: ...
 
     async def start(
@@ -422,6 +439,7 @@ class Client:
         version: str | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        search_attributes: Mapping[str, SearchValue] | None = None,
     ) -> WorkflowHandle[Any]:
         """Start an execution (or return the live one holding ``idempotency_key``).
 
@@ -446,6 +464,9 @@ class Client:
                 aged by waiting: one unit is a minute's head start, within
                 ±10,000); its activities and children take it unless their
                 options say otherwise.
+            search_attributes: search attributes to start with (name -> str,
+                int, float, bool or timezone-aware datetime); the code can
+                change them with ``ctx.upsert_search_attributes``.
 
         Raises:
             TypeError: ``workflow`` is neither a definition nor a name;
@@ -460,6 +481,8 @@ class Client:
                 nesting over ~1000 levels, lone surrogate, unsupported type).
             PayloadError: (a definition) the input does not decode to the
                 workflow's declared input type; nothing is created.
+            SearchAttributeError: a search attribute of a bad name or value
+                (also a ``ValueError``); nothing is written.
             StoreUnavailableError: the database cannot be reached; retry with
                 the same ``id`` or ``idempotency_key``.
             SchemaNotMigratedError: the store's schema has no azync_flow tables.
@@ -477,6 +500,7 @@ class Client:
             task_queue=check_task_queue(task_queue),
             priority=check_priority(priority),
             meta=meta or {},
+            search_attributes=check_search_attributes(search_attributes or {}),
         )
         # The run's trace: the run span is reserved in the caller's trace (exported
         # when the run ends); its context is stored with the execution (a
@@ -487,6 +511,7 @@ class Client:
             local is not None
             and id is None
             and not idempotency_key
+            and not params.search_attributes
             and local.accepts(name, params.task_queue)
         ):
             started = await local.start(params, carrier)
@@ -512,6 +537,7 @@ class Client:
         conn: asyncpg.Connection | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        search_attributes: Mapping[str, SearchValue] | None = None,
     ) -> builtins.list[WorkflowHandle[R]]: ...
 
     @typing.overload
@@ -527,6 +553,7 @@ class Client:
         conn: asyncpg.Connection | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        search_attributes: Mapping[str, SearchValue] | None = None,
     ) -> builtins.list[WorkflowHandle[Any]]: ...
 
     async def start_many(
@@ -541,6 +568,9 @@ class Client:
         conn: asyncpg.Connection | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         priority: int = 0,
+        search_attributes: Mapping[str, SearchValue]
+        | Sequence[Mapping[str, SearchValue]]
+        | None = None,
     ) -> builtins.list[WorkflowHandle[Any]]:
         """Start many executions of one workflow in one transaction: each as
         :meth:`start` would, in order.
@@ -564,6 +594,8 @@ class Client:
                 batch commits on its own.
             task_queue: the task queue of every execution (see :meth:`start`).
             priority: the priority of every execution (see :meth:`start`).
+            search_attributes: search attributes of every execution (a
+                mapping), or one mapping per input (see :meth:`start`).
 
         Returns:
             One handle per input, in order.
@@ -580,8 +612,11 @@ class Client:
             PayloadEncodeError: an input is not JSON-encodable.
             PayloadError: (a definition) an input does not decode to the
                 workflow's declared input type.
+            SearchAttributeError: a search attribute of a bad name or value,
+                or not one mapping per input (also a ``ValueError``).
         """
         _check_lengths(len(inputs), ids=ids, idempotency_keys=idempotency_keys)
+        per_item = _search_per_item(search_attributes, len(inputs))
         name, encode, version = _workflow_target(workflow, version, "start_many")
         queue = check_task_queue(task_queue)
         check_priority(priority)
@@ -597,6 +632,7 @@ class Client:
                 task_queue=queue,
                 priority=priority,
                 meta=meta or {},
+                search_attributes=per_item[i],
             )
             for i, value in enumerate(inputs)
         ]
@@ -1136,6 +1172,22 @@ def _workflow_target(
         f"Client.{verb} takes a @workflow definition or a workflow name (str), "
         f"got {type(workflow).__name__} {workflow!r}{hint}"
     )
+
+
+def _search_per_item(
+    given: Mapping[str, SearchValue] | Sequence[Mapping[str, SearchValue]] | None, n: int
+) -> builtins.list[dict[str, SearchValue]]:
+    """``start_many``'s search attributes, one checked dict per item."""
+    if given is None:
+        return [{} for _ in range(n)]
+    if isinstance(given, Mapping):
+        shared = check_search_attributes(given)
+        return [dict(shared) for _ in range(n)]
+    if isinstance(given, str | bytes) or len(given) != n:
+        raise SearchAttributeError(
+            f"search_attributes must be one mapping, or one mapping per input ({n})"
+        )
+    return [check_search_attributes(m) for m in given]
 
 
 def _check_lengths(n: int, **per_item: Sequence[Any] | None) -> None:

@@ -10,7 +10,7 @@ import enum
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import msgspec
 
@@ -37,6 +37,7 @@ __all__ = [
     "QueryRequest",
     "ResolvedOperation",
     "ScheduleOperationParams",
+    "SearchFilter",
     "SignalParams",
     "StalledScan",
     "StalledWorkflow",
@@ -110,6 +111,25 @@ class WorkflowStartParams(msgspec.Struct, kw_only=True):
     task_queue: str = DEFAULT_TASK_QUEUE
     meta: dict[str, str] = msgspec.field(default_factory=dict)
     priority: int = 0
+    #: Search attributes to start with: name -> str, int, float, bool or
+    #: timezone-aware datetime (``azync_flow.search``).
+    search_attributes: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """One search attribute comparison of a listing (``azync_flow.search``
+    builds and checks them: ``SearchAttr("amount") > 1000``).
+
+    Attributes:
+        name: the attribute's name.
+        op: one of ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``.
+        values: the value compared with (one; any number for ``in``): str,
+            int, float, bool or timezone-aware datetime.
+    """
+
+    name: str
+    op: str
+    values: tuple[Any, ...]
 
 
 class WorkflowExecutionView(msgspec.Struct, kw_only=True):
@@ -175,6 +195,8 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     next_timer_at: datetime | None = None
     #: The lease priority of its workflow tasks (and default of its activities).
     priority: int = 0
+    #: Its search attributes as the start and the code's upserts left them.
+    search_attributes: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class WorkflowRunView(msgspec.Struct, kw_only=True):
@@ -665,9 +687,15 @@ class WorkflowAdmin(Protocol):
         state: WorkflowState | str | None = None,
         limit: int = 50,
         before: tuple[datetime, uuid.UUID] | None = None,
+        where: Sequence[SearchFilter] = (),
     ) -> list[WorkflowExecutionView]:
         """Executions newest first (``created_at``, then id); ``before`` is the
-        keyset cursor ``(created_at, id)`` of the previous page's last row."""
+        keyset cursor ``(created_at, id)`` of the previous page's last row;
+        ``where``: only executions whose search attributes pass every filter.
+
+        Raises:
+            SearchAttributeError: a filter of a bad name, operator or value.
+        """
         ...
 
     async def list_history(

@@ -28,6 +28,7 @@
 --   0023_workflow_pass_commit.sql
 --   0026_task_queues.sql
 --   0027_priorities.sql
+--   0030_workflow_search_attributes.sql
 
 -- Types
 
@@ -322,6 +323,7 @@ CREATE TABLE azync_workflow_executions (
     parent_seq bigint,
     parent_close_policy text DEFAULT ''::text NOT NULL,
     priority integer DEFAULT 0 NOT NULL,
+    search_attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT azync_workflow_executions_pkey PRIMARY KEY (id),
     CONSTRAINT azync_workflow_executions_state_check CHECK ((state = ANY (ARRAY['running'::text, 'suspended'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'terminated'::text])))
 );
@@ -531,6 +533,8 @@ CREATE INDEX azync_workflow_executions_created ON azync_workflow_executions USIN
 CREATE UNIQUE INDEX azync_workflow_executions_live_key ON azync_workflow_executions USING btree (name, business_idempotency_key) WHERE ((business_idempotency_key <> ''::text) AND (state = ANY (ARRAY['running'::text, 'suspended'::text])));
 
 CREATE INDEX azync_workflow_executions_parent ON azync_workflow_executions USING btree (parent_id, parent_run_id) WHERE (parent_id IS NOT NULL);
+
+CREATE INDEX azync_workflow_executions_search ON azync_workflow_executions USING gin (search_attributes jsonb_path_ops);
 
 CREATE INDEX azync_workflow_executions_state ON azync_workflow_executions USING btree (state, updated_at);
 
@@ -1336,6 +1340,22 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION azync_workflow_search_upsert()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    attrs jsonb := convert_from(NEW.payload, 'UTF8')::jsonb -> 'attributes';
+BEGIN
+    UPDATE azync_workflow_executions
+    SET search_attributes = (search_attributes || jsonb_strip_nulls(attrs))
+        - ARRAY(SELECT k FROM jsonb_each(attrs) AS a(k, v) WHERE v = 'null'::jsonb)
+    WHERE id = NEW.workflow_id;
+    RETURN NULL;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION azync_workflow_waits(p_id uuid, p_at timestamp with time zone)
  RETURNS text
  LANGUAGE sql
@@ -1390,3 +1410,5 @@ $function$;
 CREATE TRIGGER azync_jobs_merge_workflow_task BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.task_key = '$wft'::text) AND (old.state <> ALL (ARRAY['pending'::text, 'scheduled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'scheduled'::text])))) EXECUTE FUNCTION azync_merge_workflow_task();
 
 CREATE TRIGGER azync_jobs_no_blind_retry BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.state = 'active'::text) AND (new.state = 'pending'::text) AND (new.reap_count > old.reap_count) AND ((old.meta ->> 'idempotent'::text) = 'false'::text))) EXECUTE FUNCTION azync_keep_nonidempotent_op();
+
+CREATE TRIGGER azync_workflow_history_search_upsert AFTER INSERT ON azync_workflow_history FOR EACH ROW WHEN ((new.type = 'SearchAttributesUpserted'::text)) EXECUTE FUNCTION azync_workflow_search_upsert();

@@ -23,7 +23,8 @@ LIMIT 1
 -- first pass), in one statement; arrays indexed alike (one item for a single start): $2 ids uuid[],
 -- $3 names text[], $4 versions text[], $5 inputs bytea[], $6 business keys
 -- text[], $7 task_queues text[], $8 metas text[] (JSON), $9 trace contexts
--- text[] (JSON), $10 channel, $11 priorities int[]. Returns the ids inserted; an item conflicting
+-- text[] (JSON), $10 channel, $11 priorities int[], $12 search attributes
+-- text[] (JSON maps, stored form). Returns the ids inserted; an item conflicting
 -- (same id, or same live (name, key)) with an execution, or with an earlier
 -- item of the batch, inserts nothing. One stats write, one wake.
 WITH clock AS (
@@ -31,13 +32,14 @@ WITH clock AS (
 ), ins AS (
     INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
                                            task_queue, input, meta, trace_context, priority,
-                                           created_at, updated_at)
+                                           search_attributes, created_at, updated_at)
     SELECT u.id, u.name, u.version, 'running', u.key, u.task_queue, u.input, u.meta::jsonb,
-           u.trace_context::jsonb, u.priority, c.t, c.t
+           u.trace_context::jsonb, u.priority, u.search::jsonb, c.t, c.t
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-                $8::text[], $9::text[], $11::int[])
+                $8::text[], $9::text[], $11::int[], $12::text[])
          WITH ORDINALITY
-         AS u(id, name, version, input, key, task_queue, meta, trace_context, priority, n),
+         AS u(id, name, version, input, key, task_queue, meta, trace_context, priority, search,
+              n),
          clock c
     ORDER BY u.n
     ON CONFLICT DO NOTHING
@@ -523,6 +525,32 @@ FROM (
       AND ($3::text IS NULL OR state = $3)
       AND ($5::timestamptz IS NULL OR (created_at, id) < ($5::timestamptz, $6::uuid))
       AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+    ORDER BY created_at DESC, id DESC
+    LIMIT $4
+) e
+LEFT JOIN LATERAL (
+    SELECT j.attempt, j.last_error, j.state FROM azync_jobs j
+    WHERE e.state = 'running'
+      AND j.run_id = e.id AND j.source = 'workflow' AND j.task_key = '$wft'
+      AND j.state IN ('pending', 'scheduled', 'active')
+    ORDER BY j.state = 'active' DESC, j.attempt DESC
+    LIMIT 1
+) t ON true
+ORDER BY e.created_at DESC, e.id DESC
+
+-- name: workflow_list_search
+-- As workflow_list, $7 a jsonpath predicate over the search attributes (built
+-- by the driver from typed filters; never NULL): only executions it matches.
+-- The GIN index (jsonb_path_ops, migration 0030) serves its equality parts.
+SELECT e.*, t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error,
+       CASE WHEN e.state = 'running'
+            THEN azync_workflow_waits(e.id, coalesce($1::timestamptz, now())) END AS waits
+FROM (
+    SELECT * FROM azync_workflow_executions
+    WHERE search_attributes @@ $7::jsonpath
+      AND ($2::text IS NULL OR name = $2)
+      AND ($3::text IS NULL OR state = $3)
+      AND ($5::timestamptz IS NULL OR (created_at, id) < ($5::timestamptz, $6::uuid))
     ORDER BY created_at DESC, id DESC
     LIMIT $4
 ) e

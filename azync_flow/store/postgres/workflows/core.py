@@ -28,16 +28,19 @@ __all__ = [
     "op_route",
 ]
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
 import asyncpg
 import msgspec
 
 from ...._text import clean_text
 from ....errors import ConflictError, NotFoundError
+from ....search import decode_search_attributes, encode_search_attributes
 from ...validate import (
     check_meta,
     check_name,
@@ -177,6 +180,7 @@ class WorkflowCoreMixin(PgBase):
                 [encode_meta(trace_context)],
                 self.channel,
                 [p.priority],
+                [_search_json(p)],
             )
             if inserted:
                 return True, p.id
@@ -276,6 +280,7 @@ class WorkflowCoreMixin(PgBase):
             [encode_meta(dict(trace_contexts[i])) if trace_contexts else "{}" for i in todo],
             self.channel,
             [p.priority for p in items],
+            [_search_json(p) for p in items],
             conn=tx,
         )
         inserted = {r["id"] for r in rows}
@@ -666,6 +671,12 @@ def check_start(p: WorkflowStartParams) -> None:
     check_name(p.version, "workflow version", empty_ok=True)
     check_text(p.business_idempotency_key, "workflow idempotency_key")
     check_meta(p.meta, "workflow meta")
+    encode_search_attributes(p.search_attributes)
+
+
+def _search_json(p: WorkflowStartParams) -> str:
+    """The stored form of a start's search attributes, as JSON text."""
+    return json.dumps(encode_search_attributes(p.search_attributes), ensure_ascii=False)
 
 
 def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecutionView:
@@ -715,7 +726,16 @@ def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecuti
         if state in LIVE_WORKFLOW_STATES
         else [],
         next_timer_at=row.get("next_timer_at") if state in LIVE_WORKFLOW_STATES else None,
+        search_attributes=decode_search_attributes(_jsonb(row.get(prefix + "search_attributes"))),
     )
+
+
+def _jsonb(value: Any) -> dict[str, Any]:
+    """A jsonb map column (asyncpg returns text) as a dict."""
+    if not value or value == "{}":
+        return {}
+    decoded: dict[str, Any] = json.loads(value) if isinstance(value, str) else dict(value)
+    return decoded
 
 
 def history_from_row(row: asyncpg.Record) -> HistoryEvent:
