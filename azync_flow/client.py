@@ -44,6 +44,7 @@ from azync_flow._workflow.definitions import WorkflowDefinition
 from azync_flow._workflow.limits import HistoryLimit
 from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import (
+    ConflictError,
     NotFoundError,
     SearchAttributeError,
     WorkflowCancelledError,
@@ -54,6 +55,7 @@ from azync_flow.replay import check_signal_name
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
+from azync_flow.replay.reset import ResetTarget, plan_reset, reset_point
 from azync_flow.search import SearchValue, check_search_attributes, parse_search_filter
 from azync_flow.store.queue import DEFAULT_TASK_QUEUE, EnqueueParams
 from azync_flow.store.validate import (
@@ -65,6 +67,7 @@ from azync_flow.store.validate import (
     check_text,
 )
 from azync_flow.store.workflows import (
+    ResetResult,
     SearchFilter,
     SignalParams,
     StalledWorkflow,
@@ -864,6 +867,83 @@ class WorkflowHandle(Generic[R]):
         )
         # This call's commit ended the run: it exports the run span (after the event).
         await self._end_run_span()
+
+    async def reset(
+        self,
+        to_seq: int | None = None,
+        *,
+        reason: str,
+        to: ResetTarget | None = None,
+    ) -> ResetResult:
+        """Start a new run of this execution from a point of its current run's
+        history, with the code the workers run now (Temporal's reset).
+
+        The new run (``run_no + 1``, same execution id) keeps events
+        ``1..point`` of the current run and continues from there: its first
+        pass replays them, so activities completed in the kept events are not
+        run again (their results come from history), and the code decides what
+        happens next. Activities the kept events schedule without their
+        outcome run again; timers they start without firing are started again
+        with their original deadlines. Signals the old run consumed after the
+        point are delivered again, in their original order, when the new run
+        waits for them (each signal is consumed once per run). The old run
+        stays, with its whole history, as an earlier run marked ``reset``
+        (``runs()``, ``history(run_no=...)``); if it was still running it ends
+        there (its workflow task and operations are cancelled, a worker still
+        holding one writes nothing). Works whatever the state (running,
+        suspended, failed, succeeded, cancelled, terminated).
+
+        Args:
+            to_seq: keep events ``1..to_seq`` of the current run (0: none; a
+                seq past the run's end is moved back before it).
+            reason: why (kept with the old run and shown by ``describe``).
+            to: a named point instead of ``to_seq``: ``"first_failure"`` keeps
+                the events before the first failure (an activity or child that
+                failed, or the code raising), ``"last_task"`` drops what the
+                last workflow task wrote so the code runs it again.
+
+        Returns:
+            A :class:`~azync_flow.store.workflows.ResetResult`: the new run,
+            the seq kept, the activities enqueued again and the signals
+            buffered again.
+
+        Raises:
+            NotFoundError: the execution does not exist.
+            ValueError: no point or two, a ``to_seq`` outside the history, no
+                failure to reset before, or a point that keeps a child start
+                without its outcome (the child reports to the run that started
+                it); nothing changed.
+            ConflictError: the history kept moving while this planned, workers
+                kept its jobs busy, or another live execution holds its
+                idempotency key; nothing changed.
+        """
+        check_text(reason, "reason")
+        last: ConflictError | None = None
+        for _ in range(5):
+            try:
+                return await retry_transient(lambda: self._reset_once(to_seq, to, reason))
+            except ConflictError as exc:  # the history moved on: plan again
+                last = exc
+        assert last is not None
+        raise last
+
+    async def _reset_once(
+        self, to_seq: int | None, to: ResetTarget | None, reason: str
+    ) -> ResetResult:
+        """Plan a reset from the history as read now and carry it out."""
+        store = self.client.store
+        await store.get_workflow_execution(self.id)  # NotFoundError if none
+        entries = to_entries(await store.list_history(self.id))
+        plan = plan_reset(entries, reset_point(entries, to_seq=to_seq, to=to))
+        return await store.reset_workflow(
+            self.id,
+            expected_next_seq=entries[-1].seq + 1 if entries else 1,
+            keep=plan.keep,
+            new_run_id=uuid.uuid4(),
+            reason=reason,
+            rerun_seqs=plan.rerun_activities,
+            open_timer_seqs=plan.open_timers,
+        )
 
     async def resume(self) -> None:
         """Resume a suspended execution (e.g. after fixing non-deterministic code)."""

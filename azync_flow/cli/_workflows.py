@@ -21,7 +21,7 @@ from azync_flow.replay.passes import to_entries
 from azync_flow.search import parse_search_assignment, parse_search_filter
 from azync_flow.store.queue import DEFAULT_TASK_QUEUE
 from azync_flow.store.validate import check_name, check_text
-from azync_flow.store.workflows import WorkflowExecutionView, WorkflowState
+from azync_flow.store.workflows import WorkflowExecutionView, WorkflowRunView, WorkflowState
 
 from ._common import (
     EXIT_FAILED,
@@ -60,6 +60,7 @@ from ._output import (
     when,
 )
 from ._workflow_interactions import query_cmd, update_cmd
+from ._workflow_reset import reset_cmd
 
 STATES = [s.value for s in WorkflowState]
 
@@ -214,7 +215,13 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         ("parent", v.parent_id),
         ("parent close policy", v.parent_close_policy if v.parent_id else ""),
         ("run", f"{v.run_no} ({v.run_id})" if v.run_no > 1 else ""),
-        ("earlier runs", ", ".join(f"{r.run_no}={r.run_id}" for r in runs[:-1])),
+        ("earlier runs", ", ".join(_run_text(r) for r in runs[:-1])),
+        (
+            "reset from",
+            f"run {v.reset_from_run} at seq {v.reset_seq}: {v.reset_reason}"
+            if v.reset_from_run
+            else "",
+        ),
         ("history", f"{v.history_events} events, {v.history_bytes} bytes"),
         (
             "history limit",
@@ -229,6 +236,14 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         payloads.append(("result", v.result))
     record(fields, payloads=payloads)
     return EXIT_OK
+
+
+def _run_text(r: WorkflowRunView) -> str:
+    """An earlier run: its number and id, and for a reset one where and why."""
+    text = f"{r.run_no}={r.run_id}"
+    if r.state == "reset":
+        text += f" (reset at seq {r.reset_seq} while {r.state_at_reset}: {r.reset_reason})"
+    return text
 
 
 def _waiting_on(v: WorkflowExecutionView) -> str:
@@ -514,7 +529,18 @@ _ENDED: dict[type[Exception], str] = {
 }
 
 
-for _cmd in (show, start, signal, cancel, terminate, result, stalled, query_cmd, update_cmd):
+for _cmd in (
+    show,
+    start,
+    signal,
+    cancel,
+    terminate,
+    reset_cmd,
+    result,
+    stalled,
+    query_cmd,
+    update_cmd,
+):
     workflows.add_command(_cmd)
 
 

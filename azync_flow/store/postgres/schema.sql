@@ -324,6 +324,9 @@ CREATE TABLE azync_workflow_executions (
     parent_close_policy text DEFAULT ''::text NOT NULL,
     priority integer DEFAULT 0 NOT NULL,
     search_attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    reset_from_run integer,
+    reset_seq bigint,
+    reset_reason text DEFAULT ''::text NOT NULL,
     CONSTRAINT azync_workflow_executions_pkey PRIMARY KEY (id),
     CONSTRAINT azync_workflow_executions_state_check CHECK ((state = ANY (ARRAY['running'::text, 'suspended'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'terminated'::text])))
 );
@@ -371,6 +374,10 @@ CREATE TABLE azync_workflow_runs (
     started_at timestamp with time zone NOT NULL,
     ended_at timestamp with time zone NOT NULL,
     events bigint NOT NULL,
+    ended_as text DEFAULT 'continued_as_new'::text NOT NULL,
+    reset_seq bigint,
+    reset_reason text DEFAULT ''::text NOT NULL,
+    state_at_reset text DEFAULT ''::text NOT NULL,
     CONSTRAINT azync_workflow_runs_pkey PRIMARY KEY (workflow_id, run_no)
 );
 
@@ -1337,6 +1344,96 @@ BEGIN
     PERFORM azync_job_count(p_at, deltas);
     RETURN QUERY SELECT true, n, st, nxt, p_at, NULL::bigint[], l_keys, l_ids, l_attempts, l_max,
                         l_tokens, l_until, l_at;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_reset(p_at timestamp with time zone, p_channel text, p_id uuid, p_expected bigint, p_keep bigint, p_new_run uuid, p_reason text, p_rerun text[], p_timers bigint[])
+ RETURNS TABLE(ok boolean, state text, run_no integer, next_seq bigint, rerun integer, redelivered integer, at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    ex record;
+    n_ops int;
+    n_sig int;
+    deltas azync_job_delta[];
+BEGIN
+    SELECT e.state, e.run_id, e.run_no, e.input, e.next_seq,
+           coalesce(e.run_started_at, e.created_at) AS started
+    INTO ex FROM azync_workflow_executions e
+    WHERE e.id = p_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF ex.next_seq <> p_expected OR p_keep < 0 OR p_keep >= ex.next_seq THEN
+        RETURN QUERY SELECT false, ex.state, ex.run_no, ex.next_seq, 0, 0, p_at;
+        RETURN;
+    END IF;
+    PERFORM azync_workflow_close_children(p_id, coalesce(ex.run_id, p_id), p_at, p_channel);
+    INSERT INTO azync_workflow_runs (workflow_id, run_no, run_id, input, started_at, ended_at,
+                                     events, ended_as, reset_seq, reset_reason, state_at_reset)
+    VALUES (p_id, ex.run_no, coalesce(ex.run_id, p_id), ex.input, ex.started, p_at,
+            ex.next_seq - 1, 'reset', p_keep, p_reason, ex.state);
+    INSERT INTO azync_workflow_run_history (workflow_id, run_no, seq, type, payload, created_at)
+    SELECT workflow_id, ex.run_no, seq, type, payload, created_at
+    FROM azync_workflow_history WHERE workflow_id = p_id;
+    DELETE FROM azync_workflow_history WHERE workflow_id = p_id AND seq > p_keep;
+
+    UPDATE azync_jobs
+    SET state = 'cancelled', lease_token = NULL, lease_until = NULL,
+        last_error = 'its workflow run was reset', completed_at = p_at, updated_at = p_at
+    WHERE run_id = p_id AND source = 'workflow'
+      AND state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain');
+    WITH last AS (
+        SELECT DISTINCT ON (j.task_key) j.*
+        FROM azync_jobs j
+        WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = ANY(p_rerun)
+        ORDER BY j.task_key, j.enqueued_at DESC, j.id
+    ), ins AS (
+        INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
+                                max_attempts_explicit, run_id, task_key, enqueued_at,
+                                updated_at, task_queue, priority)
+        SELECT gen_random_uuid(), 'workflow', l.kind, 'pending', l.payload, l.meta, p_at,
+               l.max_attempts, l.max_attempts_explicit, p_id, l.task_key, p_at, p_at,
+               l.task_queue, l.priority
+        FROM last l
+        RETURNING kind
+    ), wake AS (
+        SELECT pg_notify(p_channel, 'workflow:' || k.kind) FROM (SELECT DISTINCT kind FROM ins) k
+    )
+    SELECT count(*)::int, array_agg(ROW('workflow', i.kind, 1, 0, 0, 0)::azync_job_delta)
+    INTO n_ops, deltas
+    FROM ins i WHERE (SELECT count(*) FROM wake) >= 0;
+
+    DELETE FROM azync_workflow_timers t
+    WHERE t.workflow_id = p_id AND NOT (t.seq = ANY(p_timers));
+    INSERT INTO azync_workflow_timers (workflow_id, seq, fire_at, fired_at)
+    SELECT p_id, h.seq,
+           h.created_at + ((convert_from(h.payload, 'UTF8')::jsonb ->> 'fire_after_s')::float8
+                           * interval '1 second'),
+           NULL
+    FROM azync_workflow_history h
+    WHERE h.workflow_id = p_id AND h.seq = ANY(p_timers) AND h.type = 'TimerStarted'
+    ON CONFLICT (workflow_id, seq) DO UPDATE SET fired_at = NULL;
+
+    UPDATE azync_workflow_signals s SET consumed_seq = NULL
+    WHERE s.workflow_id = p_id AND s.consumed_seq > p_keep;
+    GET DIAGNOSTICS n_sig = ROW_COUNT;
+
+    UPDATE azync_workflow_executions e
+    SET state = 'running', run_id = p_new_run, run_no = ex.run_no + 1, run_started_at = p_at,
+        next_seq = p_keep + 1, result = NULL, failure_reason = '', suspend_reason = '',
+        suspend_seq = NULL, suspend_operation_id = NULL, completed_at = NULL,
+        cancel_requested = false, awaited_signals = '{}', signals_undelivered = 0,
+        reset_from_run = ex.run_no, reset_seq = p_keep, reset_reason = p_reason,
+        updated_at = p_at
+    WHERE e.id = p_id;
+    PERFORM azync_schedule_workflow_task(p_id, '$wft', p_at, p_at, p_channel);
+    deltas := coalesce(deltas, '{}') || ROW('workflow', '$wft', 1, 0, 0, 0)::azync_job_delta;
+    PERFORM azync_job_count(p_at, deltas);
+    RETURN QUERY SELECT true, 'running'::text, ex.run_no + 1, p_keep + 1, n_ops, n_sig, p_at;
 END
 $function$;
 

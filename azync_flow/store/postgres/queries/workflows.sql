@@ -962,8 +962,9 @@ FROM ex x
 -- override, as everywhere.
 
 -- name: workflow_runs
--- $2 id: the earlier runs of an execution (continue-as-new), oldest first.
-SELECT run_no, run_id, input, started_at, ended_at, events, $1::timestamptz AS at
+-- $2 id: the earlier runs of an execution (continue-as-new, reset), oldest first.
+SELECT run_no, run_id, input, started_at, ended_at, events, ended_as, reset_seq, reset_reason,
+       state_at_reset, $1::timestamptz AS at
 FROM azync_workflow_runs
 WHERE workflow_id = $2
 ORDER BY run_no
@@ -1128,3 +1129,13 @@ WHERE workflow_id = $2 AND update_id = $3
 -- $2 id: the W3C carrier recorded when the execution started (no row: none).
 SELECT trace_context FROM azync_workflow_executions
 WHERE id = $2 AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz -- clock unused
+
+-- name: workflow_reset
+-- $2 channel, $3 id, $4 expected next_seq, $5 keep (last seq kept), $6 new
+-- run id, $7 reason, $8 execution keys of the operations to enqueue again
+-- text[], $9 seqs of the timers to start again bigint[]. ONLY after
+-- workflow_lock and workflow_terminate_lock_jobs in the same transaction.
+-- One row (none: no such execution); ok = false when next_seq is not $4 or
+-- $5 is out of range (nothing written). See azync_workflow_reset (migration 0030).
+SELECT * FROM azync_workflow_reset(coalesce($1::timestamptz, now()), $2, $3, $4, $5, $6, $7,
+                                   $8::text[], $9::bigint[])

@@ -727,6 +727,9 @@ def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecuti
         else [],
         next_timer_at=row.get("next_timer_at") if state in LIVE_WORKFLOW_STATES else None,
         search_attributes=decode_search_attributes(_jsonb(row.get(prefix + "search_attributes"))),
+        reset_from_run=row.get(prefix + "reset_from_run"),
+        reset_seq=row.get(prefix + "reset_seq"),
+        reset_reason=row.get(prefix + "reset_reason") or "",
     )
 
 
