@@ -72,10 +72,11 @@ class ResetPlan(msgspec.Struct, frozen=True, kw_only=True):
     open_timers: tuple[int, ...] = ()
 
 
-def _pass_written(entry: HistoryEntry) -> bool:
-    """An event a workflow task wrote: a command, or an input a pass delivered."""
-    event = entry.event
-    return type(event).is_command or not type(event).is_external
+def _pass_input(entry: HistoryEntry) -> bool:
+    """An input a workflow task delivered and wrote (a timer fired, a signal
+    received, a cancel request, an accepted update)."""
+    kind = type(entry.event)
+    return not kind.is_command and not kind.is_external
 
 
 def reset_point(
@@ -118,7 +119,10 @@ def reset_point(
         ended = [e.seq for e in history if type(e.event).__name__ in TERMINAL_TYPES]
         if ended:
             point = ended[0] - 1
-        while point > 0 and _pass_written(history[point - 1]):
+        # a pass writes the inputs it delivers, then its commands
+        while point > 0 and type(history[point - 1].event).is_command:
+            point -= 1
+        while point > 0 and _pass_input(history[point - 1]):
             point -= 1
     else:
         raise ValueError(f"unknown reset point {to!r}; use 'first_failure' or 'last_task'")
