@@ -1395,7 +1395,8 @@ BEGIN
         INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
                                 max_attempts_explicit, run_id, task_key, enqueued_at,
                                 updated_at, task_queue, priority)
-        SELECT gen_random_uuid(), 'workflow', l.kind, 'pending', l.payload, l.meta, p_at,
+        SELECT gen_random_uuid(), 'workflow', l.kind, 'pending', l.payload,
+               l.meta || jsonb_build_object('reset_run', p_new_run::text), p_at,
                l.max_attempts, l.max_attempts_explicit, p_id, l.task_key, p_at, p_at,
                l.task_queue, l.priority
         FROM last l

@@ -57,6 +57,14 @@ async def test_reset_archives_the_run_and_its_leased_task_holder_then_writes_not
     assert await snapshot(store, wid) == before
     ops = [j for j in await jobs_of(store, wid) if j["task_key"] == f"{wid}/1"]
     assert sorted(str(j["state"]) for j in ops) == ["cancelled", "pending"]
+    again = await store.pool.fetchrow(
+        "SELECT payload, meta ->> 'reset_run' AS reset_run, kind FROM azync_jobs"
+        " WHERE task_key = $1 AND state = 'pending'",
+        f"{wid}/1",
+    )
+    assert again is not None
+    assert (bytes(again["payload"]), again["kind"]) == (b'{"amount":42}', "$op:charge@1")
+    assert again["reset_run"] == str(done.run_id)  # never folded into an old run's instance
     view = await store.get_workflow_execution(wid)
     assert (view.state, view.run_no, view.run_id) == (WorkflowState.RUNNING, 2, done.run_id)
     assert (view.reset_from_run, view.reset_seq, view.reset_reason) == (1, 1, "fixed")

@@ -59,7 +59,9 @@ ALTER TABLE azync_workflow_executions
 --     loses its fence and writes nothing;
 --   * the operations the kept history schedules without an outcome
 --     (p_rerun: their execution keys) are enqueued again, copied from their
---     last job (same kind, payload, meta, attempts budget, queue, priority);
+--     last job (same kind, payload, meta, attempts budget, queue, priority;
+--     meta "reset_run" names the new run, so a worker caching the old run's
+--     instance never folds their outcome into it);
 --   * timers: those the kept history started and neither fired nor
 --     cancelled (p_timers) are unfired (re-created from their TimerStarted
 --     event if gone), every other timer row is dropped;
@@ -118,7 +120,8 @@ BEGIN
         INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
                                 max_attempts_explicit, run_id, task_key, enqueued_at,
                                 updated_at, task_queue, priority)
-        SELECT gen_random_uuid(), 'workflow', l.kind, 'pending', l.payload, l.meta, p_at,
+        SELECT gen_random_uuid(), 'workflow', l.kind, 'pending', l.payload,
+               l.meta || jsonb_build_object('reset_run', p_new_run::text), p_at,
                l.max_attempts, l.max_attempts_explicit, p_id, l.task_key, p_at, p_at,
                l.task_queue, l.priority
         FROM last l
