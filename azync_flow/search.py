@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeAlias
 
@@ -52,6 +52,8 @@ __all__ = [
     "parse_search_assignment",
     "parse_search_filter",
     "parse_search_value",
+    "search_jsonpath",
+    "split_search_filters",
 ]
 
 #: A search attribute's value.
@@ -361,3 +363,73 @@ def parse_search_assignment(text: str) -> tuple[str, SearchValue]:
     parsed = parse_search_value(value, bare_words=True)
     _encode_value(checked, parsed)
     return checked, parsed
+
+
+_JSONPATH_OPS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def _literal(value: Any) -> str:
+    """A jsonpath literal: JSON scalars are valid jsonpath (strings escaped as JSON)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _comparison(f: SearchFilter, value: Any) -> str:
+    stored = encode_search_attributes({f.name: value})[f.name]
+    path = "$." + _literal(f.name)
+    if isinstance(stored, dict):  # a datetime: compare its fixed-width UTC text
+        path += "." + _literal(DATETIME_KEY)
+        stored = stored[DATETIME_KEY]
+    op = "==" if f.op == "in" else _JSONPATH_OPS[f.op]
+    return f"{path} {op} {_literal(stored)}"
+
+
+def search_jsonpath(filters: Sequence[SearchFilter]) -> str:
+    """One jsonpath predicate that holds when every filter does.
+
+    Values are checked and encoded by :func:`azync_flow.search.encode_search_attributes`
+    and written as JSON literals, names as quoted keys, so no caller text is
+    read as jsonpath syntax. A comparison of values of two JSON types is
+    unknown in jsonpath, so a value of another kind never matches.
+
+    Raises:
+        SearchAttributeError: a filter of a bad name, operator or value.
+    """
+    parts = []
+    for f in filters:
+        if f.op not in _JSONPATH_OPS and f.op != "in":
+            raise SearchAttributeError(f"unknown search operator {f.op!r}")
+        terms = [_comparison(f, v) for v in f.values]
+        if not terms:
+            raise SearchAttributeError(f"search filter on {f.name!r} has no value")
+        parts.append("(" + " || ".join(terms) + ")")
+    return " && ".join(parts)
+
+
+def split_search_filters(text: str) -> list[SearchFilter]:
+    """Parse filters written as one text joined by ``and`` (outside quotes):
+    ``'customer = "c-17" and amount > 1000'`` (the console's search box).
+
+    Raises:
+        SearchAttributeError: as :func:`parse_search_filter`, for any part.
+    """
+    parts: list[str] = []
+    current, quoted, escaped, i = "", False, False, 0
+    while i < len(text):
+        ch = text[i]
+        if quoted:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif text[i : i + 5].lower() == " and ":
+            parts.append(current)
+            current, i = "", i + 5
+            continue
+        current += ch
+        i += 1
+    parts.append(current)
+    return [parse_search_filter(p) for p in parts if p.strip()]

@@ -28,11 +28,10 @@ import asyncpg
 
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
-from azync_flow.search import SearchAttr, SearchFilter, parse_search_filter
+from azync_flow.search import SearchAttr, SearchFilter, parse_search_filter, search_jsonpath
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
 from azync_flow.store.postgres._queries import QUERIES
-from azync_flow.store.postgres.workflows.listing import search_jsonpath
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 

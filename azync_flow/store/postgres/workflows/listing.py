@@ -10,7 +10,6 @@ Workers ignore these payloads (they are not ``<source>:<kind>`` wakes).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -18,15 +17,14 @@ from typing import Any
 
 import asyncpg
 
-from ....errors import SearchAttributeError
-from ....search import DATETIME_KEY, encode_search_attributes
+from ....search import search_jsonpath
 from ...validate import check_text
 from ...workflows import DONE_RESET, SearchFilter, WorkflowExecutionView, WorkflowState
 from .._listen import ListenSubscription, open_subscription
 from .core import WorkflowCoreMixin, execution_from_row
 from .interaction import QUERY_PREFIX, UPDATE_PREFIX
 
-__all__ = ["DONE_PREFIX", "WorkflowDoneSubscription", "WorkflowListingMixin", "search_jsonpath"]
+__all__ = ["DONE_PREFIX", "WorkflowDoneSubscription", "WorkflowListingMixin"]
 
 DONE_PREFIX = "workflow.done:"
 #: Item sent once LISTEN is live again after a reconnect: re-check every waiter.
@@ -109,43 +107,3 @@ class WorkflowListingMixin(WorkflowCoreMixin):
             StoreError: the listening connection cannot be opened.
         """
         return await open_subscription(self, WorkflowDoneSubscription)
-
-
-_JSONPATH_OPS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-
-
-def _literal(value: Any) -> str:
-    """A jsonpath literal: JSON scalars are valid jsonpath (strings escaped as JSON)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _comparison(f: SearchFilter, value: Any) -> str:
-    stored = encode_search_attributes({f.name: value})[f.name]
-    path = "$." + _literal(f.name)
-    if isinstance(stored, dict):  # a datetime: compare its fixed-width UTC text
-        path += "." + _literal(DATETIME_KEY)
-        stored = stored[DATETIME_KEY]
-    op = "==" if f.op == "in" else _JSONPATH_OPS[f.op]
-    return f"{path} {op} {_literal(stored)}"
-
-
-def search_jsonpath(filters: Sequence[SearchFilter]) -> str:
-    """One jsonpath predicate that holds when every filter does.
-
-    Values are checked and encoded by :func:`azync_flow.search.encode_search_attributes`
-    and written as JSON literals, names as quoted keys, so no caller text is
-    read as jsonpath syntax. A comparison of values of two JSON types is
-    unknown in jsonpath, so a value of another kind never matches.
-
-    Raises:
-        SearchAttributeError: a filter of a bad name, operator or value.
-    """
-    parts = []
-    for f in filters:
-        if f.op not in _JSONPATH_OPS and f.op != "in":
-            raise SearchAttributeError(f"unknown search operator {f.op!r}")
-        terms = [_comparison(f, v) for v in f.values]
-        if not terms:
-            raise SearchAttributeError(f"search filter on {f.name!r} has no value")
-        parts.append("(" + " || ".join(terms) + ")")
-    return " && ".join(parts)
