@@ -17,7 +17,7 @@ import re
 import time
 import typing
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Self, TypeVar
 
@@ -45,7 +45,9 @@ from azync_flow._workflow.definitions import WorkflowDefinition
 from azync_flow._workflow.limits import HistoryLimit
 from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import (
+    ConflictError,
     NotFoundError,
+    SearchAttributeError,
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowTerminatedError,
@@ -55,6 +57,8 @@ from azync_flow.replay import check_signal_name
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
+from azync_flow.replay.reset import ResetTarget, plan_reset, reset_point
+from azync_flow.search import SearchValue, check_search_attributes, parse_search_filter
 from azync_flow.store.queue import DEFAULT_TASK_QUEUE, EnqueueParams
 from azync_flow.store.validate import (
     check_id,
@@ -66,6 +70,8 @@ from azync_flow.store.validate import (
     check_timeout,
 )
 from azync_flow.store.workflows import (
+    ResetResult,
+    SearchFilter,
     SignalParams,
     StalledWorkflow,
     WorkflowClientStore,
@@ -346,6 +352,7 @@ class Client:
         state: WorkflowState | str | None = None,
         limit: int = 50,
         cursor: tuple[datetime, uuid.UUID] | None = None,
+        where: Sequence[SearchFilter | str] = (),
     ) -> ExecutionPage:
         """Executions, newest first, optionally of one workflow and/or state.
 
@@ -354,6 +361,9 @@ class Client:
             state: running, suspended, succeeded, failed or cancelled.
             limit: page size.
             cursor: ``page.next_cursor`` of the previous page.
+            where: search attribute filters, all of which must hold: built
+                with ``SearchAttr`` (``SearchAttr("amount") > 1000``) or in
+                text form (``'customer = "c-17"'``, see ``azync_flow.search``).
 
         Returns:
             An :class:`ExecutionPage`; ``next_cursor`` is None on the last page.
@@ -363,6 +373,8 @@ class Client:
         Raises:
             ValueError: an unknown state, ``limit`` < 1, or a ``cursor`` that is
                 not a ``next_cursor`` (a ``(datetime, UUID)`` pair).
+            SearchAttributeError: a filter of a bad name, operator or value
+                (also a ``ValueError``).
         """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
@@ -377,8 +389,14 @@ class Client:
                 "(a (datetime, UUID) pair)"
             )
         name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
+        filters = [parse_search_filter(w) if isinstance(w, str) else w for w in where]
+        for f in filters:
+            if not isinstance(f, SearchFilter):
+                raise SearchAttributeError(
+                    f"where takes SearchAttr comparisons or filter text, got {f!r}"
+                )
         rows = await self.store.list_workflow_executions(
-            name=name, state=state, limit=limit + 1, before=cursor
+            name=name, state=state, limit=limit + 1, before=cursor, where=filters
         )
         more = len(rows) > limit
         rows = rows[:limit]
@@ -400,6 +418,7 @@ class Client:
         priority: int = 0,
         execution_timeout: timedelta | None = None,
         run_timeout: timedelta | None = None,
+        search_attributes: Mapping[str, SearchValue] | None = None,
     ) -> WorkflowHandle[R]: ...
 
     @typing.overload
@@ -416,6 +435,7 @@ class Client:
         priority: int = 0,
         execution_timeout: timedelta | None = None,
         run_timeout: timedelta | None = None,
+        search_attributes: Mapping[str, SearchValue] | None = None,
     ) -> WorkflowHandle[Any]: ...
 
     async def start(
@@ -431,6 +451,7 @@ class Client:
         priority: int = 0,
         execution_timeout: timedelta | None = None,
         run_timeout: timedelta | None = None,
+        search_attributes: Mapping[str, SearchValue] | None = None,
     ) -> WorkflowHandle[Any]:
         """Start an execution (or return the live one holding ``idempotency_key``).
 
@@ -461,6 +482,9 @@ class Client:
                 no limit). When either elapses the engine ends the execution
                 ``failed`` and ``result()`` raises :class:`WorkflowTimeoutError`
                 (docs/flow-control.md).
+            search_attributes: search attributes to start with (name -> str,
+                int, float, bool or timezone-aware datetime); the code can
+                change them with ``ctx.upsert_search_attributes``.
 
         Raises:
             TypeError: ``workflow`` is neither a definition nor a name;
@@ -475,6 +499,8 @@ class Client:
                 nesting over ~1000 levels, lone surrogate, unsupported type).
             PayloadError: (a definition) the input does not decode to the
                 workflow's declared input type; nothing is created.
+            SearchAttributeError: a search attribute of a bad name or value
+                (also a ``ValueError``); nothing is written.
             StoreUnavailableError: the database cannot be reached; retry with
                 the same ``id`` or ``idempotency_key``.
             SchemaNotMigratedError: the store's schema has no azync_flow tables.
@@ -496,6 +522,7 @@ class Client:
             meta=meta or {},
             execution_timeout=execution_timeout,
             run_timeout=run_timeout,
+            search_attributes=check_search_attributes(search_attributes or {}),
         )
         # The run's trace: the run span is reserved in the caller's trace (exported
         # when the run ends); its context is stored with the execution (a
@@ -506,6 +533,7 @@ class Client:
             local is not None
             and id is None
             and not idempotency_key
+            and not params.search_attributes
             and local.accepts(name, params.task_queue)
         ):
             started = await local.start(params, carrier)
@@ -533,6 +561,7 @@ class Client:
         priority: int = 0,
         execution_timeout: timedelta | None = None,
         run_timeout: timedelta | None = None,
+        search_attributes: Mapping[str, SearchValue] | None = None,
     ) -> builtins.list[WorkflowHandle[R]]: ...
 
     @typing.overload
@@ -550,6 +579,7 @@ class Client:
         priority: int = 0,
         execution_timeout: timedelta | None = None,
         run_timeout: timedelta | None = None,
+        search_attributes: Mapping[str, SearchValue] | None = None,
     ) -> builtins.list[WorkflowHandle[Any]]: ...
 
     async def start_many(
@@ -566,6 +596,9 @@ class Client:
         priority: int = 0,
         execution_timeout: timedelta | None = None,
         run_timeout: timedelta | None = None,
+        search_attributes: Mapping[str, SearchValue]
+        | Sequence[Mapping[str, SearchValue]]
+        | None = None,
     ) -> builtins.list[WorkflowHandle[Any]]:
         """Start many executions of one workflow in one transaction: each as
         :meth:`start` would, in order.
@@ -591,6 +624,8 @@ class Client:
             priority: the priority of every execution (see :meth:`start`).
             execution_timeout: every execution's execution timeout (see :meth:`start`).
             run_timeout: every execution's run timeout (see :meth:`start`).
+            search_attributes: search attributes of every execution (a
+                mapping), or one mapping per input (see :meth:`start`).
 
         Returns:
             One handle per input, in order.
@@ -607,8 +642,11 @@ class Client:
             PayloadEncodeError: an input is not JSON-encodable.
             PayloadError: (a definition) an input does not decode to the
                 workflow's declared input type.
+            SearchAttributeError: a search attribute of a bad name or value,
+                or not one mapping per input (also a ``ValueError``).
         """
         _check_lengths(len(inputs), ids=ids, idempotency_keys=idempotency_keys)
+        per_item = _search_per_item(search_attributes, len(inputs))
         name, encode, version = _workflow_target(workflow, version, "start_many")
         queue = check_task_queue(task_queue)
         check_priority(priority)
@@ -628,6 +666,7 @@ class Client:
                 meta=meta or {},
                 execution_timeout=execution_timeout,
                 run_timeout=run_timeout,
+                search_attributes=per_item[i],
             )
             for i, value in enumerate(inputs)
         ]
@@ -859,6 +898,83 @@ class WorkflowHandle(Generic[R]):
         )
         # This call's commit ended the run: it exports the run span (after the event).
         await self._end_run_span()
+
+    async def reset(
+        self,
+        to_seq: int | None = None,
+        *,
+        reason: str,
+        to: ResetTarget | None = None,
+    ) -> ResetResult:
+        """Start a new run of this execution from a point of its current run's
+        history, with the code the workers run now (Temporal's reset).
+
+        The new run (``run_no + 1``, same execution id) keeps events
+        ``1..point`` of the current run and continues from there: its first
+        pass replays them, so activities completed in the kept events are not
+        run again (their results come from history), and the code decides what
+        happens next. Activities the kept events schedule without their
+        outcome run again; timers they start without firing are started again
+        with their original deadlines. Signals the old run consumed after the
+        point are delivered again, in their original order, when the new run
+        waits for them (each signal is consumed once per run). The old run
+        stays, with its whole history, as an earlier run marked ``reset``
+        (``runs()``, ``history(run_no=...)``); if it was still running it ends
+        there (its workflow task and operations are cancelled, a worker still
+        holding one writes nothing). Works whatever the state (running,
+        suspended, failed, succeeded, cancelled, terminated).
+
+        Args:
+            to_seq: keep events ``1..to_seq`` of the current run (0: none; a
+                seq past the run's end is moved back before it).
+            reason: why (kept with the old run and shown by ``describe``).
+            to: a named point instead of ``to_seq``: ``"first_failure"`` keeps
+                the events before the first failure (an activity or child that
+                failed, or the code raising), ``"last_task"`` drops what the
+                last workflow task wrote so the code runs it again.
+
+        Returns:
+            A :class:`~azync_flow.store.workflows.ResetResult`: the new run,
+            the seq kept, the activities enqueued again and the signals
+            buffered again.
+
+        Raises:
+            NotFoundError: the execution does not exist.
+            ValueError: no point or two, a ``to_seq`` outside the history, no
+                failure to reset before, or a point that keeps a child start
+                without its outcome (the child reports to the run that started
+                it); nothing changed.
+            ConflictError: the history kept moving while this planned, workers
+                kept its jobs busy, or another live execution holds its
+                idempotency key; nothing changed.
+        """
+        check_text(reason, "reason")
+        last: ConflictError | None = None
+        for _ in range(5):
+            try:
+                return await retry_transient(lambda: self._reset_once(to_seq, to, reason))
+            except ConflictError as exc:  # the history moved on: plan again
+                last = exc
+        assert last is not None
+        raise last
+
+    async def _reset_once(
+        self, to_seq: int | None, to: ResetTarget | None, reason: str
+    ) -> ResetResult:
+        """Plan a reset from the history as read now and carry it out."""
+        store = self.client.store
+        await store.get_workflow_execution(self.id)  # NotFoundError if none
+        entries = to_entries(await store.list_history(self.id))
+        plan = plan_reset(entries, reset_point(entries, to_seq=to_seq, to=to))
+        return await store.reset_workflow(
+            self.id,
+            expected_next_seq=entries[-1].seq + 1 if entries else 1,
+            keep=plan.keep,
+            new_run_id=uuid.uuid4(),
+            reason=reason,
+            rerun_seqs=plan.rerun_activities,
+            open_timer_seqs=plan.open_timers,
+        )
 
     async def resume(self) -> None:
         """Resume a suspended execution (e.g. after fixing non-deterministic code)."""
@@ -1170,6 +1286,22 @@ def _workflow_target(
         f"Client.{verb} takes a @workflow definition or a workflow name (str), "
         f"got {type(workflow).__name__} {workflow!r}{hint}"
     )
+
+
+def _search_per_item(
+    given: Mapping[str, SearchValue] | Sequence[Mapping[str, SearchValue]] | None, n: int
+) -> builtins.list[dict[str, SearchValue]]:
+    """``start_many``'s search attributes, one checked dict per item."""
+    if given is None:
+        return [{} for _ in range(n)]
+    if isinstance(given, Mapping):
+        shared = check_search_attributes(given)
+        return [dict(shared) for _ in range(n)]
+    if isinstance(given, str | bytes) or len(given) != n:
+        raise SearchAttributeError(
+            f"search_attributes must be one mapping, or one mapping per input ({n})"
+        )
+    return [check_search_attributes(m) for m in given]
 
 
 def _check_lengths(n: int, **per_item: Sequence[Any] | None) -> None:

@@ -51,6 +51,7 @@ Tree::
     │   ├── ScheduleSpecError           a bad cron, zone, interval or instant — also a ValueError
     │   └── ScheduleExistsError         a schedule with this id exists (also a ConflictError)
     ├── HistoryFileError                (source, problem) — also a ValueError
+    ├── SearchAttributeError            a bad attribute name, value or filter — also a ValueError
     ├── OtlpConfigError                 ``configure_otlp`` cannot do what was asked
     └── EmbeddedInUseError              the embedded server is in use: not stopped
 
@@ -107,6 +108,7 @@ __all__ = [
     "ScheduleExistsError",
     "ScheduleSpecError",
     "SchemaNotMigratedError",
+    "SearchAttributeError",
     "Skip",
     "Snooze",
     "StoreError",
@@ -814,6 +816,15 @@ class HistoryFileError(AzyncError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.source, self.problem))
+
+
+class SearchAttributeError(AzyncError, ValueError):
+    """A search attribute name, value or filter is refused: a name the product's
+    name check refuses, a value that is not a str, int, float, bool or
+    timezone-aware datetime (or out of range), too many attributes, or a filter
+    of an unknown shape or operator. Nothing is written. Also a ``ValueError``."""
+
+    code = "search_attribute"
 
 
 class OtlpConfigError(AzyncError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import typing
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, TypeVar
 
@@ -21,6 +21,7 @@ from azync_flow.replay import check_signal_name
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
 from azync_flow.replay.outcome import WorkflowInfo
+from azync_flow.search import SearchValue, encode_search_attributes
 from azync_flow.store.validate import check_priority, check_timeout
 
 __all__ = ["WorkflowContext"]
@@ -87,6 +88,27 @@ class WorkflowContext:
         """
         raw = self._instance.side_effect("side_effect", lambda: encode_value(fn(), "side effect"))
         return typing.cast(T, decode_value(raw, type, "side effect"))
+
+    def upsert_search_attributes(self, attributes: Mapping[str, SearchValue | None]) -> None:
+        """Set search attributes of this execution (None removes a name).
+
+        Records one ``SearchAttributesUpserted`` event; the execution's
+        attributes change when the pass commits, and listings filter by them
+        (``client.list(where=[SearchAttr("amount") > 1000])``). On replay the
+        call must be made again with the same names and values, like any
+        command: a changed upsert is a non-determinism error.
+
+        Args:
+            attributes: name -> str, int, float, bool, timezone-aware datetime,
+                or None to remove it. Names pass the product's name check.
+
+        Raises:
+            SearchAttributeError: a bad name or value (also a ``ValueError``);
+                nothing is recorded.
+        """
+        self._instance.upsert_search_attributes(
+            encode_search_attributes(attributes, allow_unset=True)
+        )
 
     async def sleep(self, duration: timedelta | float) -> None:
         """Durable timer: survives worker restarts. ``asyncio.sleep`` is equivalent.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 from datetime import datetime, timedelta
@@ -17,9 +18,10 @@ from azync_flow.errors import (
     WorkflowTerminatedError,
 )
 from azync_flow.replay.passes import to_entries
+from azync_flow.search import parse_search_assignment, parse_search_filter
 from azync_flow.store.queue import DEFAULT_TASK_QUEUE
 from azync_flow.store.validate import check_name, check_text
-from azync_flow.store.workflows import WorkflowExecutionView, WorkflowState
+from azync_flow.store.workflows import WorkflowExecutionView, WorkflowRunView, WorkflowState
 
 from ._common import (
     EXIT_FAILED,
@@ -59,6 +61,7 @@ from ._output import (
     when,
 )
 from ._workflow_interactions import query_cmd, update_cmd
+from ._workflow_reset import reset_cmd
 
 STATES = [s.value for s in WorkflowState]
 
@@ -72,7 +75,12 @@ def workflows() -> None:
 
 
 async def _page(
-    db: DbOptions, name: str, state: str | None, limit: int, cursor: str | None
+    db: DbOptions,
+    name: str,
+    state: str | None,
+    limit: int,
+    cursor: str | None,
+    where: tuple[str, ...] = (),
 ) -> tuple[list[WorkflowExecutionView], str | None]:
     before = None
     if cursor is not None:
@@ -81,8 +89,11 @@ async def _page(
             before = (datetime.fromisoformat(at), uuid.UUID(wid))
         except ValueError:
             raise CliError(f"--cursor {cursor!r} is not a cursor printed by this list") from None
+    filters = [parse_search_filter(w) for w in where]  # bad text: exit 2 before connecting
     async with connect(db) as store:
-        got = await Client(store).list(name or None, state=state, limit=limit, cursor=before)
+        got = await Client(store).list(
+            name or None, state=state, limit=limit, cursor=before, where=filters
+        )
     nxt = None
     if got.next_cursor is not None:
         nxt = encode_cursor(got.next_cursor[0].isoformat(), str(got.next_cursor[1]))
@@ -104,7 +115,24 @@ def _list_item(v: WorkflowExecutionView) -> dict[str, Any]:
         "blocked_reason": v.blocked_reason,
         "parent_id": v.parent_id,
         "run_no": v.run_no,
+        "search_attributes": v.search_attributes,
     }
+
+
+def _search_text(attributes: dict[str, Any]) -> str:
+    """Search attributes as ``name=value`` pairs (keywords quoted, instants ISO)."""
+    return ", ".join(
+        f"{k}={json.dumps(v) if isinstance(v, str) else _plain_value(v)}"
+        for k, v in attributes.items()
+    )
+
+
+def _plain_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    return str(value)
 
 
 def _why(v: WorkflowExecutionView) -> str:
@@ -116,14 +144,25 @@ def _why(v: WorkflowExecutionView) -> str:
 )
 @click.option("--name", default="", help="Only executions of this workflow.")
 @click.option("--state", type=StrictChoice(STATES), help="Only executions in this state.")
+@click.option(
+    "--where", multiple=True, metavar="FILTER",
+    help="Search attribute filter, e.g. 'amount > 1000' or 'customer = \"c-17\"' "
+    "(= != < <= > >= in; repeat: all must hold).",
+)  # fmt: skip
 @limit_option(50)
 @cursor_option
 @db_command
 async def list_cmd(
-    name: str, state: str | None, limit: int, cursor: str | None, as_json: bool, db: DbOptions
+    name: str,
+    state: str | None,
+    where: tuple[str, ...],
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+    db: DbOptions,
 ) -> int:
     """List executions, newest first, a page at a time (payloads as previews)."""
-    rows, nxt = await _page(db, name, state, limit, cursor)
+    rows, nxt = await _page(db, name, state, limit, cursor, where)
     list_page(
         rows,
         nxt,
@@ -178,13 +217,20 @@ async def show(id: str, as_json: bool, db: DbOptions) -> int:
         ("parent", v.parent_id),
         ("parent close policy", v.parent_close_policy if v.parent_id else ""),
         ("run", f"{v.run_no} ({v.run_id})" if v.run_no > 1 else ""),
-        ("earlier runs", ", ".join(f"{r.run_no}={r.run_id}" for r in runs[:-1])),
+        ("earlier runs", ", ".join(_run_text(r) for r in runs[:-1])),
+        (
+            "reset from",
+            f"run {v.reset_from_run} at seq {v.reset_seq}: {v.reset_reason}"
+            if v.reset_from_run
+            else "",
+        ),
         ("history", f"{v.history_events} events, {v.history_bytes} bytes"),
         (
             "history limit",
             "exceeded: continue_as_new is due" if v.history_limit_exceeded else "",
         ),
         ("meta", ", ".join(f"{k}={val}" for k, val in v.meta.items())),
+        ("search attributes", _search_text(v.search_attributes)),
     ]
     fields += [(k, val) for k, val in optional if val not in (None, "")]
     payloads: list[tuple[str, Any]] = [("input", v.input)]
@@ -219,6 +265,14 @@ def _timeouts(v: WorkflowExecutionView) -> str:
 def _seconds(limit: timedelta) -> str:
     """A timeout as the CLI shows it: ``90s``."""
     return f"{limit.total_seconds():g}s"
+
+
+def _run_text(r: WorkflowRunView) -> str:
+    """An earlier run: its number and id, and for a reset one where and why."""
+    text = f"{r.run_no}={r.run_id}"
+    if r.state == "reset":
+        text += f" (reset at seq {r.reset_seq} while {r.state_at_reset}: {r.reset_reason})"
+    return text
 
 
 def _waiting_on(v: WorkflowExecutionView) -> str:
@@ -334,6 +388,11 @@ async def export(id: str, run_no: int | None, db: DbOptions) -> int:
     "--run-timeout", metavar="DURATION",
     help="Fail the execution if one run has not ended this long after its start.",
 )  # fmt: skip
+@click.option(
+    "--search-attr", "search_attr", multiple=True, metavar="NAME=VALUE",
+    help="Search attribute (repeatable): customer=c-17, amount=4999, paid=true, "
+    "due=2026-12-02T12:00:00Z; quote a keyword that looks like a number: ref='\"42\"'.",
+)  # fmt: skip
 @db_command
 async def start(
     name: str,
@@ -345,6 +404,7 @@ async def start(
     priority: int,
     execution_timeout: str | None,
     run_timeout: str | None,
+    search_attr: tuple[str, ...],
     as_json: bool,
     db: DbOptions,
 ) -> int:
@@ -356,6 +416,7 @@ async def start(
     wid = parse_id(id_, "--id") if id_ else None
     limit = _timeout(execution_timeout, "--execution-timeout")
     run_limit = _timeout(run_timeout, "--run-timeout")
+    attributes = dict(parse_search_assignment(a) for a in search_attr)
     async with connect(db) as store:
         handle: WorkflowHandle[Any] = await Client(store).start(
             name,
@@ -367,6 +428,7 @@ async def start(
             priority=priority,
             execution_timeout=limit,
             run_timeout=run_limit,
+            search_attributes=attributes,
         )
         live = await store.live_workers_for_workflow(name, task_queue)
     state = "started" if handle.started else "exists"
@@ -511,7 +573,18 @@ _ENDED: dict[type[Exception], str] = {
 }
 
 
-for _cmd in (show, start, signal, cancel, terminate, result, stalled, query_cmd, update_cmd):
+for _cmd in (
+    show,
+    start,
+    signal,
+    cancel,
+    terminate,
+    reset_cmd,
+    result,
+    stalled,
+    query_cmd,
+    update_cmd,
+):
     workflows.add_command(_cmd)
 
 

@@ -26,6 +26,7 @@ from azync_flow import _metrics
 from azync_flow._display import MAX_ROWS, time_or_age
 from azync_flow.client import Client
 from azync_flow.errors import ConflictError, NotFoundError, PayloadError, StoreError
+from azync_flow.search import split_search_filters
 from azync_flow.store.admin import JobFilter
 from azync_flow.store.dags import DAGState
 from azync_flow.store.events import EventFilter
@@ -188,13 +189,16 @@ class Console:
             since=_time(p.get("since", ""), "from"),
             until=_time(p.get("until", ""), "until"),
             key=key or None,
+            where=tuple(split_search_filters(p.get("where", ""))),
         )
         cursor = None
         if p.get("before_at") and p.get("before_id"):
             cursor = (_iso(p["before_at"]), _uuid(p["before_id"], "cursor id"))
         limit = _offset(p.get("limit", "")) or PAGE
         page = await q.executions(self.store, flt, cursor, min(limit, 500))
-        filters = {k: p.get(k, "") for k in ("state", "name", "since", "until", "key", "limit")}
+        filters = {
+            k: p.get(k, "") for k in ("state", "name", "since", "until", "key", "where", "limit")
+        }
         nxt = ""
         if page.next_cursor is not None:
             at, last = page.next_cursor

@@ -20,11 +20,13 @@ from azync_flow.errors import NotFoundError
 from azync_flow.replay.events import Event, decode_event
 from azync_flow.retry import RetryPolicy
 from azync_flow.schedules import ScheduleClient, ScheduleDescription
+from azync_flow.search import search_jsonpath
 from azync_flow.store import Store
 from azync_flow.store.admin import DailyCount, Depths
 from azync_flow.store.dags import DAGState, DAGView
 from azync_flow.store.queue import Job, Source
 from azync_flow.store.workflows import (
+    SearchFilter,
     StalledWorkflow,
     WorkflowExecutionView,
     WorkflowRunView,
@@ -122,6 +124,8 @@ class ExecutionFilter:
     since: datetime | None = None
     until: datetime | None = None
     key: str | None = None
+    #: search attribute filters, all of which must hold
+    where: tuple[SearchFilter, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,7 @@ async def executions(
         cursor[0] if cursor else None,
         cursor[1] if cursor else None,
         limit + 1,
+        search_jsonpath(flt.where) if flt.where else None,
     )
     out = [
         ExecutionRow(

@@ -33,6 +33,7 @@ from azync_flow.replay.events import (
     ChildStarted,
     Event,
     PatchMarker,
+    SearchAttributesUpserted,
     SideEffectRecorded,
     TimerCancelled,
     TimerStarted,
@@ -202,6 +203,11 @@ class DurableCallsMixin:
         self._check_size(f"side effect {kind}", value)
         event.value = msgspec.Raw(value)
         return value
+
+    def upsert_search_attributes(self, attributes: dict[str, Any]) -> None:
+        """Issue (or match) a search attribute upsert; ``attributes`` in stored
+        form (checked by the caller). The store applies it with the commit."""
+        self._emit(SearchAttributesUpserted(seq=0, attributes=dict(attributes)))
 
     def now(self) -> datetime:
         """Deterministic UTC time: the pass's backend time, recorded on first call."""

@@ -15,7 +15,7 @@ Two families:
   :class:`ActivityScheduled`, :class:`TimerStarted`, :class:`TimerCancelled`,
   :class:`SideEffectRecorded`, :class:`PatchMarker`, :class:`ChildStarted`,
   :class:`ChildSignaled`, :class:`ChildCancelRequested`, :class:`UpdateCompleted`,
-  and the terminal
+  :class:`SearchAttributesUpserted`, and the terminal
   :class:`WorkflowCompleted`, :class:`WorkflowFailed`, :class:`WorkflowCancelled`,
   :class:`WorkflowContinuedAsNew`.
 * **Inputs** — delivered to the code when the replay reaches them:
@@ -60,6 +60,7 @@ __all__ = [
     "OperationResolved",
     "OperationUncertain",
     "PatchMarker",
+    "SearchAttributesUpserted",
     "SideEffectRecorded",
     "SignalReceived",
     "SignalsUndelivered",
@@ -158,6 +159,21 @@ class PatchMarker(Event):
 
     def describe(self) -> str:
         return f"PatchMarker({self.patch_id})"
+
+
+class SearchAttributesUpserted(Event):
+    """The code set search attributes (``ctx.upsert_search_attributes``):
+    ``attributes`` maps each name to its stored form (``azync_flow.search``;
+    null removes the name). The store merges them into the execution's
+    attributes in the commit that appends this event."""
+
+    is_command: ClassVar[bool] = True
+    seq: int
+    attributes: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def describe(self) -> str:
+        names = ", ".join(sorted(self.attributes))
+        return f"SearchAttributesUpserted({names})"
 
 
 class WorkflowCompleted(Event):
@@ -526,6 +542,7 @@ AnyEvent = (
     | ChildCompleted
     | ChildFailed
     | ChildrenNotStarted
+    | SearchAttributesUpserted
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -558,6 +575,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ChildCompleted,
         ChildFailed,
         ChildrenNotStarted,
+        SearchAttributesUpserted,
     )
 }
 COMMAND_TYPES = frozenset(n for n, c in EVENT_TYPES.items() if c.is_command)

@@ -17,6 +17,7 @@ position when:
 * ``ChildSignaled``: same child, signal name and the same payload JSON;
 * ``ChildCancelRequested``: same child;
 * ``UpdateCompleted``: same update id (the result may differ);
+* ``SearchAttributesUpserted``: the same names and values;
 * terminal events (completed/failed/cancelled/continued as new): always (the
   result or the new input may differ).
 
@@ -34,6 +35,7 @@ from azync_flow.replay.events import (
     ChildStarted,
     Event,
     PatchMarker,
+    SearchAttributesUpserted,
     SideEffectRecorded,
     TimerCancelled,
     UpdateCompleted,
@@ -74,4 +76,7 @@ def commands_match(recorded: Event, new: Event) -> bool:
     if isinstance(recorded, UpdateCompleted):
         assert isinstance(new, UpdateCompleted)
         return recorded.update_id == new.update_id
+    if isinstance(recorded, SearchAttributesUpserted):
+        assert isinstance(new, SearchAttributesUpserted)
+        return recorded.attributes == new.attributes
     return True

@@ -90,6 +90,10 @@ class CompletionFolder:
         run_id = job.run_id
         if run_id is None or (run_id not in self.runner.cache and run_id not in self._inboxes):
             return False
+        if "reset_run" in job.meta:
+            # enqueued again by a reset: a cached instance may be the old run's,
+            # at the same next_seq; the plain path's pass checks the run id
+            return False
         if lease_gone(lease):  # taken over: the plain path refuses the report as before
             return False
         inbox = self._inboxes.get(run_id)

@@ -123,7 +123,10 @@ class QueryResponder:
             try:
                 after = cached.next_seq - 1 if cached is not None else 0
                 state = await self.store.load_workflow_task(run_id, after_seq=after)
-                if cached is not None and cached.next_seq == state.next_seq:
+                same_run = cached is not None and cached.info.current_run_id == (
+                    state.execution.run_id or run_id
+                )  # a reset can start a new run at the same next_seq
+                if cached is not None and same_run and cached.next_seq == state.next_seq:
                     self.from_cache += 1
                     return cached.query(claim.name, claim.args)
                 if cached is not None:  # events were recorded since its last pass

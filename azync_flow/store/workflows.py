@@ -10,7 +10,7 @@ import enum
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import msgspec
 
@@ -35,8 +35,10 @@ __all__ = [
     "QueryAnswer",
     "QueryClaim",
     "QueryRequest",
+    "ResetResult",
     "ResolvedOperation",
     "ScheduleOperationParams",
+    "SearchFilter",
     "SignalParams",
     "StalledScan",
     "StalledWorkflow",
@@ -119,6 +121,25 @@ class WorkflowStartParams(msgspec.Struct, kw_only=True):
     priority: int = 0
     execution_timeout: timedelta | None = None
     run_timeout: timedelta | None = None
+    #: Search attributes to start with: name -> str, int, float, bool or
+    #: timezone-aware datetime (``azync_flow.search``).
+    search_attributes: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """One search attribute comparison of a listing (``azync_flow.search``
+    builds and checks them: ``SearchAttr("amount") > 1000``).
+
+    Attributes:
+        name: the attribute's name.
+        op: one of ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``.
+        values: the value compared with (one; any number for ``in``): str,
+            int, float, bool or timezone-aware datetime.
+    """
+
+    name: str
+    op: str
+    values: tuple[Any, ...]
 
 
 class WorkflowExecutionView(msgspec.Struct, kw_only=True):
@@ -189,6 +210,13 @@ class WorkflowExecutionView(msgspec.Struct, kw_only=True):
     execution_timeout: timedelta | None = None
     run_timeout: timedelta | None = None
     timeout_at: datetime | None = None
+    #: Its search attributes as the start and the code's upserts left them.
+    search_attributes: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: When the current run was started by a reset: the run it replaced
+    #: (``run_no``), the last seq of that run's history it kept, and why.
+    reset_from_run: int | None = None
+    reset_seq: int | None = None
+    reset_reason: str = ""
 
 
 class WorkflowRunView(msgspec.Struct, kw_only=True):
@@ -203,8 +231,12 @@ class WorkflowRunView(msgspec.Struct, kw_only=True):
             current run is live.
         events: history events of the run (so far, for the current run).
         current: True for the execution's current (or final) run.
-        state: ``"continued_as_new"`` for an earlier run; the execution's
-            state for the current (or final) run (``running``, ``succeeded`` ...).
+        state: ``"continued_as_new"`` or ``"reset"`` for an earlier run; the
+            execution's state for the current (or final) run (``running``,
+            ``succeeded`` ...).
+        reset_seq / reset_reason / state_at_reset: for a run ended by a reset:
+            the last seq of its history the next run kept, why, and the state
+            it was in (``running``, ``failed`` ...).
     """
 
     run_no: int
@@ -215,6 +247,30 @@ class WorkflowRunView(msgspec.Struct, kw_only=True):
     events: int
     current: bool = False
     state: str = "continued_as_new"
+    reset_seq: int | None = None
+    reset_reason: str = ""
+    state_at_reset: str = ""
+
+
+class ResetResult(msgspec.Struct, kw_only=True):
+    """What ``WorkflowAdmin.reset_workflow`` did.
+
+    Attributes:
+        run_no / run_id: the new run.
+        kept: the last seq of the old run's history the new run keeps.
+        previous_state: the state the execution was in before the reset.
+        rerun_activities: activities enqueued again (scheduled in the kept
+            history without their outcome there).
+        redelivered_signals: signals the old run consumed after the point,
+            buffered again for the new run.
+    """
+
+    run_no: int
+    run_id: uuid.UUID
+    kept: int
+    previous_state: WorkflowState
+    rerun_activities: int
+    redelivered_signals: int
 
 
 class TerminatedExecution(msgspec.Struct, kw_only=True):
@@ -726,9 +782,15 @@ class WorkflowAdmin(Protocol):
         state: WorkflowState | str | None = None,
         limit: int = 50,
         before: tuple[datetime, uuid.UUID] | None = None,
+        where: Sequence[SearchFilter] = (),
     ) -> list[WorkflowExecutionView]:
         """Executions newest first (``created_at``, then id); ``before`` is the
-        keyset cursor ``(created_at, id)`` of the previous page's last row."""
+        keyset cursor ``(created_at, id)`` of the previous page's last row;
+        ``where``: only executions whose search attributes pass every filter.
+
+        Raises:
+            SearchAttributeError: a filter of a bad name, operator or value.
+        """
         ...
 
     async def list_history(
@@ -779,6 +841,58 @@ class WorkflowAdmin(Protocol):
 
     async def workflow_history_size(self, id: uuid.UUID) -> tuple[int, int]:
         """``(events, payload bytes)`` of the current run's history."""
+        ...
+
+    async def reset_workflow(
+        self,
+        id: uuid.UUID,
+        *,
+        expected_next_seq: int,
+        keep: int,
+        new_run_id: uuid.UUID,
+        reason: str,
+        rerun_seqs: Sequence[int] = (),
+        open_timer_seqs: Sequence[int] = (),
+    ) -> ResetResult:
+        """Start a new run of an execution that keeps events ``1..keep`` of the
+        current run's history, in one transaction (any state: a running run
+        is ended by it).
+
+        The current run and its whole history are archived as an earlier run
+        (state ``reset``, with ``keep``, ``reason`` and its state); history
+        past ``keep`` is removed; every live job of the execution is cancelled
+        with its lease token cleared (a worker holding one writes nothing);
+        the activities scheduled at ``rerun_seqs`` are enqueued again (copies
+        of their last job); the timers started at ``open_timer_seqs`` are
+        pending again with their original deadlines and every other timer is
+        dropped; signals the old run consumed after ``keep`` are buffered again
+        in their original order; live children of the old run get their
+        parent-close policy; the execution becomes ``running`` in run
+        ``run_no + 1`` (``new_run_id``) with its result, reasons, suspension
+        and cancel request cleared, and a workflow task due now.
+
+        Args:
+            id: the execution.
+            expected_next_seq: the next seq of the history the caller planned
+                from (a fence: the history must not have moved on).
+            keep: the last seq kept (0: none).
+            new_run_id: the new run's id.
+            reason: why (kept with the old run and on the execution).
+            rerun_seqs: seqs of ``ActivityScheduled`` events to run again.
+            open_timer_seqs: seqs of ``TimerStarted`` events to start again.
+
+        Returns:
+            A :class:`ResetResult`.
+
+        Raises:
+            NotFoundError: the execution does not exist.
+            ConflictError: its history moved past ``expected_next_seq``, its
+                jobs stayed locked by other transactions, or its business key
+                is held by another live execution now; nothing written, plan
+                again.
+            ValueError: ``keep`` outside ``0..expected_next_seq - 1``, or a
+                reason the store refuses (NUL).
+        """
         ...
 
 

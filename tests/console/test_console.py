@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import sys
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator
@@ -273,6 +274,19 @@ async def test_executions_filter_by_state_workflow_key_time_and_id(env: Env, ano
     await anon.goto(env.url + "/executions?state=nonsense")
     assert "unknown state" in await anon.inner_text(".problem")
     await shot(anon, "executions-bad-filter")
+
+
+async def test_executions_filter_by_search_attributes(env: Env, anon: Page) -> None:
+    client = Client(env.store)
+    tag = uuid.uuid4().hex[:8]
+    big = await client.start("sa_console", {}, search_attributes={"tag": tag, "amount": 5000})
+    await client.start("sa_console", {}, search_attributes={"tag": tag, "amount": 10})
+    where = f'tag = "{tag}" and amount > 1000'
+    await anon.goto(env.url + "/executions?" + urllib.parse.urlencode({"where": where}))
+    assert await texts(anon, "#executions td.id a.exec") == [str(big.id)]
+    assert await anon.input_value("input[name=where]") == where
+    await anon.goto(env.url + "/executions?where=amount+%7E+3")
+    assert "cannot read search filter" in await anon.inner_text(".problem")
 
 
 async def test_executions_page_by_keyset_without_overlap(env: Env, anon: Page) -> None:

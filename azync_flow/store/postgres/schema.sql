@@ -29,6 +29,7 @@
 --   0026_task_queues.sql
 --   0027_priorities.sql
 --   0029_timeouts.sql
+--   0030_workflow_search_attributes.sql
 
 -- Types
 
@@ -328,6 +329,10 @@ CREATE TABLE azync_workflow_executions (
     execution_timeout interval,
     run_timeout interval,
     timeout_at timestamp with time zone,
+    search_attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    reset_from_run integer,
+    reset_seq bigint,
+    reset_reason text DEFAULT ''::text NOT NULL,
     CONSTRAINT azync_workflow_executions_pkey PRIMARY KEY (id),
     CONSTRAINT azync_workflow_executions_state_check CHECK ((state = ANY (ARRAY['running'::text, 'suspended'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'terminated'::text])))
 );
@@ -375,6 +380,10 @@ CREATE TABLE azync_workflow_runs (
     started_at timestamp with time zone NOT NULL,
     ended_at timestamp with time zone NOT NULL,
     events bigint NOT NULL,
+    ended_as text DEFAULT 'continued_as_new'::text NOT NULL,
+    reset_seq bigint,
+    reset_reason text DEFAULT ''::text NOT NULL,
+    state_at_reset text DEFAULT ''::text NOT NULL,
     CONSTRAINT azync_workflow_runs_pkey PRIMARY KEY (workflow_id, run_no)
 );
 
@@ -541,6 +550,8 @@ CREATE INDEX azync_workflow_executions_created ON azync_workflow_executions USIN
 CREATE UNIQUE INDEX azync_workflow_executions_live_key ON azync_workflow_executions USING btree (name, business_idempotency_key) WHERE ((business_idempotency_key <> ''::text) AND (state = ANY (ARRAY['running'::text, 'suspended'::text])));
 
 CREATE INDEX azync_workflow_executions_parent ON azync_workflow_executions USING btree (parent_id, parent_run_id) WHERE (parent_id IS NOT NULL);
+
+CREATE INDEX azync_workflow_executions_search ON azync_workflow_executions USING gin (search_attributes jsonb_path_ops);
 
 CREATE INDEX azync_workflow_executions_state ON azync_workflow_executions USING btree (state, updated_at);
 
@@ -1371,6 +1382,113 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION azync_workflow_reset(p_at timestamp with time zone, p_channel text, p_id uuid, p_expected bigint, p_keep bigint, p_new_run uuid, p_reason text, p_rerun text[], p_timers bigint[])
+ RETURNS TABLE(ok boolean, state text, run_no integer, next_seq bigint, rerun integer, redelivered integer, at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    ex record;
+    n_ops int;
+    n_sig int;
+    deltas azync_job_delta[];
+BEGIN
+    SELECT e.state, e.run_id, e.run_no, e.input, e.next_seq,
+           coalesce(e.run_started_at, e.created_at) AS started
+    INTO ex FROM azync_workflow_executions e
+    WHERE e.id = p_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF ex.next_seq <> p_expected OR p_keep < 0 OR p_keep >= ex.next_seq THEN
+        RETURN QUERY SELECT false, ex.state, ex.run_no, ex.next_seq, 0, 0, p_at;
+        RETURN;
+    END IF;
+    PERFORM azync_workflow_close_children(p_id, coalesce(ex.run_id, p_id), p_at, p_channel);
+    INSERT INTO azync_workflow_runs (workflow_id, run_no, run_id, input, started_at, ended_at,
+                                     events, ended_as, reset_seq, reset_reason, state_at_reset)
+    VALUES (p_id, ex.run_no, coalesce(ex.run_id, p_id), ex.input, ex.started, p_at,
+            ex.next_seq - 1, 'reset', p_keep, p_reason, ex.state);
+    INSERT INTO azync_workflow_run_history (workflow_id, run_no, seq, type, payload, created_at)
+    SELECT workflow_id, ex.run_no, seq, type, payload, created_at
+    FROM azync_workflow_history WHERE workflow_id = p_id;
+    DELETE FROM azync_workflow_history WHERE workflow_id = p_id AND seq > p_keep;
+
+    UPDATE azync_jobs
+    SET state = 'cancelled', lease_token = NULL, lease_until = NULL,
+        last_error = 'its workflow run was reset', completed_at = p_at, updated_at = p_at
+    WHERE run_id = p_id AND source = 'workflow'
+      AND state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain');
+    WITH last AS (
+        SELECT DISTINCT ON (j.task_key) j.*
+        FROM azync_jobs j
+        WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = ANY(p_rerun)
+        ORDER BY j.task_key, j.enqueued_at DESC, j.id
+    ), ins AS (
+        INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
+                                max_attempts_explicit, run_id, task_key, enqueued_at,
+                                updated_at, task_queue, priority)
+        SELECT gen_random_uuid(), 'workflow', l.kind, 'pending', l.payload,
+               l.meta || jsonb_build_object('reset_run', p_new_run::text), p_at,
+               l.max_attempts, l.max_attempts_explicit, p_id, l.task_key, p_at, p_at,
+               l.task_queue, l.priority
+        FROM last l
+        RETURNING kind
+    ), wake AS (
+        SELECT pg_notify(p_channel, 'workflow:' || k.kind) FROM (SELECT DISTINCT kind FROM ins) k
+    )
+    SELECT count(*)::int, array_agg(ROW('workflow', i.kind, 1, 0, 0, 0)::azync_job_delta)
+    INTO n_ops, deltas
+    FROM ins i WHERE (SELECT count(*) FROM wake) >= 0;
+
+    DELETE FROM azync_workflow_timers t
+    WHERE t.workflow_id = p_id AND NOT (t.seq = ANY(p_timers));
+    INSERT INTO azync_workflow_timers (workflow_id, seq, fire_at, fired_at)
+    SELECT p_id, h.seq,
+           h.created_at + ((convert_from(h.payload, 'UTF8')::jsonb ->> 'fire_after_s')::float8
+                           * interval '1 second'),
+           NULL
+    FROM azync_workflow_history h
+    WHERE h.workflow_id = p_id AND h.seq = ANY(p_timers) AND h.type = 'TimerStarted'
+    ON CONFLICT (workflow_id, seq) DO UPDATE SET fired_at = NULL;
+
+    UPDATE azync_workflow_signals s SET consumed_seq = NULL
+    WHERE s.workflow_id = p_id AND s.consumed_seq > p_keep;
+    GET DIAGNOSTICS n_sig = ROW_COUNT;
+
+    UPDATE azync_workflow_executions e
+    SET state = 'running', run_id = p_new_run, run_no = ex.run_no + 1, run_started_at = p_at,
+        next_seq = p_keep + 1, result = NULL, failure_reason = '', suspend_reason = '',
+        suspend_seq = NULL, suspend_operation_id = NULL, completed_at = NULL,
+        cancel_requested = false, awaited_signals = '{}', signals_undelivered = 0,
+        reset_from_run = ex.run_no, reset_seq = p_keep, reset_reason = p_reason,
+        updated_at = p_at
+    WHERE e.id = p_id;
+    PERFORM azync_schedule_workflow_task(p_id, '$wft', p_at, p_at, p_channel);
+    deltas := coalesce(deltas, '{}') || ROW('workflow', '$wft', 1, 0, 0, 0)::azync_job_delta;
+    PERFORM azync_job_count(p_at, deltas);
+    RETURN QUERY SELECT true, 'running'::text, ex.run_no + 1, p_keep + 1, n_ops, n_sig, p_at;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_workflow_search_upsert()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    attrs jsonb := convert_from(NEW.payload, 'UTF8')::jsonb -> 'attributes';
+BEGIN
+    UPDATE azync_workflow_executions
+    SET search_attributes = (search_attributes || jsonb_strip_nulls(attrs))
+        - ARRAY(SELECT k FROM jsonb_each(attrs) AS a(k, v) WHERE v = 'null'::jsonb)
+    WHERE id = NEW.workflow_id;
+    RETURN NULL;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION azync_workflow_waits(p_id uuid, p_at timestamp with time zone)
  RETURNS text
  LANGUAGE sql
@@ -1427,3 +1545,5 @@ CREATE TRIGGER azync_jobs_deadlines BEFORE INSERT ON azync_jobs FOR EACH ROW WHE
 CREATE TRIGGER azync_jobs_merge_workflow_task BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.task_key = '$wft'::text) AND (old.state <> ALL (ARRAY['pending'::text, 'scheduled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'scheduled'::text])))) EXECUTE FUNCTION azync_merge_workflow_task();
 
 CREATE TRIGGER azync_jobs_no_blind_retry BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.state = 'active'::text) AND (new.state = 'pending'::text) AND (new.reap_count > old.reap_count) AND ((old.meta ->> 'idempotent'::text) = 'false'::text))) EXECUTE FUNCTION azync_keep_nonidempotent_op();
+
+CREATE TRIGGER azync_workflow_history_search_upsert AFTER INSERT ON azync_workflow_history FOR EACH ROW WHEN ((new.type = 'SearchAttributesUpserted'::text)) EXECUTE FUNCTION azync_workflow_search_upsert();

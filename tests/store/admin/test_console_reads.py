@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from azync_flow import Client
+from azync_flow.search import SearchAttr, search_jsonpath
 from azync_flow.store.postgres import PostgresStore
 
 
@@ -21,16 +22,22 @@ async def test_only_console_queries_run(store: PostgresStore) -> None:
 
 async def test_the_executions_query_filters_and_pages_by_keyset(store: PostgresStore) -> None:
     client = Client(store)
-    ids = [(await client.start("w", i, idempotency_key=f"k{i}")).id for i in range(3)]
+    ids = [
+        (await client.start("w", i, idempotency_key=f"k{i}", search_attributes={"n": i})).id
+        for i in range(3)
+    ]
     await client.start("other", 0)
 
     async def page(**f: object) -> list[uuid.UUID]:
         args = [f.get(k) for k in ("state", "name", "since", "until", "key", "at", "id")]
-        rows = await store.console_rows("console_executions", *args, f.get("limit", 50))
+        rows = await store.console_rows(
+            "console_executions", *args, f.get("limit", 50), f.get("where")
+        )
         return [r["id"] for r in rows]
 
     assert sorted(await page(name="w")) == sorted(ids)
     assert await page(key="k1") == [ids[1]]
+    assert await page(where=search_jsonpath([SearchAttr("n") >= 1])) == [ids[2], ids[1]]
     newest = await page(name="w", limit=2)
     row = await store.get_workflow_execution(newest[-1])
     rest = await page(name="w", at=row.created_at, id=row.id)

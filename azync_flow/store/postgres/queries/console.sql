@@ -13,7 +13,8 @@ GROUP BY state
 -- $2 state (NULL = any), $3 workflow name (NULL = any), $4 created at or
 -- after (NULL = any), $5 created before (NULL = any), $6 business key (NULL =
 -- any), $7 $8 keyset cursor (created_at, id) of the previous page's last row
--- (NULL = from the newest), $9 limit. Newest first; a running row carries its
+-- (NULL = from the newest), $9 limit, $10 a jsonpath over the search
+-- attributes (NULL = any; azync_flow.search.search_jsonpath). Newest first; a running row carries its
 -- live workflow task's failures and last error (one index probe per row of
 -- the page, after the LIMIT).
 SELECT e.*, t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error
@@ -29,6 +30,7 @@ FROM (
       AND ($5::timestamptz IS NULL OR created_at < $5)
       AND ($6::text IS NULL OR business_idempotency_key = $6)
       AND ($7::timestamptz IS NULL OR (created_at, id) < ($7::timestamptz, $8::uuid))
+      AND ($10::jsonpath IS NULL OR search_attributes @@ $10::jsonpath)
       AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
     ORDER BY created_at DESC, id DESC
     LIMIT $9

@@ -25,7 +25,8 @@ LIMIT 1
 -- text[], $7 task_queues text[], $8 metas text[] (JSON), $9 trace contexts
 -- text[] (JSON), $10 channel, $11 priorities int[], $12 execution timeouts
 -- and $13 run timeouts interval[] (NULL: none; timeout_at the earlier
--- deadline). Returns the ids inserted; an item conflicting
+-- deadline), $14 search attributes text[] (JSON maps, stored form).
+-- Returns the ids inserted; an item conflicting
 -- (same id, or same live (name, key)) with an execution, or with an earlier
 -- item of the batch, inserts nothing. One stats write, one wake.
 WITH clock AS (
@@ -34,15 +35,16 @@ WITH clock AS (
     INSERT INTO azync_workflow_executions (id, name, version, state, business_idempotency_key,
                                            task_queue, input, meta, trace_context, priority,
                                            execution_timeout, run_timeout, timeout_at,
-                                           created_at, updated_at)
+                                           search_attributes, created_at, updated_at)
     SELECT u.id, u.name, u.version, 'running', u.key, u.task_queue, u.input, u.meta::jsonb,
            u.trace_context::jsonb, u.priority, u.execution_timeout, u.run_timeout,
-           least(c.t + u.execution_timeout, c.t + u.run_timeout), c.t, c.t
+           least(c.t + u.execution_timeout, c.t + u.run_timeout), u.search::jsonb, c.t, c.t
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-                $8::text[], $9::text[], $11::int[], $12::interval[], $13::interval[])
+                $8::text[], $9::text[], $11::int[], $12::interval[], $13::interval[],
+                $14::text[])
          WITH ORDINALITY
          AS u(id, name, version, input, key, task_queue, meta, trace_context, priority,
-              execution_timeout, run_timeout, n),
+              execution_timeout, run_timeout, search, n),
          clock c
     ORDER BY u.n
     ON CONFLICT DO NOTHING
@@ -541,6 +543,32 @@ LEFT JOIN LATERAL (
 ) t ON true
 ORDER BY e.created_at DESC, e.id DESC
 
+-- name: workflow_list_search
+-- As workflow_list, $7 a jsonpath predicate over the search attributes (built
+-- by the driver from typed filters; never NULL): only executions it matches.
+-- The GIN index (jsonb_path_ops, migration 0030) serves its equality parts.
+SELECT e.*, t.attempt - (t.state = 'active')::int AS task_failures, t.last_error AS task_error,
+       CASE WHEN e.state = 'running'
+            THEN azync_workflow_waits(e.id, coalesce($1::timestamptz, now())) END AS waits
+FROM (
+    SELECT * FROM azync_workflow_executions
+    WHERE search_attributes @@ $7::jsonpath
+      AND ($2::text IS NULL OR name = $2)
+      AND ($3::text IS NULL OR state = $3)
+      AND ($5::timestamptz IS NULL OR (created_at, id) < ($5::timestamptz, $6::uuid))
+    ORDER BY created_at DESC, id DESC
+    LIMIT $4
+) e
+LEFT JOIN LATERAL (
+    SELECT j.attempt, j.last_error, j.state FROM azync_jobs j
+    WHERE e.state = 'running'
+      AND j.run_id = e.id AND j.source = 'workflow' AND j.task_key = '$wft'
+      AND j.state IN ('pending', 'scheduled', 'active')
+    ORDER BY j.state = 'active' DESC, j.attempt DESC
+    LIMIT 1
+) t ON true
+ORDER BY e.created_at DESC, e.id DESC
+
 -- name: workflow_task_load
 -- $2 workflow id, $3 after seq: everything a replay pass reads, in ONE
 -- statement (one snapshot): the execution row, its history past $3 and
@@ -944,8 +972,9 @@ FROM ex x
 -- override, as everywhere.
 
 -- name: workflow_runs
--- $2 id: the earlier runs of an execution (continue-as-new), oldest first.
-SELECT run_no, run_id, input, started_at, ended_at, events, $1::timestamptz AS at
+-- $2 id: the earlier runs of an execution (continue-as-new, reset), oldest first.
+SELECT run_no, run_id, input, started_at, ended_at, events, ended_as, reset_seq, reset_reason,
+       state_at_reset, $1::timestamptz AS at
 FROM azync_workflow_runs
 WHERE workflow_id = $2
 ORDER BY run_no
@@ -1177,3 +1206,13 @@ SET state = 'dead', lease_token = NULL, lease_until = NULL, last_error = $3,
     completed_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2
 RETURNING kind
+
+-- name: workflow_reset
+-- $2 channel, $3 id, $4 expected next_seq, $5 keep (last seq kept), $6 new
+-- run id, $7 reason, $8 execution keys of the operations to enqueue again
+-- text[], $9 seqs of the timers to start again bigint[]. ONLY after
+-- workflow_lock and workflow_terminate_lock_jobs in the same transaction.
+-- One row (none: no such execution); ok = false when next_seq is not $4 or
+-- $5 is out of range (nothing written). See azync_workflow_reset (migration 0030).
+SELECT * FROM azync_workflow_reset(coalesce($1::timestamptz, now()), $2, $3, $4, $5, $6, $7,
+                                   $8::text[], $9::bigint[])

@@ -4,7 +4,7 @@ load and commit of passes, operations (uncertain ones included), children,
 queries and updates.
 
 The verbs live in one module per concern (core, runtime, hot path, children,
-interaction, listing, reaper, terminate, timeouts, uncertain); :class:`WorkflowMixin`
+interaction, listing, reaper, reset, terminate, timeouts, uncertain); :class:`WorkflowMixin`
 joins them for ``PostgresStore``.
 """
 
@@ -14,6 +14,7 @@ from .core import WORKFLOW_TASK
 from .hotpath import WorkflowHotPathMixin
 from .listing import WorkflowDoneSubscription, WorkflowListingMixin
 from .reaper import WorkflowReaperMixin
+from .reset import WorkflowResetMixin
 from .terminate import WORKFLOW_TERMINATED_EVENT, WorkflowTerminateMixin
 from .timeouts import WorkflowTimeoutsMixin
 from .uncertain import LEASE_EXPIRED_REASON, UncertainMixin
@@ -34,5 +35,6 @@ class WorkflowMixin(
     WorkflowHotPathMixin,
     WorkflowTerminateMixin,
     WorkflowTimeoutsMixin,
+    WorkflowResetMixin,
 ):
     """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""

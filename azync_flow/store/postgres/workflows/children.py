@@ -36,6 +36,10 @@ class WorkflowChildrenMixin(WorkflowCoreMixin):
                 started_at=r["started_at"],
                 ended_at=r["ended_at"],
                 events=r["events"],
+                state=r["ended_as"],
+                reset_seq=r["reset_seq"],
+                reset_reason=r["reset_reason"],
+                state_at_reset=r["state_at_reset"],
             )
             for r in rows
         ]

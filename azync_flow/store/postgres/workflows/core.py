@@ -29,16 +29,19 @@ __all__ = [
     "op_route",
 ]
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
 import asyncpg
 import msgspec
 
 from ...._text import clean_text
 from ....errors import ConflictError, NotFoundError
+from ....search import decode_search_attributes, encode_search_attributes
 from ...validate import (
     check_meta,
     check_name,
@@ -181,6 +184,7 @@ class WorkflowCoreMixin(PgBase):
                 [p.priority],
                 [p.execution_timeout],
                 [p.run_timeout],
+                [_search_json(p)],
             )
             if inserted:
                 return True, p.id
@@ -282,6 +286,7 @@ class WorkflowCoreMixin(PgBase):
             [p.priority for p in items],
             [p.execution_timeout for p in items],
             [p.run_timeout for p in items],
+            [_search_json(p) for p in items],
             conn=tx,
         )
         inserted = {r["id"] for r in rows}
@@ -695,6 +700,12 @@ def check_start(p: WorkflowStartParams) -> None:
     check_meta(p.meta, "workflow meta")
     check_timeout(p.execution_timeout, "execution_timeout")
     check_timeout(p.run_timeout, "run_timeout")
+    encode_search_attributes(p.search_attributes)
+
+
+def _search_json(p: WorkflowStartParams) -> str:
+    """The stored form of a start's search attributes, as JSON text."""
+    return json.dumps(encode_search_attributes(p.search_attributes), ensure_ascii=False)
 
 
 def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecutionView:
@@ -747,7 +758,19 @@ def execution_from_row(row: asyncpg.Record, prefix: str = "") -> WorkflowExecuti
         execution_timeout=row.get(prefix + "execution_timeout"),
         run_timeout=row.get(prefix + "run_timeout"),
         timeout_at=row.get(prefix + "timeout_at"),
+        search_attributes=decode_search_attributes(_jsonb(row.get(prefix + "search_attributes"))),
+        reset_from_run=row.get(prefix + "reset_from_run"),
+        reset_seq=row.get(prefix + "reset_seq"),
+        reset_reason=row.get(prefix + "reset_reason") or "",
     )
+
+
+def _jsonb(value: Any) -> dict[str, Any]:
+    """A jsonb map column (asyncpg returns text) as a dict."""
+    if not value or value == "{}":
+        return {}
+    decoded: dict[str, Any] = json.loads(value) if isinstance(value, str) else dict(value)
+    return decoded
 
 
 def history_from_row(row: asyncpg.Record) -> HistoryEvent:

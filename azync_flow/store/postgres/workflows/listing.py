@@ -11,12 +11,15 @@ Workers ignore these payloads (they are not ``<source>:<kind>`` wakes).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
+from ....search import search_jsonpath
 from ...validate import check_text
-from ...workflows import DONE_RESET, WorkflowExecutionView, WorkflowState
+from ...workflows import DONE_RESET, SearchFilter, WorkflowExecutionView, WorkflowState
 from .._listen import ListenSubscription, open_subscription
 from .core import WorkflowCoreMixin, execution_from_row
 from .interaction import QUERY_PREFIX, UPDATE_PREFIX
@@ -57,6 +60,7 @@ class WorkflowListingMixin(WorkflowCoreMixin):
         state: WorkflowState | str | None = None,
         limit: int = 50,
         before: tuple[datetime, uuid.UUID] | None = None,
+        where: Sequence[SearchFilter] = (),
     ) -> list[WorkflowExecutionView]:
         """Executions, newest first (``created_at``, then id, descending), each with
         its ``blocked_reason`` as :meth:`get_workflow_execution` computes it.
@@ -67,24 +71,31 @@ class WorkflowListingMixin(WorkflowCoreMixin):
             limit: page size (>= 1).
             before: keyset cursor ``(created_at, id)`` of the last row of the
                 previous page; None starts at the newest.
+            where: search attribute filters, all of which must hold
+                (``azync_flow.search``); one jsonpath predicate in SQL.
 
         Raises:
             ValueError: ``limit`` < 1, an unknown state, or a ``name`` that
                 :func:`~azync_flow.store.validate.check_text` refuses.
+            SearchAttributeError: a filter of a bad name, operator or value
+                (also a ``ValueError``).
         """
         if limit < 1:
             raise ValueError("limit must be >= 1")
         if name is not None:
             check_text(name, "workflow name")
         state_value = None if state is None else WorkflowState(state).value
-        rows = await self._fetch(
-            "workflow_list",
+        args: list[Any] = [
             name,
             state_value,
             limit,
             before[0] if before else None,
             before[1] if before else None,
-        )
+        ]
+        if where:
+            rows = await self._fetch("workflow_list_search", *args, search_jsonpath(where))
+        else:
+            rows = await self._fetch("workflow_list", *args)
         return [execution_from_row(r) for r in rows]
 
     async def workflow_done_events(self) -> WorkflowDoneSubscription | None:
