@@ -1177,3 +1177,28 @@ SET state = 'dead', lease_token = NULL, lease_until = NULL, last_error = $3,
     completed_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
 WHERE id = $2
 RETURNING kind
+
+-- name: workflow_op_transaction_open
+-- $2 job id, $3 lease_token, $4 run id, $5 search_path for the rest of the
+-- transaction. Opens a transactional step: locks the operation while it is
+-- active under the token (only the job row: the execution stays free for
+-- passes meanwhile; the outcome statement locks it after), then switches the
+-- transaction to the caller's search_path (LOCAL: the store's comes back at
+-- the end of the transaction). No row = stale token, nothing set.
+SELECT j.id, set_config('search_path', $5::text, true) AS search_path
+FROM azync_jobs j
+WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'active' AND j.source = 'workflow'
+  AND j.task_key <> '$wft' AND j.run_id = $4
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+FOR UPDATE
+
+-- name: workflow_op_transaction_schema
+-- $2 the store's search_path: restores it for the rest of a transactional
+-- step's transaction (reads no table, so it plans the same under any path).
+SELECT set_config('search_path', $2::text, true) AS search_path,
+       $1::timestamptz IS NULL AS real_clock
+
+-- name: store_default_search_path
+-- The search_path a connection gets from the server (role, database and
+-- server settings), read on a connection opened without the store's.
+SELECT current_setting('search_path') AS search_path, $1::timestamptz IS NULL AS real_clock

@@ -14,6 +14,7 @@ from .core import WORKFLOW_TASK
 from .hotpath import WorkflowHotPathMixin
 from .listing import WorkflowDoneSubscription, WorkflowListingMixin
 from .reaper import WorkflowReaperMixin
+from .transactional import OperationTransactionMixin
 from .terminate import WORKFLOW_TERMINATED_EVENT, WorkflowTerminateMixin
 from .timeouts import WorkflowTimeoutsMixin
 from .uncertain import LEASE_EXPIRED_REASON, UncertainMixin
@@ -34,5 +35,6 @@ class WorkflowMixin(
     WorkflowHotPathMixin,
     WorkflowTerminateMixin,
     WorkflowTimeoutsMixin,
+    OperationTransactionMixin,
 ):
     """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""
