@@ -61,7 +61,10 @@ async def test_step_writes_and_completion_commit_together(
     assert await rows(store, ledger) == [("debit", 5)]
     assert await op_state(store, wid) == "succeeded"
     history = await store.list_history(wid)
-    assert [(e.seq, e.type) for e in history] == [(1, "ActivityScheduled"), (2, "ActivityCompleted")]
+    assert [(e.seq, e.type) for e in history] == [
+        (1, "ActivityScheduled"),
+        (2, "ActivityCompleted"),
+    ]
     assert len(await runnable_tasks(store, wid)) == 1  # the next pass is scheduled
 
 
@@ -69,10 +72,14 @@ async def test_leaving_without_an_outcome_rolls_the_step_writes_back(
     store: PostgresStore, clock: MovableClock, ledger: str
 ) -> None:
     wid, job = await leased_op(store, clock)
-    with pytest.raises(RuntimeError, match="boom"):
+
+    async def step_raises() -> None:
         async with store.operation_transaction(wid_job(job), job.lease_token, wid) as tx:  # type: ignore[attr-defined]
             await tx.connection.execute(f"INSERT INTO {ledger} VALUES ('debit', 5)")
             raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await step_raises()
     assert await rows(store, ledger) == []
     assert await op_state(store, wid) == "active"  # still the attempt's: it may run again
     assert [e.type for e in await store.list_history(wid)] == ["ActivityScheduled"]

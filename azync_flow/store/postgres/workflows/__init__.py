@@ -14,9 +14,9 @@ from .core import WORKFLOW_TASK
 from .hotpath import WorkflowHotPathMixin
 from .listing import WorkflowDoneSubscription, WorkflowListingMixin
 from .reaper import WorkflowReaperMixin
-from .transactional import OperationTransactionMixin
 from .terminate import WORKFLOW_TERMINATED_EVENT, WorkflowTerminateMixin
 from .timeouts import WorkflowTimeoutsMixin
+from .transactional import OperationTransactionMixin
 from .uncertain import LEASE_EXPIRED_REASON, UncertainMixin
 
 __all__ = [

@@ -135,12 +135,10 @@ class OperationTransactionMixin(WorkflowRuntimeMixin):
     ) -> AsyncIterator[_PgOperationTransaction]:
         """Implements ``TransactionalOperationStore.operation_transaction`` (documented there)."""
         if isolation not in _ISOLATION:
-            raise ValueError(
-                f"isolation must be one of {sorted(_ISOLATION)}, got {isolation!r}"
-            )
+            raise ValueError(f"isolation must be one of {sorted(_ISOLATION)}, got {isolation!r}")
         path = await self._user_search_path()
         async with self.pool.acquire() as conn:
-            tx = conn.transaction(isolation=_ISOLATION[isolation])  # type: ignore[arg-type]
+            tx = conn.transaction(isolation=_ISOLATION[isolation])
             await tx.start()
             handle = _PgOperationTransaction(self, conn, tx, job_id, lease_token, run_id)
             try:
@@ -155,7 +153,8 @@ class OperationTransactionMixin(WorkflowRuntimeMixin):
                     handle.done = True
                     # A broken connection is discarded by the pool; the server
                     # has rolled the transaction back already.
-                    with contextlib.suppress(asyncpg.InterfaceError, asyncpg.PostgresError, OSError):
+                    broken = (asyncpg.InterfaceError, asyncpg.PostgresError, OSError)
+                    with contextlib.suppress(*broken):
                         await tx.rollback()
 
     async def _user_search_path(self) -> str:
@@ -163,9 +162,8 @@ class OperationTransactionMixin(WorkflowRuntimeMixin):
         if self._default_search_path is None:
             conn = await connect_dedicated(self, own_path=False)
             try:
-                row = await self._fetchrow("store_default_search_path", conn=conn)
+                path = await self._fetchval("store_default_search_path", conn=conn)
             finally:
                 await conn.close()
-            self._default_search_path = str(row["search_path"])
+            self._default_search_path = str(path)
         return self._default_search_path
-
