@@ -1258,11 +1258,13 @@ class TransactionalOperationStore(Protocol):
     ) -> AbstractAsyncContextManager[OperationTransaction]:
         """Open a transaction fenced by the operation's lease.
 
-        The transaction begins by locking the operation while it is active
-        under ``lease_token`` (so neither the reaper nor a second attempt can
-        take it meanwhile), then sets the database's default ``search_path``
-        for the rest of the transaction. The outcome verbs restore the
-        store's own.
+        The transaction begins by checking that the operation is active under
+        ``lease_token`` (without locking it: an attempt frozen mid-step must
+        not keep the reaper from handing it to another worker), then sets the
+        database's default ``search_path`` for the rest of the transaction.
+        The outcome verbs restore the store's own and fence again, in the
+        committing statement: an attempt whose lease was taken meanwhile gets
+        NotFoundError and its writes roll back with the transaction.
 
         Raises:
             NotFoundError: the operation is not active under ``lease_token``

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
 
 from azync_flow.errors import ConflictError, NotFoundError
 from azync_flow.store.postgres import PostgresStore
+from azync_flow.store.queue import DequeueParams, Source
 from azync_flow.store.workflows import OperationSettle, PassWrite, TransactionalOperationStore
 from azync_flow.testing import MovableClock
-from tests.store.workflow_helpers import another_writer_appends, jobs_of, runnable_tasks
+from tests.store.workflow_helpers import LEASE, another_writer_appends, jobs_of, runnable_tasks
 
 from .test_hot_path import leased_op
 
@@ -97,21 +99,32 @@ async def test_a_stale_lease_token_opens_no_transaction(
     assert await op_state(store, wid) == "active"
 
 
-async def test_the_lease_is_held_while_the_step_runs(
+async def test_an_attempt_whose_lease_was_taken_meanwhile_writes_nothing(
     store: PostgresStore, clock: MovableClock, ledger: str
 ) -> None:
-    """The operation row stays locked while the step's transaction is open, and
-    once it committed the same token opens nothing."""
+    """The step's lease expires while it runs, the reaper hands the operation to
+    a second attempt: the first one's completion meets the fence and its
+    writes roll back; the second one's commit."""
+    clock.advance(timedelta(0))
     wid, job = await leased_op(store, clock)
-    async with store.operation_transaction(wid_job(job), job.lease_token, wid) as tx:  # type: ignore[attr-defined]
-        free = await store.pool.fetch(
-            "SELECT id FROM azync_jobs WHERE id = $1 FOR UPDATE SKIP LOCKED", wid_job(job)
+    async with store.operation_transaction(wid_job(job), job.lease_token, wid) as stale:  # type: ignore[attr-defined]
+        await stale.connection.execute(f"INSERT INTO {ledger} VALUES ('stale', 1)")
+        clock.advance(LEASE + timedelta(seconds=1))
+        assert await store.reap_expired_operations(lambda j, r: ("F", b"")) == (1, 0)
+        (again,) = await store.dequeue_batch(
+            Source.WORKFLOW, DequeueParams(kind="$op:charge@1", limit=1, lease=LEASE)
         )
-        assert free == []  # the reaper's and a lease's SKIP LOCKED pass it by
-        await tx.complete("ActivityCompleted", b"1")
-    with pytest.raises(NotFoundError):
-        async with store.operation_transaction(wid_job(job), job.lease_token, wid):  # type: ignore[attr-defined]
-            pass
+        assert again.lease_token is not None
+        async with store.operation_transaction(again.id, again.lease_token, wid) as fresh:
+            await fresh.connection.execute(f"INSERT INTO {ledger} VALUES ('fresh', 2)")
+            await fresh.complete("ActivityCompleted", b"2")
+        with pytest.raises(NotFoundError):
+            await stale.complete("ActivityCompleted", b"1")
+    assert await rows(store, ledger) == [("fresh", 2)]
+    assert [e.type for e in await store.list_history(wid)] == [
+        "ActivityScheduled",
+        "ActivityCompleted",
+    ]
 
 
 async def test_step_sql_runs_with_the_database_default_search_path(

@@ -1180,17 +1180,16 @@ RETURNING kind
 
 -- name: workflow_op_transaction_open
 -- $2 job id, $3 lease_token, $4 run id, $5 search_path for the rest of the
--- transaction. Opens a transactional step: locks the operation while it is
--- active under the token (only the job row: the execution stays free for
--- passes meanwhile; the outcome statement locks it after), then switches the
--- transaction to the caller's search_path (LOCAL: the store's comes back at
--- the end of the transaction). No row = stale token, nothing set.
+-- transaction. Opens a transactional step: checks the operation is active
+-- under the token (no lock: a frozen attempt must not keep the reaper from
+-- taking it; the outcome statement is the fence that counts), then switches
+-- the transaction to the caller's search_path (LOCAL: the store's comes back
+-- at the end of the transaction). No row = stale token, nothing set.
 SELECT j.id, set_config('search_path', $5::text, true) AS search_path
 FROM azync_jobs j
 WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'active' AND j.source = 'workflow'
   AND j.task_key <> '$wft' AND j.run_id = $4
   AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
-FOR UPDATE
 
 -- name: workflow_op_transaction_schema
 -- $2 the store's search_path: restores it for the rest of a transactional

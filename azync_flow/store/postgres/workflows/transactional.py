@@ -4,7 +4,7 @@ commit in ONE transaction (contract ``TransactionalOperationStore``).
 Per attempt, on one pooled connection::
 
     BEGIN [ISOLATION LEVEL ...]
-    workflow_op_transaction_open     lock the operation under its token; the
+    workflow_op_transaction_open     the operation active under its token? the
                                      database's default search_path (LOCAL)
     ... the step's statements ...
     workflow_op_transaction_schema   the store's search_path back (LOCAL)
@@ -14,7 +14,9 @@ Per attempt, on one pooled connection::
 
 A crash anywhere before COMMIT loses the connection, so PostgreSQL rolls the
 step's writes back with the outcome; the operation stays active under the
-lost lease and runs again once the lease expires.
+lost lease and runs again once the lease expires. An attempt that outlived
+its lease (frozen, partitioned) meets the outcome statement's fence (the
+token changed): NotFoundError, and its writes roll back.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class _PgOperationTransaction:
             self._store.channel,
             conn=self._conn,
         )
-        if row is None:  # cannot happen while the open's lock holds; say so anyway
+        if row is None:  # the lease was taken while the step ran
             raise NotFoundError(stale_lease(self._job, "operation"))
         await self._commit()
         return 0 if row["seq"] is None else int(row["seq"])
