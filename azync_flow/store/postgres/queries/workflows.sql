@@ -1190,14 +1190,3 @@ FROM azync_jobs j
 WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'active' AND j.source = 'workflow'
   AND j.task_key <> '$wft' AND j.run_id = $4
   AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
-
--- name: workflow_op_transaction_schema
--- $2 the store's search_path: restores it for the rest of a transactional
--- step's transaction (reads no table, so it plans the same under any path).
-SELECT set_config('search_path', $2::text, true) AS search_path,
-       $1::timestamptz IS NULL AS real_clock
-
--- name: store_default_search_path
--- The search_path a connection gets from the server (role, database and
--- server settings), read on a connection opened without the store's.
-SELECT current_setting('search_path') AS search_path, $1::timestamptz IS NULL AS real_clock
