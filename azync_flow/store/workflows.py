@@ -15,7 +15,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import msgspec
 
-from ._common import Subscription, TTx_contra
+from ._common import Subscription, TransactionIsolation, TTx_contra
 from .events import EventProducer, TxEventProducer
 from .queue import DEFAULT_TASK_QUEUE, Job, JobState, QueueProducer, ReapReport, TxQueueProducer
 
@@ -69,9 +69,6 @@ __all__ = [
 #: The id a :meth:`WorkflowInteractionStore.workflow_done_events` stream yields
 #: after a reconnect: hints may have been missed, every waiter re-reads.
 DONE_RESET = uuid.UUID(int=0)
-
-#: Isolation level of a transactional step's transaction.
-TransactionIsolation = Literal["read_committed", "repeatable_read", "serializable"]
 
 
 class WorkflowState(enum.StrEnum):
