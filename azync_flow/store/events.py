@@ -27,6 +27,7 @@ __all__ = [
     "ReplayFilter",
     "Subscriber",
     "SubscriberView",
+    "TransactionIsolation",
     "TransactionalEventConsumer",
     "TxEventProducer",
 ]
