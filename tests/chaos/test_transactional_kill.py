@@ -1,9 +1,15 @@
-"""Transactional steps under real SIGKILLs: 200 workflows of three ``@transaction``
-steps each, run by three worker processes that kill themselves at every point
-of a step (before its SQL, after its SQL inside the transaction, before the
-outcome is written, after the commit) and are restarted. Afterwards the
-application table holds exactly one row per completed step and none for a
-rolled-back one, and each step's result is in history exactly once."""
+"""Transactional steps and subscribers under real SIGKILLs.
+
+Workflows: 200 workflows of three ``@transaction`` steps each, run by three
+worker processes that kill themselves at every point of a step (before its
+SQL, after its SQL inside the transaction, before the outcome is written,
+after the commit) and are restarted. Afterwards the application table holds
+exactly one row per completed step and none for a rolled-back one, and each
+step's result is in history exactly once.
+
+Subscribers: a transactional subscriber writing a projection row per event,
+three processes killed at every point of a delivery while events keep being
+published: exactly one projection row per event."""
 
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ from . import _transactional_kill_app as app
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("_transactional_kill_app.py")
+PROJECTOR_APP = Path(__file__).with_name("_transactional_projector_app.py")
 ORDERS = 200
 WORKERS = 3
 #: Each point twice, at different step counts: 8 kills in all.
@@ -38,10 +45,19 @@ KILLS = [
 class Fleet:
     """Worker processes of the app, restarted after each kill."""
 
-    def __init__(self, dsn: str, schema: str, table: str, log_dir: Path) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        table: str,
+        log_dir: Path,
+        app: Path = APP,
+        kills: list[tuple[str, int]] = KILLS,
+    ) -> None:
         self.dsn, self.schema, self.table, self.log_dir = dsn, schema, table, log_dir
+        self.app = app
         self.procs: list[asyncio.subprocess.Process] = []
-        self.kills = list(KILLS)
+        self.kills = list(kills)
         self.killed: list[str] = []
         self.modes: dict[int, str] = {}
         self.started = 0
@@ -52,7 +68,7 @@ class Fleet:
         log = (self.log_dir / f"worker-{self.started}.log").open("wb")
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            str(APP),
+            str(self.app),
             self.dsn,
             self.schema,
             env={
@@ -143,3 +159,44 @@ async def test_sigkill_at_every_point_of_a_transactional_step_leaves_both_or_nei
         else:
             assert per_run[(handle.id, "ActivityCompleted")] == 3
             assert (handle.id, "ActivityFailed") not in per_run
+
+
+#: The subscriber's kill points, each twice: 6 kills in all.
+PROJECTOR_KILLS = [
+    (point, after) for after in (3, 9) for point in ("before_sql", "after_sql", "after_commit")
+]
+EVENTS = 600
+
+
+async def test_sigkill_at_every_point_of_a_transactional_delivery_projects_each_event_once(
+    store: PostgresStore, schema: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    name = f"app_{uuid.uuid4().hex[:12]}"
+    await store.pool.execute(f"CREATE SCHEMA {name}")
+    table = f"{name}.projection"
+    await store.pool.execute(f"CREATE TABLE {table} (event_id uuid, n int)")
+    client = Client(store)
+    fleet = Fleet(pg_dsn, schema, table, tmp_path, PROJECTOR_APP, PROJECTOR_KILLS)
+    published: list[uuid.UUID] = []
+    try:
+        for _ in range(WORKERS):
+            await fleet.start()  # each registers the subscriber before "ready"
+        deadline = time.monotonic() + 600
+        for n in range(EVENTS):  # events keep flowing while processes die
+            published.append(await client.publish("order.placed", {"n": n}))
+            if n % 20 == 19:
+                await fleet.replace_the_dead()
+        while await store.pool.fetchval(
+            "SELECT count(*) FROM azync_jobs WHERE kind = 'projector' AND state <> 'succeeded'"
+        ):
+            assert time.monotonic() < deadline, "the deliveries did not finish"
+            await fleet.replace_the_dead()
+            await asyncio.sleep(0.2)
+        await fleet.replace_the_dead()
+    finally:
+        await fleet.stop()
+        rows = await store.pool.fetch(f"SELECT event_id, count(*) AS n FROM {table} GROUP BY 1")
+        await store.pool.execute(f"DROP SCHEMA {name} CASCADE")
+    assert sorted(set(fleet.killed)) == ["after_commit", "after_sql", "before_sql"]
+    assert [r for r in rows if r["n"] != 1] == []  # never twice
+    assert {r["event_id"] for r in rows} == set(published)  # never lost
