@@ -83,14 +83,6 @@ FailAttempt = Callable[
 ]
 
 
-class _StepFailed(Exception):
-    """The step raised: its transaction was rolled back (carries the error)."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 async def run_transactional(
     runner: StepRunner,
     job: Job,
@@ -106,14 +98,7 @@ async def run_transactional(
     reruns = 0
     while True:
         try:
-            await _once(runner, job, token, op, defn, lease, info)
-        except _StepFailed as failed:
-            if is_transient(failed.error) and reruns < MAX_CONFLICT_RERUNS:
-                reruns = await _pause(reruns, job, failed.error)
-                continue
-            span.record_failure(failed.error)
-            await fail(job, token, op, failed.error, span, lease)
-            return
+            failure = await _once(runner, job, token, op, defn, lease, info)
         except StoreUnavailableError:
             # The connection died, maybe during the COMMIT: the transaction
             # either committed whole or not at all; the operation row says which.
@@ -132,7 +117,14 @@ async def run_transactional(
                 log.info("transactional step %s: lease lost, rolled back: %s", job.id, err)
                 return
             raise
-        span.set_outcome(AttemptOutcome.SUCCEEDED)
+        if failure is None:
+            span.set_outcome(AttemptOutcome.SUCCEEDED)
+            return
+        if is_transient(failure) and reruns < MAX_CONFLICT_RERUNS:
+            reruns = await _pause(reruns, job, failure)
+            continue
+        span.record_failure(failure)
+        await fail(job, token, op, failure, span, lease)
         return
 
 
@@ -144,11 +136,13 @@ async def _once(
     defn: TransactionDefinition[Any, Any],
     lease: Any,
     info: ActivityInfo,
-) -> None:
+) -> Exception | None:
     """One transaction: run the step, then record its outcome and COMMIT.
 
+    Returns:
+        None once committed, or the step's error (its transaction rolled back).
+
     Raises:
-        _StepFailed: the step raised (rolled back).
         NotFoundError: the lease is gone (rolled back).
     """
     assert job.run_id is not None
@@ -158,8 +152,9 @@ async def _once(
     ) as tx:
         result = await _run_step(runner, defn, op, tx, info, limit, job)
         if isinstance(result, Exception):
-            raise _StepFailed(result)  # leaving the block rolls the step back
+            return result  # leaving the block without a settlement rolls back
         await _record(runner, job, token, op, tx, lease, result)
+    return None
 
 
 async def _run_step(
