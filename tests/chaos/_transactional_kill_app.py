@@ -22,6 +22,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -87,7 +88,19 @@ def install_faults(runtime: Any) -> None:
     runtime.activities.after_settle = after_settle
 
 
+def exit_with_parent() -> None:
+    """Exit when the test process goes away (its end of our stdin closes), so a
+    test stopped by its timeout leaves no worker behind."""
+
+    def watch() -> None:
+        sys.stdin.read()
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 async def main(dsn: str, schema: str) -> None:
+    exit_with_parent()
     store = await open_store(dsn, Config(schema=schema), migrate=False)
     worker = Worker(
         store,

@@ -22,6 +22,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -71,7 +72,19 @@ def install_after_commit() -> None:
     runner_type._ack = ack
 
 
+def exit_with_parent() -> None:
+    """Exit when the test process goes away (its end of our stdin closes), so a
+    test stopped by its timeout leaves no worker behind."""
+
+    def watch() -> None:
+        sys.stdin.read()
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 async def main(dsn: str, schema: str) -> None:
+    exit_with_parent()
     store = await open_store(dsn, Config(schema=schema), migrate=False)
     install_after_commit()
     worker = Worker(

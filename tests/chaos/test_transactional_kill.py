@@ -78,6 +78,7 @@ class Fleet:
                 "KILL_POINT": point,
                 "KILL_AFTER": str(after),
             },
+            stdin=asyncio.subprocess.PIPE,  # closed when this process ends: the app exits
             stdout=asyncio.subprocess.PIPE,
             stderr=log,
         )
