@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     # type checkers see the decorator functions.
     from azync_flow._workflow.definitions import activity as activity
     from azync_flow._workflow.definitions import workflow as workflow
-    from azync_flow.activity import Reconciled, current_activity
+    from azync_flow.activity import Reconciled, current_activity, transaction
     from azync_flow.app import attach_dags, attach_schedules, attach_subscribers, attach_workflows
     from azync_flow.client import Client
     from azync_flow.dag import DAG, DAGClient, TaskContext
@@ -87,6 +87,7 @@ _HOMES = {
     "RetryPolicy": "azync_flow.retry",
     "Reconciled": "azync_flow.activity",
     "current_activity": "azync_flow.activity",
+    "transaction": "azync_flow.activity",
     "attach_workflows": "azync_flow.app",
     "Config": "azync_flow.store",
     "open_store": "azync_flow.store.postgres",
@@ -144,6 +145,7 @@ __all__ = [
     "current_activity",
     "open_store",
     "subscriber",
+    "transaction",
     "workflow",
 ]
 

@@ -15,6 +15,12 @@ activity, so both spellings work and name the same object::
 start_to_close=None, heartbeat_timeout=None, idempotent=True, reconcile=None)``
 returns an :class:`ActivityDefinition` (see docs/workflows.md); a reconcile
 hook returns :class:`Reconciled` (docs/uncertain.md).
+
+``transaction(fn)`` / ``transaction(*, name=None, version="1", retry=None,
+start_to_close=None, isolation="read_committed", task_queue=None,
+priority=None)`` declares a transactional step: ``async def f(conn, *args)``
+whose SQL on ``conn`` commits with its recorded result (docs/workflows.md,
+"Transactional steps").
 """
 
 from __future__ import annotations
@@ -27,8 +33,16 @@ from azync_flow._workflow.attempt import ActivityInfo, current_activity
 from azync_flow._workflow.definitions import ActivityDefinition
 from azync_flow._workflow.definitions import activity as _declare
 from azync_flow._workflow.reconcile import Reconciled
+from azync_flow._workflow.transactional import TransactionDefinition, transaction
 
-__all__ = ["ActivityDefinition", "ActivityInfo", "Reconciled", "current_activity"]
+__all__ = [
+    "ActivityDefinition",
+    "ActivityInfo",
+    "Reconciled",
+    "TransactionDefinition",
+    "current_activity",
+    "transaction",
+]
 
 
 class _ActivityModule(types.ModuleType):

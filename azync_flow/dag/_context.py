@@ -70,6 +70,24 @@ class TaskContext:
     task_results: Mapping[str, TaskOutcome] = field(default_factory=dict)
     compensates: str = ""
     _store: DAGResults | None = field(default=None, repr=False)
+    _connection: Any = field(default=None, repr=False)
+
+    @property
+    def connection(self) -> Any:
+        """The asyncpg connection inside the transaction that acks this task
+        (a ``transactional=True`` task only): write the handler's effects on it
+        to commit them with the task's result. Do not commit, roll back or
+        close it.
+
+        Raises:
+            RuntimeError: the task is not transactional.
+        """
+        if self._connection is None:
+            raise RuntimeError(
+                f"task {self.key!r} is not transactional: declare it with "
+                "@dag.task(..., transactional=True) to get ctx.connection"
+            )
+        return self._connection
 
     @property
     def payload(self) -> Any:

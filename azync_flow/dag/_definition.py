@@ -43,6 +43,8 @@ class TaskSpec:
     signal_name: str = ""
     payload: Any = _UNSET
     task_queue: str = "default"
+    transactional: bool = False
+    isolation: str = "read_committed"
 
 
 @dataclass
@@ -96,6 +98,8 @@ class DAG:
         payload: Any = _UNSET,
         kind: str | None = None,
         task_queue: str = "default",
+        transactional: bool = False,
+        isolation: str = "read_committed",
     ) -> Any:
         """Declare a handler task. Use as ``@dag.task`` or ``@dag.task(...)``.
 
@@ -119,6 +123,12 @@ class DAG:
             kind: handler kind (default ``"<dag>/<key>"``).
             task_queue: the task queue of the task and its compensation: only
                 workers serving it run them.
+            transactional: run the handler inside the transaction that acks
+                the task with its result: its statements on ``ctx.connection``
+                commit with the ack or not at all (exactly once). Its
+                compensation is an ordinary handler.
+            isolation: that transaction's isolation level
+                (``"read_committed"``, ``"repeatable_read"``, ``"serializable"``).
 
         Returns:
             The handler, unchanged (so it stays unit-testable and usable in
@@ -126,7 +136,13 @@ class DAG:
 
         Raises:
             DAGValidationError: duplicate or reserved key, unknown dependency.
+            ValueError: an unknown isolation level.
         """
+        if isolation not in ("read_committed", "repeatable_read", "serializable"):
+            raise ValueError(
+                "isolation must be read_committed, repeatable_read or serializable, "
+                f"got {isolation!r}"
+            )
 
         def register(f: H) -> H:
             k = key or f.__name__
@@ -146,6 +162,8 @@ class DAG:
                     skip_when_upstream_skipped=skip_when_upstream_skipped,
                     payload=payload,
                     task_queue=task_queue,
+                    transactional=transactional,
+                    isolation=isolation,
                 )
             )
             self._keys_by_handler[id(f)] = k

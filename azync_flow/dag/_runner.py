@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -17,16 +18,21 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from .._text import clean_text
+from .._transient import is_transient
 from ..codec import encode_value
 from ..errors import NotFoundError, NotReady, PayloadError, Skip, UnknownKindError
 from ..retry import RetryDecision, RetryPolicy, describe_error
-from ..store.dags import DAGConsumer
+from ..store.dags import DAGConsumer, TransactionalDAGConsumer
 from ..store.queue import Job
 from ..telemetry import AttemptKind, AttemptOutcome, AttemptSpan, RunTracer
 from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, Handler, TaskSpec
 
 log = logging.getLogger("azync_flow.dag")
+
+#: Re-runs of one transactional task attempt after serialization failures or
+#: deadlocks before the conflict counts as the attempt's failure.
+MAX_CONFLICT_RERUNS = 50
 
 
 #: Backoff of a DAG task when the runner is given none: 1 s doubling up to
@@ -157,6 +163,10 @@ class DAGRunner:
                 and all(k in ctx.task_results and ctx.task_results[k].skipped for k in spec.after)
             ):
                 raise Skip("every upstream task was skipped")
+            if spec.transactional and not is_comp:
+                async with self._heartbeat(job, lease):
+                    settled = await self._transactional(job, spec, handler, ctx)
+                return _traced(span, settled)
             async with self._heartbeat(job, lease):
                 value = await handler(ctx)
             raw = None if value is None else encode_value(value, f"result of task {spec.key!r}")
@@ -179,6 +189,63 @@ class DAGRunner:
             return await self._failed(job, e, span)
         acked = self.store.ack_task_result(job.id, job.lease_token, raw)
         return _traced(span, await self._settle(AttemptOutcome.SUCCEEDED, acked))
+
+    async def _transactional(
+        self, job: Job, spec: TaskSpec, handler: Handler, ctx: TaskContext
+    ) -> AttemptOutcome | None:
+        """Run a transactional task's handler in the transaction that acks it.
+
+        A serialization failure or deadlock runs the handler again at once (same
+        attempt); its other errors (``NotReady``, ``Skip`` included) are raised
+        after the transaction rolled back, and settled as for any task.
+        """
+        store = self.store
+        if not isinstance(store, TransactionalDAGConsumer):
+            raise TypeError("the store does not implement TransactionalDAGConsumer")
+        assert job.lease_token is not None
+        reruns = 0
+        while True:
+            failure: BaseException | None = None
+            try:
+                async with store.dag_task_transaction(
+                    job.id,
+                    job.lease_token,
+                    isolation=spec.isolation,  # type: ignore[arg-type]
+                ) as tx:
+                    ctx._connection = tx.connection
+                    try:
+                        value = await handler(ctx)
+                        raw = (
+                            None
+                            if value is None
+                            else encode_value(value, f"result of task {spec.key!r}")
+                        )
+                    except BaseException as err:
+                        failure = err
+                    else:
+                        await tx.ack(raw)
+            except NotFoundError:
+                if failure is None:
+                    log.info("dag task %s: lease lost, rolled back", job.id)
+                    return None
+                raise
+            except Exception as err:
+                if failure is None and is_transient(err) and reruns < MAX_CONFLICT_RERUNS:
+                    reruns = await _conflict_pause(job, reruns)
+                    continue
+                raise
+            finally:
+                ctx._connection = None
+            if failure is None:
+                return AttemptOutcome.SUCCEEDED
+            if (
+                isinstance(failure, Exception)
+                and is_transient(failure)
+                and reruns < MAX_CONFLICT_RERUNS
+            ):
+                reruns = await _conflict_pause(job, reruns)
+                continue
+            raise failure
 
     # --- internals --------------------------------------------------------------
 
@@ -265,6 +332,13 @@ class DAGRunner:
             log.info("dag task settle dropped: lease no longer held")
             return None
         return outcome
+
+
+async def _conflict_pause(job: Job, reruns: int) -> int:
+    """Wait a little before running a transactional task again (jittered, growing)."""
+    log.info("dag task %s rolled back by a conflict; running it again", job.id)
+    await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**reruns)))
+    return reruns + 1
 
 
 def _traced(

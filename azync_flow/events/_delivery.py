@@ -3,10 +3,19 @@
 A delivery is settled like a queue job (:class:`QueueRunner`): returning acks
 it, raising retries it per the subscriber's :class:`RetryPolicy` and
 dead-letters it once the budget is spent.
+
+A transactional subscriber's handler runs inside the transaction that acks
+its delivery (``store.delivery_transaction``): its statements on
+``ctx.connection`` and the ack commit together. A serialization failure or
+deadlock runs the handler again at once (same attempt); any other exception
+leaves the transaction (rolled back) and is settled as above.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,13 +23,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from azync_flow._publish import publish_once
+from azync_flow._transient import is_transient
 from azync_flow.client import Client
-from azync_flow.errors import PayloadError
+from azync_flow.errors import PayloadError, is_not_found
+from azync_flow.store.events import TransactionalEventConsumer, TransactionIsolation
 from azync_flow.store.queue import Job
 from azync_flow.store.workflows import WorkflowClientStore
 from azync_flow.worker import JobContext, LeaseHandle, QueueHandler, QueueRunner, Worker
 
 __all__ = ["EventContext", "EventRunner"]
+
+log = logging.getLogger("azync_flow.events")
+
+#: Re-runs of one delivery attempt after serialization failures or deadlocks
+#: before the conflict counts as the attempt's failure (then ``retry`` decides).
+MAX_CONFLICT_RERUNS = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +62,23 @@ class EventContext(JobContext):
     subscriber: str
     _runner: EventRunner = field(repr=False)
     _published: list[int] = field(default_factory=list, repr=False)
+    _connection: Any = field(default=None, repr=False)
+
+    @property
+    def connection(self) -> Any:
+        """The asyncpg connection inside the transaction that acks this delivery
+        (a ``transactional=True`` subscriber only): write the handler's effects
+        on it to commit them with the ack. Do not commit, roll back or close it.
+
+        Raises:
+            RuntimeError: the subscriber is not transactional.
+        """
+        if self._connection is None:
+            raise RuntimeError(
+                f"subscriber {self.subscriber!r} is not transactional: declare it with "
+                "@subscriber(..., transactional=True) to get ctx.connection"
+            )
+        return self._connection
 
     @property
     def client(self) -> Client:
@@ -91,7 +125,12 @@ class EventRunner(QueueRunner):
         handlers: the subscribers' handlers by subscriber name.
     """
 
-    def __init__(self, worker: Worker, handlers: dict[str, QueueHandler]) -> None:
+    def __init__(
+        self,
+        worker: Worker,
+        handlers: dict[str, QueueHandler],
+        transactional: Mapping[str, TransactionIsolation] | None = None,
+    ) -> None:
         super().__init__(worker.store, handlers, worker.acks)
         store = worker.store
         if not isinstance(store, WorkflowClientStore):
@@ -99,6 +138,74 @@ class EventRunner(QueueRunner):
         #: The worker's store as a client's (the ledger's verbs among them).
         self.ledger = store
         self._client: Client | None = None
+        #: Isolation level of each transactional subscriber, by name (filled
+        #: by the binding as subscribers are attached).
+        self.transactional: dict[str, TransactionIsolation] = dict(transactional or {})
+        #: Open delivery transactions' connections, and deliveries acked in them.
+        self._connections: dict[uuid.UUID, Any] = {}
+        self._acked: set[uuid.UUID] = set()
+
+    async def _invoke(
+        self, handler: QueueHandler, job: Job, payload: Any, lease: LeaseHandle
+    ) -> None:
+        isolation = self.transactional.get(job.kind)
+        if isolation is None:
+            await super()._invoke(handler, job, payload, lease)
+            return
+        store = self.ledger
+        if not isinstance(store, TransactionalEventConsumer):
+            raise TypeError("the worker's store does not implement TransactionalEventConsumer")
+        reruns = 0
+        while True:
+            try:
+                await self._in_transaction(store, handler, job, payload, lease, isolation)
+                return
+            except Exception as err:
+                if not is_transient(err) or reruns >= MAX_CONFLICT_RERUNS:
+                    raise
+                log.info("delivery %s rolled back by a conflict; running it again", job.id)
+                await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**reruns)))
+                reruns += 1
+
+    async def _in_transaction(
+        self,
+        store: TransactionalEventConsumer,
+        handler: QueueHandler,
+        job: Job,
+        payload: Any,
+        lease: LeaseHandle,
+        isolation: TransactionIsolation,
+    ) -> None:
+        """One run of the handler in the delivery's transaction, acked in it.
+        The handler's error is raised after the block (rolled back), untouched
+        by the store's error translation."""
+        failure: BaseException | None = None
+        try:
+            async with store.delivery_transaction(job.id, lease.token, isolation=isolation) as tx:
+                self._connections[job.id] = tx.connection
+                try:
+                    await super()._invoke(handler, job, payload, lease)
+                except BaseException as err:
+                    failure = err
+                else:
+                    await tx.ack()
+                    self._acked.add(job.id)
+        except Exception as err:
+            if failure is None and is_not_found(err):  # lease taken: nothing written
+                lease.lost = True
+                log.info("delivery %s: lease lost, rolled back: %s", job.id, err)
+                return
+            raise
+        finally:
+            self._connections.pop(job.id, None)
+        if failure is not None:
+            raise failure
+
+    async def _ack(self, job: Job, lease: LeaseHandle) -> None:
+        if job.id in self._acked:
+            self._acked.discard(job.id)  # acked with the handler's transaction
+            return
+        await super()._ack(job, lease)
 
     @property
     def client(self) -> Client:
@@ -130,4 +237,5 @@ class EventRunner(QueueRunner):
             replay=job.replay,
             subscriber=job.kind,
             _runner=self,
+            _connection=self._connections.get(job.id),
         )

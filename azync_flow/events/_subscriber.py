@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
 from ..retry import RetryPolicy
+from ..store.events import TransactionIsolation
 from ..store.validate import check_max_attempts, check_name
 
 __all__ = ["Ordering", "SubscriberDefinition", "subscriber"]
@@ -35,6 +37,9 @@ class SubscriberDefinition:
             the handler's first parameter).
         ordering: ``"key"``: the events of one key are delivered one at a
             time in publish order (see docs/events.md); ``"none"``: no order.
+        transactional: the handler runs inside the transaction that acks
+            its delivery (``ctx.connection``); see :func:`subscriber`.
+        isolation: that transaction's isolation level.
     """
 
     event_type: str
@@ -46,6 +51,8 @@ class SubscriberDefinition:
     lease: timedelta | None = None
     payload_type: Any = None
     ordering: Ordering = "none"
+    transactional: bool = False
+    isolation: TransactionIsolation = "read_committed"
 
     async def __call__(self, *args: Any) -> Any:
         """Call the handler directly (unit tests of its logic)."""
@@ -62,6 +69,8 @@ def subscriber(
     lease: timedelta | None = None,
     payload_type: Any = None,
     ordering: Ordering = "none",
+    transactional: bool = False,
+    isolation: TransactionIsolation = "read_committed",
 ) -> Callable[[Handler], SubscriberDefinition]:
     """Declare an event subscriber (run by a worker after ``attach_subscribers``).
 
@@ -81,9 +90,20 @@ def subscriber(
     different keys still run in parallel. A dead-lettered delivery no longer
     holds its key back. Without it, deliveries run in no guaranteed order.
 
+    With ``transactional=True`` the handler takes ``(payload, ctx)`` and runs
+    inside the transaction that acks its delivery: its statements on
+    ``ctx.connection`` (asyncpg, the database's default ``search_path``) and
+    the ack commit together or not at all, so a projection written there is
+    written exactly once per event however often the delivery is retried or
+    its worker killed. A serialization failure or deadlock (SQLSTATE 40001 /
+    40P01) runs the handler again at once; any other exception rolls it back
+    and follows ``retry``. ``isolation``: ``"read_committed"`` (default),
+    ``"repeatable_read"`` or ``"serializable"``.
+
     Raises:
         ValueError: an empty or overlong ``event_type``/``name``, ``max_attempts``
-            < 1, or ``ordering`` other than ``"none"`` or ``"key"``.
+            < 1, ``ordering`` other than ``"none"`` or ``"key"``, or an unknown
+            ``isolation``.
     """
     for value, field in ((event_type, "event_type"), (name, "subscriber name")):
         check_name(value, field)
@@ -91,6 +111,8 @@ def subscriber(
         check_max_attempts(max_attempts)
     if ordering not in ("none", "key"):
         raise ValueError(f'ordering must be "none" or "key", not {ordering!r}')
+    if isolation not in typing.get_args(TransactionIsolation):
+        raise ValueError(f"isolation must be one of {typing.get_args(TransactionIsolation)}")
 
     def wrap(fn: Handler) -> SubscriberDefinition:
         return SubscriberDefinition(
@@ -103,6 +125,8 @@ def subscriber(
             lease=lease,
             payload_type=payload_type,
             ordering=ordering,
+            transactional=transactional,
+            isolation=isolation,
         )
 
     return wrap

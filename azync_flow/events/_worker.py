@@ -86,6 +86,11 @@ class SubscriberBinding:
                 lease=sub.lease or worker.lease,
                 payload_type=sub.payload_type,
             )
+            if sub.transactional and not spec.takes_context:
+                raise TypeError(
+                    f"transactional subscriber {sub.name!r} takes (payload, ctx): its "
+                    "statements go on ctx.connection"
+                )
             worker.add_loop(
                 Source.EVENT,
                 sub.name,
@@ -97,6 +102,8 @@ class SubscriberBinding:
             )
             self.handlers[sub.name] = spec
             self.subscribers.append(sub)
+            if sub.transactional:
+                runner.transactional[sub.name] = sub.isolation
         worker.maintain_source(Source.EVENT)
         # A second attach on the same worker keeps the first one's retention step.
         with contextlib.suppress(ValueError):

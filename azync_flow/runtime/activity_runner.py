@@ -45,6 +45,7 @@ from azync_flow._text import clean_text
 from azync_flow._transient import retry_transient
 from azync_flow._workflow.attempt import ActivityInfo, activity_context
 from azync_flow._workflow.definitions import Registry
+from azync_flow._workflow.transactional import TransactionDefinition
 from azync_flow.errors import (
     LeaseLost,
     PayloadCodecError,
@@ -60,9 +61,14 @@ from azync_flow.replay.events import (
     encode_event,
 )
 from azync_flow.retry import RetryDecision, describe_error
+from azync_flow.runtime.transactional_step import run_transactional
 from azync_flow.runtime.uncertain import Reconciler, uncertain_event
 from azync_flow.store.queue import Job, JobSettler, JobState
-from azync_flow.store.workflows import OperationSettle, OperationStore
+from azync_flow.store.workflows import (
+    OperationSettle,
+    OperationStore,
+    TransactionalOperationStore,
+)
 from azync_flow.telemetry import AttemptKind, AttemptOutcome, AttemptSpan, RunEvent, RunTracer
 from azync_flow.worker import lease_gone
 
@@ -138,9 +144,10 @@ def log_suspended(job: Job, reason: str) -> None:
 
 
 @runtime_checkable
-class ActivityStore(OperationStore, JobSettler, EventStore, Protocol):
-    """The roles an activity attempt uses: settle its operation, renew its
-    lease, and publish events (``current_activity().publish``)."""
+class ActivityStore(OperationStore, TransactionalOperationStore, JobSettler, EventStore, Protocol):
+    """The roles an activity attempt uses: settle its operation (in the step's
+    own transaction for a ``@transaction`` step), renew its lease, and publish
+    events (``current_activity().publish``)."""
 
 
 class ActivityRunner:
@@ -241,6 +248,9 @@ class ActivityRunner:
             return
         info = _LeasedAttempt(job, op, lease, self.store, token)
         if not await self._require_heartbeats(job, token, op, lease):
+            return
+        if isinstance(defn, TransactionDefinition):
+            await run_transactional(self, job, token, op, defn, lease, span, info, self._failed)
             return
         limit = op.start_to_close.total_seconds() if op.start_to_close is not None else None
         timer = asyncio.timeout(limit)

@@ -30,7 +30,7 @@ from azync_flow.replay.outcome import PassStatus
 from azync_flow.replay.passes import to_entries
 from azync_flow.runtime.workflow_runner import WorkflowRunner
 from azync_flow.store.queue import Job
-from azync_flow.store.workflows import OperationSettle
+from azync_flow.store.workflows import OperationSettle, OperationTransaction
 from azync_flow.telemetry import AttemptKind, AttemptOutcome
 from azync_flow.worker import lease_gone
 
@@ -111,6 +111,28 @@ class CompletionFolder:
                     del self._inboxes[run_id]
         return await done
 
+    async def settle_in(
+        self, job: Job, settle: OperationSettle, lease: Any, tx: OperationTransaction
+    ) -> bool:
+        """Like :meth:`settle` for a transactional step: the outcome and the next
+        pass are written on ``tx`` (the step's own open transaction), which
+        commits them with the step's writes. It folds alone (the other
+        completions of a gather commit on their own connections).
+
+        Returns:
+            True when committed; False when ``tx`` is still open and the caller
+            must record the outcome alone (``tx.complete``).
+
+        Raises:
+            Exception: the commit failed otherwise (``tx`` is rolled back on
+                leaving its block; the pass was not taken).
+        """
+        run_id = job.run_id
+        if run_id is None or run_id not in self.runner.cache or lease_gone(lease):
+            return False
+        async with self.runner.serialized(run_id):
+            return await self._fold(run_id, [settle], [lease], tx)
+
     async def _drain(self, run_id: uuid.UUID, inbox: _Inbox) -> None:
         async with self.runner.serialized(run_id):
             while inbox.items:
@@ -134,7 +156,11 @@ class CompletionFolder:
                         fut.set_result(ok)
 
     async def _fold(
-        self, run_id: uuid.UUID, settles: list[OperationSettle], leases: list[Any]
+        self,
+        run_id: uuid.UUID,
+        settles: list[OperationSettle],
+        leases: list[Any],
+        tx: OperationTransaction | None = None,
     ) -> bool:
         runner = self.runner
         run = runner.runs.get(run_id)
@@ -173,9 +199,12 @@ class CompletionFolder:
             claim = runner.dispatch.claim(write) if runner.dispatch is not None else None
             try:
                 await runner.hook("before_commit", run_id, "completion")
-                result = await retry_transient(
-                    lambda: self.store.commit_completions(run_id, settles, write)
-                )
+                if tx is not None:  # the step's transaction: no repeat, it commits once
+                    result = await tx.commit_completions(settles[0], write)
+                else:
+                    result = await retry_transient(
+                        lambda: self.store.commit_completions(run_id, settles, write)
+                    )
             except (ConflictError, NotFoundError) as err:
                 if claim is not None:
                     claim.cancel()

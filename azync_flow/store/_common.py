@@ -4,13 +4,15 @@ and the type variables of the Protocols."""
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Protocol, Self, TypeVar, runtime_checkable
+from typing import Literal, Protocol, Self, TypeVar, runtime_checkable
 
-__all__ = ["Subscription", "TTx_contra"]
+__all__ = ["Subscription", "TTx_contra", "TransactionIsolation"]
 
 T_co = TypeVar("T_co", covariant=True)
 #: The driver's connection type, for the verbs that write in the caller's transaction.
 TTx_contra = TypeVar("TTx_contra", contravariant=True)
+#: Isolation level of a transactional step's transaction.
+TransactionIsolation = Literal["read_committed", "repeatable_read", "serializable"]
 
 
 @runtime_checkable

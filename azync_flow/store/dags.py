@@ -8,12 +8,13 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ._common import TTx_contra
+from ._common import TransactionIsolation, TTx_contra
 from .admin import StoreClock
 from .queue import DEFAULT_TASK_QUEUE, Job, JobSettler, JobState
 
@@ -33,11 +34,13 @@ __all__ = [
     "DAGSignalParams",
     "DAGState",
     "DAGTask",
+    "DAGTaskTransaction",
     "DAGView",
     "OnFailurePolicy",
     "ReapedTask",
     "SettledDAG",
     "TaskResult",
+    "TransactionalDAGConsumer",
     "TxDAGProducer",
 ]
 
@@ -221,6 +224,50 @@ class DAGResults(Protocol):
 
     async def task_results(self, dag_id: uuid.UUID, keys: Sequence[str]) -> dict[str, TaskResult]:
         """Settled outcomes of succeeded and skipped tasks (empty keys: all)."""
+        ...
+
+
+class DAGTaskTransaction(Protocol):
+    """The open transaction of one attempt of a transactional DAG task: the
+    handler's statements run on :attr:`connection`; :meth:`ack` settles the
+    task with its result on the same connection and COMMITs. Leaving the
+    ``dag_task_transaction`` block without it rolls everything back."""
+
+    @property
+    def connection(self) -> Any:
+        """The driver connection (asyncpg) inside the transaction, with the
+        database's default ``search_path`` (the application's)."""
+        ...
+
+    async def ack(self, result: bytes | None) -> None:
+        """Ack the task with ``result`` (as ``ack_task_result``), then COMMIT.
+
+        Raises:
+            NotFoundError: the task is no longer active under the token; the
+                transaction rolls back.
+        """
+        ...
+
+
+@runtime_checkable
+class TransactionalDAGConsumer(Protocol):
+    """Transactional DAG tasks: the handler's SQL commits with the task's ack."""
+
+    def dag_task_transaction(
+        self,
+        id: uuid.UUID,
+        lease_token: uuid.UUID,
+        *,
+        isolation: TransactionIsolation = "read_committed",
+    ) -> AbstractAsyncContextManager[DAGTaskTransaction]:
+        """Open a transaction for leased task ``id``: it checks the task is active
+        under ``lease_token`` (without locking it) and sets the database's
+        default ``search_path`` for the handler's statements;
+        :meth:`DAGTaskTransaction.ack` restores the store's and fences again.
+
+        Raises:
+            NotFoundError: the task is not active under ``lease_token``.
+        """
         ...
 
 

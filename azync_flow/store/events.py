@@ -6,14 +6,16 @@ operator's views (list, replay).
 from __future__ import annotations
 
 import uuid
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ._common import TTx_contra
+from ._common import TransactionIsolation, TTx_contra
 
 __all__ = [
+    "DeliveryTransaction",
     "EventAdmin",
     "EventAdminRow",
     "EventConsumer",
@@ -25,6 +27,8 @@ __all__ = [
     "ReplayFilter",
     "Subscriber",
     "SubscriberView",
+    "TransactionIsolation",
+    "TransactionalEventConsumer",
     "TxEventProducer",
 ]
 
@@ -133,6 +137,52 @@ class EventConsumer(Protocol):
 
         Returns:
             The number of registrations removed.
+        """
+        ...
+
+
+class DeliveryTransaction(Protocol):
+    """The open transaction of one delivery of a transactional subscriber: the
+    handler's statements run on :attr:`connection`; :meth:`ack` settles the
+    delivery on the same connection and COMMITs, so the handler's writes and
+    the delivery's ack commit together or not at all. Leaving the
+    ``delivery_transaction`` block without it rolls everything back."""
+
+    @property
+    def connection(self) -> Any:
+        """The driver connection (asyncpg) inside the transaction, with the
+        database's default ``search_path`` (the application's)."""
+        ...
+
+    async def ack(self) -> None:
+        """Ack the delivery (as ``JobSettler.ack``), then COMMIT.
+
+        Raises:
+            NotFoundError: the delivery is no longer active under the token
+                (its lease was taken meanwhile); the transaction rolls back.
+        """
+        ...
+
+
+@runtime_checkable
+class TransactionalEventConsumer(Protocol):
+    """Transactional subscribers: a delivery whose handler's SQL commits with
+    its ack (exactly-once effects on the application's tables)."""
+
+    def delivery_transaction(
+        self,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        *,
+        isolation: TransactionIsolation = "read_committed",
+    ) -> AbstractAsyncContextManager[DeliveryTransaction]:
+        """Open a transaction for leased delivery ``job_id``: it checks the
+        delivery is active under ``lease_token`` (without locking it) and sets
+        the database's default ``search_path`` for the handler's statements;
+        :meth:`DeliveryTransaction.ack` restores the store's and fences again.
+
+        Raises:
+            NotFoundError: the delivery is not active under ``lease_token``.
         """
         ...
 

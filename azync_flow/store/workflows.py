@@ -9,12 +9,13 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import msgspec
 
-from ._common import Subscription, TTx_contra
+from ._common import Subscription, TransactionIsolation, TTx_contra
 from .events import EventProducer, TxEventProducer
 from .queue import DEFAULT_TASK_QUEUE, Job, JobState, QueueProducer, ReapReport, TxQueueProducer
 
@@ -29,6 +30,7 @@ __all__ = [
     "OperationSettle",
     "OperationState",
     "OperationStore",
+    "OperationTransaction",
     "Outcome",
     "PassCommitResult",
     "PassWrite",
@@ -46,6 +48,8 @@ __all__ = [
     "TerminatedExecution",
     "TimedOutOperation",
     "TimedOutWorkflow",
+    "TransactionIsolation",
+    "TransactionalOperationStore",
     "TxWorkflowProducer",
     "UncertainDecision",
     "UncertainOperation",
@@ -1302,6 +1306,81 @@ class OperationStore(WorkflowRuntimeStore, Protocol):
         why: str,
     ) -> uuid.UUID:
         """Keep a refused late report as a ledger event."""
+        ...
+
+
+class OperationTransaction(Protocol):
+    """The open transaction of one transactional operation attempt.
+
+    The step's own statements run on :attr:`connection`; the attempt's outcome
+    is recorded on the same connection by :meth:`complete` or
+    :meth:`commit_completions`, which COMMIT, so the step's writes and its
+    recorded outcome commit together or not at all. Leaving the
+    ``operation_transaction`` block without either rolls everything back.
+    """
+
+    @property
+    def connection(self) -> Any:
+        """The driver connection (asyncpg) inside the transaction, with the
+        database's default ``search_path`` (the user's, not the store's schema)."""
+        ...
+
+    async def complete(self, event_type: str, payload: bytes) -> int:
+        """Ack the operation, append its outcome and schedule a workflow task (as
+        ``complete_operation``), then COMMIT.
+
+        Returns:
+            The seq of the appended event (0 when the execution is no longer live).
+
+        Raises:
+            NotFoundError: the operation is no longer active under the token;
+                the transaction is rolled back (the step's writes too).
+        """
+        ...
+
+    async def commit_completions(
+        self, settle: OperationSettle, write: PassWrite
+    ) -> PassCommitResult:
+        """Record the outcome with the pass that consumed it (as
+        ``commit_completions``), then COMMIT.
+
+        Raises:
+            NotFoundError / ConflictError: as ``commit_completions``; nothing of
+                the pass was written and the transaction is still open: record
+                the outcome alone with :meth:`complete`, or leave the block to
+                roll back.
+        """
+        ...
+
+
+@runtime_checkable
+class TransactionalOperationStore(Protocol):
+    """Transactional steps: an operation attempt whose own SQL runs in the
+    transaction that records its outcome (exactly-once effects on the
+    application's tables in the same database)."""
+
+    def operation_transaction(
+        self,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        run_id: uuid.UUID,
+        *,
+        isolation: TransactionIsolation = "read_committed",
+    ) -> AbstractAsyncContextManager[OperationTransaction]:
+        """Open a transaction fenced by the operation's lease.
+
+        The transaction begins by checking that the operation is active under
+        ``lease_token`` (without locking it: an attempt frozen mid-step must
+        not keep the reaper from handing it to another worker), then sets the
+        database's default ``search_path`` for the rest of the transaction.
+        The outcome verbs restore the store's own and fence again, in the
+        committing statement: an attempt whose lease was taken meanwhile gets
+        NotFoundError and its writes roll back with the transaction.
+
+        Raises:
+            NotFoundError: the operation is not active under ``lease_token``
+                (nothing was run or written).
+        """
         ...
 
 

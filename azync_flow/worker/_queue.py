@@ -207,9 +207,14 @@ class QueueRunner:
             return await self._fail(handler, job, lease, exc)
         if lease.lost:
             return None
+        await self._ack(job, lease)
+        return "succeeded"
+
+    async def _ack(self, job: Job, lease: LeaseHandle) -> None:
+        """Ack a job whose handler returned (runners whose handlers ack in their
+        own transaction override it)."""
         # the slot and the lease are held until the ack commits
         await asyncio.shield(self.acks.ack(job.id, lease.token))
-        return "succeeded"
 
     async def _invoke(
         self, handler: QueueHandler, job: Job, payload: Any, lease: LeaseHandle

@@ -241,6 +241,7 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "current_activity",
         "open_store",
         "subscriber",
+        "transaction",
         "workflow",
     ]
     for name in ("DAG", "DAGClient", "TaskContext"):

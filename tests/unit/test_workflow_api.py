@@ -194,7 +194,9 @@ def test_export_lists_are_pinned() -> None:
         "ActivityDefinition",
         "ActivityInfo",
         "Reconciled",
+        "TransactionDefinition",
         "current_activity",
+        "transaction",
     ]
     # sorted isort-style (ruff RUF022): constants, then classes, then functions
     kinds = [(0 if n.isupper() else 1 if n[0].isupper() else 2, n) for n in replay_pkg.__all__]

@@ -57,8 +57,9 @@ def parse_wake(payload: str) -> Wake | None:
         return None
 
 
-async def connect_dedicated(store: PgBase) -> asyncpg.Connection:
-    """Open a connection outside the pool, with the store's search_path.
+async def connect_dedicated(store: PgBase, *, own_path: bool = True) -> asyncpg.Connection:
+    """Open a connection outside the pool, with the store's search_path
+    (``own_path`` False: the one the server gives, as the user's own code gets).
 
     Raises:
         StoreUnavailableError: the server cannot be reached right now.
@@ -66,9 +67,8 @@ async def connect_dedicated(store: PgBase) -> asyncpg.Connection:
     """
     epoch = store.availability.epoch
     try:
-        conn = await asyncpg.connect(
-            store.dsn, server_settings={"search_path": f'"{store.schema}"'}
-        )
+        settings = {"search_path": f'"{store.schema}"'} if own_path else None
+        conn = await asyncpg.connect(store.dsn, server_settings=settings)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         if is_unavailable(exc):
             store.availability.failed(exc)

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
 import asyncpg
 import msgspec
 
 from ...errors import NotFoundError
+from .._common import TransactionIsolation
 from ..dags import (
     DAGDep,
     DAGFailure,
@@ -38,6 +41,7 @@ from ..queue import DEFAULT_TASK_QUEUE, Job, JobState
 from ..validate import check_meta, check_name, check_text
 from ._base import PgBase, decode_meta, encode_meta, job_from_row, lease_order, stale_lease
 from ._queries import QUERIES
+from ._steptx import PgStepTransaction, open_step_transaction
 
 __all__ = [
     "DAGMixin",
@@ -108,7 +112,51 @@ def _splice_publish() -> None:
 _splice_publish()
 
 
+class _PgDAGTaskTransaction(PgStepTransaction):
+    """``DAGTaskTransaction`` of the PostgreSQL driver."""
+
+    def __init__(
+        self,
+        store: DAGMixin,
+        conn: asyncpg.Connection,
+        tx: Any,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+    ) -> None:
+        super().__init__(store, conn, tx)
+        self._dags = store
+        self._job = job_id
+        self._token = lease_token
+
+    async def ack(self, result: bytes | None) -> None:
+        await self._settling()
+        row = await self._dags._fetchrow(
+            "dag_ack_result", self._job, self._token, result, self._dags.channel, conn=self._conn
+        )
+        if row is None:
+            raise NotFoundError(stale_lease(self._job, "dag task"))
+        await self._commit()
+
+
 class DAGMixin(PgBase):
+    @asynccontextmanager
+    async def dag_task_transaction(
+        self,
+        id: uuid.UUID,
+        lease_token: uuid.UUID,
+        *,
+        isolation: TransactionIsolation = "read_committed",
+    ) -> AsyncIterator[_PgDAGTaskTransaction]:
+        """Implements ``TransactionalDAGConsumer.dag_task_transaction`` (documented there)."""
+
+        def make(conn: asyncpg.Connection, tx: Any) -> _PgDAGTaskTransaction:
+            return _PgDAGTaskTransaction(self, conn, tx, id, lease_token)
+
+        async with open_step_transaction(
+            self, "dag_task_transaction_open", id, (id, lease_token), isolation, make, "dag task"
+        ) as handle:
+            yield handle
+
     """asyncpg implementation of the DAG roles of the contract."""
 
     # --- creation ---------------------------------------------------------------

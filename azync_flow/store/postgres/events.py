@@ -12,11 +12,15 @@ rehydrated from the ledger.
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
 from ...errors import ConflictError, NotFoundError
+from .._common import TransactionIsolation
 from ..events import (
     EventAdminRow,
     EventFilter,
@@ -26,16 +30,63 @@ from ..events import (
     Subscriber,
     SubscriberView,
 )
-from ._base import PgBase, decode_meta, encode_meta
+from ._base import PgBase, decode_meta, encode_meta, stale_lease
 from ._guard import translate
 from ._queries import QUERIES
+from ._steptx import PgStepTransaction, open_step_transaction
 
 __all__ = [
     "EventMixin",
 ]
 
 
+class _PgDeliveryTransaction(PgStepTransaction):
+    """``DeliveryTransaction`` of the PostgreSQL driver."""
+
+    def __init__(
+        self,
+        store: PgBase,
+        conn: asyncpg.Connection,
+        tx: Any,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+    ) -> None:
+        super().__init__(store, conn, tx)
+        self._job = job_id
+        self._token = lease_token
+
+    async def ack(self) -> None:
+        await self._settling()
+        if await self._store._fetchrow("job_ack", self._job, self._token, conn=self._conn) is None:
+            raise NotFoundError(stale_lease(self._job, "delivery"))
+        await self._commit()
+
+
 class EventMixin(PgBase):
+    @asynccontextmanager
+    async def delivery_transaction(
+        self,
+        job_id: uuid.UUID,
+        lease_token: uuid.UUID,
+        *,
+        isolation: TransactionIsolation = "read_committed",
+    ) -> AsyncIterator[_PgDeliveryTransaction]:
+        """Implements ``TransactionalEventConsumer.delivery_transaction`` (documented there)."""
+
+        def make(conn: asyncpg.Connection, tx: Any) -> _PgDeliveryTransaction:
+            return _PgDeliveryTransaction(self, conn, tx, job_id, lease_token)
+
+        async with open_step_transaction(
+            self,
+            "event_delivery_transaction_open",
+            job_id,
+            (job_id, lease_token),
+            isolation,
+            make,
+            "delivery",
+        ) as handle:
+            yield handle
+
     async def publish(self, p: PublishParams) -> int:
         """Implements ``EventProducer.publish`` (documented there)."""
         async with self.connection() as conn:

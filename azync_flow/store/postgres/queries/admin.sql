@@ -323,3 +323,15 @@ FROM pg_stat_user_tables
 WHERE schemaname = $2
   AND relname IN ('azync_jobs', 'azync_dags', 'azync_events', 'azync_workflow_executions')
   AND ($1::timestamptz IS NULL OR true)
+
+-- name: store_search_path_set
+-- $2 a search_path for the rest of the transaction (LOCAL): a transactional
+-- step's transaction takes the store's back before its settling statements
+-- (reads no table, so it plans the same under any path).
+SELECT set_config('search_path', $2::text, true) AS search_path,
+       $1::timestamptz IS NULL AS real_clock
+
+-- name: store_default_search_path
+-- The search_path a connection gets from the server (role, database and
+-- server settings), read on a connection opened without the store's.
+SELECT current_setting('search_path') AS search_path, $1::timestamptz IS NULL AS real_clock

@@ -678,3 +678,14 @@ SELECT (SELECT count(*) FROM upd) AS reaped, (SELECT count(*) FROM upd WHERE sta
 -- $2 dag_id: the W3C carrier recorded when the run started (no row: no DAG).
 SELECT trace_context FROM azync_dags
 WHERE id = $2 AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz -- clock unused
+
+-- name: dag_task_transaction_open
+-- $2 task job id, $3 lease_token, $4 search_path for the rest of the
+-- transaction. Opens a transactional task attempt: checks the task is active
+-- under the token (no lock: a frozen attempt must not keep the reaper from
+-- taking it; the ack is the fence that counts), then switches the transaction
+-- to the caller's search_path (LOCAL). No row = stale token.
+SELECT j.id, set_config('search_path', $4::text, true) AS search_path
+FROM azync_jobs j
+WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'active' AND j.source = 'dag'
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz

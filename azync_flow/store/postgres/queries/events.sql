@@ -180,3 +180,14 @@ WITH victims AS (
     DELETE FROM azync_events e USING victims WHERE e.id = victims.id RETURNING 1
 )
 SELECT count(*) FROM d
+
+-- name: event_delivery_transaction_open
+-- $2 delivery job id, $3 lease_token, $4 search_path for the rest of the
+-- transaction. Opens a transactional subscriber's delivery: checks it is
+-- active under the token (no lock: a frozen attempt must not keep the reaper
+-- from handing it on; the ack is the fence that counts), then switches the
+-- transaction to the caller's search_path (LOCAL). No row = stale token.
+SELECT j.id, set_config('search_path', $4::text, true) AS search_path
+FROM azync_jobs j
+WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'active' AND j.source = 'event'
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz

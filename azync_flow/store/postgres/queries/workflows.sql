@@ -1216,3 +1216,16 @@ RETURNING kind
 -- $5 is out of range (nothing written). See azync_workflow_reset (migration 0030).
 SELECT * FROM azync_workflow_reset(coalesce($1::timestamptz, now()), $2, $3, $4, $5, $6, $7,
                                    $8::text[], $9::bigint[])
+
+-- name: workflow_op_transaction_open
+-- $2 job id, $3 lease_token, $4 run id, $5 search_path for the rest of the
+-- transaction. Opens a transactional step: checks the operation is active
+-- under the token (no lock: a frozen attempt must not keep the reaper from
+-- taking it; the outcome statement is the fence that counts), then switches
+-- the transaction to the caller's search_path (LOCAL: the store's comes back
+-- at the end of the transaction). No row = stale token, nothing set.
+SELECT j.id, set_config('search_path', $5::text, true) AS search_path
+FROM azync_jobs j
+WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'active' AND j.source = 'workflow'
+  AND j.task_key <> '$wft' AND j.run_id = $4
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz

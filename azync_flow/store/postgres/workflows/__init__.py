@@ -17,6 +17,7 @@ from .reaper import WorkflowReaperMixin
 from .reset import WorkflowResetMixin
 from .terminate import WORKFLOW_TERMINATED_EVENT, WorkflowTerminateMixin
 from .timeouts import WorkflowTimeoutsMixin
+from .transactional import OperationTransactionMixin
 from .uncertain import LEASE_EXPIRED_REASON, UncertainMixin
 
 __all__ = [
@@ -36,5 +37,6 @@ class WorkflowMixin(
     WorkflowTerminateMixin,
     WorkflowTimeoutsMixin,
     WorkflowResetMixin,
+    OperationTransactionMixin,
 ):
     """Every workflow verb of :class:`~azync_flow.store.postgres.PostgresStore`."""

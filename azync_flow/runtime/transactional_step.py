@@ -1,0 +1,241 @@
+"""One attempt of a transactional step (``@transaction``): the step's SQL and
+its recorded outcome in ONE transaction of the store's connection.
+
+Per attempt::
+
+    async with store.operation_transaction(job, token, run) as tx:  # BEGIN + lease lock
+        result = await step(tx.connection, *args)                   # the user's SQL
+        folder.settle_in(tx, ...)  or  tx.complete(...)             # outcome + COMMIT
+
+The commit is the one a plain activity's report makes (folded with the next
+pass when this worker caches the execution), so a transactional step costs no
+extra commit. A serialization failure or deadlock anywhere in the transaction
+(the COMMIT included) runs the whole step again at once, without spending an
+attempt; any other exception leaves the block (rolled back) and follows the
+retry policy. A crash before the COMMIT loses the connection and with it the
+step's writes; the lease expires and the step runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+from azync_flow._operations import OperationPayload
+from azync_flow._transient import is_transient, retry_transient
+from azync_flow._workflow.attempt import ActivityInfo, activity_context
+from azync_flow._workflow.transactional import TransactionDefinition
+from azync_flow.errors import PayloadError, StoreUnavailableError, is_not_found
+from azync_flow.replay.events import ActivityCompleted, encode_event
+from azync_flow.store.queue import Job, JobState
+from azync_flow.store.workflows import (
+    OperationSettle,
+    OperationStore,
+    OperationTransaction,
+    TransactionalOperationStore,
+)
+from azync_flow.telemetry import AttemptOutcome, AttemptSpan
+
+if TYPE_CHECKING:
+    from azync_flow.runtime.folded_completion import CompletionFolder
+
+__all__ = ["MAX_CONFLICT_RERUNS", "StepRunner", "run_transactional"]
+
+log = logging.getLogger("azync_flow.activity")
+
+#: Re-runs of one attempt after serialization failures or deadlocks before the
+#: conflict counts as the attempt's failure (then the retry policy decides).
+MAX_CONFLICT_RERUNS = 50
+
+
+class _StepStore(OperationStore, TransactionalOperationStore, Protocol):
+    """The store roles a transactional attempt uses."""
+
+
+class StepRunner(Protocol):
+    """What a transactional attempt uses of its activity runner."""
+
+    @property
+    def store(self) -> _StepStore: ...
+
+    @property
+    def folder(self) -> CompletionFolder | None: ...
+
+    @property
+    def max_payload_bytes(self) -> int | None: ...
+
+    @property
+    def before_settle(self) -> Callable[[Job, str], Any] | None: ...
+
+    @property
+    def after_settle(self) -> Callable[[Job, str], Any] | None: ...
+
+
+#: Records a failed attempt per the retry policy (``ActivityRunner._failed``).
+FailAttempt = Callable[
+    [Job, uuid.UUID, OperationPayload, Exception, AttemptSpan, Any], Awaitable[None]
+]
+
+
+async def run_transactional(
+    runner: StepRunner,
+    job: Job,
+    token: uuid.UUID,
+    op: OperationPayload,
+    defn: TransactionDefinition[Any, Any],
+    lease: Any,
+    span: AttemptSpan,
+    info: ActivityInfo,
+    fail: FailAttempt,
+) -> None:
+    """Run one attempt of a transactional step and record its outcome (see module doc)."""
+    reruns = 0
+    while True:
+        try:
+            failure = await _once(runner, job, token, op, defn, lease, info)
+        except StoreUnavailableError:
+            # The connection died, maybe during the COMMIT: the transaction
+            # either committed whole or not at all; the operation row says which.
+            if await _committed(runner, job, token):
+                span.set_outcome(AttemptOutcome.SUCCEEDED)
+                return
+            if reruns >= MAX_CONFLICT_RERUNS:
+                raise
+            reruns = await _pause(reruns, job, None)
+            continue
+        except Exception as err:
+            if is_transient(err) and reruns < MAX_CONFLICT_RERUNS:  # e.g. at COMMIT
+                reruns = await _pause(reruns, job, err)
+                continue
+            if is_not_found(err):  # lease lost: nothing written; the reaper decides
+                log.info("transactional step %s: lease lost, rolled back: %s", job.id, err)
+                return
+            raise
+        if failure is None:
+            span.set_outcome(AttemptOutcome.SUCCEEDED)
+            return
+        if is_transient(failure) and reruns < MAX_CONFLICT_RERUNS:
+            reruns = await _pause(reruns, job, failure)
+            continue
+        span.record_failure(failure)
+        await fail(job, token, op, failure, span, lease)
+        return
+
+
+async def _once(
+    runner: StepRunner,
+    job: Job,
+    token: uuid.UUID,
+    op: OperationPayload,
+    defn: TransactionDefinition[Any, Any],
+    lease: Any,
+    info: ActivityInfo,
+) -> Exception | None:
+    """One transaction: run the step, then record its outcome and COMMIT.
+
+    Returns:
+        None once committed, or the step's error (its transaction rolled back).
+
+    Raises:
+        NotFoundError: the lease is gone (rolled back).
+    """
+    assert job.run_id is not None
+    limit = op.start_to_close.total_seconds() if op.start_to_close is not None else None
+    async with runner.store.operation_transaction(
+        job.id, token, job.run_id, isolation=defn.isolation
+    ) as tx:
+        result = await _run_step(runner, defn, op, tx, info, limit, job)
+        if isinstance(result, Exception):
+            return result  # leaving the block without a settlement rolls back
+        await _record(runner, job, token, op, tx, lease, result)
+    return None
+
+
+async def _run_step(
+    runner: StepRunner,
+    defn: TransactionDefinition[Any, Any],
+    op: OperationPayload,
+    tx: OperationTransaction,
+    info: ActivityInfo,
+    limit: float | None,
+    job: Job,
+) -> bytes | Exception:
+    """Call the step on the transaction's connection: its encoded result, or its error."""
+    timer = asyncio.timeout(limit)
+    try:
+        with activity_context(info):
+            async with timer:
+                result = await defn.run_in(tx.connection, bytes(op.input))
+    except TimeoutError as err:
+        if timer.expired():
+            return TimeoutError(
+                f"activity {op.activity} exceeded start_to_close={limit:g}s "
+                f"(attempt {job.attempt}); its transaction was rolled back"
+            )
+        return err
+    except Exception as err:
+        return err
+    if runner.max_payload_bytes is not None and len(result) > runner.max_payload_bytes:
+        return PayloadError(
+            f"result of activity {op.activity!r} is {len(result)} bytes, "
+            f"over the limit of {runner.max_payload_bytes}"
+        )
+    return result
+
+
+async def _record(
+    runner: StepRunner,
+    job: Job,
+    token: uuid.UUID,
+    op: OperationPayload,
+    tx: OperationTransaction,
+    lease: Any,
+    result: bytes,
+) -> None:
+    """Record the outcome on ``tx`` (folded with the next pass when possible) and COMMIT."""
+    event = ActivityCompleted(
+        scheduled_seq=op.seq, result=msgspec.Raw(result), attempts=job.attempt
+    )
+    event_type, payload = encode_event(event)
+    await _call_hook(runner.before_settle, job, event_type)
+    folded = False
+    if runner.folder is not None:
+        settle = OperationSettle(
+            job_id=job.id, lease_token=token, event_type=event_type, payload=payload
+        )
+        folded = await runner.folder.settle_in(job, settle, lease, tx)
+    if not folded:
+        await tx.complete(event_type, payload)
+    if runner.after_settle is not None:
+        runner.after_settle(job, event_type)
+
+
+async def _call_hook(hook: Callable[[Job, str], Any] | None, job: Job, event_type: str) -> None:
+    if hook is not None:
+        hooked = hook(job, event_type)
+        if asyncio.iscoroutine(hooked):
+            await hooked
+
+
+async def _committed(runner: StepRunner, job: Job, token: uuid.UUID) -> bool:
+    """Whether this attempt's transaction committed (its reply was lost)."""
+    found = await retry_transient(lambda: runner.store.attempt_settlement(job.id, token))
+    return found is not None and found[0] is JobState.SUCCEEDED
+
+
+async def _pause(reruns: int, job: Job, err: BaseException | None) -> int:
+    """Wait a little before running the step again (jittered, growing to 0.5 s)."""
+    log.info(
+        "transactional step %s (attempt %d) rolled back by %s; running it again",
+        job.id,
+        job.attempt,
+        "a lost connection" if err is None else f"a conflict ({type(err).__name__})",
+    )
+    await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**reruns)))
+    return reruns + 1
