@@ -28,6 +28,7 @@
 --   0023_workflow_pass_commit.sql
 --   0026_task_queues.sql
 --   0027_priorities.sql
+--   0028_limits.sql
 
 -- Types
 
@@ -190,6 +191,7 @@ CREATE TABLE azync_jobs (
     workflow_name text,
     blocked_reason text DEFAULT ''::text NOT NULL,
     priority integer DEFAULT 0 NOT NULL,
+    limit_key text,
     CONSTRAINT azync_jobs_pkey PRIMARY KEY (id),
     CONSTRAINT azync_jobs_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'succeeded'::text, 'dead'::text, 'paused'::text, 'skipped'::text, 'blocked'::text, 'waiting'::text, 'cancelled'::text, 'uncertain'::text]))),
     CONSTRAINT azync_jobs_state_source_check CHECK ((((state <> ALL (ARRAY['blocked'::text, 'waiting'::text])) OR (source = 'dag'::text)) AND ((state <> 'uncertain'::text) OR (source = 'workflow'::text))))
@@ -202,6 +204,36 @@ CREATE TABLE azync_leaders (
     elected_at timestamp with time zone NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     CONSTRAINT azync_leaders_pkey PRIMARY KEY (name)
+);
+
+CREATE TABLE azync_limit_scopes (
+    source text NOT NULL,
+    kind text NOT NULL,
+    limit_name text NOT NULL,
+    CONSTRAINT azync_limit_scopes_pkey PRIMARY KEY (source, kind, limit_name)
+);
+
+CREATE TABLE azync_limit_slots (
+    limit_name text NOT NULL,
+    key text NOT NULL,
+    slot integer NOT NULL,
+    holder uuid,
+    holder_token uuid,
+    used_at timestamp with time zone,
+    CONSTRAINT azync_limit_slots_pkey PRIMARY KEY (limit_name, key, slot)
+);
+
+CREATE TABLE azync_limits (
+    name text NOT NULL,
+    type text NOT NULL,
+    capacity integer NOT NULL,
+    period interval,
+    per_key boolean DEFAULT false NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_limits_pkey PRIMARY KEY (name),
+    CONSTRAINT azync_limits_capacity_check CHECK (((capacity >= 1) AND (capacity <= 10000))),
+    CONSTRAINT azync_limits_period_check CHECK ((((type = 'rate'::text) AND (period > '00:00:00'::interval)) OR ((type = 'concurrency'::text) AND (period IS NULL)))),
+    CONSTRAINT azync_limits_type_check CHECK ((type = ANY (ARRAY['concurrency'::text, 'rate'::text])))
 );
 
 CREATE TABLE azync_migrations (
@@ -424,6 +456,12 @@ ALTER TABLE azync_jobs ADD CONSTRAINT azync_jobs_event_id_fkey
 ALTER TABLE azync_jobs ADD CONSTRAINT azync_jobs_run_id_fkey
     FOREIGN KEY (run_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
 
+ALTER TABLE azync_limit_scopes ADD CONSTRAINT azync_limit_scopes_limit_name_fkey
+    FOREIGN KEY (limit_name) REFERENCES azync_limits(name) ON DELETE CASCADE;
+
+ALTER TABLE azync_limit_slots ADD CONSTRAINT azync_limit_slots_limit_name_fkey
+    FOREIGN KEY (limit_name) REFERENCES azync_limits(name) ON DELETE CASCADE;
+
 ALTER TABLE azync_schedule_changes ADD CONSTRAINT azync_schedule_changes_schedule_id_fkey
     FOREIGN KEY (schedule_id) REFERENCES azync_schedules(id) ON DELETE CASCADE;
 
@@ -502,6 +540,8 @@ CREATE INDEX azync_jobs_kind_state ON azync_jobs USING btree (source, kind, stat
 
 CREATE INDEX azync_jobs_leased ON azync_jobs USING btree (lease_until) WHERE (state = 'active'::text);
 
+CREATE INDEX azync_jobs_limit_ready ON azync_jobs USING btree (source, kind, task_queue, limit_key, azync_due_order(run_at, priority), id) WHERE ((state = 'pending'::text) AND (limit_key IS NOT NULL));
+
 CREATE UNIQUE INDEX azync_jobs_live_key ON azync_jobs USING btree (source, kind, idempotency_key) WHERE ((idempotency_key <> ''::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'paused'::text, 'blocked'::text, 'waiting'::text, 'uncertain'::text])));
 
 CREATE INDEX azync_jobs_ready ON azync_jobs USING btree (source, kind, task_queue, azync_due_order(run_at, priority), id) WHERE (state = 'pending'::text);
@@ -519,6 +559,10 @@ CREATE INDEX azync_jobs_workflow_task_due ON azync_jobs USING btree (task_queue,
 CREATE UNIQUE INDEX azync_jobs_workflow_task_runnable ON azync_jobs USING btree (run_id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text])));
 
 CREATE INDEX azync_jobs_workflow_task_timed ON azync_jobs USING btree (task_queue, workflow_name, run_at, id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = 'scheduled'::text));
+
+CREATE INDEX azync_limit_scopes_limit ON azync_limit_scopes USING btree (limit_name);
+
+CREATE INDEX azync_limit_slots_holder ON azync_limit_slots USING btree (holder) WHERE (holder IS NOT NULL);
 
 CREATE INDEX azync_schedule_runs_pending ON azync_schedule_runs USING btree (schedule_id) WHERE (outcome = ANY (ARRAY['buffered'::text, 'requested'::text]));
 
@@ -604,6 +648,163 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION azync_job_lease_limited(p_at timestamp with time zone, p_source text, p_kind text, p_queues text[], p_n integer, p_lease interval, p_default_max integer, p_override boolean)
+ RETURNS SETOF azync_jobs
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    names text[];
+    types text[];
+    caps int[];
+    periods interval[];
+    keyed boolean[];
+    fair text;
+    c record;
+    j azync_jobs;
+    k text;
+    sl int;
+    slot_names text[];
+    slot_keys text[];
+    slot_nos int[];
+    blocked text[] := '{}';
+    ok boolean;
+    n int := 0;
+    tok uuid;
+BEGIN
+    SELECT array_agg(l.name ORDER BY l.name), array_agg(l.type ORDER BY l.name),
+           array_agg(l.capacity ORDER BY l.name), array_agg(l.period ORDER BY l.name),
+           array_agg(l.per_key ORDER BY l.name)
+    INTO names, types, caps, periods, keyed
+    FROM azync_limit_scopes s JOIN azync_limits l ON l.name = s.limit_name
+    WHERE s.source = p_source AND s.kind = p_kind;
+    IF names IS NULL OR p_n <= 0 THEN
+        RETURN;
+    END IF;
+    fair := (SELECT x.name FROM unnest(names, keyed) AS x(name, keyed) WHERE x.keyed LIMIT 1);
+    FOR c IN
+        WITH RECURSIVE keys AS (
+            (SELECT q.q, (SELECT j2.limit_key FROM azync_jobs j2
+                          WHERE j2.state = 'pending' AND j2.source = p_source
+                            AND j2.kind = p_kind AND j2.task_queue = q.q
+                            AND j2.limit_key IS NOT NULL
+                          ORDER BY j2.limit_key LIMIT 1) AS key
+             FROM unnest(p_queues) AS q(q))
+            UNION ALL
+            SELECT k2.q, (SELECT j2.limit_key FROM azync_jobs j2
+                          WHERE j2.state = 'pending' AND j2.source = p_source
+                            AND j2.kind = p_kind AND j2.task_queue = k2.q
+                            AND j2.limit_key > k2.key
+                          ORDER BY j2.limit_key LIMIT 1)
+            FROM keys k2 WHERE k2.key IS NOT NULL
+        )
+        SELECT h.id, h.limit_key, h.rank, h.o,
+               (SELECT max(s.used_at) FROM azync_limit_slots s
+                WHERE s.limit_name = fair AND s.key = h.limit_key) AS served
+        FROM keys kk
+        CROSS JOIN LATERAL (
+            SELECT j3.id, j3.limit_key, azync_due_order(j3.run_at, j3.priority) AS o,
+                   row_number() OVER (ORDER BY azync_due_order(j3.run_at, j3.priority), j3.id)
+                       AS rank
+            FROM azync_jobs j3
+            WHERE j3.state = 'pending' AND j3.source = p_source AND j3.kind = p_kind
+              AND j3.task_queue = kk.q AND j3.limit_key = kk.key AND j3.run_at <= p_at
+            ORDER BY azync_due_order(j3.run_at, j3.priority), j3.id
+            LIMIT p_n
+        ) h
+        WHERE kk.key IS NOT NULL
+        ORDER BY h.rank, served NULLS FIRST, h.o, h.id
+    LOOP
+        EXIT WHEN n >= p_n;
+        CONTINUE WHEN c.limit_key = ANY (blocked);
+        SELECT * INTO j FROM azync_jobs
+        WHERE id = c.id AND state = 'pending' FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        ok := true;
+        slot_names := '{}';
+        slot_keys := '{}';
+        slot_nos := '{}';
+        FOR i IN 1 .. cardinality(names) LOOP
+            k := CASE WHEN keyed[i] THEN c.limit_key ELSE '' END;
+            IF NOT EXISTS (SELECT 1 FROM azync_limit_slots s
+                           WHERE s.limit_name = names[i] AND s.key = k AND s.slot = caps[i]) THEN
+                INSERT INTO azync_limit_slots (limit_name, key, slot)
+                SELECT names[i], k, g FROM generate_series(1, caps[i]) g
+                ON CONFLICT DO NOTHING;
+            END IF;
+            IF types[i] = 'concurrency' THEN
+                SELECT s.slot INTO sl FROM azync_limit_slots s
+                WHERE s.limit_name = names[i] AND s.key = k AND s.slot <= caps[i]
+                  AND s.holder IS NULL
+                ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
+            ELSE
+                SELECT s.slot INTO sl FROM azync_limit_slots s
+                WHERE s.limit_name = names[i] AND s.key = k AND s.slot <= caps[i]
+                  AND (s.used_at IS NULL OR s.used_at < p_at - periods[i])
+                ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
+            END IF;
+            IF NOT FOUND THEN
+                ok := false;
+                EXIT;
+            END IF;
+            slot_names := slot_names || names[i];
+            slot_keys := slot_keys || k;
+            slot_nos := slot_nos || sl;
+        END LOOP;
+        IF NOT ok THEN
+            -- the slots taken so far stay locked until the commit: a racing
+            -- lease skips them (admits less for a moment, never more)
+            blocked := blocked || c.limit_key;
+            CONTINUE;
+        END IF;
+        tok := gen_random_uuid();
+        UPDATE azync_limit_slots s
+        SET holder = CASE WHEN t.type = 'concurrency' THEN j.id END,
+            holder_token = CASE WHEN t.type = 'concurrency' THEN tok END,
+            used_at = p_at
+        FROM unnest(slot_names, slot_keys, slot_nos) AS u(name, key, slot)
+        JOIN azync_limits t ON t.name = u.name
+        WHERE s.limit_name = u.name AND s.key = u.key AND s.slot = u.slot;
+        UPDATE azync_jobs x
+        SET state = 'active',
+            attempt = x.attempt + 1,
+            lease_token = tok,
+            lease_until = p_at + p_lease,
+            started_at = p_at,
+            updated_at = p_at,
+            max_attempts = CASE
+                WHEN x.max_attempts_explicit THEN x.max_attempts
+                WHEN x.started_at IS NULL AND p_override THEN p_default_max
+                WHEN x.max_attempts <= 0 THEN p_default_max
+                ELSE x.max_attempts END
+        WHERE x.id = j.id
+        RETURNING x.* INTO j;
+        n := n + 1;
+        RETURN NEXT j;
+    END LOOP;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_job_limit_waits(p_source text, p_kind text, p_key text, p_at timestamp with time zone)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+ SET search_path TO '<schema>'
+AS $function$
+    SELECT coalesce(string_agg(
+        CASE WHEN l.per_key
+             THEN format('waits for %s limit %L (key %L)', l.type, l.name, coalesce(p_key, ''))
+             ELSE format('waits for %s limit %L', l.type, l.name) END, '; ' ORDER BY l.name), '')
+    FROM azync_limit_scopes sc JOIN azync_limits l ON l.name = sc.limit_name
+    WHERE sc.source = p_source AND sc.kind = p_kind
+      AND (SELECT count(*) FROM azync_limit_slots s
+           WHERE s.limit_name = l.name
+             AND s.key = CASE WHEN l.per_key THEN coalesce(p_key, '') ELSE '' END
+             AND s.slot <= l.capacity
+             AND CASE WHEN l.type = 'concurrency' THEN s.holder IS NOT NULL
+                      ELSE s.used_at >= p_at - l.period END) >= l.capacity
+$function$;
+
 CREATE OR REPLACE FUNCTION azync_job_settle(p_at timestamp with time zone, p_ids uuid[], p_tokens uuid[], p_state text, p_error text, p_result bytea, p_count boolean)
  RETURNS TABLE(id uuid, source text, kind text, attempt integer)
  LANGUAGE plpgsql
@@ -642,6 +843,18 @@ CREATE OR REPLACE FUNCTION azync_keep_nonidempotent_op()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_limit_release()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+BEGIN
+    UPDATE azync_limit_slots s SET holder = NULL, holder_token = NULL
+    WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token;
     RETURN NULL;
 END
 $function$;
@@ -1025,9 +1238,12 @@ AS $function$
 BEGIN
     RETURN QUERY WITH req AS (
         SELECT u.*, coalesce(u.run_at, p_at) AS due,
-               (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS leased,
+               (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))
+                AND NOT EXISTS (SELECT 1 FROM azync_limit_scopes sc
+                                WHERE sc.source = 'workflow' AND sc.kind = u.kind)) AS leased,
                coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
-               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority
+               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
+               u.route::jsonb ->> 'limit_key' AS limit_key
         FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
              WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
     ), existing AS (
@@ -1038,7 +1254,7 @@ BEGIN
         INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
                                 max_attempts, max_attempts_explicit, run_id, task_key,
                                 enqueued_at, updated_at, attempt, lease_token,
-                                lease_until, started_at, task_queue, priority)
+                                lease_until, started_at, task_queue, priority, limit_key)
         SELECT gen_random_uuid(), 'workflow', r.kind,
                CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
                     ELSE 'pending' END,
@@ -1050,7 +1266,7 @@ BEGIN
                CASE WHEN r.leased THEN gen_random_uuid() END,
                CASE WHEN r.leased THEN p_at + p_local_lease END,
                CASE WHEN r.leased THEN p_at END,
-               r.task_queue, r.priority
+               r.task_queue, r.priority, r.limit_key
         FROM req r
         WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
         ORDER BY r.ord
@@ -1367,7 +1583,12 @@ AS $function$
            AND NOT EXISTS (
                SELECT 1 FROM azync_workers w
                WHERE w.expires_at > p_at AND w.activities @> ARRAY[j.kind]
-                 AND w.task_queues @> ARRAY[j.task_queue])))
+                 AND w.task_queues @> ARRAY[j.task_queue])),
+        (SELECT nullif(string_agg(DISTINCT azync_job_limit_waits(j.source, j.kind, j.limit_key,
+                                                                  p_at), '; '), '')
+         FROM azync_jobs j
+         WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key <> '$wft'
+           AND j.state = 'pending' AND j.limit_key IS NOT NULL AND j.run_at <= p_at))
 $function$;
 
 CREATE OR REPLACE FUNCTION azync_workflow_wake_task(p_id uuid, p_at timestamp with time zone, p_channel text)
@@ -1386,6 +1607,10 @@ END
 $function$;
 
 -- Triggers
+
+CREATE TRIGGER azync_jobs_limit_release AFTER UPDATE OF state, lease_token ON azync_jobs FOR EACH ROW WHEN (((old.limit_key IS NOT NULL) AND (old.state = 'active'::text) AND ((new.state <> 'active'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token)))) EXECUTE FUNCTION azync_limit_release();
+
+CREATE TRIGGER azync_jobs_limit_release_deleted AFTER DELETE ON azync_jobs FOR EACH ROW WHEN (((old.limit_key IS NOT NULL) AND (old.state = 'active'::text))) EXECUTE FUNCTION azync_limit_release();
 
 CREATE TRIGGER azync_jobs_merge_workflow_task BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.task_key = '$wft'::text) AND (old.state <> ALL (ARRAY['pending'::text, 'scheduled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'scheduled'::text])))) EXECUTE FUNCTION azync_merge_workflow_task();
 
