@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         WorkflowTerminatedError,
     )
     from azync_flow.events import EventContext, subscriber
+    from azync_flow.limits import ConcurrencyLimit, RateLimit
     from azync_flow.replay import Replayer
     from azync_flow.retry import RetryPolicy
     from azync_flow.schedules import ScheduleSpec, StartWorkflow
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 #: the modules of those names: see :mod:`azync_flow.workflow`).
 _HOMES = {
     "Client": "azync_flow.client",
+    "ConcurrencyLimit": "azync_flow.limits",
+    "RateLimit": "azync_flow.limits",
     "DAG": "azync_flow.dag",
     "DAGClient": "azync_flow.dag",
     "DAGValidationError": "azync_flow.errors",
@@ -100,6 +103,7 @@ __all__ = [
     "AzyncError",
     "ChildWorkflowError",
     "Client",
+    "ConcurrencyLimit",
     "Config",
     "DAGClient",
     "DAGValidationError",
@@ -109,6 +113,7 @@ __all__ = [
     "QueryFailedError",
     "QueryNotFoundError",
     "QueryTimeoutError",
+    "RateLimit",
     "Reconciled",
     "Registry",
     "Replayer",

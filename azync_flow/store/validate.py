@@ -18,8 +18,8 @@ from .queue import DEFAULT_TASK_QUEUE, LimitSpec
 from .workflows import WorkflowStartParams
 
 __all__ = [
-    "MAX_NAME_LENGTH",
     "MAX_LIMIT_CAPACITY",
+    "MAX_NAME_LENGTH",
     "MAX_PRIORITY",
     "check_choice",
     "check_id",

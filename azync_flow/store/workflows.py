@@ -247,6 +247,8 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
     Attributes:
         task_queue: the task queue its attempts are routed to ("" = ``"default"``).
         priority: its lease priority (higher first, aged by waiting).
+        limit_key: its key for the limits of its kind (``LimitStore``); None
+            when its activity declares no limits.
     """
 
     workflow_id: uuid.UUID
@@ -258,6 +260,7 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
     max_attempts: int = 0
     task_queue: str = DEFAULT_TASK_QUEUE
     priority: int = 0
+    limit_key: str | None = None
 
 
 class StalledWorkflow(msgspec.Struct, kw_only=True):
