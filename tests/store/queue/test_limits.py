@@ -80,9 +80,7 @@ async def test_a_rate_limit_admits_capacity_starts_per_period(
 
 
 async def test_every_limit_of_a_kind_must_admit(store: PostgresStore) -> None:
-    await store.declare_limits(
-        Source.QUEUE, "k", [conc("c", 5), rate("r", 2, timedelta(hours=1))]
-    )
+    await store.declare_limits(Source.QUEUE, "k", [conc("c", 5), rate("r", 2, timedelta(hours=1))])
     assert all(await store.enqueue_many([job("k") for _ in range(4)]))
     assert len(await lease(store, "k", limit=10)) == 2
 
