@@ -16,7 +16,15 @@ import msgspec
 
 from ._common import Subscription, TTx_contra
 from .events import EventProducer, TxEventProducer
-from .queue import DEFAULT_TASK_QUEUE, Job, JobState, QueueProducer, ReapReport, TxQueueProducer
+from .queue import (
+    DEFAULT_TASK_QUEUE,
+    Job,
+    JobState,
+    LimitStore,
+    QueueProducer,
+    ReapReport,
+    TxQueueProducer,
+)
 
 __all__ = [
     "DONE_RESET",
@@ -1146,8 +1154,9 @@ class WorkflowClientStore(
     WorkflowAdmin,
     WorkflowInteractionStore,
     UncertainStore,
+    LimitStore,
     Protocol[TTx_contra],
 ):
     """What :class:`azync_flow.Client` needs: executions, their queries and
-    updates, uncertain operations and event publishing, also in the caller's
+    updates, uncertain operations, limits and event publishing, also in the caller's
     transaction (``TTx_contra``: the driver's connection type)."""
