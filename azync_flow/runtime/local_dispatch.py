@@ -92,8 +92,6 @@ class LocalDispatch:
             loop = self.loops.get(op.kind)
             if loop is None or op.run_at is not None or op.task_queue not in self.task_queues:
                 continue
-            if op.limit_key is not None:
-                continue  # a limited operation waits for the limited lease to admit it
             if lease is not None and loop.lease != lease:
                 continue  # one lease per commit; the others stay pending
             if loop.reserve(1) == 0:

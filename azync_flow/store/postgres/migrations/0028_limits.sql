@@ -79,6 +79,66 @@ CREATE TRIGGER azync_jobs_limit_release_deleted AFTER DELETE ON azync_jobs
     FOR EACH ROW WHEN (OLD.limit_key IS NOT NULL AND OLD.state = 'active')
     EXECUTE FUNCTION azync_limit_release();
 
+-- Take one free slot of every limit of (p_source, p_kind) for the job p_job
+-- (key p_key, lease token p_token), or none: true when admitted. The slots of
+-- a key are created on its first admission. A slot taken before a later limit
+-- refuses stays locked until the commit: a racing lease skips it (admits less
+-- for a moment, never more).
+CREATE FUNCTION azync_limit_admit(
+    p_at timestamptz, p_source text, p_kind text, p_key text, p_job uuid, p_token uuid
+) RETURNS boolean
+    LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    l record;
+    k text;
+    sl int;
+    names text[] := '{}';
+    keys text[] := '{}';
+    nos int[] := '{}';
+    conc boolean[] := '{}';
+BEGIN
+    FOR l IN
+        SELECT d.name, d.type, d.capacity, d.period, d.per_key
+        FROM azync_limit_scopes s JOIN azync_limits d ON d.name = s.limit_name
+        WHERE s.source = p_source AND s.kind = p_kind
+        ORDER BY d.name
+    LOOP
+        k := CASE WHEN l.per_key THEN coalesce(p_key, '') ELSE '' END;
+        IF NOT EXISTS (SELECT 1 FROM azync_limit_slots s
+                       WHERE s.limit_name = l.name AND s.key = k AND s.slot = l.capacity) THEN
+            INSERT INTO azync_limit_slots (limit_name, key, slot)
+            SELECT l.name, k, g FROM generate_series(1, l.capacity) g
+            ON CONFLICT DO NOTHING;
+        END IF;
+        IF l.type = 'concurrency' THEN
+            SELECT s.slot INTO sl FROM azync_limit_slots s
+            WHERE s.limit_name = l.name AND s.key = k AND s.slot <= l.capacity
+              AND s.holder IS NULL
+            ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
+        ELSE
+            SELECT s.slot INTO sl FROM azync_limit_slots s
+            WHERE s.limit_name = l.name AND s.key = k AND s.slot <= l.capacity
+              AND (s.used_at IS NULL OR s.used_at < p_at - l.period)
+            ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
+        END IF;
+        IF NOT FOUND THEN
+            RETURN false;
+        END IF;
+        names := names || l.name;
+        keys := keys || k;
+        nos := nos || sl;
+        conc := conc || (l.type = 'concurrency');
+    END LOOP;
+    UPDATE azync_limit_slots s
+    SET holder = CASE WHEN u.conc THEN p_job END,
+        holder_token = CASE WHEN u.conc THEN p_token END,
+        used_at = p_at
+    FROM unnest(names, keys, nos, conc) AS u(name, key, slot, conc)
+    WHERE s.limit_name = u.name AND s.key = u.key AND s.slot = u.slot;
+    RETURN true;
+END
+$$;
+
 -- Lease up to p_n due pending jobs of a limited (source, kind) on p_queues.
 -- Fairness: the candidates are the heads of each backlogged key, taken round
 -- by round (every key's first job, then every key's second...), and within a
@@ -91,34 +151,24 @@ CREATE FUNCTION azync_job_lease_limited(
 ) RETURNS SETOF azync_jobs
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-    names text[];
-    types text[];
-    caps int[];
-    periods interval[];
-    keyed boolean[];
     fair text;
     c record;
     j azync_jobs;
-    k text;
-    sl int;
-    slot_names text[];
-    slot_keys text[];
-    slot_nos int[];
     blocked text[] := '{}';
-    ok boolean;
     n int := 0;
     tok uuid;
 BEGIN
-    SELECT array_agg(l.name ORDER BY l.name), array_agg(l.type ORDER BY l.name),
-           array_agg(l.capacity ORDER BY l.name), array_agg(l.period ORDER BY l.name),
-           array_agg(l.per_key ORDER BY l.name)
-    INTO names, types, caps, periods, keyed
-    FROM azync_limit_scopes s JOIN azync_limits l ON l.name = s.limit_name
-    WHERE s.source = p_source AND s.kind = p_kind;
-    IF names IS NULL OR p_n <= 0 THEN
+    IF p_n <= 0 THEN
         RETURN;
     END IF;
-    fair := (SELECT x.name FROM unnest(names, keyed) AS x(name, keyed) WHERE x.keyed LIMIT 1);
+    -- the limit whose slots tell when a key was last admitted
+    SELECT l.name INTO fair
+    FROM azync_limit_scopes s JOIN azync_limits l ON l.name = s.limit_name
+    WHERE s.source = p_source AND s.kind = p_kind
+    ORDER BY NOT l.per_key, l.name LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
     FOR c IN
         WITH RECURSIVE keys AS (
             (SELECT q.q, (SELECT j2.limit_key FROM azync_jobs j2
@@ -157,51 +207,11 @@ BEGIN
         SELECT * INTO j FROM azync_jobs
         WHERE id = c.id AND state = 'pending' FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
-        ok := true;
-        slot_names := '{}';
-        slot_keys := '{}';
-        slot_nos := '{}';
-        FOR i IN 1 .. cardinality(names) LOOP
-            k := CASE WHEN keyed[i] THEN c.limit_key ELSE '' END;
-            IF NOT EXISTS (SELECT 1 FROM azync_limit_slots s
-                           WHERE s.limit_name = names[i] AND s.key = k AND s.slot = caps[i]) THEN
-                INSERT INTO azync_limit_slots (limit_name, key, slot)
-                SELECT names[i], k, g FROM generate_series(1, caps[i]) g
-                ON CONFLICT DO NOTHING;
-            END IF;
-            IF types[i] = 'concurrency' THEN
-                SELECT s.slot INTO sl FROM azync_limit_slots s
-                WHERE s.limit_name = names[i] AND s.key = k AND s.slot <= caps[i]
-                  AND s.holder IS NULL
-                ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
-            ELSE
-                SELECT s.slot INTO sl FROM azync_limit_slots s
-                WHERE s.limit_name = names[i] AND s.key = k AND s.slot <= caps[i]
-                  AND (s.used_at IS NULL OR s.used_at < p_at - periods[i])
-                ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
-            END IF;
-            IF NOT FOUND THEN
-                ok := false;
-                EXIT;
-            END IF;
-            slot_names := slot_names || names[i];
-            slot_keys := slot_keys || k;
-            slot_nos := slot_nos || sl;
-        END LOOP;
-        IF NOT ok THEN
-            -- the slots taken so far stay locked until the commit: a racing
-            -- lease skips them (admits less for a moment, never more)
+        tok := gen_random_uuid();
+        IF NOT azync_limit_admit(p_at, p_source, p_kind, c.limit_key, j.id, tok) THEN
             blocked := blocked || c.limit_key;
             CONTINUE;
         END IF;
-        tok := gen_random_uuid();
-        UPDATE azync_limit_slots s
-        SET holder = CASE WHEN t.type = 'concurrency' THEN j.id END,
-            holder_token = CASE WHEN t.type = 'concurrency' THEN tok END,
-            used_at = p_at
-        FROM unnest(slot_names, slot_keys, slot_nos) AS u(name, key, slot)
-        JOIN azync_limits t ON t.name = u.name
-        WHERE s.limit_name = u.name AND s.key = u.key AND s.slot = u.slot;
         UPDATE azync_jobs x
         SET state = 'active',
             attempt = x.attempt + 1,
@@ -242,9 +252,9 @@ CREATE FUNCTION azync_job_limit_waits(
                       ELSE s.used_at >= p_at - l.period END) >= l.capacity
 $$;
 
--- Operations of a limited activity are never leased in the pass that
--- schedules them (local dispatch): only the limited lease admits them. They
--- carry the limit key of their route ({"limit_key": k}).
+-- An operation of a limited activity carries the limit key of its route
+-- ({"limit_key": k}); leased in the pass that schedules it (local dispatch)
+-- only when azync_limit_admit takes its slots, else inserted pending.
 CREATE OR REPLACE FUNCTION azync_workflow_ops_insert(
     p_at timestamptz, p_channel text, p_id uuid, p_kinds text[], p_payloads bytea[],
     p_metas text[], p_keys text[], p_run_ats timestamptz[], p_max_attempts int[],
@@ -255,26 +265,38 @@ CREATE OR REPLACE FUNCTION azync_workflow_ops_insert(
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
 BEGIN
-    RETURN QUERY WITH req AS (
-        SELECT u.*, coalesce(u.run_at, p_at) AS due,
-               (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))
-                AND NOT EXISTS (SELECT 1 FROM azync_limit_scopes sc
-                                WHERE sc.source = 'workflow' AND sc.kind = u.kind)) AS leased,
-               coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
-               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
-               u.route::jsonb ->> 'limit_key' AS limit_key
-        FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
-             WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
-    ), existing AS (
+    RETURN QUERY WITH existing AS (
         SELECT DISTINCT j.task_key FROM azync_jobs j
         WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = ANY(p_keys)
           AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+    ), wanted AS MATERIALIZED (
+        SELECT u.*, coalesce(u.run_at, p_at) AS due,
+               (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS local,
+               coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
+               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
+               u.route::jsonb ->> 'limit_key' AS limit_key,
+               gen_random_uuid() AS job_id, gen_random_uuid() AS token
+        FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
+             WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
+        WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = u.key)
+    ), req AS MATERIALIZED (
+        -- a local operation of a limited kind is leased only when admitted
+        -- (CASE: the admission must not run for an operation left pending)
+        SELECT w.*,
+               CASE WHEN NOT w.local THEN false
+                    WHEN NOT EXISTS (SELECT 1 FROM azync_limit_scopes sc
+                                     WHERE sc.source = 'workflow' AND sc.kind = w.kind)
+                        THEN true
+                    ELSE azync_limit_admit(p_at, 'workflow', w.kind, coalesce(w.limit_key, ''),
+                                           w.job_id, w.token) END AS leased
+        FROM wanted w
+        ORDER BY w.ord
     ), ins AS (
         INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
                                 max_attempts, max_attempts_explicit, run_id, task_key,
                                 enqueued_at, updated_at, attempt, lease_token,
                                 lease_until, started_at, task_queue, priority, limit_key)
-        SELECT gen_random_uuid(), 'workflow', r.kind,
+        SELECT r.job_id, 'workflow', r.kind,
                CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
                     ELSE 'pending' END,
                r.payload, r.meta::jsonb, r.due,
@@ -282,12 +304,11 @@ BEGIN
                     ELSE r.max_attempts END,
                r.max_attempts > 0, p_id, r.key, p_at, p_at,
                CASE WHEN r.leased THEN 1 ELSE 0 END,
-               CASE WHEN r.leased THEN gen_random_uuid() END,
+               CASE WHEN r.leased THEN r.token END,
                CASE WHEN r.leased THEN p_at + p_local_lease END,
                CASE WHEN r.leased THEN p_at END,
                r.task_queue, r.priority, r.limit_key
         FROM req r
-        WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
         ORDER BY r.ord
         RETURNING task_key, id, kind, state, attempt, max_attempts, lease_token,
                   lease_until, started_at, run_at, enqueued_at
