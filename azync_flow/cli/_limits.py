@@ -9,7 +9,7 @@ from azync_flow.client import Client
 from azync_flow.store.queue import LimitUsage
 
 from ._common import EXIT_OK, DbOptions, connect, db_command, example
-from ._output import emit, table, when
+from ._output import emit, table
 
 __all__ = ["limits"]
 
@@ -47,7 +47,6 @@ async def list_cmd(as_json: bool, db: DbOptions) -> int:
             ("WAITING", lambda u: u.waiting),
             ("KEYS", lambda u: u.keys),
             ("KINDS", lambda u: ", ".join(u.kinds)),
-            ("CHANGED (UTC)", lambda u: when(u.updated_at)),
         ],
         empty="no limits (workers store them when they start)",
     )
