@@ -155,8 +155,17 @@ class ActivityDefinition(Generic[P, R]):
     def with_options(self, **overrides: Any) -> Callable[P, Awaitable[R]]:
         """Return a caller with some options replaced for these calls only.
 
-        Accepts the fields of :class:`ActivityOptions` as keywords.
+        Accepts the fields of :class:`ActivityOptions` as keywords, except
+        ``limits`` (a worker stores an activity's limits from its declaration).
+
+        Raises:
+            ValueError: ``limits`` is given.
         """
+        if "limits" in overrides:
+            raise ValueError(
+                f"activity {self.name!r}: limits are declared with @activity(limits=...), "
+                "not per call"
+            )
         options = dataclasses.replace(self.options, **overrides)
 
         def call(*args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:

@@ -113,6 +113,8 @@ def test_limits_are_checked_where_they_are_declared() -> None:
         activity(limits=[ConcurrencyLimit("x", 1), RateLimit("x", 1, timedelta(seconds=1))])(_plain)
     with pytest.raises(TypeError):
         activity(limits=["x"])(_plain)  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="not per call"):
+        lookup_customer.with_options(limits=[ConcurrencyLimit("y", 1)])
 
 
 def _plain(x: int) -> int:
