@@ -215,6 +215,7 @@ class QueueMixin(PgBase):
                 p.default_max_attempts,
                 p.override_default,
                 list(p.task_queues),
+                self.channel,
             )
         # the statement's lease order (a RETURNING list comes back unordered)
         return sorted((job_from_row(r) for r in rows), key=lease_order)

@@ -219,6 +219,7 @@ CREATE TABLE azync_limit_slots (
     slot integer NOT NULL,
     holder uuid,
     holder_token uuid,
+    holder_channel text,
     used_at timestamp with time zone,
     CONSTRAINT azync_limit_slots_pkey PRIMARY KEY (limit_name, key, slot)
 );
@@ -648,7 +649,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION azync_job_lease_limited(p_at timestamp with time zone, p_source text, p_kind text, p_queues text[], p_n integer, p_lease interval, p_default_max integer, p_override boolean)
+CREATE OR REPLACE FUNCTION azync_job_lease_limited(p_at timestamp with time zone, p_source text, p_kind text, p_queues text[], p_n integer, p_lease interval, p_default_max integer, p_override boolean, p_channel text)
  RETURNS SETOF azync_jobs
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
@@ -711,7 +712,7 @@ BEGIN
         WHERE id = c.id AND state = 'pending' FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
         tok := gen_random_uuid();
-        IF NOT azync_limit_admit(p_at, p_source, p_kind, c.limit_key, j.id, tok) THEN
+        IF NOT azync_limit_admit(p_at, p_source, p_kind, c.limit_key, j.id, tok, p_channel) THEN
             blocked := blocked || c.limit_key;
             CONTINUE;
         END IF;
@@ -797,7 +798,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION azync_limit_admit(p_at timestamp with time zone, p_source text, p_kind text, p_key text, p_job uuid, p_token uuid)
+CREATE OR REPLACE FUNCTION azync_limit_admit(p_at timestamp with time zone, p_source text, p_kind text, p_key text, p_job uuid, p_token uuid, p_channel text)
  RETURNS boolean
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
@@ -846,6 +847,7 @@ BEGIN
     UPDATE azync_limit_slots s
     SET holder = CASE WHEN u.conc THEN p_job END,
         holder_token = CASE WHEN u.conc THEN p_token END,
+        holder_channel = CASE WHEN u.conc THEN p_channel END,
         used_at = p_at
     FROM unnest(names, keys, nos, conc) AS u(name, key, slot, conc)
     WHERE s.limit_name = u.name AND s.key = u.key AND s.slot = u.slot;
@@ -858,9 +860,20 @@ CREATE OR REPLACE FUNCTION azync_limit_release()
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
 AS $function$
+DECLARE
+    ch text;
 BEGIN
-    UPDATE azync_limit_slots s SET holder = NULL, holder_token = NULL
-    WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token;
+    FOR ch IN
+        UPDATE azync_limit_slots s SET holder = NULL, holder_token = NULL, holder_channel = NULL
+        FROM azync_limit_slots o
+        WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token
+          AND o.limit_name = s.limit_name AND o.key = s.key AND o.slot = s.slot
+        RETURNING o.holder_channel
+    LOOP
+        IF ch IS NOT NULL THEN
+            PERFORM pg_notify(ch, OLD.source || ':' || OLD.kind);
+        END IF;
+    END LOOP;
     RETURN NULL;
 END
 $function$;
@@ -1265,7 +1278,7 @@ BEGIN
                                      WHERE sc.source = 'workflow' AND sc.kind = w.kind)
                         THEN true
                     ELSE azync_limit_admit(p_at, 'workflow', w.kind, coalesce(w.limit_key, ''),
-                                           w.job_id, w.token) END AS leased
+                                           w.job_id, w.token, p_channel) END AS leased
         FROM wanted w
         ORDER BY w.ord
     ), ins AS (

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from azync_flow.store.postgres import PostgresStore
+from azync_flow.store import Config
+from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres._queries import QUERIES
-from azync_flow.store.queue import LimitSpec, Source
-from azync_flow.testing import MovableClock
+from azync_flow.store.queue import LimitSpec, Source, Wake
+from azync_flow.testing import MovableClock, drop_schema, unique_schema
 
 from ..helpers import LEASE, job, lease
 
@@ -185,6 +186,7 @@ async def test_the_lease_of_an_unlimited_kind_stays_an_index_scan(store: Postgre
             25,
             True,
             ["default"],
+            "azync_wake",
         )
     scans = _scans(json.loads(plan))
     assert ("Index Scan", "azync_jobs_ready") in scans
@@ -192,3 +194,25 @@ async def test_the_lease_of_an_unlimited_kind_stays_an_index_scan(store: Postgre
     text = json.dumps(json.loads(plan))
     assert "One-Time Filter" in text  # the limited branch is gated, not run per row
     assert len(await lease(store, "k", limit=10)) == 10
+
+
+async def test_a_finished_limited_job_wakes_the_workers_of_its_kind(
+    pg_dsn: str, clock: MovableClock
+) -> None:
+    schema = unique_schema()
+    s = await open_store(pg_dsn, Config(schema=schema, notify_channel=f"w_{schema}"), clock=clock)
+    try:
+        await s.declare_limits(Source.QUEUE, "k", [conc("one", 1)])
+        assert all(await s.enqueue_many([job("k") for _ in range(2)]))
+        (held,) = await lease(s, "k", limit=5)
+        sub = await s.wake()
+        assert sub is not None
+        async with sub:
+            await s.ack(held.id, held.lease_token)  # type: ignore[arg-type]
+            async with asyncio.timeout(5):
+                woken = await anext(sub)
+        assert woken == Wake(source=Source.QUEUE, kind="k")
+        assert len(await lease(s, "k", limit=5)) == 1
+    finally:
+        await s.close()
+        await drop_schema(pg_dsn, schema)

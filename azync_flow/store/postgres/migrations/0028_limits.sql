@@ -47,6 +47,7 @@ CREATE TABLE azync_limit_slots (
     slot int NOT NULL,
     holder uuid,
     holder_token uuid,
+    holder_channel text,
     used_at timestamptz,
     CONSTRAINT azync_limit_slots_pkey PRIMARY KEY (limit_name, key, slot)
 );
@@ -60,13 +61,26 @@ CREATE INDEX azync_jobs_limit_ready ON azync_jobs
     (source, kind, task_queue, limit_key, azync_due_order(run_at, priority), id)
     WHERE state = 'pending' AND limit_key IS NOT NULL;
 
--- A concurrency slot frees when its holder's lease ends. Fires only for jobs
--- that carry a limit key (the WHEN clause costs other jobs nothing).
+-- A concurrency slot frees when its holder's lease ends, and the workers of
+-- the kind are woken on commit (NOTIFY on the channel of the lease that took
+-- the slot) to lease what waited for it. Fires only for jobs that carry a
+-- limit key (the WHEN clause costs other jobs nothing).
 CREATE FUNCTION azync_limit_release() RETURNS trigger
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    ch text;
 BEGIN
-    UPDATE azync_limit_slots s SET holder = NULL, holder_token = NULL
-    WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token;
+    FOR ch IN
+        UPDATE azync_limit_slots s SET holder = NULL, holder_token = NULL, holder_channel = NULL
+        FROM azync_limit_slots o
+        WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token
+          AND o.limit_name = s.limit_name AND o.key = s.key AND o.slot = s.slot
+        RETURNING o.holder_channel
+    LOOP
+        IF ch IS NOT NULL THEN
+            PERFORM pg_notify(ch, OLD.source || ':' || OLD.kind);
+        END IF;
+    END LOOP;
     RETURN NULL;
 END
 $$;
@@ -80,12 +94,14 @@ CREATE TRIGGER azync_jobs_limit_release_deleted AFTER DELETE ON azync_jobs
     EXECUTE FUNCTION azync_limit_release();
 
 -- Take one free slot of every limit of (p_source, p_kind) for the job p_job
--- (key p_key, lease token p_token), or none: true when admitted. The slots of
+-- (key p_key, lease token p_token; p_channel: where its release wakes the
+-- kind's workers), or none: true when admitted. The slots of
 -- a key are created on its first admission. A slot taken before a later limit
 -- refuses stays locked until the commit: a racing lease skips it (admits less
 -- for a moment, never more).
 CREATE FUNCTION azync_limit_admit(
-    p_at timestamptz, p_source text, p_kind text, p_key text, p_job uuid, p_token uuid
+    p_at timestamptz, p_source text, p_kind text, p_key text, p_job uuid, p_token uuid,
+    p_channel text
 ) RETURNS boolean
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
@@ -132,6 +148,7 @@ BEGIN
     UPDATE azync_limit_slots s
     SET holder = CASE WHEN u.conc THEN p_job END,
         holder_token = CASE WHEN u.conc THEN p_token END,
+        holder_channel = CASE WHEN u.conc THEN p_channel END,
         used_at = p_at
     FROM unnest(names, keys, nos, conc) AS u(name, key, slot, conc)
     WHERE s.limit_name = u.name AND s.key = u.key AND s.slot = u.slot;
@@ -147,7 +164,7 @@ $$;
 -- whose head cannot be admitted is passed over for the rest of the call.
 CREATE FUNCTION azync_job_lease_limited(
     p_at timestamptz, p_source text, p_kind text, p_queues text[], p_n int, p_lease interval,
-    p_default_max int, p_override boolean
+    p_default_max int, p_override boolean, p_channel text
 ) RETURNS SETOF azync_jobs
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
@@ -208,7 +225,7 @@ BEGIN
         WHERE id = c.id AND state = 'pending' FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
         tok := gen_random_uuid();
-        IF NOT azync_limit_admit(p_at, p_source, p_kind, c.limit_key, j.id, tok) THEN
+        IF NOT azync_limit_admit(p_at, p_source, p_kind, c.limit_key, j.id, tok, p_channel) THEN
             blocked := blocked || c.limit_key;
             CONTINUE;
         END IF;
@@ -288,7 +305,7 @@ BEGIN
                                      WHERE sc.source = 'workflow' AND sc.kind = w.kind)
                         THEN true
                     ELSE azync_limit_admit(p_at, 'workflow', w.kind, coalesce(w.limit_key, ''),
-                                           w.job_id, w.token) END AS leased
+                                           w.job_id, w.token, p_channel) END AS leased
         FROM wanted w
         ORDER BY w.ord
     ), ins AS (

@@ -108,7 +108,8 @@ WHERE (SELECT count(*) FROM stat) >= 0 AND (SELECT count(*) FROM wake) >= 0
 
 -- name: job_dequeue
 -- $2 source, $3 kind, $4 limit, $5 lease, $6 default_max_attempts, $7 override_default,
--- $8 task queues text[] the caller serves. Each queue is one range of
+-- $8 task queues text[] the caller serves, $9 channel (a limited job's release
+-- wakes its kind there). Each queue is one range of
 -- azync_jobs_ready in lease order (azync_due_order: run_at moved earlier by
 -- the priority in minutes, migration 0027); the first of them are leased.
 -- The budget is resolved on the job's FIRST lease only (started_at IS NULL),
@@ -120,7 +121,7 @@ WITH limited AS (
     SELECT EXISTS (SELECT 1 FROM azync_limit_scopes s WHERE s.source = $2 AND s.kind = $3) AS yes
 ), lim AS (
     SELECT l.* FROM azync_job_lease_limited(coalesce($1::timestamptz, now()), $2, $3, $8::text[],
-                                            $4, $5::interval, $6::int, $7::boolean) l
+                                            $4, $5::interval, $6::int, $7::boolean, $9) l
     WHERE (SELECT yes FROM limited)
 ), picked AS (
     SELECT c.id FROM unnest($8::text[]) AS q(q)
