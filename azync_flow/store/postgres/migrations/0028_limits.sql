@@ -122,6 +122,13 @@ BEGIN
         k := CASE WHEN l.per_key THEN coalesce(p_key, '') ELSE '' END;
         IF NOT EXISTS (SELECT 1 FROM azync_limit_slots s
                        WHERE s.limit_name = l.name AND s.key = k AND s.slot = l.capacity) THEN
+            -- one creator at a time and no waiting on another's uncommitted
+            -- slots (two leases creating two new keys in opposite orders would
+            -- deadlock): a lease that cannot create them now admits nothing
+            IF NOT pg_try_advisory_xact_lock(hashtextextended('azync_limit_slots:' || l.name
+                                                              || ':' || k, 0)) THEN
+                RETURN false;
+            END IF;
             INSERT INTO azync_limit_slots (limit_name, key, slot)
             SELECT l.name, k, g FROM generate_series(1, l.capacity) g
             ON CONFLICT DO NOTHING;
