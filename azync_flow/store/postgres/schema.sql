@@ -656,6 +656,7 @@ CREATE OR REPLACE FUNCTION azync_job_lease_limited(p_at timestamp with time zone
 AS $function$
 DECLARE
     fair text;
+    heads int;
     c record;
     j azync_jobs;
     blocked text[] := '{}';
@@ -673,6 +674,10 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
+    -- a key never gets more than its smallest per-key capacity in one call
+    heads := least(p_n, coalesce((
+        SELECT min(l.capacity) FROM azync_limit_scopes s JOIN azync_limits l ON l.name = s.limit_name
+        WHERE s.source = p_source AND s.kind = p_kind AND l.per_key), p_n));
     FOR c IN
         WITH RECURSIVE keys AS (
             (SELECT q.q, (SELECT j2.limit_key FROM azync_jobs j2
@@ -689,10 +694,11 @@ BEGIN
                           ORDER BY j2.limit_key LIMIT 1)
             FROM keys k2 WHERE k2.key IS NOT NULL
         )
-        SELECT h.id, h.limit_key, h.rank, h.o,
-               (SELECT max(s.used_at) FROM azync_limit_slots s
-                WHERE s.limit_name = fair AND s.key = h.limit_key) AS served
-        FROM keys kk
+        SELECT h.id, h.limit_key, h.rank, h.o, kk.served
+        FROM (SELECT k3.q, k3.key,
+                     (SELECT max(s.used_at) FROM azync_limit_slots s
+                      WHERE s.limit_name = fair AND s.key = k3.key) AS served
+              FROM keys k3 WHERE k3.key IS NOT NULL) kk
         CROSS JOIN LATERAL (
             SELECT j3.id, j3.limit_key, azync_due_order(j3.run_at, j3.priority) AS o,
                    row_number() OVER (ORDER BY azync_due_order(j3.run_at, j3.priority), j3.id)
@@ -701,10 +707,9 @@ BEGIN
             WHERE j3.state = 'pending' AND j3.source = p_source AND j3.kind = p_kind
               AND j3.task_queue = kk.q AND j3.limit_key = kk.key AND j3.run_at <= p_at
             ORDER BY azync_due_order(j3.run_at, j3.priority), j3.id
-            LIMIT p_n
+            LIMIT heads
         ) h
-        WHERE kk.key IS NOT NULL
-        ORDER BY h.rank, served NULLS FIRST, h.o, h.id
+        ORDER BY h.rank, kk.served NULLS FIRST, h.o, h.id
     LOOP
         EXIT WHEN n >= p_n;
         CONTINUE WHEN c.limit_key = ANY (blocked);
