@@ -61,24 +61,28 @@ CREATE INDEX azync_jobs_limit_ready ON azync_jobs
     (source, kind, task_queue, limit_key, azync_due_order(run_at, priority), id)
     WHERE state = 'pending' AND limit_key IS NOT NULL;
 
--- A concurrency slot frees when its holder's lease ends, and the workers of
--- the kind are woken on commit (NOTIFY on the channel of the lease that took
--- the slot) to lease what waited for it. Fires only for jobs that carry a
--- limit key (the WHEN clause costs other jobs nothing).
+-- A concurrency slot frees when its holder's lease ends. When that limit
+-- was full for the key, the workers of the kind are woken on commit (NOTIFY on
+-- the channel of the lease that took the slot) to lease what waited for it; a
+-- limit with free slots left blocked nobody, and wakes nobody. Fires only for
+-- jobs that carry a limit key (the WHEN clause costs other jobs nothing).
 CREATE FUNCTION azync_limit_release() RETURNS trigger
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-    ch text;
+    r record;
 BEGIN
-    FOR ch IN
+    FOR r IN
         UPDATE azync_limit_slots s SET holder = NULL, holder_token = NULL, holder_channel = NULL
         FROM azync_limit_slots o
         WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token
           AND o.limit_name = s.limit_name AND o.key = s.key AND o.slot = s.slot
-        RETURNING o.holder_channel
+        RETURNING s.limit_name, s.key, s.slot, o.holder_channel AS channel
     LOOP
-        IF ch IS NOT NULL THEN
-            PERFORM pg_notify(ch, OLD.source || ':' || OLD.kind);
+        IF r.channel IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM azync_limit_slots f JOIN azync_limits l ON l.name = f.limit_name
+            WHERE f.limit_name = r.limit_name AND f.key = r.key AND f.slot <> r.slot
+              AND f.slot <= l.capacity AND f.holder IS NULL) THEN
+            PERFORM pg_notify(r.channel, OLD.source || ':' || OLD.kind);
         END IF;
     END LOOP;
     RETURN NULL;
@@ -97,8 +101,8 @@ CREATE TRIGGER azync_jobs_limit_release_deleted AFTER DELETE ON azync_jobs
 -- (key p_key, lease token p_token; p_channel: where its release wakes the
 -- kind's workers), or none: true when admitted. The slots of
 -- a key are created on its first admission. A slot taken before a later limit
--- refuses stays locked until the commit: a racing lease skips it (admits less
--- for a moment, never more).
+-- refuses is given back, but stays locked until the commit: a racing lease
+-- skips it (admits less for a moment, never more).
 CREATE FUNCTION azync_limit_admit(
     p_at timestamptz, p_source text, p_kind text, p_key text, p_job uuid, p_token uuid,
     p_channel text
@@ -108,10 +112,11 @@ DECLARE
     l record;
     k text;
     sl int;
+    prev timestamptz;
     names text[] := '{}';
     keys text[] := '{}';
     nos int[] := '{}';
-    conc boolean[] := '{}';
+    prevs timestamptz[] := '{}';
 BEGIN
     FOR l IN
         SELECT d.name, d.type, d.capacity, d.period, d.per_key
@@ -120,45 +125,54 @@ BEGIN
         ORDER BY d.name
     LOOP
         k := CASE WHEN l.per_key THEN coalesce(p_key, '') ELSE '' END;
-        IF NOT EXISTS (SELECT 1 FROM azync_limit_slots s
-                       WHERE s.limit_name = l.name AND s.key = k AND s.slot = l.capacity) THEN
+        FOR attempt IN 1 .. 2 LOOP
+            -- lock a free slot (its last use kept to undo it), then take it
+            SELECT f.slot, f.used_at INTO sl, prev FROM azync_limit_slots f
+            WHERE f.limit_name = l.name AND f.key = k AND f.slot <= l.capacity
+              AND CASE WHEN l.type = 'concurrency' THEN f.holder IS NULL
+                       ELSE f.used_at IS NULL OR f.used_at < p_at - l.period END
+            ORDER BY f.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
+            IF FOUND THEN
+                UPDATE azync_limit_slots s
+                SET holder = CASE WHEN l.type = 'concurrency' THEN p_job END,
+                    holder_token = CASE WHEN l.type = 'concurrency' THEN p_token END,
+                    holder_channel = CASE WHEN l.type = 'concurrency' THEN p_channel END,
+                    used_at = p_at
+                WHERE s.limit_name = l.name AND s.key = k AND s.slot = sl;
+                EXIT;
+            END IF;
+            -- none free: on the key's first admission its slots do not exist yet
+            IF attempt = 2 OR EXISTS (SELECT 1 FROM azync_limit_slots s
+                                      WHERE s.limit_name = l.name AND s.key = k
+                                        AND s.slot = l.capacity) THEN
+                sl := NULL;
+                EXIT;
+            END IF;
             -- one creator at a time and no waiting on another's uncommitted
             -- slots (two leases creating two new keys in opposite orders would
             -- deadlock): a lease that cannot create them now admits nothing
             IF NOT pg_try_advisory_xact_lock(hashtextextended('azync_limit_slots:' || l.name
                                                               || ':' || k, 0)) THEN
-                RETURN false;
+                sl := NULL;
+                EXIT;
             END IF;
             INSERT INTO azync_limit_slots (limit_name, key, slot)
             SELECT l.name, k, g FROM generate_series(1, l.capacity) g
             ON CONFLICT DO NOTHING;
-        END IF;
-        IF l.type = 'concurrency' THEN
-            SELECT s.slot INTO sl FROM azync_limit_slots s
-            WHERE s.limit_name = l.name AND s.key = k AND s.slot <= l.capacity
-              AND s.holder IS NULL
-            ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
-        ELSE
-            SELECT s.slot INTO sl FROM azync_limit_slots s
-            WHERE s.limit_name = l.name AND s.key = k AND s.slot <= l.capacity
-              AND (s.used_at IS NULL OR s.used_at < p_at - l.period)
-            ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
-        END IF;
-        IF NOT FOUND THEN
+        END LOOP;
+        IF sl IS NULL THEN
+            -- undo the slots taken for the limits before this one
+            UPDATE azync_limit_slots s
+            SET holder = NULL, holder_token = NULL, holder_channel = NULL, used_at = u.prev
+            FROM unnest(names, keys, nos, prevs) AS u(name, key, slot, prev)
+            WHERE s.limit_name = u.name AND s.key = u.key AND s.slot = u.slot;
             RETURN false;
         END IF;
         names := names || l.name;
         keys := keys || k;
         nos := nos || sl;
-        conc := conc || (l.type = 'concurrency');
+        prevs := prevs || prev;
     END LOOP;
-    UPDATE azync_limit_slots s
-    SET holder = CASE WHEN u.conc THEN p_job END,
-        holder_token = CASE WHEN u.conc THEN p_token END,
-        holder_channel = CASE WHEN u.conc THEN p_channel END,
-        used_at = p_at
-    FROM unnest(names, keys, nos, conc) AS u(name, key, slot, conc)
-    WHERE s.limit_name = u.name AND s.key = u.key AND s.slot = u.slot;
     RETURN true;
 END
 $$;
