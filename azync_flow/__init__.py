@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         WorkflowTimeoutError,
     )
     from azync_flow.events import EventContext, subscriber
+    from azync_flow.limits import ConcurrencyLimit, RateLimit
     from azync_flow.replay import Replayer
     from azync_flow.retry import RetryPolicy
     from azync_flow.schedules import ScheduleSpec, StartWorkflow
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
 #: the modules of those names: see :mod:`azync_flow.workflow`).
 _HOMES = {
     "Client": "azync_flow.client",
+    "ConcurrencyLimit": "azync_flow.limits",
+    "RateLimit": "azync_flow.limits",
     "DAG": "azync_flow.dag",
     "DAGClient": "azync_flow.dag",
     "DAGValidationError": "azync_flow.errors",
@@ -109,6 +112,7 @@ __all__ = [
     "ChildWorkflowError",
     "ChildWorkflowTimeoutError",
     "Client",
+    "ConcurrencyLimit",
     "Config",
     "DAGClient",
     "DAGValidationError",
@@ -118,6 +122,7 @@ __all__ = [
     "QueryFailedError",
     "QueryNotFoundError",
     "QueryTimeoutError",
+    "RateLimit",
     "Reconciled",
     "Registry",
     "Replayer",

@@ -88,7 +88,17 @@ def operation_params(
         priority=_given(getattr(options, "priority", None), priority),
         schedule_to_start=getattr(options, "schedule_to_start", None),
         schedule_to_close=getattr(options, "schedule_to_close", None),
+        limit_key=_limit_key(options),
     )
+
+
+def _limit_key(options: object) -> str | None:
+    """The operation's limit key: None for an activity without limits (its
+    kind's plain lease), else the key the call resolved (``""`` when none)."""
+    if not getattr(options, "limits", ()):
+        return None
+    key = getattr(options, "limit_key", None)
+    return key if isinstance(key, str) else ""
 
 
 def _given(value: int | None, default: int) -> int:

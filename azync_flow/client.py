@@ -59,7 +59,7 @@ from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.replay.reset import ResetTarget, plan_reset, reset_point
 from azync_flow.search import SearchValue, check_search_attributes, parse_search_filter
-from azync_flow.store.queue import DEFAULT_TASK_QUEUE, EnqueueParams
+from azync_flow.store.queue import DEFAULT_TASK_QUEUE, EnqueueParams, LimitUsage
 from azync_flow.store.validate import (
     check_id,
     check_name,
@@ -680,6 +680,12 @@ class Client:
         return [
             self._handle_class(self, wid, definition, started=inserted) for inserted, wid in started
         ]
+
+    async def list_limits(self) -> builtins.list[LimitUsage]:
+        """Every stored limit (docs/flow-control.md#limits): its definition, the
+        kinds it applies to, how many jobs hold it now (a rate limit: starts in
+        the last period) and how many due jobs of its kinds wait, by name."""
+        return await self.store.list_limits()
 
     async def list_uncertain(
         self, workflow_id: uuid.UUID | str | None = None, limit: int = 100

@@ -48,6 +48,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from azync_flow import (
+    ConcurrencyLimit,
     WorkflowContext,
     activity,
     attach_subscribers,
@@ -83,6 +84,33 @@ async def step_c(d: dict[str, int]) -> dict[str, int]:
 @workflow(name="three")
 async def three(ctx: WorkflowContext, i: int) -> dict[str, int]:
     return await step_c(await step_b(await step_a(i)))
+
+
+#: The generous global limit of the limited 3-activity workflow (bench/workflows.py
+#: --limits): never reached by one worker of DEFAULT_CONCURRENCY, so the row shows
+#: what admission through the limit's slots costs.
+BENCH_LIMIT = ConcurrencyLimit("bench-steps", 1000)
+
+
+@activity(name="limited_a", limits=[BENCH_LIMIT])
+async def limited_a(i: int) -> dict[str, int]:
+    return {"i": i, "a": 1}
+
+
+@activity(name="limited_b", limits=[BENCH_LIMIT])
+async def limited_b(d: dict[str, int]) -> dict[str, int]:
+    return {**d, "b": 2}
+
+
+@activity(name="limited_c", limits=[BENCH_LIMIT])
+async def limited_c(d: dict[str, int]) -> dict[str, int]:
+    return {**d, "c": 3}
+
+
+@workflow(name="three_limited")
+async def three_limited(ctx: WorkflowContext, i: int) -> dict[str, int]:
+    """``three`` whose activities share the global limit ``BENCH_LIMIT``."""
+    return await limited_c(await limited_b(await limited_a(i)))
 
 
 @workflow(name="waiter")
@@ -176,7 +204,11 @@ async def flow_worker(
     if subscribers:
         binding = attach_subscribers(worker, [sink])
     else:
-        attach_workflows(worker, [three, waiter, fan, *PARKED], [step_a, step_b, step_c, step])
+        attach_workflows(
+            worker,
+            [three, three_limited, waiter, fan, *PARKED],
+            [step_a, step_b, step_c, step, limited_a, limited_b, limited_c],
+        )
     try:
         async with worker:
             if binding is not None:

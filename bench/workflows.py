@@ -69,6 +69,11 @@ Rows:
   named query's name (its ``-- name:`` comment, or the azync_flow named query of
   the same shape once literals and parameters are blanked), else the first 60
   characters; calls / workflow, mean ms and total ms / workflow over all rounds.
+* ``--limits``: each round also runs the same burst twice more on the same worker,
+  ``three`` and ``three_limited`` (its three activities share a generous global
+  ``ConcurrencyLimit`` of 1000, never reached), back to back with the order
+  alternated by round; the row shows the limited workflows/s, the unlimited
+  ones and the median of the per-round ratios (target >= 0.9x).
 * sequential p50 / p99, remote client: one 3-activity workflow at a time, start ->
   result seen by the client (``handle.result()``, woken by the terminal commit's
   NOTIFY); DBOS: a direct in-process call, its fastest path.
@@ -154,7 +159,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _flow_workload import DEFAULT_CONCURRENCY, PING, fan, long, three, waiter
+from _flow_workload import DEFAULT_CONCURRENCY, PING, fan, long, three, three_limited, waiter
 
 from azync_flow.client import Client
 from azync_flow.embedded import resolve_dsn
@@ -305,18 +310,24 @@ def dbos_available() -> bool:
 
 
 async def flow_throughput(
-    client: Client, store: PostgresStore, n: int, workers: list[Proc], watch: Watch | None = None
+    client: Client,
+    store: PostgresStore,
+    n: int,
+    workers: list[Proc],
+    watch: Watch | None = None,
+    wf: Any = three,
 ) -> Sample:
     """The burst: N started at once, then all awaited. ``latencies_ms``: created ->
     completed from the rows; ``burst_ms``: completed (server clock, converted to
-    this machine's) minus the moment the first start was submitted."""
-    warm = [await client.start(three, -i - 1) for i in range(20)]  # warm-up, all at once
+    this machine's) minus the moment the first start was submitted. ``wf``: the
+    3-activity workflow (``three_limited``: the same under a global limit)."""
+    warm = [await client.start(wf, -i - 1) for i in range(20)]  # warm-up, all at once
     assert all([(await h.result(timeout=60))["c"] == 3 for h in warm])
     cpu0 = [(await w.ask(cmd="cpu"))["cpu_s"] for w in workers]
     if watch is not None:
         await watch.begin()
     own0, t_submit, t0 = time.process_time(), time.time(), time.perf_counter()
-    handles = [await client.start(three, i) for i in range(n)]
+    handles = [await client.start(wf, i) for i in range(n)]
     results = [await h.result(timeout=300) for h in handles]
     seconds, own = time.perf_counter() - t0, time.process_time() - own0
     pg = await watch.end() if watch is not None else {}
@@ -919,7 +930,25 @@ class Env:
         return {"commits": c, "writes": x}
 
 
-async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> Samples:
+async def limited_pair(
+    s: Samples,
+    args: argparse.Namespace,
+    client: Client,
+    store: PostgresStore,
+    worker: Proc,
+    limited_first: bool,
+) -> None:
+    """``--limits``: the burst of ``three`` and of ``three_limited`` back to back on
+    one worker, in the order given (alternated by round so neither always runs
+    on the warmer system): ``thr_plain`` and ``thr_limited``."""
+    runs = [("thr_plain", three), ("thr_limited", three_limited)]
+    for name, wf in runs[::-1] if limited_first else runs:
+        s.add(name, "flow", await flow_throughput(client, store, args.n, [worker], wf=wf))
+
+
+async def one_round(
+    args: argparse.Namespace, env: Env, heavy: bool = True, limited_first: bool = False
+) -> Samples:
     """Every workload once per side, interleaved; publish, scale-out, commit windows,
     floors last.
 
@@ -957,6 +986,9 @@ async def one_round(args: argparse.Namespace, env: Env, heavy: bool = True) -> S
                 else (lambda: dbos_throughput(dbos, dbos_url, args.n, watches["dbos"])),
             )
             ph.done("thr")
+            if args.limits:
+                await limited_pair(s, args, client, store, worker, limited_first)
+                ph.done("limits")
             await both(
                 s, "seq", lambda: flow_sequential(client, args.seq), on_dbos("sequential", args.seq)
             )
@@ -1159,6 +1191,24 @@ def build_rows(
     n = args.n
     rows = [
         row("3-activity workflows/s", "thr", per_sec(n), ">= 3x", ratio_at_least(3)),
+        *(
+            [
+                compare(
+                    "  under a global limit of 1000 / without (same worker)",
+                    series("thr_limited", "flow", per_sec(n)),
+                    series("thr_plain", "flow", per_sec(n)),
+                    ">= 0.9x",
+                    ratio_at_least(0.9),
+                ),
+                compare(
+                    "  p50 ms under the limit / without",
+                    series("thr_limited", "flow", p(50)),
+                    series("thr_plain", "flow", p(50)),
+                ),
+            ]
+            if args.limits
+            else []
+        ),
         row("  start-to-finish p50 ms (own rows)", "thr", p(50), "<= 0.5x", ratio_at_most(0.5)),
         row("  start-to-finish p99 ms (own rows)", "thr", p(99)),
         row(f"  burst of {n}: p50 ms, one clock", "thr", burst(50)),
@@ -1444,7 +1494,7 @@ async def run_rounds(args: argparse.Namespace, env: Env) -> None:
     for r in range(args.rounds):
         t0 = time.perf_counter()
         print(f"round {r + 1}/{args.rounds}:", end=" ", flush=True)
-        got = await one_round(args, env, heavy=not args.quick or r == 0)
+        got = await one_round(args, env, heavy=not args.quick or r == 0, limited_first=r % 2 == 1)
         for workload, sides in got.by.items():
             for side, xs in sides.items():
                 for x in xs:
@@ -1474,6 +1524,12 @@ def main() -> None:
         help=f"small sizes ({', '.join(f'{k}={v}' for k, v in QUICK.items())}), ~3 min",
     )
     parser.add_argument("--no-dbos", action="store_true", help="skip the DBOS side")
+    parser.add_argument(
+        "--limits",
+        action="store_true",
+        help="add the 3-activity burst under a generous global ConcurrencyLimit, each round"
+        " next to the same burst without it (order alternated by round)",
+    )
     args = parser.parse_args()
     if args.quick:
         for key, value in QUICK.items():

@@ -15,9 +15,10 @@ from azync_flow._workflow.context import WorkflowContext
 from azync_flow._workflow.handlers import decode_args
 from azync_flow.codec import DEFAULT_MAX_PAYLOAD_BYTES, decode_value, encode_value
 from azync_flow.errors import UnknownWorkflowError
+from azync_flow.limits import Limit, limit_specs
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.retry import RetryPolicy
-from azync_flow.store.validate import check_timeout
+from azync_flow.store.validate import check_text, check_timeout
 
 __all__ = [
     "ActivityDefinition",
@@ -68,6 +69,12 @@ class ActivityOptions:
             backoff; ``None`` = no limit. Elapsed: the call fails at once (not
             retried; a running attempt loses its lease) with
             ``ActivityTimeoutError`` (kind ``schedule_to_close``).
+        limits: the concurrency and rate limits its attempts obey, across
+            every worker (docs/flow-control.md#limits).
+        limit_key: the key of its per-key limits: a function of the
+            activity's arguments, called when the workflow schedules the call
+            (it must be deterministic), or a str (``with_options``); ``None``
+            = the key ``""``.
     """
 
     retry: RetryPolicy = dataclasses.field(default_factory=lambda: DEFAULT_ACTIVITY_RETRY)
@@ -79,10 +86,31 @@ class ActivityOptions:
     priority: int | None = None
     schedule_to_start: timedelta | None = None
     schedule_to_close: timedelta | None = None
+    limits: tuple[Limit, ...] = ()
+    limit_key: Callable[..., str] | str | None = None
 
     def __post_init__(self) -> None:
         check_timeout(self.schedule_to_start, "schedule_to_start")
         check_timeout(self.schedule_to_close, "schedule_to_close")
+        object.__setattr__(self, "limits", tuple(self.limits))
+        limit_specs(self.limits)
+        if self.limit_key is not None and not (
+            isinstance(self.limit_key, str) or callable(self.limit_key)
+        ):
+            raise TypeError(f"limit_key must be a str or a function, got {self.limit_key!r}")
+
+    def resolved(self, args: Sequence[Any]) -> ActivityOptions:
+        """These options with ``limit_key`` computed from a call's arguments
+        (unchanged when the activity has no limits or the key is a str).
+
+        Raises:
+            TypeError: the key function does not return a str.
+            ValueError: the key has a NUL or is not valid UTF-8.
+        """
+        if not self.limits or not callable(self.limit_key):
+            return self
+        key = check_text(self.limit_key(*args), "the activity's limit_key")
+        return dataclasses.replace(self, limit_key=key)
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -140,8 +168,17 @@ class ActivityDefinition(Generic[P, R]):
     def with_options(self, **overrides: Any) -> Callable[P, Awaitable[R]]:
         """Return a caller with some options replaced for these calls only.
 
-        Accepts the fields of :class:`ActivityOptions` as keywords.
+        Accepts the fields of :class:`ActivityOptions` as keywords, except
+        ``limits`` (a worker stores an activity's limits from its declaration).
+
+        Raises:
+            ValueError: ``limits`` is given.
         """
+        if "limits" in overrides:
+            raise ValueError(
+                f"activity {self.name!r}: limits are declared with @activity(limits=...), "
+                "not per call"
+            )
         options = dataclasses.replace(self.options, **overrides)
 
         def call(*args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
@@ -185,6 +222,8 @@ class ActivityDefinition(Generic[P, R]):
         kwargs: dict[str, Any],
     ) -> R:
         data = self.encode_args(args, kwargs)
+        if options.limits:
+            options = options.resolved(self._signature.bind(*args, **kwargs).args)
         _, future = instance.schedule_activity(self.name, self.version, data, options)
         raw = await future
         result = decode_value(raw, self.return_type, f"result of activity {self.name!r}")
@@ -347,6 +386,8 @@ def activity(
     priority: int | None = None,
     schedule_to_start: timedelta | None = None,
     schedule_to_close: timedelta | None = None,
+    limits: Sequence[Limit] = (),
+    limit_key: Callable[..., str] | None = None,
 ) -> Any:
     """Declare an activity (an async or sync function). Use bare or with options.
 
@@ -369,6 +410,14 @@ def activity(
             retried when it elapses; see ``ActivityOptions``).
         schedule_to_close: limit from scheduling to completion, across all
             attempts (not retried when it elapses; see ``ActivityOptions``).
+        limits: :class:`~azync_flow.ConcurrencyLimit` / :class:`~azync_flow.RateLimit`
+            its attempts obey across every worker; a worker that registers it
+            stores them when it starts.
+        limit_key: the key of its per-key limits, computed from the call's
+            arguments when the workflow schedules it (deterministic, a str).
+
+    Raises:
+        TypeError / ValueError: bad limits (two of one name, out of range).
 
     Warning:
         Renaming an activity called by running executions breaks their replay
@@ -384,6 +433,8 @@ def activity(
         priority=priority,
         schedule_to_start=schedule_to_start,
         schedule_to_close=schedule_to_close,
+        limits=tuple(limits),
+        limit_key=limit_key,
     )
 
     def wrap(f: Callable[P, Any]) -> ActivityDefinition[P, Any]:

@@ -36,6 +36,7 @@ from ._dags import dags
 from ._embedded import embedded
 from ._events import events
 from ._jobs import jobs
+from ._limits import limits
 from ._ops import migrate, stats, uncertain
 from ._replay import replay_command
 from ._schedules import schedules
@@ -71,6 +72,7 @@ for _command in (
     jobs,
     events,
     schedules,
+    limits,
     uncertain,
     stats,
     replay_command,

@@ -295,6 +295,8 @@ class WorkflowRuntime:
             )
             for kind in registry.activities
         ]
+        for kind, definition in registry.activities.items():
+            worker.declare_limits(Source.WORKFLOW, kind, definition.options.limits)
         #: Depth-first: new executions start only while activity slots are free.
         self.admission = DepthFirstAdmission(self.task_loop, self.activity_loops)
         self.dispatch = LocalDispatch(

@@ -56,6 +56,7 @@ from .dags import DAGAdmin, DAGConsumer, DAGMaintenance, DAGProducer, TxDAGProdu
 from .events import EventAdmin, EventConsumer, EventMaintenance, EventProducer, TxEventProducer
 from .leadership import LeaseElector, WorkerRegistryStore
 from .queue import (
+    LimitStore,
     Notifier,
     QueueConsumer,
     QueueMaintenance,
@@ -117,6 +118,7 @@ class Store(
     TxQueueProducer[TTx_contra],
     QueueConsumer,
     QueueMaintenance,
+    LimitStore,
     Notifier,
     EventProducer,
     TxEventProducer[TTx_contra],

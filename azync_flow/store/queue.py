@@ -31,6 +31,9 @@ __all__ = [
     "Job",
     "JobSettler",
     "JobState",
+    "LimitSpec",
+    "LimitStore",
+    "LimitUsage",
     "Notifier",
     "QueueConsumer",
     "QueueMaintenance",
@@ -121,6 +124,9 @@ class EnqueueParams(msgspec.Struct, kw_only=True):
     task_queue: str = DEFAULT_TASK_QUEUE
     #: Extension: higher first, aged by waiting (see ``QueueConsumer.dequeue_batch``).
     priority: int = 0
+    #: Extension: the job's key for the per-key limits of its kind (``LimitStore``);
+    #: None = none given (the job counts under the key ``""``).
+    limit_key: str | None = None
 
 
 class DequeueParams(msgspec.Struct, kw_only=True):
@@ -188,6 +194,50 @@ class Job(msgspec.Struct, kw_only=True):
     blocked_reason: str = ""
     #: Extension: its priority (higher first, see ``QueueConsumer.dequeue_batch``).
     priority: int = 0
+    #: Extension: its key for the per-key limits of its kind (None: not a limited job).
+    limit_key: str | None = None
+
+
+class LimitSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A limit definition, stored so every worker enforces the same one.
+
+    Attributes:
+        name: the limit's name (shared by every kind that declares it).
+        type: ``"concurrency"`` (at most ``capacity`` jobs in flight: leased and
+            not settled) or ``"rate"`` (at most ``capacity`` starts in any
+            window of ``period``).
+        capacity: the limit (1 to 10,000), per key when ``per_key``.
+        period: a rate limit's window (None for a concurrency limit).
+        per_key: counted separately for each job key (``limit_key``), else
+            once for all jobs of the kinds that declare it.
+    """
+
+    name: str
+    type: str
+    capacity: int
+    period: timedelta | None = None
+    per_key: bool = False
+
+
+class LimitUsage(msgspec.Struct, kw_only=True):
+    """One limit as ``LimitStore.list_limits`` reports it.
+
+    Attributes:
+        spec: its stored definition.
+        kinds: ``"<source>:<kind>"`` of every kind it applies to.
+        in_flight: concurrency: jobs holding a slot now; rate: starts within
+            the last ``period`` (summed over keys).
+        keys: keys that have slots (1 for a global limit once used).
+        waiting: due pending jobs of its kinds, not yet leased.
+        updated_at: when the definition last changed.
+    """
+
+    spec: LimitSpec
+    kinds: list[str]
+    in_flight: int
+    keys: int
+    waiting: int
+    updated_at: datetime
 
 
 class ReapReport(NamedTuple):
@@ -379,4 +429,33 @@ class Notifier(Protocol):
         """A stream of :class:`Wake` (source, kind), one per committed enqueue of a
         due job (and per publish delivery, promotion, run-now, retry). None when
         the store is poll-only. The stream survives a dropped connection."""
+        ...
+
+
+@runtime_checkable
+class LimitStore(Protocol):
+    """Extension: concurrency and rate limits enforced by the lease.
+
+    A job of a kind with limits is leased only when one slot of each limit of
+    its kind is free for its key (``limit_key``; a global limit ignores it),
+    across every worker, exactly: a concurrency slot is held until the job's
+    lease ends (settled, released, snoozed, or reaped after its worker died);
+    a rate slot is used once per ``period``. Between keys the lease goes round
+    robin, the key admitted longest ago first.
+    """
+
+    async def declare_limits(self, source: Source, kind: str, limits: Sequence[LimitSpec]) -> None:
+        """Make ``limits`` the limits of ``(source, kind)`` (none: unlimited).
+
+        Each definition is upserted by name (the last declaration wins);
+        limits no longer listed stop applying to the kind. Live jobs of the
+        kind that carry no key get the key ``""``.
+
+        Raises:
+            ValueError: a bad name, type, capacity or period; two limits of one name.
+        """
+        ...
+
+    async def list_limits(self) -> list[LimitUsage]:
+        """Every stored limit with its kinds, in-flight and waiting counts, by name."""
         ...

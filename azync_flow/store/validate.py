@@ -15,14 +15,16 @@ from datetime import timedelta
 
 from ..errors import IdempotencyConflictError
 from ..payload_codec import payloads_equal
-from .queue import DEFAULT_TASK_QUEUE
+from .queue import DEFAULT_TASK_QUEUE, LimitSpec
 from .workflows import WorkflowStartParams
 
 __all__ = [
+    "MAX_LIMIT_CAPACITY",
     "MAX_NAME_LENGTH",
     "MAX_PRIORITY",
     "check_choice",
     "check_id",
+    "check_limits",
     "check_max_attempts",
     "check_meta",
     "check_name",
@@ -32,6 +34,9 @@ __all__ = [
     "check_text",
     "check_timeout",
 ]
+
+#: Largest capacity of a limit (slots per key).
+MAX_LIMIT_CAPACITY = 10_000
 
 #: Longest accepted name (job kind, workflow/DAG name, signal name), in characters.
 MAX_NAME_LENGTH = 255
@@ -196,3 +201,37 @@ def check_timeout(value: timedelta | None, field: str) -> float | None:
     if value <= timedelta(0):
         raise ValueError(f"{field} must be positive, got {value}")
     return value.total_seconds()
+
+
+def check_limits(limits: Collection[LimitSpec], field: str = "limits") -> list[LimitSpec]:
+    """Return ``limits`` as a list if each is a valid definition and no two share a name.
+
+    Raises:
+        TypeError: an item is not a :class:`LimitSpec`, or a capacity not an int.
+        ValueError: a bad name, an unknown type, a capacity outside
+            1..:data:`MAX_LIMIT_CAPACITY`, a rate limit without a positive
+            period, a concurrency limit with one, or a repeated name.
+    """
+    seen: set[str] = set()
+    out: list[LimitSpec] = []
+    for spec in limits:
+        if not isinstance(spec, LimitSpec):
+            raise TypeError(f"{field}: expected LimitSpec, got {spec!r}")
+        check_name(spec.name, f"{field} name")
+        check_choice(spec.type, f"limit {spec.name!r} type", ("concurrency", "rate"))
+        if isinstance(spec.capacity, bool) or not isinstance(spec.capacity, int):
+            raise TypeError(f"limit {spec.name!r} capacity must be an int, got {spec.capacity!r}")
+        if not 1 <= spec.capacity <= MAX_LIMIT_CAPACITY:
+            raise ValueError(
+                f"limit {spec.name!r} capacity must be within 1..{MAX_LIMIT_CAPACITY}, "
+                f"got {spec.capacity}"
+            )
+        if spec.type == "rate" and (spec.period is None or spec.period.total_seconds() <= 0):
+            raise ValueError(f"rate limit {spec.name!r} needs a positive period")
+        if spec.type == "concurrency" and spec.period is not None:
+            raise ValueError(f"concurrency limit {spec.name!r} takes no period")
+        if spec.name in seen:
+            raise ValueError(f"{field}: two limits named {spec.name!r}")
+        seen.add(spec.name)
+        out.append(spec)
+    return out

@@ -17,7 +17,15 @@ import msgspec
 
 from ._common import Subscription, TransactionIsolation, TTx_contra
 from .events import EventProducer, TxEventProducer
-from .queue import DEFAULT_TASK_QUEUE, Job, JobState, QueueProducer, ReapReport, TxQueueProducer
+from .queue import (
+    DEFAULT_TASK_QUEUE,
+    Job,
+    JobState,
+    LimitStore,
+    QueueProducer,
+    ReapReport,
+    TxQueueProducer,
+)
 
 __all__ = [
     "DONE_RESET",
@@ -325,6 +333,8 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
             lease (None: no limit).
         schedule_to_close: the longest it may take, from now, to settle,
             across every attempt (None: no limit).
+        limit_key: its key for the limits of its kind (``LimitStore``); None
+            when its activity declares no limits.
     """
 
     workflow_id: uuid.UUID
@@ -338,6 +348,7 @@ class ScheduleOperationParams(msgspec.Struct, kw_only=True):
     priority: int = 0
     schedule_to_start: timedelta | None = None
     schedule_to_close: timedelta | None = None
+    limit_key: str | None = None
 
 
 class TimedOutWorkflow(msgspec.Struct, kw_only=True):
@@ -1445,8 +1456,9 @@ class WorkflowClientStore(
     WorkflowAdmin,
     WorkflowInteractionStore,
     UncertainStore,
+    LimitStore,
     Protocol[TTx_contra],
 ):
     """What :class:`azync_flow.Client` needs: executions, their queries and
-    updates, uncertain operations and event publishing, also in the caller's
+    updates, uncertain operations, limits and event publishing, also in the caller's
     transaction (``TTx_contra``: the driver's connection type)."""

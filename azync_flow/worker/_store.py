@@ -11,13 +11,14 @@ from typing import Protocol, runtime_checkable
 
 from ..store.admin import BacklogReader, Migrator, StatsMaintenance
 from ..store.leadership import LeaseElector
-from ..store.queue import Notifier, QueueConsumer, QueueMaintenance
+from ..store.queue import LimitStore, Notifier, QueueConsumer, QueueMaintenance
 
 
 @runtime_checkable
 class WorkerStore(
     QueueConsumer,
     QueueMaintenance,
+    LimitStore,
     StatsMaintenance,
     BacklogReader,
     Notifier,
@@ -27,4 +28,4 @@ class WorkerStore(
 ):
     """What a :class:`~azync_flow.worker.Worker` calls: lease and settle jobs,
     their maintenance and counters, the backlog for the metric gauges,
-    wake-ups, leadership leases, and the schema check at start."""
+    wake-ups, leadership leases, the limits it declares, and the schema check at start."""

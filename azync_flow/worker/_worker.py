@@ -13,8 +13,9 @@ from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
+from ..limits import Limit, limit_specs
 from ..retry import RetryPolicy
-from ..store.queue import DEFAULT_TASK_QUEUE, Source
+from ..store.queue import DEFAULT_TASK_QUEUE, LimitSpec, Source
 from ..store.validate import check_max_attempts, check_task_queue
 from ._acker import AckBatcher
 from ._loop import Dequeue, JobRunner, LeaseLoop
@@ -151,6 +152,8 @@ class Worker:
         self._running = False
         self._bg: asyncio.Task[None] | None = None
         self._periodic: list[_Periodic] = []
+        #: The limits this worker stores when it starts, by (source, kind).
+        self.limits: dict[tuple[Source, str], list[LimitSpec]] = {}
         for source in maintain:
             self.maintain_source(source)
         self.add_maintenance(fold_stats_step(store), name="stats.fold", leadership=STATS_LEADERSHIP)
@@ -174,6 +177,7 @@ class Worker:
         retry: RetryPolicy | None = None,
         lease: timedelta | None = None,
         payload_type: Any = None,
+        limits: Sequence[Limit] = (),
     ) -> Callable[[H], H]: ...
 
     @overload
@@ -187,6 +191,7 @@ class Worker:
         retry: RetryPolicy | None = None,
         lease: timedelta | None = None,
         payload_type: Any = None,
+        limits: Sequence[Limit] = (),
     ) -> H: ...
 
     def register(
@@ -199,6 +204,7 @@ class Worker:
         retry: RetryPolicy | None = None,
         lease: timedelta | None = None,
         payload_type: Any = None,
+        limits: Sequence[Limit] = (),
     ) -> H | Callable[[H], H]:
         """Register an async queue handler for ``kind`` (directly or as a decorator).
 
@@ -218,14 +224,20 @@ class Worker:
             retry: backoff and non-retryable errors (default: the worker's).
             lease: lease per attempt (default: the worker's).
             payload_type: explicit payload type (overrides the annotation).
+            limits: concurrency and rate limits of the kind across every
+                worker (:meth:`declare_limits`); a job's key for the per-key
+                ones is its enqueue's ``limit_key``.
 
         Raises:
-            TypeError: the handler is not an async function of 1 or 2 arguments.
-            ValueError: ``kind`` is already registered, or the worker is running.
+            TypeError: the handler is not an async function of 1 or 2
+                arguments; a limit is not a ConcurrencyLimit / RateLimit.
+            ValueError: ``kind`` is already registered, or the worker is
+                running; two limits share a name.
         """
 
         if max_attempts is not None:
             check_max_attempts(max_attempts)
+        specs = limit_specs(limits)
 
         def add(fn: H) -> H:
             policy = retry or self.retry
@@ -247,9 +259,29 @@ class Worker:
                 default_max_attempts=spec.max_attempts,
             )
             self.handlers[kind] = spec
+            if specs:
+                self.limits[(Source.QUEUE, kind)] = specs
             return fn
 
         return add if handler is None else add(handler)
+
+    def declare_limits(self, source: Source, kind: str, limits: Sequence[Limit]) -> None:
+        """Store ``limits`` as the limits of ``(source, kind)`` when the worker starts.
+
+        The definitions live in PostgreSQL so every worker enforces the same
+        ones: each worker stores those of the kinds it runs when it starts
+        (the last start wins, limits the kind no longer lists stop applying).
+        The workflow runtime declares each activity's limits here.
+
+        Raises:
+            TypeError / ValueError: bad limits (see :class:`~azync_flow.ConcurrencyLimit`).
+            ValueError: the worker is running.
+        """
+        if self._running:
+            raise ValueError("declare limits before the worker starts")
+        specs = limit_specs(limits)
+        if specs:
+            self.limits[(source, kind)] = specs
 
     def add_interceptor(self, interceptor: Interceptor) -> None:
         """Wrap every queue handler call in ``interceptor`` (outermost first added).
@@ -442,6 +474,8 @@ class Worker:
 
     async def _run(self, stopping: asyncio.Event, started: asyncio.Event) -> None:
         await self.store.check_schema()  # fail at once, not with every statement retried
+        for (source, kind), specs in self.limits.items():
+            await self.store.declare_limits(source, kind, specs)
         log.info("worker serving %s", self.store.target())
         self._log_registered()
         for lp in self.loops.values():

@@ -192,9 +192,15 @@ def job_from_row(row: asyncpg.Record) -> Job:
         completed_at=row["completed_at"],
         started_at=row["started_at"],
         task_queue=row.get("task_queue") or DEFAULT_TASK_QUEUE,
-        blocked_reason=row.get("blocked_reason") or "",
+        blocked_reason=_blocked(row),
         priority=row.get("priority") or 0,
+        limit_key=row.get("limit_key"),
     )
+
+
+def _blocked(row: asyncpg.Record) -> str:
+    """Why a worker left the job, then the full limits it waits for (when read with them)."""
+    return "; ".join(r for r in (row.get("blocked_reason"), row.get("limit_waits")) if r)
 
 
 def lease_order(job: Job) -> tuple[datetime, uuid.UUID]:

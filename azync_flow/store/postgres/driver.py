@@ -15,7 +15,7 @@ from .admin import AdminMixin, ChangeMixin
 from .dags import DAGMixin
 from .events import EventMixin
 from .leadership import LeaderMixin, WorkerRegistryMixin
-from .queue import NotifyMixin, QueueMixin
+from .queue import LimitMixin, NotifyMixin, QueueMixin
 from .schedules import ScheduleMixin
 from .workflows import WorkflowMixin
 
@@ -27,6 +27,7 @@ __all__ = [
 
 class PostgresStore(
     QueueMixin,
+    LimitMixin,
     DAGMixin,
     AdminMixin,
     EventMixin,

@@ -21,8 +21,17 @@ import asyncpg
 
 from ..._text import clean_text
 from ...errors import ConflictError
-from ..queue import DequeueParams, EnqueueParams, Job, Source, Wake
+from ..queue import (
+    DequeueParams,
+    EnqueueParams,
+    Job,
+    LimitSpec,
+    LimitUsage,
+    Source,
+    Wake,
+)
 from ..validate import (
+    check_limits,
     check_max_attempts,
     check_meta,
     check_name,
@@ -36,6 +45,7 @@ from ._listen import ListenSubscription, open_subscription, parse_wake
 from ._queries import QUERIES
 
 __all__ = [
+    "LimitMixin",
     "NotifyMixin",
     "QueueMixin",
     "WakeSubscription",
@@ -89,6 +99,7 @@ class QueueMixin(PgBase):
                 p.idempotency_ttl,
                 check_task_queue(p.task_queue),
                 p.priority,
+                p.limit_key,
                 conn=tx,
             )
         except asyncpg.UniqueViolationError as exc:
@@ -159,6 +170,7 @@ class QueueMixin(PgBase):
                 [p.idempotency_ttl for p in sent],
                 [check_task_queue(p.task_queue) for p in sent],
                 [p.priority for p in sent],
+                [p.limit_key for p in sent],
                 conn=tx,
             )
         except asyncpg.UniqueViolationError as exc:
@@ -203,6 +215,7 @@ class QueueMixin(PgBase):
                 p.default_max_attempts,
                 p.override_default,
                 list(p.task_queues),
+                self.channel,
             )
         # the statement's lease order (a RETURNING list comes back unordered)
         return sorted((job_from_row(r) for r in rows), key=lease_order)
@@ -319,6 +332,49 @@ class QueueMixin(PgBase):
         )
         assert row is not None
         return int(row["reaped"]), int(row["killed"])
+
+
+class LimitMixin(PgBase):
+    async def declare_limits(self, source: Source, kind: str, limits: Sequence[LimitSpec]) -> None:
+        """Contract ``LimitStore.declare_limits`` (one statement: definitions
+        upserted, the kind's scopes replaced, its keyless live jobs keyed ``""``).
+
+        Raises:
+            ValueError: a bad kind or limit (nothing written).
+        """
+        check_name(kind, "limited kind")
+        specs = check_limits(limits)
+        await self._fetchrow(
+            "limit_declare",
+            source.value,
+            kind,
+            [s.name for s in specs],
+            [s.type for s in specs],
+            [s.capacity for s in specs],
+            [s.period for s in specs],
+            [s.per_key for s in specs],
+        )
+
+    async def list_limits(self) -> list[LimitUsage]:
+        """Contract ``LimitStore.list_limits``."""
+        rows = await self._fetch("limit_list")
+        return [
+            LimitUsage(
+                spec=LimitSpec(
+                    name=r["name"],
+                    type=r["type"],
+                    capacity=r["capacity"],
+                    period=r["period"],
+                    per_key=r["per_key"],
+                ),
+                kinds=list(r["kinds"]),
+                in_flight=r["in_flight"],
+                keys=r["keys"],
+                waiting=r["waiting"],
+                updated_at=r["updated_at"],
+            )
+            for r in rows
+        ]
 
 
 class WakeSubscription(ListenSubscription[Wake]):

@@ -28,6 +28,7 @@
 --   0023_workflow_pass_commit.sql
 --   0026_task_queues.sql
 --   0027_priorities.sql
+--   0028_limits.sql
 --   0029_timeouts.sql
 --   0030_workflow_search_attributes.sql
 
@@ -192,6 +193,7 @@ CREATE TABLE azync_jobs (
     workflow_name text,
     blocked_reason text DEFAULT ''::text NOT NULL,
     priority integer DEFAULT 0 NOT NULL,
+    limit_key text,
     start_deadline timestamp with time zone,
     close_deadline timestamp with time zone,
     CONSTRAINT azync_jobs_pkey PRIMARY KEY (id),
@@ -206,6 +208,37 @@ CREATE TABLE azync_leaders (
     elected_at timestamp with time zone NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     CONSTRAINT azync_leaders_pkey PRIMARY KEY (name)
+);
+
+CREATE TABLE azync_limit_scopes (
+    source text NOT NULL,
+    kind text NOT NULL,
+    limit_name text NOT NULL,
+    CONSTRAINT azync_limit_scopes_pkey PRIMARY KEY (source, kind, limit_name)
+);
+
+CREATE TABLE azync_limit_slots (
+    limit_name text NOT NULL,
+    key text NOT NULL,
+    slot integer NOT NULL,
+    holder uuid,
+    holder_token uuid,
+    holder_channel text,
+    used_at timestamp with time zone,
+    CONSTRAINT azync_limit_slots_pkey PRIMARY KEY (limit_name, key, slot)
+);
+
+CREATE TABLE azync_limits (
+    name text NOT NULL,
+    type text NOT NULL,
+    capacity integer NOT NULL,
+    period interval,
+    per_key boolean DEFAULT false NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT azync_limits_pkey PRIMARY KEY (name),
+    CONSTRAINT azync_limits_capacity_check CHECK (((capacity >= 1) AND (capacity <= 10000))),
+    CONSTRAINT azync_limits_period_check CHECK ((((type = 'rate'::text) AND (period > '00:00:00'::interval)) OR ((type = 'concurrency'::text) AND (period IS NULL)))),
+    CONSTRAINT azync_limits_type_check CHECK ((type = ANY (ARRAY['concurrency'::text, 'rate'::text])))
 );
 
 CREATE TABLE azync_migrations (
@@ -439,6 +472,12 @@ ALTER TABLE azync_jobs ADD CONSTRAINT azync_jobs_event_id_fkey
 ALTER TABLE azync_jobs ADD CONSTRAINT azync_jobs_run_id_fkey
     FOREIGN KEY (run_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
 
+ALTER TABLE azync_limit_scopes ADD CONSTRAINT azync_limit_scopes_limit_name_fkey
+    FOREIGN KEY (limit_name) REFERENCES azync_limits(name) ON DELETE CASCADE;
+
+ALTER TABLE azync_limit_slots ADD CONSTRAINT azync_limit_slots_limit_name_fkey
+    FOREIGN KEY (limit_name) REFERENCES azync_limits(name) ON DELETE CASCADE;
+
 ALTER TABLE azync_schedule_changes ADD CONSTRAINT azync_schedule_changes_schedule_id_fkey
     FOREIGN KEY (schedule_id) REFERENCES azync_schedules(id) ON DELETE CASCADE;
 
@@ -519,6 +558,8 @@ CREATE INDEX azync_jobs_kind_state ON azync_jobs USING btree (source, kind, stat
 
 CREATE INDEX azync_jobs_leased ON azync_jobs USING btree (lease_until) WHERE (state = 'active'::text);
 
+CREATE INDEX azync_jobs_limit_ready ON azync_jobs USING btree (source, kind, task_queue, limit_key, azync_due_order(run_at, priority), id) WHERE ((state = 'pending'::text) AND (limit_key IS NOT NULL));
+
 CREATE UNIQUE INDEX azync_jobs_live_key ON azync_jobs USING btree (source, kind, idempotency_key) WHERE ((idempotency_key <> ''::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'active'::text, 'paused'::text, 'blocked'::text, 'waiting'::text, 'uncertain'::text])));
 
 CREATE INDEX azync_jobs_ready ON azync_jobs USING btree (source, kind, task_queue, azync_due_order(run_at, priority), id) WHERE (state = 'pending'::text);
@@ -538,6 +579,10 @@ CREATE INDEX azync_jobs_workflow_task_due ON azync_jobs USING btree (task_queue,
 CREATE UNIQUE INDEX azync_jobs_workflow_task_runnable ON azync_jobs USING btree (run_id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = ANY (ARRAY['pending'::text, 'scheduled'::text])));
 
 CREATE INDEX azync_jobs_workflow_task_timed ON azync_jobs USING btree (task_queue, workflow_name, run_at, id) WHERE ((source = 'workflow'::text) AND (task_key = '$wft'::text) AND (state = 'scheduled'::text));
+
+CREATE INDEX azync_limit_scopes_limit ON azync_limit_scopes USING btree (limit_name);
+
+CREATE INDEX azync_limit_slots_holder ON azync_limit_slots USING btree (holder) WHERE (holder IS NOT NULL);
 
 CREATE INDEX azync_schedule_runs_pending ON azync_schedule_runs USING btree (schedule_id) WHERE (outcome = ANY (ARRAY['buffered'::text, 'requested'::text]));
 
@@ -643,6 +688,118 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION azync_job_lease_limited(p_at timestamp with time zone, p_source text, p_kind text, p_queues text[], p_n integer, p_lease interval, p_default_max integer, p_override boolean, p_channel text)
+ RETURNS SETOF azync_jobs
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    fair text;
+    heads int;
+    c record;
+    j azync_jobs;
+    blocked text[] := '{}';
+    n int := 0;
+    tok uuid;
+BEGIN
+    IF p_n <= 0 THEN
+        RETURN;
+    END IF;
+    -- the limit whose slots tell when a key was last admitted
+    SELECT l.name INTO fair
+    FROM azync_limit_scopes s JOIN azync_limits l ON l.name = s.limit_name
+    WHERE s.source = p_source AND s.kind = p_kind
+    ORDER BY NOT l.per_key, l.name LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- a key never gets more than its smallest per-key capacity in one call
+    heads := least(p_n, coalesce((
+        SELECT min(l.capacity) FROM azync_limit_scopes s JOIN azync_limits l ON l.name = s.limit_name
+        WHERE s.source = p_source AND s.kind = p_kind AND l.per_key), p_n));
+    FOR c IN
+        WITH RECURSIVE keys AS (
+            (SELECT q.q, (SELECT j2.limit_key FROM azync_jobs j2
+                          WHERE j2.state = 'pending' AND j2.source = p_source
+                            AND j2.kind = p_kind AND j2.task_queue = q.q
+                            AND j2.limit_key IS NOT NULL
+                          ORDER BY j2.limit_key LIMIT 1) AS key
+             FROM unnest(p_queues) AS q(q))
+            UNION ALL
+            SELECT k2.q, (SELECT j2.limit_key FROM azync_jobs j2
+                          WHERE j2.state = 'pending' AND j2.source = p_source
+                            AND j2.kind = p_kind AND j2.task_queue = k2.q
+                            AND j2.limit_key > k2.key
+                          ORDER BY j2.limit_key LIMIT 1)
+            FROM keys k2 WHERE k2.key IS NOT NULL
+        )
+        SELECT h.id, h.limit_key, h.rank, h.o, kk.served
+        FROM (SELECT k3.q, k3.key,
+                     (SELECT max(s.used_at) FROM azync_limit_slots s
+                      WHERE s.limit_name = fair AND s.key = k3.key) AS served
+              FROM keys k3 WHERE k3.key IS NOT NULL) kk
+        CROSS JOIN LATERAL (
+            SELECT j3.id, j3.limit_key, azync_due_order(j3.run_at, j3.priority) AS o,
+                   row_number() OVER (ORDER BY azync_due_order(j3.run_at, j3.priority), j3.id)
+                       AS rank
+            FROM azync_jobs j3
+            WHERE j3.state = 'pending' AND j3.source = p_source AND j3.kind = p_kind
+              AND j3.task_queue = kk.q AND j3.limit_key = kk.key AND j3.run_at <= p_at
+            ORDER BY azync_due_order(j3.run_at, j3.priority), j3.id
+            LIMIT heads
+        ) h
+        ORDER BY h.rank, kk.served NULLS FIRST, h.o, h.id
+    LOOP
+        EXIT WHEN n >= p_n;
+        CONTINUE WHEN c.limit_key = ANY (blocked);
+        SELECT * INTO j FROM azync_jobs
+        WHERE id = c.id AND state = 'pending' FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        tok := gen_random_uuid();
+        IF NOT azync_limit_admit(p_at, p_source, p_kind, c.limit_key, j.id, tok, p_channel) THEN
+            blocked := blocked || c.limit_key;
+            CONTINUE;
+        END IF;
+        UPDATE azync_jobs x
+        SET state = 'active',
+            attempt = x.attempt + 1,
+            lease_token = tok,
+            lease_until = p_at + p_lease,
+            started_at = p_at,
+            updated_at = p_at,
+            max_attempts = CASE
+                WHEN x.max_attempts_explicit THEN x.max_attempts
+                WHEN x.started_at IS NULL AND p_override THEN p_default_max
+                WHEN x.max_attempts <= 0 THEN p_default_max
+                ELSE x.max_attempts END
+        WHERE x.id = j.id
+        RETURNING x.* INTO j;
+        n := n + 1;
+        RETURN NEXT j;
+    END LOOP;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_job_limit_waits(p_source text, p_kind text, p_key text, p_at timestamp with time zone)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+ SET search_path TO '<schema>'
+AS $function$
+    SELECT coalesce(string_agg(
+        CASE WHEN l.per_key
+             THEN format('waits for %s limit %L (key %L)', l.type, l.name, coalesce(p_key, ''))
+             ELSE format('waits for %s limit %L', l.type, l.name) END, '; ' ORDER BY l.name), '')
+    FROM azync_limit_scopes sc JOIN azync_limits l ON l.name = sc.limit_name
+    WHERE sc.source = p_source AND sc.kind = p_kind
+      AND (SELECT count(*) FROM azync_limit_slots s
+           WHERE s.limit_name = l.name
+             AND s.key = CASE WHEN l.per_key THEN coalesce(p_key, '') ELSE '' END
+             AND s.slot <= l.capacity
+             AND CASE WHEN l.type = 'concurrency' THEN s.holder IS NOT NULL
+                      ELSE s.used_at >= p_at - l.period END) >= l.capacity
+$function$;
+
 CREATE OR REPLACE FUNCTION azync_job_settle(p_at timestamp with time zone, p_ids uuid[], p_tokens uuid[], p_state text, p_error text, p_result bytea, p_count boolean)
  RETURNS TABLE(id uuid, source text, kind text, attempt integer)
  LANGUAGE plpgsql
@@ -681,6 +838,106 @@ CREATE OR REPLACE FUNCTION azync_keep_nonidempotent_op()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_limit_admit(p_at timestamp with time zone, p_source text, p_kind text, p_key text, p_job uuid, p_token uuid, p_channel text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    l record;
+    k text;
+    sl int;
+    prev timestamptz;
+    names text[] := '{}';
+    keys text[] := '{}';
+    nos int[] := '{}';
+    prevs timestamptz[] := '{}';
+BEGIN
+    FOR l IN
+        SELECT d.name, d.type, d.capacity, d.period, d.per_key
+        FROM azync_limit_scopes s JOIN azync_limits d ON d.name = s.limit_name
+        WHERE s.source = p_source AND s.kind = p_kind
+        ORDER BY d.name
+    LOOP
+        k := CASE WHEN l.per_key THEN coalesce(p_key, '') ELSE '' END;
+        FOR attempt IN 1 .. 2 LOOP
+            -- lock a free slot (its last use kept to undo it), then take it
+            SELECT f.slot, f.used_at INTO sl, prev FROM azync_limit_slots f
+            WHERE f.limit_name = l.name AND f.key = k AND f.slot <= l.capacity
+              AND CASE WHEN l.type = 'concurrency' THEN f.holder IS NULL
+                       ELSE f.used_at IS NULL OR f.used_at < p_at - l.period END
+            ORDER BY f.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
+            IF FOUND THEN
+                UPDATE azync_limit_slots s
+                SET holder = CASE WHEN l.type = 'concurrency' THEN p_job END,
+                    holder_token = CASE WHEN l.type = 'concurrency' THEN p_token END,
+                    holder_channel = CASE WHEN l.type = 'concurrency' THEN p_channel END,
+                    used_at = p_at
+                WHERE s.limit_name = l.name AND s.key = k AND s.slot = sl;
+                EXIT;
+            END IF;
+            -- none free: on the key's first admission its slots do not exist yet
+            IF attempt = 2 OR EXISTS (SELECT 1 FROM azync_limit_slots s
+                                      WHERE s.limit_name = l.name AND s.key = k
+                                        AND s.slot = l.capacity) THEN
+                sl := NULL;
+                EXIT;
+            END IF;
+            -- one creator at a time and no waiting on another's uncommitted
+            -- slots (two leases creating two new keys in opposite orders would
+            -- deadlock): a lease that cannot create them now admits nothing
+            IF NOT pg_try_advisory_xact_lock(hashtextextended('azync_limit_slots:' || l.name
+                                                              || ':' || k, 0)) THEN
+                sl := NULL;
+                EXIT;
+            END IF;
+            INSERT INTO azync_limit_slots (limit_name, key, slot)
+            SELECT l.name, k, g FROM generate_series(1, l.capacity) g
+            ON CONFLICT DO NOTHING;
+        END LOOP;
+        IF sl IS NULL THEN
+            -- undo the slots taken for the limits before this one
+            UPDATE azync_limit_slots s
+            SET holder = NULL, holder_token = NULL, holder_channel = NULL, used_at = u.prev
+            FROM unnest(names, keys, nos, prevs) AS u(name, key, slot, prev)
+            WHERE s.limit_name = u.name AND s.key = u.key AND s.slot = u.slot;
+            RETURN false;
+        END IF;
+        names := names || l.name;
+        keys := keys || k;
+        nos := nos || sl;
+        prevs := prevs || prev;
+    END LOOP;
+    RETURN true;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_limit_release()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        UPDATE azync_limit_slots s SET holder = NULL, holder_token = NULL, holder_channel = NULL
+        FROM azync_limit_slots o
+        WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token
+          AND o.limit_name = s.limit_name AND o.key = s.key AND o.slot = s.slot
+        RETURNING s.limit_name, s.key, s.slot, o.holder_channel AS channel
+    LOOP
+        IF r.channel IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM azync_limit_slots f JOIN azync_limits l ON l.name = f.limit_name
+            WHERE f.limit_name = r.limit_name AND f.key = r.key AND f.slot <> r.slot
+              AND f.slot <= l.capacity AND f.holder IS NULL) THEN
+            PERFORM pg_notify(r.channel, OLD.source || ':' || OLD.kind);
+        END IF;
+    END LOOP;
     RETURN NULL;
 END
 $function$;
@@ -1069,23 +1326,38 @@ CREATE OR REPLACE FUNCTION azync_workflow_ops_insert(p_at timestamp with time zo
 AS $function$
 #variable_conflict use_column
 BEGIN
-    RETURN QUERY WITH req AS (
-        SELECT u.*, coalesce(u.run_at, p_at) AS due,
-               (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS leased,
-               coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
-               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority
-        FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
-             WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
-    ), existing AS (
+    RETURN QUERY WITH existing AS (
         SELECT DISTINCT j.task_key FROM azync_jobs j
         WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = ANY(p_keys)
           AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+    ), wanted AS MATERIALIZED (
+        SELECT u.*, coalesce(u.run_at, p_at) AS due,
+               (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS local,
+               coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
+               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
+               u.route::jsonb ->> 'limit_key' AS limit_key,
+               gen_random_uuid() AS job_id, gen_random_uuid() AS token
+        FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
+             WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
+        WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = u.key)
+    ), req AS MATERIALIZED (
+        -- a local operation of a limited kind is leased only when admitted
+        -- (CASE: the admission must not run for an operation left pending)
+        SELECT w.*,
+               CASE WHEN NOT w.local THEN false
+                    WHEN NOT EXISTS (SELECT 1 FROM azync_limit_scopes sc
+                                     WHERE sc.source = 'workflow' AND sc.kind = w.kind)
+                        THEN true
+                    ELSE azync_limit_admit(p_at, 'workflow', w.kind, coalesce(w.limit_key, ''),
+                                           w.job_id, w.token, p_channel) END AS leased
+        FROM wanted w
+        ORDER BY w.ord
     ), ins AS (
         INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
                                 max_attempts, max_attempts_explicit, run_id, task_key,
                                 enqueued_at, updated_at, attempt, lease_token,
-                                lease_until, started_at, task_queue, priority)
-        SELECT gen_random_uuid(), 'workflow', r.kind,
+                                lease_until, started_at, task_queue, priority, limit_key)
+        SELECT r.job_id, 'workflow', r.kind,
                CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
                     ELSE 'pending' END,
                r.payload, r.meta::jsonb, r.due,
@@ -1093,12 +1365,11 @@ BEGIN
                     ELSE r.max_attempts END,
                r.max_attempts > 0, p_id, r.key, p_at, p_at,
                CASE WHEN r.leased THEN 1 ELSE 0 END,
-               CASE WHEN r.leased THEN gen_random_uuid() END,
+               CASE WHEN r.leased THEN r.token END,
                CASE WHEN r.leased THEN p_at + p_local_lease END,
                CASE WHEN r.leased THEN p_at END,
-               r.task_queue, r.priority
+               r.task_queue, r.priority, r.limit_key
         FROM req r
-        WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = r.key)
         ORDER BY r.ord
         RETURNING task_key, id, kind, state, attempt, max_attempts, lease_token,
                   lease_until, started_at, run_at, enqueued_at
@@ -1520,7 +1791,12 @@ AS $function$
            AND NOT EXISTS (
                SELECT 1 FROM azync_workers w
                WHERE w.expires_at > p_at AND w.activities @> ARRAY[j.kind]
-                 AND w.task_queues @> ARRAY[j.task_queue])))
+                 AND w.task_queues @> ARRAY[j.task_queue])),
+        (SELECT nullif(string_agg(DISTINCT azync_job_limit_waits(j.source, j.kind, j.limit_key,
+                                                                  p_at), '; '), '')
+         FROM azync_jobs j
+         WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key <> '$wft'
+           AND j.state = 'pending' AND j.limit_key IS NOT NULL AND j.run_at <= p_at))
 $function$;
 
 CREATE OR REPLACE FUNCTION azync_workflow_wake_task(p_id uuid, p_at timestamp with time zone, p_channel text)
@@ -1541,6 +1817,10 @@ $function$;
 -- Triggers
 
 CREATE TRIGGER azync_jobs_deadlines BEFORE INSERT ON azync_jobs FOR EACH ROW WHEN (((new.source = 'workflow'::text) AND (new.task_key <> '$wft'::text) AND (new.meta ?| ARRAY['schedule_to_start_s'::text, 'schedule_to_close_s'::text]))) EXECUTE FUNCTION azync_job_deadlines();
+
+CREATE TRIGGER azync_jobs_limit_release AFTER UPDATE OF state, lease_token ON azync_jobs FOR EACH ROW WHEN (((old.limit_key IS NOT NULL) AND (old.state = 'active'::text) AND ((new.state <> 'active'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token)))) EXECUTE FUNCTION azync_limit_release();
+
+CREATE TRIGGER azync_jobs_limit_release_deleted AFTER DELETE ON azync_jobs FOR EACH ROW WHEN (((old.limit_key IS NOT NULL) AND (old.state = 'active'::text))) EXECUTE FUNCTION azync_limit_release();
 
 CREATE TRIGGER azync_jobs_merge_workflow_task BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.task_key = '$wft'::text) AND (old.state <> ALL (ARRAY['pending'::text, 'scheduled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'scheduled'::text])))) EXECUTE FUNCTION azync_merge_workflow_task();
 

@@ -50,6 +50,11 @@ PRODUCT_STATES = {
         "completed",
         "failed",
     },
+    # limit definitions: their types (check_limits refuses another before writing);
+    # the capacity range names no state
+    ("azync_limits", "azync_limits_type_check"): {"concurrency", "rate"},
+    ("azync_limits", "azync_limits_period_check"): {"concurrency", "rate"},
+    ("azync_limits", "azync_limits_capacity_check"): set(),
     ("azync_schedule_runs", "azync_schedule_runs_outcome_check"): {
         "requested",
         "buffered",

@@ -87,6 +87,7 @@ async def test_the_hot_leases_are_index_scans_on_100k_rows(store: PostgresStore)
             25,
             True,
             ["default"],
+            "azync_wake",
         )
         tasks = await conn.fetchval(
             "EXPLAIN (FORMAT JSON) " + QUERIES["workflow_task_lease_load"],

@@ -111,8 +111,12 @@ FROM total LEFT JOIN LATERAL (
 ) p ON true
 
 -- name: job_get
--- $2 source, $3 id
-SELECT * FROM azync_jobs WHERE source = $2 AND id = $3 AND ($1::timestamptz IS NULL OR true)
+-- $2 source, $3 id. limit_waits: the full limits a pending job of a limited
+-- kind waits for (azync_job_limit_waits, migration 0028).
+SELECT j.*, CASE WHEN j.state = 'pending' AND j.limit_key IS NOT NULL
+                 THEN azync_job_limit_waits(j.source, j.kind, j.limit_key,
+                                            coalesce($1::timestamptz, now())) END AS limit_waits
+FROM azync_jobs j WHERE j.source = $2 AND j.id = $3
 
 -- name: job_retry
 -- $2 source, $3 id, $4 channel. Dead -> pending with a fresh budget: attempt,

@@ -6,7 +6,8 @@
 -- $2 id, $3 source, $4 kind, $5 payload, $6 meta, $7 run_at, $8 delay,
 -- $9 max_attempts, $10 max_attempts_explicit, $11 idempotency_key, $12 channel,
 -- $13 snooze_budget (zero = none), $14 idempotency_ttl (zero = live check only),
--- $15 task_queue, $16 priority.
+-- $15 task_queue, $16 priority, $17 limit_key (NULL: '' when the kind has
+-- limits, migration 0028, else none).
 -- Dedupe: the live-key unique index rejects a key held by a live job; an
 -- unexpired TTL window (reserved by an earlier enqueue of the key) rejects it
 -- whatever that job's state. An insert with a TTL (re)reserves the window.
@@ -18,13 +19,15 @@ WITH clock AS (
 ), ins AS (
     INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
                             max_attempts_explicit, idempotency_key, snooze_budget,
-                            enqueued_at, updated_at, task_queue, priority)
+                            enqueued_at, updated_at, task_queue, priority, limit_key)
     SELECT $2, $3, $4,
            CASE WHEN coalesce($7::timestamptz, c.t + $8::interval) > c.t
                 THEN 'scheduled' ELSE 'pending' END,
            $5, $6::jsonb, coalesce($7::timestamptz, c.t + $8::interval), $9, $10, $11,
            CASE WHEN $13::interval > interval '0' THEN $13::interval END,
-           c.t, c.t, $15::text, $16::int
+           c.t, c.t, $15::text, $16::int,
+           coalesce($17::text, CASE WHEN EXISTS (
+               SELECT 1 FROM azync_limit_scopes s WHERE s.source = $3 AND s.kind = $4) THEN '' END)
     FROM clock c
     WHERE NOT EXISTS (SELECT 1 FROM win)
     ON CONFLICT (source, kind, idempotency_key)
@@ -52,7 +55,7 @@ WHERE (SELECT count(*) FROM stat) >= 0
 -- $7 run_ats timestamptz[], $8 delays interval[], $9 max_attempts int[],
 -- $10 max_attempts_explicit boolean[], $11 idempotency keys text[],
 -- $12 channel, $13 snooze budgets interval[], $14 idempotency ttls interval[],
--- $15 task queues text[], $16 priorities int[].
+-- $15 task queues text[], $16 priorities int[], $17 limit keys text[] (as job_enqueue).
 -- No two items may share a non-empty (kind, key): the caller drops the later
 -- ones (they meet the first one's job, or what deduplicated it). Returns the
 -- ids inserted. One stats write for the batch, one wake per due kind.
@@ -63,9 +66,9 @@ WITH clock AS (
     SELECT u.*, coalesce(u.run_at, c.t + u.delay) AS due, c.t
     FROM unnest($2::uuid[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[],
                 $8::interval[], $9::int[], $10::boolean[], $11::text[], $13::interval[],
-                $14::interval[], $15::text[], $16::int[])
+                $14::interval[], $15::text[], $16::int[], $17::text[])
          AS u(id, kind, payload, meta, run_at, delay, max_attempts, explicit, key,
-              snooze_budget, ttl, task_queue, priority),
+              snooze_budget, ttl, task_queue, priority, limit_key),
          clock c
     WHERE u.key = '' OR NOT EXISTS (
         SELECT 1 FROM azync_idempotency_keys k
@@ -73,11 +76,14 @@ WITH clock AS (
 ), ins AS (
     INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
                             max_attempts_explicit, idempotency_key, snooze_budget,
-                            enqueued_at, updated_at, task_queue, priority)
+                            enqueued_at, updated_at, task_queue, priority, limit_key)
     SELECT i.id, $3, i.kind, CASE WHEN i.due > i.t THEN 'scheduled' ELSE 'pending' END,
            i.payload, i.meta::jsonb, i.due, i.max_attempts, i.explicit, i.key,
            CASE WHEN i.snooze_budget > interval '0' THEN i.snooze_budget END, i.t, i.t,
-           i.task_queue, i.priority
+           i.task_queue, i.priority,
+           coalesce(i.limit_key, CASE WHEN EXISTS (
+               SELECT 1 FROM azync_limit_scopes s WHERE s.source = $3 AND s.kind = i.kind)
+               THEN '' END)
     FROM item i
     ON CONFLICT (source, kind, idempotency_key)
         WHERE idempotency_key <> ''
@@ -102,12 +108,22 @@ WHERE (SELECT count(*) FROM stat) >= 0 AND (SELECT count(*) FROM wake) >= 0
 
 -- name: job_dequeue
 -- $2 source, $3 kind, $4 limit, $5 lease, $6 default_max_attempts, $7 override_default,
--- $8 task queues text[] the caller serves. Each queue is one range of
+-- $8 task queues text[] the caller serves, $9 channel (a limited job's release
+-- wakes its kind there). Each queue is one range of
 -- azync_jobs_ready in lease order (azync_due_order: run_at moved earlier by
 -- the priority in minutes, migration 0027); the first of them are leased.
 -- The budget is resolved on the job's FIRST lease only (started_at IS NULL),
 -- so a snooze or release that hands the attempt back never re-resolves it.
-WITH picked AS (
+-- A kind with limits (azync_limit_scopes, migration 0028) is leased only by
+-- azync_job_lease_limited, which takes the limits' slots; for every other kind
+-- that branch is one probe of the scopes' primary key and is never run.
+WITH limited AS (
+    SELECT EXISTS (SELECT 1 FROM azync_limit_scopes s WHERE s.source = $2 AND s.kind = $3) AS yes
+), lim AS (
+    SELECT l.* FROM azync_job_lease_limited(coalesce($1::timestamptz, now()), $2, $3, $8::text[],
+                                            $4, $5::interval, $6::int, $7::boolean, $9) l
+    WHERE (SELECT yes FROM limited)
+), picked AS (
     SELECT c.id FROM unnest($8::text[]) AS q(q)
     CROSS JOIN LATERAL (
         SELECT j.id, azync_due_order(j.run_at, j.priority) AS o FROM azync_jobs j
@@ -117,9 +133,10 @@ WITH picked AS (
         LIMIT $4
         FOR UPDATE OF j SKIP LOCKED
     ) c
+    WHERE NOT (SELECT yes FROM limited)
     ORDER BY c.o, c.id
     LIMIT $4
-)
+), up AS (
 UPDATE azync_jobs j
 SET state = 'active',
     attempt = j.attempt + 1,
@@ -135,6 +152,10 @@ SET state = 'active',
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.*
+)
+SELECT * FROM up
+UNION ALL
+SELECT * FROM lim
 
 -- name: job_ack
 -- $2 id, $3 lease_token
@@ -315,3 +336,63 @@ ORDER BY a.id
 -- reconnecting listener replays for notifications it may have missed.
 SELECT DISTINCT source, kind FROM azync_jobs
 WHERE state = 'pending' AND run_at <= coalesce($1::timestamptz, now())
+
+-- name: limit_declare
+-- $2 source, $3 kind, $4 names text[], $5 types text[], $6 capacities int[],
+-- $7 periods interval[] (NULL for concurrency), $8 per_key boolean[].
+-- Upserts the definitions (the last declaration wins), makes them the kind's
+-- only limits, and gives the kind's live jobs that carry no limit key the
+-- empty key so the limited lease sees them. Returns the limits now on the kind.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), def AS (
+    INSERT INTO azync_limits AS l (name, type, capacity, period, per_key, updated_at)
+    SELECT u.name, u.type, u.capacity, u.period, u.per_key, c.t
+    FROM unnest($4::text[], $5::text[], $6::int[], $7::interval[], $8::boolean[])
+         AS u(name, type, capacity, period, per_key), clock c
+    ON CONFLICT (name) DO UPDATE SET
+        type = EXCLUDED.type, capacity = EXCLUDED.capacity, period = EXCLUDED.period,
+        per_key = EXCLUDED.per_key, updated_at = EXCLUDED.updated_at
+    WHERE (l.type, l.capacity, l.period, l.per_key)
+          IS DISTINCT FROM (EXCLUDED.type, EXCLUDED.capacity, EXCLUDED.period, EXCLUDED.per_key)
+    RETURNING l.name
+), gone AS (
+    DELETE FROM azync_limit_scopes s
+    WHERE s.source = $2 AND s.kind = $3 AND NOT (s.limit_name = ANY ($4::text[]))
+    RETURNING s.limit_name
+), scope AS (
+    INSERT INTO azync_limit_scopes (source, kind, limit_name)
+    SELECT $2, $3, u.name FROM unnest($4::text[]) AS u(name)
+    ON CONFLICT DO NOTHING
+    RETURNING limit_name
+), keyed AS (
+    UPDATE azync_jobs j SET limit_key = ''
+    WHERE cardinality($4::text[]) > 0 AND j.source = $2 AND j.kind = $3
+      AND j.limit_key IS NULL AND j.state IN ('pending', 'scheduled', 'paused')
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM def) AS defined, (SELECT count(*) FROM gone) AS dropped,
+       (SELECT count(*) FROM scope) AS scoped, (SELECT count(*) FROM keyed) AS keyed
+
+-- name: limit_list
+-- Every limit with the kinds it applies to, its in-flight count (concurrency:
+-- slots held; rate: starts within the last period) and the due pending jobs of
+-- its kinds waiting to be leased.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+)
+SELECT l.name, l.type, l.capacity, l.period, l.per_key, l.updated_at,
+       coalesce((SELECT array_agg(s.source || ':' || s.kind ORDER BY s.source, s.kind)
+                 FROM azync_limit_scopes s WHERE s.limit_name = l.name), '{}') AS kinds,
+       (SELECT count(*) FROM azync_limit_slots sl
+        WHERE sl.limit_name = l.name AND sl.slot <= l.capacity
+          AND CASE WHEN l.type = 'concurrency' THEN sl.holder IS NOT NULL
+                   ELSE sl.used_at >= c.t - l.period END) AS in_flight,
+       (SELECT count(DISTINCT sl.key) FROM azync_limit_slots sl
+        WHERE sl.limit_name = l.name AND sl.slot = 1) AS keys,
+       (SELECT count(*) FROM azync_limit_scopes s
+        JOIN azync_jobs j ON j.state = 'pending' AND j.source = s.source AND j.kind = s.kind
+                         AND j.limit_key IS NOT NULL AND j.run_at <= c.t
+        WHERE s.limit_name = l.name) AS waiting
+FROM azync_limits l, clock c
+ORDER BY l.name

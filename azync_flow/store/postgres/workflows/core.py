@@ -643,12 +643,13 @@ def op_route(o: ScheduleOperationParams) -> str:
     Raises:
         ValueError: a task queue the store refuses.
     """
-    return _route_json(
-        {
-            "task_queue": check_task_queue(o.task_queue, "operation task_queue"),
-            "priority": check_priority(o.priority, "operation priority"),
-        }
-    )
+    route: dict[str, object] = {
+        "task_queue": check_task_queue(o.task_queue, "operation task_queue"),
+        "priority": check_priority(o.priority, "operation priority"),
+    }
+    if o.limit_key is not None:
+        route["limit_key"] = check_text(o.limit_key, "operation limit_key")
+    return _route_json(route)
 
 
 def op_meta(o: ScheduleOperationParams) -> str:

@@ -1,0 +1,218 @@
+"""Limits in the queue store (real PostgreSQL): the lease of a limited kind
+admits a job only with a free slot of every limit of its kind, for its key;
+concurrency slots free when the lease ends, rate slots after their period;
+keys are served round robin; unlimited kinds keep their plain lease plan."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from azync_flow.store import Config
+from azync_flow.store.postgres import PostgresStore, open_store
+from azync_flow.store.postgres._queries import QUERIES
+from azync_flow.store.queue import LimitSpec, Source, Wake
+from azync_flow.testing import MovableClock, drop_schema, unique_schema
+
+from ..helpers import LEASE, job, lease
+
+
+def conc(name: str, n: int, per_key: bool = False) -> LimitSpec:
+    return LimitSpec(name=name, type="concurrency", capacity=n, per_key=per_key)
+
+
+def rate(name: str, n: int, period: timedelta, per_key: bool = False) -> LimitSpec:
+    return LimitSpec(name=name, type="rate", capacity=n, period=period, per_key=per_key)
+
+
+async def test_a_concurrency_limit_admits_at_most_its_capacity_until_a_lease_ends(
+    store: PostgresStore,
+) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [conc("two", 2)])
+    assert all(await store.enqueue_many([job("k") for _ in range(5)]))
+    first = await lease(store, "k", limit=10)
+    assert len(first) == 2
+    assert await lease(store, "k", limit=10) == []
+    await store.ack(first[0].id, first[0].lease_token)  # type: ignore[arg-type]
+    assert len(await lease(store, "k", limit=10)) == 1
+    await store.release(first[1].id, first[1].lease_token)  # type: ignore[arg-type]
+    assert len(await lease(store, "k", limit=10)) == 1  # the released job itself
+
+
+async def test_an_expired_lease_frees_its_slot_once_reaped(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [conc("one", 1)])
+    assert all(await store.enqueue_many([job("k") for _ in range(2)]))
+    (held,) = await lease(store, "k", limit=5)
+    clock.advance(LEASE + timedelta(seconds=1))
+    assert await lease(store, "k", limit=5) == []  # expired but not reaped: still held
+    await store.reap_expired(Source.QUEUE, ["k"])
+    again = await lease(store, "k", limit=5)
+    assert len(again) == 1
+    assert again[0].lease_token != held.lease_token
+
+
+async def test_a_per_key_limit_counts_each_key_apart(store: PostgresStore) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [conc("per-customer", 1, per_key=True)])
+    jobs = [job("k", limit_key=k) for k in ("a", "a", "b", "b", "c")]
+    assert all(await store.enqueue_many(jobs))
+    got = await lease(store, "k", limit=10)
+    assert sorted(j.limit_key or "" for j in got) == ["a", "b", "c"]
+
+
+async def test_a_rate_limit_admits_capacity_starts_per_period(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [rate("r", 3, timedelta(minutes=1))])
+    assert all(await store.enqueue_many([job("k") for _ in range(7)]))
+    got = await lease(store, "k", limit=10)
+    assert len(got) == 3
+    for j in got:
+        await store.ack(j.id, j.lease_token)  # type: ignore[arg-type]
+    clock.advance(timedelta(seconds=59))
+    assert await lease(store, "k", limit=10) == []  # finished, but the period is not over
+    clock.advance(timedelta(seconds=2))
+    assert len(await lease(store, "k", limit=10)) == 3
+
+
+async def test_every_limit_of_a_kind_must_admit(store: PostgresStore) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [conc("c", 5), rate("r", 2, timedelta(hours=1))])
+    assert all(await store.enqueue_many([job("k") for _ in range(4)]))
+    assert len(await lease(store, "k", limit=10)) == 2
+
+
+async def test_keys_are_served_round_robin(store: PostgresStore) -> None:
+    """All of key a is enqueued before key b and c; the lease still alternates."""
+    await store.declare_limits(Source.QUEUE, "k", [conc("per", 10, per_key=True)])
+    for k in ("a", "b", "c"):
+        assert all(await store.enqueue_many([job("k", limit_key=k) for _ in range(4)]))
+    got = await lease(store, "k", limit=6)
+    assert sorted(j.limit_key or "" for j in got) == ["a", "a", "b", "b", "c", "c"]
+    one = await lease(store, "k", limit=1)  # every key got 2: the oldest served goes next
+    assert one[0].limit_key == "a"
+
+
+async def test_racing_leases_never_take_one_slot_twice(store: PostgresStore) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [conc("three", 3)])
+    assert all(await store.enqueue_many([job("k") for _ in range(40)]))
+    rounds = await asyncio.gather(*(lease(store, "k", limit=2) for _ in range(12)))
+    assert sum(len(r) for r in rounds) == 3
+
+
+async def test_declaring_again_replaces_the_kinds_limits(store: PostgresStore) -> None:
+    assert all(await store.enqueue_many([job("k") for _ in range(3)]))  # keyless, before
+    await store.declare_limits(Source.QUEUE, "k", [conc("a", 1)])
+    assert len(await lease(store, "k", limit=5)) == 1  # the older jobs are limited too
+    await store.declare_limits(Source.QUEUE, "k", [conc("a", 2)])
+    assert len(await lease(store, "k", limit=5)) == 1  # capacity raised to 2
+    await store.declare_limits(Source.QUEUE, "k", [])
+    assert len(await lease(store, "k", limit=5)) == 1  # unlimited again: the last one
+
+
+async def test_list_limits_shows_in_flight_and_waiting(store: PostgresStore) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [conc("two", 2)])
+    assert all(await store.enqueue_many([job("k") for _ in range(5)]))
+    await lease(store, "k", limit=10)
+    (usage,) = await store.list_limits()
+    assert usage.spec == conc("two", 2)
+    assert usage.kinds == ["queue:k"]
+    assert (usage.in_flight, usage.waiting) == (2, 3)
+
+
+async def test_a_waiting_job_names_the_full_limit_and_its_key(store: PostgresStore) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [conc("per", 1, per_key=True)])
+    first, second = job("k", limit_key="acme"), job("k", limit_key="acme")
+    assert all(await store.enqueue_many([first, second]))
+    (leased,) = await lease(store, "k", limit=5)
+    waiting = second if leased.id == first.id else first
+    view = await store.get_job(Source.QUEUE, waiting.id)
+    assert view.blocked_reason == "waits for concurrency limit 'per' (key 'acme')"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        LimitSpec(name="x", type="concurrency", capacity=0),
+        LimitSpec(name="x", type="rate", capacity=1),
+        LimitSpec(name="x", type="concurrency", capacity=1, period=timedelta(seconds=1)),
+        LimitSpec(name="x", type="sometimes", capacity=1),
+        LimitSpec(name="", type="concurrency", capacity=1),
+    ],
+)
+async def test_a_bad_limit_is_refused_before_anything_is_written(
+    store: PostgresStore, bad: LimitSpec
+) -> None:
+    with pytest.raises(ValueError):
+        await store.declare_limits(Source.QUEUE, "k", [bad])
+    assert await store.list_limits() == []
+
+
+def _scans(plan: Any) -> list[tuple[str, str]]:
+    found = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if node.get("Relation Name") == "azync_jobs":
+            found.append((node["Node Type"], node.get("Index Name", "")))
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    return found
+
+
+async def test_the_lease_of_an_unlimited_kind_stays_an_index_scan(store: PostgresStore) -> None:
+    await store.declare_limits(Source.QUEUE, "other", [conc("o", 1)])
+    async with store.pool.acquire() as conn:
+        await conn.execute(
+            """INSERT INTO azync_jobs (id, source, kind, state, run_at, enqueued_at, updated_at,
+                                       payload)
+               SELECT gen_random_uuid(), 'queue', 'k', 'pending',
+                      now() - (g % 1000) * interval '1 second', now(), now(), '1'
+               FROM generate_series(1, 100000) g"""
+        )
+        await conn.execute("ANALYZE azync_jobs")
+        plan = await conn.fetchval(
+            "EXPLAIN (FORMAT JSON) " + QUERIES["job_dequeue"],
+            None,
+            "queue",
+            "k",
+            10,
+            LEASE,
+            25,
+            True,
+            ["default"],
+            "azync_wake",
+        )
+    scans = _scans(json.loads(plan))
+    assert ("Index Scan", "azync_jobs_ready") in scans
+    assert all(t != "Seq Scan" and not t.startswith("Bitmap") for t, _ in scans)
+    text = json.dumps(json.loads(plan))
+    assert "One-Time Filter" in text  # the limited branch is gated, not run per row
+    assert len(await lease(store, "k", limit=10)) == 10
+
+
+async def test_a_finished_limited_job_wakes_the_workers_of_its_kind(
+    pg_dsn: str, clock: MovableClock
+) -> None:
+    schema = unique_schema()
+    s = await open_store(pg_dsn, Config(schema=schema, notify_channel=f"w_{schema}"), clock=clock)
+    try:
+        await s.declare_limits(Source.QUEUE, "k", [conc("one", 1)])
+        assert all(await s.enqueue_many([job("k") for _ in range(2)]))
+        (held,) = await lease(s, "k", limit=5)
+        sub = await s.wake()
+        assert sub is not None
+        async with sub:
+            await s.ack(held.id, held.lease_token)  # type: ignore[arg-type]
+            async with asyncio.timeout(5):
+                woken = await anext(sub)
+        assert woken == Wake(source=Source.QUEUE, kind="k")
+        assert len(await lease(s, "k", limit=5)) == 1
+    finally:
+        await s.close()
+        await drop_schema(pg_dsn, schema)
