@@ -14,7 +14,12 @@ from azync_flow.store.postgres import PostgresStore
 
 DOMAINS = (queue, events, dags, workflows, schedules, leadership, admin)
 #: Implemented by objects the store hands out, not by the store itself.
-_HANDED_OUT = {"LeadershipLease"}
+_HANDED_OUT = {
+    "DAGTaskTransaction",
+    "DeliveryTransaction",
+    "LeadershipLease",
+    "OperationTransaction",
+}
 _STORE_PROTOCOLS = [
     Store,
     *(
