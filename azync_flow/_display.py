@@ -15,7 +15,7 @@ import msgspec
 
 from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import PayloadCodecError, PayloadError
-from azync_flow.payload_codec import describe_envelope
+from azync_flow.payload_codec import MAGIC, describe_envelope, is_envelope
 
 __all__ = [
     "PREVIEW_CHARS",
@@ -70,6 +70,33 @@ def payload_json(data: bytes | None) -> Any:
         return f"<undecodable payload ({describe_envelope(data)}): {exc.args[0]}>"
     except PayloadError:
         return data.decode("utf-8", "replace")
+
+
+#: An envelope as a decoded JSON string starts with this text.
+_ENVELOPE_TEXT: str = json.loads(MAGIC + b'"')
+
+
+def open_payloads(value: Any) -> Any:
+    """``value`` (decoded JSON: a history event) with every codec envelope in
+    it replaced by the payload it holds (:func:`payload_json`)."""
+    if isinstance(value, str) and value.startswith(_ENVELOPE_TEXT):
+        return payload_json(json.dumps(value).encode())
+    if isinstance(value, dict):
+        return {k: open_payloads(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [open_payloads(v) for v in value]
+    return value
+
+
+def opened_event(event: Any) -> Any:
+    """A history event (a msgspec Struct) with each envelope field (``input``,
+    ``result``, ``payload`` ...) replaced by the JSON it holds, for display."""
+    changes: dict[str, msgspec.Raw] = {}
+    for name in event.__struct_fields__:
+        raw = getattr(event, name)
+        if isinstance(raw, msgspec.Raw) and is_envelope(raw):
+            changes[name] = msgspec.Raw(json_line(payload_json(bytes(raw))).encode())
+    return msgspec.structs.replace(event, **changes) if changes else event
 
 
 def json_line(value: Any) -> str:

@@ -20,6 +20,8 @@ from rich.text import Text
 from azync_flow._display import PREVIEW_CHARS as PREVIEW_CHARS
 from azync_flow._display import age as age
 from azync_flow._display import json_line as json_line
+from azync_flow._display import open_payloads as open_payloads
+from azync_flow._display import opened_event as opened_event
 from azync_flow._display import payload_json as payload_json
 from azync_flow._display import preview as preview
 from azync_flow._display import to_plain as to_plain

@@ -52,6 +52,8 @@ from ._output import (
     emit,
     json_line,
     list_page,
+    open_payloads,
+    opened_event,
     payload_json,
     preview,
     record,
@@ -323,7 +325,8 @@ async def history(id: str, run_no: int | None, as_json: bool, db: DbOptions) -> 
             await handle.describe()  # NotFoundError if none
     if as_json:
         for row in rows:
-            click.echo(json_line({"seq": row.seq, "type": row.type, "event": row.payload}))
+            event = open_payloads(to_plain(row.payload))
+            click.echo(json_line({"seq": row.seq, "type": row.type, "event": event}))
         return EXIT_OK
     t0 = rows[0].created_at if rows else None
     entries = to_entries(rows)
@@ -333,7 +336,7 @@ async def history(id: str, run_no: int | None, as_json: bool, db: DbOptions) -> 
             ("SEQ", lambda r: r[0].seq),
             ("+TIME", lambda r: age(r[0].created_at - t0) or "0ms"),
             ("EVENT", lambda r: r[0].type),
-            ("DETAIL", lambda r: _detail(r[0].type, r[1].event.describe())),
+            ("DETAIL", lambda r: _detail(r[0].type, opened_event(r[1].event).describe())),
         ],
         empty="no events yet",
     )
@@ -526,7 +529,7 @@ async def result(id: str, timeout: float | None, as_json: bool, db: DbOptions) -
         try:
             value: Any = await client.get_handle(wid).result(timeout=timeout)
         except (WorkflowFailedError, WorkflowCancelledError, WorkflowTerminatedError) as exc:
-            state = _ENDED[type(exc)]
+            state = next(name for kind, name in _ENDED.items() if isinstance(exc, kind))
             done(as_json, {"state": state, "error": str(exc)}, f"{state}: {exc}")
             return EXIT_FAILED
         finally:

@@ -7,6 +7,7 @@ one that has it; plain payloads written before codecs stay readable."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from datetime import timedelta
@@ -402,3 +403,28 @@ async def test_an_activity_whose_key_a_worker_lacks_is_left_for_a_worker_with_th
     with use_payload_codec(chain()):
         await LocalRuntime(store, Registry([cd_pay], [cd_charge])).run_until_idle()
         assert await handle.result(timeout=30) == {"receipt": SECRET + "-ok"}
+
+
+async def test_the_cli_history_shows_payloads_through_the_codec_or_says_which_key_is_missing(
+    store: PostgresStore, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with use_payload_codec(chain()):
+        handle = await Client(store).start(cd_wait, {"s": SECRET})
+        await handle.signal("go", "signal-secret-9b1")
+        await LocalRuntime(store, REGISTRY).run_until_idle()
+        assert (await handle.result(timeout=30))["got"] == "signal-secret-9b1"
+        cli = Cli(pg_dsn, store.schema, capsys)
+        for as_json in (True, False):
+            code, out, _ = await cli("workflows", "history", str(handle.id), as_json=as_json)
+            text = out if isinstance(out, str) else json.dumps(out)
+            assert code == 0
+            assert "signal-secret-9b1" in text  # the signal's payload, decoded
+            assert SECRET in text  # inside the completion's result
+            assert "azc1" not in text
+    with use_payload_codec(chain(keys={"k2": K2}, current="k2")):
+        for as_json in (True, False):
+            code, out, _ = await cli("workflows", "history", str(handle.id), as_json=as_json)
+            text = out if isinstance(out, str) else json.dumps(out)
+            assert code == 0
+            assert "<undecodable payload (gzip,aesgcm (key 'k1'))" in text
+            assert "signal-secret-9b1" not in text

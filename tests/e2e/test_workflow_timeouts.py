@@ -26,6 +26,7 @@ from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture
 from azync_flow.worker import Worker
 from azync_flow.workflow import WorkflowContext
+from tests.unit.test_cli import Cli
 
 #: A task queue no worker of these tests serves: its activities are never leased.
 NOWHERE = "to_nowhere"
@@ -414,3 +415,17 @@ def test_a_bad_activity_timeout_is_refused_where_it_is_declared() -> None:
         activity(name="to_bad", schedule_to_close=timedelta(0))
     with pytest.raises(TypeError, match=r"schedule_to_start must be a datetime\.timedelta"):
         quick.with_options(schedule_to_start=5)
+
+
+async def test_the_cli_result_of_a_timed_out_execution_is_a_failure(
+    store: PostgresStore, clock: MovableClock, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock.advance(timedelta(0))
+    handle = await Client(store).start(waits_forever, 1, run_timeout=timedelta(minutes=1))
+    await run(store)
+    clock.advance(timedelta(minutes=2))
+    await run(store)
+    code, out, _ = await Cli(pg_dsn, store.schema, capsys)("workflows", "result", str(handle.id))
+    assert code == 1
+    assert out["state"] == "failed"
+    assert "run timeout of 60s elapsed" in out["error"]
