@@ -79,8 +79,8 @@ def app_parts(obj: Any) -> AppParts:
         return list(obj.workflows.values()), list(obj.activities.values()), {}
     if isinstance(obj, (list, tuple)):
         return _split(obj)
-    if isinstance(obj, types.ModuleType) and not any(hasattr(obj, a) for a in _PARTS):
-        return _split(vars(obj).values())
+    if isinstance(obj, types.ModuleType):
+        return _module_parts(obj)
     workflows = getattr(obj, "workflows", ())
     if isinstance(workflows, Registry):
         return app_parts(workflows)
@@ -88,6 +88,21 @@ def app_parts(obj: Any) -> AppParts:
         _values(workflows),
         _values(getattr(obj, "activities", ())),
         dict(getattr(obj, "handlers", None) or {}),
+    )
+
+
+def _module_parts(module: types.ModuleType) -> AppParts:
+    """A module's parts: each of `workflows`/`activities`/`handlers` from its
+    attribute when it has one, else (workflows, activities) every definition
+    it holds; a module with only `handlers` still runs its definitions."""
+    workflows = getattr(module, "workflows", None)
+    if isinstance(workflows, Registry):
+        return app_parts(workflows)
+    found_workflows, found_activities, _ = _split(vars(module).values())
+    return (
+        found_workflows if workflows is None else _values(workflows),
+        found_activities if not hasattr(module, "activities") else _values(module.activities),
+        dict(getattr(module, "handlers", None) or {}),
     )
 
 

@@ -7,11 +7,12 @@ APP is `module` or `module:attr` (imported from the current directory, as
 * a `Worker`, or a function (sync or async) returning one: run as is (the
   worker brings its own store; `--dsn`/`--concurrency`/`--lease` are not
   used), or
-* what to register on a new worker for `--dsn`: a module (its
-  `workflows`/`activities`/`handlers` attributes, else every `@workflow`
-  and `@activity` it defines), a `Registry`, a list of definitions, or an
-  object with `workflows`, `activities` and `handlers` (a kind ->
-  handler dict for queue jobs).
+* what to register on a new worker for `--dsn`: a module (each of its
+  `workflows`/`activities`/`handlers` attributes it has; for a missing
+  `workflows` or `activities`, every `@workflow` or `@activity` it
+  defines), a `Registry`, a list of definitions, or an object with
+  `workflows`, `activities` and `handlers` (a kind -> handler dict for
+  queue jobs).
 
 The worker maintains the queue (promotes due jobs, reaps expired leases) and
 shuts down gracefully: it stops leasing, lets in-flight jobs finish within its
