@@ -240,6 +240,7 @@ class Worker:
         specs = limit_specs(limits)
 
         def add(fn: H) -> H:
+            self._keep_limits(Source.QUEUE, kind, specs)  # first: a clash registers nothing
             policy = retry or self.retry
             spec = QueueHandler.build(
                 kind,
@@ -259,8 +260,6 @@ class Worker:
                 default_max_attempts=spec.max_attempts,
             )
             self.handlers[kind] = spec
-            if specs:
-                self.limits[(Source.QUEUE, kind)] = specs
             return fn
 
         return add if handler is None else add(handler)
@@ -279,7 +278,20 @@ class Worker:
         """
         if self._running:
             raise ValueError("declare limits before the worker starts")
-        specs = limit_specs(limits)
+        self._keep_limits(source, kind, limit_specs(limits))
+
+    def _keep_limits(self, source: Source, kind: str, specs: list[LimitSpec]) -> None:
+        """Keep ``specs`` for ``(source, kind)``; a name this worker already
+        declares for another kind must mean the same limit (the stored
+        definition is one per name: one of the two would silently win)."""
+        for spec in specs:
+            for (other_source, other_kind), others in self.limits.items():
+                clash = next((o for o in others if o.name == spec.name and o != spec), None)
+                if clash is not None and (other_source, other_kind) != (source, kind):
+                    raise ValueError(
+                        f"limit {spec.name!r} is declared with different settings by "
+                        f"{other_kind!r} and {kind!r}: a name is one limit"
+                    )
         if specs:
             self.limits[(source, kind)] = specs
 

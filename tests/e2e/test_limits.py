@@ -16,6 +16,7 @@ from azync_flow.cli import main
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Source
+from azync_flow.worker import Worker
 from azync_flow.workflow import Registry
 from tests.local_runtime import LocalRuntime
 
@@ -119,3 +120,17 @@ def test_limits_are_checked_where_they_are_declared() -> None:
 
 def _plain(x: int) -> int:
     return x
+
+
+def test_one_worker_refuses_two_settings_for_one_limit_name(store: PostgresStore) -> None:
+    worker = Worker(store)
+    worker.register("mail.send", _handler, limits=[ConcurrencyLimit("smtp", 5, per_key=True)])
+    worker.register("mail.bulk", _handler, limits=[ConcurrencyLimit("smtp", 5, per_key=True)])
+    with pytest.raises(ValueError, match="'smtp' is declared with different settings"):
+        worker.register("mail.digest", _handler, limits=[ConcurrencyLimit("smtp", 15)])
+    assert (Source.QUEUE, "mail.digest") not in worker.limits
+    assert "mail.digest" not in worker.handlers
+
+
+async def _handler(payload: Any) -> None:
+    return None
