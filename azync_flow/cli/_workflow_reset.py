@@ -67,7 +67,8 @@ async def reset_cmd(
             "rerun_activities": got.rerun_activities,
             "redelivered_signals": got.redelivered_signals,
         },
-        f"reset {wid}: run {got.run_no} ({got.run_id}) keeps events 1..{got.kept} of run "
+        f"reset {wid}: run {got.run_no} ({got.run_id}) keeps "
+        f"{f'events 1..{got.kept}' if got.kept else 'no event'} of run "
         f"{got.run_no - 1} (was {got.previous_state}); {got.rerun_activities} activities "
         f"to run again, {got.redelivered_signals} signals to deliver again",
     )
