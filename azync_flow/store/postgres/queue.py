@@ -364,7 +364,7 @@ class LimitMixin(PgBase):
         Raises:
             ValueError: a bad task queue or limit (nothing written).
         """
-        check_task_queue(task_queue, "limited task queue")
+        task_queue = check_task_queue(task_queue, "limited task queue")
         spec = check_task_queue_limit(limit)
         await self._fetchrow(
             "limit_declare_task_queue",
