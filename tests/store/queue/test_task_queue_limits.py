@@ -74,14 +74,23 @@ async def test_a_queue_without_a_limit_is_unaffected_by_another_queues_limit(
     assert await lease(store, "k", limit=10, task_queues=("default", "gpu")) == []
 
 
-async def test_the_lease_batch_never_exceeds_its_limit_across_plain_and_limited_queues(
+async def test_the_lease_batch_never_exceeds_its_size_across_plain_and_limited_queues(
     store: PostgresStore,
 ) -> None:
     await store.declare_task_queue_limit("gpu", conc("gpu", 5))
     assert all(await store.enqueue_many([job("k") for _ in range(3)]))
     assert all(await store.enqueue_many([job("k", task_queue="gpu") for _ in range(5)]))
     got = await lease(store, "k", limit=4, task_queues=("default", "gpu"))
-    assert sorted(j.task_queue for j in got) == ["default"] * 3 + ["gpu"]
+    assert [j.task_queue for j in got] == ["gpu"] * 4  # the limited queue first
+    assert len(await lease(store, "k", limit=4, task_queues=("default", "gpu"))) == 4
+
+
+async def test_a_deep_plain_backlog_does_not_starve_a_limited_queue(store: PostgresStore) -> None:
+    await store.declare_task_queue_limit("gpu", conc("gpu", 2))
+    assert all(await store.enqueue_many([job("k") for _ in range(20)]))
+    assert all(await store.enqueue_many([job("k", task_queue="gpu") for _ in range(5)]))
+    got = await lease(store, "k", limit=5, task_queues=("default", "gpu"))
+    assert sorted(j.task_queue for j in got) == ["default"] * 3 + ["gpu"] * 2
 
 
 async def test_a_kinds_limit_and_its_task_queues_limit_both_admit(store: PostgresStore) -> None:

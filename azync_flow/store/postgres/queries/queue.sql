@@ -122,9 +122,11 @@ WHERE (SELECT count(*) FROM stat) >= 0 AND (SELECT count(*) FROM wake) >= 0
 -- so a snooze or release that hands the attempt back never re-resolves it.
 -- A kind with limits (azync_limit_scopes, migration 0028) is leased only by
 -- azync_job_lease_limited, which takes the limits' slots; so are the queue
--- jobs and activities on the task queues with limits (migration 0031), for
--- what the plain lease leaves of $4. For every other kind and queue that
--- branch is two probes of the scopes' primary key and is never run.
+-- jobs and activities on the task queues with limits (migration 0031), first:
+-- they lease at most their capacity, and the plain queues take what is left
+-- of $4 (a deep plain backlog never starves a limited queue). For every other
+-- kind and queue that branch is two probes of the scopes' primary key and is
+-- never run.
 WITH limited AS (
     SELECT EXISTS (SELECT 1 FROM azync_limit_scopes s WHERE s.source = $2 AND s.kind = $3) AS yes
 ), qlim AS (
@@ -132,6 +134,12 @@ WITH limited AS (
     WHERE ($2 = 'queue' OR $3 LIKE '$op:%')
       AND EXISTS (SELECT 1 FROM azync_limit_scopes s
                   WHERE s.source = 'task_queue' AND s.kind = q.q)
+), lim AS (
+    SELECT l.* FROM azync_job_lease_limited(
+        coalesce($1::timestamptz, now()), $2, $3,
+        CASE WHEN (SELECT yes FROM limited) THEN $8::text[] ELSE (SELECT qs FROM qlim) END,
+        $4, $5::interval, $6::int, $7::boolean, $9::text) l
+    WHERE (SELECT yes FROM limited) OR cardinality((SELECT qs FROM qlim)) > 0
 ), picked AS (
     SELECT c.id FROM unnest($8::text[]) AS q(q)
     CROSS JOIN LATERAL (
@@ -144,13 +152,7 @@ WITH limited AS (
     ) c
     WHERE NOT (SELECT yes FROM limited) AND q.q <> ALL ((SELECT qs FROM qlim)::text[])
     ORDER BY c.o, c.id
-    LIMIT $4
-), lim AS (
-    SELECT l.* FROM azync_job_lease_limited(
-        coalesce($1::timestamptz, now()), $2, $3,
-        CASE WHEN (SELECT yes FROM limited) THEN $8::text[] ELSE (SELECT qs FROM qlim) END,
-        ($4 - (SELECT count(*) FROM picked))::int, $5::interval, $6::int, $7::boolean, $9::text) l
-    WHERE (SELECT yes FROM limited) OR cardinality((SELECT qs FROM qlim)) > 0
+    LIMIT $4 - (SELECT count(*) FROM lim)
 ), up AS (
 UPDATE azync_jobs j
 SET state = 'active',
