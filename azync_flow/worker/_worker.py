@@ -171,6 +171,8 @@ class Worker:
                 raise TypeError(f"task_queue_limits[{queue!r}] must be a ConcurrencyLimit")
             spec = check_task_queue_limit(lim.spec())
             assert spec is not None
+            if any(o.name == spec.name and o != spec for o in self.task_queue_limits.values()):
+                raise ValueError(f"task_queue_limits: limit {spec.name!r} with two settings")
             self.task_queue_limits[check_task_queue(queue, "task_queue_limits key")] = spec
         for source in maintain:
             self.maintain_source(source)
@@ -309,6 +311,12 @@ class Worker:
                     raise ValueError(
                         f"limit {spec.name!r} is declared with different settings by "
                         f"{other_kind!r} and {kind!r}: a name is one limit"
+                    )
+            for queue, other in self.task_queue_limits.items():
+                if other.name == spec.name and other != spec:
+                    raise ValueError(
+                        f"limit {spec.name!r} is declared with different settings by "
+                        f"task queue {queue!r} and {kind!r}: a name is one limit"
                     )
         if specs:
             self.limits[(source, kind)] = specs

@@ -120,8 +120,19 @@ async def test_task_queue_limits_are_checked_where_they_are_given(store: Postgre
     rate = RateLimit("gpu", 2, timedelta(seconds=1))
     with pytest.raises(TypeError):
         Worker(store, task_queue_limits={"gpu": rate})  # type: ignore[dict-item]
+    two = {"a": ConcurrencyLimit("x", 1), "b": ConcurrencyLimit("x", 2)}
+    with pytest.raises(ValueError, match="two settings"):
+        Worker(store, task_queue_limits=two)
+    shared = Worker(store, task_queue_limits={"gpu": ConcurrencyLimit("shared", 2)})
+    with pytest.raises(ValueError, match="a name is one limit"):
+        shared.register("k", _noop, limits=[ConcurrencyLimit("shared", 3)])
+    shared.register("k2", _noop, limits=[ConcurrencyLimit("shared", 2)])  # the same limit: fine
     with pytest.raises(TypeError):
         await Client(store).set_task_queue_limit("gpu", 4)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="per key"):
         await Client(store).set_task_queue_limit("gpu", ConcurrencyLimit("gpu", 2, per_key=True))
     assert await Client(store).list_limits() == []
+
+
+async def _noop(payload: object) -> None:
+    return None
