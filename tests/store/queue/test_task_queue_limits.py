@@ -11,10 +11,11 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow.store.postgres import PostgresStore
+from azync_flow.store import Config
+from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres._queries import QUERIES
-from azync_flow.store.queue import Job, LimitSpec, Source
-from azync_flow.testing import MovableClock
+from azync_flow.store.queue import Job, LimitSpec, Source, Wake
+from azync_flow.testing import MovableClock, drop_schema, unique_schema
 
 from ..helpers import LEASE, job, lease
 from .test_limits import _scans, conc
@@ -197,3 +198,26 @@ async def test_the_lease_on_an_unlimited_queue_stays_an_index_scan_beside_a_limi
     assert all(t != "Seq Scan" and not t.startswith("Bitmap") for t, _ in scans)
     assert "One-Time Filter" in json.dumps(json.loads(plan))
     assert len(await lease(store, "k", limit=10)) == 10
+
+
+async def test_a_job_freeing_a_full_task_queue_wakes_the_workers_of_the_kind_waiting_there(
+    pg_dsn: str, clock: MovableClock
+) -> None:
+    schema = unique_schema()
+    s = await open_store(pg_dsn, Config(schema=schema, notify_channel=f"w_{schema}"), clock=clock)
+    try:
+        await s.declare_task_queue_limit("gpu", conc("gpu", 1))
+        assert await s.enqueue(job("a", task_queue="gpu"))
+        assert await s.enqueue(job("b", task_queue="gpu"))
+        (held,) = await on_gpu(s, "a")
+        sub = await s.wake()
+        assert sub is not None
+        async with sub:
+            await s.ack(held.id, held.lease_token)  # type: ignore[arg-type]
+            async with asyncio.timeout(5):
+                woken = await anext(sub)
+        assert woken == Wake(source=Source.QUEUE, kind="b")
+        assert len(await on_gpu(s, "b")) == 1
+    finally:
+        await s.close()
+        await drop_schema(pg_dsn, schema)
