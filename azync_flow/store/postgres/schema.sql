@@ -951,11 +951,27 @@ BEGIN
             IF EXISTS (SELECT 1 FROM azync_limit_scopes sc
                        WHERE sc.source = 'task_queue' AND sc.kind = OLD.task_queue
                          AND sc.limit_name = r.limit_name) THEN
-                -- a task queue's limit: whatever kind waits on that queue
-                PERFORM pg_notify(r.channel, w.source || ':' || w.kind)
-                FROM (SELECT DISTINCT j.source, j.kind FROM azync_jobs j
-                      WHERE j.state = 'pending' AND j.limit_key IS NOT NULL
-                        AND j.task_queue = OLD.task_queue) w;
+                -- a task queue's limit: whatever kind waits on that queue (a
+                -- skip scan of azync_jobs_limit_ready: one probe per limited
+                -- kind with a backlog, not one row per waiting job)
+                PERFORM count(*) FROM (
+                    WITH RECURSIVE sk AS (
+                        (SELECT j.source, j.kind FROM azync_jobs j
+                         WHERE j.state = 'pending' AND j.limit_key IS NOT NULL
+                         ORDER BY j.source, j.kind LIMIT 1)
+                        UNION ALL
+                        SELECT n.source, n.kind FROM sk CROSS JOIN LATERAL (
+                            SELECT j.source, j.kind FROM azync_jobs j
+                            WHERE j.state = 'pending' AND j.limit_key IS NOT NULL
+                              AND (j.source, j.kind) > (sk.source, sk.kind)
+                            ORDER BY j.source, j.kind LIMIT 1) n
+                    )
+                    SELECT pg_notify(r.channel, sk.source || ':' || sk.kind) FROM sk
+                    WHERE EXISTS (SELECT 1 FROM azync_jobs j
+                                  WHERE j.state = 'pending' AND j.limit_key IS NOT NULL
+                                    AND j.source = sk.source AND j.kind = sk.kind
+                                    AND j.task_queue = OLD.task_queue)
+                ) w;
             ELSE
                 PERFORM pg_notify(r.channel, OLD.source || ':' || OLD.kind);
             END IF;
