@@ -53,6 +53,7 @@ from azync_flow.errors import (
     WorkflowTerminatedError,
     WorkflowTimeoutError,
 )
+from azync_flow.limits import ConcurrencyLimit
 from azync_flow.replay import check_signal_name
 from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
 from azync_flow.replay.passes import to_entries
@@ -683,9 +684,29 @@ class Client:
 
     async def list_limits(self) -> builtins.list[LimitUsage]:
         """Every stored limit (docs/flow-control.md#limits): its definition, the
-        kinds it applies to, how many jobs hold it now (a rate limit: starts in
-        the last period) and how many due jobs of its kinds wait, by name."""
+        kinds and task queues it applies to, how many jobs hold it now (a rate
+        limit: starts in the last period) and how many due jobs of its kinds
+        and task queues wait, by name."""
         return await self.store.list_limits()
+
+    async def set_task_queue_limit(self, task_queue: str, limit: ConcurrencyLimit | None) -> None:
+        """Make ``limit`` the limit of everything in flight on ``task_queue``
+        across every worker (docs/flow-control.md#task-queue-limits): queue
+        jobs and activities routed there, whatever their kind. None removes it.
+
+        Args:
+            task_queue: the task queue's name.
+            limit: a global concurrency limit, or None (unlimited).
+
+        Raises:
+            TypeError: ``limit`` is neither a ConcurrencyLimit nor None.
+            ValueError: a bad task queue name; a per-key limit.
+        """
+        if limit is not None and not isinstance(limit, ConcurrencyLimit):
+            raise TypeError(f"limit must be a ConcurrencyLimit or None, got {limit!r}")
+        await self.store.declare_task_queue_limit(
+            task_queue, limit.spec() if limit is not None else None
+        )
 
     async def list_uncertain(
         self, workflow_id: uuid.UUID | str | None = None, limit: int = 100

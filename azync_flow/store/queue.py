@@ -225,15 +225,17 @@ class LimitUsage(msgspec.Struct, kw_only=True):
     Attributes:
         spec: its stored definition.
         kinds: ``"<source>:<kind>"`` of every kind it applies to.
+        task_queues: the task queues it applies to (everything in flight there).
         in_flight: concurrency: jobs holding a slot now; rate: starts within
             the last ``period`` (summed over keys).
         keys: keys that have slots (1 for a global limit once used).
-        waiting: due pending jobs of its kinds, not yet leased.
+        waiting: due pending jobs of its kinds and task queues, not yet leased.
         updated_at: when the definition last changed.
     """
 
     spec: LimitSpec
     kinds: list[str]
+    task_queues: list[str] = msgspec.field(default_factory=list)
     in_flight: int
     keys: int
     waiting: int
@@ -456,6 +458,25 @@ class LimitStore(Protocol):
         """
         ...
 
+    async def declare_task_queue_limit(self, task_queue: str, limit: LimitSpec | None) -> None:
+        """Make ``limit`` the limit of everything in flight on ``task_queue``
+        (None: unlimited).
+
+        It counts every queue job and activity operation routed to the task
+        queue, whatever its kind, on top of their kinds' own limits (a
+        limit both name counts once); workflow tasks, queries and DAG tasks
+        are not counted. The definition is upserted by name (the last
+        declaration wins). Live queue jobs and activities on the task queue
+        that carry no key get the key ``""``; those already leased when it is
+        declared do not hold a slot.
+
+        Raises:
+            ValueError: a bad task queue name or limit; a limit that is not a
+                concurrency limit, or is per key.
+        """
+        ...
+
     async def list_limits(self) -> list[LimitUsage]:
-        """Every stored limit with its kinds, in-flight and waiting counts, by name."""
+        """Every stored limit with its kinds, task queues, in-flight and
+        waiting counts, by name."""
         ...

@@ -31,6 +31,7 @@ __all__ = [
     "check_priority",
     "check_same_start",
     "check_task_queue",
+    "check_task_queue_limit",
     "check_text",
     "check_timeout",
 ]
@@ -235,3 +236,21 @@ def check_limits(limits: Collection[LimitSpec], field: str = "limits") -> list[L
         seen.add(spec.name)
         out.append(spec)
     return out
+
+
+def check_task_queue_limit(limit: LimitSpec | None) -> LimitSpec | None:
+    """Return ``limit`` if it can bound a task queue: a valid, global
+    concurrency limit (or None: no limit).
+
+    Raises:
+        TypeError: not a :class:`LimitSpec`, or a capacity not an int.
+        ValueError: a bad name or capacity, a rate limit, or a per-key limit.
+    """
+    if limit is None:
+        return None
+    (spec,) = check_limits([limit], "task queue limit")
+    if spec.type != "concurrency":
+        raise ValueError(f"task queue limit {spec.name!r} must be a concurrency limit")
+    if spec.per_key:
+        raise ValueError(f"task queue limit {spec.name!r} cannot be per key")
+    return spec

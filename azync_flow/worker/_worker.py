@@ -8,15 +8,15 @@ import functools
 import logging
 import signal
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
-from ..limits import Limit, limit_specs
+from ..limits import ConcurrencyLimit, Limit, limit_specs
 from ..retry import RetryPolicy
 from ..store.queue import DEFAULT_TASK_QUEUE, LimitSpec, Source
-from ..store.validate import check_max_attempts, check_task_queue
+from ..store.validate import check_max_attempts, check_task_queue, check_task_queue_limit
 from ._acker import AckBatcher
 from ._loop import Dequeue, JobRunner, LeaseLoop
 from ._maintenance import (
@@ -85,6 +85,13 @@ class Worker:
         task_queues: the task queues this worker serves (default ``("default",)``):
             it leases only jobs, DAG tasks, activity operations and workflow
             tasks routed to one of them (event deliveries have none).
+        task_queue_limits: a concurrency limit per task queue, across every
+            worker: at most ``max_in_flight`` queue jobs and activities routed
+            to that queue in flight together, whatever their kind (workflow
+            tasks and DAG tasks are not counted). Stored in PostgreSQL when
+            the worker starts (the last start that declares a queue's limit
+            wins; a worker that does not name a queue leaves its limit as
+            stored); ``Client.set_task_queue_limit`` changes or removes one.
         maintain: sources whose built-in maintenance this worker takes part in
             (default: queue). Runtimes call :meth:`maintain_source` for theirs.
         handle_signals: install SIGTERM/SIGINT handlers in :meth:`run`.
@@ -95,7 +102,9 @@ class Worker:
 
     Raises:
         ValueError: ``leader_ttl`` is shorter than two maintenance ticks; an
-            empty ``task_queues`` or a task queue name the store refuses.
+            empty ``task_queues`` or a task queue name the store refuses; a
+            per-key task queue limit.
+        TypeError: a task queue limit that is not a ConcurrencyLimit.
     """
 
     def __init__(
@@ -118,6 +127,7 @@ class Worker:
         maintain: tuple[Source, ...] = (Source.QUEUE,),
         handle_signals: bool = True,
         metrics_interval: timedelta = BACKLOG_INTERVAL,
+        task_queue_limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> None:
         check_max_attempts(max_attempts)
         if isinstance(task_queues, str) or not task_queues:
@@ -154,6 +164,16 @@ class Worker:
         self._periodic: list[_Periodic] = []
         #: The limits this worker stores when it starts, by (source, kind).
         self.limits: dict[tuple[Source, str], list[LimitSpec]] = {}
+        #: The task queue limits this worker stores when it starts, by task queue.
+        self.task_queue_limits: dict[str, LimitSpec] = {}
+        for queue, lim in (task_queue_limits or {}).items():
+            if not isinstance(lim, ConcurrencyLimit):
+                raise TypeError(f"task_queue_limits[{queue!r}] must be a ConcurrencyLimit")
+            spec = check_task_queue_limit(lim.spec())
+            assert spec is not None
+            if any(o.name == spec.name and o != spec for o in self.task_queue_limits.values()):
+                raise ValueError(f"task_queue_limits: limit {spec.name!r} with two settings")
+            self.task_queue_limits[check_task_queue(queue, "task_queue_limits key")] = spec
         for source in maintain:
             self.maintain_source(source)
         self.add_maintenance(fold_stats_step(store), name="stats.fold", leadership=STATS_LEADERSHIP)
@@ -291,6 +311,12 @@ class Worker:
                     raise ValueError(
                         f"limit {spec.name!r} is declared with different settings by "
                         f"{other_kind!r} and {kind!r}: a name is one limit"
+                    )
+            for queue, other in self.task_queue_limits.items():
+                if other.name == spec.name and other != spec:
+                    raise ValueError(
+                        f"limit {spec.name!r} is declared with different settings by "
+                        f"task queue {queue!r} and {kind!r}: a name is one limit"
                     )
         if specs:
             self.limits[(source, kind)] = specs
@@ -488,6 +514,8 @@ class Worker:
         await self.store.check_schema()  # fail at once, not with every statement retried
         for (source, kind), specs in self.limits.items():
             await self.store.declare_limits(source, kind, specs)
+        for queue, spec in self.task_queue_limits.items():
+            await self.store.declare_task_queue_limit(queue, spec)
         log.info("worker serving %s", self.store.target())
         self._log_registered()
         for lp in self.loops.values():

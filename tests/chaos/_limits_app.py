@@ -10,6 +10,9 @@ MODE:
     fair        queue kind ``fair`` (ConcurrencyLimit "fair" of 2 per key);
                 exits once EXPECTED jobs of the kind exist and all succeeded
     rate        queue kind ``rated`` (RateLimit "rated": 5 per second); as ``fair``
+    gpu         the ``gpu_work`` workflow runs ``render`` and ``train`` (two kinds
+                without limits of their own) on task queue ``gpu``, which the
+                worker limits to GPU_LIMIT in flight; exits as ``activities``
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from azync_flow.worker import Worker
 
 STORE: Any = None
 GUARDED_LIMIT = 3
+GPU_LIMIT = 3
 HOLD = float(os.environ.get("HOLD", "0.2"))
 
 
@@ -62,6 +66,24 @@ async def fan_out(ctx: WorkflowContext, items: list[str]) -> list[str]:
     return list(await asyncio.gather(*(guarded(i) for i in items)))
 
 
+@activity(name="render", task_queue="gpu")
+async def render(item: str) -> str:
+    await _run("render", item)
+    return f"r-{item}"
+
+
+@activity(name="train", task_queue="gpu")
+async def train(item: str) -> str:
+    await _run("train", item)
+    return f"t-{item}"
+
+
+@workflow(name="gpu_work")
+async def gpu_work(ctx: WorkflowContext, items: list[str]) -> list[str]:
+    calls = [render(i) for i in items] + [train(i) for i in items]
+    return list(await asyncio.gather(*calls))
+
+
 async def fair(payload: dict[str, str]) -> None:
     await _run("fair", payload["key"])
 
@@ -71,7 +93,7 @@ async def rated(payload: dict[str, str]) -> None:
 
 
 async def _finished(mode: str, expected: int) -> bool:
-    if mode == "activities":
+    if mode in ("activities", "gpu"):
         row = await STORE.pool.fetchrow(
             "SELECT count(*) AS n, count(*) FILTER (WHERE state = 'running') AS running "
             "FROM azync_workflow_executions"
@@ -96,9 +118,13 @@ async def main(dsn: str, schema: str, mode: str, expected: int) -> None:
         leader_ttl=timedelta(seconds=2),
         handle_signals=False,
         concurrency=int(os.environ.get("CONCURRENCY", "4")),
+        task_queues=("default", "gpu"),
+        task_queue_limits={"gpu": ConcurrencyLimit("gpu", GPU_LIMIT)} if mode == "gpu" else None,
     )
     if mode == "activities":
         attach_workflows(worker, [fan_out], [guarded], local_dispatch=True)
+    elif mode == "gpu":
+        attach_workflows(worker, [gpu_work], [render, train], local_dispatch=True)
     elif mode == "fair":
         worker.register("fair", fair, limits=[ConcurrencyLimit("fair", 2, per_key=True)])
     else:

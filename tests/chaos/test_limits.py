@@ -1,7 +1,8 @@
 """Limits under real worker processes (real PostgreSQL, real SIGKILLs): a
 concurrency limit is never exceeded across four workers while one is killed,
-keys are served round robin, and a rate limit never admits more than its
-limit in any window of its period. Every run records its own interval (the
+keys are served round robin, a rate limit never admits more than its
+limit in any window of its period, and a task queue's limit holds for two
+activity kinds on it together. Every run records its own interval (the
 database clock) in ``limit_runs``."""
 
 from __future__ import annotations
@@ -143,3 +144,43 @@ async def test_a_rate_limit_never_admits_more_than_its_limit_in_any_period(
     worst = max(sum(1 for t in starts if s <= t <= s + period) for s in starts)
     assert worst <= 5
     assert worst == 5  # the workers raced for every window
+
+
+async def test_a_task_queue_limit_holds_for_two_activity_kinds_across_workers_and_a_sigkill(
+    store: PostgresStore, schema: str, pg_dsn: str
+) -> None:
+    """``render`` and ``train`` have no limits of their own; the task queue
+    ``gpu`` they run on allows 3 in flight, whatever the kind."""
+    await _table(store)
+    client = Client(store)
+    handles = []
+    for w in range(WORKFLOWS):
+        items = [f"w{w}-i{i}" for i in range(ITEMS // 2)]
+        handles.append((items, await client.start("gpu_work", items)))
+    procs = [await _spawn(pg_dsn, schema, "gpu", WORKFLOWS) for _ in range(4)]
+    victim = procs[0]
+    await _until(
+        store,
+        f"SELECT count(*) > 0 FROM limit_runs WHERE pid = {victim.pid} AND ended_at IS NULL",
+    )
+    victim.send_signal(signal.SIGKILL)
+    assert await victim.wait() == -signal.SIGKILL
+    killed_at = await store.pool.fetchval("SELECT clock_timestamp()")
+    procs.append(await _spawn(pg_dsn, schema, "gpu", WORKFLOWS))
+    for p in procs[1:]:
+        assert await asyncio.wait_for(p.wait(), 120) == 0
+    for items, h in handles:
+        assert await h.result(timeout=10) == [f"r-{i}" for i in items] + [f"t-{i}" for i in items]
+    rows = await store.pool.fetch("SELECT what, key, pid, started_at, ended_at FROM limit_runs")
+    intervals = [(r["started_at"], r["ended_at"] or killed_at) for r in rows]
+    assert _max_overlap(intervals) <= 3
+    assert _max_overlap(intervals) == 3  # the limit was reached: the workers competed
+    kinds_at_once = {
+        frozenset(r["what"] for r in rows if r["started_at"] <= s < (r["ended_at"] or killed_at))
+        for s, _ in intervals
+    }
+    assert frozenset({"render", "train"}) in kinds_at_once  # both kinds shared the budget
+    done = {(r["what"], r["key"]) for r in rows if r["ended_at"] is not None}
+    assert done == {(w, k) for items, _ in handles for k in items for w in ("render", "train")}
+    (usage,) = await store.list_limits()
+    assert (usage.task_queues, usage.in_flight, usage.waiting) == (["gpu"], 0, 0)

@@ -37,6 +37,7 @@ from ..validate import (
     check_name,
     check_priority,
     check_task_queue,
+    check_task_queue_limit,
     check_text,
 )
 from ._base import PgBase, encode_meta, job_from_row, lease_order, stale_lease
@@ -355,6 +356,25 @@ class LimitMixin(PgBase):
             [s.per_key for s in specs],
         )
 
+    async def declare_task_queue_limit(self, task_queue: str, limit: LimitSpec | None) -> None:
+        """Contract ``LimitStore.declare_task_queue_limit`` (one statement:
+        definition upserted, the task queue's scope replaced, its keyless live
+        queue jobs and activities keyed ``""``).
+
+        Raises:
+            ValueError: a bad task queue or limit (nothing written).
+        """
+        task_queue = check_task_queue(task_queue, "limited task queue")
+        spec = check_task_queue_limit(limit)
+        await self._fetchrow(
+            "limit_declare_task_queue",
+            task_queue,
+            spec.name if spec else None,
+            spec.type if spec else None,
+            spec.capacity if spec else None,
+            spec.period if spec else None,
+        )
+
     async def list_limits(self) -> list[LimitUsage]:
         """Contract ``LimitStore.list_limits``."""
         rows = await self._fetch("limit_list")
@@ -368,6 +388,7 @@ class LimitMixin(PgBase):
                     per_key=r["per_key"],
                 ),
                 kinds=list(r["kinds"]),
+                task_queues=list(r["task_queues"]),
                 in_flight=r["in_flight"],
                 keys=r["keys"],
                 waiting=r["waiting"],

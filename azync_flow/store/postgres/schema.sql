@@ -31,6 +31,7 @@
 --   0028_limits.sql
 --   0029_timeouts.sql
 --   0030_workflow_search_attributes.sql
+--   0031_task_queue_limits.sql
 
 -- Types
 
@@ -708,7 +709,8 @@ BEGIN
     -- the limit whose slots tell when a key was last admitted
     SELECT l.name INTO fair
     FROM azync_limit_scopes s JOIN azync_limits l ON l.name = s.limit_name
-    WHERE s.source = p_source AND s.kind = p_kind
+    WHERE (s.source = p_source AND s.kind = p_kind)
+       OR (s.source = 'task_queue' AND s.kind = ANY (p_queues))
     ORDER BY NOT l.per_key, l.name LIMIT 1;
     IF NOT FOUND THEN
         RETURN;
@@ -733,7 +735,7 @@ BEGIN
                           ORDER BY j2.limit_key LIMIT 1)
             FROM keys k2 WHERE k2.key IS NOT NULL
         )
-        SELECT h.id, h.limit_key, h.rank, h.o, kk.served
+        SELECT h.id, h.limit_key, h.rank, h.o, kk.served, kk.q
         FROM (SELECT k3.q, k3.key,
                      (SELECT max(s.used_at) FROM azync_limit_slots s
                       WHERE s.limit_name = fair AND s.key = k3.key) AS served
@@ -751,13 +753,15 @@ BEGIN
         ORDER BY h.rank, kk.served NULLS FIRST, h.o, h.id
     LOOP
         EXIT WHEN n >= p_n;
-        CONTINUE WHEN c.limit_key = ANY (blocked);
+        CONTINUE WHEN (c.q || chr(31) || c.limit_key) = ANY (blocked);
         SELECT * INTO j FROM azync_jobs
         WHERE id = c.id AND state = 'pending' FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
         tok := gen_random_uuid();
-        IF NOT azync_limit_admit(p_at, p_source, p_kind, c.limit_key, j.id, tok, p_channel) THEN
-            blocked := blocked || c.limit_key;
+        IF NOT azync_limit_admit(p_at, p_source, p_kind, c.limit_key, j.id, tok, p_channel,
+                                 c.q) THEN
+            -- a key is blocked per task queue: another queue may have room
+            blocked := blocked || (c.q || chr(31) || c.limit_key);
             CONTINUE;
         END IF;
         UPDATE azync_jobs x
@@ -780,18 +784,25 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION azync_job_limit_waits(p_source text, p_kind text, p_key text, p_at timestamp with time zone)
+CREATE OR REPLACE FUNCTION azync_job_limit_waits(p_source text, p_kind text, p_key text, p_at timestamp with time zone, p_queue text)
  RETURNS text
  LANGUAGE sql
  STABLE
  SET search_path TO '<schema>'
 AS $function$
     SELECT coalesce(string_agg(
-        CASE WHEN l.per_key
+        CASE WHEN sc.source = 'task_queue'
+             THEN format('waits for %s limit %L of task queue %L', l.type, l.name, p_queue)
+             WHEN l.per_key
              THEN format('waits for %s limit %L (key %L)', l.type, l.name, coalesce(p_key, ''))
              ELSE format('waits for %s limit %L', l.type, l.name) END, '; ' ORDER BY l.name), '')
-    FROM azync_limit_scopes sc JOIN azync_limits l ON l.name = sc.limit_name
-    WHERE sc.source = p_source AND sc.kind = p_kind
+    FROM (SELECT DISTINCT ON (s.limit_name) s.source, s.limit_name
+          FROM azync_limit_scopes s
+          WHERE (s.source = p_source AND s.kind = p_kind)
+             OR (s.source = 'task_queue' AND s.kind = p_queue)
+          ORDER BY s.limit_name, s.source = 'task_queue') sc
+    JOIN azync_limits l ON l.name = sc.limit_name
+    WHERE true
       AND (SELECT count(*) FROM azync_limit_slots s
            WHERE s.limit_name = l.name
              AND s.key = CASE WHEN l.per_key THEN coalesce(p_key, '') ELSE '' END
@@ -842,7 +853,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION azync_limit_admit(p_at timestamp with time zone, p_source text, p_kind text, p_key text, p_job uuid, p_token uuid, p_channel text)
+CREATE OR REPLACE FUNCTION azync_limit_admit(p_at timestamp with time zone, p_source text, p_kind text, p_key text, p_job uuid, p_token uuid, p_channel text, p_queue text)
  RETURNS boolean
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
@@ -859,8 +870,10 @@ DECLARE
 BEGIN
     FOR l IN
         SELECT d.name, d.type, d.capacity, d.period, d.per_key
-        FROM azync_limit_scopes s JOIN azync_limits d ON d.name = s.limit_name
-        WHERE s.source = p_source AND s.kind = p_kind
+        FROM azync_limits d
+        WHERE d.name IN (SELECT s.limit_name FROM azync_limit_scopes s
+                         WHERE (s.source = p_source AND s.kind = p_kind)
+                            OR (s.source = 'task_queue' AND s.kind = p_queue))
         ORDER BY d.name
     LOOP
         k := CASE WHEN l.per_key THEN coalesce(p_key, '') ELSE '' END;
@@ -935,7 +948,33 @@ BEGIN
             SELECT 1 FROM azync_limit_slots f JOIN azync_limits l ON l.name = f.limit_name
             WHERE f.limit_name = r.limit_name AND f.key = r.key AND f.slot <> r.slot
               AND f.slot <= l.capacity AND f.holder IS NULL) THEN
-            PERFORM pg_notify(r.channel, OLD.source || ':' || OLD.kind);
+            IF EXISTS (SELECT 1 FROM azync_limit_scopes sc
+                       WHERE sc.source = 'task_queue' AND sc.kind = OLD.task_queue
+                         AND sc.limit_name = r.limit_name) THEN
+                -- a task queue's limit: whatever kind waits on that queue (a
+                -- skip scan of azync_jobs_limit_ready: one probe per limited
+                -- kind with a backlog, not one row per waiting job)
+                PERFORM count(*) FROM (
+                    WITH RECURSIVE sk AS (
+                        (SELECT j.source, j.kind FROM azync_jobs j
+                         WHERE j.state = 'pending' AND j.limit_key IS NOT NULL
+                         ORDER BY j.source, j.kind LIMIT 1)
+                        UNION ALL
+                        SELECT n.source, n.kind FROM sk CROSS JOIN LATERAL (
+                            SELECT j.source, j.kind FROM azync_jobs j
+                            WHERE j.state = 'pending' AND j.limit_key IS NOT NULL
+                              AND (j.source, j.kind) > (sk.source, sk.kind)
+                            ORDER BY j.source, j.kind LIMIT 1) n
+                    )
+                    SELECT pg_notify(r.channel, sk.source || ':' || sk.kind) FROM sk
+                    WHERE EXISTS (SELECT 1 FROM azync_jobs j
+                                  WHERE j.state = 'pending' AND j.limit_key IS NOT NULL
+                                    AND j.source = sk.source AND j.kind = sk.kind
+                                    AND j.task_queue = OLD.task_queue)
+                ) w;
+            ELSE
+                PERFORM pg_notify(r.channel, OLD.source || ':' || OLD.kind);
+            END IF;
         END IF;
     END LOOP;
     RETURN NULL;
@@ -1335,7 +1374,12 @@ BEGIN
                (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS local,
                coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
                coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
-               u.route::jsonb ->> 'limit_key' AS limit_key,
+               coalesce(u.route::jsonb ->> 'limit_key',
+                        CASE WHEN EXISTS (
+                            SELECT 1 FROM azync_limit_scopes sc
+                            WHERE sc.source = 'task_queue'
+                              AND sc.kind = coalesce(u.route::jsonb ->> 'task_queue', 'default'))
+                        THEN '' END) AS limit_key,
                gen_random_uuid() AS job_id, gen_random_uuid() AS token
         FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
              WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
@@ -1345,11 +1389,12 @@ BEGIN
         -- (CASE: the admission must not run for an operation left pending)
         SELECT w.*,
                CASE WHEN NOT w.local THEN false
-                    WHEN NOT EXISTS (SELECT 1 FROM azync_limit_scopes sc
-                                     WHERE sc.source = 'workflow' AND sc.kind = w.kind)
-                        THEN true
+                    WHEN w.limit_key IS NULL AND NOT EXISTS (
+                             SELECT 1 FROM azync_limit_scopes sc
+                             WHERE sc.source = 'workflow' AND sc.kind = w.kind) THEN true
                     ELSE azync_limit_admit(p_at, 'workflow', w.kind, coalesce(w.limit_key, ''),
-                                           w.job_id, w.token, p_channel) END AS leased
+                                           w.job_id, w.token, p_channel, w.task_queue) END
+                   AS leased
         FROM wanted w
         ORDER BY w.ord
     ), ins AS (
@@ -1793,7 +1838,7 @@ AS $function$
                WHERE w.expires_at > p_at AND w.activities @> ARRAY[j.kind]
                  AND w.task_queues @> ARRAY[j.task_queue])),
         (SELECT nullif(string_agg(DISTINCT azync_job_limit_waits(j.source, j.kind, j.limit_key,
-                                                                  p_at), '; '), '')
+                                                                  p_at, j.task_queue), '; '), '')
          FROM azync_jobs j
          WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key <> '$wft'
            AND j.state = 'pending' AND j.limit_key IS NOT NULL AND j.run_at <= p_at))

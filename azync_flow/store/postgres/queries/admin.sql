@@ -112,10 +112,11 @@ FROM total LEFT JOIN LATERAL (
 
 -- name: job_get
 -- $2 source, $3 id. limit_waits: the full limits a pending job of a limited
--- kind waits for (azync_job_limit_waits, migration 0028).
+-- kind or task queue waits for (azync_job_limit_waits, migrations 0028, 0031).
 SELECT j.*, CASE WHEN j.state = 'pending' AND j.limit_key IS NOT NULL
                  THEN azync_job_limit_waits(j.source, j.kind, j.limit_key,
-                                            coalesce($1::timestamptz, now())) END AS limit_waits
+                                            coalesce($1::timestamptz, now()),
+                                            j.task_queue) END AS limit_waits
 FROM azync_jobs j WHERE j.source = $2 AND j.id = $3
 
 -- name: job_retry

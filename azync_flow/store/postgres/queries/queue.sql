@@ -7,7 +7,8 @@
 -- $9 max_attempts, $10 max_attempts_explicit, $11 idempotency_key, $12 channel,
 -- $13 snooze_budget (zero = none), $14 idempotency_ttl (zero = live check only),
 -- $15 task_queue, $16 priority, $17 limit_key (NULL: '' when the kind has
--- limits, migration 0028, else none).
+-- limits, migration 0028, or a queue job's task queue has, migration 0031,
+-- else none).
 -- Dedupe: the live-key unique index rejects a key held by a live job; an
 -- unexpired TTL window (reserved by an earlier enqueue of the key) rejects it
 -- whatever that job's state. An insert with a TTL (re)reserves the window.
@@ -27,7 +28,10 @@ WITH clock AS (
            CASE WHEN $13::interval > interval '0' THEN $13::interval END,
            c.t, c.t, $15::text, $16::int,
            coalesce($17::text, CASE WHEN EXISTS (
-               SELECT 1 FROM azync_limit_scopes s WHERE s.source = $3 AND s.kind = $4) THEN '' END)
+               SELECT 1 FROM azync_limit_scopes s
+               WHERE (s.source = $3 AND s.kind = $4)
+                  OR ($3 = 'queue' AND s.source = 'task_queue' AND s.kind = $15::text))
+           THEN '' END)
     FROM clock c
     WHERE NOT EXISTS (SELECT 1 FROM win)
     ON CONFLICT (source, kind, idempotency_key)
@@ -82,7 +86,9 @@ WITH clock AS (
            CASE WHEN i.snooze_budget > interval '0' THEN i.snooze_budget END, i.t, i.t,
            i.task_queue, i.priority,
            coalesce(i.limit_key, CASE WHEN EXISTS (
-               SELECT 1 FROM azync_limit_scopes s WHERE s.source = $3 AND s.kind = i.kind)
+               SELECT 1 FROM azync_limit_scopes s
+               WHERE (s.source = $3 AND s.kind = i.kind)
+                  OR ($3 = 'queue' AND s.source = 'task_queue' AND s.kind = i.task_queue))
                THEN '' END)
     FROM item i
     ON CONFLICT (source, kind, idempotency_key)
@@ -115,14 +121,25 @@ WHERE (SELECT count(*) FROM stat) >= 0 AND (SELECT count(*) FROM wake) >= 0
 -- The budget is resolved on the job's FIRST lease only (started_at IS NULL),
 -- so a snooze or release that hands the attempt back never re-resolves it.
 -- A kind with limits (azync_limit_scopes, migration 0028) is leased only by
--- azync_job_lease_limited, which takes the limits' slots; for every other kind
--- that branch is one probe of the scopes' primary key and is never run.
+-- azync_job_lease_limited, which takes the limits' slots; so are the queue
+-- jobs and activities on the task queues with limits (migration 0031), first:
+-- they lease at most their capacity, and the plain queues take what is left
+-- of $4 (a deep plain backlog never starves a limited queue). For every other
+-- kind and queue that branch is two probes of the scopes' primary key and is
+-- never run.
 WITH limited AS (
     SELECT EXISTS (SELECT 1 FROM azync_limit_scopes s WHERE s.source = $2 AND s.kind = $3) AS yes
+), qlim AS (
+    SELECT coalesce(array_agg(q.q), '{}') AS qs FROM unnest($8::text[]) AS q(q)
+    WHERE ($2 = 'queue' OR $3 LIKE '$op:%')
+      AND EXISTS (SELECT 1 FROM azync_limit_scopes s
+                  WHERE s.source = 'task_queue' AND s.kind = q.q)
 ), lim AS (
-    SELECT l.* FROM azync_job_lease_limited(coalesce($1::timestamptz, now()), $2, $3, $8::text[],
-                                            $4, $5::interval, $6::int, $7::boolean, $9) l
-    WHERE (SELECT yes FROM limited)
+    SELECT l.* FROM azync_job_lease_limited(
+        coalesce($1::timestamptz, now()), $2, $3,
+        CASE WHEN (SELECT yes FROM limited) THEN $8::text[] ELSE (SELECT qs FROM qlim) END,
+        $4, $5::interval, $6::int, $7::boolean, $9::text) l
+    WHERE (SELECT yes FROM limited) OR cardinality((SELECT qs FROM qlim)) > 0
 ), picked AS (
     SELECT c.id FROM unnest($8::text[]) AS q(q)
     CROSS JOIN LATERAL (
@@ -133,9 +150,9 @@ WITH limited AS (
         LIMIT $4
         FOR UPDATE OF j SKIP LOCKED
     ) c
-    WHERE NOT (SELECT yes FROM limited)
+    WHERE NOT (SELECT yes FROM limited) AND q.q <> ALL ((SELECT qs FROM qlim)::text[])
     ORDER BY c.o, c.id
-    LIMIT $4
+    LIMIT $4 - (SELECT count(*) FROM lim)
 ), up AS (
 UPDATE azync_jobs j
 SET state = 'active',
@@ -374,16 +391,58 @@ WITH clock AS (
 SELECT (SELECT count(*) FROM def) AS defined, (SELECT count(*) FROM gone) AS dropped,
        (SELECT count(*) FROM scope) AS scoped, (SELECT count(*) FROM keyed) AS keyed
 
+-- name: limit_declare_task_queue
+-- $2 task queue, $3 name (NULL: no limit), $4 type, $5 capacity, $6 period.
+-- Upserts the definition (the last declaration wins), makes it the task
+-- queue's only limit (scope source 'task_queue', migration 0031), and gives
+-- the queue's live queue jobs and activities that carry no limit key the empty
+-- key so the limited lease sees them.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), def AS (
+    INSERT INTO azync_limits AS l (name, type, capacity, period, per_key, updated_at)
+    SELECT $3::text, $4::text, $5::int, $6::interval, false, c.t
+    FROM clock c WHERE $3::text IS NOT NULL
+    ON CONFLICT (name) DO UPDATE SET
+        type = EXCLUDED.type, capacity = EXCLUDED.capacity, period = EXCLUDED.period,
+        per_key = EXCLUDED.per_key, updated_at = EXCLUDED.updated_at
+    WHERE (l.type, l.capacity, l.period, l.per_key)
+          IS DISTINCT FROM (EXCLUDED.type, EXCLUDED.capacity, EXCLUDED.period, EXCLUDED.per_key)
+    RETURNING l.name
+), gone AS (
+    DELETE FROM azync_limit_scopes s
+    WHERE s.source = 'task_queue' AND s.kind = $2
+      AND s.limit_name IS DISTINCT FROM $3::text
+    RETURNING s.limit_name
+), scope AS (
+    INSERT INTO azync_limit_scopes (source, kind, limit_name)
+    SELECT 'task_queue', $2, $3::text WHERE $3::text IS NOT NULL
+    ON CONFLICT DO NOTHING
+    RETURNING limit_name
+), keyed AS (
+    UPDATE azync_jobs j SET limit_key = ''
+    WHERE $3::text IS NOT NULL AND j.task_queue = $2
+      AND (j.source = 'queue' OR (j.source = 'workflow' AND j.kind LIKE '$op:%'))
+      AND j.limit_key IS NULL AND j.state IN ('pending', 'scheduled', 'paused')
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM def) AS defined, (SELECT count(*) FROM gone) AS dropped,
+       (SELECT count(*) FROM scope) AS scoped, (SELECT count(*) FROM keyed) AS keyed
+
 -- name: limit_list
--- Every limit with the kinds it applies to, its in-flight count (concurrency:
--- slots held; rate: starts within the last period) and the due pending jobs of
--- its kinds waiting to be leased.
+-- Every limit with the kinds and task queues it applies to, its in-flight
+-- count (concurrency: slots held; rate: starts within the last period) and
+-- the due pending jobs of its kinds and task queues waiting to be leased.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 )
 SELECT l.name, l.type, l.capacity, l.period, l.per_key, l.updated_at,
        coalesce((SELECT array_agg(s.source || ':' || s.kind ORDER BY s.source, s.kind)
-                 FROM azync_limit_scopes s WHERE s.limit_name = l.name), '{}') AS kinds,
+                 FROM azync_limit_scopes s
+                 WHERE s.limit_name = l.name AND s.source <> 'task_queue'), '{}') AS kinds,
+       coalesce((SELECT array_agg(s.kind ORDER BY s.kind)
+                 FROM azync_limit_scopes s
+                 WHERE s.limit_name = l.name AND s.source = 'task_queue'), '{}') AS task_queues,
        (SELECT count(*) FROM azync_limit_slots sl
         WHERE sl.limit_name = l.name AND sl.slot <= l.capacity
           AND CASE WHEN l.type = 'concurrency' THEN sl.holder IS NOT NULL
@@ -393,6 +452,13 @@ SELECT l.name, l.type, l.capacity, l.period, l.per_key, l.updated_at,
        (SELECT count(*) FROM azync_limit_scopes s
         JOIN azync_jobs j ON j.state = 'pending' AND j.source = s.source AND j.kind = s.kind
                          AND j.limit_key IS NOT NULL AND j.run_at <= c.t
-        WHERE s.limit_name = l.name) AS waiting
+        WHERE s.limit_name = l.name AND s.source <> 'task_queue')
+       + (SELECT count(*) FROM azync_limit_scopes s
+          JOIN azync_jobs j ON j.state = 'pending' AND j.task_queue = s.kind
+                           AND j.limit_key IS NOT NULL AND j.run_at <= c.t
+          WHERE s.limit_name = l.name AND s.source = 'task_queue'
+            AND NOT EXISTS (SELECT 1 FROM azync_limit_scopes k
+                            WHERE k.limit_name = l.name AND k.source = j.source
+                              AND k.kind = j.kind)) AS waiting
 FROM azync_limits l, clock c
 ORDER BY l.name
