@@ -18,7 +18,7 @@ from azync_flow.errors import UnknownWorkflowError
 from azync_flow.limits import Limit, limit_specs
 from azync_flow.replay.engine import WorkflowInstance, current_instance
 from azync_flow.retry import RetryPolicy
-from azync_flow.store.validate import check_text, check_timeout
+from azync_flow.store.validate import check_name, check_timeout
 
 __all__ = [
     "ActivityDefinition",
@@ -98,6 +98,8 @@ class ActivityOptions:
             isinstance(self.limit_key, str) or callable(self.limit_key)
         ):
             raise TypeError(f"limit_key must be a str or a function, got {self.limit_key!r}")
+        if isinstance(self.limit_key, str):
+            check_name(self.limit_key, "limit_key", empty_ok=True)
 
     def resolved(self, args: Sequence[Any]) -> ActivityOptions:
         """These options with ``limit_key`` computed from a call's arguments
@@ -105,11 +107,12 @@ class ActivityOptions:
 
         Raises:
             TypeError: the key function does not return a str.
-            ValueError: the key has a NUL or is not valid UTF-8.
+            ValueError: the key has a NUL, is not valid UTF-8 or is over 255
+                characters long.
         """
         if not self.limits or not callable(self.limit_key):
             return self
-        key = check_text(self.limit_key(*args), "the activity's limit_key")
+        key = check_name(self.limit_key(*args), "the activity's limit_key", empty_ok=True)
         return dataclasses.replace(self, limit_key=key)
 
 

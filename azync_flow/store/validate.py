@@ -22,6 +22,7 @@ __all__ = [
     "MAX_LIMIT_CAPACITY",
     "MAX_NAME_LENGTH",
     "MAX_PRIORITY",
+    "MAX_TIMEOUT",
     "check_choice",
     "check_id",
     "check_limits",
@@ -188,12 +189,16 @@ def check_same_start(
         )
 
 
+#: The longest timeout accepted (a deadline must stay a storable timestamp).
+MAX_TIMEOUT = timedelta(days=36_500)
+
+
 def check_timeout(value: timedelta | None, field: str) -> float | None:
     """A timeout as positive seconds (None stays None: no limit).
 
     Raises:
         TypeError: not a ``timedelta``.
-        ValueError: zero or negative.
+        ValueError: zero or negative, or longer than :data:`MAX_TIMEOUT` (100 years).
     """
     if value is None:
         return None
@@ -201,6 +206,8 @@ def check_timeout(value: timedelta | None, field: str) -> float | None:
         raise TypeError(f"{field} must be a datetime.timedelta or None, not {type(value).__name__}")
     if value <= timedelta(0):
         raise ValueError(f"{field} must be positive, got {value}")
+    if value > MAX_TIMEOUT:
+        raise ValueError(f"{field} must be at most {MAX_TIMEOUT.days} days, got {value}")
     return value.total_seconds()
 
 

@@ -111,5 +111,12 @@ async def test_enqueue_rejects_nul_and_over_long_kind_key_and_meta(store: Postgr
         await store.enqueue(p(idempotency_key="\x00"))
     with pytest.raises(ValueError, match=rf"EnqueueParams.meta\['m'\] {NUL}"):
         await store.enqueue(p(meta={"m": "\x00"}))
+    # a limit key is stored in an index row: bounded like a name
+    with pytest.raises(ValueError, match=f"EnqueueParams.limit_key {NUL}"):
+        await store.enqueue(p(limit_key="\x00"))
+    with pytest.raises(ValueError, match=r"EnqueueParams\.limit_key is 840 characters long"):
+        await store.enqueue(p(limit_key="鍵" * 840))
+    with pytest.raises(TypeError, match=r"EnqueueParams\.limit_key must be a str"):
+        await store.enqueue(p(limit_key=5))
     assert await _rows(store, "azync_jobs") == 0
     assert await store.enqueue(p(kind="k" * 255))

@@ -396,8 +396,9 @@ async def test_timeouts_do_not_fire_when_the_work_finishes_in_time(
         ({"execution_timeout": timedelta(0)}, ValueError, "execution_timeout must be positive"),
         ({"run_timeout": timedelta(seconds=-1)}, ValueError, "run_timeout must be positive"),
         ({"run_timeout": 30}, TypeError, r"run_timeout must be a datetime\.timedelta"),
+        ({"execution_timeout": timedelta.max}, ValueError, "at most 36500 days"),
     ],
-    ids=["zero", "negative", "not-a-timedelta"],
+    ids=["zero", "negative", "not-a-timedelta", "past-any-timestamp"],
 )
 async def test_a_bad_workflow_timeout_is_refused_and_nothing_is_started(
     store: PostgresStore, options: dict[str, object], error: type[Exception], message: str
@@ -415,6 +416,8 @@ def test_a_bad_activity_timeout_is_refused_where_it_is_declared() -> None:
         activity(name="to_bad", schedule_to_close=timedelta(0))
     with pytest.raises(TypeError, match=r"schedule_to_start must be a datetime\.timedelta"):
         quick.with_options(schedule_to_start=5)
+    with pytest.raises(ValueError, match="schedule_to_close must be at most 36500 days"):
+        activity(name="to_huge", schedule_to_close=timedelta.max)
 
 
 async def test_the_cli_result_of_a_timed_out_execution_is_a_failure(

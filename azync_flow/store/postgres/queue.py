@@ -444,6 +444,8 @@ def _check_enqueue(p: EnqueueParams) -> None:
     check_meta(p.meta, "EnqueueParams.meta")
     check_task_queue(p.task_queue, "EnqueueParams.task_queue")
     check_priority(p.priority, "EnqueueParams.priority")
+    if p.limit_key is not None:
+        check_name(p.limit_key, "EnqueueParams.limit_key", empty_ok=True)
 
 
 def _key(p: EnqueueParams) -> tuple[str, str]:
