@@ -20,7 +20,13 @@ from typing import TypeVar
 
 from azync_flow.errors import StoreUnavailableError
 
-__all__ = ["TRANSIENT_SQLSTATES", "UNAVAILABLE_BUDGET", "is_transient", "retry_transient"]
+__all__ = [
+    "MAX_CONFLICT_RERUNS",
+    "TRANSIENT_SQLSTATES",
+    "UNAVAILABLE_BUDGET",
+    "is_transient",
+    "retry_transient",
+]
 
 log = logging.getLogger("azync_flow.runtime")
 
@@ -28,6 +34,11 @@ T = TypeVar("T")
 
 #: deadlock_detected, serialization_failure
 TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
+
+#: Re-runs of one transactional attempt (a step, a delivery, a DAG task) after
+#: serialization failures or deadlocks before the conflict counts as the
+#: attempt's failure (then its retry policy decides).
+MAX_CONFLICT_RERUNS = 50
 
 #: How long a report is repeated while the database is unreachable, in seconds
 #: (the caller's lease usually ends it first: a lost lease cancels the runner).

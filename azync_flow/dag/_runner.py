@@ -18,7 +18,7 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from .._text import clean_text
-from .._transient import is_transient
+from .._transient import MAX_CONFLICT_RERUNS, is_transient
 from ..codec import encode_value
 from ..errors import NotFoundError, NotReady, PayloadError, Skip, UnknownKindError
 from ..retry import RetryDecision, RetryPolicy, describe_error
@@ -29,10 +29,6 @@ from ._context import TaskContext, TaskOutcome
 from ._definition import DAG, Handler, TaskSpec
 
 log = logging.getLogger("azync_flow.dag")
-
-#: Re-runs of one transactional task attempt after serialization failures or
-#: deadlocks before the conflict counts as the attempt's failure.
-MAX_CONFLICT_RERUNS = 50
 
 
 #: Backoff of a DAG task when the runner is given none: 1 s doubling up to

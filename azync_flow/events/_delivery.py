@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from azync_flow._publish import publish_once
-from azync_flow._transient import is_transient
+from azync_flow._transient import MAX_CONFLICT_RERUNS, is_transient
 from azync_flow.client import Client
 from azync_flow.errors import PayloadError, is_not_found
 from azync_flow.store.events import TransactionalEventConsumer, TransactionIsolation
@@ -34,10 +34,6 @@ from azync_flow.worker import JobContext, LeaseHandle, QueueHandler, QueueRunner
 __all__ = ["EventContext", "EventRunner"]
 
 log = logging.getLogger("azync_flow.events")
-
-#: Re-runs of one delivery attempt after serialization failures or deadlocks
-#: before the conflict counts as the attempt's failure (then ``retry`` decides).
-MAX_CONFLICT_RERUNS = 50
 
 
 @dataclass(frozen=True, slots=True)

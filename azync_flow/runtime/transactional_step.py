@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from azync_flow._operations import OperationPayload
-from azync_flow._transient import is_transient, retry_transient
+from azync_flow._transient import MAX_CONFLICT_RERUNS, is_transient, retry_transient
 from azync_flow._workflow.attempt import ActivityInfo, activity_context
 from azync_flow._workflow.transactional import TransactionDefinition
 from azync_flow.errors import PayloadError, StoreUnavailableError, is_not_found
@@ -45,13 +45,9 @@ from azync_flow.telemetry import AttemptOutcome, AttemptSpan
 if TYPE_CHECKING:
     from azync_flow.runtime.folded_completion import CompletionFolder
 
-__all__ = ["MAX_CONFLICT_RERUNS", "StepRunner", "run_transactional"]
+__all__ = ["StepRunner", "run_transactional"]
 
 log = logging.getLogger("azync_flow.activity")
-
-#: Re-runs of one attempt after serialization failures or deadlocks before the
-#: conflict counts as the attempt's failure (then the retry policy decides).
-MAX_CONFLICT_RERUNS = 50
 
 
 class _StepStore(OperationStore, TransactionalOperationStore, Protocol):
