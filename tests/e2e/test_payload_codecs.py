@@ -406,8 +406,12 @@ async def test_an_activity_whose_key_a_worker_lacks_is_left_for_a_worker_with_th
 
 
 async def test_the_cli_history_shows_payloads_through_the_codec_or_says_which_key_is_missing(
-    store: PostgresStore, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+    store: PostgresStore,
+    pg_dsn: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # the table's DETAIL column whole
     with use_payload_codec(chain()):
         handle = await Client(store).start(cd_wait, {"s": SECRET})
         await handle.signal("go", "signal-secret-9b1")
