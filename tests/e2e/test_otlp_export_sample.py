@@ -56,8 +56,10 @@ async def test_tracing_sample_exports_the_workflow_runtimes_trace_for_the_order(
     assert {s.service_name for s in spans} == {"azync-flow-orders"}
     passes = by_name["workflow.task order"]
     # one pass per step plus the one that completes; the signal, sent while the
-    # first activity runs, may add a pass of its own that finds nothing to do
-    assert len(passes) in (4, 5)
+    # first activity runs, may add a pass of its own that finds nothing to do,
+    # and on a loaded machine a completion that misses the cached run's fold
+    # gets a pass of its own: every pass is in the run's trace all the same
+    assert 4 <= len(passes) <= 7
     assert all(p.parent_span_id == start.span_id for p in passes)
     attempts = [s for s in spans if s.name.startswith("activity ")]
     assert sorted(a.name for a in attempts) == [
