@@ -6,7 +6,7 @@ import inspect
 import typing
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from azync_flow._workflow.definitions import (
     DEFAULT_ACTIVITY_RETRY,
@@ -16,15 +16,14 @@ from azync_flow._workflow.definitions import (
 from azync_flow.codec import encode_value
 from azync_flow.replay.engine import current_instance
 from azync_flow.retry import RetryPolicy
+from azync_flow.store.workflows import TransactionIsolation
 
-__all__ = ["Isolation", "TransactionDefinition", "transaction"]
+__all__ = ["TransactionDefinition", "transaction"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: Isolation level of a transactional step (PostgreSQL's, in snake case).
-Isolation = Literal["read_committed", "repeatable_read", "serializable"]
-_LEVELS: tuple[str, ...] = typing.get_args(Isolation)
+_LEVELS: tuple[str, ...] = typing.get_args(TransactionIsolation)
 #: What ``with_options`` may change (the rest would make the step non-transactional).
 _PER_CALL = frozenset({"retry", "start_to_close", "task_queue", "priority"})
 
@@ -52,7 +51,7 @@ class TransactionDefinition(ActivityDefinition[P, R]):
         name: str,
         version: str,
         options: ActivityOptions,
-        isolation: Isolation,
+        isolation: TransactionIsolation,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
@@ -70,7 +69,7 @@ class TransactionDefinition(ActivityDefinition[P, R]):
         if isolation not in _LEVELS:
             raise ValueError(f"isolation must be one of {list(_LEVELS)}, got {isolation!r}")
         super().__init__(typing.cast(Callable[P, Any], fn), name, version, options)
-        self.isolation: Isolation = isolation
+        self.isolation: TransactionIsolation = isolation
         # The step's arguments are the function's, minus the connection.
         self._signature = self._signature.replace(parameters=params[1:])
         self.param_types = self.param_types[1:]
@@ -121,7 +120,7 @@ def transaction(
     version: str = "1",
     retry: RetryPolicy | None = None,
     start_to_close: timedelta | None = None,
-    isolation: Isolation = "read_committed",
+    isolation: TransactionIsolation = "read_committed",
     task_queue: str | None = None,
     priority: int | None = None,
 ) -> Callable[[Callable[Concatenate[Any, P], Awaitable[R]]], TransactionDefinition[P, R]]: ...
@@ -135,7 +134,7 @@ def transaction(
     version: str = "1",
     retry: RetryPolicy | None = None,
     start_to_close: timedelta | None = None,
-    isolation: Isolation = "read_committed",
+    isolation: TransactionIsolation = "read_committed",
     task_queue: str | None = None,
     priority: int | None = None,
 ) -> Any:
