@@ -782,6 +782,15 @@ RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
 -- stops at the first not due), so tasks of names or queues the caller does not
 -- serve, or not due yet, are never read; with a NULL side the pairs are those
 -- with runnable tasks (a scan: for tools and tests).
+-- load_stale: the task row was changed by a transaction that committed after
+-- this statement's snapshot and before its FOR UPDATE locked the row (a
+-- signal, update, cancel or completion merged its wake into the task): the
+-- lease holds the new version, but the load below still reads the snapshot,
+-- so it may miss what woke the task; the caller reloads such a task
+-- (workflow_task_load, a fresh snapshot) before running its pass. The
+-- locked row's xmin is the version FOR UPDATE followed to; the subquery's is
+-- the snapshot's (a data-modifying CTE's rows are not visible to the rest of
+-- the statement).
 WITH pairs AS (
     SELECT q.q, n.n FROM unnest($8::text[]) AS q(q), unnest($9::text[]) AS n(n)
     UNION
@@ -793,7 +802,8 @@ WITH pairs AS (
 ), due AS (
     SELECT c.* FROM pairs p
     CROSS JOIN LATERAL (
-        SELECT j.id, j.first_pass, azync_due_order(j.run_at, j.priority) AS o FROM azync_jobs j
+        SELECT j.id, j.first_pass, azync_due_order(j.run_at, j.priority) AS o,
+               j.xmin::text AS v FROM azync_jobs j
         WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'pending'
           AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = $2
           AND j.first_pass <= $7::boolean
@@ -810,7 +820,8 @@ WITH pairs AS (
 ), timed AS (
     SELECT c.* FROM pairs p
     CROSS JOIN LATERAL (
-        SELECT j.id, j.first_pass, azync_due_order(j.run_at, j.priority) AS o FROM azync_jobs j
+        SELECT j.id, j.first_pass, azync_due_order(j.run_at, j.priority) AS o,
+               j.xmin::text AS v FROM azync_jobs j
         WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'scheduled'
           AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = $2
           AND j.run_at <= coalesce($1::timestamptz, now())
@@ -825,7 +836,7 @@ WITH pairs AS (
         FOR UPDATE OF j SKIP LOCKED
     ) c
 ), picked AS (
-    SELECT c.id FROM (SELECT * FROM due UNION ALL SELECT * FROM timed) c
+    SELECT c.id, c.v FROM (SELECT * FROM due UNION ALL SELECT * FROM timed) c
     ORDER BY c.first_pass, c.o, c.id
     LIMIT $3
 ), leased AS (
@@ -838,11 +849,13 @@ WITH pairs AS (
         updated_at = coalesce($1::timestamptz, now())
     FROM picked
     WHERE j.id = picked.id
-    RETURNING j.*
+    RETURNING j.*, picked.v AS locked_version
 ), known AS (
     SELECT k.id, k.after FROM unnest($5::uuid[], $6::bigint[]) AS k(id, after)
 )
 SELECT l.*, coalesce($1::timestamptz, now()) AS load_now,
+       (SELECT x.xmin::text FROM azync_jobs x WHERE x.id = l.id)
+           IS DISTINCT FROM l.locked_version AS load_stale,
        coalesce((SELECT k.after FROM known k WHERE k.id = l.run_id), 0) AS after_seq,
        e.id AS e_id, e.name AS e_name, e.version AS e_version, e.state AS e_state,
        e.business_idempotency_key AS e_business_idempotency_key,

@@ -57,6 +57,9 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         execution never overlap. ``FOR UPDATE SKIP LOCKED``; attempt
         incremented and a fresh lease token minted, lease = backend now + ``lease``.
         Only tasks on ``task_queues`` of workflows in ``names`` (None: any).
+        A task whose row a concurrent request (signal, update, cancel,
+        completion) changed after the statement's snapshot is loaded again
+        in a fresh one, so its pass sees that request.
 
         Args:
             limit: most tasks leased.
@@ -89,14 +92,17 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
             None if names is None else list(names),
             list(exclude),
         )
-        tasks = [
-            LeasedTask(
-                job=job_from_row(r),
-                state=task_state_from_row(r, execution_from_row(r, "e_"), "e_"),
-                after_seq=int(r["after_seq"]),
-            )
-            for r in rows
-        ]
+        tasks = []
+        for r in rows:
+            after = int(r["after_seq"])
+            if r["load_stale"]:
+                # A request committed between the statement's snapshot and its
+                # lock of the task: read the execution again, in a snapshot
+                # that holds it (the pass must see what woke the task).
+                state = await self.load_workflow_task(r["run_id"], after)
+            else:
+                state = task_state_from_row(r, execution_from_row(r, "e_"), "e_")
+            tasks.append(LeasedTask(job=job_from_row(r), state=state, after_seq=after))
         tasks.sort(key=lambda t: lease_order(t.job))
         return tasks
 
