@@ -38,10 +38,10 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _flow_workload import three  # noqa: E402
+from _flow_workload import three
 
-from azync_flow.client import Client  # noqa: E402
-from azync_flow.store.postgres import open_store  # noqa: E402
+from azync_flow.client import Client
+from azync_flow.store.postgres import open_store
 
 HERE = Path(__file__).resolve().parent
 
@@ -153,7 +153,8 @@ async def _report(conn: asyncpg.Connection, n: int, elapsed: float, waits: Count
         f"\ntop-level statements: exec {sum(r['total_exec_time'] for r in top) / n:.3f} ms/wf,"
         f" plan {sum(r['total_plan_time'] for r in top) / n:.3f} ms/wf"
     )
-    print(f"{'lvl':<4} {'calls/wf':>9} {'exec ms/wf':>11} {'plan ms/wf':>11} {'plans':>6}  statement")
+    head = f"{'lvl':<4} {'calls/wf':>9} {'exec ms/wf':>11} {'plan ms/wf':>11} {'plans':>6}"
+    print(head + "  statement")
     for r in tops:
         name = r["q"]
         if "name:" in name:
