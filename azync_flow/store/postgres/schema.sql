@@ -32,6 +32,7 @@
 --   0029_timeouts.sql
 --   0030_workflow_search_attributes.sql
 --   0031_task_queue_limits.sql
+--   0032_generic_plans.sql
 
 -- Types
 
@@ -652,6 +653,7 @@ CREATE OR REPLACE FUNCTION azync_job_count(p_at timestamp with time zone, p_delt
  LANGUAGE plpgsql
  STRICT
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     written bigint;
@@ -815,6 +817,7 @@ CREATE OR REPLACE FUNCTION azync_job_settle(p_at timestamp with time zone, p_ids
  RETURNS TABLE(id uuid, source text, kind text, attempt integer)
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 #variable_conflict use_column
 BEGIN
@@ -857,6 +860,7 @@ CREATE OR REPLACE FUNCTION azync_limit_admit(p_at timestamp with time zone, p_so
  RETURNS boolean
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     l record;
@@ -1014,6 +1018,7 @@ CREATE OR REPLACE FUNCTION azync_publish_event(p_id uuid, p_type text, p_aggrega
  RETURNS bigint
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     delivered bigint;
@@ -1053,6 +1058,7 @@ CREATE OR REPLACE FUNCTION azync_schedule_workflow_task(p_run uuid, p_kind text,
  RETURNS TABLE(id uuid, state text, kind text, inserted boolean)
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 #variable_conflict use_column
 BEGIN
@@ -1086,6 +1092,7 @@ CREATE OR REPLACE FUNCTION azync_workflow_children_start(p_at timestamp with tim
  RETURNS SETOF uuid
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 BEGIN
     RETURN QUERY WITH req AS (
@@ -1129,6 +1136,7 @@ CREATE OR REPLACE FUNCTION azync_workflow_close_children(p_id uuid, p_run uuid, 
  RETURNS integer
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     c record;
@@ -1177,6 +1185,7 @@ CREATE OR REPLACE FUNCTION azync_workflow_continue(p_id uuid, p_input bytea, p_n
  RETURNS integer
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     ex record;
@@ -1218,6 +1227,7 @@ CREATE OR REPLACE FUNCTION azync_workflow_finish(p_id uuid, p_state text, p_resu
  RETURNS TABLE(retired bigint, undelivered integer)
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     r record;
@@ -1249,6 +1259,7 @@ CREATE OR REPLACE FUNCTION azync_workflow_finish_run(p_id uuid, p_state text, p_
  RETURNS TABLE(retired bigint, undelivered integer)
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     ex record;
@@ -1305,6 +1316,7 @@ CREATE OR REPLACE FUNCTION azync_workflow_notify_parent(p_id uuid, p_state text,
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     ch record;
@@ -1362,6 +1374,7 @@ CREATE OR REPLACE FUNCTION azync_workflow_ops_insert(p_at timestamp with time zo
  RETURNS TABLE(task_key text, id uuid, kind text, state text, attempt integer, max_attempts integer, lease_token uuid, lease_until timestamp with time zone, started_at timestamp with time zone, run_at timestamp with time zone, enqueued_at timestamp with time zone)
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 #variable_conflict use_column
 BEGIN
@@ -1430,6 +1443,7 @@ CREATE OR REPLACE FUNCTION azync_workflow_pass_commit(p_at timestamp with time z
  RETURNS TABLE(ok boolean, fenced bigint, state text, next_seq bigint, at timestamp with time zone, missing bigint[], leased_keys text[], leased_ids uuid[], leased_attempts integer[], leased_max_attempts integer[], leased_tokens uuid[], leased_until timestamp with time zone[], leased_at timestamp with time zone[])
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -1848,6 +1862,7 @@ CREATE OR REPLACE FUNCTION azync_workflow_wake_task(p_id uuid, p_at timestamp wi
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     t record;
