@@ -19,6 +19,7 @@ from ..queue import DEFAULT_TASK_QUEUE, EventRecord, Job, JobState, Source
 from ._fence import CURRENT_FENCE
 from ._guard import Availability, GuardedPool
 from ._queries import QUERIES
+from ._wake import PostCommitWakes
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -56,8 +57,23 @@ class PgBase:
         #: Every statement goes through it: driver errors become product errors.
         self.pool = GuardedPool(pool, self.schema, self.availability)
         self.channel = config.notify_channel or default_channel(self.schema)
+        #: Wake-ups of committed hot statements: local listeners, then NOTIFY.
+        self.wakes = PostCommitWakes(dsn, self.channel)
+        # Wake-ups recorded in a transaction of :meth:`transaction`, by connection.
+        self._tx_wakes: dict[int, list[str]] = {}
         self.migrations_table = config.migrations_table or "azync_migrations"
         self._clock = clock
+
+    async def _wake_after(self, payloads: list[str], conn: asyncpg.Connection | None) -> None:
+        """Deliver the wake-ups a statement recorded: once it committed when it
+        ran on its own (``conn`` None) or when the :meth:`transaction` it ran
+        in commits, else (the caller's own transaction) by NOTIFY in it."""
+        if conn is None:
+            self.wakes.send(payloads)
+        elif (deferred := self._tx_wakes.get(id(conn))) is not None:
+            deferred.extend(payloads)  # sent when this store's transaction commits
+        else:
+            await self.wakes.send_within(conn, payloads)
 
     def target(self) -> str:
         """Where this store points, for logs: the DSN without any password, and
@@ -122,11 +138,18 @@ class PgBase:
         Under a leadership fence (see ``_fence``) the transaction opens with the
         fence check and raises LeadershipLostError when the term no longer leads.
         """
-        async with self.pool.acquire() as conn, conn.transaction():
-            fence = CURRENT_FENCE.get()
-            if fence is not None:
-                await fence.check(conn, self.now())
-            yield conn
+        deferred: list[str] = []
+        async with self.pool.acquire() as conn:
+            self._tx_wakes[id(conn)] = deferred
+            try:
+                async with conn.transaction():
+                    fence = CURRENT_FENCE.get()
+                    if fence is not None:
+                        await fence.check(conn, self.now())
+                    yield conn
+            finally:
+                del self._tx_wakes[id(conn)]
+        self.wakes.send(deferred)  # committed: the wake-ups its statements recorded
 
 
 _S = TypeVar("_S", bound=msgspec.Struct)

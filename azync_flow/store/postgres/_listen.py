@@ -110,6 +110,7 @@ class ListenSubscription(Generic[T]):
         """Open the listening connection; LISTEN is live when this returns."""
         await self._connect()
         await self._after_connect(self._conn_or_fail(), reconnected=False)
+        self._store.wakes.register(self)
         self._task = asyncio.create_task(self._supervise(), name=self._task_name)
 
     # --- subclass hooks ------------------------------------------------------------
@@ -148,7 +149,13 @@ class ListenSubscription(Generic[T]):
         conn.add_termination_listener(self._on_terminated)
         self._conn = conn
 
-    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+    def deliver(self, channel: str, payload: str) -> None:
+        """A wake-up of this process's own commit (no NOTIFY round trip)."""
+        self._on_notify(None, 0, channel, payload)
+
+    def _on_notify(self, _conn: Any, pid: int, _channel: str, payload: str) -> None:
+        if pid == self._store.wakes.sender_pid:
+            return  # this store's own wake-up: delivered at once by ``deliver``
         item = self._decode(payload)
         if item is not None:
             self._put(item)
@@ -222,6 +229,7 @@ class ListenSubscription(Generic[T]):
         if self._closed:
             return
         self._closed = True
+        self._store.wakes.unregister(self)
         self._lost.set()
         if self._task is not None:
             self._task.cancel()

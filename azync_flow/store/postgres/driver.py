@@ -61,7 +61,9 @@ class PostgresStore(
             )
 
     async def close(self) -> None:
-        """Release the pool. Safe to call more than once."""
+        """Send the queued wake-ups, then release the pool. Safe to call more
+        than once."""
+        await self.wakes.close()
         await self.pool.close()
 
 

@@ -33,6 +33,7 @@
 --   0030_workflow_search_attributes.sql
 --   0031_task_queue_limits.sql
 --   0032_generic_plans.sql
+--   0033_wakes_after_commit.sql
 
 -- Types
 
@@ -1081,10 +1082,26 @@ BEGIN
                 updated_at = EXCLUDED.updated_at
         RETURNING j.id, j.state, j.kind, (j.xmax = 0) AS inserted
     ), wake AS (
-        SELECT pg_notify(p_channel, 'workflow:' || u.kind) FROM up u WHERE u.state = 'pending'
+        SELECT azync_wake(p_channel, 'workflow:' || u.kind) FROM up u WHERE u.state = 'pending'
     )
     SELECT u.id, u.state, u.kind, u.inserted FROM up u
     WHERE (SELECT count(*) FROM wake) >= 0;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_wake(p_channel text, p_payload text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+BEGIN
+    IF current_setting('azync.defer_wakes', true) = 'on' THEN
+        PERFORM set_config('azync.wakes',
+                           coalesce(current_setting('azync.wakes', true), '') || p_payload || E'\n',
+                           true);
+    ELSE
+        PERFORM pg_notify(p_channel, p_payload);
+    END IF;
 END
 $function$;
 
@@ -1126,7 +1143,7 @@ BEGIN
         FROM ins i
         RETURNING run_id
     ), wake AS (
-        SELECT pg_notify(p_channel, 'workflow:$wft') FROM (SELECT 1 FROM task LIMIT 1) k
+        SELECT azync_wake(p_channel, 'workflow:$wft') FROM (SELECT 1 FROM task LIMIT 1) k
     )
     SELECT t.run_id FROM task t WHERE (SELECT count(*) FROM wake) >= 0;
 END
@@ -1307,7 +1324,7 @@ BEGIN
     SET state = 'cancelled', completed_at = p_at, updated_at = p_at
     WHERE run_id = p_id AND source = 'workflow' AND state IN ('pending', 'scheduled', 'paused');
     GET DIAGNOSTICS gone = ROW_COUNT;
-    PERFORM pg_notify(p_channel, 'workflow.done:' || p_id::text);
+    PERFORM azync_wake(p_channel, 'workflow.done:' || p_id::text);
     RETURN QUERY SELECT gone, n;
 END
 $function$;
@@ -1432,7 +1449,7 @@ BEGIN
         RETURNING task_key, id, kind, state, attempt, max_attempts, lease_token,
                   lease_until, started_at, run_at, enqueued_at
     ), wake AS (
-        SELECT pg_notify(p_channel, 'workflow:' || k.kind)
+        SELECT azync_wake(p_channel, 'workflow:' || k.kind)
         FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
     )
     SELECT i.* FROM ins i WHERE (SELECT count(*) FROM wake) >= 0;
@@ -1444,6 +1461,7 @@ CREATE OR REPLACE FUNCTION azync_workflow_pass_commit(p_at timestamp with time z
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
  SET plan_cache_mode TO 'force_generic_plan'
+ SET "azync.defer_wakes" TO 'on'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -1464,6 +1482,7 @@ DECLARE
     l_keys text[]; l_ids uuid[]; l_attempts int[]; l_max int[]; l_tokens uuid[];
     l_until timestamptz[]; l_at timestamptz[];
 BEGIN
+    PERFORM set_config('azync.wakes', '', true);  -- this statement's wakes only
     -- Fence: the jobs, THEN the execution row.
     SELECT count(*) INTO n FROM (
         SELECT j.id FROM azync_jobs j
@@ -1667,7 +1686,7 @@ BEGIN
                     p_update_error_types, p_update_messages)
              AS u(id, name, state, result, error_type, message)
         ON CONFLICT DO NOTHING;
-        PERFORM pg_notify(p_channel, 'workflow.update:' || p_id::text);
+        PERFORM azync_wake(p_channel, 'workflow.update:' || p_id::text);
     END IF;
 
     -- The outcome: the one terminal transition, continue-as-new, or suspend.

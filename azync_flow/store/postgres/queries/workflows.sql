@@ -28,7 +28,8 @@ LIMIT 1
 -- deadline), $14 search attributes text[] (JSON maps, stored form).
 -- Returns the ids inserted; an item conflicting
 -- (same id, or same live (name, key)) with an execution, or with an earlier
--- item of the batch, inserts nothing. One stats write, one wake.
+-- item of the batch, inserts nothing. One stats write; wakes: the wake-ups
+-- of the new workflow tasks, for the driver to send after the commit.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS t
 ), ins AS (
@@ -61,10 +62,12 @@ WITH clock AS (
     SELECT azync_job_count(min(g.at), array_agg(ROW('workflow', g.kind, g.n, 0, 0, 0)::azync_job_delta))
     FROM (SELECT kind, count(*) AS n, min(enqueued_at) AS at FROM task GROUP BY kind) g
 ), wake AS (
-    SELECT pg_notify($10, 'workflow:' || k.kind) FROM (SELECT DISTINCT kind FROM task) k
+    -- no NOTIFY in the commit: the driver sends these once it committed
+    SELECT string_agg('workflow:' || k.kind, E'\n') AS wakes
+    FROM (SELECT DISTINCT kind FROM task) k WHERE $10::text IS NOT NULL
 )
-SELECT i.id FROM ins i
-WHERE (SELECT count(*) FROM stat) >= 0 AND (SELECT count(*) FROM wake) >= 0
+SELECT i.id, (SELECT wakes FROM wake) AS wakes FROM ins i
+WHERE (SELECT count(*) FROM stat) >= 0
 
 -- name: workflow_existing_many
 -- $2 ids uuid[], $3 names text[], $4 business keys text[]: per item (n, its
@@ -898,7 +901,10 @@ CROSS JOIN LATERAL (
 -- each argument and the result row). $2 channel, $3 id, $4 run, $5 job ids
 -- uuid[], $6 their lease tokens uuid[], $7 task, $8 dead-letter errors text[];
 -- $55 and $56 the routes of its operations and children (migration 0026).
-SELECT * FROM azync_workflow_pass_commit(
+-- wakes: the wake-ups the commit implies, one payload a line, for the driver
+-- to send once the statement has committed (migration 0033: the function
+-- sends no NOTIFY; the select list is evaluated after the function ran).
+SELECT *, current_setting('azync.wakes', true) AS wakes FROM azync_workflow_pass_commit(
     p_at => coalesce($1::timestamptz, now()), p_channel => $2::text, p_id => $3::uuid,
     p_run => $4::uuid, p_jobs => $5::uuid[], p_tokens => $6::uuid[], p_task => $7::boolean,
     p_errors => $8::text[], p_expected => $9::bigint, p_types => $10::text[],

@@ -64,6 +64,7 @@ from ...workflows import (
 )
 from .._base import PgBase, decode_meta, encode_meta, stale_lease
 from .._guard import translate
+from .._wake import split_wakes
 
 #: Kind and task key of a workflow task (one task queue for now).
 WORKFLOW_TASK = "$wft"
@@ -187,6 +188,7 @@ class WorkflowCoreMixin(PgBase):
                 [_search_json(p)],
             )
             if inserted:
+                await self._wake_after(split_wakes(inserted[0]["wakes"]), None)
                 return True, p.id
             existing = await self._fetchval(
                 "workflow_existing", p.id, p.name, p.business_idempotency_key
@@ -289,6 +291,8 @@ class WorkflowCoreMixin(PgBase):
             [_search_json(p) for p in items],
             conn=tx,
         )
+        if rows:
+            await self._wake_after(split_wakes(rows[0]["wakes"]), tx)
         inserted = {r["id"] for r in rows}
         lost: list[int] = []
         for i in todo:  # the first item of an id inserted it; a repeat lost to it

@@ -42,6 +42,7 @@ from ...workflows import (
     WorkflowTaskState,
 )
 from .._base import decode_meta, encode_meta, stale_lease
+from .._wake import split_wakes
 from .children import WorkflowChildrenMixin
 from .core import (
     ENQUEUED,
@@ -206,6 +207,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         )
         _check_committed(run_id, row, jobs, task, write)
         assert row is not None
+        await self._wake_after(split_wakes(row["wakes"]), conn)
         return PassCommitResult(
             next_seq=int(row["next_seq"]), leased=_leased_jobs(run_id, ops, row), now=row["at"]
         )
