@@ -1,13 +1,20 @@
-"""Workflow benchmark: azync_flow side by side with DBOS Transact, one table.
+"""Workflow benchmark: azync_flow side by side with DBOS Transact and Absurd, one table.
 
     python bench/workflows.py [--rounds 3] [-n 1000] [--seq 200] [--signals 100]
                               [--gather 200] [--commit-runs 200] [--events 2000]
-                              [--quick] [--no-dbos]
+                              [--quick] [--no-dbos] [--no-absurd]
 
-DSN: ``--dsn``, else ``$AZYNC_DSN``, else an embedded server. The bench creates three
+DSN: ``--dsn``, else ``$AZYNC_DSN``, else an embedded server. The bench creates four
 databases on that server for the run and drops them at its end, ``azb_<pid>_flow``,
-``azb_<pid>_dbos`` and ``azb_<pid>_floor`` (named per run: runs sharing a server
-leave each other alone), so the statistics of each see only its side.
+``azb_<pid>_dbos``, ``azb_<pid>_absurd`` and ``azb_<pid>_floor`` (named per run: runs
+sharing a server leave each other alone), so the statistics of each see only its side.
+
+Absurd (PyPI ``absurd-sdk`` and ``absurdctl``, in the ``bench`` extra; its schema is
+the SQL ``absurdctl`` bundles) runs the throughput, sequential and signal rows in one
+process, ``bench/_absurd_workload.py serve``: the SDK's worker loop and a client that
+polls for results every 5 ms (Absurd has no push). Its columns are "Absurd" and "vs A"
+(azync_flow / Absurd per round, median); its worker loop runs only during its own
+workloads.
 
 Rounds. Each round runs every workload on azync_flow, then on DBOS, workload by
 workload (azync_flow, DBOS, azync_flow, DBOS, ...), so a load swing on the machine
@@ -176,6 +183,9 @@ from azync_flow.store.postgres import PostgresStore, open_store
 
 HERE = Path(__file__).resolve().parent
 FLOW_SCRIPT, DBOS_SCRIPT = HERE / "_flow_workload.py", HERE / "_dbos_workload.py"
+ABSURD_SCRIPT = HERE / "_absurd_workload.py"
+#: Per engine side, the table its executions' state lives in (the HOT-share row).
+RUN_TABLE = {"flow": "azync_workflow_executions", "dbos": "workflow_status", "absurd": "r_bench"}
 WATCH_SCRIPT = HERE / "_pg_watch.py"
 #: Worker concurrency (per lease loop) of the azync_flow side, DBOS queue worker
 #: concurrency, and the floor's connection count.
@@ -301,8 +311,7 @@ def run_json(*argv: str) -> Sample:
     return dict(json.loads(lines[-1])) if lines else {}
 
 
-def dbos_available() -> bool:
-    probe = "import dbos, sqlalchemy, psycopg"
+def importable(probe: str) -> bool:
     return subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True).returncode == 0
 
 
@@ -370,6 +379,30 @@ async def dbos_throughput(dbos: Proc, dsn: str, n: int, watch: Watch) -> Sample:
     t_submit = x.pop("t_submit")
     x["latencies_ms"] = [float(r["updated_at"] - r["created_at"]) for r in rows]
     x["burst_ms"] = [(r["updated_at"] / 1000 - offset - t_submit) * 1000 for r in rows]
+    return x
+
+
+async def absurd_throughput(absurd: Proc, dsn: str, n: int, watch: Watch) -> Sample:
+    """Absurd's burst (its process spawns and runs the tasks); each task's
+    ``enqueue_at`` and its last run's ``completed_at`` (server clock) read here."""
+    await watch.begin()
+    x = await absurd.ask(mode="throughput", n=n)
+    x.update(await watch.end())
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT extract(epoch FROM r.completed_at - t.enqueue_at) * 1000 AS ms,"
+            " extract(epoch FROM r.completed_at) AS done"
+            " FROM absurd.t_bench t JOIN absurd.r_bench r ON r.run_id = t.last_attempt_run"
+            " WHERE t.task_id = any($1::uuid[])",
+            x.pop("ids"),
+        )
+        offset = await clock_offset(conn)
+    finally:
+        await conn.close()
+    t_submit = x.pop("t_submit")
+    x["latencies_ms"] = [float(r["ms"]) for r in rows]
+    x["burst_ms"] = [(float(r["done"]) - offset - t_submit) * 1000 for r in rows]
     return x
 
 
@@ -691,6 +724,17 @@ SELECT query, calls, total_exec_time AS ms FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel
   AND query NOT LIKE '%pg_stat_statements%'
 """
+#: Planning time of every statement of the database, nested ones included (PL/pgSQL
+#: statements are planned inside their function), where ``track_planning`` is on.
+PLANNING = """
+SELECT CASE WHEN current_setting('pg_stat_statements.track_planning')::bool
+            THEN coalesce(sum(total_plan_time), 0) END
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND query NOT LIKE '%pg_stat_statements%'
+"""
+#: Row updates and HOT updates per table, for the HOT-share rows.
+TABLE_UPDATES = "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
 PRELOAD_HINT = (
     "pg_stat_statements is not preloaded: PG statement rows are n/a. To get them, add it"
     " to the server's postgresql.conf, shared_preload_libraries = 'pg_stat_statements',"
@@ -734,17 +778,20 @@ class Statements:
             await conn.close()
 
     async def read(self) -> Sample:
-        """``rows``: query, calls, ms (total execution time); ``evicted``: entries
-        the server evicted meanwhile (``pg_stat_statements.max`` reached: then the
-        figures may undercount)."""
+        """``rows``: query, calls, ms (total execution time); ``plan_ms``: planning
+        time of all statements, nested included (None without ``track_planning``);
+        ``evicted``: entries the server evicted meanwhile (``pg_stat_statements.max``
+        reached: then the figures may undercount)."""
         conn = await asyncpg.connect(self.dsn)
         try:
             rows = await conn.fetch(STATEMENTS)
+            plan = await conn.fetchval(PLANNING)
             evicted = int(await conn.fetchval("SELECT dealloc FROM pg_stat_statements_info"))
         finally:
             await conn.close()
         return {
             "rows": [{"query": r["query"], "calls": r["calls"], "ms": r["ms"]} for r in rows],
+            "plan_ms": None if plan is None else float(plan),
             "evicted": evicted - self.evicted0,
         }
 
@@ -757,21 +804,42 @@ class Watch:
 
     proc: Proc
     statements: Statements | None
+    dsn: str
+    updates0: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     async def start(cls, env: Env, side: str) -> Watch:
         argv = (str(WATCH_SCRIPT), "--dsn", env.admin, "--db", env.db(side))
-        return cls(await Proc.start(f"watch {side}", *argv), env.statements.get(side))
+        proc = await Proc.start(f"watch {side}", *argv)
+        return cls(proc, env.statements.get(side), env.dsn(side))
+
+    async def table_updates(self, settle_s: float = 0.0) -> dict[str, tuple[int, int]]:
+        """{table: (updates, HOT updates)} so far. ``settle_s``: wait first, so the
+        backends' pending statistics (flushed at most once a second) are in."""
+        await asyncio.sleep(settle_s)
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            rows = await conn.fetch(TABLE_UPDATES)
+        finally:
+            await conn.close()
+        return {r["relname"]: (r["n_tup_upd"], r["n_tup_hot_upd"]) for r in rows}
 
     async def begin(self) -> None:
         if self.statements is not None:
             await self.statements.reset()
+        self.updates0 = await self.table_updates(settle_s=1.1)
         await self.proc.ask(cmd="start")
 
     async def end(self) -> Sample:
-        """``{"pg": {...}}``: the watcher's figures and ``statements`` (or None)."""
+        """``{"pg": {...}}``: the watcher's figures, ``statements`` (or None) and
+        ``updates``: {table: [updates, HOT updates]} over the window."""
         pg = await self.proc.ask(cmd="stop")
         pg["statements"] = None if self.statements is None else await self.statements.read()
+        after = await self.table_updates(settle_s=1.1)
+        pg["updates"] = {
+            t: [u - self.updates0.get(t, (0, 0))[0], h - self.updates0.get(t, (0, 0))[1]]
+            for t, (u, h) in after.items()
+        }
         return {"pg": pg}
 
 
@@ -854,7 +922,7 @@ def replay_times(reps: int = 200) -> dict[int, tuple[float, float]]:
 
 @dataclass
 class Samples:
-    """Per workload and side ("flow", "dbos", "floor"): one sample per round."""
+    """Per workload and side ("flow", "dbos", "absurd", "floor"): one sample per round."""
 
     by: dict[str, dict[str, list[Sample]]] = field(default_factory=dict)
 
@@ -870,10 +938,14 @@ async def both(
     workload: str,
     flow: Callable[[], Awaitable[Sample]],
     dbos: Callable[[], Awaitable[Sample]] | None,
+    absurd: Callable[[], Awaitable[Sample]] | None = None,
 ) -> None:
+    """One workload on each side that has it, one after the other."""
     samples.add(workload, "flow", await flow())
     if dbos is not None:
         samples.add(workload, "dbos", await dbos())
+    if absurd is not None:
+        samples.add(workload, "absurd", await absurd())
 
 
 class Phases:
@@ -899,6 +971,7 @@ class Env:
     admin: str
     tag: str
     with_dbos: bool
+    with_absurd: bool = False
     meter: WriteMeter | None = None
     #: Per engine side, its statement statistics (absent where not preloaded).
     statements: dict[str, Statements] = field(default_factory=dict)
@@ -910,10 +983,14 @@ class Env:
         return with_db(self.admin, self.db(side))
 
     def sides(self) -> list[str]:
-        return ["flow", "floor"] + (["dbos"] if self.with_dbos else [])
+        return ["floor", *self.engines()]
 
     def engines(self) -> list[str]:
-        return ["flow"] + (["dbos"] if self.with_dbos else [])
+        return (
+            ["flow"]
+            + (["dbos"] if self.with_dbos else [])
+            + (["absurd"] if self.with_absurd else [])
+        )
 
     def commits_argv(self, side: str, k: int, eager: bool = False) -> tuple[str, ...]:
         if side == "flow":
@@ -959,13 +1036,18 @@ async def one_round(
     """
     s = Samples()
     ph = Phases()
-    flow_dsn, dbos_url = env.dsn("flow"), env.dsn("dbos")
+    flow_dsn, dbos_url, absurd_url = env.dsn("flow"), env.dsn("dbos"), env.dsn("absurd")
     worker_argv = (str(FLOW_SCRIPT), "worker", "--dsn", flow_dsn, "--concurrency", str(CONCURRENCY))
     starts = [Proc.start("azync_flow worker", *worker_argv)]
     if env.with_dbos:
         starts.append(Proc.start("DBOS", str(DBOS_SCRIPT), "serve", "--url", dbos_url))
+    if env.with_absurd:
+        absurd_argv = ("serve", "--url", absurd_url, "--concurrency", str(CONCURRENCY))
+        starts.append(Proc.start("Absurd", str(ABSURD_SCRIPT), *absurd_argv))
     procs = list(await asyncio.gather(*starts))
-    worker, dbos = procs[0], procs[1] if env.with_dbos else None
+    worker = procs[0]
+    dbos = procs[1] if env.with_dbos else None
+    absurd = procs[-1] if env.with_absurd else None
     watches = {side: await Watch.start(env, side) for side in env.engines()}
     store = await open_store(flow_dsn, Config(max_pool_size=4), migrate=False)
     # results are awaited one after another: one LISTEN connection for all of them
@@ -974,6 +1056,9 @@ async def one_round(
 
     def on_dbos(mode: str, n: int) -> Callable[[], Awaitable[Sample]] | None:
         return None if dbos is None else (lambda: dbos.ask(mode=mode, n=n))
+
+    def on_absurd(mode: str, n: int) -> Callable[[], Awaitable[Sample]] | None:
+        return None if absurd is None else (lambda: absurd.ask(mode=mode, n=n))
 
     try:
         try:
@@ -984,13 +1069,20 @@ async def one_round(
                 None
                 if dbos is None
                 else (lambda: dbos_throughput(dbos, dbos_url, args.n, watches["dbos"])),
+                None
+                if absurd is None
+                else (lambda: absurd_throughput(absurd, absurd_url, args.n, watches["absurd"])),
             )
             ph.done("thr")
             if args.limits:
                 await limited_pair(s, args, client, store, worker, limited_first)
                 ph.done("limits")
             await both(
-                s, "seq", lambda: flow_sequential(client, args.seq), on_dbos("sequential", args.seq)
+                s,
+                "seq",
+                lambda: flow_sequential(client, args.seq),
+                on_dbos("sequential", args.seq),
+                on_absurd("sequential", args.seq),
             )
             s.add("seq_eager", "flow", await worker.ask(cmd="sequential", n=args.seq))
             ph.done("seq")
@@ -999,6 +1091,7 @@ async def one_round(
                 "sig",
                 lambda: flow_signal(client, store, args.signals),
                 on_dbos("signal", args.signals),
+                on_absurd("signal", args.signals),
             )
             ph.done("sig")
             await both(
@@ -1098,6 +1191,9 @@ class Row:
     met: bool | None = None
     #: Not measurable here (the figures' source is missing): shown as n/a.
     na: bool = False
+    #: The Absurd side's median and the median of per-round azync_flow / Absurd.
+    absurd: float | None = None
+    absurd_ratio: float | None = None
 
 
 def median_or_none(xs: list[float]) -> float | None:
@@ -1112,11 +1208,15 @@ def compare(
     ok: Callable[[float, float | None], bool | None] | None = None,
     *,
     additive_noise: bool = False,
+    absurd: list[float] | None = None,
+    absurd_ok: Callable[[float, float | None], bool | None] | None = None,
 ) -> Row:
-    """Medians per side and the median of per-round ratios; ``met`` is ``ok(ours, ratio)``.
+    """Medians per side and the median of per-round ratios; ``met`` is ``ok(ours, ratio)``
+    (and ``absurd_ok(ours, ratio to Absurd)`` where given).
 
     ``additive_noise``: for counts that other clients of the server can only raise
     (cluster-wide txids), each side's minimum over rounds and their ratio instead.
+    ``absurd``: the Absurd side's series, compared to ``ours`` the same way.
     """
     if additive_noise:
         a, b = min(ours, default=None), min(other, default=None)
@@ -1126,8 +1226,14 @@ def compare(
         ratios = [x / y for x, y in zip(ours, other, strict=False) if y]
         row = Row(label, median_or_none(ours), median_or_none(other), median_or_none(ratios))
         row.target = target
+    if absurd:
+        row.absurd = median_or_none(absurd)
+        row.absurd_ratio = median_or_none([x / y for x, y in zip(ours, absurd, strict=False) if y])
     if ok is not None and row.ours is not None:
         row.met = ok(row.ours, row.ratio)
+    if absurd_ok is not None and row.ours is not None:
+        met = absurd_ok(row.ours, row.absurd_ratio)
+        row.met = None if row.met is None or met is None else row.met and met
     return row
 
 
@@ -1147,9 +1253,17 @@ def build_rows(
         fn: Callable[[Sample], float],
         target: str = "",
         ok: Callable[[float, float | None], bool | None] | None = None,
-        other: str = "dbos",
+        absurd_ok: Callable[[float, float | None], bool | None] | None = None,
     ) -> Row:
-        return compare(label, series(workload, "flow", fn), series(workload, other, fn), target, ok)
+        return compare(
+            label,
+            series(workload, "flow", fn),
+            series(workload, "dbos", fn),
+            target,
+            ok,
+            absurd=series(workload, "absurd", fn),
+            absurd_ok=absurd_ok,
+        )
 
     def per_sec(n: int) -> Callable[[Sample], float]:
         return lambda x: n / x["seconds"]
@@ -1174,13 +1288,23 @@ def build_rows(
             xs = [fn(x["pg"]) for x in s.get("thr", name) if "pg" in x]
             return [x for x in xs if x is not None]
 
-        ours, other = side("flow"), side("dbos")
+        ours, other, absurd = side("flow"), side("dbos"), side("absurd")
         if not ours and not other:
             return Row(label, None, na=True)
-        return compare(label, ours, other)
+        return compare(label, ours, other, absurd=absurd)
 
-    def statements(fn: Callable[[Sample], float]) -> Callable[[Sample], float | None]:
+    def statements(fn: Callable[[Sample], float | None]) -> Callable[[Sample], float | None]:
         return lambda pg: None if pg["statements"] is None else fn(pg["statements"])
+
+    def hot_share(pg: Sample, table: str | None) -> float | None:
+        """HOT updates / updates over the run (``table="run"``: the side's run table,
+        found by name among its tables; None: all of them)."""
+        updates = pg.get("updates") or {}
+        if table is not None:
+            names = set(RUN_TABLE.values())
+            updates = {t: v for t, v in updates.items() if t in names}
+        total = sum(u for u, _ in updates.values())
+        return sum(h for _, h in updates.values()) / total if total else None
 
     def burst(q: float) -> Callable[[Sample], float]:
         return lambda x: pct(x["burst_ms"], q)
@@ -1190,7 +1314,14 @@ def build_rows(
 
     n = args.n
     rows = [
-        row("3-activity workflows/s", "thr", per_sec(n), ">= 3x", ratio_at_least(3)),
+        row(
+            "3-activity workflows/s",
+            "thr",
+            per_sec(n),
+            ">= 3x, A 1.5x",
+            ratio_at_least(3),
+            ratio_at_least(1.5),
+        ),
         *(
             [
                 compare(
@@ -1231,7 +1362,13 @@ def build_rows(
             "  PG backend CPU ms / workflow",
             lambda pg: None if pg["backend_cpu_s"] is None else pg["backend_cpu_s"] * 1000 / n,
         ),
+        pg_row(
+            "  PG planning ms / workflow (nested too)",
+            statements(lambda st: None if st.get("plan_ms") is None else st["plan_ms"] / n),
+        ),
         pg_row("  PG lock-wait ms / workflow", lambda pg: pg["lock_wait_s"] * 1000 / n),
+        pg_row("  PG HOT share of updates, all tables", lambda pg: hot_share(pg, None)),
+        pg_row("  PG HOT share, run table*", lambda pg: hot_share(pg, "run")),
         pg_row(
             "  machine CPU busy %",
             lambda pg: None if pg["cpu_busy"] is None else pg["cpu_busy"] * 100,
@@ -1377,20 +1514,34 @@ def print_table(
             return "-"
         return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}"
 
-    console = Console(width=120, highlight=False)
-    table = Table("metric", "azync_flow", "DBOS*", "ratio", "target", "met", box=None)
-    for col in table.columns[1:4]:
+    def times(x: float | None) -> str:
+        return f"{x:.2f}x" if x is not None else "-"
+
+    console = Console(width=132, highlight=False)
+    table = Table(
+        "metric", "azync_flow", "DBOS*", "ratio", "Absurd", "vs A", "target", "met", box=None
+    )
+    for col in table.columns[1:6]:
         col.justify = "right"
     for r in rows:
         if r.na:
-            table.add_row(r.label, "n/a", "n/a", "-", r.target, "")
+            table.add_row(r.label, "n/a", "n/a", "-", "n/a", "-", r.target, "")
             continue
-        ratio = f"{r.ratio:.2f}x" if r.ratio is not None else "-"
         met = "" if r.met is None else ("yes" if r.met else "NO")
-        table.add_row(r.label, num(r.ours), num(r.other), ratio, r.target, met)
+        table.add_row(
+            r.label,
+            num(r.ours),
+            num(r.other),
+            times(r.ratio),
+            num(r.absurd),
+            times(r.absurd_ratio),
+            r.target,
+            met,
+        )
     console.print(table)
 
-    thr = {side: s.get("thr", side) for side in ("flow", "dbos")}
+    sides = (("flow", "azync_flow"), ("dbos", "DBOS"), ("absurd", "Absurd"))
+    thr = {side: s.get("thr", side) for side, _ in sides}
     if pgss and thr["flow"]:
         top = Table(
             "side",
@@ -1402,7 +1553,7 @@ def print_table(
         )
         for col in top.columns[2:]:
             col.justify = "right"
-        for side, name in (("flow", "azync_flow"), ("dbos", "DBOS")):
+        for side, name in sides:
             for label, calls, mean, total in top_statements(thr[side], args.n):
                 top.add_row(name, label, f"{calls:.2f}", f"{mean:.3f}", f"{total:.3f}")
         console.print()
@@ -1426,11 +1577,15 @@ def print_table(
         "PG rows: the 3-activity run, the side's database only (pg_stat_statements top-level"
         " statements; backends' /proc CPU; pg_stat_activity sampled every 5 ms for lock"
         " waits). Lock-wait ms / workflow by wait event: "
-        + "; ".join(
-            f"{name} {lock_events(thr[side], args.n)}"
-            for side, name in (("flow", "azync_flow"), ("dbos", "DBOS"))
-            if thr[side]
-        ),
+        + "; ".join(f"{name} {lock_events(thr[side], args.n)}" for side, name in sides if thr[side])
+        + ". Planning: every statement's, PL/pgSQL's nested ones included"
+        " (pg_stat_statements.track = all and track_planning = on give the full figure)."
+        " HOT share: pg_stat_user_tables over the run; run table*: "
+        + ", ".join(f"{name} {RUN_TABLE[side]}" for side, name in sides)
+        + ".",
+        "Absurd: one process runs its worker loop (concurrency"
+        f" {CONCURRENCY}, one shared connection) and its client, which polls for results every"
+        " 5 ms (no push); rows without an Absurd figure have no Absurd workload.",
         "write txns: COMMIT records in the WAL of transactions that wrote the side's"
         " database (pg_walinspect)."
         if not background
@@ -1456,11 +1611,17 @@ def print_table(
 
 async def bench(args: argparse.Namespace) -> None:
     admin, where = (args.dsn, "--dsn") if args.dsn else resolve_dsn()
-    with_dbos = not args.no_dbos and dbos_available()
-    env = Env(admin, str(os.getpid()), with_dbos)
+    with_dbos = not args.no_dbos and importable("import dbos, sqlalchemy, psycopg")
+    with_absurd = not args.no_absurd and importable("import absurd_sdk, absurdctl, psycopg")
+    env = Env(admin, str(os.getpid()), with_dbos, with_absurd)
     print(f"PostgreSQL: {where}; databases {', '.join(env.db(s) for s in env.sides())}")
     if not with_dbos:
-        print("DBOS: not importable (pip install 'azync-flow[bench]') or --no-dbos; one side only")
+        print("DBOS: not importable (pip install 'azync-flow[bench]') or --no-dbos; no DBOS side")
+    if not with_absurd:
+        print(
+            "Absurd: not importable (pip install 'azync-flow[bench]') or --no-absurd;"
+            " no Absurd side"
+        )
     for side in env.sides():
         await recreate(admin, env.db(side))
     try:
@@ -1524,6 +1685,7 @@ def main() -> None:
         help=f"small sizes ({', '.join(f'{k}={v}' for k, v in QUICK.items())}), ~3 min",
     )
     parser.add_argument("--no-dbos", action="store_true", help="skip the DBOS side")
+    parser.add_argument("--no-absurd", action="store_true", help="skip the Absurd side")
     parser.add_argument(
         "--limits",
         action="store_true",
