@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from azync_flow._text import shorten
 from azync_flow.codec import decode_value, encode_value
 from azync_flow.errors import PayloadCodecError, PayloadError
 from azync_flow.payload_codec import MAGIC, describe_envelope, is_envelope
@@ -105,12 +106,13 @@ def json_line(value: Any) -> str:
 
 
 def preview(data: bytes | Any | None, limit: int = PREVIEW_CHARS) -> str:
-    """A payload as compact JSON cut to `limit` characters (`…` marks the cut)."""
+    """A payload as compact JSON cut after a comma to at most `limit` characters
+    (`…` marks the cut)."""
     if data is None:
         return ""
     value = payload_json(bytes(data)) if isinstance(data, (bytes, bytearray)) else data
     text = json_line(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(text, limit, breaks_after=",")
 
 
 def when(value: datetime | None) -> str:

@@ -139,6 +139,19 @@ class AzyncError(Exception):
         return f"[{self.code}] {super().__str__()}"
 
 
+def error_message(exc: BaseException) -> str:
+    """``str(exc)`` without the ``[code]`` tag an :class:`AzyncError` starts with.
+
+    A failure is recorded as ``<Type>: <message>``: the type already says what
+    the tag would, so ``Uncertain("provider timed out")`` is recorded as
+    ``Uncertain: provider timed out``. Other exceptions are unchanged.
+    """
+    text = str(exc)
+    if isinstance(exc, AzyncError):
+        return text.removeprefix(f"[{exc.code}] ")
+    return text
+
+
 class StoreError(AzyncError):
     """Base of errors from the store: the database said no, or cannot be reached."""
 

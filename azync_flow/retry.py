@@ -26,6 +26,7 @@ from datetime import timedelta
 import msgspec
 
 from azync_flow._text import clean_text
+from azync_flow.errors import error_message
 
 __all__ = ["RetryDecision", "RetryPolicy", "describe_error", "error_type_names"]
 
@@ -152,9 +153,10 @@ def describe_error(exc: BaseException, *, limit: int = 8192) -> str:
 
     NUL characters (which Postgres ``text`` rejects) are shown as ``\\x00`` and
     lone surrogates are backslash-escaped, so recording a failure can never
-    itself fail. Long messages are cut to ``limit`` characters.
+    itself fail. Long messages are cut to ``limit`` characters. The type is
+    named once: an azync_flow error's ``[code]`` tag is left out.
     """
-    message = str(exc)
+    message = error_message(exc)
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     text = clean_text(text)
     if len(text) > limit:

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from azync_flow._text import shorten
 from azync_flow.errors import NotFoundError
 from azync_flow.store.admin import JobFilter
 from azync_flow.store.postgres import PostgresStore
@@ -100,7 +101,7 @@ def _print_list(rows: list[Job], total: int, offset: int, as_json: bool, empty: 
             ("ENQUEUED (UTC)", lambda j: when(j.enqueued_at)),
             ("RUN AT (UTC)", lambda j: when(j.run_at)),
             ("PAYLOAD", lambda j: preview(j.payload)),
-            ("LAST ERROR", lambda j: j.last_error[:60]),
+            ("LAST ERROR", lambda j: shorten(j.last_error, 60)),
         ],
         empty=empty,
     )

@@ -26,6 +26,7 @@ from azync_flow._display import payload_json as payload_json
 from azync_flow._display import preview as preview
 from azync_flow._display import to_plain as to_plain
 from azync_flow._display import when as when
+from azync_flow._text import shorten
 
 #: Headers of free-text columns: cut with "…" to fit the terminal (others never are).
 _FREE_TEXT = frozenset(
@@ -86,8 +87,8 @@ def table(rows: Iterable[Any], columns: Columns, *, title: str = "", empty: str 
     """Print ``rows`` as a table, one line per row (or ``empty`` when there are none).
 
     Ids, states, times and counts are shown whole (ids are copied into the next
-    command); free text (payload previews, reasons, details) is cut with ``…``
-    to fit the terminal. On a terminal too narrow for that, cells wrap instead.
+    command); free text (payload previews, reasons, details) is cut at a word
+    boundary with ``…`` to fit the terminal. On a terminal too narrow for that, cells wrap instead.
     """
     rows = list(rows)
     out = console()
@@ -102,6 +103,10 @@ def table(rows: Iterable[Any], columns: Columns, *, title: str = "", empty: str 
     room = out.width - (3 * len(headers) + 1) - fixed
     fits = room >= 6 * len(free)
     widths = [min(w, room // len(free)) if fits and i in free else w for i, w in enumerate(natural)]
+    if fits:  # cut free text at a word boundary; rich's own cut splits words
+        cells = [
+            [shorten(c, widths[i]) if i in free else c for i, c in enumerate(r)] for r in cells
+        ]
     grid = Table(title=title or None, title_justify="left", header_style="bold")
     for i, header in enumerate(headers):
         if fits:

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from azync_flow._operations import decode_operation, seq_of_execution_key
+from azync_flow._text import shorten
 from azync_flow.client import Client, UncertainOperationView
 from azync_flow.dag import DAGClient
 from azync_flow.errors import NotFoundError
@@ -150,12 +151,14 @@ class ExecutionPage:
 
 
 def head_text(head: bytes | None, length: int | None, limit: int = 96) -> str:
-    """A stored payload's first bytes as text for a list cell, ``…`` when cut."""
+    """A stored payload's first bytes as text for a list cell, cut after a comma
+    with ``…`` when longer than ``limit``, ``…`` also when only its head was read."""
     if head is None:
         return ""
     text = bytes(head).decode("utf-8", "replace")
-    cut = (length or 0) > len(head) or len(text) > limit
-    return text[:limit] + ("…" if cut else "")
+    if len(text) > limit:
+        return shorten(text, limit, breaks_after=",")
+    return text + ("…" if (length or 0) > len(head) else "")
 
 
 def _blocked(r: Mapping[str, Any]) -> str:

@@ -40,6 +40,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from azync_flow._text import shorten
+
 __all__ = [
     "COMMAND_TYPES",
     "EVENT_TYPES",
@@ -94,10 +96,15 @@ class Event(msgspec.Struct, tag_field="type", tag=True, kw_only=True):
         return type(self).__name__
 
 
+#: Characters of free text (a message, a reason, a note) a description shows.
+_DETAIL = 60
+
+
 def _shown(raw: msgspec.Raw, limit: int = 80) -> str:
-    data = bytes(raw)
-    shown = data if len(data) <= limit else data[: limit - 3] + b"..."
-    return shown.decode("utf-8", "replace")
+    """A JSON payload, cut after a comma with ``…`` when longer than ``limit``."""
+    # enough bytes for limit + 1 whole characters: a cut never splits one
+    text = bytes(raw)[: 4 * limit + 4].decode("utf-8", "replace")
+    return shorten(text, limit, breaks_after=",")
 
 
 # --- commands -----------------------------------------------------------------
@@ -277,7 +284,9 @@ class UpdateCompleted(Event):
     message: str = ""
 
     def describe(self) -> str:
-        outcome = f"{self.error_type}: {self.message[:60]}" if self.error_type else "ok"
+        outcome = (
+            f"{self.error_type}: {shorten(self.message, _DETAIL)}" if self.error_type else "ok"
+        )
         return f"UpdateCompleted({self.name}, id={self.update_id!r}, {outcome})"
 
 
@@ -312,7 +321,7 @@ class CancelRequested(Event):
     reason: str = ""
 
     def describe(self) -> str:
-        return f"CancelRequested({self.reason[:60]})"
+        return f"CancelRequested({shorten(self.reason, _DETAIL)})"
 
 
 class UpdateAccepted(Event):
@@ -361,7 +370,8 @@ class ActivityFailed(Event):
         timeout = f", timeout={self.timeout}" if self.timeout else ""
         return (
             f"ActivityFailed(scheduled_seq={self.scheduled_seq}, "
-            f"{self.error_type}: {self.message[:60]}, attempts={self.attempts}{timeout})"
+            f"{self.error_type}: {shorten(self.message, _DETAIL)}, "
+            f"attempts={self.attempts}{timeout})"
         )
 
 
@@ -373,7 +383,8 @@ class OperationUncertain(Event):
     reason: str = ""
 
     def describe(self) -> str:
-        return f"OperationUncertain(scheduled_seq={self.scheduled_seq}, {self.reason[:60]})"
+        reason = shorten(self.reason, _DETAIL)
+        return f"OperationUncertain(scheduled_seq={self.scheduled_seq}, {reason})"
 
 
 class OperationResolved(Event):
@@ -391,7 +402,7 @@ class OperationResolved(Event):
 
     def describe(self) -> str:
         by = f" by {self.decided_by}" if self.decided_by else ""
-        note = f": {self.note[:60]}" if self.note else ""
+        note = f": {shorten(self.note, _DETAIL)}" if self.note else ""
         return f"OperationResolved(scheduled_seq={self.scheduled_seq}, {self.decision}{by}{note})"
 
 
@@ -421,7 +432,7 @@ class ChildFailed(Event):
     def describe(self) -> str:
         return (
             f"ChildFailed(started_seq={self.started_seq}, {self.state}, "
-            f"{self.error_type}: {self.message[:60]})"
+            f"{self.error_type}: {shorten(self.message, _DETAIL)})"
         )
 
 
@@ -435,7 +446,7 @@ class WorkflowTerminated(Event):
     terminated_by: str = ""
 
     def describe(self) -> str:
-        return f"WorkflowTerminated(by {self.terminated_by}: {self.reason[:60]})"
+        return f"WorkflowTerminated(by {self.terminated_by}: {shorten(self.reason, _DETAIL)})"
 
 
 class WorkflowTimedOut(Event):

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from azync_flow._text import clean_text, escape_surrogates
-from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
+from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError, error_message
 from azync_flow.store.workflows import BufferedSignal, UpdateOutcome
 
 __all__ = [
@@ -279,9 +279,13 @@ class PassOutcome:
 
 
 def safe_message(exc: BaseException) -> str:
-    """``str(exc)`` made encodable (lone surrogates escaped); NUL is kept (JSON escapes it)."""
+    """``str(exc)`` made encodable (lone surrogates escaped); NUL is kept (JSON escapes it).
+
+    It is recorded beside the type's name, so an azync_flow error's ``[code]``
+    tag is left out (the type names it once).
+    """
     try:
-        message = str(exc)
+        message = error_message(exc)
     except Exception:  # a broken __str__ must not break recording the failure
         return f"<unprintable {type(exc).__name__}>"
     return escape_surrogates(message)

@@ -52,6 +52,7 @@ from azync_flow.errors import (
     PayloadError,
     Uncertain,
     UnknownWorkflowError,
+    error_message,
     is_not_found,
 )
 from azync_flow.payload_codec import UNDECODABLE_RETRY
@@ -385,7 +386,7 @@ class ActivityRunner:
                     event = ActivityFailed(
                         scheduled_seq=op.seq,
                         error_type=type(exc).__name__,
-                        message=clean_text(str(exc))[:8192],
+                        message=clean_text(error_message(exc))[:8192],
                         attempts=job.attempt,
                     )
                     await self._late_ignored(
@@ -397,7 +398,7 @@ class ActivityRunner:
         event = ActivityFailed(
             scheduled_seq=op.seq,
             error_type=type(exc).__name__,
-            message=clean_text(str(exc))[:8192],
+            message=clean_text(error_message(exc))[:8192],
             attempts=job.attempt,
             timeout=getattr(exc, "azync_timeout", ""),
         )

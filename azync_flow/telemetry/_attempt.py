@@ -14,6 +14,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from azync_flow.errors import error_message
 from azync_flow.telemetry._names import (
     ATTR_EVENTS_REPLAYED,
     ATTR_HISTORY_LENGTH,
@@ -119,7 +120,7 @@ class AttemptSpan:
             return
         self._failed_with = exc
         self._span.record_exception(exc, attributes=dict(attributes or {}))
-        message = str(exc)
+        message = error_message(exc)
         name = type(exc).__name__
         self._span.set_status(Status(StatusCode.ERROR, f"{name}: {message}" if message else name))
 

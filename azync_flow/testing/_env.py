@@ -5,10 +5,12 @@ from the current time when the environment starts, and that tests skip
 forward: by :meth:`WorkflowEnvironment.sleep`, by
 :meth:`WorkflowEnvironment.run_until_settled`, or automatically while
 ``handle.result()`` waits and nothing is runnable.
-A skip always goes to the next due moment the store reports
-(``next_due_at``: timers, sleeps, signal-wait timeouts, retry backoffs,
-snoozes, DAG sleep tasks) and lets the worker run everything that became due
-before it moves on, so timed things run in time order.
+A skip always goes to the next due moment (timers, sleeps, signal-wait
+timeouts, retry backoffs, snoozes, DAG sleep tasks, schedule fires) or
+deadline (execution and run timeouts, activity schedule-to-start and
+schedule-to-close timeouts), whichever comes first, and lets the worker run
+everything that became due before it moves on, so timed things run in time
+order and nothing runs past a deadline.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from azync_flow.store.queue import Source
 from azync_flow.worker import Retention, Worker
 
 from ._clock import MovableClock
+from ._deadlines import next_due
 
 if TYPE_CHECKING:
     from azync_flow.dag import DAG, DAGClient, DAGWorkerBinding
@@ -208,7 +211,9 @@ class WorkflowEnvironment:
         """Skip ``duration`` of time, running everything that becomes due in order.
 
         The clock jumps from one due moment to the next (timers, sleeps, retry
-        backoffs, snoozes, DAG sleep tasks, signal-wait timeouts), letting the
+        backoffs, snoozes, DAG sleep tasks, signal-wait timeouts, schedule
+        fires) or deadline (execution, run, schedule-to-start and
+        schedule-to-close timeouts), whichever comes first, letting the
         worker run whatever became runnable at each before moving on, and ends
         ``duration`` after it started (plus the milliseconds the worker took),
         with nothing runnable left. Attempts running when it is called finish
@@ -223,14 +228,14 @@ class WorkflowEnvironment:
         target = self.now + duration
         await self.settle()
         async with self._skipping:
-            while (due := await self.store.next_due_at()) is not None and due <= target:
+            while (due := await next_due(self.store, self.now)) is not None and due <= target:
                 await self._move_clock(due)
                 await self.settle()
             await self._move_clock(target)
             await self.settle()
 
     async def skip_to_next_due(self) -> bool:
-        """Jump to the next due moment and run what became runnable there.
+        """Jump to the next due moment or deadline and run what became runnable there.
 
         Call it when nothing is runnable (after :meth:`settle`); it does not
         run what is runnable now first.
@@ -239,7 +244,7 @@ class WorkflowEnvironment:
             False when nothing is waiting on time (the clock did not move).
         """
         async with self._skipping:  # one skip at a time: two would jump twice
-            due = await self.store.next_due_at()
+            due = await next_due(self.store, self.now)
             if due is None:
                 return False
             await self._move_clock(due)

@@ -158,7 +158,7 @@ async def test_an_activity_result_that_is_not_finite_fails_the_step_once_and_is_
     handle = await Client(store).start(pp_divide, 0)
     await local_runtime(store, [pp_divide], [pp_ratio]).run_until_idle()
     assert await handle.result(timeout=5) == (
-        "PayloadEncodeError after 1: [payload_encode] result of activity 'pp_ratio' is not "
+        "PayloadEncodeError after 1: result of activity 'pp_ratio' is not "
         "JSON-encodable: it contains a NaN or infinite float, which JSON cannot represent "
         "(it would be stored as null)"
     )

@@ -102,7 +102,7 @@ async def test_worker_logs_registrations_activity_retries_and_suspensions(
     assert f"{handle.id}: attempt 1 failed, retrying in 0.00s" in retry
     assert retry.endswith("ConnectionError: carrier API reset the connection")
     suspended = next(m for m in info if m.startswith(f"workflow {handle.id} suspended"))
-    assert "is uncertain: Uncertain: [uncertain] provider timed out after the request" in suspended
+    assert "is uncertain: Uncertain: provider timed out after the request" in suspended
     assert "$op:charge@" in suspended
 
 

@@ -8,6 +8,8 @@ from datetime import timedelta
 import pytest
 
 import azync_flow.worker as worker_pkg
+from azync_flow.errors import Uncertain, UnknownKindError
+from azync_flow.replay.outcome import safe_message
 from azync_flow.retry import RetryDecision, RetryPolicy, describe_error
 
 
@@ -96,3 +98,14 @@ def test_describe_error_is_type_and_message_and_always_storable() -> None:
     assert text == "RuntimeError: a\\x00b \\ud800 c"
     text.encode("utf-8")  # encodable: no lone surrogate survives
     assert len(describe_error(ValueError("x" * 20_000), limit=100)) == 100
+
+
+def test_a_failure_reason_names_the_error_type_once() -> None:
+    """An azync_flow error's ``[code]`` tag repeats its type: the reason and the
+    recorded message leave it out; a message of another error keeps its text."""
+    assert describe_error(Uncertain("provider timed out")) == "Uncertain: provider timed out"
+    assert describe_error(UnknownKindError("ghost")) == (
+        "UnknownKindError: no handler is registered for kind 'ghost'"
+    )
+    assert safe_message(Uncertain("provider timed out")) == "provider timed out"
+    assert describe_error(ValueError("[draft] not sent")) == "ValueError: [draft] not sent"

@@ -82,7 +82,7 @@ async def test_typed_payload_decodes_to_struct_and_bad_payload_is_dead_at_once(
     assert dead.state == JobState.DEAD
     assert dead.attempt == 1
     assert dead.last_error.startswith(
-        "PayloadError: [payload] payload of kind 'order' does not match Order: "
+        "PayloadError: payload of kind 'order' does not match Order: "
     )
 
 
@@ -176,9 +176,7 @@ async def test_job_of_unregistered_kind_is_dead_with_clear_error(store: Postgres
     await loop.runner(job, handle)
     dead = await get(store, job_id)
     assert dead.state == JobState.DEAD
-    assert dead.last_error == (
-        "UnknownKindError: [unknown_kind] no handler is registered for kind 'ghost'"
-    )
+    assert dead.last_error == ("UnknownKindError: no handler is registered for kind 'ghost'")
 
 
 async def test_register_rejects_sync_handlers_and_duplicate_kinds(store: PostgresStore) -> None:

@@ -340,6 +340,22 @@ async def test_workflow_terminate_ends_a_run_no_worker_can_run(
     assert "terminated (finished); cannot terminate" in err
 
 
+async def test_history_detail_cuts_a_long_reason_at_a_word_boundary_with_an_ellipsis(
+    cli: Cli, store: PostgresStore
+) -> None:
+    reason = "the customer asked twice on the phone to stop the order before it was packed"
+    handle = await Client(store).start(cli_greeter, "ann")
+    await cli("workflows", "terminate", str(handle.id), "--reason", reason, "--by", "ann")
+    code, out, _ = await cli("workflows", "history", str(handle.id), as_json=False)
+    assert code == 0
+    (row,) = [line for line in out.splitlines() if "WorkflowTerminated" in line]
+    detail = row.split("by ann: ", 1)[1].rstrip(" │|")
+    assert detail.endswith("…"), row
+    cut = detail.removesuffix("…")
+    assert reason.startswith(cut), row
+    assert reason[len(cut)] == " ", row  # the last word shown is whole
+
+
 async def test_workflow_stalled_lists_a_run_whose_task_was_lost(
     cli: Cli, store: PostgresStore
 ) -> None:
