@@ -177,7 +177,11 @@ class ActivityRunner:
         self.max_payload_bytes = max_payload_bytes
         #: Reconcile hooks (inline after parking; the leader's maintenance runs
         #: ``reconciler.run_once``). None: park only, never call hooks.
-        self.reconciler: Reconciler | None = reconciler or Reconciler(store, registry)  # type: ignore[arg-type]
+        self.reconciler: Reconciler | None = reconciler or Reconciler(
+            store,  # type: ignore[arg-type]
+            registry,
+            tracer=self.tracer,
+        )
         self.attempts = 0
         #: Reports dropped because another attempt or a decision owned the operation.
         self.late_ignored = 0
