@@ -50,6 +50,7 @@ from azync_flow.errors import (
     LeaseLost,
     PayloadCodecError,
     PayloadError,
+    TransactionMisuseError,
     Uncertain,
     UnknownWorkflowError,
     is_not_found,
@@ -360,7 +361,7 @@ class ActivityRunner:
             await self._leave_undecodable(job, token, op, exc, span)
             return
         retry = op.retry
-        if isinstance(exc, PayloadError):
+        if isinstance(exc, PayloadError | TransactionMisuseError):
             decision = RetryDecision.NON_RETRYABLE
         else:
             decision = retry.decide(exc, job.attempt, job.max_attempts)
