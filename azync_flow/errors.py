@@ -45,6 +45,8 @@ Tree::
     │   │                                (its codec or key is not configured, corrupt bytes)
     │   └── PayloadTooLargeError        (size, limit)
     ├── LeaseLost                       a job's lease token no longer owns the row
+    ├── TransactionMisuseError          (step, misuse) — a ``@transaction`` step committed,
+    │                                    rolled back or closed the connection it was given
     ├── UnknownKindError                (kind) — no handler is registered for a job's kind
     ├── DAGValidationError              (dag, task) — also a ValueError
     ├── ScheduleError                   an unknown schedule id, an unusable action
@@ -113,6 +115,7 @@ __all__ = [
     "Snooze",
     "StoreError",
     "StoreUnavailableError",
+    "TransactionMisuseError",
     "Uncertain",
     "UnknownKindError",
     "UnknownWorkflowError",
@@ -770,6 +773,38 @@ class LeaseLost(AzyncError):
     """
 
     code = "lease_lost"
+
+
+class TransactionMisuseError(AzyncError):
+    """A ``@transaction`` step did what only its runtime may do with the
+    connection it was given: ended the step's transaction (``COMMIT`` or
+    ``ROLLBACK``) or closed the connection.
+
+    Its writes are then no longer tied to its recorded result (a ``COMMIT``
+    made the writes before it durable on their own), so the attempt fails at
+    once and is never retried: the workflow sees an :class:`ActivityError` of
+    this type. Closing is refused where it is called (``close()`` and
+    ``terminate()`` raise this), so the connection stays usable and the step's
+    writes roll back.
+
+    Attributes:
+        step: the step's registered name.
+        misuse: what it did, in words (``"closed the connection"``, ...).
+    """
+
+    code = "transaction_misuse"
+
+    def __init__(self, step: str, misuse: str) -> None:
+        self.step = step
+        self.misuse = misuse
+        super().__init__(
+            f"transactional step {step!r} {misuse} it was given: the runtime owns the "
+            "step's transaction (it commits the step's writes with its recorded result); "
+            "the attempt fails and is not retried"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.step, self.misuse))
 
 
 class UnknownKindError(AzyncError):

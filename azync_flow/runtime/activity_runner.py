@@ -18,6 +18,11 @@ expired meanwhile) resolves the operation if nobody decided yet
 A report refused only because its own first try committed (the reply was lost
 with the connection) is recognised as settled, not late.
 
+Once the call has returned or raised, its report (success, failure or
+``Uncertain``) is shielded from the attempt's cancellation (a lost lease, the
+worker stopping): it runs to its end, in one place (``_report``), and the
+attempt ends cancelled after it.
+
 A result that cannot be encoded (``PayloadEncodeError``, e.g. a lone surrogate)
 or is over the size limit fails the step at once as non-retryable, recorded
 with a sanitised message, so a bad value never leaves a run stuck.
@@ -26,15 +31,14 @@ with a sanitised message, so a bad value never leaves a run stuck.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
@@ -50,6 +54,7 @@ from azync_flow.errors import (
     LeaseLost,
     PayloadCodecError,
     PayloadError,
+    TransactionMisuseError,
     Uncertain,
     UnknownWorkflowError,
     error_message,
@@ -79,6 +84,7 @@ if TYPE_CHECKING:
 __all__ = ["ActivityRunner", "log_suspended"]
 
 log = logging.getLogger("azync_flow.activity")
+T = TypeVar("T")
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -178,7 +184,11 @@ class ActivityRunner:
         self.max_payload_bytes = max_payload_bytes
         #: Reconcile hooks (inline after parking; the leader's maintenance runs
         #: ``reconciler.run_once``). None: park only, never call hooks.
-        self.reconciler: Reconciler | None = reconciler or Reconciler(store, registry)  # type: ignore[arg-type]
+        self.reconciler: Reconciler | None = reconciler or Reconciler(
+            store,  # type: ignore[arg-type]
+            registry,
+            tracer=self.tracer,
+        )
         self.attempts = 0
         #: Reports dropped because another attempt or a decision owned the operation.
         self.late_ignored = 0
@@ -188,6 +198,10 @@ class ActivityRunner:
         #: Fault-injection point for tests: called with (job, event type) once the
         #: attempt has ended, before its outcome is committed (may be async).
         self.before_settle: Callable[[Job, str], Any] | None = None
+        #: Fault-injection point for tests: called with (job, report) at the start
+        #: of each report of an attempt (``succeeded``, ``failed``, ``uncertain``),
+        #: inside its shield (may be async).
+        self.before_report: Callable[[Job, str], Any] | None = None
         #: Records an outcome together with the next pass of its execution when
         #: this worker caches it (None: always alone, ``complete_operation``).
         self.folder: CompletionFolder | None = None
@@ -251,7 +265,9 @@ class ActivityRunner:
         if not await self._require_heartbeats(job, token, op, lease):
             return
         if isinstance(defn, TransactionDefinition):
-            await run_transactional(self, job, token, op, defn, lease, span, info, self._failed)
+            await run_transactional(
+                self, job, token, op, defn, lease, span, info, self._report_failure
+            )
             return
         limit = op.start_to_close.total_seconds() if op.start_to_close is not None else None
         timer = asyncio.timeout(limit)
@@ -290,31 +306,65 @@ class ActivityRunner:
                 raise
             except Uncertain as exc:
                 span.record_failure(exc)
-                if await self._uncertain(job, token, exc):
+                if await self._report(job, "uncertain", self._mark_uncertain(job, token, exc)):
                     span.set_outcome(AttemptOutcome.UNCERTAIN)
+                    await self._reconcile_inline(job)
                 return
             except Exception as exc:
                 span.record_failure(exc)
-                await self._failed(job, token, op, exc, span, lease)
+                await self._report_failure(job, token, op, exc, span, lease)
                 return
         event = ActivityCompleted(
             scheduled_seq=op.seq, result=msgspec.Raw(result), attempts=job.attempt
         )
-        report = asyncio.ensure_future(
-            self._settle(job, token, *encode_event(event), op=op, result=result, lease=lease)
-        )
-        try:
-            settled = await asyncio.shield(report)
-        except asyncio.CancelledError:
-            # The call returned, so its outcome is real even though the attempt is
-            # being cancelled (its lease was lost, or the worker stops): the report
-            # goes on, and lands as a late report, before the attempt ends.
-            with contextlib.suppress(Exception):
-                if await report:
-                    span.set_outcome(AttemptOutcome.SUCCEEDED)
-            raise
-        if settled:
+        settle = self._settle(job, token, *encode_event(event), op=op, result=result, lease=lease)
+        if await self._report(job, "succeeded", settle):
             span.set_outcome(AttemptOutcome.SUCCEEDED)
+
+    async def _report(self, job: Job, report: str, write: Coroutine[Any, Any, T]) -> T:
+        """Run one report of an ended attempt (``write``: its success, failure
+        or Uncertain) to its end, even when the attempt is cancelled meanwhile.
+
+        The attempt's outcome is real once the call returned or raised, so a
+        cancellation arriving now (its lease was lost, the worker stops) must
+        not cut the report off: the report goes on (landing as a late report
+        if the lease is gone) and the attempt ends, cancelled, once it is done.
+        A second cancellation while it finishes gives up on it.
+
+        Returns:
+            What ``write`` returns.
+
+        Raises:
+            CancelledError: the attempt was cancelled (after the report ended).
+        """
+        task = asyncio.ensure_future(self._reporting(job, report, write))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            try:
+                await task
+            except Exception:
+                log.exception("%s report of operation %s failed", report, job.id)
+            raise
+
+    async def _reporting(self, job: Job, report: str, write: Coroutine[Any, Any, T]) -> T:
+        if self.before_report is not None:
+            hooked = self.before_report(job, report)
+            if inspect.isawaitable(hooked):
+                await hooked
+        return await write
+
+    async def _report_failure(
+        self,
+        job: Job,
+        token: uuid.UUID,
+        op: OperationPayload,
+        exc: Exception,
+        span: AttemptSpan,
+        lease: Any = None,
+    ) -> None:
+        """Report a failed attempt (retry, dead or left for another worker), shielded."""
+        await self._report(job, "failed", self._failed(job, token, op, exc, span, lease))
 
     async def _leave_undecodable(
         self,
@@ -357,7 +407,7 @@ class ActivityRunner:
             await self._leave_undecodable(job, token, op, exc, span)
             return
         retry = op.retry
-        if isinstance(exc, PayloadError):
+        if isinstance(exc, PayloadError | TransactionMisuseError):
             decision = RetryDecision.NON_RETRYABLE
         else:
             decision = retry.decide(exc, job.attempt, job.max_attempts)
@@ -452,9 +502,9 @@ class ActivityRunner:
         log_suspended(job, reason)
         return True
 
-    async def _uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> bool:
-        """Park the operation as uncertain (suspends the execution), never retry it;
-        then ask its reconcile hook, if it has one. Returns False when the lease was lost."""
+    async def _mark_uncertain(self, job: Job, token: uuid.UUID, exc: Uncertain) -> bool:
+        """Park the operation as uncertain (suspends the execution), never retry it.
+        Returns False when the lease was lost."""
         reason = describe_error(exc)
         try:
             event_type, payload = uncertain_event(job, reason)
@@ -466,12 +516,16 @@ class ActivityRunner:
                 raise
             return False
         log_suspended(job, reason)
+        return True
+
+    async def _reconcile_inline(self, job: Job) -> None:
+        """Ask the reconcile hook of a just-parked operation, if it has one (the
+        leader's maintenance asks again when this fails)."""
         if self.reconciler is not None and job.kind in self.reconciler.kinds():
             try:
                 await self.reconciler.reconcile_id(job.id)
             except Exception:  # the leader's maintenance retries the hook later
                 log.exception("inline reconcile of operation %s failed", job.id)
-        return True
 
     async def _settle(
         self,

@@ -14,6 +14,12 @@ extra commit. A serialization failure or deadlock anywhere in the transaction
 attempt; any other exception leaves the block (rolled back) and follows the
 retry policy. A crash before the COMMIT loses the connection and with it the
 step's writes; the lease expires and the step runs again.
+
+The step may not end the transaction or close the connection itself: its
+``close()``/``terminate()`` raise :class:`~azync_flow.errors.TransactionMisuseError`
+where they are called, and a transaction found ended (``COMMIT`` or
+``ROLLBACK``) when the step returns or raises fails the attempt with that
+error, for good, before anything is recorded on the connection.
 """
 
 from __future__ import annotations
@@ -31,7 +37,12 @@ from azync_flow._operations import OperationPayload
 from azync_flow._transient import MAX_CONFLICT_RERUNS, is_transient, retry_transient
 from azync_flow._workflow.attempt import ActivityInfo, activity_context
 from azync_flow._workflow.transactional import TransactionDefinition
-from azync_flow.errors import PayloadError, StoreUnavailableError, is_not_found
+from azync_flow.errors import (
+    PayloadError,
+    StoreUnavailableError,
+    TransactionMisuseError,
+    is_not_found,
+)
 from azync_flow.replay.events import ActivityCompleted, encode_event
 from azync_flow.store.queue import Job, JobState
 from azync_flow.store.workflows import (
@@ -162,27 +173,75 @@ async def _run_step(
     limit: float | None,
     job: Job,
 ) -> bytes | Exception:
-    """Call the step on the transaction's connection: its encoded result, or its error."""
+    """Call the step on the transaction's connection: its encoded result, or its
+    error (a :class:`TransactionMisuseError` first, when the step ended the
+    transaction or tried to close the connection)."""
     timer = asyncio.timeout(limit)
+    conn = _StepConnection(tx.connection, defn.name)
     try:
         with activity_context(info):
             async with timer:
-                result = await defn.run_in(tx.connection, bytes(op.input))
+                result = await defn.run_in(conn, bytes(op.input))
     except TimeoutError as err:
         if timer.expired():
-            return TimeoutError(
+            return conn.misuse() or TimeoutError(
                 f"activity {op.activity} exceeded start_to_close={limit:g}s "
                 f"(attempt {job.attempt}); its transaction was rolled back"
             )
-        return err
+        return conn.misuse() or err
     except Exception as err:
-        return err
+        return conn.misuse() or err
+    misuse = conn.misuse()
+    if misuse is not None:
+        return misuse
     if runner.max_payload_bytes is not None and len(result) > runner.max_payload_bytes:
         return PayloadError(
             f"result of activity {op.activity!r} is {len(result)} bytes, "
             f"over the limit of {runner.max_payload_bytes}"
         )
     return result
+
+
+class _StepConnection:
+    """The connection a step is given: the transaction's own, except that
+    ``close()`` and ``terminate()`` are refused (they would take the store's
+    connection, and the step's transaction, away), and that it can tell
+    whether the step ended the transaction itself."""
+
+    __slots__ = ("_closing", "_conn", "_step")
+
+    def __init__(self, conn: Any, step: str) -> None:
+        self._conn = conn
+        self._step = step
+        self._closing = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def __repr__(self) -> str:
+        return f"<connection of transactional step {self._step!r}: {self._conn!r}>"
+
+    def _refuse(self) -> TransactionMisuseError:
+        self._closing = True
+        return TransactionMisuseError(self._step, "closed the connection")
+
+    async def close(self, **_: Any) -> None:
+        raise self._refuse()
+
+    def terminate(self) -> None:
+        raise self._refuse()
+
+    def misuse(self) -> TransactionMisuseError | None:
+        """The step's misuse of its connection, if any: a refused close, or the
+        transaction ended (a connection that was lost is not the step's doing:
+        the caller's ``StoreUnavailableError`` path handles it)."""
+        if self._closing:
+            return self._refuse()
+        if not self._conn.is_closed() and not self._conn.is_in_transaction():
+            return TransactionMisuseError(
+                self._step, "ended its transaction (COMMIT or ROLLBACK) on the connection"
+            )
+        return None
 
 
 async def _record(

@@ -13,7 +13,6 @@ from collections import OrderedDict
 from datetime import timedelta
 from typing import Any
 
-from azync_flow import _metrics
 from azync_flow._decisions import resolve_operation
 from azync_flow._operations import decode_operation, seq_of_execution_key
 from azync_flow._text import clean_text
@@ -24,6 +23,7 @@ from azync_flow.replay.events import OperationUncertain, encode_event
 from azync_flow.retry import describe_error
 from azync_flow.store.queue import Job
 from azync_flow.store.workflows import UncertainStore
+from azync_flow.telemetry import RunEvent, RunTracer
 
 __all__ = ["Reconciler", "uncertain_event"]
 
@@ -71,6 +71,9 @@ class Reconciler:
         store: the store.
         registry: activity definitions (their ``reconcile`` option).
         hook_timeout: a hook running longer counts as a hook error.
+        tracer: where the ``uncertain.resolved <activity>`` span of each
+            applied decision goes (default: the global tracer provider), as
+            for a decision taken through the client.
     """
 
     def __init__(
@@ -79,9 +82,11 @@ class Reconciler:
         registry: Registry,
         *,
         hook_timeout: timedelta = timedelta(seconds=30),
+        tracer: RunTracer | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
+        self.tracer = tracer or RunTracer()
         self.hook_timeout = hook_timeout.total_seconds()
         #: verdicts applied by this reconciler, for tests and metrics
         self.outcomes: list[str] = []
@@ -179,7 +184,17 @@ class Reconciler:
         except Exception as exc:  # e.g. a result that cannot be encoded
             return await self._leave(op, "error", f"applying the verdict failed: {exc!r}")
         self.outcomes.append(decision)
-        _metrics.uncertain_resolved(defn.name, decision)
+        # the run event on the run's trace; it also counts the resolution (metric)
+        self.tracer.run_event(
+            op.meta,
+            RunEvent.UNCERTAIN_RESOLVED,
+            run_id=op.workflow_id,
+            subject=defn.name,
+            attributes={
+                "azync.resolution": decision,
+                "azync.seq": seq_of_execution_key(op.execution_key),
+            },
+        )
         return decision
 
     async def _leave(self, op: Any, label: str, text: str) -> str:

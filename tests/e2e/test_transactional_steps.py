@@ -68,6 +68,28 @@ async def where_am_i(conn: asyncpg.Connection) -> str:
     return path
 
 
+@transaction(name="publishing_debit")
+async def publishing_debit(conn: asyncpg.Connection, table: str) -> str:
+    await conn.execute(f"INSERT INTO {table} (step, cents) VALUES ('published', 9)")
+    return str(await OTHER[0].publish("debited", {"cents": 9}, conn=conn))
+
+
+@transaction(name="committing_debit")
+async def committing_debit(conn: asyncpg.Connection, table: str) -> int:
+    RUNS.append("commit")
+    await conn.execute(f"INSERT INTO {table} (step, cents) VALUES ('committed', 7)")
+    await conn.execute("COMMIT")
+    return 7
+
+
+@transaction(name="closing_debit")
+async def closing_debit(conn: asyncpg.Connection, table: str) -> int:
+    RUNS.append("close")
+    await conn.execute(f"INSERT INTO {table} (step, cents) VALUES ('closed', 8)")
+    await conn.close()
+    return 8
+
+
 @workflow(name="three_debits")
 async def three_debits(ctx: WorkflowContext, table: str) -> list[int]:
     return [await debit(table, f"d{i}", i) for i in range(1, 4)]
@@ -86,6 +108,21 @@ async def conflicting(ctx: WorkflowContext, table: str) -> int:
 @workflow(name="search_path")
 async def search_path(ctx: WorkflowContext) -> str:
     return await where_am_i()
+
+
+@workflow(name="publishes_in_its_transaction")
+async def publishes_in_its_transaction(ctx: WorkflowContext, table: str) -> str:
+    return await publishing_debit(table)
+
+
+@workflow(name="commits_its_connection")
+async def commits_its_connection(ctx: WorkflowContext, table: str) -> int:
+    return await committing_debit(table)
+
+
+@workflow(name="closes_its_connection")
+async def closes_its_connection(ctx: WorkflowContext, table: str) -> int:
+    return await closing_debit(table)
 
 
 @workflow(name="always_fails")
@@ -124,8 +161,25 @@ def make_worker(store: PostgresStore, cache_size: int) -> Worker:
     )
     attach_workflows(
         worker,
-        [three_debits, flaky, conflicting, search_path, always_fails],
-        [debit, flaky_debit, conflicting_debit, where_am_i],
+        [
+            three_debits,
+            flaky,
+            conflicting,
+            search_path,
+            always_fails,
+            commits_its_connection,
+            closes_its_connection,
+            publishes_in_its_transaction,
+        ],
+        [
+            debit,
+            flaky_debit,
+            conflicting_debit,
+            where_am_i,
+            committing_debit,
+            closing_debit,
+            publishing_debit,
+        ],
         cache_size=cache_size,
     )
     return worker
@@ -222,6 +276,66 @@ async def test_the_step_sql_runs_in_the_database_default_search_path(
         handle = await Client(store).start(search_path)
         assert await handle.result(timeout=20) == expected
     assert store.schema not in expected
+
+
+async def test_a_step_that_commits_its_connection_fails_at_once_naming_the_misuse(
+    store: PostgresStore, cache_size: int, table: str
+) -> None:
+    """The step's own COMMIT cut its writes loose from its recorded result: the
+    attempt fails at once, for good (not retried as an unavailable database
+    until its lease ends), with an error naming the step and what it did."""
+    async with make_worker(store, cache_size):
+        handle = await Client(store).start(commits_its_connection, table)
+        with pytest.raises(WorkflowFailedError) as failed:
+            await handle.result(timeout=20)
+    assert failed.value.error_type == "ActivityError"
+    assert "TransactionMisuseError" in failed.value.message
+    assert "'committing_debit'" in failed.value.message
+    assert "COMMIT or ROLLBACK" in failed.value.message
+    assert RUNS == ["commit"]
+    assert await ops(store, handle.id) == [("$op:committing_debit@1", "dead", 1)]
+    # what the step committed itself stays committed: the error says so
+    assert await ledger(store, table) == [("committed", 7)]
+
+
+async def test_a_step_that_closes_its_connection_fails_at_once_naming_the_misuse(
+    store: PostgresStore, cache_size: int, table: str
+) -> None:
+    """Closing the step's connection is refused where it is called, so the
+    connection stays the store's and the step's writes roll back; the attempt
+    fails for good with an error naming the step and what it did."""
+    async with make_worker(store, cache_size):
+        handle = await Client(store).start(closes_its_connection, table)
+        with pytest.raises(WorkflowFailedError) as failed:
+            await handle.result(timeout=20)
+    assert "TransactionMisuseError" in failed.value.message
+    assert "'closing_debit'" in failed.value.message
+    assert "closed the connection" in failed.value.message
+    assert RUNS == ["close"]
+    assert await ops(store, handle.id) == [("$op:closing_debit@1", "dead", 1)]
+    assert await ledger(store, table) == []
+    assert await store.pool.fetchval("SELECT 1") == 1  # the store's pool is whole
+
+
+async def test_a_step_hands_its_connection_to_verbs_taking_conn(
+    store: PostgresStore, cache_size: int, table: str
+) -> None:
+    """The connection a step is given works wherever a transaction's
+    connection is asked for (``conn=``): the event commits with the step."""
+    OTHER.append(Client(store))
+    try:
+        async with make_worker(store, cache_size):
+            handle = await Client(store).start(publishes_in_its_transaction, table)
+            event_id = await handle.result(timeout=20)
+    finally:
+        OTHER.pop()
+    assert await ledger(store, table) == [("published", 9)]
+    assert (
+        await store.pool.fetchval(
+            "SELECT count(*) FROM azync_events WHERE id = $1", uuid.UUID(event_id)
+        )
+        == 1
+    )
 
 
 def test_a_transactional_step_called_outside_a_workflow_says_how_to_call_it() -> None:

@@ -13,12 +13,16 @@ import pytest
 
 from azync_flow import ActivityError, Reconciled, Uncertain, WorkflowContext, activity, workflow
 from azync_flow.client import Client
+from azync_flow.otlp import configure_otlp
 from azync_flow.runtime.uncertain import Reconciler
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.workflows import WorkflowState
+from azync_flow.telemetry import run_span_id
 from azync_flow.testing import MovableClock
+from azync_flow.testing_otel import OtlpHttpReceiver
 from azync_flow.workflow import Registry
+from tests.local_runtime import LocalRuntime
 
 from ._uncertain_helpers import (
     event_types,
@@ -214,3 +218,34 @@ async def test_racing_reconcilers_apply_exactly_one_decision(
     await runtime.run_until_idle()
     assert await handle.result(timeout=5) == "ch-raced"
     assert event_types(await handle.history()).count("OperationResolved") == 1
+
+
+async def test_a_hook_decision_is_an_uncertain_resolved_span_under_the_run_span(
+    store: PostgresStore,
+) -> None:
+    """A verdict the reconcile hook applies is recorded on the run's trace like
+    an operator's decision: an ``uncertain.resolved <activity>`` span, child of
+    the run span, with the resolution; exported through real OTLP/HTTP."""
+    VERDICT["next"] = Reconciled.completed("ch-found", note="found by key")
+    with OtlpHttpReceiver() as rx:
+        provider = configure_otlp(service_name="reconciler", endpoint=rx.endpoint, set_global=False)
+        try:
+            runtime = LocalRuntime(
+                store, Registry([checkout], [charge_card]), cache_size=0, tracer_provider=provider
+            )
+            client = Client(store, tracer_provider=provider)
+            handle = await client.start(checkout, Card("4242", 10))
+            await runtime.run_until_idle()
+            assert await handle.result(timeout=5) == "ch-found"
+            provider.force_flush(10_000)
+            spans = await asyncio.to_thread(
+                rx.wait_for, lambda got: any(s.name == "activity charge_card" for s in got), 30
+            )
+        finally:
+            provider.shutdown()
+    [event] = [s for s in spans if s.name == "uncertain.resolved charge_card"]
+    [attempt] = [s for s in spans if s.name == "activity charge_card"]
+    assert event.attributes["azync.resolution"] == "complete"
+    assert event.attributes["azync.run_id"] == str(handle.id)
+    assert event.parent_span_id == run_span_id(handle.id) == attempt.parent_span_id
+    assert event.trace_id == attempt.trace_id
