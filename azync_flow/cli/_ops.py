@@ -8,7 +8,7 @@ import click
 
 from azync_flow.client import Client
 from azync_flow.store.admin import DailyCount, Depths
-from azync_flow.store.queue import Source
+from azync_flow.store.queue import AttemptError, Source
 from azync_flow.store.validate import check_name, check_text
 
 from ._common import (
@@ -29,6 +29,7 @@ from ._output import (
     emit,
     preview,
     table,
+    to_plain,
     when,
 )
 
@@ -142,27 +143,49 @@ def uncertain() -> None:
 @limit_option(100)
 @db_command
 async def uncertain_list(workflow: str | None, limit: int, as_json: bool, db: DbOptions) -> int:
-    """List uncertain operations, oldest first (`--json`: a JSON array)."""
+    """List uncertain operations, oldest first: id, workflow, activity, execution
+    key (`<workflow_id>/<seq>`), attempt, since, input, reason, and the reconcile
+    hook's verdict on the current attempt when it left the operation undecided
+    (`unknown: ...`, `error: ...`; empty when no hook looked). `--json`: a JSON
+    array of the same, with `reconcile_verdict`."""
     wid = parse_id(workflow, "--workflow") if workflow else None
     async with connect(db) as store:
         ops = await Client(store).list_uncertain(workflow_id=wid, limit=limit)
+        verdicts = [
+            _reconcile_verdict(await store.job_attempts(Source.WORKFLOW, o.operation_id), o.attempt)
+            for o in ops
+        ]
+    rows = list(zip(ops, verdicts, strict=True))
     if as_json:
-        emit(ops)
+        emit([{**to_plain(o), "reconcile_verdict": v} for o, v in rows])
         return EXIT_OK
     table(
-        ops,
+        rows,
         [
-            ("OPERATION", lambda o: o.operation_id),
-            ("WORKFLOW", lambda o: f"{o.workflow_name} {o.workflow_id}"),
-            ("ACTIVITY", lambda o: o.activity),
-            ("INPUT", lambda o: preview(o.input)),
-            ("ATTEMPT", lambda o: o.attempt),
-            ("SINCE (UTC)", lambda o: when(o.since)),
-            ("REASON", lambda o: o.reason),
+            ("OPERATION", lambda r: r[0].operation_id),
+            ("WORKFLOW", lambda r: r[0].workflow_name),
+            ("ACTIVITY", lambda r: r[0].activity),
+            ("EXECUTION KEY", lambda r: r[0].execution_key),
+            ("ATTEMPT", lambda r: r[0].attempt),
+            ("SINCE (UTC)", lambda r: when(r[0].since)),
+            ("INPUT", lambda r: preview(r[0].input)),
+            ("REASON", lambda r: r[0].reason),
+            ("RECONCILE", lambda r: r[1]),
         ],
         empty="no uncertain operations",
     )
     return EXIT_OK
+
+
+#: How the reconcile hook's verdict starts in an operation's attempt log.
+_VERDICT = "reconcile: "
+
+
+def _reconcile_verdict(attempts: list[AttemptError], attempt: int) -> str:
+    """The last verdict the reconcile hook recorded for ``attempt`` (the current
+    uncertain attempt) without the log's prefix, ``""`` when it recorded none."""
+    found = [a.error for a in attempts if a.attempt == attempt and a.error.startswith(_VERDICT)]
+    return found[-1].removeprefix(_VERDICT) if found else ""
 
 
 @uncertain.command(

@@ -39,6 +39,7 @@ _FREE_TEXT = frozenset(
         "REASON",
         "RESULT / ERROR",
         "ERROR",
+        "RECONCILE",
     }
 )
 
@@ -102,7 +103,7 @@ def table(rows: Iterable[Any], columns: Columns, *, title: str = "", empty: str 
     fixed = sum(w for i, w in enumerate(natural) if i not in free)
     room = out.width - (3 * len(headers) + 1) - fixed
     fits = room >= 6 * len(free)
-    widths = [min(w, room // len(free)) if fits and i in free else w for i, w in enumerate(natural)]
+    widths = _share(natural, free, room) if fits else natural
     if fits:  # cut free text at a word boundary; rich's own cut splits words
         cells = [
             [shorten(c, widths[i]) if i in free else c for i, c in enumerate(r)] for r in cells
@@ -116,6 +117,17 @@ def table(rows: Iterable[Any], columns: Columns, *, title: str = "", empty: str 
     for r in cells:
         grid.add_row(*map(Text, r))  # cells are data, not markup: "[payload] ..." stays
     out.print(grid)
+
+
+def _share(natural: list[int], free: list[int], room: int) -> list[int]:
+    """Column widths where the ``free`` columns share ``room``: the narrowest
+    first, each taking its natural width or an equal share of what is left, so
+    room a short column does not need goes to the long ones."""
+    widths = list(natural)
+    for k, i in enumerate(sorted(free, key=lambda i: natural[i])):
+        widths[i] = min(natural[i], room // (len(free) - k))
+        room -= widths[i]
+    return widths
 
 
 def record(fields: Sequence[tuple[str, Any]], *, payloads: Sequence[tuple[str, Any]] = ()) -> None:
