@@ -191,8 +191,10 @@ class MigrationError(StoreError):
 class SchemaNotMigratedError(StoreError):
     """The schema has no azync_flow tables, or lacks migrations this version needs.
 
-    Not retryable: run ``azync-flow migrate`` (or ``open_store(..., migrate=True)``)
-    against the schema, or point ``Config.schema`` / ``--schema`` at the right one.
+    Not retryable: run ``azync-flow migrate`` (or start the worker with
+    ``azync-flow worker --migrate``, or open the store with
+    ``open_store(..., migrate=True)``) against the schema, or point
+    ``Config.schema`` / ``--schema`` at the right one.
 
     Attributes:
         schema: the schema the store was opened on.
@@ -205,7 +207,8 @@ class SchemaNotMigratedError(StoreError):
         self.detail = detail
         super().__init__(
             f"schema {schema!r} is not migrated ({detail}); "
-            "run `azync-flow migrate` first (or check the schema name)"
+            "run `azync-flow migrate` first, or start the worker with "
+            "`azync-flow worker --migrate` (or check the schema name)"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -18,6 +18,10 @@ The worker maintains the queue (promotes due jobs, reaps expired leases) and
 shuts down gracefully: it stops leasing, lets in-flight jobs finish within its
 `shutdown_grace` and releases the rest.
 
+`--migrate` applies pending migrations to the schema before the worker starts
+(also to the store of a `Worker` the APP brings); without it the worker
+refuses to start on a schema that lacks them (`schema_not_migrated`, exit 5).
+
 `--metrics-port` serves its metrics for Prometheus on
 `http://HOST:PORT/metrics` (docs/metrics.md); the `OTEL_*` variables turn on
 OTLP traces and metrics (docs/tracing.md).
@@ -35,7 +39,7 @@ import click
 
 from azync_flow.app import attach_workflows
 from azync_flow.store import Config
-from azync_flow.store.admin import Closable
+from azync_flow.store.admin import Closable, Migrator
 from azync_flow.store.postgres import open_store
 from azync_flow.store.queue import DEFAULT_TASK_QUEUE, Source
 from azync_flow.worker import Worker
@@ -54,7 +58,9 @@ from ._common import (
 )
 from ._telemetry import serve_metrics, telemetry_from_env
 
-__all__ = ["build_worker", "resolve_worker", "run_worker", "worker_command"]
+__all__ = ["build_worker", "migrate_worker", "resolve_worker", "run_worker", "worker_command"]
+
+log = logging.getLogger("azync_flow.worker")
 
 
 async def resolve_worker(obj: Any) -> Worker:
@@ -70,6 +76,31 @@ async def resolve_worker(obj: Any) -> Worker:
     if not isinstance(obj, Worker):
         raise CliError(f"the APP produced {type(obj).__name__}, not a Worker")
     return obj
+
+
+async def migrate_worker(worker: Worker) -> list[int]:
+    """Apply pending migrations to ``worker``'s store (``--migrate``) and log
+    what was applied; returns the versions.
+
+    Raises:
+        CliError: the worker's store cannot migrate its schema.
+        MigrationError, StoreUnavailableError: as ``migrate``; the store is closed.
+    """
+    store = worker.store
+    if not isinstance(store, Migrator):
+        raise CliError(f"--migrate: the worker's store ({type(store).__name__}) has no migrate()")
+    try:
+        applied = await store.migrate()
+    except BaseException:
+        if isinstance(store, Closable):
+            await store.close()
+        raise
+    where = store.target()
+    if applied:
+        log.info("--migrate: applied migration(s) %s to %s", ", ".join(map(str, applied)), where)
+    else:
+        log.info("--migrate: %s was already up to date", where)
+    return applied
 
 
 async def run_worker(worker: Worker) -> None:
@@ -138,6 +169,10 @@ async def build_worker(
     "--task-queue", "task_queues", multiple=True, metavar="QUEUE",
     help="A task queue to serve (repeatable; default: default).",
 )  # fmt: skip
+@click.option(
+    "--migrate", is_flag=True,
+    help="Apply pending migrations to the schema before starting (as `azync-flow migrate`).",
+)  # fmt: skip
 @click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING, ERROR.")
 @click.option(
     "--metrics-port", type=click.IntRange(0, 65535), default=None,
@@ -154,6 +189,7 @@ async def worker_command(
     concurrency: int,
     lease: float,
     task_queues: tuple[str, ...],
+    migrate: bool,
     log_level: str,
     metrics_port: int | None,
     metrics_host: str,
@@ -182,6 +218,8 @@ async def worker_command(
                 timedelta(seconds=lease),
                 task_queues or (DEFAULT_TASK_QUEUE,),
             )
+        if migrate:
+            await migrate_worker(worker)
         await run_worker(worker)
     finally:
         if server is not None:
