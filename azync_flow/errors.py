@@ -8,6 +8,7 @@ Tree::
     │   ├── ConflictError               the row exists but another writer won
     │   │   ├── IdempotencyConflictError    (a workflow start reused an id or key with other input)
     │   │   ├── DAGIdempotencyConflictError (existing_id) — a DAG run reused a live run's key
+    │   │   ├── IdentityInUseError      another live process holds the worker identity
     │   │   └── ScheduleExistsError     (also a ScheduleError, below)
     │   ├── LeadershipLostError         a fenced maintenance write of a lapsed leadership term
     │   ├── MigrationError
@@ -90,6 +91,7 @@ __all__ = [
     "ForbiddenCallError",
     "HistoryFileError",
     "IdempotencyConflictError",
+    "IdentityInUseError",
     "LeadershipLostError",
     "LeaseLost",
     "MigrationError",
@@ -172,6 +174,13 @@ class ConflictError(StoreError):
     """A concurrent writer already applied a conflicting change. Nothing was changed."""
 
     code = "conflict"
+
+
+class IdentityInUseError(ConflictError):
+    """Another live process holds the worker identity asked for. Nothing was
+    changed; pick another identity or stop the other process."""
+
+    code = "identity_in_use"
 
 
 class LeadershipLostError(StoreError):

@@ -54,7 +54,7 @@ from .admin import (
 )
 from .dags import DAGAdmin, DAGConsumer, DAGMaintenance, DAGProducer, TxDAGProducer
 from .events import EventAdmin, EventConsumer, EventMaintenance, EventProducer, TxEventProducer
-from .leadership import LeaseElector, WorkerRegistryStore
+from .leadership import IdentityClaimer, LeaseElector, WorkerRegistryStore
 from .queue import (
     LimitStore,
     Notifier,
@@ -139,6 +139,7 @@ class Store(
     WorkflowInteractionStore,
     ScheduleStore,
     LeaseElector,
+    IdentityClaimer,
     WorkerRegistryStore,
     Migrator,
     Closable,

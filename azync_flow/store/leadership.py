@@ -12,8 +12,10 @@ from typing import Protocol, runtime_checkable
 
 __all__ = [
     "DEFAULT_LEADER_TTL",
+    "IdentityClaimer",
     "LeadershipLease",
     "LeaseElector",
+    "WorkerIdentity",
     "WorkerRegistryStore",
 ]
 
@@ -68,6 +70,64 @@ class LeaseElector(Protocol):
         it with :meth:`LeadershipLease.valid` (once per tick, well within
         ``ttl``), run leader-only writes inside :meth:`LeadershipLease.fenced`
         and release it when done.
+        """
+        ...
+
+
+@runtime_checkable
+class WorkerIdentity(Protocol):
+    """A claimed worker identity (contract ``IdentityClaimer``).
+
+    Attributes:
+        name: the identity, e.g. ``"web-1/0"``.
+        holder: what this process writes as the holder of its leaderships,
+            ``"<name>:<pid>"``.
+        taken_back: at claim time, ``(leases, leaderships)`` the previous
+            incarnation under this name still held and that were expired.
+    """
+
+    name: str
+    holder: str
+    taken_back: tuple[int, int]
+
+    async def check(self) -> bool:
+        """True while the identity is held; when its session was lost (the
+        database restarted) claim it again, without taking anything back.
+        False when another live process took it meanwhile. Never raises."""
+        ...
+
+    async def release(self) -> None:
+        """Give the identity up (after the worker's last settle). Idempotent."""
+        ...
+
+
+@runtime_checkable
+class IdentityClaimer(Protocol):
+    """Contract ``IdentityClaimer``: a worker identity that survives a restart.
+
+    Clauses:
+        * Two live processes never hold one identity: it is fenced by a
+          session of its own, which ends with the process.
+        * Every lease the store takes while the identity is held is marked
+          with it (jobs, workflow tasks, activity attempts, DAG tasks, event
+          deliveries).
+        * Claiming an identity expires at once the leases and leaderships an
+          earlier holder of the same name still held (its process died), so
+          the reaper hands them back at its next tick; fencing on every
+          settle is unchanged.
+        * One store holds one identity; further claims share it.
+    """
+
+    async def claim_worker_identity(self, name: str | None = None) -> WorkerIdentity:
+        """Claim ``name``, or by default the first free ``"<host>/<n>"``
+        (``n`` from 0), and take back what its previous holder left.
+
+        Raises:
+            ValueError: ``name`` is empty, longer than 200 characters or has
+                characters other than letters, digits and ``._/@-``; or the
+                store already holds a different identity.
+            IdentityInUseError: another live process holds ``name``.
+            StoreUnavailableError: the database cannot be reached.
         """
         ...
 

@@ -9,6 +9,7 @@ are JSON and keep round-tripping NUL (it is escaped as ``\\u0000``).
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Collection, Mapping
 from datetime import timedelta
@@ -25,6 +26,7 @@ __all__ = [
     "MAX_TIMEOUT",
     "check_choice",
     "check_id",
+    "check_identity_name",
     "check_limits",
     "check_max_attempts",
     "check_meta",
@@ -261,3 +263,16 @@ def check_task_queue_limit(limit: LimitSpec | None) -> LimitSpec | None:
     if spec.per_key:
         raise ValueError(f"task queue limit {spec.name!r} cannot be per key")
     return spec
+
+
+_IDENTITY = re.compile(r"[A-Za-z0-9._/@-]{1,200}")
+
+
+def check_identity_name(name: str) -> str:
+    """Return ``name`` when it is a valid worker identity, else raise ValueError."""
+    if not isinstance(name, str) or not _IDENTITY.fullmatch(name):
+        raise ValueError(
+            f"invalid worker identity {name!r}: use 1-200 letters, digits and ._/@- "
+            "(for example 'orders-worker-0')"
+        )
+    return name

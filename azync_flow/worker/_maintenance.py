@@ -109,6 +109,9 @@ class Maintenance:
         self.groups: dict[str, _Group] = {}
         self.on_runnable: Callable[[Source | None], None] = lambda _source: None
         self.ticks = 0
+        #: Who leads, for operators and for the take-back of a restarted
+        #: identity ("" = the store's default, "<host>:<pid>").
+        self.holder = ""
         self._lock = asyncio.Lock()
         _metrics.leadership_held(self._held)
 
@@ -184,7 +187,9 @@ class Maintenance:
                 return True
             self._lost(group)
         try:
-            group.lease = await self.store.acquire_leadership_lease(group.name, self.leader_ttl)
+            group.lease = await self.store.acquire_leadership_lease(
+                group.name, self.leader_ttl, holder=self.holder
+            )
         except Exception as exc:
             log_failure(
                 log,

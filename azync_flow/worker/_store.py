@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from ..store.admin import BacklogReader, Migrator, StatsMaintenance
-from ..store.leadership import LeaseElector
+from ..store.leadership import IdentityClaimer, LeaseElector
 from ..store.queue import LimitStore, Notifier, QueueConsumer, QueueMaintenance
 
 
@@ -23,9 +23,11 @@ class WorkerStore(
     BacklogReader,
     Notifier,
     LeaseElector,
+    IdentityClaimer,
     Migrator,
     Protocol,
 ):
     """What a :class:`~azync_flow.worker.Worker` calls: lease and settle jobs,
     their maintenance and counters, the backlog for the metric gauges,
-    wake-ups, leadership leases, the limits it declares, and the schema check at start."""
+    wake-ups, leadership leases, its worker identity, the limits it declares, and the
+    schema check at start."""

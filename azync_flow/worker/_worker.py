@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 from ..limits import ConcurrencyLimit, Limit, limit_specs
 from ..retry import RetryPolicy
 from ..store.queue import DEFAULT_TASK_QUEUE, LimitSpec, Source
-from ..store.validate import check_max_attempts, check_task_queue, check_task_queue_limit
+from ..store.validate import (
+    check_identity_name,
+    check_max_attempts,
+    check_task_queue,
+    check_task_queue_limit,
+)
 from ._acker import AckBatcher
 from ._loop import Dequeue, JobRunner, LeaseLoop
 from ._maintenance import (
@@ -34,6 +39,7 @@ from ._queue import Handler, Interceptor, QueueHandler, QueueRunner
 from ._wake import WakeHub
 
 if TYPE_CHECKING:
+    from ..store.leadership import WorkerIdentity
     from ._store import WorkerStore
 
 __all__ = ["Worker"]
@@ -95,6 +101,14 @@ class Worker:
         maintain: sources whose built-in maintenance this worker takes part in
             (default: queue). Runtimes call :meth:`maintain_source` for theirs.
         handle_signals: install SIGTERM/SIGINT handlers in :meth:`run`.
+        identity: the name this worker holds while it runs (default: the
+            first free ``"<host>/<n>"``, ``n`` from 0). It survives a restart,
+            and two live processes never hold it: a worker restarted under
+            the same identity (the same host, or a fixed name such as a
+            StatefulSet pod's) expires at start the leases its killed
+            predecessor held, so they are retried at the next maintenance
+            tick instead of after ``lease``. Workers sharing one store share
+            its identity.
         metrics_interval: how often the leader of the stats election reads
             the backlog (pending jobs and their oldest age per kind, uncertain
             operations) for the metric gauges; one query, made only when a
@@ -128,6 +142,7 @@ class Worker:
         handle_signals: bool = True,
         metrics_interval: timedelta = BACKLOG_INTERVAL,
         task_queue_limits: Mapping[str, ConcurrencyLimit] | None = None,
+        identity: str | None = None,
     ) -> None:
         check_max_attempts(max_attempts)
         if isinstance(task_queues, str) or not task_queues:
@@ -148,6 +163,9 @@ class Worker:
         self.retention = retention or Retention()
         self.max_reaps = max_reaps
         self.handle_signals = handle_signals
+        self.identity_name = None if identity is None else check_identity_name(identity)
+        #: The identity held while running (None before :meth:`run` claims it).
+        self.identity: WorkerIdentity | None = None
         self.handlers: dict[str, QueueHandler] = {}
         self.loops: dict[tuple[Source, str], LeaseLoop] = {}
         self.acks = AckBatcher(store)
@@ -512,11 +530,22 @@ class Worker:
 
     async def _run(self, stopping: asyncio.Event, started: asyncio.Event) -> None:
         await self.store.check_schema()  # fail at once, not with every statement retried
+        self.identity = await self.store.claim_worker_identity(self.identity_name)
+        try:
+            await self._run_as(self.identity, stopping, started)
+        finally:
+            await self.identity.release()
+            self.identity = None
+
+    async def _run_as(
+        self, identity: WorkerIdentity, stopping: asyncio.Event, started: asyncio.Event
+    ) -> None:
+        self.maintenance.holder = identity.holder
         for (source, kind), specs in self.limits.items():
             await self.store.declare_limits(source, kind, specs)
         for queue, spec in self.task_queue_limits.items():
             await self.store.declare_task_queue_limit(queue, spec)
-        log.info("worker serving %s", self.store.target())
+        log.info("worker serving %s as %s", self.store.target(), identity.name)
         self._log_registered()
         for lp in self.loops.values():
             lp.reset()
@@ -532,6 +561,9 @@ class Worker:
         periodic = [
             asyncio.create_task(p.run(stopping), name=f"azync {p.name}") for p in self._periodic
         ]
+        periodic.append(
+            asyncio.create_task(self._keep_identity(identity, stopping), name="azync identity")
+        )
         started.set()
         try:
             await stopping.wait()
@@ -557,6 +589,19 @@ class Worker:
             self._stopping.set()
         await asyncio.gather(maint, return_exceptions=True)
         await self.wakeups.close()
+
+    async def _keep_identity(self, identity: WorkerIdentity, stopping: asyncio.Event) -> None:
+        """Every tick: claim the identity again if its session was lost; stop
+        the worker when another process holds it now (it has taken back this
+        worker's leases; its settles would be refused)."""
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.maintenance.tick_seconds):
+                    await stopping.wait()
+            if not stopping.is_set() and not await identity.check():
+                log.error("worker identity %r lost to another process; stopping", identity.name)
+                self.shutdown()
+                return
 
     def _log_registered(self) -> None:
         """One INFO line per source naming what this worker runs (its loops' kinds)."""

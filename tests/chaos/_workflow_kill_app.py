@@ -28,6 +28,8 @@ Environment:
     UNTIL         "done" (default: wait for the run's result) or "suspended"
     OTLP_ENDPOINT export spans there (service name WORKER_NAME); flushed before a kill
     CACHE_SIZE    sticky-cache size (0 = full replay on every pass)
+    LEASE_S       lease per attempt in seconds (default 1.5)
+    WORKER_IDENTITY  the worker's identity (default: the first free "<host>/<n>")
 """
 
 from __future__ import annotations
@@ -163,13 +165,14 @@ async def main(dsn: str, schema: str, run_id: str) -> None:
     store = await open_store(dsn, Config(schema=schema), migrate=False)
     worker = Worker(
         store,
-        lease=timedelta(seconds=1.5),
+        lease=timedelta(seconds=float(os.environ.get("LEASE_S", "1.5"))),
         poll_interval=timedelta(milliseconds=100),
         maintenance_interval=timedelta(milliseconds=100),
         # a frozen leader is replaced within ~2 s, well inside the 30 s result wait
         leader_ttl=timedelta(seconds=2),
         maintain=(),
         handle_signals=False,
+        identity=os.environ.get("WORKER_IDENTITY") or None,
     )
     runtime = attach_workflows(
         worker,

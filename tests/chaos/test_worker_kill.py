@@ -143,11 +143,15 @@ async def leader_lease_until(store: PostgresStore) -> datetime | None:
 
 
 def rerun_worker(store: PostgresStore, ran: list[tuple[str, int]]) -> Worker:
+    """A live worker of another identity (another host): it waits for the
+    killed worker's leases (a restart under the killed one's identity would
+    take them back at once: tests/chaos/test_worker_restart.py)."""
     worker = Worker(
         store,
         poll_interval=timedelta(milliseconds=50),
         maintenance_interval=timedelta(milliseconds=50),
         handle_signals=False,
+        identity="another-host/0",
     )
 
     @worker.register("slow")

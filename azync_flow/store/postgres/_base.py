@@ -18,6 +18,7 @@ from .. import Config, default_channel
 from ..queue import DEFAULT_TASK_QUEUE, EventRecord, Job, JobState, Source
 from ._fence import CURRENT_FENCE
 from ._guard import Availability, GuardedPool
+from ._holder import HolderSetting
 from ._queries import QUERIES
 from ._wake import PostCommitWakes
 
@@ -48,7 +49,14 @@ def validate_identifier(value: str, what: str) -> str:
 class PgBase:
     """State and helpers every driver mixin uses."""
 
-    def __init__(self, pool: asyncpg.Pool, dsn: str, config: Config, clock: Clock | None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        dsn: str,
+        config: Config,
+        clock: Clock | None,
+        holder: HolderSetting | None = None,
+    ) -> None:
         self.dsn = dsn
         self.config = config
         self.schema = config.schema or "public"
@@ -63,6 +71,8 @@ class PgBase:
         self._tx_wakes: dict[int, list[str]] = {}
         self.migrations_table = config.migrations_table or "azync_migrations"
         self._clock = clock
+        #: The worker identity's token prefix the pooled connections carry.
+        self.holder_setting = holder or HolderSetting()
 
     async def _wake_after(self, payloads: list[str], conn: asyncpg.Connection | None) -> None:
         """Deliver the wake-ups a statement recorded: once it committed when it

@@ -10,10 +10,12 @@ from ...errors import SchemaNotMigratedError, StoreError, StoreUnavailableError
 from .. import Config
 from ._base import Clock, PgBase, validate_identifier
 from ._guard import is_unavailable
+from ._holder import HolderSetting
 from ._migrate import migrate, pending_migrations
 from .admin import AdminMixin, ChangeMixin
 from .dags import DAGMixin
 from .events import EventMixin
+from .identity import IdentityMixin
 from .leadership import LeaderMixin, WorkerRegistryMixin
 from .queue import LimitMixin, NotifyMixin, QueueMixin
 from .schedules import ScheduleMixin
@@ -37,6 +39,7 @@ class PostgresStore(
     WorkflowMixin,
     ScheduleMixin,
     WorkerRegistryMixin,
+    IdentityMixin,
     PgBase,
 ):
     """asyncpg implementation of the storage contract.
@@ -64,6 +67,7 @@ class PostgresStore(
         """Send the queued wake-ups, then release the pool. Safe to call more
         than once."""
         await self.wakes.close()
+        await self.drop_identity()
         await self.pool.close()
 
 
@@ -103,6 +107,7 @@ async def open_store(
     if config.notify_channel:
         validate_identifier(config.notify_channel, "notify channel")
     validate_identifier(config.migrations_table or "azync_migrations", "migrations table")
+    holder = HolderSetting()
     try:
         pool = await asyncpg.create_pool(
             dsn,
@@ -114,6 +119,8 @@ async def open_store(
             # (LISTEN uses a dedicated connection; the leadership fence's setting is
             # transaction-local), so skip it.
             reset=_no_reset,
+            # Marks lease tokens with the worker identity, once per connection.
+            setup=holder.apply,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         error = StoreUnavailableError if is_unavailable(exc) else StoreError
@@ -121,7 +128,7 @@ async def open_store(
             f"cannot connect to PostgreSQL with the given DSN ({type(exc).__name__}: {exc}); "
             "check AZYNC_DSN / the dsn argument and that the server is running"
         ) from exc
-    store = PostgresStore(pool, dsn, config, clock)
+    store = PostgresStore(pool, dsn, config, clock, holder)
     if migrate:
         try:
             await store.migrate()

@@ -34,6 +34,7 @@
 --   0031_task_queue_limits.sql
 --   0032_generic_plans.sql
 --   0033_wakes_after_commit.sql
+--   0034_worker_identity.sql
 
 -- Types
 
@@ -760,7 +761,7 @@ BEGIN
         SELECT * INTO j FROM azync_jobs
         WHERE id = c.id AND state = 'pending' FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
-        tok := gen_random_uuid();
+        tok := azync_lease_token();
         IF NOT azync_limit_admit(p_at, p_source, p_kind, c.limit_key, j.id, tok, p_channel,
                                  c.q) THEN
             -- a key is blocked per task queue: another queue may have room
@@ -855,6 +856,17 @@ AS $function$
 BEGIN
     RETURN NULL;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_lease_token()
+ RETURNS uuid
+ LANGUAGE sql
+ PARALLEL SAFE
+AS $function$
+    SELECT CASE WHEN length(current_setting('azync.holder', true)) = 8
+                THEN overlay(gen_random_uuid()::text
+                             PLACING current_setting('azync.holder', true) FROM 1 FOR 8)::uuid
+                ELSE gen_random_uuid() END
 $function$;
 
 CREATE OR REPLACE FUNCTION azync_limit_admit(p_at timestamp with time zone, p_source text, p_kind text, p_key text, p_job uuid, p_token uuid, p_channel text, p_queue text)
@@ -1410,7 +1422,7 @@ BEGIN
                             WHERE sc.source = 'task_queue'
                               AND sc.kind = coalesce(u.route::jsonb ->> 'task_queue', 'default'))
                         THEN '' END) AS limit_key,
-               gen_random_uuid() AS job_id, gen_random_uuid() AS token
+               gen_random_uuid() AS job_id, azync_lease_token() AS token
         FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
              WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
         WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = u.key)

@@ -19,6 +19,7 @@ _HANDED_OUT = {
     "DeliveryTransaction",
     "LeadershipLease",
     "OperationTransaction",
+    "WorkerIdentity",
 }
 _STORE_PROTOCOLS = [
     Store,

@@ -96,3 +96,24 @@ DELETE FROM azync_workers WHERE id = $2 AND ($1::timestamptz IS NULL OR true)
 SELECT count(*) AS n FROM azync_workers
 WHERE workflows @> ARRAY[$2::text] AND task_queues @> ARRAY[$3::text]
   AND expires_at > coalesce($1::timestamptz, now())
+
+-- name: identity_take_back
+-- $2 the identity's token prefix (8 hex digits), $3 its name: a worker
+-- that just claimed an identity expires the leases its previous incarnation
+-- held under it (jobs by token prefix, leaderships by holder "<name>:<pid>"),
+-- so the reaper hands them back at its next tick instead of after their lease.
+-- Returns (jobs, leaderships) expired.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS t
+), jobs AS (
+    UPDATE azync_jobs j SET lease_until = c.t
+    FROM clock c
+    WHERE j.state = 'active' AND j.lease_until > c.t AND left(j.lease_token::text, 8) = $2
+    RETURNING 1
+), leaders AS (
+    UPDATE azync_leaders l SET expires_at = c.t
+    FROM clock c
+    WHERE l.expires_at > c.t AND left(l.holder, length($3) + 1) = $3 || ':'
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM leaders) AS leaderships

@@ -846,7 +846,7 @@ WITH pairs AS (
     UPDATE azync_jobs j
     SET state = 'active',
         attempt = j.attempt + 1,
-        lease_token = gen_random_uuid(),
+        lease_token = azync_lease_token(),
         lease_until = coalesce($1::timestamptz, now()) + $4::interval,
         started_at = coalesce($1::timestamptz, now()),
         updated_at = coalesce($1::timestamptz, now())
