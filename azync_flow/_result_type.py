@@ -148,6 +148,8 @@ def _check(value: Any, schema: Any, root: dict[str, Any], path: str) -> str | No
     if "enum" in schema and not any(_same(value, e) for e in schema["enum"]):
         return f"{path}: expected one of {schema['enum']!r}, got {_short(value)}"
     wanted = schema.get("type")
+    if schema.get("format") == "decimal" and _json_type(value) in ("integer", "number"):
+        wanted = None  # the decoder takes a Decimal from a JSON number too
     if wanted is not None:
         kinds = wanted if isinstance(wanted, list) else [wanted]
         if not any(_type_ok(value, k) for k in kinds):

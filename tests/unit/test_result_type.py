@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import decimal
 import enum
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 import pytest
@@ -30,6 +31,10 @@ class Charge(msgspec.Struct):
 class Receipt:
     number: int
     lines: list[str]
+
+
+class Order(TypedDict):
+    sku: str
 
 
 class Color(enum.Enum):
@@ -89,6 +94,11 @@ CASES: list[tuple[Any, list[Any], list[Any]]] = [
     (Annotated[int, msgspec.Meta(ge=0)], [0, 3], [-1]),
     (Annotated[str, msgspec.Meta(max_length=2)], ["ab"], ["abc"]),
     (datetime.datetime, ["2026-12-06T12:00:00Z"], [5]),
+    (datetime.date, ["2026-12-06"], ["06/12/2026", 5]),
+    (datetime.timedelta, ["P1D"], ["a day"]),
+    (decimal.Decimal, ["1.50", 1.5, 3], ["one", None]),
+    (Order, [{"sku": "a"}], [{"sku": 1}, {}]),
+    (Annotated[str, msgspec.Meta(pattern="^ch_")], ["ch_1"], ["tx_1"]),
 ]
 
 
