@@ -1,6 +1,6 @@
 """Decisions on uncertain operations are checked against the result type the
 operation recorded from its activity's return annotation: through the CLI, the
-client and the reconcile hook, with a real worker (LocalRuntime) and real
+client, the console's action and the reconcile hook, with a real worker (LocalRuntime) and real
 PostgreSQL. A result that does not fit writes nothing and the operation stays
 uncertain for a new decision."""
 
@@ -18,6 +18,7 @@ from azync_flow import Reconciled, Uncertain, WorkflowContext, activity, workflo
 from azync_flow._operations import decode_operation
 from azync_flow.cli import main
 from azync_flow.client import Client, UncertainOperationView, WorkflowHandle
+from azync_flow.console._actions import perform
 from azync_flow.errors import DecisionError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Source
@@ -214,3 +215,17 @@ async def test_a_hook_result_that_does_not_fit_leaves_the_operation_uncertain_wi
     await client.resolve_uncertain(op, "complete", result="ch_12", decided_by="ann")
     await local_runtime(store, WORKFLOWS, ACTIVITIES).run_until_idle()
     assert await handle.result(timeout=5) == "ch_12"
+
+
+async def test_the_console_action_refuses_a_result_that_does_not_fit(store: PostgresStore) -> None:
+    _, handle, op = await _park(store, checkout)
+    before = await snapshot(store, handle.id)
+    form = {"decision": "complete", "result": "12345", "reason": "provider dashboard"}
+    with pytest.raises(DecisionError, match="does not fit the result type str"):
+        await perform(store, "uncertain.resolve", str(op.operation_id), form, "ann")
+    assert await snapshot(store, handle.id) == before
+    await perform(
+        store, "uncertain.resolve", str(op.operation_id), {**form, "result": '"ch_9"'}, "ann"
+    )
+    await local_runtime(store, WORKFLOWS, ACTIVITIES).run_until_idle()
+    assert await handle.result(timeout=5) == "ch_9"
