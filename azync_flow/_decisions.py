@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from azync_flow._operations import decode_operation, seq_of_execution_key
+from azync_flow._result_type import ResultType, check_result
 from azync_flow._text import clean_text
 from azync_flow.codec import encode_value
 from azync_flow.replay.events import (
@@ -27,6 +28,7 @@ __all__ = [
     "Decided",
     "UncertainOperationView",
     "default_decider",
+    "recorded_result_type",
     "resolution_events",
     "resolve_operation",
 ]
@@ -108,7 +110,8 @@ async def resolve_operation(
     Args:
         operation_id: the operation job id.
         decision: "complete", "fail" or "retry".
-        result: for complete: the value the activity would have returned.
+        result: for complete: the value the activity would have returned
+            (checked against the result type the operation recorded).
         error: for fail: the message the workflow's ActivityError carries.
         note: why (kept in history and on the operation).
         decided_by: who (default: ``user@host``). NUL and lone surrogates in
@@ -121,6 +124,9 @@ async def resolve_operation(
 
     Raises:
         ValueError: unknown decision.
+        DecisionError: for complete: ``result`` does not fit the activity's
+            result type recorded with the operation (the workflow could not
+            decode it); nothing is written.
         NotFoundError: no such operation, or it is not uncertain.
         ConflictError: already resolved (by a concurrent resolver, too).
         PayloadEncodeError: ``result`` is not JSON-encodable.
@@ -133,6 +139,10 @@ async def resolve_operation(
     by = clean_text(decided_by if decided_by is not None else default_decider())
     note = clean_text(note) if note else note
     data = encode_value(result, "uncertain operation result") if decision == "complete" else None
+    if data is not None and op.state == "uncertain":  # otherwise the store says why not
+        expected = recorded_result_type(op.input)
+        if expected is not None:
+            check_result(data, expected)
     if decision == "fail" and not error:
         error = f"resolved as failed by {by or 'an unnamed resolver'}"
     resolved, outcome = resolution_events(
@@ -155,6 +165,15 @@ async def resolve_operation(
         expected_attempt=expected_attempt,
     )
     return Decided(done.workflow_id, done.workflow_name, op.activity)
+
+
+def recorded_result_type(payload: bytes) -> ResultType | None:
+    """The result type an operation payload recorded; None when it recorded
+    none (or the payload is not an operation's)."""
+    try:
+        return decode_operation(payload).result_type
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 class UncertainOperationView(msgspec.Struct, kw_only=True):

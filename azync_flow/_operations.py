@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import msgspec
 
+from azync_flow._result_type import ResultType
 from azync_flow.replay.outcome import ScheduleActivity
 from azync_flow.retry import RetryPolicy
 from azync_flow.store.queue import DEFAULT_TASK_QUEUE
@@ -20,7 +21,10 @@ class OperationPayload(msgspec.Struct, kw_only=True):
     """What an activity attempt needs, stored in the operation job's payload.
 
     The retry policy travels with the job so every attempt, on any worker,
-    decides with the policy in force when the call was made.
+    decides with the policy in force when the call was made. ``result_type``
+    is the activity's result type when the call was made (None: not
+    checkable, or an operation scheduled before it was recorded); decisions
+    are checked against it.
     """
 
     seq: int
@@ -31,6 +35,7 @@ class OperationPayload(msgspec.Struct, kw_only=True):
     start_to_close: timedelta | None = None
     heartbeat_timeout: timedelta | None = None
     idempotent: bool = True
+    result_type: ResultType | None = None
 
 
 _DECODER = msgspec.json.Decoder(OperationPayload)
@@ -71,6 +76,7 @@ def operation_params(
         start_to_close=getattr(options, "start_to_close", None),
         heartbeat_timeout=getattr(options, "heartbeat_timeout", None),
         idempotent=getattr(options, "idempotent", True),
+        result_type=command.result_type,
     )
     return ScheduleOperationParams(
         workflow_id=workflow_id,  # type: ignore[arg-type]

@@ -772,6 +772,9 @@ class Client:
 
         Raises:
             ValueError: unknown decision or malformed id.
+            DecisionError: a complete decision's ``result`` does not fit the
+                activity's result type recorded with the operation (also a
+                ValueError); nothing changed.
             NotFoundError: no such operation, or it is not uncertain; nothing changed.
             ConflictError: already resolved (e.g. by a concurrent resolver); nothing changed.
         """

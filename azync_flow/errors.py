@@ -54,6 +54,8 @@ Tree::
     │   ├── ScheduleSpecError           a bad cron, zone, interval or instant — also a ValueError
     │   └── ScheduleExistsError         a schedule with this id exists (also a ConflictError)
     ├── HistoryFileError                (source, problem) — also a ValueError
+    ├── DecisionError                   (expected, given) — a decided result does not fit
+    │                                    the activity's result type; also a ValueError
     ├── SearchAttributeError            a bad attribute name, value or filter — also a ValueError
     ├── OtlpConfigError                 ``configure_otlp`` cannot do what was asked
     └── EmbeddedInUseError              the embedded server is in use: not stopped
@@ -87,6 +89,7 @@ __all__ = [
     "ContinueAsNew",
     "DAGIdempotencyConflictError",
     "DAGValidationError",
+    "DecisionError",
     "EmbeddedInUseError",
     "ForbiddenCallError",
     "HistoryFileError",
@@ -876,6 +879,33 @@ class HistoryFileError(AzyncError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.source, self.problem))
+
+
+class DecisionError(AzyncError, ValueError):
+    """A decision on an uncertain operation gives a result that does not fit
+    the activity's result type (recorded with the operation when it was
+    scheduled), so the workflow could not decode it. Nothing is written.
+    Also a ``ValueError``.
+
+    Attributes:
+        expected: the activity's result type, as recorded (``"str"``,
+            ``"list[int]"``, ``"Charge"``).
+        given: the decided result as JSON text (cut to 200 characters).
+    """
+
+    code = "decision_invalid"
+
+    def __init__(self, expected: str, given: str, problem: str = "") -> None:
+        self.expected = expected
+        self.given = given
+        self.problem = problem
+        detail = f": {problem}" if problem else ""
+        super().__init__(
+            f"the decided result {given} does not fit the result type {expected}{detail}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.expected, self.given, self.problem))
 
 
 class SearchAttributeError(AzyncError, ValueError):

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from azync_flow._result_type import ResultType, result_type_of
 from azync_flow._workflow.context import WorkflowContext
 from azync_flow._workflow.handlers import decode_args
 from azync_flow.codec import DEFAULT_MAX_PAYLOAD_BYTES, decode_value, encode_value
@@ -162,6 +163,13 @@ class ActivityDefinition(Generic[P, R]):
         """Job kind of this activity's operations: ``$op:<name>@<version>``."""
         return f"$op:{self.name}@{self.version}"
 
+    @functools.cached_property
+    def recorded_result_type(self) -> ResultType | None:
+        """The result type its operations record (name and JSON schema of the
+        return annotation; decisions are checked against it), or None when it
+        cannot be checked (no annotation, ``Any``, a type msgspec cannot describe)."""
+        return result_type_of(self.return_type)
+
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         instance = current_instance()
         if instance is None:
@@ -227,7 +235,9 @@ class ActivityDefinition(Generic[P, R]):
         data = self.encode_args(args, kwargs)
         if options.limits:
             options = options.resolved(self._signature.bind(*args, **kwargs).args)
-        _, future = instance.schedule_activity(self.name, self.version, data, options)
+        _, future = instance.schedule_activity(
+            self.name, self.version, data, options, self.recorded_result_type
+        )
         raw = await future
         result = decode_value(raw, self.return_type, f"result of activity {self.name!r}")
         return typing.cast(R, result)

@@ -88,17 +88,25 @@ class DurableCallsMixin:
     # --- API used by the workflow layer ----------------------------------------------------------
 
     def schedule_activity(
-        self, name: str, version: str, input_bytes: bytes, options: Any = None
+        self,
+        name: str,
+        version: str,
+        input_bytes: bytes,
+        options: Any = None,
+        result_type: Any = None,
     ) -> tuple[int, asyncio.Future[Any]]:
         """Issue (or match) an activity call; the future resolves to its result ``Raw``
-        or raises :class:`ActivityError`."""
+        or raises :class:`ActivityError`. ``result_type`` (the activity's recordable
+        result type) travels with the operation it schedules."""
         self._check_size("activity input", input_bytes)
         event = ActivityScheduled(seq=0, name=name, version=version, input=msgspec.Raw(input_bytes))
         seq, recorded = self._emit(event)
         future: asyncio.Future[Any] = self.loop.create_future()
         self._activities[seq] = (future, name)
         if recorded is None:
-            self._commands.append(ScheduleActivity(seq, name, version, input_bytes, options))
+            self._commands.append(
+                ScheduleActivity(seq, name, version, input_bytes, options, result_type)
+            )
         return seq, future
 
     def start_child(

@@ -115,7 +115,9 @@ class ScheduleActivity:
     """Schedule an operation job for the ActivityScheduled event at ``seq``.
 
     ``input`` is the JSON array of positional arguments; ``options`` is the
-    :class:`~azync_flow.workflow.ActivityOptions` in effect (or None).
+    :class:`~azync_flow.workflow.ActivityOptions` in effect (or None);
+    ``result_type`` the activity's recordable result type (a ``ResultType``,
+    or None when it cannot be checked).
     """
 
     seq: int
@@ -123,6 +125,7 @@ class ScheduleActivity:
     version: str
     input: bytes
     options: Any = None
+    result_type: Any = None
 
 
 @dataclass(frozen=True)

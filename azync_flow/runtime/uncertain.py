@@ -18,7 +18,7 @@ from azync_flow._operations import decode_operation, seq_of_execution_key
 from azync_flow._text import clean_text
 from azync_flow._workflow.definitions import Registry
 from azync_flow._workflow.reconcile import Reconciled
-from azync_flow.errors import ConflictError, NotFoundError
+from azync_flow.errors import ConflictError, DecisionError, NotFoundError
 from azync_flow.replay.events import OperationUncertain, encode_event
 from azync_flow.retry import describe_error
 from azync_flow.store.queue import Job
@@ -181,6 +181,13 @@ class Reconciler:
         except (ConflictError, NotFoundError):
             self.outcomes.append("lost")
             return "lost"
+        except DecisionError as exc:  # nothing written: still uncertain, for a new decision
+            return await self._leave(
+                op,
+                "error",
+                f"the hook's result {exc.given} did not fit the result type "
+                f"{exc.expected} ({exc.problem}); decide again",
+            )
         except Exception as exc:  # e.g. a result that cannot be encoded
             return await self._leave(op, "error", f"applying the verdict failed: {exc!r}")
         self.outcomes.append(decision)
