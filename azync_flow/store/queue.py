@@ -480,3 +480,16 @@ class LimitStore(Protocol):
         """Every stored limit with its kinds, task queues, in-flight and
         waiting counts, by name."""
         ...
+
+    async def vacuum_limit_slots(self, idle_for: timedelta) -> int:
+        """Delete the slots of every key none of whose slots is held and none
+        admitted anything for ``idle_for`` (backend clock): a key's slots go
+        all together or not at all, and a key admitted again gets fresh
+        slots, so capacity and fairness are unchanged. Keys an admission is
+        using meanwhile are skipped, never waited on. Returns the slot rows
+        deleted.
+
+        Raises:
+            ValueError: ``idle_for`` is negative.
+        """
+        ...

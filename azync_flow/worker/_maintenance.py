@@ -69,10 +69,13 @@ class Retention(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         completed: succeeded jobs (DAG- and workflow-owned jobs are exempt).
         stats: daily throughput counters.
+        limit_slots: the slots of a limit's key that none holds and that
+            admitted nothing for this long (a key used again gets new ones).
     """
 
     completed: timedelta = timedelta(days=7)
     stats: timedelta = timedelta(days=90)
+    limit_slots: timedelta = timedelta(hours=1)
 
 
 @dataclass(slots=True)
@@ -307,6 +310,18 @@ def builtin_steps(
         (f"{source}.reap_expired", reap, False),
         (f"{source}.vacuum", vacuum, True),
     ]
+
+
+def limit_slots_step(store: WorkerStore, retention: Retention) -> MaintenanceStep:
+    """The ``limits.vacuum`` step: delete the slots of idle limit keys
+    (:attr:`Retention.limit_slots`), so keys seen once do not stay forever."""
+
+    async def vacuum() -> int:
+        if retention.limit_slots > timedelta(0):
+            await store.vacuum_limit_slots(retention.limit_slots)
+        return 0  # deleting idle slots makes no job runnable
+
+    return vacuum
 
 
 def fold_stats_step(store: WorkerStore) -> MaintenanceStep:

@@ -34,6 +34,7 @@ from ._maintenance import (
     backlog_step,
     builtin_steps,
     fold_stats_step,
+    limit_slots_step,
 )
 from ._queue import Handler, Interceptor, QueueHandler, QueueRunner
 from ._wake import WakeHub
@@ -195,6 +196,9 @@ class Worker:
         for source in maintain:
             self.maintain_source(source)
         self.add_maintenance(fold_stats_step(store), name="stats.fold", leadership=STATS_LEADERSHIP)
+        self.add_maintenance(
+            limit_slots_step(store, self.retention), name="limits.vacuum", interval=vacuum_interval
+        )
         self.add_maintenance(
             backlog_step(store, metrics_interval),
             name="metrics.backlog",

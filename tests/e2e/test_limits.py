@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -15,8 +16,9 @@ from azync_flow import ConcurrencyLimit, RateLimit, WorkflowContext, activity, w
 from azync_flow.cli import main
 from azync_flow.client import Client
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.queue import Source
-from azync_flow.worker import Worker
+from azync_flow.store.queue import EnqueueParams, Source
+from azync_flow.testing import MovableClock
+from azync_flow.worker import JobContext, Retention, Worker
 from azync_flow.workflow import Registry
 from tests.local_runtime import LocalRuntime
 
@@ -134,3 +136,36 @@ def test_one_worker_refuses_two_settings_for_one_limit_name(store: PostgresStore
 
 async def _handler(payload: Any) -> None:
     return None
+
+
+async def test_the_leader_vacuums_the_slots_of_idle_limit_keys(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    worker = Worker(
+        store,
+        handle_signals=False,
+        retention=Retention(limit_slots=timedelta(hours=1)),
+    )
+    sent: list[str] = []
+
+    @worker.register("mail.send", limits=[ConcurrencyLimit("per-user", 2, per_key=True)])
+    async def send(payload: Any, ctx: JobContext) -> None:
+        sent.append(payload["to"])
+
+    for to in ("u1", "u2"):
+        params = EnqueueParams(
+            id=uuid.uuid4(), kind="mail.send", payload=json.dumps({"to": to}).encode(),
+            limit_key=to,
+        )  # fmt: skip
+        assert await store.enqueue(params)
+    await worker.run_until_idle()
+    assert sorted(sent) == ["u1", "u2"]
+    slots = "SELECT count(*) FROM azync_limit_slots WHERE limit_name = 'per-user'"
+    assert await store.pool.fetchval(slots) == 4
+    clock.advance(timedelta(minutes=59))
+    await worker.run_until_idle()
+    assert await store.pool.fetchval(slots) == 4  # not idle for an hour yet
+    clock.advance(timedelta(minutes=2))
+    await worker.run_until_idle()
+    assert await store.pool.fetchval(slots) == 0

@@ -375,6 +375,12 @@ class LimitMixin(PgBase):
             spec.period if spec else None,
         )
 
+    async def vacuum_limit_slots(self, idle_for: timedelta) -> int:
+        """Contract ``LimitStore.vacuum_limit_slots`` (one statement)."""
+        if idle_for < timedelta(0):
+            raise ValueError(f"idle_for must not be negative, got {idle_for}")
+        return int(await self._fetchval("limit_slots_vacuum", idle_for))
+
     async def list_limits(self) -> list[LimitUsage]:
         """Contract ``LimitStore.list_limits``."""
         rows = await self._fetch("limit_list")

@@ -216,3 +216,48 @@ async def test_a_finished_limited_job_wakes_the_workers_of_its_kind(
     finally:
         await s.close()
         await drop_schema(pg_dsn, schema)
+
+
+async def test_vacuum_deletes_the_slots_of_idle_keys_only(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [conc("per", 2, per_key=True)])
+    assert all(await store.enqueue_many([job("k", limit_key=k) for k in ("a", "b", "c")]))
+    leased = await lease(store, "k", limit=10)
+    assert len(leased) == 3
+    for j in leased:
+        if j.limit_key != "c":
+            await store.ack(j.id, j.lease_token)  # type: ignore[arg-type]
+    clock.advance(timedelta(minutes=30))
+    assert all(await store.enqueue_many([job("k", limit_key="b")]))
+    (again,) = await lease(store, "k", limit=10)  # b admitted again: not idle
+    await store.ack(again.id, again.lease_token)  # type: ignore[arg-type]
+    clock.advance(timedelta(minutes=31))
+
+    assert await store.vacuum_limit_slots(timedelta(hours=1)) == 2  # a's two slots
+    keys = await store.pool.fetch("SELECT DISTINCT key FROM azync_limit_slots ORDER BY key")
+    assert [r["key"] for r in keys] == ["b", "c"]  # c still holds one: kept whole
+    assert await store.vacuum_limit_slots(timedelta(hours=1)) == 0
+
+    # a key used again gets its whole capacity back
+    assert all(await store.enqueue_many([job("k", limit_key="a") for _ in range(3)]))
+    assert len(await lease(store, "k", limit=10)) == 2
+    with pytest.raises(ValueError, match="idle_for"):
+        await store.vacuum_limit_slots(timedelta(seconds=-1))
+
+
+async def test_vacuum_skips_a_key_whose_slot_an_admission_holds_locked(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [conc("per", 3, per_key=True)])
+    assert all(await store.enqueue_many([job("k", limit_key="x")]))
+    (j,) = await lease(store, "k", limit=10)
+    await store.ack(j.id, j.lease_token)  # type: ignore[arg-type]
+    clock.advance(timedelta(hours=2))
+    async with store.pool.acquire() as conn, conn.transaction():
+        # an admission in flight has locked the key's last slot
+        await conn.execute(
+            "SELECT 1 FROM azync_limit_slots WHERE key = 'x' AND slot = 3 FOR UPDATE"
+        )
+        assert await store.vacuum_limit_slots(timedelta(hours=1)) == 0
+    assert await store.vacuum_limit_slots(timedelta(hours=1)) == 3

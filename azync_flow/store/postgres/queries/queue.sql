@@ -462,3 +462,33 @@ SELECT l.name, l.type, l.capacity, l.period, l.per_key, l.updated_at,
                               AND k.kind = j.kind)) AS waiting
 FROM azync_limits l, clock c
 ORDER BY l.name
+
+-- name: limit_slots_vacuum
+-- $2 idle_for: delete the slots of keys with no held slot and no admission
+-- for $2. All of a key's slots or none: each is locked (SKIP LOCKED: an
+-- admission holding one keeps the key) and re-checked free, and the key
+-- goes only when every one of its slots was locked, since an admission
+-- re-creates a key's slots only when its last slot is missing.
+-- Returns the slot rows deleted.
+WITH idle AS (
+    SELECT s.limit_name, s.key, count(*) AS n
+    FROM azync_limit_slots s
+    GROUP BY s.limit_name, s.key
+    HAVING bool_and(s.holder IS NULL)
+       AND coalesce(max(s.used_at), '-infinity') < coalesce($1::timestamptz, now()) - $2::interval
+), locked AS (
+    SELECT s.limit_name, s.key
+    FROM azync_limit_slots s JOIN idle i ON i.limit_name = s.limit_name AND i.key = s.key
+    WHERE s.holder IS NULL
+      AND coalesce(s.used_at, '-infinity') < coalesce($1::timestamptz, now()) - $2::interval
+    FOR UPDATE OF s SKIP LOCKED
+), whole AS (
+    SELECT l.limit_name, l.key FROM locked l JOIN idle i USING (limit_name, key)
+    GROUP BY l.limit_name, l.key, i.n
+    HAVING count(*) = i.n
+), gone AS (
+    DELETE FROM azync_limit_slots s USING whole w
+    WHERE s.limit_name = w.limit_name AND s.key = w.key
+    RETURNING 1
+)
+SELECT count(*) FROM gone
