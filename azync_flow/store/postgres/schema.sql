@@ -35,6 +35,7 @@
 --   0032_generic_plans.sql
 --   0033_wakes_after_commit.sql
 --   0034_worker_identity.sql
+--   0035_lowered_capacity.sql
 
 -- Types
 
@@ -901,7 +902,11 @@ BEGIN
               AND CASE WHEN l.type = 'concurrency' THEN f.holder IS NULL
                        ELSE f.used_at IS NULL OR f.used_at < p_at - l.period END
             ORDER BY f.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
-            IF FOUND THEN
+            IF FOUND AND (
+                SELECT count(*) FROM azync_limit_slots b
+                WHERE b.limit_name = l.name AND b.key = k
+                  AND CASE WHEN l.type = 'concurrency' THEN b.holder IS NOT NULL
+                           ELSE b.used_at >= p_at - l.period END) < l.capacity THEN
                 UPDATE azync_limit_slots s
                 SET holder = CASE WHEN l.type = 'concurrency' THEN p_job END,
                     holder_token = CASE WHEN l.type = 'concurrency' THEN p_token END,

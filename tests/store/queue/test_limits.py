@@ -261,3 +261,39 @@ async def test_vacuum_skips_a_key_whose_slot_an_admission_holds_locked(
         )
         assert await store.vacuum_limit_slots(timedelta(hours=1)) == 0
     assert await store.vacuum_limit_slots(timedelta(hours=1)) == 3
+
+
+async def test_a_lowered_capacity_counts_the_calls_still_holding_slots_above_it(
+    store: PostgresStore,
+) -> None:
+    await store.declare_limits(Source.QUEUE, "k", [conc("pool", 3)])
+    assert all(await store.enqueue_many([job("k") for _ in range(5)]))
+    held = await lease(store, "k", limit=10)
+    assert len(held) == 3
+    await store.declare_limits(Source.QUEUE, "k", [conc("pool", 1)])
+    first = await store.pool.fetchval(
+        "SELECT holder FROM azync_limit_slots WHERE limit_name = 'pool' AND slot = 1"
+    )
+    (done,) = [j for j in held if j.id == first]
+    await store.ack(done.id, done.lease_token)  # type: ignore[arg-type]
+    assert await lease(store, "k", limit=10) == []  # two still run: over the new capacity
+    for j in held:
+        if j.id != first:
+            await store.ack(j.id, j.lease_token)  # type: ignore[arg-type]
+    assert len(await lease(store, "k", limit=10)) == 1  # drained: the new capacity holds
+
+
+async def test_a_lowered_rate_counts_the_slots_used_above_it_within_the_period(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    await store.declare_limits(Source.QUEUE, "k", [rate("r", 3, timedelta(minutes=1))])
+    assert all(await store.enqueue_many([job("k") for _ in range(6)]))
+    assert len(await lease(store, "k", limit=1)) == 1  # slot 1 at 0 s
+    clock.advance(timedelta(seconds=30))
+    assert len(await lease(store, "k", limit=10)) == 2  # slots 2 and 3 at 30 s
+    await store.declare_limits(Source.QUEUE, "k", [rate("r", 2, timedelta(minutes=1))])
+    clock.advance(timedelta(seconds=31))  # slot 1's use is past the period
+    assert await lease(store, "k", limit=10) == []  # two uses in the last minute already
+    clock.advance(timedelta(seconds=30))
+    assert len(await lease(store, "k", limit=10)) == 2
