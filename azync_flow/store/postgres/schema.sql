@@ -36,6 +36,7 @@
 --   0033_wakes_after_commit.sql
 --   0034_worker_identity.sql
 --   0035_lowered_capacity.sql
+--   0036_cancelled_calls_hold_slots.sql
 
 -- Types
 
@@ -230,6 +231,7 @@ CREATE TABLE azync_limit_slots (
     holder_token uuid,
     holder_channel text,
     used_at timestamp with time zone,
+    held_until timestamp with time zone,
     CONSTRAINT azync_limit_slots_pkey PRIMARY KEY (limit_name, key, slot)
 );
 
@@ -811,8 +813,9 @@ AS $function$
       AND (SELECT count(*) FROM azync_limit_slots s
            WHERE s.limit_name = l.name
              AND s.key = CASE WHEN l.per_key THEN coalesce(p_key, '') ELSE '' END
-             AND s.slot <= l.capacity
-             AND CASE WHEN l.type = 'concurrency' THEN s.holder IS NOT NULL
+             AND CASE WHEN l.type = 'concurrency'
+                      THEN s.holder IS NOT NULL
+                           AND (s.held_until IS NULL OR s.held_until > p_at)
                       ELSE s.used_at >= p_at - l.period END) >= l.capacity
 $function$;
 
@@ -899,18 +902,19 @@ BEGIN
             -- lock a free slot (its last use kept to undo it), then take it
             SELECT f.slot, f.used_at INTO sl, prev FROM azync_limit_slots f
             WHERE f.limit_name = l.name AND f.key = k AND f.slot <= l.capacity
-              AND CASE WHEN l.type = 'concurrency' THEN f.holder IS NULL
+              AND CASE WHEN l.type = 'concurrency' THEN (f.holder IS NULL OR f.held_until <= p_at)
                        ELSE f.used_at IS NULL OR f.used_at < p_at - l.period END
             ORDER BY f.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
             IF FOUND AND (
                 SELECT count(*) FROM azync_limit_slots b
                 WHERE b.limit_name = l.name AND b.key = k
-                  AND CASE WHEN l.type = 'concurrency' THEN b.holder IS NOT NULL
+                  AND CASE WHEN l.type = 'concurrency' THEN b.holder IS NOT NULL AND (b.held_until IS NULL OR b.held_until > p_at)
                            ELSE b.used_at >= p_at - l.period END) < l.capacity THEN
                 UPDATE azync_limit_slots s
                 SET holder = CASE WHEN l.type = 'concurrency' THEN p_job END,
                     holder_token = CASE WHEN l.type = 'concurrency' THEN p_token END,
                     holder_channel = CASE WHEN l.type = 'concurrency' THEN p_channel END,
+                    held_until = NULL,
                     used_at = p_at
                 WHERE s.limit_name = l.name AND s.key = k AND s.slot = sl;
                 EXIT;
@@ -959,6 +963,12 @@ AS $function$
 DECLARE
     r record;
 BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.state = 'cancelled'
+       AND OLD.lease_until > coalesce(NEW.updated_at, now()) THEN
+        UPDATE azync_limit_slots s SET held_until = OLD.lease_until
+        WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token;
+        RETURN NULL;
+    END IF;
     FOR r IN
         UPDATE azync_limit_slots s SET holder = NULL, holder_token = NULL, holder_channel = NULL
         FROM azync_limit_slots o

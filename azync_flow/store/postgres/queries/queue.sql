@@ -444,8 +444,9 @@ SELECT l.name, l.type, l.capacity, l.period, l.per_key, l.updated_at,
                  FROM azync_limit_scopes s
                  WHERE s.limit_name = l.name AND s.source = 'task_queue'), '{}') AS task_queues,
        (SELECT count(*) FROM azync_limit_slots sl
-        WHERE sl.limit_name = l.name AND sl.slot <= l.capacity
-          AND CASE WHEN l.type = 'concurrency' THEN sl.holder IS NOT NULL
+        WHERE sl.limit_name = l.name
+          AND CASE WHEN l.type = 'concurrency'
+                   THEN sl.holder IS NOT NULL AND (sl.held_until IS NULL OR sl.held_until > c.t)
                    ELSE sl.used_at >= c.t - l.period END) AS in_flight,
        (SELECT count(DISTINCT sl.key) FROM azync_limit_slots sl
         WHERE sl.limit_name = l.name AND sl.slot = 1) AS keys,
@@ -474,12 +475,12 @@ WITH idle AS (
     SELECT s.limit_name, s.key, count(*) AS n
     FROM azync_limit_slots s
     GROUP BY s.limit_name, s.key
-    HAVING bool_and(s.holder IS NULL)
+    HAVING bool_and(s.holder IS NULL OR s.held_until <= coalesce($1::timestamptz, now()))
        AND coalesce(max(s.used_at), '-infinity') < coalesce($1::timestamptz, now()) - $2::interval
 ), locked AS (
     SELECT s.limit_name, s.key
     FROM azync_limit_slots s JOIN idle i ON i.limit_name = s.limit_name AND i.key = s.key
-    WHERE s.holder IS NULL
+    WHERE (s.holder IS NULL OR s.held_until <= coalesce($1::timestamptz, now()))
       AND coalesce(s.used_at, '-infinity') < coalesce($1::timestamptz, now()) - $2::interval
     FOR UPDATE OF s SKIP LOCKED
 ), whole AS (
