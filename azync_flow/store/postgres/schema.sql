@@ -37,6 +37,7 @@
 --   0034_worker_identity.sql
 --   0035_lowered_capacity.sql
 --   0036_cancelled_calls_hold_slots.sql
+--   0039_deadlines_checked_at_lease.sql
 
 -- Types
 
@@ -762,7 +763,10 @@ BEGIN
         EXIT WHEN n >= p_n;
         CONTINUE WHEN (c.q || chr(31) || c.limit_key) = ANY (blocked);
         SELECT * INTO j FROM azync_jobs
-        WHERE id = c.id AND state = 'pending' FOR UPDATE SKIP LOCKED;
+        WHERE id = c.id AND state = 'pending'
+          AND (start_deadline IS NULL OR attempt > 0 OR start_deadline > p_at)
+          AND (close_deadline IS NULL OR close_deadline > p_at)
+        FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
         tok := azync_lease_token();
         IF NOT azync_limit_admit(p_at, p_source, p_kind, c.limit_key, j.id, tok, p_channel,

@@ -16,11 +16,12 @@ import pytest
 from azync_flow.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.postgres._queries import QUERIES
-from azync_flow.store.queue import EnqueueParams, Job
+from azync_flow.store.queue import DequeueParams, EnqueueParams, Job, LimitSpec, Source
 from azync_flow.store.workflows import WorkflowStartParams, WorkflowState
 from azync_flow.testing import MovableClock
 
 from ..workflow_helpers import (
+    LEASE,
     commit_workflow_task,
     jobs_of,
     lease_op,
@@ -160,6 +161,32 @@ async def test_time_out_operations_takes_a_running_attempt_past_its_schedule_to_
         "ActivityScheduled",
         "ActivityFailed",
     ]
+
+
+async def _dequeue_charge(store: PostgresStore) -> list[Job]:
+    return await store.dequeue_batch(
+        Source.WORKFLOW, DequeueParams(kind="$op:charge@1", limit=10, lease=LEASE)
+    )
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["plain", "limited"])
+async def test_a_call_past_a_deadline_is_not_leased_before_it_times_out(
+    store: PostgresStore, clock: MovableClock, limited: bool
+) -> None:
+    clock.advance(timedelta(0))
+    _, to_start = await _with_op(store, schedule_to_start=timedelta(minutes=1))
+    _, to_close = await _with_op(store, schedule_to_close=timedelta(minutes=1))
+    _, in_time = await _with_op(store, schedule_to_close=timedelta(hours=1))
+    if limited:  # the waiting calls are keyed "" and leased through the limit's slots
+        await store.declare_limits(
+            Source.WORKFLOW,
+            "$op:charge@1",
+            [LimitSpec(name="few", type="concurrency", capacity=10)],
+        )
+    clock.advance(timedelta(minutes=1))  # both deadlines reached; no tick ran yet
+    assert [j.id for j in await _dequeue_charge(store)] == [in_time]
+    timed_out = await store.time_out_operations(_encode_op)
+    assert sorted(f.job.id for f in timed_out) == sorted([to_start, to_close])
 
 
 async def test_a_queue_job_meta_naming_a_deadline_sets_none(store: PostgresStore) -> None:

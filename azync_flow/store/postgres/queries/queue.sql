@@ -146,6 +146,10 @@ WITH limited AS (
         SELECT j.id, azync_due_order(j.run_at, j.priority) AS o FROM azync_jobs j
         WHERE j.state = 'pending' AND j.source = $2 AND j.kind = $3 AND j.task_queue = q.q
           AND j.run_at <= coalesce($1::timestamptz, now())
+          -- past a deadline it is the timeouts step's, not a new attempt's
+          AND (j.start_deadline IS NULL OR j.attempt > 0
+               OR j.start_deadline > coalesce($1::timestamptz, now()))
+          AND (j.close_deadline IS NULL OR j.close_deadline > coalesce($1::timestamptz, now()))
         ORDER BY azync_due_order(j.run_at, j.priority), j.id
         LIMIT $4
         FOR UPDATE OF j SKIP LOCKED
