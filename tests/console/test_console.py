@@ -310,12 +310,12 @@ async def test_an_execution_shows_what_it_waits_for_and_its_timeline(env: Env, a
     assert "timer #" in waiting
     assert "due" in waiting
     timeline = anon.locator("svg#timeline")
-    assert await timeline.locator("rect.bar-failed").count() == 2  # two failed charges
+    await expect(timeline.locator("rect.bar-failed")).to_have_count(2)  # two failed charges
     assert await timeline.locator("rect.bar-succeeded").count() >= 2
     assert await timeline.locator("line.gap-backoff").count() >= 2  # the backoff gaps
-    assert await timeline.locator("path.mark-waiting").count() == 1
-    assert await timeline.locator("path.mark-update").count() == 1  # the address update
-    assert await timeline.locator("rect.bar-update").count() == 1  # its handler's run
+    await expect(timeline.locator("path.mark-waiting")).to_have_count(1)
+    await expect(timeline.locator("path.mark-update")).to_have_count(1)  # the address update
+    await expect(timeline.locator("rect.bar-update")).to_have_count(1)  # its handler's run
     titles = await timeline.locator("rect.bar-failed title").all_text_contents()
     assert any("bank busy (try 1)" in t for t in titles)
     history = await anon.inner_text("#history")
