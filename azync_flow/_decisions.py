@@ -22,16 +22,45 @@ from azync_flow.replay.events import (
     OperationResolved,
     encode_event,
 )
+from azync_flow.store.queue import Source
 from azync_flow.store.workflows import UncertainStore
 
 __all__ = [
+    "NOTE_PREFIXES",
+    "RECONCILE_PREFIX",
     "Decided",
     "UncertainOperationView",
     "default_decider",
+    "reconcile_verdict",
     "recorded_result_type",
     "resolution_events",
     "resolve_operation",
 ]
+
+
+#: How the reconcile hook's verdict starts in an operation's attempt log.
+RECONCILE_PREFIX = "reconcile: "
+
+#: Attempt-log rows that note something about an attempt rather than record
+#: one: the hook's verdict, a refused late report, an operator's decision.
+NOTE_PREFIXES = (RECONCILE_PREFIX, "late outcome ignored: ", "resolved ")
+
+
+async def reconcile_verdict(store: Any, operation_id: uuid.UUID, attempt: int) -> str:
+    """The last verdict the reconcile hook recorded on ``attempt`` (the current
+    uncertain attempt) of an operation, without the log's prefix (``unknown: …``,
+    ``error: hook raised …``); ``""`` when no hook recorded one.
+
+    Args:
+        store: any store with ``job_attempts`` (the attempt log's read).
+        operation_id: the operation's job id.
+        attempt: the attempt number asked about.
+    """
+    attempts = await store.job_attempts(Source.WORKFLOW, operation_id)
+    found = [
+        a.error for a in attempts if a.attempt == attempt and a.error.startswith(RECONCILE_PREFIX)
+    ]
+    return found[-1].removeprefix(RECONCILE_PREFIX) if found else ""
 
 
 def resolution_events(

@@ -6,9 +6,10 @@ from typing import Any
 
 import click
 
+from azync_flow._decisions import reconcile_verdict
 from azync_flow.client import Client
 from azync_flow.store.admin import DailyCount, Depths
-from azync_flow.store.queue import AttemptError, Source
+from azync_flow.store.queue import Source
 from azync_flow.store.validate import check_name, check_text
 
 from ._common import (
@@ -151,10 +152,7 @@ async def uncertain_list(workflow: str | None, limit: int, as_json: bool, db: Db
     wid = parse_id(workflow, "--workflow") if workflow else None
     async with connect(db) as store:
         ops = await Client(store).list_uncertain(workflow_id=wid, limit=limit)
-        verdicts = [
-            _reconcile_verdict(await store.job_attempts(Source.WORKFLOW, o.operation_id), o.attempt)
-            for o in ops
-        ]
+        verdicts = [await reconcile_verdict(store, o.operation_id, o.attempt) for o in ops]
     rows = list(zip(ops, verdicts, strict=True))
     if as_json:
         emit([{**to_plain(o), "reconcile_verdict": v} for o, v in rows])
@@ -175,17 +173,6 @@ async def uncertain_list(workflow: str | None, limit: int, as_json: bool, db: Db
         empty="no uncertain operations",
     )
     return EXIT_OK
-
-
-#: How the reconcile hook's verdict starts in an operation's attempt log.
-_VERDICT = "reconcile: "
-
-
-def _reconcile_verdict(attempts: list[AttemptError], attempt: int) -> str:
-    """The last verdict the reconcile hook recorded for ``attempt`` (the current
-    uncertain attempt) without the log's prefix, ``""`` when it recorded none."""
-    found = [a.error for a in attempts if a.attempt == attempt and a.error.startswith(_VERDICT)]
-    return found[-1].removeprefix(_VERDICT) if found else ""
 
 
 @uncertain.command(

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from azync_flow._decisions import reconcile_verdict
 from azync_flow._operations import decode_operation, seq_of_execution_key
 from azync_flow._text import shorten
 from azync_flow.client import Client, UncertainOperationView
@@ -33,6 +34,7 @@ from azync_flow.store.workflows import (
     WorkflowRunView,
     WorkflowState,
 )
+from azync_flow.telemetry import run_trace_id
 
 from ._graph import Graph, TaskInfo, lay_out_dag
 from ._timeline import Failure, Operation, Timeline, lay_out
@@ -256,6 +258,11 @@ class ExecutionDetail:
     trace_id: str
     now: datetime
     uncertain: list[UncertainOperationView] = field(default_factory=list)
+    #: Per uncertain operation id: the reconcile hook's last verdict on its
+    #: current attempt (``unknown: …``), ``""`` when no hook recorded one.
+    verdicts: dict[uuid.UUID, str] = field(default_factory=dict)
+    #: The trace id is derived from the execution id (no trace context stored).
+    trace_derived: bool = False
 
     @property
     def current(self) -> bool:
@@ -379,6 +386,14 @@ async def execution_detail(
         child_href=child_href,
     )
     uncertain = await client.list_uncertain(workflow_id=id) if view.suspend_operation_id else []
+    verdicts = {
+        u.operation_id: await reconcile_verdict(store, u.operation_id, u.attempt) for u in uncertain
+    }
+    trace_id = trace_id_of(traces[0]["trace_context"]) if traces else ""
+    if not trace_id:
+        # Started without a trace context: traced workers derive the run's
+        # trace id from its id, so that is where its spans are.
+        trace_id = f"{run_trace_id(id):032x}"
     return ExecutionDetail(
         view=view,
         runs=runs,
@@ -389,9 +404,11 @@ async def execution_detail(
         children=children,
         buffered=buffered,
         timeline=timeline,
-        trace_id=trace_id_of(traces[0]["trace_context"]) if traces else "",
+        trace_id=trace_id,
         now=now,
         uncertain=uncertain,
+        verdicts=verdicts,
+        trace_derived=not (traces and trace_id_of(traces[0]["trace_context"])),
     )
 
 

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from azync_flow._decisions import NOTE_PREFIXES
 from azync_flow._display import age
 from azync_flow.replay.events import (
     ActivityCompleted,
@@ -154,10 +155,12 @@ class Timeline:
 def attempts_of(op: Operation, now: datetime) -> list[Attempt]:
     """The attempts of ``op`` in order, each with its start, end and outcome.
 
-    A ``resolved ... by ...`` row is an operator's decision on the attempt
-    before it, not an attempt of its own, and is left out here.
+    Rows that note something about an attempt rather than record one (the
+    reconcile hook's verdict, a refused late report, ``resolved ... by ...``)
+    are left out, so an uncertain attempt is drawn once, as uncertain. While
+    the operation waits for a decision its uncertain attempt says so.
     """
-    fails = [f for f in op.failures if not f.error.startswith("resolved ")]
+    fails = [f for f in op.failures if not f.error.startswith(NOTE_PREFIXES)]
     out: list[Attempt] = []
     prev_end: datetime | None = None
     for i, f in enumerate(fails):
@@ -364,6 +367,8 @@ def _activity(
             gap = _bar(axis, y, prev.end, a.start, "backoff", f"backoff {age(a.start - prev.end)}")
             tl.gaps.append(gap)
         how = " (start from the retry policy)" if a.estimated else ""
+        if a.outcome == "uncertain" and op.state == "uncertain" and a is attempts[-1]:
+            how += ", waiting for a decision"
         detail = f": {a.error}" if a.error else ""
         title = (
             f"{op.activity} attempt {a.number}: {a.outcome}, {age(a.end - a.start) or '0ms'}"

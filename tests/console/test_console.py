@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Page, async_playwright
+from opentelemetry.trace import NoOpTracerProvider
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from azync_flow import Client
 from azync_flow.console import ACTIONS, AUDIT_EVENT
@@ -33,6 +34,7 @@ from azync_flow.store import Config
 from azync_flow.store.events import EventFilter
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.queue import EnqueueParams, JobState, Source
+from azync_flow.telemetry import run_trace_id
 from azync_flow.testing import drop_schema, unique_schema
 
 from . import world as w
@@ -308,12 +310,12 @@ async def test_an_execution_shows_what_it_waits_for_and_its_timeline(env: Env, a
     assert "timer #" in waiting
     assert "due" in waiting
     timeline = anon.locator("svg#timeline")
-    assert await timeline.locator("rect.bar-failed").count() == 2  # two failed charges
+    await expect(timeline.locator("rect.bar-failed")).to_have_count(2)  # two failed charges
     assert await timeline.locator("rect.bar-succeeded").count() >= 2
     assert await timeline.locator("line.gap-backoff").count() >= 2  # the backoff gaps
-    assert await timeline.locator("path.mark-waiting").count() == 1
-    assert await timeline.locator("path.mark-update").count() == 1  # the address update
-    assert await timeline.locator("rect.bar-update").count() == 1  # its handler's run
+    await expect(timeline.locator("path.mark-waiting")).to_have_count(1)
+    await expect(timeline.locator("path.mark-update")).to_have_count(1)  # the address update
+    await expect(timeline.locator("rect.bar-update")).to_have_count(1)  # its handler's run
     titles = await timeline.locator("rect.bar-failed title").all_text_contents()
     assert any("bank busy (try 1)" in t for t in titles)
     history = await anon.inner_text("#history")
@@ -390,6 +392,58 @@ async def test_uncertain_operations_are_listed_with_their_execution(env: Env, an
     table = await anon.inner_text("#uncertain")
     assert "settle_payment" in table
     assert "provider timed out" in table
+
+
+async def test_an_uncertain_attempt_waiting_for_a_decision_is_drawn_only_as_uncertain(
+    env: Env, anon: Page
+) -> None:
+    # the hook's "unknown" verdict is a row of the attempt log too: a note, not an attempt
+    await anon.goto(env.url + f"/executions/{env.world.uncertain}")
+    timeline = anon.locator("svg#timeline")
+    await expect(timeline.locator("rect.bar-uncertain")).to_have_count(1)
+    await expect(timeline.locator("rect.bar-failed")).to_have_count(0)
+    await expect(timeline.locator("rect.bar-dead")).to_have_count(0)
+    title = await timeline.locator("rect.bar-uncertain title").text_content()
+    assert title is not None
+    assert "settle_payment attempt 1: uncertain" in title
+    assert "waiting for a decision" in title
+    await shot(anon, "execution-uncertain-timeline")
+
+
+async def test_an_uncertain_operation_shows_its_execution_key_and_the_hooks_verdict(
+    env: Env, anon: Page
+) -> None:
+    wid = env.world.uncertain
+    (op,) = await Client(env.store).list_uncertain(workflow_id=wid)
+    await anon.goto(env.url + f"/executions/{wid}")
+    card = anon.locator(".uncertain-op")
+    await expect(card.locator(".execution-key")).to_have_text(op.execution_key)
+    assert op.execution_key.startswith(f"{wid}/")
+    await expect(card.locator(".reconcile-verdict")).to_have_text(f"unknown: {w.PSP_DOWN}")
+
+
+async def test_a_run_without_a_trace_context_links_the_trace_derived_from_its_id(
+    env: Env, anon: Page
+) -> None:
+    untraced = Client(env.store, tracer_provider=NoOpTracerProvider())
+    wid = (await untraced.start("ship_parcel", "U-1")).id
+    (row,) = await env.store.console_rows("console_trace_context", wid)
+    assert "traceparent" not in (row["trace_context"] or "")  # nothing was recorded
+    derived = f"{run_trace_id(wid):032x}"
+    await anon.goto(env.url + f"/executions/{wid}")
+    link = anon.locator("#trace-link")
+    await expect(link).to_have_text(derived)
+    await expect(link).to_have_attribute("href", TRACE.replace("{trace_id}", derived))
+    await expect(anon.locator("#trace-derived")).to_contain_text("derived from the execution id")
+    await anon.goto(env.readonly_url + f"/executions/{wid}")  # no --trace-url: the id, unlinked
+    await expect(anon.locator("#trace")).to_contain_text(derived)
+    await expect(anon.locator("#trace-link")).to_have_count(0)
+    # a run started with a trace context shows that one, not a derived id
+    await anon.goto(env.url + f"/executions/{env.world.waiting}")
+    await expect(anon.locator("#trace-link")).not_to_have_text(
+        f"{run_trace_id(env.world.waiting):032x}"
+    )
+    await expect(anon.locator("#trace-derived")).to_have_count(0)
 
 
 # --- actions with the token -------------------------------------------------------------

@@ -27,6 +27,8 @@ from azync_flow import (
     attach_workflows,
     workflow,
 )
+from azync_flow._decisions import reconcile_verdict
+from azync_flow.activity import Reconciled
 from azync_flow.dag import DAG, DAGClient, TaskContext
 from azync_flow.errors import Uncertain
 from azync_flow.events import EventContext, subscriber
@@ -60,7 +62,16 @@ async def charge_card(order_id: str) -> str:
     return f"ch-{order_id}"
 
 
-@activity(name="settle_payment", idempotent=False)
+#: What the payment provider's lookup answers while it is down.
+PSP_DOWN = "PSP lookup down"
+
+
+async def look_up_payment(order_id: str, execution_key: str) -> Reconciled:
+    """The reconcile hook: the provider cannot be asked, so a person decides."""
+    return Reconciled.unknown(PSP_DOWN)
+
+
+@activity(name="settle_payment", idempotent=False, reconcile=look_up_payment)
 async def settle_payment(order_id: str) -> str:
     raise Uncertain("the provider timed out after the request was sent")
 
@@ -240,6 +251,9 @@ async def seed(store: Any) -> World:
     await wait_for(lambda: parked(xss), "order X-1 waits for its signal")
     await wait_for(lambda: _is(store, done, "succeeded"), "order A-2 finishes")
     await wait_for(lambda: _is(store, uncertain, "suspended"), "payment parks uncertain")
+    (op,) = await client.list_uncertain(workflow_id=uncertain)
+    await wait_for(lambda: reconcile_verdict(store, op.operation_id, op.attempt),
+                   "the reconcile hook records its verdict")  # fmt: skip
     await wait_for(lambda: _is(store, billing_id, "succeeded"), "billing runs three periods")
     await wait_for(lambda: _dag_done(store, run.id), "the saga compensates")
     await wait_for(lambda: _dead(store, job), "the mail job dies")

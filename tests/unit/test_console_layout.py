@@ -83,6 +83,28 @@ def test_an_operators_decision_is_not_drawn_as_an_attempt() -> None:
     assert [a.outcome for a in attempts_of(op, now=at(9))] == ["uncertain"]
 
 
+def test_an_attempt_waiting_for_a_decision_is_one_uncertain_bar_whatever_notes_follow() -> None:
+    op = charge(
+        state="uncertain",
+        attempt=1,
+        started_at=at(0.5),
+        completed_at=None,
+        failures=[
+            Failure(1, "uncertain: the provider timed out", at(2)),
+            Failure(1, "reconcile: unknown: PSP lookup down", at(2.1)),
+            Failure(1, "late outcome ignored: attempt 1 reported completed", at(3)),
+        ],
+    )
+    attempts = attempts_of(op, now=at(9))
+    assert [(a.number, a.outcome, a.start, a.end) for a in attempts] == [
+        (1, "uncertain", at(0.5), at(2))
+    ]
+    scheduled = ActivityScheduled(seq=1, name="settle")
+    tl = lay_out([(1, at(0), scheduled)], [op], start=at(0), end=None, now=at(9))
+    assert [b.kind for b in tl.bars] == ["uncertain"]
+    assert "waiting for a decision" in tl.bars[0].title
+
+
 def test_the_timeline_has_a_lane_per_command_and_marks_signals() -> None:
     history = [
         (1, at(0), ActivityScheduled(seq=1, name="charge")),
