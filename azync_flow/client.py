@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
 import re
@@ -1006,8 +1007,45 @@ class WorkflowHandle(Generic[R]):
             open_timer_seqs=plan.open_timers,
         )
 
+    async def suspend(self, reason: str) -> None:
+        """Pause a running execution (an operator's hold): it becomes
+        ``suspended`` and runs no workflow code until :meth:`resume`.
+
+        Signals sent meanwhile are kept, and activities already running and
+        timers firing record their outcome; the code sees all of it once
+        resumed. ``describe().suspend_reason`` reads ``suspended by an
+        operator: <reason>``.
+
+        Args:
+            reason: why (non-empty).
+
+        Raises:
+            ValueError: ``reason`` is empty or contains NUL; nothing changed.
+            NotFoundError: the execution is missing, finished or already
+                suspended; nothing changed.
+            ConflictError: a worker kept running a pass of it for about 5 s (it
+                backs off and retries meanwhile); nothing changed, call again.
+        """
+        pause, deadline = 0.02, time.monotonic() + 5.0
+        while True:
+            try:
+                return await retry_transient(
+                    lambda: self.client.store.suspend_workflow(self.id, reason)
+                )
+            except ConflictError:  # a pass runs now: it ends within its lease
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
+
     async def resume(self) -> None:
-        """Resume a suspended execution (e.g. after fixing non-deterministic code)."""
+        """Resume a suspended execution (after fixing non-deterministic code, or
+        one an operator suspended); a workflow task runs its code again.
+
+        Raises:
+            NotFoundError: the execution is missing or not suspended.
+            ConflictError: an operation of it is still uncertain (resolve it).
+        """
         await self.client.store.resume_workflow(self.id)
 
     async def describe(self) -> WorkflowExecutionView:

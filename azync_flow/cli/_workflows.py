@@ -500,11 +500,29 @@ async def terminate(id: str, reason: str, by: str | None, as_json: bool, db: DbO
     return EXIT_OK
 
 
+@workflows.command(
+    "suspend",
+    epilog=example('azync-flow workflows suspend 3f2a0c9e-... --reason "vendor outage"'),
+)
+@click.argument("id")
+@click.option("--reason", required=True, help="Why (shown by `workflows describe`).")
+@db_command
+async def suspend(id: str, reason: str, as_json: bool, db: DbOptions) -> int:
+    """Pause a running execution: no workflow code runs until `workflows resume`
+    (signals sent meanwhile are kept)."""
+    execution_id = parse_id(id, "execution id")
+    async with connect(db) as store:
+        await Client(store).get_handle(execution_id).suspend(reason)
+    done(as_json, {"id": execution_id, "suspended": True}, f"suspended {execution_id}")
+    return EXIT_OK
+
+
 @workflows.command("resume", epilog=example("azync-flow workflows resume 3f2a0c9e-..."))
 @click.argument("id")
 @db_command
 async def resume(id: str, as_json: bool, db: DbOptions) -> int:
-    """Resume a suspended execution (after fixing its code or deciding its operation)."""
+    """Resume a suspended execution (after fixing its code, deciding its operation,
+    or an operator's `workflows suspend`)."""
     async with connect(db) as store:
         await Client(store).get_handle(parse_id(id, "execution id")).resume()
     done(as_json, {"resumed": True}, "resumed")
