@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Self, TypeVar
 
 import asyncpg
+import msgspec
 
 from azync_flow._client_interactions import (
     DEFAULT_QUERY_TIMEOUT,
@@ -56,7 +57,12 @@ from azync_flow.errors import (
 )
 from azync_flow.limits import ConcurrencyLimit
 from azync_flow.replay import check_signal_name
-from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
+from azync_flow.replay.events import (
+    HistoryEntry,
+    WorkflowClosedByOperator,
+    WorkflowTerminated,
+    encode_event,
+)
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.replay.reset import ResetTarget, plan_reset, reset_point
@@ -1006,6 +1012,64 @@ class WorkflowHandle(Generic[R]):
             rerun_seqs=plan.rerun_activities,
             open_timer_seqs=plan.open_timers,
         )
+
+    async def complete(self, result: Any, *, reason: str, closed_by: str | None = None) -> None:
+        """Close the execution as ``succeeded`` with ``result``, without running
+        its code (an operator's hand: the outcome was reached another way).
+
+        In one transaction a ``WorkflowClosedByOperator`` event (outcome,
+        result, ``reason``, ``closed_by``) ends its history, its workflow task,
+        operations and timers are cancelled (a worker still running one writes
+        nothing), and ``result()`` returns ``result``. Works on running and
+        suspended executions.
+
+        Args:
+            result: the execution's result (any JSON-encodable value).
+            reason: why (non-empty; recorded in history).
+            closed_by: who (default: ``user@host`` of this process).
+
+        Raises:
+            ValueError: ``reason`` is empty or contains NUL; nothing changed.
+            PayloadEncodeError: ``result`` is not JSON-encodable.
+            NotFoundError: the execution is missing or already finished.
+            ConflictError: workers kept its jobs busy for about 5 s; call again.
+        """
+        data = encode_value(result, "workflow result")
+        await self._close("succeeded", data, reason, closed_by)
+
+    async def fail(self, reason: str, *, closed_by: str | None = None) -> None:
+        """Close the execution as ``failed``, without running its code; as
+        :meth:`complete`, and ``result()`` raises :class:`WorkflowFailedError`
+        whose message is ``failed by <closed_by>: <reason>``.
+
+        Raises:
+            ValueError: ``reason`` is empty or contains NUL; nothing changed.
+            NotFoundError: the execution is missing or already finished.
+            ConflictError: workers kept its jobs busy for about 5 s; call again.
+        """
+        await self._close("failed", None, reason, closed_by)
+
+    async def _close(
+        self, outcome: str, result: bytes | None, reason: str, closed_by: str | None
+    ) -> None:
+        check_text(reason, "reason")
+        if not reason.strip():
+            raise ValueError("reason must not be empty: say why the execution is closed")
+        who = clean_text(closed_by or default_decider())
+        event = encode_event(
+            WorkflowClosedByOperator(
+                outcome=outcome,
+                result=None if result is None else msgspec.Raw(result),
+                reason=clean_text(reason),
+                closed_by=who,
+            )
+        )
+        store = self.client.store
+        if result is not None:
+            await retry_transient(lambda: store.complete_workflow(self.id, result, who, event))
+        else:
+            await retry_transient(lambda: store.fail_workflow(self.id, reason, who, event))
+        await self._end_run_span()
 
     async def suspend(self, reason: str) -> None:
         """Pause a running execution (an operator's hold): it becomes
