@@ -1059,7 +1059,7 @@ class WorkflowHandle(Generic[R]):
         event = encode_event(
             WorkflowClosedByOperator(
                 outcome=outcome,
-                result=None if result is None else msgspec.Raw(result),
+                result=msgspec.Raw(b"null" if result is None else result),
                 reason=clean_text(reason),
                 closed_by=who,
             )

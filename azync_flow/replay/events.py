@@ -459,7 +459,7 @@ class WorkflowClosedByOperator(Event):
 
     is_external: ClassVar[bool] = True
     outcome: str = ""
-    result: msgspec.Raw | None = None
+    result: msgspec.Raw = msgspec.Raw(b"null")  # null when failed
     reason: str = ""
     closed_by: str = ""
 

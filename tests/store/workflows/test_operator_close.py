@@ -16,7 +16,7 @@ from tests.store.workflow_helpers import finish, jobs_of, lease_task, snapshot, 
 
 
 def _event(outcome: str, result: bytes | None = None) -> tuple[str, bytes]:
-    raw = None if result is None else msgspec.Raw(result)
+    raw = msgspec.Raw(b"null" if result is None else result)
     return encode_event(
         WorkflowClosedByOperator(outcome=outcome, result=raw, reason="by hand", closed_by="ann")
     )
