@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
 import re
@@ -22,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Self, TypeVar
 
 import asyncpg
+import msgspec
 
 from azync_flow._client_interactions import (
     DEFAULT_QUERY_TIMEOUT,
@@ -55,7 +57,12 @@ from azync_flow.errors import (
 )
 from azync_flow.limits import ConcurrencyLimit
 from azync_flow.replay import check_signal_name
-from azync_flow.replay.events import HistoryEntry, WorkflowTerminated, encode_event
+from azync_flow.replay.events import (
+    HistoryEntry,
+    WorkflowClosedByOperator,
+    WorkflowTerminated,
+    encode_event,
+)
 from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.replay.reset import ResetTarget, plan_reset, reset_point
@@ -1006,8 +1013,103 @@ class WorkflowHandle(Generic[R]):
             open_timer_seqs=plan.open_timers,
         )
 
+    async def complete(self, result: Any, *, reason: str, closed_by: str | None = None) -> None:
+        """Close the execution as ``succeeded`` with ``result``, without running
+        its code (an operator's hand: the outcome was reached another way).
+
+        In one transaction a ``WorkflowClosedByOperator`` event (outcome,
+        result, ``reason``, ``closed_by``) ends its history, its workflow task,
+        operations and timers are cancelled (a worker still running one writes
+        nothing), and ``result()`` returns ``result``. Works on running and
+        suspended executions.
+
+        Args:
+            result: the execution's result (any JSON-encodable value).
+            reason: why (non-empty; recorded in history).
+            closed_by: who (default: ``user@host`` of this process).
+
+        Raises:
+            ValueError: ``reason`` is empty or contains NUL; nothing changed.
+            PayloadEncodeError: ``result`` is not JSON-encodable.
+            NotFoundError: the execution is missing or already finished.
+            ConflictError: workers kept its jobs busy for about 5 s; call again.
+        """
+        data = encode_value(result, "workflow result")
+        await self._close("succeeded", data, reason, closed_by)
+
+    async def fail(self, reason: str, *, closed_by: str | None = None) -> None:
+        """Close the execution as ``failed``, without running its code; as
+        :meth:`complete`, and ``result()`` raises :class:`WorkflowFailedError`
+        whose message is ``failed by <closed_by>: <reason>``.
+
+        Raises:
+            ValueError: ``reason`` is empty or contains NUL; nothing changed.
+            NotFoundError: the execution is missing or already finished.
+            ConflictError: workers kept its jobs busy for about 5 s; call again.
+        """
+        await self._close("failed", None, reason, closed_by)
+
+    async def _close(
+        self, outcome: str, result: bytes | None, reason: str, closed_by: str | None
+    ) -> None:
+        check_text(reason, "reason")
+        if not reason.strip():
+            raise ValueError("reason must not be empty: say why the execution is closed")
+        who = clean_text(closed_by or default_decider())
+        event = encode_event(
+            WorkflowClosedByOperator(
+                outcome=outcome,
+                result=msgspec.Raw(b"null" if result is None else result),
+                reason=clean_text(reason),
+                closed_by=who,
+            )
+        )
+        store = self.client.store
+        if result is not None:
+            await retry_transient(lambda: store.complete_workflow(self.id, result, who, event))
+        else:
+            await retry_transient(lambda: store.fail_workflow(self.id, reason, who, event))
+        await self._end_run_span()
+
+    async def suspend(self, reason: str) -> None:
+        """Pause a running execution (an operator's hold): it becomes
+        ``suspended`` and runs no workflow code until :meth:`resume`.
+
+        Signals sent meanwhile are kept, and activities already running and
+        timers firing record their outcome; the code sees all of it once
+        resumed. ``describe().suspend_reason`` reads ``suspended by an
+        operator: <reason>``.
+
+        Args:
+            reason: why (non-empty).
+
+        Raises:
+            ValueError: ``reason`` is empty or contains NUL; nothing changed.
+            NotFoundError: the execution is missing, finished or already
+                suspended; nothing changed.
+            ConflictError: a worker kept running a pass of it for about 5 s (it
+                backs off and retries meanwhile); nothing changed, call again.
+        """
+        pause, deadline = 0.02, time.monotonic() + 5.0
+        while True:
+            try:
+                return await retry_transient(
+                    lambda: self.client.store.suspend_workflow(self.id, reason)
+                )
+            except ConflictError:  # a pass runs now: it ends within its lease
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
+
     async def resume(self) -> None:
-        """Resume a suspended execution (e.g. after fixing non-deterministic code)."""
+        """Resume a suspended execution (after fixing non-deterministic code, or
+        one an operator suspended); a workflow task runs its code again.
+
+        Raises:
+            NotFoundError: the execution is missing or not suspended.
+            ConflictError: an operation of it is still uncertain (resolve it).
+        """
         await self.client.store.resume_workflow(self.id)
 
     async def describe(self) -> WorkflowExecutionView:

@@ -1,5 +1,5 @@
 """`azync-flow jobs ...`: queue jobs (and, with `--source`, deliveries, DAG tasks,
-workflow tasks): list, inspect, retry, pause, resume, archive, delete, dead letters."""
+workflow tasks): list, inspect, retry, pause, resume, archive, delete, purge, dead letters."""
 
 from __future__ import annotations
 
@@ -243,6 +243,55 @@ async def retry(
         else:
             n = await store.retry_all_dead(Source(source), kind)
     done(as_json, {"retried": n}, f"retried {n} job(s)")
+    return EXIT_OK
+
+
+#: States `jobs purge` takes: not in flight (a leased or uncertain job is refused).
+_PURGEABLE = [s.value for s in JobState if s not in (JobState.ACTIVE, JobState.UNCERTAIN)]
+#: Sources whose jobs no run owns; DAG tasks and workflow jobs go with their run.
+_PURGE_SOURCES = (Source.QUEUE, Source.EVENT)
+
+
+@jobs.command(
+    "purge",
+    epilog=example("azync-flow jobs purge --kind email --state dead --yes"),
+)
+@click.option("--kind", required=True, help="The kind whose jobs are deleted.")
+@click.option(
+    "--state", required=True, type=StrictChoice(_PURGEABLE), help="Delete the jobs in this state."
+)
+@_source_option
+@click.option("--yes", is_flag=True, help="Delete; without it, only say how many would go.")
+@db_command
+async def purge(kind: str, state: str, source: str, yes: bool, as_json: bool, db: DbOptions) -> int:
+    """Delete every job of one kind in one state (without --yes: count them, delete nothing).
+
+    Running (active) and uncertain jobs cannot be purged; DAG tasks and
+    workflow jobs belong to their run (act on the run: `dags cancel`,
+    `workflows terminate`).
+    """
+    src, st = Source(source), JobState(state)
+    if src not in _PURGE_SOURCES:
+        raise CliError(
+            f"{src} jobs belong to their run and cannot be purged; act on the run "
+            f"(`azync-flow {'dags cancel' if src is Source.DAG else 'workflows terminate'} ID`)"
+        )
+    check_name(kind, "--kind")
+    async with connect(db) as store:
+        if not yes:
+            _, n = await store.list_jobs(src, JobFilter(kind=kind, state=st), 0, 0)
+            done(
+                as_json,
+                {"kind": kind, "state": st, "source": src, "would_delete": n, "deleted": 0},
+                f"would delete {n} {st} {src} job(s) of kind {kind!r}; pass --yes to delete them",
+            )
+            return EXIT_OK
+        n = await store.delete_all_jobs(src, kind, st)
+    done(
+        as_json,
+        {"kind": kind, "state": st, "source": src, "deleted": n},
+        f"deleted {n} {st} {src} job(s) of kind {kind!r}",
+    )
     return EXIT_OK
 
 

@@ -500,11 +500,66 @@ async def terminate(id: str, reason: str, by: str | None, as_json: bool, db: DbO
     return EXIT_OK
 
 
+@workflows.command(
+    "suspend",
+    epilog=example('azync-flow workflows suspend 3f2a0c9e-... --reason "vendor outage"'),
+)
+@click.argument("id")
+@click.option("--reason", required=True, help="Why (shown by `workflows describe`).")
+@db_command
+async def suspend(id: str, reason: str, as_json: bool, db: DbOptions) -> int:
+    """Pause a running execution: no workflow code runs until `workflows resume`
+    (signals sent meanwhile are kept)."""
+    execution_id = parse_id(id, "execution id")
+    async with connect(db) as store:
+        await Client(store).get_handle(execution_id).suspend(reason)
+    done(as_json, {"id": execution_id, "suspended": True}, f"suspended {execution_id}")
+    return EXIT_OK
+
+
+@workflows.command(
+    "complete",
+    epilog=example(
+        "azync-flow workflows complete 3f2a0c9e-... --result '{\"paid\": true}' "
+        '--reason "paid by hand"'
+    ),
+)
+@click.argument("id")
+@click.option("--result", "result", required=True, help="The result: JSON, @file or - (stdin).")
+@click.option("--reason", required=True, help="Why (recorded in history).")
+@db_command
+async def complete(id: str, result: str, reason: str, as_json: bool, db: DbOptions) -> int:
+    """Close a running or suspended execution as succeeded with a result, without
+    running its code."""
+    execution_id = parse_id(id, "execution id")
+    value = read_input(result, "--result")
+    async with connect(db) as store:
+        await Client(store).get_handle(execution_id).complete(value, reason=reason)
+    done(as_json, {"id": execution_id, "state": "succeeded"}, f"completed {execution_id}")
+    return EXIT_OK
+
+
+@workflows.command(
+    "fail", epilog=example('azync-flow workflows fail 3f2a0c9e-... --reason "order voided"')
+)
+@click.argument("id")
+@click.option("--reason", required=True, help="Why (the execution's failure reason).")
+@db_command
+async def fail(id: str, reason: str, as_json: bool, db: DbOptions) -> int:
+    """Close a running or suspended execution as failed, without running its code."""
+    execution_id = parse_id(id, "execution id")
+    async with connect(db) as store:
+        await Client(store).get_handle(execution_id).fail(reason)
+    done(as_json, {"id": execution_id, "state": "failed"}, f"failed {execution_id}")
+    return EXIT_OK
+
+
 @workflows.command("resume", epilog=example("azync-flow workflows resume 3f2a0c9e-..."))
 @click.argument("id")
 @db_command
 async def resume(id: str, as_json: bool, db: DbOptions) -> int:
-    """Resume a suspended execution (after fixing its code or deciding its operation)."""
+    """Resume a suspended execution (after fixing its code, deciding its operation,
+    or an operator's `workflows suspend`)."""
     async with connect(db) as store:
         await Client(store).get_handle(parse_id(id, "execution id")).resume()
     done(as_json, {"resumed": True}, "resumed")

@@ -31,7 +31,8 @@ Two families:
 
 :class:`WorkflowTerminated` ends a history without the code's say: an operator's
 ``terminate`` appends it; replay reads it as the end of the recorded history.
-:class:`WorkflowTimedOut` does the same when a workflow timeout elapses.
+:class:`WorkflowClosedByOperator` likewise (an operator's ``complete`` or
+``fail``). :class:`WorkflowTimedOut` does the same when a workflow timeout elapses.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ __all__ = [
     "UpdateAccepted",
     "UpdateCompleted",
     "WorkflowCancelled",
+    "WorkflowClosedByOperator",
     "WorkflowCompleted",
     "WorkflowContinuedAsNew",
     "WorkflowFailed",
@@ -449,6 +451,25 @@ class WorkflowTerminated(Event):
         return f"WorkflowTerminated(by {self.terminated_by}: {shorten(self.reason, _DETAIL)})"
 
 
+class WorkflowClosedByOperator(Event):
+    """An operator closed the execution (``complete`` or ``fail``) without running
+    its code: ``outcome`` ``succeeded`` (with ``result``) or ``failed``, who
+    (``closed_by``) and why (``reason``). The terminal event: only a
+    :class:`SignalsUndelivered` record may follow it."""
+
+    is_external: ClassVar[bool] = True
+    outcome: str = ""
+    result: msgspec.Raw = msgspec.Raw(b"null")  # null when failed
+    reason: str = ""
+    closed_by: str = ""
+
+    def describe(self) -> str:
+        return (
+            f"WorkflowClosedByOperator({self.outcome} by {self.closed_by}: "
+            f"{shorten(self.reason, _DETAIL)})"
+        )
+
+
 class WorkflowTimedOut(Event):
     """The execution's ``kind`` timeout (``execution`` or ``run``) of
     ``timeout_s`` seconds elapsed: the engine ended it (``failed``, with
@@ -544,6 +565,7 @@ AnyEvent = (
     | OperationUncertain
     | OperationResolved
     | WorkflowTerminated
+    | WorkflowClosedByOperator
     | WorkflowTimedOut
     | SignalsUndelivered
     | ChildStarted
@@ -577,6 +599,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         OperationUncertain,
         OperationResolved,
         WorkflowTerminated,
+        WorkflowClosedByOperator,
         WorkflowTimedOut,
         SignalsUndelivered,
         ChildStarted,
@@ -597,6 +620,7 @@ TERMINAL_TYPES = frozenset(
         "WorkflowFailed",
         "WorkflowCancelled",
         "WorkflowTerminated",
+        "WorkflowClosedByOperator",
         "WorkflowTimedOut",
         "WorkflowContinuedAsNew",
     }

@@ -286,6 +286,29 @@ class JobAdmin(Protocol):
         """
         ...
 
+    async def delete_all_jobs(self, source: Source, kind: str, state: JobState) -> int:
+        """Delete every job of ``(source, kind)`` in ``state`` (a purge).
+
+        Jobs owned by a workflow execution or a DAG run are exempt whatever
+        their state: their run decides their outcome and removes them.
+
+        Args:
+            source: whose jobs.
+            kind: only this kind; ``''`` targets every kind of the source.
+            state: the state the deleted jobs are in. A job in flight cannot
+                be purged: ``active`` (a worker holds its lease; its outcome
+                would be lost) and ``uncertain`` (an outcome waits for a
+                decision) are refused.
+
+        Returns:
+            The number of jobs deleted (0 when none matched).
+
+        Raises:
+            ValueError: ``state`` is ``active`` or ``uncertain``, or ``kind``
+                is not a valid name (NUL, over 255 characters); nothing deleted.
+        """
+        ...
+
     async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
         """Delete dead jobs of ``(source, kind)`` enqueued before ``older_than`` ago.
 

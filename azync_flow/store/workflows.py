@@ -827,7 +827,74 @@ class WorkflowAdmin(Protocol):
         one ledger event); NotFoundError when missing or finished."""
         ...
 
-    async def resume_workflow(self, id: uuid.UUID) -> None: ...
+    async def complete_workflow(
+        self, id: uuid.UUID, result: bytes, closed_by: str, event: tuple[str, bytes]
+    ) -> None:
+        """An operator's close: end a running or suspended execution as
+        ``succeeded`` with ``result``, without running its code, in one
+        transaction: ``event`` (the encoded ``WorkflowClosedByOperator``) is
+        appended, its workflow task, operations and timers are cancelled (a
+        worker still holding one loses its fence), signals it never consumed
+        are recorded undelivered and ``result()`` waiters are woken.
+
+        Args:
+            id: the execution.
+            result: the JSON result (bytes) recorded on the execution.
+            closed_by: who (free text, e.g. ``user@host``).
+            event: ``(type, payload)`` of the terminal history event.
+
+        Raises:
+            NotFoundError: the execution is missing or already finished;
+                nothing written.
+            ConflictError: its jobs stayed locked by other transactions (about
+                5 s); nothing written, retry.
+        """
+        ...
+
+    async def fail_workflow(
+        self, id: uuid.UUID, reason: str, closed_by: str, event: tuple[str, bytes]
+    ) -> None:
+        """As :meth:`complete_workflow`, ending the execution ``failed`` with
+        ``failure_reason`` = ``failed by <closed_by>: <reason>``.
+
+        Raises:
+            NotFoundError: the execution is missing or already finished.
+            ConflictError: as :meth:`complete_workflow`.
+        """
+        ...
+
+    async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None:
+        """An operator's pause: a running execution becomes ``suspended`` with
+        ``reason`` (its ``suspend_reason`` reads ``suspended by an operator:
+        <reason>``) and runs no workflow task until :meth:`resume_workflow`.
+
+        Its waiting workflow task is removed; meanwhile signals are buffered,
+        and activities still running and timers firing record their outcome
+        in history, without scheduling a task. Resuming schedules one, which
+        sees all of it.
+
+        Args:
+            id: the execution.
+            reason: why (non-empty; NUL and lone surrogates refused).
+
+        Raises:
+            ValueError: ``reason`` is empty or not storable text; nothing changed.
+            NotFoundError: the execution is missing, finished or already
+                suspended; nothing changed.
+            ConflictError: a worker is running a workflow task of it right now;
+                nothing changed, call again.
+        """
+        ...
+
+    async def resume_workflow(self, id: uuid.UUID) -> None:
+        """Suspended -> running, and schedule a workflow task.
+
+        Raises:
+            NotFoundError: the execution is missing or not suspended.
+            ConflictError: an operation of it is still uncertain (resolve it,
+                which resumes).
+        """
+        ...
 
     async def list_stalled_workflows(
         self, older_than: timedelta, limit: int

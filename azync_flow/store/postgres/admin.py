@@ -41,6 +41,7 @@ from ..admin import (
     JobFilter,
 )
 from ..queue import AttemptError, Job, JobState, Source
+from ..validate import check_name
 from ._base import PgBase, job_from_row
 from ._listen import ListenSubscription, open_subscription, parse_wake
 from ._queries import QUERIES
@@ -48,6 +49,7 @@ from ._queries import QUERIES
 __all__ = [
     "CHANGE_POLL_INTERVAL",
     "DAILY_WINDOW_DAYS",
+    "IN_FLIGHT_STATES",
     "VACUUM_BATCH",
     "AdminMixin",
     "ChangeMixin",
@@ -60,6 +62,10 @@ DAILY_WINDOW_DAYS = 30
 VACUUM_BATCH = 5_000
 
 _ZERO = timedelta(0)
+
+#: States :meth:`AdminMixin.delete_all_jobs` refuses: a worker holds the job
+#: (its settle would find nothing) or its outcome waits for a decision.
+IN_FLIGHT_STATES = frozenset({JobState.ACTIVE, JobState.UNCERTAIN})
 
 
 class AdminMixin(PgBase):
@@ -250,6 +256,16 @@ class AdminMixin(PgBase):
         if await self._fetchrow("job_delete", source.value, id, state.value) is None:
             await self._refuse_owned(source, id, "deleted")
             raise NotFoundError(f"no {state} {source} job {id}")
+
+    async def delete_all_jobs(self, source: Source, kind: str, state: JobState) -> int:
+        """Implements ``JobAdmin.delete_all_jobs`` (documented there)."""
+        check_name(kind, "kind", empty_ok=True)
+        if state in IN_FLIGHT_STATES:
+            raise ValueError(
+                f"jobs in state {state} cannot be purged: they are in flight "
+                f"(purge one of: {', '.join(s for s in JobState if s not in IN_FLIGHT_STATES)})"
+            )
+        return int(await self._fetchval("job_delete_all", source.value, kind, state.value))
 
     async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
         """Implements ``JobAdmin.vacuum_dead`` (documented there)."""

@@ -12,6 +12,7 @@ from azync_flow.store.admin import JobFilter
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import DequeueParams, JobState, Source
 from azync_flow.testing import MovableClock
+from tests.store.dag_helpers import create, params, task
 from tests.store.helpers import enqueue_and_lease, job, lease, row
 from tests.store.workflow_helpers import (
     LEASE,
@@ -260,6 +261,62 @@ async def test_delete_job_only_in_the_given_state(store: PostgresStore) -> None:
         await store.delete_job(Source.QUEUE, p.id, JobState.DEAD)
     await store.delete_job(Source.QUEUE, p.id, JobState.PENDING)
     assert await store.pool.fetchval("SELECT count(*) FROM azync_jobs") == 0
+
+
+async def test_delete_all_jobs_removes_one_kind_in_one_state_and_counts(
+    store: PostgresStore,
+) -> None:
+    dead_a = await _dead(store, "a")
+    for p in (job("a"), job("a"), job("b"), job("a", delay=timedelta(hours=1))):
+        await store.enqueue(p)
+    assert await store.delete_all_jobs(Source.QUEUE, "a", JobState.PENDING) == 2
+    left = {(r["kind"], r["state"]) for r in await store.pool.fetch("SELECT * FROM azync_jobs")}
+    assert left == {("b", "pending"), ("a", "scheduled"), ("a", "dead")}
+    assert await store.delete_all_jobs(Source.QUEUE, "a", JobState.PENDING) == 0
+    assert (await row(store, dead_a))["state"] == "dead"
+
+
+async def test_delete_all_jobs_of_every_kind_with_an_empty_kind(store: PostgresStore) -> None:
+    for kind in ("a", "b", "c"):
+        await _dead(store, kind)
+    await store.enqueue(job("a"))
+    assert await store.delete_all_jobs(Source.QUEUE, "", JobState.DEAD) == 3
+    assert [r["state"] for r in await store.pool.fetch("SELECT state FROM azync_jobs")] == [
+        "pending"
+    ]
+
+
+async def test_delete_all_jobs_touches_only_the_given_source(store: PostgresStore) -> None:
+    await store.enqueue(job("a"))
+    assert await store.delete_all_jobs(Source.EVENT, "a", JobState.PENDING) == 0
+    assert await store.pool.fetchval("SELECT count(*) FROM azync_jobs") == 1
+
+
+@pytest.mark.parametrize("state", [JobState.ACTIVE, JobState.UNCERTAIN])
+async def test_delete_all_jobs_refuses_in_flight_states(
+    store: PostgresStore, state: JobState
+) -> None:
+    active = await enqueue_and_lease(store, "a")
+    with pytest.raises(ValueError, match="in flight"):
+        await store.delete_all_jobs(Source.QUEUE, "a", state)
+    assert (await row(store, active.id))["state"] == "active"
+
+
+async def test_delete_all_jobs_refuses_a_bad_kind(store: PostgresStore) -> None:
+    with pytest.raises(ValueError, match="kind"):
+        await store.delete_all_jobs(Source.QUEUE, "a\x00b", JobState.PENDING)
+
+
+async def test_delete_all_jobs_leaves_workflow_and_dag_owned_jobs(store: PostgresStore) -> None:
+    wid = await started(store)  # its workflow task waits, pending
+    dag_id = await create(store, params([task("t")]))  # its task waits, pending
+    assert await store.delete_all_jobs(Source.WORKFLOW, "", JobState.PENDING) == 0
+    assert await store.delete_all_jobs(Source.DAG, "", JobState.PENDING) == 0
+    owned = await store.pool.fetch("SELECT run_id, dag_id, state FROM azync_jobs")
+    assert {(r["run_id"], r["dag_id"], r["state"]) for r in owned} == {
+        (wid, None, "pending"),
+        (None, dag_id, "pending"),
+    }
 
 
 async def test_vacuum_dead_removes_dead_enqueued_before_cutoff(

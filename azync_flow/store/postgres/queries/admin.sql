@@ -216,6 +216,18 @@ WHERE source = $2 AND id = $3 AND state = $4 AND dag_id IS NULL AND run_id IS NU
   AND ($1::timestamptz IS NULL OR true)
 RETURNING 1
 
+-- name: job_delete_all
+-- $2 source, $3 kind ('' = all), $4 state (never active/uncertain: refused by
+-- the caller). DAG- and workflow-owned jobs are exempt: their run owns them.
+WITH d AS (
+    DELETE FROM azync_jobs
+    WHERE source = $2 AND ($3 = '' OR kind = $3) AND state = $4
+      AND dag_id IS NULL AND run_id IS NULL
+      AND ($1::timestamptz IS NULL OR true)
+    RETURNING 1
+)
+SELECT count(*) FROM d
+
 -- name: job_vacuum_dead
 -- $2 source, $3 kind ('' = all), $4 older_than. DAG- and workflow-owned jobs
 -- are exempt: their lifecycle belongs to their run.

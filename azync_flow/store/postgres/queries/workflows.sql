@@ -165,6 +165,19 @@ SET suspend_reason = $3, suspend_seq = NULL, suspend_operation_id = $4::uuid,
 WHERE id = $2 AND state = 'suspended' AND suspend_operation_id IS NOT NULL
 RETURNING id
 
+-- name: workflow_suspend_drop_task
+-- $2 run id: an operator's suspend removes the waiting workflow task, so no
+-- pass runs while suspended (resume schedules a fresh one).
+DELETE FROM azync_jobs
+WHERE run_id = $2 AND source = 'workflow' AND task_key = '$wft'
+  AND state IN ('pending', 'scheduled') AND ($1::timestamptz IS NULL OR true)
+RETURNING id
+
+-- name: workflow_active_task
+-- $2 run id: the workflow task a worker runs now, if any.
+SELECT id, $1::timestamptz AS at FROM azync_jobs
+WHERE run_id = $2 AND source = 'workflow' AND task_key = '$wft' AND state = 'active'
+
 -- name: workflow_resume
 -- $2 id
 UPDATE azync_workflow_executions

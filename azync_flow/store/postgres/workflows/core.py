@@ -70,6 +70,9 @@ from .._wake import split_wakes
 WORKFLOW_TASK = "$wft"
 LIVE_WORKFLOW_STATES = ("running", "suspended")
 
+#: How the suspend reason of an operator's ``suspend_workflow`` starts.
+SUSPENDED_BY_OPERATOR = "suspended by an operator"
+
 #: Columns of a pending stats delta (see ``WorkflowCoreMixin._wtx``).
 ENQUEUED, PROCESSED, FAILED = 0, 1, 2
 
@@ -378,6 +381,26 @@ class WorkflowCoreMixin(PgBase):
                 "ended while suspended; no cleanup code ran",
             )
         return WorkflowState.CANCELLED
+
+    async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None:
+        """Contract ``SuspendWorkflow`` (documented at
+        :meth:`~azync_flow.store.workflows.WorkflowStore.suspend_workflow`)."""
+        check_text(reason, "reason")
+        if not reason.strip():
+            raise ValueError("reason must not be empty: say why the execution is suspended")
+        async with self._wtx() as conn:
+            state = await self._lock_live(conn, id, "suspend")
+            if state != WorkflowState.RUNNING:
+                raise NotFoundError(f"workflow execution {id} is {state}; cannot suspend")
+            # Drop the waiting task first: this waits for a worker leasing it
+            # right now, so the check below sees that lease.
+            await self._fetch("workflow_suspend_drop_task", id, conn=conn)
+            if await self._fetchrow("workflow_active_task", id, conn=conn) is not None:
+                raise ConflictError(
+                    f"workflow execution {id} is running a workflow task now; "
+                    "not suspended, try again in a moment"
+                )
+            await self._suspend(conn, id, f"{SUSPENDED_BY_OPERATOR}: {reason}")
 
     async def resume_workflow(self, id: uuid.UUID) -> None:
         """Contract ``ResumeWorkflow``: suspended -> running, and schedule a workflow task.

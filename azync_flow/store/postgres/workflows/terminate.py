@@ -96,6 +96,57 @@ class WorkflowTerminateMixin(WorkflowCoreMixin):
             f"through {_LOCK_ATTEMPTS} attempts; not terminated, retry"
         )
 
+    async def complete_workflow(
+        self, id: uuid.UUID, result: bytes, closed_by: str, event: tuple[str, bytes]
+    ) -> None:
+        """Contract ``CompleteWorkflow`` (documented at
+        :meth:`~azync_flow.store.workflows.WorkflowAdmin.complete_workflow`)."""
+        await self._close_by_operator(id, WorkflowState.SUCCEEDED, result, "", closed_by, event)
+
+    async def fail_workflow(
+        self, id: uuid.UUID, reason: str, closed_by: str, event: tuple[str, bytes]
+    ) -> None:
+        """Contract ``FailWorkflow`` (documented at
+        :meth:`~azync_flow.store.workflows.WorkflowAdmin.fail_workflow`)."""
+        why = f"failed by {clean_text(closed_by)}: {clean_text(reason)}"
+        await self._close_by_operator(id, WorkflowState.FAILED, None, why, closed_by, event)
+
+    async def _close_by_operator(
+        self,
+        id: uuid.UUID,
+        state: WorkflowState,
+        result: bytes | None,
+        failure_reason: str,
+        closed_by: str,
+        event: tuple[str, bytes],
+    ) -> None:
+        """Terminate's transaction (event, jobs and timers cancelled, waiters
+        woken) ending in ``state`` instead, without a ledger event."""
+        closed_by = clean_text(closed_by)
+        pause = 0.002
+        for _ in range(_LOCK_ATTEMPTS):
+            try:
+                async with self.transaction() as conn:
+                    await self._lock_live(conn, id, f"close it as {state}")
+                    await self._fetch("workflow_terminate_lock_jobs", id, conn=conn)
+                    await self._fetchrow(
+                        "workflow_terminate",
+                        id,
+                        event[0],
+                        event[1],
+                        f"cancelled: workflow execution closed as {state} by {closed_by}",
+                        conn=conn,
+                    )
+                    await self._finish(conn, id, state, result, failure_reason)
+                return
+            except asyncpg.LockNotAvailableError:
+                await asyncio.sleep(pause)  # a pass or activity settling: let it finish
+                pause = min(pause * 2, 0.1)
+        raise ConflictError(
+            f"workflow execution {id}: its jobs stayed locked by other transactions "
+            f"through {_LOCK_ATTEMPTS} attempts; not closed, retry"
+        )
+
     async def _terminate_once(
         self, id: uuid.UUID, reason: str, terminated_by: str, event: tuple[str, bytes]
     ) -> TerminatedExecution:
