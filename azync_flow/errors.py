@@ -918,7 +918,8 @@ class SearchAttributeError(AzyncError, ValueError):
 
 
 class OtlpConfigError(AzyncError):
-    """``configure_otlp`` cannot do what was asked (bad protocol, provider already set)."""
+    """Span export cannot be set up as asked (bad protocol or ``OTEL_*`` value,
+    provider already set, a bad ``flush_spans`` timeout)."""
 
     code = "otlp_config"
 

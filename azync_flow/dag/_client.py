@@ -227,7 +227,7 @@ class DAGClient:
         state: DAGState | None = None,
         offset: int = 0,
         limit: int = 50,
-    ) -> tuple[list[DAGView], int]:
+    ) -> tuple[builtins.list[DAGView], int]:
         """Runs newest first, filtered by definition name and state; with the total."""
         return await self.store.list_dags(DAGFilter(name=_name(dag), state=state), offset, limit)
 

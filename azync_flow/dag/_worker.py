@@ -24,6 +24,7 @@ from opentelemetry.trace import TracerProvider
 from .._logging import log_failure
 from ..retry import RetryPolicy
 from ..store.queue import Job, Source
+from ..telemetry import flush_spans_on_stop
 from ..worker import Worker
 from ._definition import DAG
 from ._runner import DAGRunner
@@ -77,6 +78,7 @@ class DAGWorkerBinding:
             tracer_provider=tracer_provider,
         )
         self.scheduler = DAGScheduler(store, max_reaps=max_reaps, tracer_provider=tracer_provider)
+        flush_spans_on_stop(worker, tracer_provider)
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task[None] | None = None
         self._fast: asyncio.Task[None] | None = None

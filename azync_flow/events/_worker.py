@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from azync_flow.store.admin import StoreClock
 from azync_flow.store.events import EventConsumer, EventMaintenance, Subscriber
 from azync_flow.store.queue import DequeueParams, Job, QueueConsumer, Source
-from azync_flow.telemetry import job_span_interceptor
+from azync_flow.telemetry import flush_spans_on_stop, job_span_interceptor
 from azync_flow.worker import DEFAULT_LEADERSHIP, QueueHandler, Worker
 
 from ._delivery import EventContext, EventRunner
@@ -73,6 +73,7 @@ class SubscriberBinding:
         runner = EventRunner(worker, self.handlers)
         if trace:
             runner.interceptors.append(job_span_interceptor(self, tracer_provider))
+            flush_spans_on_stop(worker, tracer_provider)
         for sub in subscribers:
             if sub.name in self.handlers:
                 raise ValueError(f"subscriber {sub.name!r} is attached twice")

@@ -65,6 +65,7 @@ from azync_flow.telemetry import (
     RunKind,
     RunTracer,
     end_finished_run,
+    flush_spans_on_stop,
 )
 
 if TYPE_CHECKING:
@@ -237,6 +238,7 @@ class WorkflowRuntime:
         self.store = store
         self.registry = registry
         self.tracer = RunTracer(tracer_provider)
+        flush_spans_on_stop(worker, tracer_provider)
         self.stalled_after = stalled_after
         #: (task queue, workflow) pairs already warned about as served by no worker.
         self._unserved_warned: set[tuple[str, str]] = set()

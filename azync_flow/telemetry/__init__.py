@@ -48,6 +48,11 @@ points: an attempt span's end counts the attempt and its latency,
 ``end_finished_run`` the run's end. :mod:`azync_flow.telemetry.metrics`
 exports them (Prometheus, OTLP).
 
+Buffered spans (an SDK ``BatchSpanProcessor`` exports every few hundred ms)
+leave the process with :func:`flush_spans`; every place that turns tracing on
+for a worker registers it as a stop hook (:func:`flush_spans_on_stop`), so a
+gracefully stopped worker sends all its spans.
+
 Replay rule: only the attempt that actually executes makes a span. A workflow
 task (replay pass) makes exactly one ``workflow.task`` span whatever it
 replays; the runtime never opens a span for a step it finds in history, and
@@ -63,6 +68,7 @@ from azync_flow.telemetry._carrier import (
     suppressed_context,
     traced_meta,
 )
+from azync_flow.telemetry._flush import flush_spans, flush_spans_on_stop
 from azync_flow.telemetry._jobs import job_span_interceptor, trace_jobs
 from azync_flow.telemetry._names import (
     ATTR_ATTEMPT,
@@ -123,6 +129,8 @@ __all__ = [
     "context_from_carrier",
     "default_run_tracer",
     "end_finished_run",
+    "flush_spans",
+    "flush_spans_on_stop",
     "job_span_interceptor",
     "run_event",
     "run_span_id",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from azync_flow.errors import Skip, Snooze
 from azync_flow.retry import RetryDecision
+from azync_flow.telemetry._flush import flush_spans_on_stop
 from azync_flow.telemetry._names import AttemptKind, AttemptOutcome
 from azync_flow.telemetry._tracer import RunTracer
 from azync_flow.worker import JobContext, Worker
@@ -29,9 +30,11 @@ def trace_jobs(worker: Worker, tracer_provider: TracerProvider | None = None) ->
 
     Args:
         worker: the Worker whose handlers are traced (call before it starts).
-        tracer_provider: OpenTelemetry provider (None = the global one).
+        tracer_provider: OpenTelemetry provider (None = the global one); its
+            buffered spans are flushed when the worker stops gracefully.
     """
     worker.add_interceptor(job_span_interceptor(worker, tracer_provider))
+    flush_spans_on_stop(worker, tracer_provider)
 
 
 def job_span_interceptor(

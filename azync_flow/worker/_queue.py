@@ -52,12 +52,6 @@ WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 Handler = Callable[..., Awaitable[Any]]
 
-#: ``async def interceptor(ctx: JobContext, call_next) -> None``: wraps every queue
-#: handler call (``await call_next()`` runs the next interceptor or the handler).
-#: The handler's exception (or Snooze/Skip) propagates through it, so it can time,
-#: trace or log each attempt; it must re-raise to keep the settle semantics.
-Interceptor = Callable[["JobContext", Callable[[], Awaitable[None]]], Awaitable[None]]
-
 
 @dataclass(frozen=True, slots=True)
 class JobContext:
@@ -96,6 +90,15 @@ class JobContext:
     def lease_lost(self) -> bool:
         """True once a renewal was rejected."""
         return self._lease.lost
+
+
+#: ``async def interceptor(ctx: JobContext, call_next) -> None``: wraps every queue
+#: handler call (``await call_next()`` runs the next interceptor or the handler).
+#: The handler's exception (or Snooze/Skip) propagates through it, so it can time,
+#: trace or log each attempt; it must re-raise to keep the settle semantics.
+#: (Defined after JobContext, not as a string forward reference, so that
+#: annotation readers such as the API reference can resolve it.)
+Interceptor = Callable[[JobContext, Callable[[], Awaitable[None]]], Awaitable[None]]
 
 
 @dataclass(slots=True)

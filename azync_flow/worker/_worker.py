@@ -181,6 +181,7 @@ class Worker:
         self._running = False
         self._bg: asyncio.Task[None] | None = None
         self._periodic: list[_Periodic] = []
+        self._stop_hooks: dict[str, Callable[[], Awaitable[Any]]] = {}
         #: The limits this worker stores when it starts, by (source, kind).
         self.limits: dict[tuple[Source, str], list[LimitSpec]] = {}
         #: The task queue limits this worker stores when it starts, by task queue.
@@ -465,6 +466,29 @@ class Worker:
         """
         self._periodic.append(_Periodic(name, step, interval.total_seconds(), on_stop))
 
+    def add_stop_hook(self, name: str, hook: Callable[[], Awaitable[Any]]) -> bool:
+        """Call ``hook`` once when the worker stops, after its in-flight jobs
+        ended (or were cancelled past ``shutdown_grace``), its acks were flushed
+        and its periodic steps stopped; hooks run in the order added.
+
+        For what must leave the process before it exits (buffered telemetry,
+        say). A failing hook is logged and the next one still runs. Nothing
+        runs them when the process is killed (SIGKILL).
+
+        Args:
+            name: identifies the hook; a second hook under a name already
+                added is ignored, so a component attached twice adds it once.
+            hook: ``async def hook()``; a blocking hook should hand its work
+                to a thread (``asyncio.to_thread``).
+
+        Returns:
+            True when the hook was added, False when ``name`` was taken.
+        """
+        if name in self._stop_hooks:
+            return False
+        self._stop_hooks[name] = hook
+        return True
+
     @property
     def maintained_sources(self) -> frozenset[Source]:
         """The sources whose built-in promote/reap/vacuum this worker takes part in."""
@@ -578,6 +602,14 @@ class Worker:
             await asyncio.gather(*periodic, return_exceptions=True)
             for p in self._periodic:
                 await p.stop()
+            await self._run_stop_hooks()
+
+    async def _run_stop_hooks(self) -> None:
+        for name, hook in list(self._stop_hooks.items()):
+            try:
+                await hook()
+            except Exception as exc:  # one failing hook must not keep the others from running
+                log.warning("stop hook %s failed: %s", name, exc)
 
     async def _shutdown(
         self, loop_tasks: list[asyncio.Task[None]], maint: asyncio.Task[Any]

@@ -34,6 +34,8 @@ def test_telemetry_exports_exactly_the_documented_names() -> None:
         "context_from_carrier",
         "default_run_tracer",
         "end_finished_run",
+        "flush_spans",
+        "flush_spans_on_stop",
         "job_span_interceptor",
         "run_event",
         "run_span_id",
