@@ -281,6 +281,16 @@ class WorkflowRuntime:
             concurrency=concurrency,
             dequeue=dequeue_tasks,
         )
+        # A pass that arms a durable timer wakes this loop at its due time, and
+        # an idle poll learns the earliest timer other workers armed.
+        self.workflows.timer_armed = self.task_loop.wake_in
+
+        async def next_due() -> float | None:
+            return await store.next_workflow_task_due(
+                WORKFLOW_TASK_KIND, task_queues=worker.task_queues, names=list(registry.workflows)
+            )
+
+        self.task_loop.next_due = next_due
         #: Answers queries of these workflows (a cached instance or a full replay).
         self.queries = QueryResponder(self.workflows, store)
         self.query_loop = worker.add_loop(

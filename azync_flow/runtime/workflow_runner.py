@@ -148,6 +148,10 @@ class WorkflowRunner:
         #: operation's completion) or "start" (an eager start).
         self.before_commit: Callable[[uuid.UUID, str], Any] | None = None
         self.after_commit: Callable[[uuid.UUID, str], Any] | None = None
+        #: Called with the delay in seconds of the earliest durable timer a
+        #: committed pass armed (the worker pokes its task loop then: no NOTIFY
+        #: announces a timer). None: timers are found by polling.
+        self.timer_armed: Callable[[float], None] | None = None
         self.task_context = task_context or suppressed_task_context
         self.registry = registry
         self.cache = InstanceCache(cache_size)
@@ -510,6 +514,10 @@ class WorkflowRunner:
         run_id = instance.info.execution_id
         self.passes += 1
         self.clock.observe(now)
+        if outcome.timers and self.timer_armed is not None:
+            # fire_at = commit clock + fire_after; the commit's clock read came
+            # before this return, so waking fire_after from now is never early
+            self.timer_armed(min(t.fire_after for t in outcome.timers).total_seconds())
         _count_pass(instance.info, outcome)
         for command in outcome.activities:
             kind = f"$op:{command.name}@{command.version}"

@@ -1253,6 +1253,18 @@ class WorkflowRuntimeStore(Protocol):
         """
         ...
 
+    async def next_workflow_task_due(
+        self,
+        kind: str = "$wft",
+        *,
+        task_queues: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+    ) -> float | None:
+        """Seconds until the earliest scheduled workflow task of ``task_queues``
+        x ``names`` (None: any) is due, on the backend clock (negative: overdue;
+        None: none scheduled)."""
+        ...
+
     async def commit_pass(
         self,
         job_id: uuid.UUID,

@@ -16,6 +16,12 @@ Loop cycle::
 An idle loop makes one ``dequeue_batch`` per ``poll_interval`` and otherwise
 sleeps on its wake event; it never spins.
 
+A job that becomes due at a known time (a durable timer this process just
+armed, or the earliest scheduled job a poll saw) is announced by no NOTIFY:
+:meth:`LeaseLoop.wake_in` records its due time and one local timer handle
+(``loop.call_at``, for the earliest recorded due time) pokes the loop then,
+so it leases the job at its due time instead of at the next poll.
+
 A job leased by another component (a transaction that inserts it already
 leased to this worker) is handed over with :meth:`LeaseLoop.reserve` (before
 that transaction, so the slot is held) and :meth:`LeaseLoop.run_leased`
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -54,6 +61,18 @@ CANCEL_WAIT = 5.0
 #: the runner must not settle then.
 JobRunner = Callable[[Job, LeaseHandle], Awaitable[None]]
 
+#: Seconds a local due-time wake fires after the due time: the lease compares
+#: due times with the database clock, so waking exactly on time could find the
+#: job not yet due.
+DUE_WAKE_MARGIN = 0.002
+
+#: Most due times a loop remembers; past that the rest are found by polling.
+MAX_DUE_WAKES = 4096
+
+#: ``async def next_due() -> float | None``: seconds until the earliest job of
+#: a loop that is scheduled for later becomes due (None: none is scheduled).
+NextDue = Callable[[], Awaitable[float | None]]
+
 #: ``async def dequeue(limit, lease) -> list[Job]``: a loop's own lease query.
 Dequeue = Callable[[int, timedelta], Awaitable[list[Job]]]
 
@@ -63,6 +82,7 @@ class LoopStats:
 
     __slots__ = (
         "dequeues",
+        "due_wakes",
         "empty_dequeues",
         "errors",
         "heartbeats",
@@ -74,6 +94,8 @@ class LoopStats:
 
     def __init__(self) -> None:
         self.dequeues = 0
+        #: times the local due-time timer woke the loop (see :meth:`LeaseLoop.wake_in`)
+        self.due_wakes = 0
         self.empty_dequeues = 0
         self.leased = 0
         #: jobs handed over already leased (:meth:`LeaseLoop.run_leased`), in ``leased`` too
@@ -105,6 +127,10 @@ class LeaseLoop:
             generic ``dequeue_batch`` (e.g. ``lease_workflow_tasks``, which
             never leases two workflow tasks of one execution at once).
         task_queues: the task queues the generic ``dequeue_batch`` leases from.
+        next_due: ``async def () -> float | None``, seconds until the loop's
+            earliest job scheduled for later is due; asked when the loop goes
+            to sleep (at most about once per ``poll_interval``), so it wakes at
+            that due time (None: the loop learns due jobs by polling only).
     """
 
     def __init__(
@@ -122,6 +148,7 @@ class LeaseLoop:
         override_default: bool = True,
         dequeue: Dequeue | None = None,
         task_queues: tuple[str, ...] = (DEFAULT_TASK_QUEUE,),
+        next_due: NextDue | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -160,6 +187,12 @@ class LeaseLoop:
         self._changed: asyncio.Event | None = None
         self._beats: asyncio.Task[None] | None = None
         self._rearm = asyncio.Event()
+        self.next_due = next_due
+        #: Loop-clock times at which to poke the loop (a heap) and the one timer
+        #: handle, armed for the earliest of them.
+        self._dues: list[float] = []
+        self._due_timer: asyncio.TimerHandle | None = None
+        self._next_due_asked = float("-inf")
 
     def __repr__(self) -> str:
         return f"<LeaseLoop {self.source}:{self.kind} concurrency={self.concurrency}>"
@@ -222,6 +255,58 @@ class LeaseLoop:
         """Make an idle loop try to lease now (used by wake-ups and maintenance)."""
         self.wake.set()
 
+    def wake_in(self, seconds: float) -> None:
+        """Poke the loop ``seconds`` from now (plus :data:`DUE_WAKE_MARGIN`):
+        a job becomes due then that no NOTIFY will announce (e.g. a durable
+        timer). One timer handle serves every recorded due time: it is armed
+        for the earliest and, when it fires, re-armed for the next. Ignored
+        once the loop is stopping.
+
+        Args:
+            seconds: delay from now, on the monotonic clock (negative: now).
+        """
+        if self._stopping:
+            return
+        loop = asyncio.get_running_loop()
+        at = loop.time() + max(seconds, 0.0) + DUE_WAKE_MARGIN
+        if len(self._dues) >= MAX_DUE_WAKES and at >= self._dues[0]:
+            return  # bounded memory; a poll finds it
+        heapq.heappush(self._dues, at)
+        self._arm_due(loop)
+
+    @property
+    def due_wakes_pending(self) -> int:
+        """Due times recorded and not yet reached (for tests and metrics)."""
+        return len(self._dues)
+
+    def _arm_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._dues:
+            return
+        first = self._dues[0]
+        timer = self._due_timer
+        if timer is not None:
+            if timer.when() <= first:
+                return
+            timer.cancel()
+        self._due_timer = loop.call_at(first, self._due_reached)
+
+    def _due_reached(self) -> None:
+        self._due_timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        # due times within a millisecond share this wake (one lease round)
+        while self._dues and self._dues[0] <= now + 0.001:
+            heapq.heappop(self._dues)
+        self.stats.due_wakes += 1
+        self.poke()
+        self._arm_due(loop)
+
+    def _cancel_due(self) -> None:
+        timer, self._due_timer = self._due_timer, None
+        if timer is not None:
+            timer.cancel()
+        self._dues.clear()
+
     def reset(self) -> None:
         """Make a stopped loop ready to :meth:`run` again."""
         self._stopping = False
@@ -231,6 +316,7 @@ class LeaseLoop:
     def stop(self) -> None:
         """Stop leasing; jobs already leased keep running (see :meth:`drain`)."""
         self._stopping = True
+        self._cancel_due()
         self._stop_requested.set()
         self.wake.set()
         self._slot_freed.set()
@@ -298,7 +384,25 @@ class LeaseLoop:
                 self._set_idle(True)
                 if self._changed is not None:
                     self._changed.set()
+            await self._learn_next_due()
             await self._sleep_or_wake(self.poll_interval)
+
+    async def _learn_next_due(self) -> None:
+        """Before sleeping, ask when the next scheduled job is due (at most about
+        once per ``poll_interval``) and wake then, if that is before the poll."""
+        if self.next_due is None or self._stopping:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._next_due_asked < self.poll_interval / 2:
+            return
+        self._next_due_asked = loop.time()
+        try:
+            wait = await self.next_due()
+        except Exception as exc:  # polling still finds it
+            log.debug("%r: next due time unknown (%s)", self, exc)
+            return
+        if wait is not None and wait < self.poll_interval:
+            self.wake_in(wait)
 
     async def _dequeue(self, limit: int) -> list[Job]:
         if self.custom_dequeue is not None:

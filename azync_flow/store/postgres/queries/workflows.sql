@@ -1261,3 +1261,27 @@ FROM azync_jobs j
 WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'active' AND j.source = 'workflow'
   AND j.task_key <> '$wft' AND j.run_id = $4
   AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+
+-- name: workflow_task_next_due
+-- $2 kind, $3 task queues text[] and $4 workflow names text[] the caller
+-- serves (NULL = any). Seconds from the clock until the earliest scheduled
+-- workflow task (a durable timer, a retry) of those is due (NULL: none); one
+-- index probe per served (queue, name) pair (azync_jobs_workflow_task_timed).
+WITH pairs AS (
+    SELECT q.q, n.n FROM unnest($3::text[]) AS q(q), unnest($4::text[]) AS n(n)
+    UNION
+    SELECT j.task_queue, j.workflow_name FROM azync_jobs j
+    WHERE ($3::text[] IS NULL OR $4::text[] IS NULL)
+      AND j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'scheduled'
+      AND ($3::text[] IS NULL OR j.task_queue = ANY($3::text[]))
+      AND ($4::text[] IS NULL OR j.workflow_name = ANY($4::text[]))
+)
+SELECT extract(epoch FROM min(t.run_at) - coalesce($1::timestamptz, now()))::float8
+FROM pairs p
+CROSS JOIN LATERAL (
+    SELECT j.run_at FROM azync_jobs j
+    WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'scheduled'
+      AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = $2
+    ORDER BY j.run_at, j.id
+    LIMIT 1
+) t

@@ -106,6 +106,25 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
         tasks.sort(key=lambda t: lease_order(t.job))
         return tasks
 
+    async def next_workflow_task_due(
+        self,
+        kind: str = WORKFLOW_TASK,
+        *,
+        task_queues: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+    ) -> float | None:
+        """Seconds until the earliest scheduled workflow task (a durable timer's,
+        a retry's) of ``task_queues`` x ``names`` (None: any) is due, on the
+        backend clock; negative when one is overdue, None when none is scheduled.
+        One statement, one index probe per served (queue, name) pair."""
+        wait = await self._fetchval(
+            "workflow_task_next_due",
+            kind,
+            None if task_queues is None else list(task_queues),
+            None if names is None else list(names),
+        )
+        return None if wait is None else float(wait)
+
     async def commit_completions(
         self, run_id: uuid.UUID, settles: Sequence[OperationSettle], write: PassWrite
     ) -> PassCommitResult:
