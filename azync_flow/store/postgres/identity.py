@@ -69,7 +69,11 @@ class PgWorkerIdentity:
         if self._released:
             return False
         if self._conn is not None and not self._conn.is_closed():
-            return True
+            try:  # the session may have ended without this process noticing yet
+                await asyncio.wait_for(self._conn.execute("SELECT 1"), 5)
+                return True
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+                await _close(self._conn)
         self._conn = None
         try:
             conn = await connect_dedicated(self._store)

@@ -44,6 +44,16 @@ async def _kill_identity_session(store: PostgresStore, name: str) -> None:
     assert ended == 1
 
 
+async def _unheld(store: PostgresStore, name: str) -> bool:
+    """Whether no session holds the lock that fences ``name``."""
+    return bool(
+        await store.pool.fetchval(
+            "SELECT pg_try_advisory_lock($1) AND pg_advisory_unlock($1)",
+            identity_lock_key(store.schema, name),
+        )
+    )
+
+
 async def test_two_live_stores_never_hold_one_identity(
     store: PostgresStore, other: PostgresStore
 ) -> None:
@@ -135,12 +145,15 @@ async def test_a_lost_identity_session_is_claimed_again_unless_another_process_t
 ) -> None:
     held = await store.claim_worker_identity("s-1")
     await _kill_identity_session(other, "s-1")
-    await eventually(held.check)
+    await eventually(lambda: _unheld(other, "s-1"))
+    assert await held.check()  # its session ended: claimed again
+    assert not await _unheld(other, "s-1")
     leased = await enqueue_and_lease(store, "k")
     with pytest.raises(IdentityInUseError):
         await other.claim_worker_identity("s-1")  # claimed again: still fenced
 
     await _kill_identity_session(other, "s-1")
+    await eventually(lambda: _unheld(other, "s-1"))
     thief = await other.claim_worker_identity("s-1")
     assert thief.taken_back == (1, 0)
     assert not await held.check()
