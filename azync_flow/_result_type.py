@@ -131,6 +131,11 @@ def _type(
 ) -> Iterator[ValidationError]:
     if schema.get("format") == "decimal" and isinstance(instance, int | float):
         return  # the decoder takes a Decimal from a JSON number too
+    kinds = types if isinstance(types, list) else [types]
+    if isinstance(instance, float) and "integer" in kinds and "number" not in kinds:
+        # JSON Schema counts 1.0 as an integer; the decoder refuses a float for an int
+        yield ValidationError(f"{instance!r} is not of type 'integer'")
+        return
     yield from _TYPE(validator, types, instance, schema)
 
 

@@ -72,7 +72,7 @@ class PgWorkerIdentity:
             try:  # the session may have ended without this process noticing yet
                 await asyncio.wait_for(self._conn.execute("SELECT 1"), 5)
                 return True
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            except Exception:  # any failure of a dead session (driver state errors too)
                 await _close(self._conn)
         self._conn = None
         try:
@@ -83,7 +83,7 @@ class PgWorkerIdentity:
             held = await conn.fetchval(
                 "SELECT pg_try_advisory_lock($1)", identity_lock_key(self._store.schema, self.name)
             )
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        except Exception:  # reconnected but could not lock: retried at the next check
             await _close(conn)
             return True
         if not held:
