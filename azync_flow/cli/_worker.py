@@ -216,6 +216,11 @@ async def worker_command(
     )
     if lease <= 0:
         raise CliError("--lease must be a positive number of seconds")
+    if identity is not None:
+        try:
+            check_identity_name(identity)
+        except ValueError as exc:
+            raise CliError(f"--identity: {exc} (ASCII only)") from None
     telemetry_from_env(metrics=True, prometheus=metrics_port is not None)
     server = serve_metrics(metrics_port, metrics_host) if metrics_port is not None else None
     try:
@@ -223,7 +228,7 @@ async def worker_command(
         if isinstance(obj, Worker) or (callable(obj) and not is_app(obj)):
             worker = await resolve_worker(obj)
             if identity is not None:
-                worker.identity_name = check_identity_name(identity)
+                worker.identity_name = identity
         else:
             worker = await build_worker(
                 obj,

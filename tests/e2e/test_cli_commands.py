@@ -453,3 +453,11 @@ async def test_worker_help_shows_the_app_forms_as_a_list(cmd: Cmd) -> None:
     lines = [line.strip() for line in shown.out.splitlines()]
     assert sum(line.startswith("* ") for line in lines) == 2
     assert any(line.startswith("* what to register on a new worker") for line in lines)
+
+
+@pytest.mark.parametrize("bad", ["a b", "it's", "x" * 201, "héllo"])
+async def test_worker_refuses_a_bad_identity_before_loading_the_app(cmd: Cmd, bad: str) -> None:
+    shown = await cmd("worker", "no_such_app_module", "--identity", bad)
+    assert shown.code == 2
+    assert "--identity: invalid worker identity" in shown.err
+    assert "no_such_app_module" not in shown.err
