@@ -63,9 +63,14 @@ class PgWorkerIdentity:
         self._conn: asyncpg.Connection | None = conn
         self._users = 1
         self._released = False
+        self._checking = asyncio.Lock()
 
     async def check(self) -> bool:
         """Implements ``WorkerIdentity.check`` (documented there)."""
+        async with self._checking:  # workers sharing the store share this session
+            return await self._check()
+
+    async def _check(self) -> bool:
         if self._released:
             return False
         if self._conn is not None and not self._conn.is_closed():

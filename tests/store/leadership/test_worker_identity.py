@@ -3,6 +3,7 @@ session, marking every lease, that takes back what a dead holder left."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -158,3 +159,12 @@ async def test_a_lost_identity_session_is_claimed_again_unless_another_process_t
     assert thief.taken_back == (1, 0)
     assert not await held.check()
     assert (await row(store, leased.id))["state"] == "active"
+
+
+async def test_workers_sharing_a_store_check_its_identity_at_once_and_keep_it(
+    store: PostgresStore,
+) -> None:
+    held = await store.claim_worker_identity("shared-1")
+    assert await store.claim_worker_identity() is held
+    assert all(await asyncio.gather(*(held.check() for _ in range(8))))
+    assert not await _unheld(store, "shared-1")
