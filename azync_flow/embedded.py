@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -202,10 +203,19 @@ def start_embedded(data_dir: Path | None = None, *, keep_running: bool = False) 
                 data_dir,
                 _pids(dead),
             )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        server = ep.get_server(data_dir, cleanup_mode=None if keep_running else "stop")
-    return str(server.get_uri())
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                server = ep.get_server(data_dir, cleanup_mode=None if keep_running else "stop")
+            return str(server.get_uri())
+        except FileExistsError:
+            # another process (a pytest-xdist worker) is creating this data
+            # directory: once it is initialised, attach to its server
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def embedded_status(data_dir: Path | None = None) -> EmbeddedStatus:
