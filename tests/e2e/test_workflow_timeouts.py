@@ -264,14 +264,14 @@ async def test_execution_timeout_spans_continue_as_new_runs(
 ) -> None:
     clock.advance(timedelta(0))
     handle = await Client(store).start(
-        hops, 5, execution_timeout=timedelta(minutes=12), run_timeout=timedelta(hours=1)
+        hops, 5, execution_timeout=timedelta(minutes=13), run_timeout=timedelta(hours=1)
     )
     await run(store)
-    for _ in range(2):  # two runs of 5+ minutes each
+    for _ in range(2):  # two runs of 5+ minutes each: 12 min, a minute short of the deadline
         clock.advance(timedelta(minutes=6))
         await run(store)
     assert (await handle.describe()).run_no == 3
-    clock.advance(timedelta(minutes=1))  # 13 min since the start
+    clock.advance(timedelta(minutes=2))  # 14 min since the start, before run 3's timer
     await run(store)
     with pytest.raises(WorkflowTimeoutError) as caught:
         await handle.result(timeout=5)
