@@ -242,7 +242,7 @@ class WorkflowRuntime:
         self.stalled_after = stalled_after
         #: (task queue, workflow) pairs already warned about as served by no worker.
         self._unserved_warned: set[tuple[str, str]] = set()
-        #: Where the incremental stalled repair resumes: (updated_at, id) examined last.
+        #: Where the incremental stalled repair resumes: (progress_at, id) examined last.
         self._stalled_cursor: tuple[datetime, uuid.UUID] | None = None
         self.retention = retention
         self.max_reaps = worker.max_reaps if max_reaps is None else max_reaps
@@ -591,10 +591,11 @@ class WorkflowRuntime:
 
         Incremental: each execution is examined once it has gone
         ``stalled_after`` without a change (a keyset cursor over
-        ``(updated_at, id)``), plus those holding a buffered signal, so an idle
-        run costs what became due, not what is parked. The first run of this
-        runtime sweeps every running execution, in batches, at most
-        ``STALLED_SWEEP`` of wall time per run (the rest on the next runs).
+        ``(progress_at, id)``, the 10-second bin of ``updated_at``), plus those
+        holding a buffered signal, so an idle run costs what became due, not
+        what is parked. The first run of this runtime sweeps every running
+        execution, in batches, at most ``STALLED_SWEEP`` of wall time per run
+        (the rest on the next runs).
         """
         repaired = 0
         deadline = time.monotonic() + STALLED_SWEEP.total_seconds()

@@ -410,8 +410,9 @@ class StalledScan(msgspec.Struct, kw_only=True):
         stalled: the stalled executions found in the batch, oldest first.
         scanned: candidates examined; fewer than the batch means the scan
             caught up with every execution aged ``older_than``.
-        cursor: ``(updated_at, id)`` of the last candidate examined, the
-            ``after`` of the next batch (None: none examined; keep the old one).
+        cursor: ``(progress_at, id)`` of the last candidate examined (its
+            10-second progress bin and id), the ``after`` of the next batch
+            (None: none examined; keep the old one).
     """
 
     stalled: list[StalledWorkflow]
@@ -1005,10 +1006,12 @@ class WorkflowMaintenance(Protocol):
         after: tuple[datetime, uuid.UUID] | None,
         batch: int,
     ) -> StalledScan:
-        """The next ``batch`` running executions updated >= older_than ago, in
-        ``(updated_at, id)`` order after ``after`` (None: from the oldest), and
-        every one holding a buffered signal: those of them that are stalled (as
-        ``list_stalled_workflows``), and the cursor of the next batch."""
+        """The next ``batch`` running executions whose 10-second progress bin
+        ended ``older_than`` ago, in ``(progress_at, id)`` order after
+        ``after`` (None: from the oldest), the ones of the cutoff's own bin
+        updated >= older_than ago, and every one holding a buffered signal:
+        those of them that are stalled (as ``list_stalled_workflows``), and the
+        cursor of the next batch."""
         ...
 
     async def list_unserved_workflows(self) -> list[tuple[str, str]]:

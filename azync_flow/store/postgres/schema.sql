@@ -38,6 +38,7 @@
 --   0035_lowered_capacity.sql
 --   0036_cancelled_calls_hold_slots.sql
 --   0039_deadlines_checked_at_lease.sql
+--   0040_hot_execution_updates.sql
 
 -- Types
 
@@ -374,9 +375,10 @@ CREATE TABLE azync_workflow_executions (
     reset_from_run integer,
     reset_seq bigint,
     reset_reason text DEFAULT ''::text NOT NULL,
+    progress_at timestamp with time zone GENERATED ALWAYS AS (date_bin('00:00:10'::interval, updated_at, '2000-01-01 00:00:00+00'::timestamp with time zone)) STORED,
     CONSTRAINT azync_workflow_executions_pkey PRIMARY KEY (id),
     CONSTRAINT azync_workflow_executions_state_check CHECK ((state = ANY (ARRAY['running'::text, 'suspended'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'terminated'::text])))
-);
+) WITH (fillfactor=80);
 
 CREATE TABLE azync_workflow_history (
     workflow_id uuid NOT NULL,
@@ -606,7 +608,7 @@ CREATE INDEX azync_workflow_executions_parent ON azync_workflow_executions USING
 
 CREATE INDEX azync_workflow_executions_search ON azync_workflow_executions USING gin (search_attributes jsonb_path_ops);
 
-CREATE INDEX azync_workflow_executions_state ON azync_workflow_executions USING btree (state, updated_at);
+CREATE INDEX azync_workflow_executions_state ON azync_workflow_executions USING btree (state, progress_at, id);
 
 CREATE INDEX azync_workflow_executions_timeout ON azync_workflow_executions USING btree (timeout_at) WHERE ((timeout_at IS NOT NULL) AND (state = ANY (ARRAY['running'::text, 'suspended'::text])));
 

@@ -374,7 +374,7 @@ async def test_stalled_scan_examines_only_past_its_cursor_and_executions_with_a_
         task = await lease_task(store, run)
         await store.ack(task.id, task.lease_token)  # nothing pending: stalled
         ids.append(run)
-        clock.advance(timedelta(seconds=1))
+        clock.advance(timedelta(seconds=10))  # one 10-second progress bin each
     await store.pool.execute(
         "UPDATE azync_workflow_executions SET awaited_signals = '{go}' WHERE id = $1", ids[0]
     )
@@ -399,3 +399,23 @@ async def test_stalled_scan_examines_only_past_its_cursor_and_executions_with_a_
     assert [s.id for s in await store.list_stalled_workflows(timedelta(0), 2)] == ids[:2]
     with pytest.raises(ValueError, match="batch"):
         await store.scan_stalled_workflows(timedelta(0), None, 0)
+
+
+async def test_stalled_scan_examines_the_cutoffs_own_bin_without_moving_its_cursor(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    run = await started(store, name="fresh")
+    task = await lease_task(store, run)
+    await store.ack(task.id, task.lease_token)
+    # updated in the bin the cutoff falls in: found, but not behind the cursor
+    now = await store.scan_stalled_workflows(timedelta(0), None, 10)
+    assert (now.scanned, [s.id for s in now.stalled], now.cursor) == (0, [run], None)
+    # not old enough yet: neither found nor passed
+    young = await store.scan_stalled_workflows(timedelta(minutes=5), None, 10)
+    assert (young.scanned, young.stalled, young.cursor) == (0, [], None)
+    clock.advance(timedelta(minutes=5, seconds=10))  # its bin has ended 5 minutes ago
+    aged = await store.scan_stalled_workflows(timedelta(minutes=5), None, 10)
+    assert (aged.scanned, [s.id for s in aged.stalled]) == (1, [run])
+    assert aged.cursor is not None
+    assert aged.cursor[1] == run

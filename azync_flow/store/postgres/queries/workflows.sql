@@ -349,34 +349,45 @@ WITH d AS (
 SELECT count(*) FROM d
 
 -- name: workflow_stalled_scan
--- $2 older_than, $3 cursor updated_at and $4 cursor id (NULL = from the
+-- $2 older_than, $3 cursor progress_at and $4 cursor id (NULL = from the
 -- oldest), $5 batch. One batch of the stalled-execution scan: running
 -- executions updated at least $2 ago with nothing pending — no live workflow
 -- job (task or operation), no unfired timer, no live child of the current run
 -- (its outcome will wake it), and not blocked on a signal unless a signal it
--- waits for is already buffered (its task is lost). Examines only the next $5
--- candidates in (updated_at, id) order after the cursor (an index range, not
--- every parked execution) and the executions holding a buffered signal (few:
--- a pass consumes them), and returns every stalled one of them, oldest first.
--- Every row carries the batch's size and its last (updated_at, id), the next
--- cursor; one row with a NULL id when none is stalled.
-WITH scan AS (
-    SELECT e.id, e.name, e.updated_at, e.run_id, e.awaited_signals
-    FROM azync_workflow_executions e
+-- waits for is already buffered (its task is lost). Examines the next $5
+-- candidates in (progress_at, id) order after the cursor among the whole
+-- progress bins older than the cutoff (an index range, not every parked
+-- execution: each of their rows is old enough, so the cursor passes none too
+-- young), plus, beside the cursor, the old-enough rows of the cutoff's own bin
+-- and the executions holding a buffered signal (few: a pass consumes them),
+-- and returns every stalled one of them, oldest first. Every row carries the
+-- batch's size and its last (progress_at, id), the next cursor; one row with a
+-- NULL id when none is stalled.
+WITH cut AS (
+    SELECT coalesce($1::timestamptz, now()) - $2::interval AS at,
+           date_bin(interval '10 seconds', coalesce($1::timestamptz, now()) - $2::interval,
+                    timestamptz '2000-01-01 00:00:00+00') AS bin  -- progress_at's bins
+), scan AS (
+    SELECT e.id, e.name, e.updated_at, e.progress_at, e.run_id, e.awaited_signals
+    FROM azync_workflow_executions e, cut
     WHERE e.state = 'running'
-      AND e.updated_at <= coalesce($1::timestamptz, now()) - $2::interval
-      AND e.updated_at >= coalesce($3::timestamptz, '-infinity')
-      AND (e.updated_at, e.id) > (coalesce($3::timestamptz, '-infinity'),
-                                  coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'))
-    ORDER BY e.updated_at, e.id
+      AND e.progress_at < cut.bin
+      AND (e.progress_at, e.id) > (coalesce($3::timestamptz, '-infinity'),
+                                   coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'))
+    ORDER BY e.progress_at, e.id
     LIMIT $5::int
 ), cand AS (
-    SELECT * FROM scan
+    SELECT id, name, updated_at, run_id, awaited_signals FROM scan
     UNION ALL
     SELECT e.id, e.name, e.updated_at, e.run_id, e.awaited_signals
-    FROM azync_workflow_executions e
+    FROM azync_workflow_executions e, cut
+    WHERE e.state = 'running' AND e.progress_at = cut.bin AND e.updated_at <= cut.at
+    UNION ALL
+    SELECT e.id, e.name, e.updated_at, e.run_id, e.awaited_signals
+    FROM azync_workflow_executions e, cut
     WHERE e.state = 'running'
-      AND e.updated_at <= coalesce($1::timestamptz, now()) - $2::interval
+      AND e.updated_at <= cut.at
+      AND e.progress_at <> cut.bin
       AND e.id IN (SELECT s.workflow_id FROM azync_workflow_signals s
                    WHERE s.consumed_seq IS NULL)
       AND e.id NOT IN (SELECT id FROM scan)
@@ -401,10 +412,10 @@ WITH scan AS (
                   AND c.state IN ('running', 'suspended')) AS stalled
     FROM cand e
 ), last AS (
-    SELECT updated_at, id FROM scan ORDER BY updated_at DESC, id DESC LIMIT 1
+    SELECT progress_at, id FROM scan ORDER BY progress_at DESC, id DESC LIMIT 1
 )
 SELECT s.id, s.name, s.updated_at, (SELECT count(*) FROM scan) AS scanned,
-       l.updated_at AS cursor_at, l.id AS cursor_id
+       l.progress_at AS cursor_at, l.id AS cursor_id
 FROM (SELECT 1) one
 LEFT JOIN last l ON true
 LEFT JOIN stalled s ON s.stalled

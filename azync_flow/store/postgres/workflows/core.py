@@ -548,7 +548,8 @@ class WorkflowCoreMixin(PgBase):
             scan = await self.scan_stalled_workflows(older_than, after, _STALLED_VIEW_BATCH)
             found.update((s.id, s) for s in scan.stalled)
             after = scan.cursor
-            upto = sum(1 for s in found.values() if after is None or _key(s) <= after)
+            # every unexamined execution was updated at or after the cursor's bin
+            upto = sum(1 for s in found.values() if after is None or _key(s)[0] < after[0])
             if scan.scanned < _STALLED_VIEW_BATCH or upto >= limit:
                 break
         return sorted(found.values(), key=_key)[:limit]
@@ -561,14 +562,17 @@ class WorkflowCoreMixin(PgBase):
     ) -> StalledScan:
         """Contract ``ScanStalledWorkflows``: one batch of the stalled scan.
 
-        Examines the next ``batch`` (> 0) running executions updated at least
-        ``older_than`` ago in ``(updated_at, id)`` order after ``after`` (None:
-        from the oldest) — an index range, whatever the number of parked
-        executions — plus every running execution holding a buffered signal,
-        and returns the stalled ones among them (the test of
-        ``list_stalled_workflows``), oldest first, with the cursor of the next
-        batch. In the product an execution only becomes stalled by changing
-        (its ``updated_at`` moves past the cursor) or by a signal being
+        Examines the next ``batch`` (> 0) running executions in
+        ``(progress_at, id)`` order after ``after`` (None: from the oldest)
+        among those whose 10-second progress bin (``progress_at``, ``updated_at``
+        cut to 10 seconds) ended by ``now - older_than`` — an index range,
+        whatever the number of parked executions — plus, beside the cursor,
+        the executions of the cutoff's own bin updated at least ``older_than``
+        ago and every running execution holding a buffered signal, and returns
+        the stalled ones among them (the test of ``list_stalled_workflows``),
+        oldest first, with the cursor of the next batch. In the product an
+        execution only becomes stalled by changing (its ``progress_at`` moves
+        past the cursor or into the cutoff's bin) or by a signal being
         buffered for it, so a scan that follows the cursor misses none; a job
         deleted by hand after its execution was examined is seen by the next
         scan from the start.
