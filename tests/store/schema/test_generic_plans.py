@@ -25,6 +25,7 @@ HOT = {
     "azync_job_settle",
     "azync_limit_admit",
     "azync_publish_event",
+    "azync_workflow_task_lease_load",
 }
 
 

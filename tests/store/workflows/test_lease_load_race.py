@@ -30,7 +30,7 @@ _HELD_DUE_ORDER = f"""
 CREATE OR REPLACE FUNCTION azync_due_order(p_run_at timestamptz, p_priority int)
 RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
-    IF current_query() LIKE '%%pairs AS%%due AS%%' THEN
+    IF current_query() LIKE '%%FROM azync_workflow_task_lease_load(%%' THEN
         PERFORM pg_advisory_lock_shared({_HOLD_KEY});
         PERFORM pg_advisory_unlock_shared({_HOLD_KEY});
     END IF;

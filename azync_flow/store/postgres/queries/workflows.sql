@@ -817,107 +817,27 @@ RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
 -- (workflow_task_load, a fresh snapshot) before running its pass. The
 -- locked row's xmin is the version FOR UPDATE followed to; the subquery's is
 -- the snapshot's (a data-modifying CTE's rows are not visible to the rest of
--- the statement).
-WITH pairs AS (
-    SELECT q.q, n.n FROM unnest($8::text[]) AS q(q), unnest($9::text[]) AS n(n)
-    UNION
-    SELECT j.task_queue, j.workflow_name FROM azync_jobs j
-    WHERE ($8::text[] IS NULL OR $9::text[] IS NULL)
-      AND j.source = 'workflow' AND j.task_key = '$wft' AND j.state IN ('pending', 'scheduled')
-      AND ($8::text[] IS NULL OR j.task_queue = ANY($8::text[]))
-      AND ($9::text[] IS NULL OR j.workflow_name = ANY($9::text[]))
-), due AS (
-    SELECT c.* FROM pairs p
-    CROSS JOIN LATERAL (
-        SELECT j.id, j.first_pass, azync_due_order(j.run_at, j.priority) AS o,
-               j.xmin::text AS v FROM azync_jobs j
-        WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'pending'
-          AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = $2
-          AND j.first_pass <= $7::boolean
-          AND j.run_at <= coalesce($1::timestamptz, now())
-          AND NOT (j.run_id = ANY(coalesce($10::uuid[], '{}')))
-          AND NOT EXISTS (
-              SELECT 1 FROM azync_jobs a
-              WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
-                AND a.state = 'active')
-        ORDER BY j.first_pass, azync_due_order(j.run_at, j.priority), j.id
-        LIMIT $3
-        FOR UPDATE OF j SKIP LOCKED
-    ) c
-), timed AS (
-    SELECT c.* FROM pairs p
-    CROSS JOIN LATERAL (
-        SELECT j.id, j.first_pass, azync_due_order(j.run_at, j.priority) AS o,
-               j.xmin::text AS v FROM azync_jobs j
-        WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'scheduled'
-          AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = $2
-          AND j.run_at <= coalesce($1::timestamptz, now())
-          AND j.first_pass <= $7::boolean
-          AND NOT (j.run_id = ANY(coalesce($10::uuid[], '{}')))
-          AND NOT EXISTS (
-              SELECT 1 FROM azync_jobs a
-              WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
-                AND a.state = 'active')
-        ORDER BY j.run_at, j.id
-        LIMIT $3
-        FOR UPDATE OF j SKIP LOCKED
-    ) c
-), picked AS (
-    SELECT c.id, c.v FROM (SELECT * FROM due UNION ALL SELECT * FROM timed) c
-    ORDER BY c.first_pass, c.o, c.id
-    LIMIT $3
-), leased AS (
-    UPDATE azync_jobs j
-    SET state = 'active',
-        attempt = j.attempt + 1,
-        lease_token = azync_lease_token(),
-        lease_until = coalesce($1::timestamptz, now()) + $4::interval,
-        started_at = coalesce($1::timestamptz, now()),
-        updated_at = coalesce($1::timestamptz, now())
-    FROM picked
-    WHERE j.id = picked.id
-    RETURNING j.*, picked.v AS locked_version
-), known AS (
-    SELECT k.id, k.after FROM unnest($5::uuid[], $6::bigint[]) AS k(id, after)
-)
-SELECT l.*, coalesce($1::timestamptz, now()) AS load_now,
-       (SELECT x.xmin::text FROM azync_jobs x WHERE x.id = l.id)
-           IS DISTINCT FROM l.locked_version AS load_stale,
-       coalesce((SELECT k.after FROM known k WHERE k.id = l.run_id), 0) AS after_seq,
-       e.id AS e_id, e.name AS e_name, e.version AS e_version, e.state AS e_state,
-       e.business_idempotency_key AS e_business_idempotency_key,
-       e.task_queue AS e_task_queue, e.priority AS e_priority, e.input AS e_input,
-       e.result AS e_result,
-       e.failure_reason AS e_failure_reason, e.meta AS e_meta, e.created_at AS e_created_at,
-       e.updated_at AS e_updated_at, e.completed_at AS e_completed_at,
-       e.next_seq AS e_next_seq, e.cancel_requested AS e_cancel_requested,
-       e.suspend_reason AS e_suspend_reason, e.trace_context AS e_trace_context,
-       e.suspend_seq AS e_suspend_seq, e.suspend_operation_id AS e_suspend_operation_id,
-       e.signals_undelivered AS e_signals_undelivered,
-       e.run_id AS e_run_id, e.run_no AS e_run_no, e.parent_id AS e_parent_id,
-       h.h_seq, h.h_type, h.h_payload, h.h_created,
-       s.s_id, s.s_name, s.s_message_id, s.s_payload,
-       ARRAY(SELECT t.seq FROM azync_workflow_timers t
-             WHERE t.workflow_id = e.id AND t.fired_at IS NULL
-               AND t.fire_at <= coalesce($1::timestamptz, now())
-             ORDER BY t.fire_at, t.seq) AS due_timer_seqs
-FROM leased l
-JOIN azync_workflow_executions e ON e.id = l.run_id
-CROSS JOIN LATERAL (
-    SELECT array_agg(x.seq ORDER BY x.seq) AS h_seq, array_agg(x.type ORDER BY x.seq) AS h_type,
-           array_agg(x.payload ORDER BY x.seq) AS h_payload,
-           array_agg(x.created_at ORDER BY x.seq) AS h_created
-    FROM azync_workflow_history x
-    WHERE x.workflow_id = e.id
-      AND x.seq > coalesce((SELECT k.after FROM known k WHERE k.id = l.run_id), 0)
-) h
-CROSS JOIN LATERAL (
-    SELECT array_agg(g.id ORDER BY g.id) AS s_id, array_agg(g.name ORDER BY g.id) AS s_name,
-           array_agg(g.message_id ORDER BY g.id) AS s_message_id,
-           array_agg(g.payload ORDER BY g.id) AS s_payload
-    FROM azync_workflow_signals g
-    WHERE g.workflow_id = e.id AND g.consumed_seq IS NULL
-) s
+-- the statement). The statement is the body of azync_workflow_task_lease_load
+-- (migration 0043), whose statements plan once per connection; this query
+-- expands the job and execution rows it returns.
+SELECT (l.job).*, coalesce($1::timestamptz, now()) AS load_now, l.load_stale, l.after_seq,
+       (l.ex).id AS e_id, (l.ex).name AS e_name,
+       (l.ex).version AS e_version, (l.ex).state AS e_state,
+       (l.ex).business_idempotency_key AS e_business_idempotency_key, (l.ex).task_queue AS e_task_queue,
+       (l.ex).priority AS e_priority, (l.ex).input AS e_input,
+       (l.ex).result AS e_result, (l.ex).failure_reason AS e_failure_reason,
+       (l.ex).meta AS e_meta, (l.ex).created_at AS e_created_at,
+       (l.ex).updated_at AS e_updated_at, (l.ex).completed_at AS e_completed_at,
+       (l.ex).next_seq AS e_next_seq, (l.ex).cancel_requested AS e_cancel_requested,
+       (l.ex).suspend_reason AS e_suspend_reason, (l.ex).trace_context AS e_trace_context,
+       (l.ex).suspend_seq AS e_suspend_seq, (l.ex).suspend_operation_id AS e_suspend_operation_id,
+       (l.ex).signals_undelivered AS e_signals_undelivered, (l.ex).run_id AS e_run_id,
+       (l.ex).run_no AS e_run_no, (l.ex).parent_id AS e_parent_id,
+       l.h_seq, l.h_type, l.h_payload, l.h_created, l.s_id, l.s_name, l.s_message_id,
+       l.s_payload, l.due_timer_seqs
+FROM azync_workflow_task_lease_load(
+    coalesce($1::timestamptz, now()), $2::text, $3::int, $4::interval, $5::uuid[],
+    $6::bigint[], $7::boolean, $8::text[], $9::text[], $10::uuid[]) l
 
 -- name: workflow_pass_commit
 -- A replay pass committed as ONE statement = one implicit transaction, whatever
