@@ -75,7 +75,8 @@ async def ui_command(
     schedules, jobs, events and uncertain operations, in a browser. Read-only
     unless started with an access token (--token or $AZYNC_UI_TOKEN); then a
     person signs in with it and their name to act (signal, cancel, terminate,
-    resume, decide, retry, pause, trigger), each action confirmed and recorded."""
+    suspend, resume, complete, fail, decide, retry, pause, trigger), each action
+    confirmed and recorded."""
     try:
         from azync_flow.console import ConsoleSettings, bind, create_app, serve
     except ImportError as exc:

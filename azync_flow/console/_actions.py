@@ -2,8 +2,9 @@
 verbs, as the CLI uses them), taken by a signed-in person with a reason.
 
 Every action is recorded with who and why: where the verb keeps them itself
-(``terminate``: reason and terminated_by; an uncertain decision: note and
-decided_by; ``pause``: the note) they are passed to it, and every action,
+(``terminate``: reason and terminated_by; ``complete`` and ``fail``: reason
+and closed_by; ``suspend``: the reason, with who; an uncertain decision: note
+and decided_by; ``pause``: the note) they are passed to it, and every action,
 those included, is published on the event ledger as an
 ``azync.console.action`` event (``{"verb", "target", "by", "reason", ...}``,
 keyed by the target), so ``azync-flow events list --type azync.console.action``
@@ -100,6 +101,32 @@ async def _resume(
     return Done("resumed", f"/executions/{wid}")
 
 
+async def _suspend(
+    store: ConsoleStore, target: str, form: Mapping[str, str], who: str, reason: str
+) -> Done:
+    wid = _uuid(target, "execution id")
+    # the verb keeps a reason only: who goes with it, as on a schedule's pause
+    await Client(store).get_handle(wid).suspend(f"{reason} (by {who})")
+    return Done("suspended", f"/executions/{wid}")
+
+
+async def _complete(
+    store: ConsoleStore, target: str, form: Mapping[str, str], who: str, reason: str
+) -> Done:
+    wid = _uuid(target, "execution id")
+    result = json_from_text(form.get("result", ""), "result")
+    await Client(store).get_handle(wid).complete(result, reason=reason, closed_by=who)
+    return Done("completed: succeeded with the given result", f"/executions/{wid}")
+
+
+async def _fail(
+    store: ConsoleStore, target: str, form: Mapping[str, str], who: str, reason: str
+) -> Done:
+    wid = _uuid(target, "execution id")
+    await Client(store).get_handle(wid).fail(reason, closed_by=who)
+    return Done("failed by the operator", f"/executions/{wid}")
+
+
 async def _resolve(
     store: ConsoleStore, target: str, form: Mapping[str, str], who: str, reason: str
 ) -> Done:
@@ -170,7 +197,26 @@ ACTIONS: dict[str, Action] = {
             _terminate,
         ),
         Action(
+            "workflow.suspend",
+            "Suspend the execution",
+            "holds the running execution: no workflow code runs until it is resumed "
+            "(signals sent meanwhile are kept)",
+            _suspend,
+        ),
+        Action(
             "workflow.resume", "Resume the execution", "resumes the suspended execution", _resume
+        ),
+        Action(
+            "workflow.complete",
+            "Complete the execution",
+            "closes the execution as succeeded with the given result, without running its code",
+            _complete,
+        ),
+        Action(
+            "workflow.fail",
+            "Fail the execution",
+            "closes the execution as failed with the reason, without running its code",
+            _fail,
         ),
         Action(
             "uncertain.resolve",
@@ -224,7 +270,10 @@ async def perform(
     Raises:
         KeyError: no such action.
         ValueError: bad input (a malformed id, an empty reason, bad JSON).
-        NotFoundError, ConflictError: what the verb raises (nothing was done).
+        PayloadError: a JSON value the payload encoder refuses.
+        NotFoundError, ConflictError: what the verb raises when the target's
+            state does not allow the action (e.g. suspending a finished or
+            already suspended execution); nothing was done.
     """
     action = ACTIONS[verb]
     reason = check_reason(form.get("reason", ""))

@@ -432,20 +432,25 @@ def _backlog_sampler(
     store: q.ConsoleStore, interval: float
 ) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
     """A lifespan sampling ``store.backlog()`` into the backlog gauges every
-    ``interval`` seconds while the console serves (a failed sample is logged
-    and the next one tried)."""
+    ``interval`` seconds while the console serves, the first sample at startup
+    before anything is served, so the first scrape has the gauges (a failed
+    sample is logged and the next one tried)."""
 
     async def sample() -> None:
+        try:
+            _metrics.record_backlog(await store.backlog(), interval)
+        except StoreError as exc:
+            log.warning("backlog sample failed: %s", exc)
+
+    async def every_interval() -> None:
         while True:
-            try:
-                _metrics.record_backlog(await store.backlog(), interval)
-            except StoreError as exc:
-                log.warning("backlog sample failed: %s", exc)
             await asyncio.sleep(interval)
+            await sample()
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        task = asyncio.create_task(sample(), name="azync-console-backlog")
+        await sample()
+        task = asyncio.create_task(every_interval(), name="azync-console-backlog")
         try:
             yield
         finally:

@@ -8,12 +8,9 @@ their own runs, so no test depends on another's leftovers. Screenshots go to
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
-import socket
-import sys
 import urllib.parse
 import urllib.request
 import uuid
@@ -23,12 +20,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from opentelemetry.trace import NoOpTracerProvider
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from azync_flow import Client
 from azync_flow.console import ACTIONS, AUDIT_EVENT
+from azync_flow.errors import WorkflowCancelledError, WorkflowFailedError
 from azync_flow.schedules import Interval, ScheduleClient, ScheduleSpec, StartWorkflow
 from azync_flow.store import Config
 from azync_flow.store.events import EventFilter
@@ -38,6 +37,7 @@ from azync_flow.telemetry import run_trace_id
 from azync_flow.testing import drop_schema, unique_schema
 
 from . import world as w
+from .ui_process import UiProcess, start_ui
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "console"
@@ -55,67 +55,24 @@ class Env:
     readonly_url: str  # the console started without one
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return int(r.status)
-    except OSError:
-        return 0
-
-
-@dataclass
-class _Server:
-    proc: asyncio.subprocess.Process
-    url: str
-
-    async def ready(self) -> str:
-        """Wait until it answers; its URL."""
-        async with asyncio.timeout(60):
-            while await asyncio.to_thread(_status, self.url + "/") != 200:
-                if self.proc.returncode is not None:
-                    err = await self.proc.stderr.read() if self.proc.stderr else b""
-                    raise AssertionError(f"azync-flow ui exited: {err.decode()}")
-                await asyncio.sleep(0.1)
-        return self.url
-
-
-async def _console(dsn: str, schema: str, *extra: str, env: dict[str, str]) -> _Server:
-    """Start `azync-flow ui` in a subprocess on a free port."""
-    port = _free_port()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "azync_flow.cli", "ui", "--dsn", dsn, "--schema", schema,
-        "--port", str(port), *extra,
-        env={**os.environ, **env}, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    return _Server(proc, f"http://127.0.0.1:{port}")
-
-
 @pytest_asyncio.fixture(scope="module")
 async def env(azync_dsn: str) -> AsyncIterator[Env]:
     schema = unique_schema("console")
     store = await open_store(azync_dsn, Config(schema=schema), migrate=True)
     ui = {k: v for k, v in os.environ.items() if k != "AZYNC_UI_TOKEN"}
-    servers: list[_Server] = []
+    servers: list[UiProcess] = []
     try:
         # the servers start while the worker seeds the schema
-        servers.append(await _console(azync_dsn, schema, "--trace-url", TRACE,
+        servers.append(await start_ui(azync_dsn, schema, "--trace-url", TRACE,
                                       env={**ui, "AZYNC_UI_TOKEN": TOKEN}))  # fmt: skip
-        servers.append(await _console(azync_dsn, schema, env=ui))
+        servers.append(await start_ui(azync_dsn, schema, env=ui))
         async with w.make_worker(store):
             world = await w.seed(store)
             url, readonly_url = [await s.ready() for s in servers]
             yield Env(store, world, url, readonly_url)
     finally:
         for server in servers:
-            server.proc.terminate()
-            await server.proc.wait()
+            await server.stop()
         await store.close()
         await drop_schema(azync_dsn, schema)
 
@@ -194,8 +151,7 @@ async def fresh_order(store: PostgresStore, **extra: Any) -> uuid.UUID:
     return wid
 
 
-async def act(page: Page, label: str, reason: str, **fields: str) -> None:
-    """Open the action ``label`` on the page, fill it, review, confirm."""
+async def _review_and_confirm(page: Page, label: str, reason: str, **fields: str) -> None:
     box = page.locator("details.action", has=page.locator(f"summary:text-is('{label}…')"))
     await box.locator("summary").click()
     for name, value in fields.items():
@@ -204,21 +160,37 @@ async def act(page: Page, label: str, reason: str, **fields: str) -> None:
     await box.locator("button[type=submit]").click()
     await page.wait_for_selector("#confirm")
     await page.click("#confirm")
+
+
+async def act(page: Page, label: str, reason: str, **fields: str) -> None:
+    """Open the action ``label`` on the page, fill it, review, confirm."""
+    await _review_and_confirm(page, label, reason, **fields)
     await page.wait_for_selector(".notice")
 
 
+async def refused(page: Page, label: str, reason: str, **fields: str) -> str:
+    """As :func:`act` for an action the console refuses: the problem it shows."""
+    await _review_and_confirm(page, label, reason, **fields)
+    return await page.inner_text(".problem")
+
+
+async def summaries(page: Page) -> list[str]:
+    """The labels of the actions the page offers."""
+    return [t.removesuffix("…") for t in await texts(page, "#actions details.action > summary")]
+
+
+async def audit_records(store: PostgresStore, target: str, verb: str) -> list[dict[str, Any]]:
+    """The ledger's records of the console action ``verb`` on ``target``
+    (published before the action's page answers: no wait needed)."""
+    rows, _ = await store.list_events(EventFilter(type=AUDIT_EVENT), 0, 500)
+    records = [json.loads(e.payload) for e in rows]
+    return [dict(r) for r in records if r["target"] == target and r["verb"] == verb]
+
+
 async def audited(store: PostgresStore, target: str, verb: str) -> dict[str, Any]:
-    """The ledger's record of the console action ``verb`` on ``target``."""
-
-    async def find() -> dict[str, Any] | None:
-        rows, _ = await store.list_events(EventFilter(type=AUDIT_EVENT), 0, 200)
-        for e in rows:
-            record = json.loads(e.payload)
-            if record["target"] == target and record["verb"] == verb:
-                return dict(record)
-        return None
-
-    return dict(await w.wait_for(find, f"audit record of {verb} on {target}"))
+    """The one ledger record of the console action ``verb`` on ``target``."""
+    (record,) = await audit_records(store, target, verb)
+    return record
 
 
 # --- pages ----------------------------------------------------------------------------
@@ -455,7 +427,8 @@ async def test_a_signed_in_person_signals_and_the_run_finishes(env: Env, signed_
     await act(signed_in, "Signal", "customer approved by phone", signal_name="approve",
               payload='"bob"')  # fmt: skip
     assert "accepted" in await signed_in.inner_text(".notice")
-    await w.wait_for(lambda: w._is(env.store, wid, "succeeded"), "the order finishes")
+    result = await Client(env.store).get_handle(wid).result(timeout=30)
+    assert result["approved_by"] == "bob"
     record = await audited(env.store, str(wid), "workflow.signal")
     assert record["by"] == "ann"
     assert record["reason"] == "customer approved by phone"
@@ -465,7 +438,8 @@ async def test_cancel_asks_the_code_to_stop(env: Env, signed_in: Page) -> None:
     wid = await fresh_order(env.store)
     await signed_in.goto(env.url + f"/executions/{wid}")
     await act(signed_in, "Cancel", "duplicate order")
-    await w.wait_for(lambda: w._is(env.store, wid, "cancelled"), "the order is cancelled")
+    with pytest.raises(WorkflowCancelledError):
+        await Client(env.store).get_handle(wid).result(timeout=30)
     assert (await audited(env.store, str(wid), "workflow.cancel"))["reason"] == "duplicate order"
 
 
@@ -493,7 +467,148 @@ async def test_resume_runs_a_suspended_execution_again(env: Env, signed_in: Page
     )
     await signed_in.goto(env.url + f"/executions/{wid}")
     await act(signed_in, "Resume", "the hold is over")
-    await w.wait_for(lambda: w._is(env.store, wid, "running"), "the order runs again")
+    assert await w.state_of(env.store, wid) == "running"
+    handle = Client(env.store).get_handle(wid)
+    await handle.signal("approve", "cy")
+    assert (await handle.result(timeout=30))["approved_by"] == "cy"  # a worker ran it on
+
+
+async def test_an_execution_offers_only_the_actions_its_state_allows(
+    env: Env, signed_in: Page
+) -> None:
+    wid = await fresh_order(env.store)
+    await signed_in.goto(env.url + f"/executions/{wid}")
+    assert await summaries(signed_in) == ["Signal", "Cancel", "Terminate", "Suspend",
+                                          "Complete execution", "Fail execution"]  # fmt: skip
+    await Client(env.store).get_handle(wid).suspend("held for the test")
+    await signed_in.goto(env.url + f"/executions/{wid}")
+    assert await summaries(signed_in) == ["Signal", "Cancel", "Terminate", "Resume",
+                                          "Complete execution", "Fail execution"]  # fmt: skip
+    await signed_in.goto(env.url + f"/executions/{env.world.done}")  # finished: nothing to do
+    assert await signed_in.locator("details.action").count() == 0
+
+
+async def test_suspend_holds_the_run_and_resume_lets_a_worker_finish_it(
+    env: Env, signed_in: Page
+) -> None:
+    wid = await fresh_order(env.store)
+    handle = Client(env.store).get_handle(wid)
+    await signed_in.goto(env.url + f"/executions/{wid}")
+    await act(signed_in, "Suspend", "vendor outage")
+    assert "suspended" in await signed_in.inner_text(".notice")
+    view = await handle.describe()
+    assert view.state == "suspended"
+    assert view.suspend_reason == "suspended by an operator: vendor outage (by ann)"
+    assert "vendor outage (by ann)" in await signed_in.inner_text("dl.fields")
+    record = await audited(env.store, str(wid), "workflow.suspend")
+    assert (record["by"], record["reason"]) == ("ann", "vendor outage")
+    await handle.signal("approve", "dee")  # kept while suspended
+    assert await w.state_of(env.store, wid) == "suspended"
+    await shot(signed_in, "execution-suspended")
+    await act(signed_in, "Resume", "outage over")
+    # the real worker runs it on, with the signal sent while it was held
+    result = await handle.result(timeout=30)
+    assert result["approved_by"] == "dee"
+    assert (await audited(env.store, str(wid), "workflow.resume"))["reason"] == "outage over"
+
+
+async def test_complete_closes_the_run_as_succeeded_with_the_json_result(
+    env: Env, signed_in: Page
+) -> None:
+    wid = await fresh_order(env.store)
+    handle = Client(env.store).get_handle(wid)
+    await signed_in.goto(env.url + f"/executions/{wid}")
+    await act(signed_in, "Complete execution", "paid by hand",
+              result='{"paid": true, "amount": 12.5, "items": [1, null]}')  # fmt: skip
+    assert await handle.result(timeout=30) == {"paid": True, "amount": 12.5, "items": [1, None]}
+    assert (await handle.describe()).state == "succeeded"
+    (closed,) = [h.event for h in await handle.history()
+                 if type(h.event).__name__ == "WorkflowClosedByOperator"]  # fmt: skip
+    assert (closed.outcome, closed.reason, closed.closed_by) == ("succeeded", "paid by hand", "ann")
+    assert '"paid": true' in await signed_in.inner_text("#result")
+    assert await signed_in.locator("#actions").count() == 0  # finished: no more actions
+    record = await audited(env.store, str(wid), "workflow.complete")
+    assert (record["by"], record["reason"]) == ("ann", "paid by hand")
+
+
+async def test_fail_closes_a_suspended_run_as_failed_by_who_and_why(
+    env: Env, signed_in: Page
+) -> None:
+    wid = await fresh_order(env.store)
+    handle = Client(env.store).get_handle(wid)
+    await handle.suspend("waiting for the customer")
+    await signed_in.goto(env.url + f"/executions/{wid}")
+    await act(signed_in, "Fail execution", "order voided")
+    with pytest.raises(WorkflowFailedError, match="failed by ann: order voided"):
+        await handle.result(timeout=30)
+    assert (await handle.describe()).state == "failed"
+    assert "WorkflowClosedByOperator" in await signed_in.inner_text("#history")
+    assert (await audited(env.store, str(wid), "workflow.fail"))["by"] == "ann"
+
+
+async def _unchanged(store: PostgresStore, wid: uuid.UUID, state: str, events: int) -> None:
+    """The run is as it was: same state, same history, no console action recorded."""
+    handle = Client(store).get_handle(wid)
+    assert (await handle.describe()).state == state
+    assert len(await handle.history()) == events
+    for verb in ("workflow.suspend", "workflow.complete", "workflow.fail", "workflow.resume"):
+        assert await audit_records(store, str(wid), verb) == [], verb
+
+
+async def test_a_result_that_is_not_json_is_refused_and_nothing_is_written(
+    env: Env, signed_in: Page
+) -> None:
+    wid = await fresh_order(env.store)
+    events = len(await Client(env.store).get_handle(wid).history())
+    await signed_in.goto(env.url + f"/executions/{wid}")
+    problem = await refused(signed_in, "Complete execution", "paid", result='{"paid": tru')
+    assert "result is not valid JSON" in problem
+    await signed_in.goto(env.url + f"/executions/{wid}")
+    problem = await refused(signed_in, "Complete execution", "paid", result="NaN")
+    assert "NaN" in problem
+    await shot(signed_in, "execution-complete-bad-json")
+    await _unchanged(env.store, wid, "running", events)
+
+
+async def test_an_empty_reason_is_refused_and_nothing_is_written(env: Env, signed_in: Page) -> None:
+    wid = await fresh_order(env.store)
+    events = len(await Client(env.store).get_handle(wid).history())
+    for label, fields in (("Suspend", {}), ("Complete execution", {"result": "1"}),
+                          ("Fail execution", {})):  # fmt: skip
+        await signed_in.goto(env.url + f"/executions/{wid}")
+        problem = await refused(signed_in, label, "   ", **fields)
+        assert "say why" in problem, label
+    await _unchanged(env.store, wid, "running", events)
+    assert (await Client(env.store).get_handle(wid).describe()).suspend_reason == ""
+
+
+async def test_an_action_the_state_no_longer_allows_is_refused_and_nothing_is_written(
+    env: Env, operator: BrowserContext, signed_in: Page
+) -> None:
+    held = await fresh_order(env.store)
+    await signed_in.goto(env.url + f"/executions/{held}")  # the form is loaded while it runs
+    await Client(env.store).get_handle(held).suspend("held elsewhere")
+    events = len(await Client(env.store).get_handle(held).history())
+    problem = await refused(signed_in, "Suspend", "vendor outage")
+    assert f"workflow execution {held} is suspended" in problem
+    await _unchanged(env.store, held, "suspended", events)
+    view = await Client(env.store).get_handle(held).describe()
+    assert view.suspend_reason == "suspended by an operator: held elsewhere"
+
+    ended = await fresh_order(env.store)
+    second = await operator.new_page()
+    try:
+        for page in (signed_in, second):  # both forms loaded while it runs
+            await page.goto(env.url + f"/executions/{ended}")
+        await Client(env.store).get_handle(ended).terminate("ended elsewhere")
+        events = len(await Client(env.store).get_handle(ended).history())
+        problem = await refused(signed_in, "Complete execution", "too late", result='"done"')
+        assert f"workflow execution {ended} is terminated" in problem
+        problem = await refused(second, "Fail execution", "too late")
+        assert f"workflow execution {ended} is terminated" in problem
+    finally:
+        await second.close()
+    await _unchanged(env.store, ended, "terminated", events)
 
 
 async def test_deciding_an_uncertain_operation_completes_the_run(env: Env, signed_in: Page) -> None:
@@ -520,7 +635,8 @@ async def test_failing_or_retrying_an_uncertain_operation(env: Env, signed_in: P
         await w.wait_for(lambda wid=wid: w._is(env.store, wid, "suspended"), "the payment parks")
     await signed_in.goto(env.url + f"/executions/{failed}")
     await act(signed_in, "Fail", "the bank has no trace of it", error="never charged")
-    await w.wait_for(lambda: w._is(env.store, failed, "failed"), "the payment fails")
+    with pytest.raises(WorkflowFailedError):
+        await client.get_handle(failed).result(timeout=30)
     assert "never charged" in (await client.get_handle(failed).describe()).failure_reason
     await signed_in.goto(env.url + f"/executions/{retried}")
     await act(signed_in, "Retry", "the provider asks us to send it again")
@@ -653,7 +769,7 @@ async def test_markup_in_inputs_and_signal_names_never_runs(
     assert w.XSS_SIGNAL in await page.inner_text("#waiting")
     # a signal whose name is markup, sent through the console, shows as text
     await act(page, "Signal", "<b>bold</b> reason", signal_name=w.XSS_SIGNAL, payload='"<i>x</i>"')
-    await w.wait_for(lambda: w._is(env.store, wid, "succeeded"), "the run gets its signal")
+    await Client(env.store).get_handle(wid).result(timeout=30)  # the run got its signal
     await page.goto(env.url + f"/executions/{wid}")
     assert w.XSS_SIGNAL in await page.inner_text("#history")
     assert w.XSS_SIGNAL[:20] in " ".join(

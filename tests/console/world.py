@@ -184,7 +184,11 @@ def make_worker(store: Any) -> Worker:
 
 
 async def wait_for(check: Callable[[], Awaitable[Any]], what: str, within: float = 30.0) -> Any:
-    """Poll ``check`` until it returns something truthy (or raise after ``within`` s)."""
+    """Poll ``check`` until it returns something truthy (or raise after ``within`` s).
+
+    Only for what announces itself by no event: a run parked on a signal or
+    suspended, a dead job, a DAG run's end, a hook's verdict, a ledger row. A
+    run's end is awaited with ``WorkflowHandle.result()`` (a NOTIFY wakes it)."""
     async with asyncio.timeout(within):
         while True:
             got = await check()
@@ -244,17 +248,16 @@ async def seed(store: Any) -> World:
     async def parked(wid: uuid.UUID) -> bool:
         return bool((await client.get_handle(wid).describe()).awaited_signals)
 
-    await wait_for(lambda: parked(done), "order A-2 waits for approve")
-    await client.get_handle(done).signal("approve", "ann")
+    await client.get_handle(done).signal("approve", "ann")  # kept until it waits for it
     await wait_for(lambda: parked(waiting), "order A-1 waits for approve")
     await client.get_handle(waiting).update("address", "2 Side Street", timeout=30)
     await wait_for(lambda: parked(xss), "order X-1 waits for its signal")
-    await wait_for(lambda: _is(store, done, "succeeded"), "order A-2 finishes")
+    await client.get_handle(done).result(timeout=30)  # order A-2 finishes
     await wait_for(lambda: _is(store, uncertain, "suspended"), "payment parks uncertain")
     (op,) = await client.list_uncertain(workflow_id=uncertain)
     await wait_for(lambda: reconcile_verdict(store, op.operation_id, op.attempt),
                    "the reconcile hook records its verdict")  # fmt: skip
-    await wait_for(lambda: _is(store, billing_id, "succeeded"), "billing runs three periods")
+    await client.get_handle(billing_id).result(timeout=30)  # billing runs three periods
     await wait_for(lambda: _dag_done(store, run.id), "the saga compensates")
     await wait_for(lambda: _dead(store, job), "the mail job dies")
     return World(waiting, done, xss, uncertain, billing_id, run.id, job, event,
