@@ -97,12 +97,32 @@ def check_result(data: bytes, expected: ResultType) -> None:
     )
     if error is not None:
         raise DecisionError(
-            expected.name, _cut(value), _cut_text(f"{error.json_path}: {error.message}")
+            expected.name, _cut(value), _cut_text(f"{error.json_path}: {_json_message(error)}")
         )
 
 
+def _json_message(error: ValidationError) -> str:
+    """``error`` told in JSON (``true``, ``"id"``), not in Python reprs."""
+    instance, wanted = error.instance, error.validator_value
+    if error.validator == "type":
+        kinds = wanted if isinstance(wanted, list) else [wanted]
+        return f"{_json(instance)} is not of type {' or '.join(_json(k) for k in kinds)}"
+    if error.validator == "required" and isinstance(instance, dict):
+        missing = [p for p in wanted if p not in instance]
+        return f"{', '.join(_json(p) for p in missing)} is a required property"
+    if error.validator == "enum":
+        return f"{_json(instance)} is not one of {_json(wanted)}"
+    if error.validator == "const":
+        return f"{_json(instance)} is not {_json(wanted)}"
+    return f"{_json(instance)} does not satisfy {error.validator} {_json(wanted)}"
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
 def _cut(value: Any) -> str:
-    return _cut_text(msgspec.json.encode(value).decode())
+    return _cut_text(_json(value))
 
 
 def _cut_text(text: str) -> str:

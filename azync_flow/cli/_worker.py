@@ -179,7 +179,8 @@ async def build_worker(
 )  # fmt: skip
 @click.option(
     "--identity", default=None, metavar="NAME",
-    help="Worker identity kept across restarts (default: the first free <host>/<n>).",
+    help="Worker identity kept across restarts: 1-200 ASCII letters, digits and ._/@- "
+    "(default: the first free <host>/<n>).",
 )  # fmt: skip
 @click.option(
     "--migrate", is_flag=True,

@@ -371,7 +371,7 @@ async def export(id: str, run_no: int | None, db: DbOptions) -> int:
 @click.command("start", epilog=example("azync-flow workflows start order --input @order.json"))
 @click.argument("name")
 @click.option("--input", "input_", metavar="JSON", help="Input: JSON, @file or - (stdin).")
-@click.option("--id", "id_", help="Execution id (default: a new UUID).")
+@click.option("--id", "id_", help="Execution id, a UUID (default: a new one).")
 @click.option("--key", default="", help="Business idempotency key.")
 @click.option("--version", default="", help="Workflow version to record.")
 @click.option(

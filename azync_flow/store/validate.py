@@ -272,7 +272,7 @@ def check_identity_name(name: str) -> str:
     """Return ``name`` when it is a valid worker identity, else raise ValueError."""
     if not isinstance(name, str) or not _IDENTITY.fullmatch(name):
         raise ValueError(
-            f"invalid worker identity {name!r}: use 1-200 letters, digits and ._/@- "
+            f"invalid worker identity {name!r}: use 1-200 ASCII letters, digits and ._/@- "
             "(for example 'orders-worker-0')"
         )
     return name

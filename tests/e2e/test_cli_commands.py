@@ -460,4 +460,12 @@ async def test_worker_refuses_a_bad_identity_before_loading_the_app(cmd: Cmd, ba
     shown = await cmd("worker", "no_such_app_module", "--identity", bad)
     assert shown.code == 2
     assert "--identity: invalid worker identity" in shown.err
+    assert "1-200 ASCII letters" in shown.err
     assert "no_such_app_module" not in shown.err
+
+
+async def test_the_help_states_what_an_identity_and_an_execution_id_may_be(cmd: Cmd) -> None:
+    worker = await cmd("worker", "--help")
+    assert "1-200 ASCII letters, digits and ._/@-" in " ".join(worker.out.split())
+    start = await cmd("workflows", "start", "--help")
+    assert "Execution id, a UUID" in " ".join(start.out.split())

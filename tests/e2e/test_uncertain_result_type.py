@@ -161,7 +161,7 @@ async def test_client_refuses_a_struct_result_with_a_wrong_field_then_takes_a_fi
     with pytest.raises(DecisionError) as info:
         await client.resolve_uncertain(op, "complete", result={"id": 7, "amount": 12})
     assert (info.value.expected, info.value.given) == ("Charge", '{"id":7,"amount":12}')
-    assert "$.id: 7 is not of type 'string'" in str(info.value)
+    assert '$.id: 7 is not of type "string"' in str(info.value)
     assert await snapshot(store, handle.id) == before
     await client.resolve_uncertain(op, "complete", result=Charge(id="ch_1", amount=12))
     await local_runtime(store, WORKFLOWS, ACTIVITIES).run_until_idle()
@@ -205,7 +205,7 @@ async def test_a_hook_result_that_does_not_fit_leaves_the_operation_uncertain_wi
     (verdict,) = [a.error for a in attempts if a.error.startswith("reconcile:")]
     assert verdict == (
         "reconcile: error: the hook's result 12345 did not fit the result type str "
-        "($: 12345 is not of type 'string'); decide again"
+        '($: 12345 is not of type "string"); decide again'
     )
     code, out, _ = await _cli(pg_dsn, store, capsys, "uncertain", "list", "--json")
     assert code == 0

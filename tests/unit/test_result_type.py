@@ -118,29 +118,38 @@ def test_a_refusal_names_the_expected_type_and_the_given_result() -> None:
     err = info.value
     assert isinstance(err, ValueError)
     assert (err.expected, err.given) == ("str", "12345")
-    assert "$: 12345 is not of type 'string'" in str(err)
+    assert '$: 12345 is not of type "string"' in str(err)
     assert str(err).startswith("[decision_invalid] ")
 
 
 def test_an_integral_float_is_refused_for_an_int_as_the_decoder_refuses_it() -> None:
     for given in (b"1.0", b"1e2"):
-        with pytest.raises(DecisionError, match="is not of type 'integer'"):
+        with pytest.raises(DecisionError, match='is not of type "integer"'):
             check_result(given, _recorded(int))
         with pytest.raises(msgspec.ValidationError):
             msgspec.json.decode(given, type=int)  # what the workflow would do with it
-    with pytest.raises(DecisionError, match=r"\$\[0\]: 2\.0 is not of type 'integer'"):
+    with pytest.raises(DecisionError, match=r'\$\[0\]: 2\.0 is not of type "integer"'):
         check_result(b"[2.0]", _recorded(list[int]))
     check_result(b"1", _recorded(float))  # a JSON integer still fits a float
 
 
 def test_a_refusal_points_at_the_field_that_does_not_fit() -> None:
-    with pytest.raises(DecisionError, match=r"\$\.id: 5 is not of type 'string'") as info:
+    with pytest.raises(DecisionError, match=r'\$\.id: 5 is not of type "string"') as info:
         check_result(b'{"id": 5}', _recorded(Charge))
     assert info.value.expected == "Charge"
-    with pytest.raises(DecisionError, match=r"'id' is a required property"):
+    with pytest.raises(DecisionError, match=r'"id" is a required property'):
         check_result(b"{}", _recorded(Charge))
-    with pytest.raises(DecisionError, match=r"\$\[1\]: 'a' is not of type 'integer'"):
+    with pytest.raises(DecisionError, match=r'\$\[1\]: "a" is not of type "integer"'):
         check_result(b'[1, "a"]', _recorded(list[int]))
+
+
+def test_a_refusal_tells_values_in_json_not_in_python() -> None:
+    with pytest.raises(DecisionError) as info:
+        check_result(b"[1, true]", _recorded(list[int]))
+    assert '$[1]: true is not of type "integer"' in str(info.value)
+    assert "True" not in str(info.value)
+    with pytest.raises(DecisionError, match=r'\$: "maybe" is not one of \["no","yes"\]'):
+        check_result(b'"maybe"', _recorded(Literal["yes", "no"]))
 
 
 def test_type_names_are_short() -> None:
