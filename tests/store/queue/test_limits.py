@@ -8,17 +8,16 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.store.postgres._queries import QUERIES
 from azync_flow.store.queue import LimitSpec, Source, Wake
 from azync_flow.testing import MovableClock, drop_schema, unique_schema
 
 from ..helpers import LEASE, job, lease
+from ..plans import DEQUEUE_ARGS, generic_plan, scans
 
 
 def conc(name: str, n: int, per_key: bool = False) -> LimitSpec:
@@ -152,19 +151,6 @@ async def test_a_bad_limit_is_refused_before_anything_is_written(
     assert await store.list_limits() == []
 
 
-def _scans(plan: Any) -> list[tuple[str, str]]:
-    found = []
-
-    def walk(node: dict[str, Any]) -> None:
-        if node.get("Relation Name") == "azync_jobs":
-            found.append((node["Node Type"], node.get("Index Name", "")))
-        for child in node.get("Plans", []):
-            walk(child)
-
-    walk(plan[0]["Plan"])
-    return found
-
-
 async def test_the_lease_of_an_unlimited_kind_stays_an_index_scan(store: PostgresStore) -> None:
     await store.declare_limits(Source.QUEUE, "other", [conc("o", 1)])
     async with store.pool.acquire() as conn:
@@ -176,22 +162,11 @@ async def test_the_lease_of_an_unlimited_kind_stays_an_index_scan(store: Postgre
                FROM generate_series(1, 100000) g"""
         )
         await conn.execute("ANALYZE azync_jobs")
-        plan = await conn.fetchval(
-            "EXPLAIN (FORMAT JSON) " + QUERIES["job_dequeue"],
-            None,
-            "queue",
-            "k",
-            10,
-            LEASE,
-            25,
-            True,
-            ["default"],
-            "azync_wake",
-        )
-    scans = _scans(json.loads(plan))
-    assert ("Index Scan", "azync_jobs_ready") in scans
-    assert all(t != "Seq Scan" and not t.startswith("Bitmap") for t, _ in scans)
-    text = json.dumps(json.loads(plan))
+        plan = await generic_plan(conn, "azync_job_lease", DEQUEUE_ARGS)
+    found = scans(plan)
+    assert ("Index Scan", "azync_jobs_ready") in found
+    assert all(t != "Seq Scan" and not t.startswith("Bitmap") for t, _ in found), found
+    text = json.dumps(plan)
     assert "One-Time Filter" in text  # the limited branch is gated, not run per row
     assert len(await lease(store, "k", limit=10)) == 10
 

@@ -13,12 +13,12 @@ import pytest
 
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.store.postgres._queries import QUERIES
 from azync_flow.store.queue import Job, LimitSpec, Source, Wake
 from azync_flow.testing import MovableClock, drop_schema, unique_schema
 
 from ..helpers import LEASE, job, lease
-from .test_limits import _scans, conc
+from ..plans import DEQUEUE_ARGS, generic_plan, scans
+from .test_limits import conc
 
 GPU = ("gpu",)
 
@@ -181,22 +181,11 @@ async def test_the_lease_on_an_unlimited_queue_stays_an_index_scan_beside_a_limi
                FROM generate_series(1, 100000) g"""
         )
         await conn.execute("ANALYZE azync_jobs")
-        plan = await conn.fetchval(
-            "EXPLAIN (FORMAT JSON) " + QUERIES["job_dequeue"],
-            None,
-            "queue",
-            "k",
-            10,
-            LEASE,
-            25,
-            True,
-            ["default"],
-            "azync_wake",
-        )
-    scans = _scans(json.loads(plan))
-    assert ("Index Scan", "azync_jobs_ready") in scans
-    assert all(t != "Seq Scan" and not t.startswith("Bitmap") for t, _ in scans)
-    assert "One-Time Filter" in json.dumps(json.loads(plan))
+        plan = await generic_plan(conn, "azync_job_lease", DEQUEUE_ARGS)
+    found = scans(plan)
+    assert ("Index Scan", "azync_jobs_ready") in found
+    assert all(t != "Seq Scan" and not t.startswith("Bitmap") for t, _ in found), found
+    assert "One-Time Filter" in json.dumps(plan)
     assert len(await lease(store, "k", limit=10)) == 10
 
 

@@ -26,6 +26,7 @@ HOT = {
     "azync_limit_admit",
     "azync_publish_event",
     "azync_workflow_task_lease_load",
+    "azync_job_lease",
 }
 
 

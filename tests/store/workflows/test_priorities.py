@@ -4,18 +4,14 @@ rows."""
 
 from __future__ import annotations
 
-import json
-import re
 import uuid
-from typing import Any
 
-import asyncpg
 import pytest
 
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.postgres._queries import QUERIES
 from azync_flow.store.workflows import WorkflowStartParams
 
+from ..plans import DEQUEUE_ARGS, generic_plan, scans
 from ..workflow_helpers import LEASE
 
 
@@ -37,52 +33,6 @@ async def test_a_workflow_priority_out_of_range_is_refused(store: PostgresStore)
     params = WorkflowStartParams(id=uuid.uuid4(), name="order", input=b"1", priority=-10_001)
     with pytest.raises(ValueError, match="priority"):
         await store.start_workflow(params)
-
-
-def _scans(plan: Any) -> list[tuple[str, str]]:
-    """(node type, index name) of every scan of azync_jobs in a JSON plan (of
-    an analysed plan: every scan that ran)."""
-    found = []
-
-    def walk(node: dict[str, Any]) -> None:
-        if node.get("Relation Name") == "azync_jobs" and node.get("Actual Loops", 1) > 0:
-            found.append((node["Node Type"], node.get("Index Name", "")))
-        for child in node.get("Plans", []):
-            walk(child)
-
-    walk(plan[0]["Plan"])
-    return found
-
-
-async def _generic_plan(conn: asyncpg.Connection, function: str, args: list[str]) -> Any:
-    """The generic JSON plan of the one statement of a ``RETURN QUERY``
-    function, the plan it runs under its settings (``force_generic_plan``): its source
-    with each argument made a parameter, prepared, and run for ``args`` (SQL
-    literals, one per argument) under ``EXPLAIN ANALYZE``, then rolled back.
-    A branch the parameters rule out (a one-time filter) shows 0 loops."""
-    src, names, types, config = await conn.fetchrow(
-        "SELECT prosrc, proargnames, proargtypes::regtype[]::text[], proconfig FROM pg_proc"
-        " WHERE proname = $1 AND pronamespace = current_schema()::regnamespace",
-        function,
-    )
-    body = src[src.index("RETURN QUERY") + len("RETURN QUERY") : src.rindex(";")]
-    for i, name in sorted(enumerate(names[: len(types)]), key=lambda n: -len(n[1])):
-        body = re.sub(rf"\b{name}\b", f"${i + 1}", body)
-    tx = conn.transaction()
-    await tx.start()
-    try:
-        for setting in config:  # the function's own: plan_cache_mode and the like
-            name, value = setting.split("=", 1)
-            if name != "search_path":
-                await conn.execute(f"SET LOCAL {name} = {value}")
-        await conn.execute(f"PREPARE generic_plan ({', '.join(types)}) AS {body}")
-        plan = await conn.fetchval(
-            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE generic_plan ({', '.join(args)})"
-        )
-    finally:
-        await tx.rollback()
-        await conn.execute("DEALLOCATE generic_plan")
-    return json.loads(plan)
 
 
 async def test_the_hot_leases_are_index_scans_on_100k_rows(store: PostgresStore) -> None:
@@ -111,19 +61,8 @@ async def test_the_hot_leases_are_index_scans_on_100k_rows(store: PostgresStore)
                FROM azync_workflow_executions e"""
         )
         await conn.execute("ANALYZE azync_jobs")
-        queue = await conn.fetchval(
-            "EXPLAIN (FORMAT JSON) " + QUERIES["job_dequeue"],
-            None,
-            "queue",
-            "k",
-            10,
-            LEASE,
-            25,
-            True,
-            ["default"],
-            "azync_wake",
-        )
-        tasks = await _generic_plan(
+        queue = await generic_plan(conn, "azync_job_lease", DEQUEUE_ARGS)
+        tasks = await generic_plan(
             conn,
             "azync_workflow_task_lease_load",
             [
@@ -139,9 +78,9 @@ async def test_the_hot_leases_are_index_scans_on_100k_rows(store: PostgresStore)
                 "'{}'",
             ],
         )
-    assert ("Index Scan", "azync_jobs_ready") in _scans(json.loads(queue))
-    assert all(t != "Seq Scan" and not t.startswith("Bitmap") for t, _ in _scans(json.loads(queue)))
-    task_scans = _scans(tasks)
+    assert ("Index Scan", "azync_jobs_ready") in scans(queue)
+    assert all(t != "Seq Scan" and not t.startswith("Bitmap") for t, _ in scans(queue))
+    task_scans = scans(tasks)
     assert ("Index Scan", "azync_jobs_workflow_task_due") in task_scans
     assert ("Index Scan", "azync_jobs_workflow_task_timed") in task_scans
     assert all(t != "Seq Scan" and not t.startswith("Bitmap") for t, _ in task_scans), task_scans
