@@ -67,6 +67,7 @@ from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.replay.reset import ResetTarget, plan_reset, reset_point
 from azync_flow.search import SearchValue, check_search_attributes, parse_search_filter
+from azync_flow.store.events import Subscriber
 from azync_flow.store.queue import DEFAULT_TASK_QUEUE, EnqueueParams, LimitUsage
 from azync_flow.store.validate import (
     check_id,
@@ -352,6 +353,29 @@ class Client:
             meta=meta,
             conn=conn,
         )
+
+    async def subscribers(self, event_type: str) -> builtins.list[Subscriber]:
+        """The subscribers a :meth:`publish` of ``event_type`` made now reaches.
+
+        Each registration (made by a worker's ``attach_subscribers`` or by
+        ``register_subscribers``) gets one delivery of every event of its type
+        published while it is registered.
+
+        Args:
+            event_type: e.g. ``"order.placed"`` (exact match, at most 255 characters).
+
+        Returns:
+            The registrations of that type ordered by subscriber name, each a
+            ``Subscriber(name, event_type, max_attempts, ordered)``
+            (``max_attempts`` 0: the worker's default; ``ordered``: deliveries
+            run one key at a time). Empty when nobody subscribes.
+
+        Raises:
+            ValueError: ``event_type`` is empty, longer than 255 characters or
+                contains NUL.
+            TypeError: ``event_type`` is not a str.
+        """
+        return await self.store.subscribers(event_type)
 
     async def list(
         self,

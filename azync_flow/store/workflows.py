@@ -16,7 +16,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 import msgspec
 
 from ._common import Subscription, TransactionIsolation, TTx_contra
-from .events import EventProducer, TxEventProducer
+from .events import EventConsumer, EventProducer, TxEventProducer
 from .queue import (
     DEFAULT_TASK_QUEUE,
     Job,
@@ -1530,6 +1530,7 @@ class WorkflowClientStore(
     TxQueueProducer[TTx_contra],
     EventProducer,
     TxEventProducer[TTx_contra],
+    EventConsumer,
     WorkflowProducer,
     TxWorkflowProducer[TTx_contra],
     WorkflowAdmin,
@@ -1539,5 +1540,6 @@ class WorkflowClientStore(
     Protocol[TTx_contra],
 ):
     """What :class:`azync_flow.Client` needs: executions, their queries and
-    updates, uncertain operations, limits and event publishing, also in the caller's
+    updates, uncertain operations, limits, event publishing and the
+    subscriber registrations a publish fans out to, also in the caller's
     transaction (``TTx_contra``: the driver's connection type)."""
