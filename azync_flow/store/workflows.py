@@ -808,6 +808,35 @@ class WorkflowAdmin(Protocol):
         """
         ...
 
+    async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
+        """Contract ``AppendHistory``: append one event at the execution's next seq.
+
+        For events written outside a replay pass (an operator's note). The
+        append takes the execution row's lock, as every pass commit does, so
+        seqs stay unique and gapless: a pass in flight that loaded the history
+        before the append loses its commit (its expected next seq moved) and
+        runs again on the history with the event in it. It wakes nothing.
+        The caller picks an event type the history's readers know: the
+        workflow runtime replays every event, and one it does not know, or a
+        command the code did not issue, stops the execution's next pass
+        (``azync_flow.replay.OperatorNote`` is the annotation replay skips).
+
+        Args:
+            workflow_id: the execution (live or finished).
+            type: the event's type name (at most 255 characters, no NUL).
+            payload: the event's JSON bytes, stored verbatim.
+
+        Returns:
+            The seq written (the execution's previous next seq, >= 1).
+
+        Raises:
+            NotFoundError: the execution does not exist; nothing written.
+            ValueError: ``type`` is empty, too long or has NUL, or ``payload``
+                is not JSON; nothing written.
+            TypeError: ``type`` is not a str or ``payload`` not bytes.
+        """
+        ...
+
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
     ) -> list[HistoryEvent]:

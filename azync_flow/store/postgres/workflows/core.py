@@ -29,6 +29,7 @@ __all__ = [
     "op_route",
 ]
 
+import builtins
 import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -424,6 +425,20 @@ class WorkflowCoreMixin(PgBase):
             await self._schedule_task(conn, id, WORKFLOW_TASK, None)
 
     # --- history and signals ----------------------------------------------------
+
+    async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
+        """Implements ``WorkflowAdmin.append_history`` (documented there)."""
+        check_name(type, "type")
+        if not isinstance(payload, bytes):
+            raise TypeError(f"payload must be bytes, got {builtins.type(payload).__name__}")
+        try:
+            msgspec.json.decode(payload)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"payload is not JSON: {exc}") from None
+        seq = await self._fetchval("workflow_history_append", workflow_id, type, payload)
+        if seq is None:
+            raise NotFoundError(f"workflow execution {workflow_id} does not exist")
+        return int(seq)
 
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
