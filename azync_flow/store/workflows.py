@@ -808,6 +808,43 @@ class WorkflowAdmin(Protocol):
         """
         ...
 
+    async def schedule_operation(self, p: ScheduleOperationParams) -> uuid.UUID:
+        """Contract ``ScheduleOperation``: insert, or return the existing, operation
+        job of ``p.execution_key`` for the execution.
+
+        Deduplicated by ``execution_key`` among the execution's non-terminal
+        operations (pending, scheduled, active, paused, uncertain), the same
+        rule and the same insert as the operations a pass commit schedules
+        (so a pass scheduling that key afterwards inserts nothing either); an
+        operation of that key that ended (succeeded, dead, cancelled) does not
+        count, so crash recovery can schedule the call again. The execution
+        row is locked first, as every pass commit does: concurrent calls and
+        passes with one key end with one live job.
+
+        An inserted job is ``pending`` at ``run_at`` (None or past: now; its
+        workers are woken) or ``scheduled`` (future), of source ``workflow``
+        and kind ``p.kind`` (``$op:<activity>@<version>``), routed by
+        ``task_queue`` / ``priority`` / ``limit_key``, its deadlines from
+        ``schedule_to_start`` / ``schedule_to_close`` (from now), its budget
+        ``max_attempts`` (0: the leasing runtime's default); it is counted as
+        enqueued. An existing job is returned untouched.
+
+        Args:
+            p: the operation (:class:`ScheduleOperationParams`).
+
+        Returns:
+            The id of the execution's live operation job of that key.
+
+        Raises:
+            NotFoundError: the execution does not exist, or is finished;
+                nothing written.
+            ValueError: an empty, overlong or NUL-containing kind or
+                execution key, NUL in meta, a negative ``max_attempts``, a
+                bad task queue or priority, or a timeout that is not
+                positive; nothing written.
+        """
+        ...
+
     async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
         """Contract ``AppendHistory``: append one event at the execution's next seq.
 

@@ -44,6 +44,7 @@ from ...._text import clean_text
 from ....errors import ConflictError, NotFoundError
 from ....search import decode_search_attributes, encode_search_attributes
 from ...validate import (
+    check_max_attempts,
     check_meta,
     check_name,
     check_priority,
@@ -518,6 +519,42 @@ class WorkflowCoreMixin(PgBase):
             if await self._fetchrow("workflow_lock", workflow_id, conn=conn) is None:
                 raise NotFoundError(f"workflow execution {workflow_id} does not exist")
             await self._schedule_task(conn, workflow_id, kind, run_at)
+
+    async def schedule_operation(self, p: ScheduleOperationParams) -> uuid.UUID:
+        """Implements ``WorkflowAdmin.schedule_operation`` (documented there)."""
+        check_name(p.kind, "operation kind")
+        check_name(p.execution_key, "operation execution_key")
+        check_meta(p.meta, "operation meta")
+        if p.max_attempts:
+            check_max_attempts(p.max_attempts, "operation max_attempts")
+        meta, route = op_meta(p), op_route(p)
+        async with self._wtx() as conn:
+            ex = await self._fetchrow("workflow_lock", p.workflow_id, conn=conn)
+            if ex is None:
+                raise NotFoundError(f"workflow execution {p.workflow_id} does not exist")
+            if ex["state"] not in LIVE_WORKFLOW_STATES:
+                raise NotFoundError(
+                    f"workflow execution {p.workflow_id} is {ex['state']} (finished); "
+                    f"operation {p.execution_key!r} not scheduled"
+                )
+            row = await self._fetchrow(
+                "workflow_op_schedule",
+                p.workflow_id,
+                p.kind,
+                p.payload,
+                meta,
+                p.execution_key,
+                p.run_at,
+                p.max_attempts,
+                route,
+                self.channel,
+                conn=conn,
+            )
+            assert row is not None
+            if row["inserted"]:
+                self._count(conn, p.kind, ENQUEUED)
+            job_id: uuid.UUID = row["id"]
+            return job_id
 
     async def list_unserved_workflows(self) -> list[tuple[str, str]]:
         """Implements ``WorkflowMaintenance.list_unserved_workflows`` (documented there)."""
