@@ -12,9 +12,9 @@ import pytest
 from azync_flow.store.admin import NukeReport
 from azync_flow.store.events import PublishParams, Subscriber
 from azync_flow.store.postgres import PostgresStore
-from azync_flow.store.queue import Source
+from azync_flow.store.queue import LimitSpec, Source
 from tests.store.dag_helpers import create, params, task
-from tests.store.helpers import enqueue_and_lease, job, stat_sums
+from tests.store.helpers import enqueue_and_lease, job, lease, stat_sums
 from tests.store.workflow_helpers import started
 
 
@@ -135,3 +135,15 @@ async def test_nuke_all_refuses_an_unknown_source_and_deletes_nothing(
     with pytest.raises(ValueError, match=r"unknown source .*one of queue, event, dag, workflow"):
         await store.nuke_all(bad)
     assert await _count(store, "azync_jobs", Source.QUEUE) == 1
+
+
+async def test_nuke_all_frees_the_limit_slots_its_active_jobs_held(store: PostgresStore) -> None:
+    one = LimitSpec(name="one", type="concurrency", capacity=1)
+    await store.declare_limits(Source.QUEUE, "k", [one])
+    assert all(await store.enqueue_many([job("k"), job("k")]))
+    assert len(await lease(store, "k")) == 1  # holds the one slot
+    assert await lease(store, "k") == []  # the other waits for it
+    await store.nuke_all(Source.QUEUE)
+    # the limit is kept (no job, counter or key) and its slot is free again
+    await store.enqueue(job("k"))
+    assert len(await lease(store, "k")) == 1
