@@ -59,6 +59,7 @@ from azync_flow.limits import ConcurrencyLimit
 from azync_flow.replay import check_signal_name
 from azync_flow.replay.events import (
     HistoryEntry,
+    OperatorNote,
     WorkflowClosedByOperator,
     WorkflowTerminated,
     encode_event,
@@ -67,6 +68,7 @@ from azync_flow.replay.passes import to_entries
 from azync_flow.replay.replayer import RecordedHistory
 from azync_flow.replay.reset import ResetTarget, plan_reset, reset_point
 from azync_flow.search import SearchValue, check_search_attributes, parse_search_filter
+from azync_flow.store.events import Subscriber
 from azync_flow.store.queue import DEFAULT_TASK_QUEUE, EnqueueParams, LimitUsage
 from azync_flow.store.validate import (
     check_id,
@@ -96,7 +98,13 @@ if TYPE_CHECKING:
     from azync_flow.schedules import ScheduleClient
     from azync_flow.worker import Worker
 
-__all__ = ["Client", "ExecutionPage", "UncertainOperationView", "WorkflowHandle"]
+__all__ = [
+    "MAX_NOTE_LENGTH",
+    "Client",
+    "ExecutionPage",
+    "UncertainOperationView",
+    "WorkflowHandle",
+]
 
 log = logging.getLogger("azync_flow.client")
 
@@ -352,6 +360,29 @@ class Client:
             meta=meta,
             conn=conn,
         )
+
+    async def subscribers(self, event_type: str) -> builtins.list[Subscriber]:
+        """The subscribers a :meth:`publish` of ``event_type`` made now reaches.
+
+        Each registration (made by a worker's ``attach_subscribers`` or by
+        ``register_subscribers``) gets one delivery of every event of its type
+        published while it is registered.
+
+        Args:
+            event_type: e.g. ``"order.placed"`` (exact match, at most 255 characters).
+
+        Returns:
+            The registrations of that type ordered by subscriber name, each a
+            ``Subscriber(name, event_type, max_attempts, ordered)``
+            (``max_attempts`` 0: the worker's default; ``ordered``: deliveries
+            run one key at a time). Empty when nobody subscribes.
+
+        Raises:
+            ValueError: ``event_type`` is empty, longer than 255 characters or
+                contains NUL.
+            TypeError: ``event_type`` is not a str.
+        """
+        return await self.store.subscribers(event_type)
 
     async def list(
         self,
@@ -825,6 +856,10 @@ class Client:
         return self._handle_class(self, check_id(id, "id"), workflow, started=False)
 
 
+#: Longest operator note :meth:`WorkflowHandle.annotate` takes, in characters.
+MAX_NOTE_LENGTH = 4096
+
+
 class WorkflowHandle(Generic[R]):
     """Addresses one execution.
 
@@ -935,6 +970,43 @@ class WorkflowHandle(Generic[R]):
         )
         # This call's commit ended the run: it exports the run span (after the event).
         await self._end_run_span()
+
+    async def annotate(self, message: str, *, noted_by: str | None = None) -> int:
+        """Append an operator's note to the execution's history.
+
+        The note is an ``OperatorNote`` event (``message``, ``noted_by``) at
+        the history's next seq; ``history()`` and ``azync-flow workflows
+        history`` show it in place. Replay skips it, so the execution runs on
+        exactly as without it; a pass running meanwhile is replayed again
+        with the note in its history (no seq is used twice). Works on live
+        and finished executions; it wakes nothing.
+
+        Args:
+            message: the note, 1 to 4096 characters (NUL and lone surrogates
+                are recorded escaped, like every reason).
+            noted_by: who (default: ``user@host`` of this process).
+
+        Returns:
+            The note's seq in the history.
+
+        Raises:
+            NotFoundError: no execution has this id; nothing written.
+            ValueError: ``message`` is empty or longer than 4096 characters.
+            TypeError: ``message`` or ``noted_by`` is not a str.
+        """
+        if not isinstance(message, str):
+            raise TypeError(f"message must be a str, got {type(message).__name__}")
+        if not message or len(message) > MAX_NOTE_LENGTH:
+            raise ValueError(
+                f"message must be 1 to {MAX_NOTE_LENGTH} characters, got {len(message)}"
+            )
+        if noted_by is not None and not isinstance(noted_by, str):
+            raise TypeError(f"noted_by must be a str, got {type(noted_by).__name__}")
+        note = OperatorNote(
+            message=clean_text(message), noted_by=clean_text(noted_by or default_decider())
+        )
+        type_name, payload = encode_event(note)
+        return await self.client.store.append_history(self.id, type_name, payload)
 
     async def reset(
         self,

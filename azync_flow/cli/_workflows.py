@@ -11,7 +11,7 @@ from typing import Any
 import click
 import msgspec
 
-from azync_flow.client import Client, WorkflowHandle
+from azync_flow.client import MAX_NOTE_LENGTH, Client, WorkflowHandle
 from azync_flow.errors import (
     WorkflowCancelledError,
     WorkflowFailedError,
@@ -500,6 +500,29 @@ async def terminate(id: str, reason: str, by: str | None, as_json: bool, db: DbO
     return EXIT_OK
 
 
+@click.command(
+    "annotate",
+    epilog=example("azync-flow workflows annotate 3f2a... --message 'refunded by hand, INC-7'"),
+)
+@click.argument("id")
+@click.option("--message", required=True, help="The note (1 to 4096 characters).")
+@click.option("--by", default=None, help="Who (default: user@host).")
+@db_command
+async def annotate(id: str, message: str, by: str | None, as_json: bool, db: DbOptions) -> int:
+    """Append an operator's note to an execution's history (shown by `workflows
+    history`; replay skips it, so the execution runs on unchanged)."""
+    wid = parse_id(id, "execution id")
+    if not message or len(message) > MAX_NOTE_LENGTH:
+        raise CliError(f"--message must be 1 to {MAX_NOTE_LENGTH} characters")
+    check_text(message, "--message")
+    if by is not None:
+        check_name(by, "--by")
+    async with connect(db) as store:
+        seq = await Client(store).get_handle(wid).annotate(message, noted_by=by)
+    done(as_json, {"id": wid, "seq": seq}, f"noted at seq {seq}")
+    return EXIT_OK
+
+
 @workflows.command(
     "suspend",
     epilog=example('azync-flow workflows suspend 3f2a0c9e-... --reason "vendor outage"'),
@@ -637,6 +660,7 @@ for _cmd in (
     signal,
     cancel,
     terminate,
+    annotate,
     reset_cmd,
     result,
     stalled,

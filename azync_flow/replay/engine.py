@@ -58,6 +58,7 @@ from azync_flow.replay.events import (
     HistoryEntry,
     OperationResolved,
     OperationUncertain,
+    OperatorNote,
     PatchMarker,
     SignalReceived,
     TimerFired,
@@ -337,6 +338,8 @@ class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
             # followed by its ActivityCompleted/ActivityFailed event, a "retry" by a
             # later attempt's outcome event.
             pass
+        elif isinstance(event, OperatorNote):
+            pass  # an operator's annotation: nothing for the code to see
         elif isinstance(event, TimerFired):
             handle = self._timers.pop(event.timer_seq, None)
             if handle is not None:

@@ -33,6 +33,9 @@ Two families:
 ``terminate`` appends it; replay reads it as the end of the recorded history.
 :class:`WorkflowClosedByOperator` likewise (an operator's ``complete`` or
 ``fail``). :class:`WorkflowTimedOut` does the same when a workflow timeout elapses.
+
+:class:`OperatorNote` is an annotation an operator appended (``handle.annotate``,
+``azync-flow workflows annotate``): replay passes over it, wherever it stands.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ __all__ = [
     "HistoryEntry",
     "OperationResolved",
     "OperationUncertain",
+    "OperatorNote",
     "PatchMarker",
     "SearchAttributesUpserted",
     "SideEffectRecorded",
@@ -408,6 +412,22 @@ class OperationResolved(Event):
         return f"OperationResolved(scheduled_seq={self.scheduled_seq}, {self.decision}{by}{note})"
 
 
+class OperatorNote(Event):
+    """A note an operator appended to the history (``message``, who: ``noted_by``).
+
+    Audit only: replay skips it wherever it stands (between any two events,
+    after the terminal one), so appending one never changes what the code does.
+    """
+
+    is_external: ClassVar[bool] = True
+    message: str
+    noted_by: str = ""
+
+    def describe(self) -> str:
+        by = f" by {self.noted_by}" if self.noted_by else ""
+        return f"OperatorNote({shorten(self.message, _DETAIL)}{by})"
+
+
 class ChildCompleted(Event):
     """The child started at ``started_seq`` succeeded with ``result``."""
 
@@ -564,6 +584,7 @@ AnyEvent = (
     | ActivityFailed
     | OperationUncertain
     | OperationResolved
+    | OperatorNote
     | WorkflowTerminated
     | WorkflowClosedByOperator
     | WorkflowTimedOut
@@ -598,6 +619,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ActivityFailed,
         OperationUncertain,
         OperationResolved,
+        OperatorNote,
         WorkflowTerminated,
         WorkflowClosedByOperator,
         WorkflowTimedOut,

@@ -37,6 +37,7 @@ from azync_flow.replay.events import (
     ChildFailed,
     ChildStarted,
     HistoryEntry,
+    OperatorNote,
     SignalsUndelivered,
     TimerCancelled,
     TimerFired,
@@ -119,6 +120,9 @@ def reset_point(
         ended = [e.seq for e in history if type(e.event).__name__ in TERMINAL_TYPES]
         if ended:
             point = ended[0] - 1
+        # operators' notes written after the last task are no part of it
+        while point > 0 and isinstance(history[point - 1].event, OperatorNote):
+            point -= 1
         # a pass writes the inputs it delivers, then its commands
         while point > 0 and type(history[point - 1].event).is_command:
             point -= 1

@@ -30,6 +30,7 @@ __all__ = [
     "JobAdmin",
     "JobFilter",
     "Migrator",
+    "NukeReport",
     "StatsMaintenance",
     "StoreClock",
 ]
@@ -77,6 +78,22 @@ class DailyCount(msgspec.Struct, kw_only=True):
     processed: int = 0
     failed: int = 0
     reaped: int = 0
+
+
+class NukeReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`JobAdmin.nuke_all` deleted, per kind of row.
+
+    Attributes:
+        jobs: job rows of the source, every state (their attempt history went
+            with them).
+        stats: counter rows of the source: folded daily rows plus delta rows
+            not folded yet.
+        keys: idempotency keys of the source (TTL-window keys included).
+    """
+
+    jobs: int = 0
+    stats: int = 0
+    keys: int = 0
 
 
 class ChangeEntity(enum.StrEnum):
@@ -313,6 +330,30 @@ class JobAdmin(Protocol):
         """Delete dead jobs of ``(source, kind)`` enqueued before ``older_than`` ago.
 
         DAG- and workflow-owned jobs are exempt (their run removes them).
+        """
+        ...
+
+    async def nuke_all(self, source: Source | str) -> NukeReport:
+        """Contract ``NukeAll``: a development reset of one source, in one transaction.
+
+        Deletes every job of the source whatever its state or owner (with its
+        attempt history; limit slots its active jobs held are freed), every
+        counter row of the source (folded daily rows and unfolded deltas) and
+        every idempotency key of the source. Other sources are untouched, and
+        so are the event ledger (events and subscriber registrations; only
+        the delivery jobs of ``Source.EVENT`` go), workflow executions with
+        their histories, DAG runs and schedules.
+
+        Args:
+            source: the source to reset (a :class:`Source` or its value,
+                ``"queue"``, ``"event"``, ``"dag"``, ``"workflow"``).
+
+        Returns:
+            The rows deleted per kind (:class:`NukeReport`); all zero when the
+            source had nothing.
+
+        Raises:
+            ValueError: ``source`` is not a known source; nothing deleted.
         """
         ...
 

@@ -131,6 +131,26 @@ class EventConsumer(Protocol):
         """Upsert a subscriber registration keyed by ``(name, event_type)``."""
         ...
 
+    async def subscribers(self, event_type: str) -> list[Subscriber]:
+        """Contract ``Subscribers``: the registrations for one event type.
+
+        These are the subscribers a publish of ``event_type`` made now fans
+        out to (one delivery each).
+
+        Args:
+            event_type: the event type, e.g. ``"order.placed"`` (exact match).
+
+        Returns:
+            Its registrations ordered by subscriber name (the database's
+            collation); empty when nobody subscribes.
+
+        Raises:
+            ValueError: ``event_type`` is empty, longer than 255 characters or
+                contains NUL (no type has such a name).
+            TypeError: ``event_type`` is not a str.
+        """
+        ...
+
     async def delete_subscriber(self, name: str, event_type: str) -> int:
         """Remove ``(name, event_type)``, or every registration of ``name`` when
         ``event_type`` is empty. Deliveries already fanned out are untouched.

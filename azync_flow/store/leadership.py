@@ -70,6 +70,10 @@ class LeaseElector(Protocol):
         it with :meth:`LeadershipLease.valid` (once per tick, well within
         ``ttl``), run leader-only writes inside :meth:`LeadershipLease.fenced`
         and release it when done.
+
+        It also serves the contract's ``LeaderElector.AcquireLeadership``
+        (``acquired`` is a lease, ``release`` is :meth:`LeadershipLease.release`,
+        ``err`` is raised; docs/operations.md maps it clause by clause).
         """
         ...
 

@@ -16,7 +16,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 import msgspec
 
 from ._common import Subscription, TransactionIsolation, TTx_contra
-from .events import EventProducer, TxEventProducer
+from .events import EventConsumer, EventProducer, TxEventProducer
 from .queue import (
     DEFAULT_TASK_QUEUE,
     Job,
@@ -809,6 +809,72 @@ class WorkflowAdmin(Protocol):
         """
         ...
 
+    async def schedule_operation(self, p: ScheduleOperationParams) -> uuid.UUID:
+        """Contract ``ScheduleOperation``: insert, or return the existing, operation
+        job of ``p.execution_key`` for the execution.
+
+        Deduplicated by ``execution_key`` among the execution's non-terminal
+        operations (pending, scheduled, active, paused, uncertain), the same
+        rule and the same insert as the operations a pass commit schedules
+        (so a pass scheduling that key afterwards inserts nothing either); an
+        operation of that key that ended (succeeded, dead, cancelled) does not
+        count, so crash recovery can schedule the call again. The execution
+        row is locked first, as every pass commit does: concurrent calls and
+        passes with one key end with one live job.
+
+        An inserted job is ``pending`` at ``run_at`` (None or past: now; its
+        workers are woken) or ``scheduled`` (future), of source ``workflow``
+        and kind ``p.kind`` (``$op:<activity>@<version>``), routed by
+        ``task_queue`` / ``priority`` / ``limit_key``, its deadlines from
+        ``schedule_to_start`` / ``schedule_to_close`` (from now), its budget
+        ``max_attempts`` (0: the leasing runtime's default); it is counted as
+        enqueued. An existing job is returned untouched.
+
+        Args:
+            p: the operation (:class:`ScheduleOperationParams`).
+
+        Returns:
+            The id of the execution's live operation job of that key.
+
+        Raises:
+            NotFoundError: the execution does not exist, or is finished;
+                nothing written.
+            ValueError: an empty, overlong or NUL-containing kind or
+                execution key, NUL in meta, a negative ``max_attempts``, a
+                bad task queue or priority, or a timeout that is not
+                positive; nothing written.
+        """
+        ...
+
+    async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
+        """Contract ``AppendHistory``: append one event at the execution's next seq.
+
+        For events written outside a replay pass (an operator's note). The
+        append takes the execution row's lock, as every pass commit does, so
+        seqs stay unique and gapless: a pass in flight that loaded the history
+        before the append loses its commit (its expected next seq moved) and
+        runs again on the history with the event in it. It wakes nothing.
+        The caller picks an event type the history's readers know: the
+        workflow runtime replays every event, and one it does not know, or a
+        command the code did not issue, stops the execution's next pass
+        (``azync_flow.replay.OperatorNote`` is the annotation replay skips).
+
+        Args:
+            workflow_id: the execution (live or finished).
+            type: the event's type name (at most 255 characters, no NUL).
+            payload: the event's JSON bytes, stored verbatim.
+
+        Returns:
+            The seq written (the execution's previous next seq, >= 1).
+
+        Raises:
+            NotFoundError: the execution does not exist; nothing written.
+            ValueError: ``type`` is empty, too long or has NUL, or ``payload``
+                is not JSON; nothing written.
+            TypeError: ``type`` is not a str or ``payload`` not bytes.
+        """
+        ...
+
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
     ) -> list[HistoryEvent]:
@@ -1533,6 +1599,7 @@ class WorkflowClientStore(
     TxQueueProducer[TTx_contra],
     EventProducer,
     TxEventProducer[TTx_contra],
+    EventConsumer,
     WorkflowProducer,
     TxWorkflowProducer[TTx_contra],
     WorkflowAdmin,
@@ -1542,5 +1609,6 @@ class WorkflowClientStore(
     Protocol[TTx_contra],
 ):
     """What :class:`azync_flow.Client` needs: executions, their queries and
-    updates, uncertain operations, limits and event publishing, also in the caller's
+    updates, uncertain operations, limits, event publishing and the
+    subscriber registrations a publish fans out to, also in the caller's
     transaction (``TTx_contra``: the driver's connection type)."""

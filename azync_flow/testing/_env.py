@@ -29,6 +29,7 @@ from azync_flow._workflow.definitions import Registry
 from azync_flow.app import attach_dags, attach_subscribers, attach_workflows
 from azync_flow.client import Client, WorkflowHandle
 from azync_flow.store import Store
+from azync_flow.store.admin import NukeReport
 from azync_flow.store.queue import Source
 from azync_flow.worker import Retention, Worker
 
@@ -297,6 +298,35 @@ class WorkflowEnvironment:
             while not (handle is not None and await _is_terminal(handle)):
                 if not await self.skip_to_next_due():
                     return
+
+    # --- reset ---------------------------------------------------------------------
+
+    async def reset_source(self, source: Source | str) -> NukeReport:
+        """Delete every job, counter and idempotency key of one source (a dev reset).
+
+        For a test that reuses one environment across phases: after
+        ``await env.reset_source("queue")`` the queue has no jobs in any
+        state, ``stats`` of its kinds start from zero, and a job enqueued
+        with an idempotency key used before is inserted again. Other sources
+        are untouched, and so is the event ledger: events, with their ids,
+        and subscriber registrations stay (resetting ``"event"`` deletes only
+        the delivery jobs). Workflow executions and DAG runs are not jobs and
+        stay, so resetting ``"workflow"`` or ``"dag"`` leaves their live runs
+        with nothing to run; use a fresh schema (``unique_schema``) for those.
+        An attempt running at that moment loses its job: its report is
+        refused as for a lost lease. Works started or not.
+
+        Args:
+            source: ``Source.QUEUE`` / ``"queue"``, ``"event"``, ``"dag"`` or
+                ``"workflow"``.
+
+        Returns:
+            How many rows went, per kind (``jobs``, ``stats``, ``keys``).
+
+        Raises:
+            ValueError: ``source`` is not one of those four; nothing deleted.
+        """
+        return await self.store.nuke_all(source)
 
     # --- DAGs ----------------------------------------------------------------------
 

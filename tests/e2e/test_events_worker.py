@@ -407,3 +407,31 @@ async def test_a_delivery_whose_worker_died_is_reaped_and_delivered_again(
     assert got == [1]  # the lost attempt was given back, not counted
     [d] = await deliveries(store, event_id)
     assert d["state"] == "succeeded"
+
+
+async def test_the_client_lists_the_subscribers_a_worker_registered(
+    store: PostgresStore,
+) -> None:
+    @subscriber("invoice.paid", name="receipts", retry=RetryPolicy(maximum_attempts=4))
+    async def receipts(payload: dict[str, str], ctx: EventContext) -> None:
+        pass
+
+    @subscriber("invoice.paid", name="ledger", ordering="key")
+    async def ledger(payload: dict[str, str], ctx: EventContext) -> None:
+        pass
+
+    client = Client(store)
+    assert await client.subscribers("invoice.paid") == []
+    worker = Worker(store, **FAST)
+    await attach_subscribers(worker, [receipts, ledger]).register()
+    assert await client.subscribers("invoice.paid") == [
+        Subscriber(
+            name="ledger",
+            event_type="invoice.paid",
+            max_attempts=worker.max_attempts,  # no budget of its own: the worker's
+            ordered=True,
+        ),
+        Subscriber(name="receipts", event_type="invoice.paid", max_attempts=4),
+    ]
+    with pytest.raises(ValueError, match="event_type must not be empty"):
+        await client.subscribers("")

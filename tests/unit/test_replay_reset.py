@@ -14,6 +14,7 @@ from azync_flow.replay.events import (
     ChildStarted,
     Event,
     HistoryEntry,
+    OperatorNote,
     SignalReceived,
     SignalsUndelivered,
     TimerFired,
@@ -55,6 +56,14 @@ def test_last_task_drops_the_trailing_pass_written_events_back_to_an_external_in
     # timer's firing (4) is an input a pass delivered too: dropped with it
     assert reset_point(FAILED_RUN[:6], to="last_task") == 3
     assert reset_point(FAILED_RUN[:2], to="last_task") == 2
+
+
+def test_last_task_passes_over_operator_notes_written_after_the_last_pass() -> None:
+    noted = _history(*(e.event for e in FAILED_RUN[:6]), OperatorNote(message="m"))
+    assert reset_point(noted, to="last_task") == 3  # as without the note
+    # the only pass (it scheduled a), then a note: back to the start
+    between = _history(*(e.event for e in FAILED_RUN[:1]), OperatorNote(message="m"))
+    assert reset_point(between, to="last_task") == 0
 
 
 def test_to_seq_is_kept_as_given_but_never_past_the_end_of_the_run() -> None:

@@ -39,6 +39,7 @@ from ..admin import (
     DailyCount,
     Depths,
     JobFilter,
+    NukeReport,
 )
 from ..queue import AttemptError, Job, JobState, Source
 from ..validate import check_name
@@ -270,6 +271,17 @@ class AdminMixin(PgBase):
     async def vacuum_dead(self, source: Source, kind: str, older_than: timedelta) -> int:
         """Implements ``JobAdmin.vacuum_dead`` (documented there)."""
         return int(await self._fetchval("job_vacuum_dead", source.value, kind, older_than))
+
+    async def nuke_all(self, source: Source | str) -> NukeReport:
+        """Implements ``JobAdmin.nuke_all`` (documented there)."""
+        try:
+            known = Source(source)
+        except ValueError:
+            choices = ", ".join(s.value for s in Source)
+            raise ValueError(f"unknown source {source!r}: one of {choices}") from None
+        row = await self._fetchrow("job_nuke_all", known.value)
+        assert row is not None
+        return NukeReport(jobs=row["jobs"], stats=row["stats"], keys=row["keys"])
 
     # --- retention ------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from ..events import (
     Subscriber,
     SubscriberView,
 )
+from ..validate import check_name
 from ._base import PgBase, decode_meta, encode_meta, stale_lease
 from ._guard import translate
 from ._queries import QUERIES
@@ -135,6 +136,20 @@ class EventMixin(PgBase):
         await self._fetch(
             "event_register_subscriber", sub.name, sub.event_type, sub.max_attempts, sub.ordered
         )
+
+    async def subscribers(self, event_type: str) -> list[Subscriber]:
+        """Implements ``EventConsumer.subscribers`` (documented there)."""
+        check_name(event_type, "event_type")
+        rows = await self._fetch("event_subscribers", event_type)
+        return [
+            Subscriber(
+                name=r["name"],
+                event_type=r["event_type"],
+                max_attempts=r["max_attempts"],
+                ordered=r["ordered"],
+            )
+            for r in rows
+        ]
 
     async def delete_subscriber(self, name: str, event_type: str) -> int:
         """Implements ``EventConsumer.delete_subscriber`` (documented there)."""

@@ -9,11 +9,12 @@ from datetime import timedelta
 
 import pytest
 
-from azync_flow.errors import LeadershipLostError, StoreUnavailableError
+from azync_flow.errors import LeadershipLostError, SchemaNotMigratedError, StoreUnavailableError
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.queue import Source
 from azync_flow.testing import MovableClock, drop_schema
+from tests.e2e._drop_proxy import DropProxy
 from tests.store.helpers import enqueue_and_lease, row
 
 TTL = timedelta(seconds=10)
@@ -213,3 +214,41 @@ async def test_leadership_is_scoped_to_the_schema(store: PostgresStore, pg_dsn: 
 async def test_leadership_ttl_must_be_positive(store: PostgresStore) -> None:
     with pytest.raises(ValueError, match="positive"):
         await store.acquire_leadership_lease("maint", timedelta(0))
+
+
+async def test_release_lets_another_instance_take_the_leadership_at_once(
+    store: PostgresStore, other: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))  # the clock stands still: no lapse can help
+    lease = await store.acquire_leadership_lease("maint", TTL, holder="a")
+    assert lease is not None
+    assert await other.acquire_leadership_lease("maint", TTL) is None
+    await lease.release()
+    taken = await other.acquire_leadership_lease("maint", TTL, holder="b")
+    assert taken is not None
+    assert taken.term == lease.term + 1
+    assert not await lease.valid()  # the released term is over for good
+    held = await store.pool.fetchrow("SELECT holder FROM azync_leaders WHERE name = 'maint'")
+    assert held["holder"] == "b"
+
+
+async def test_acquiring_on_an_unreachable_database_raises_store_unavailable(
+    pg_dsn: str, schema: str, store: PostgresStore
+) -> None:
+    async with DropProxy(pg_dsn) as proxy:
+        through = await open_store(proxy.dsn, Config(schema=schema), migrate=False)
+    try:
+        # the proxy is gone: its connections are cut and its port refuses new ones
+        with pytest.raises(StoreUnavailableError):
+            await through.acquire_leadership_lease("maint", TTL)
+    finally:
+        await through.close()
+    assert await store.acquire_leadership_lease("maint", TTL) is not None  # nothing was taken
+
+
+async def test_a_database_refusing_the_acquire_raises_a_store_error_not_a_driver_error(
+    store: PostgresStore,
+) -> None:
+    await store.pool.execute("DROP TABLE azync_leaders CASCADE")
+    with pytest.raises(SchemaNotMigratedError, match="azync_leaders"):
+        await store.acquire_leadership_lease("maint", TTL)

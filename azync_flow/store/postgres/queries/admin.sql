@@ -240,6 +240,23 @@ WITH d AS (
 )
 SELECT count(*) FROM d
 
+-- name: job_nuke_all
+-- $2 source: every job (any state, owned or not), counter row (folded or
+-- delta) and idempotency key of the source, in one statement. The ledger
+-- (azync_events, azync_subscribers) has no source column and is not touched.
+WITH j AS (
+    DELETE FROM azync_jobs WHERE source = $2 AND ($1::timestamptz IS NULL OR true) RETURNING 1
+), s AS (
+    DELETE FROM azync_job_stats WHERE source = $2 RETURNING 1
+), sd AS (
+    DELETE FROM azync_job_stat_deltas WHERE source = $2 RETURNING 1
+), k AS (
+    DELETE FROM azync_idempotency_keys WHERE source = $2 RETURNING 1
+)
+SELECT (SELECT count(*) FROM j) AS jobs,
+       (SELECT count(*) FROM s) + (SELECT count(*) FROM sd) AS stats,
+       (SELECT count(*) FROM k) AS keys
+
 -- name: stats_vacuum
 -- $2 source, $3 retention (> 0): stat days older than the retention, folded
 -- rows and deltas alike. Returns the rows deleted.

@@ -253,6 +253,28 @@ ORDER BY fire_at, seq
 -- name: workflow_clock
 SELECT coalesce($1::timestamptz, now())
 
+-- name: workflow_op_schedule
+-- $2 run id, $3 kind, $4 payload, $5 meta (json), $6 execution key, $7 run_at
+-- (NULL = now), $8 max_attempts (0 = resolved at lease), $9 route (json), $10
+-- channel. Run with the execution row locked (workflow_lock), so this
+-- statement's snapshot sees any operation a pass or another call committed
+-- first: the one insert of operations (azync_workflow_ops_insert, deduplicated
+-- by execution key among the run's live operations), then the id of the live
+-- operation of that key, inserted or not.
+WITH ins AS (
+    SELECT i.id FROM azync_workflow_ops_insert(
+        coalesce($1::timestamptz, now()), $10, $2, ARRAY[$3::text], ARRAY[$4::bytea],
+        ARRAY[$5::text], ARRAY[$6::text], ARRAY[$7::timestamptz], ARRAY[$8::int],
+        ARRAY[$9::text], NULL, NULL, 0) i
+)
+SELECT coalesce(
+           (SELECT id FROM ins),
+           (SELECT j.id FROM azync_jobs j
+            WHERE j.run_id = $2 AND j.source = 'workflow' AND j.task_key = $6
+              AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+            ORDER BY j.enqueued_at, j.id LIMIT 1)) AS id,
+       EXISTS (SELECT 1 FROM ins) AS inserted
+
 -- name: workflow_op_mark_uncertain
 -- $2 id, $3 lease_token, $4 reason. Fenced; the lease token is kept so a late
 -- report of the same attempt stays identifiable until a decision clears it.

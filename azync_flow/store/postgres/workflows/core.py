@@ -29,6 +29,7 @@ __all__ = [
     "op_route",
 ]
 
+import builtins
 import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -43,6 +44,7 @@ from ...._text import clean_text
 from ....errors import ConflictError, NotFoundError
 from ....search import decode_search_attributes, encode_search_attributes
 from ...validate import (
+    check_max_attempts,
     check_meta,
     check_name,
     check_priority,
@@ -425,6 +427,20 @@ class WorkflowCoreMixin(PgBase):
 
     # --- history and signals ----------------------------------------------------
 
+    async def append_history(self, workflow_id: uuid.UUID, type: str, payload: bytes) -> int:
+        """Implements ``WorkflowAdmin.append_history`` (documented there)."""
+        check_name(type, "type")
+        if not isinstance(payload, bytes):
+            raise TypeError(f"payload must be bytes, got {builtins.type(payload).__name__}")
+        try:
+            msgspec.json.decode(payload)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"payload is not JSON: {exc}") from None
+        seq = await self._fetchval("workflow_history_append", workflow_id, type, payload)
+        if seq is None:
+            raise NotFoundError(f"workflow execution {workflow_id} does not exist")
+        return int(seq)
+
     async def list_history(
         self, workflow_id: uuid.UUID, after_seq: int = 0, limit: int | None = None
     ) -> list[HistoryEvent]:
@@ -503,6 +519,42 @@ class WorkflowCoreMixin(PgBase):
             if await self._fetchrow("workflow_lock", workflow_id, conn=conn) is None:
                 raise NotFoundError(f"workflow execution {workflow_id} does not exist")
             await self._schedule_task(conn, workflow_id, kind, run_at)
+
+    async def schedule_operation(self, p: ScheduleOperationParams) -> uuid.UUID:
+        """Implements ``WorkflowAdmin.schedule_operation`` (documented there)."""
+        check_name(p.kind, "operation kind")
+        check_name(p.execution_key, "operation execution_key")
+        check_meta(p.meta, "operation meta")
+        if p.max_attempts:
+            check_max_attempts(p.max_attempts, "operation max_attempts")
+        meta, route = op_meta(p), op_route(p)
+        async with self._wtx() as conn:
+            ex = await self._fetchrow("workflow_lock", p.workflow_id, conn=conn)
+            if ex is None:
+                raise NotFoundError(f"workflow execution {p.workflow_id} does not exist")
+            if ex["state"] not in LIVE_WORKFLOW_STATES:
+                raise NotFoundError(
+                    f"workflow execution {p.workflow_id} is {ex['state']} (finished); "
+                    f"operation {p.execution_key!r} not scheduled"
+                )
+            row = await self._fetchrow(
+                "workflow_op_schedule",
+                p.workflow_id,
+                p.kind,
+                p.payload,
+                meta,
+                p.execution_key,
+                p.run_at,
+                p.max_attempts,
+                route,
+                self.channel,
+                conn=conn,
+            )
+            assert row is not None
+            if row["inserted"]:
+                self._count(conn, p.kind, ENQUEUED)
+            job_id: uuid.UUID = row["id"]
+            return job_id
 
     async def list_unserved_workflows(self) -> list[tuple[str, str]]:
         """Implements ``WorkflowMaintenance.list_unserved_workflows`` (documented there)."""
