@@ -7,6 +7,7 @@ import pytest
 
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.testing import MovableClock
+from tests.cli_runner import cli  # noqa: F401  (a fixture)
 
 # Also registered by the package's pytest11 entry point under this same name,
 # so an installed package does not load it twice.

@@ -12,8 +12,8 @@ from azync_flow.replay import Replayer, WorkflowClosedByOperator
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.workflow import Registry, WorkflowContext
+from tests.cli_runner import Cli
 from tests.local_runtime import LocalRuntime
-from tests.unit.test_cli import Cli
 
 RAN: list[str] = []
 
@@ -29,17 +29,6 @@ async def closable_wait(ctx: WorkflowContext, name: str) -> str:
 def runtime(store: PostgresStore) -> LocalRuntime:
     RAN.clear()
     return LocalRuntime(store, Registry([closable_wait], []))
-
-
-@pytest.fixture
-def cli(
-    pg_dsn: str,
-    store: PostgresStore,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> Cli:
-    monkeypatch.delenv("COLUMNS", raising=False)
-    return Cli(pg_dsn, store.schema, capsys)
 
 
 async def test_complete_records_the_result_and_who_and_the_code_never_resumes(

@@ -13,8 +13,8 @@ from azync_flow.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.workflow import Registry, WorkflowContext
+from tests.cli_runner import Cli
 from tests.local_runtime import LocalRuntime
-from tests.unit.test_cli import Cli
 
 
 @workflow(name="held_greeter")
@@ -26,17 +26,6 @@ async def held_greeter(ctx: WorkflowContext, name: str) -> str:
 @pytest.fixture
 def runtime(store: PostgresStore) -> LocalRuntime:
     return LocalRuntime(store, Registry([held_greeter], []))
-
-
-@pytest.fixture
-def cli(
-    pg_dsn: str,
-    store: PostgresStore,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> Cli:
-    monkeypatch.delenv("COLUMNS", raising=False)
-    return Cli(pg_dsn, store.schema, capsys)
 
 
 async def _event_types(handle: WorkflowHandle[Any]) -> list[str]:

@@ -42,9 +42,9 @@ from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing import MovableClock
 from azync_flow.worker import Worker
 from azync_flow.workflow import Registry
+from tests.cli_runner import Cli
 from tests.e2e.dag_util import runner, settle
 from tests.local_runtime import LocalRuntime
-from tests.unit.test_cli import Cli
 
 SECRET = "sekrit-plaintext-7f3a"
 K1, K2 = os.urandom(32), os.urandom(32)

@@ -24,9 +24,9 @@ from azync_flow.errors import PayloadEncodeError, PayloadError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import JobState
 from azync_flow.store.workflows import WorkflowState
+from tests.cli_runner import Cli
 from tests.e2e._uncertain_helpers import local_runtime
 from tests.e2e.dag_util import runner, settle
-from tests.unit.test_cli import Cli
 
 NON_FINITE = "NaN or infinite"
 DEEP_JSON = "[" * 5000 + "]" * 5000
@@ -58,11 +58,6 @@ async def pp_divide(ctx: WorkflowContext, x: int) -> str:
         return str(await pp_ratio(x))
     except ActivityError as err:
         return f"{err.error_type} after {err.attempts}: {err.message}"
-
-
-@pytest.fixture
-def cli(pg_dsn: str, store: PostgresStore, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(pg_dsn, store.schema, capsys)
 
 
 async def _executions(store: PostgresStore) -> int:

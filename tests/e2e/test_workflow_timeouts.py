@@ -26,7 +26,7 @@ from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture
 from azync_flow.worker import Worker
 from azync_flow.workflow import WorkflowContext
-from tests.unit.test_cli import Cli
+from tests.cli_runner import Cli
 
 #: A task queue no worker of these tests serves: its activities are never leased.
 NOWHERE = "to_nowhere"

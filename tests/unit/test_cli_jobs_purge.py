@@ -5,22 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-import pytest
-
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import DequeueParams, EnqueueParams, JobState, Source
-from tests.unit.test_cli import Cli
-
-
-@pytest.fixture
-def cli(
-    pg_dsn: str,
-    store: PostgresStore,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> Cli:
-    monkeypatch.delenv("COLUMNS", raising=False)
-    return Cli(pg_dsn, store.schema, capsys)
+from tests.cli_runner import Cli
 
 
 async def _enqueue(store: PostgresStore, kind: str) -> uuid.UUID:
