@@ -27,6 +27,7 @@ from azync_flow.errors import (
     NonDeterminismError,
     PayloadTooLargeError,
     WorkflowAbort,
+    error_message,
 )
 from azync_flow.replay.events import (
     ActivityScheduled,
@@ -329,7 +330,8 @@ class DurableCallsMixin:
         try:
             check_result(data, expected)
         except DecisionError as exc:
-            return UnfitDecision(seq, pending[1], data, f"{exc}; decide again", expected)
+            reason = f"{error_message(exc)}; decide again"
+            return UnfitDecision(seq, pending[1], data, reason, expected)
         return None
 
     def _fail_activity(
