@@ -147,7 +147,7 @@ async def test_an_unfit_decision_in_history_suspends_the_run_and_a_new_decision_
     assert shown.suspend_operation_id == op.operation_id
     for part in ("$op:uf_charge@", op.execution_key, "12345", "result type str", "decide again"):
         assert part in shown.suspend_reason
-    assert "is not of type 'string'" in shown.suspend_reason
+    assert '$: 12345 is not of type "string"' in shown.suspend_reason
     row = await op_row(store, op.operation_id)
     assert row["state"] == "uncertain"
     assert "the decided result 12345 does not fit the result type str" in row["uncertain_reason"]
