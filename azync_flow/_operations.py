@@ -14,7 +14,13 @@ from azync_flow.retry import RetryPolicy
 from azync_flow.store.queue import DEFAULT_TASK_QUEUE
 from azync_flow.store.workflows import ScheduleOperationParams
 
-__all__ = ["OperationPayload", "decode_operation", "operation_params", "seq_of_execution_key"]
+__all__ = [
+    "OperationPayload",
+    "decode_operation",
+    "operation_params",
+    "seq_of_execution_key",
+    "with_result_type",
+]
 
 
 class OperationPayload(msgspec.Struct, kw_only=True):
@@ -44,6 +50,18 @@ _DECODER = msgspec.json.Decoder(OperationPayload)
 def decode_operation(payload: bytes) -> OperationPayload:
     """Decode an operation job payload."""
     return _DECODER.decode(payload)
+
+
+def with_result_type(payload: bytes, result_type: ResultType) -> bytes:
+    """An operation payload recording ``result_type`` instead of the one it
+    carries (what the next decision on the operation is checked against);
+    ``payload`` unchanged when it is not an operation payload."""
+    try:
+        op = decode_operation(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return payload
+    op.result_type = result_type
+    return msgspec.json.encode(op)
 
 
 def seq_of_execution_key(execution_key: str) -> int:

@@ -16,15 +16,18 @@ from typing import Any
 
 import msgspec
 
+from azync_flow._result_type import check_result
 from azync_flow.errors import (
     ActivityError,
     ActivityTimeoutError,
     ChildWorkflowError,
     ChildWorkflowTimeoutError,
     ContinueAsNew,
+    DecisionError,
     NonDeterminismError,
     PayloadTooLargeError,
     WorkflowAbort,
+    error_message,
 )
 from azync_flow.replay.events import (
     ActivityScheduled,
@@ -47,6 +50,7 @@ from azync_flow.replay.outcome import (
     SignalChild,
     StartChild,
     StartTimer,
+    UnfitDecision,
     WorkflowInfo,
 )
 
@@ -64,6 +68,9 @@ class DurableCallsMixin:
     info: WorkflowInfo
     max_payload_bytes: int | None
     _activities: dict[int, tuple[asyncio.Future[Any], str]]
+    _result_types: dict[int, Any]  # seq -> the activity's ResultType (checkable calls)
+    _decided: set[int]  # seqs whose next ActivityCompleted is a complete decision's
+    _unfit: dict[int, UnfitDecision]  # seqs whose decided result does not fit
     _children: dict[int, asyncio.Future[Any]]
     _timers: dict[int, DurableTimerHandle]
     _signal_waiters: dict[str, collections.deque[asyncio.Future[Any]]]
@@ -103,6 +110,8 @@ class DurableCallsMixin:
         seq, recorded = self._emit(event)
         future: asyncio.Future[Any] = self.loop.create_future()
         self._activities[seq] = (future, name)
+        if result_type is not None:
+            self._result_types[seq] = result_type
         if recorded is None:
             self._commands.append(
                 ScheduleActivity(seq, name, version, input_bytes, options, result_type)
@@ -290,14 +299,47 @@ class DurableCallsMixin:
 
     # --- activity resolution ---------------------------------------------------------------
 
+    def _note_decision(self, seq: int, decision: str) -> None:
+        """An OperationResolved of the call at ``seq``: a complete decision's
+        result (the ActivityCompleted after it) is checked before it is used."""
+        if decision == "complete":
+            self._decided.add(seq)
+
     def _resolve_activity(self, seq: int, result: msgspec.Raw) -> None:
+        if seq in self._decided:
+            self._decided.discard(seq)
+            unfit = self._misfit(seq, result)
+            if unfit is not None:  # the call waits for a new decision
+                self._unfit[seq] = unfit
+                return
+        self._unfit.pop(seq, None)
+        self._result_types.pop(seq, None)
         pending = self._activities.pop(seq, None)
         if pending is not None and not pending[0].done():
             pending[0].set_result(result)
 
+    def _misfit(self, seq: int, result: msgspec.Raw) -> UnfitDecision | None:
+        """The decided ``result`` of the call at ``seq`` when it does not fit the
+        activity's result type in this code (the check a decision passes when it
+        is made); None when it fits or nothing can be checked."""
+        expected = self._result_types.get(seq)
+        pending = self._activities.get(seq)
+        if expected is None or pending is None:
+            return None
+        data = bytes(result)
+        try:
+            check_result(data, expected)
+        except DecisionError as exc:
+            reason = f"{error_message(exc)}; decide again"
+            return UnfitDecision(seq, pending[1], data, reason, expected)
+        return None
+
     def _fail_activity(
         self, seq: int, error_type: str, message: str, attempts: int, timeout: str = ""
     ) -> None:
+        self._decided.discard(seq)
+        self._unfit.pop(seq, None)
+        self._result_types.pop(seq, None)
         pending = self._activities.pop(seq, None)
         if pending is not None and not pending[0].done():
             error = (

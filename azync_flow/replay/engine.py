@@ -77,6 +77,7 @@ from azync_flow.replay.outcome import (
     Command,
     PassOutcome,
     PassStatus,
+    UnfitDecision,
     WorkflowInfo,
     safe_message,
 )
@@ -148,6 +149,9 @@ class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
         self._pass_inputs: list[int] = []  # seqs of pass-written inputs not yet walked past
         self._pass_input_events: dict[int, Event] = {}
         self._activities: dict[int, tuple[asyncio.Future[Any], str]] = {}
+        self._result_types: dict[int, Any] = {}
+        self._decided: set[int] = set()
+        self._unfit: dict[int, UnfitDecision] = {}
         self._children: dict[int, asyncio.Future[Any]] = {}
         self._timers: dict[int, DurableTimerHandle] = {}
         self._signal_waiters: dict[str, collections.deque[asyncio.Future[Any]]] = {}
@@ -333,11 +337,14 @@ class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
             self._fail_child(
                 event.started_seq, event.workflow_id, event.state, event.error_type, event.message
             )
-        elif isinstance(event, (OperationUncertain, OperationResolved)):
-            # audit only: the activity stays pending; a "complete"/"fail" decision is
-            # followed by its ActivityCompleted/ActivityFailed event, a "retry" by a
-            # later attempt's outcome event.
-            pass
+        elif isinstance(event, OperationResolved):
+            # the activity stays pending; a "complete"/"fail" decision is followed
+            # by its ActivityCompleted/ActivityFailed event (a complete one is
+            # checked against the result type first), a "retry" by a later
+            # attempt's outcome event.
+            self._note_decision(event.scheduled_seq, event.decision)
+        elif isinstance(event, OperationUncertain):
+            pass  # audit only
         elif isinstance(event, OperatorNote):
             pass  # an operator's annotation: nothing for the code to see
         elif isinstance(event, TimerFired):
@@ -538,6 +545,7 @@ class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
             awaited_signals=sorted(n for n in self._signal_waiters if self._has_waiter(n)),
             live_children=len(self._children),
             update_results=self._update_results(),
+            unfit_decisions=list(self._unfit.values()),
         )
         terminal = self._terminal
         if isinstance(terminal, WorkflowCompleted):

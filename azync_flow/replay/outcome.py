@@ -25,6 +25,7 @@ __all__ = [
     "SignalChild",
     "StartChild",
     "StartTimer",
+    "UnfitDecision",
     "WorkflowInfo",
     "safe_message",
 ]
@@ -129,6 +130,29 @@ class ScheduleActivity:
 
 
 @dataclass(frozen=True)
+class UnfitDecision:
+    """A decided result in history that does not fit the activity's result type.
+
+    The call at ``seq`` stays unresolved; the runtime parks its operation as
+    uncertain again so a new decision can be made (docs/uncertain.md).
+
+    Attributes:
+        seq: the ActivityScheduled seq of the call.
+        activity: the activity's name.
+        result: the decided result as recorded (JSON bytes, or a codec envelope).
+        reason: why it does not fit (names the expected type and the value).
+        result_type: the activity's result type in this code (a ``ResultType``),
+            recorded on the operation for the next decision's check.
+    """
+
+    seq: int
+    activity: str
+    result: bytes
+    reason: str
+    result_type: Any
+
+
+@dataclass(frozen=True)
 class StartTimer:
     """Insert a durable timer ``seq`` firing ``fire_after`` after the commit (backend clock)."""
 
@@ -221,6 +245,8 @@ class PassOutcome:
         live_children: children started by this run whose outcome has not been
             delivered (the parent-close policy applies to them if the run ends).
         update_results: updates this pass rejected, completed or failed.
+        unfit_decisions: decided results in history that do not fit their
+            activity's result type; those calls wait for a new decision.
     """
 
     status: PassStatus
@@ -237,6 +263,7 @@ class PassOutcome:
     continued: tuple[uuid.UUID, bytes] | None = None
     live_children: int = 0
     update_results: list[UpdateOutcome] = field(default_factory=list)
+    unfit_decisions: list[UnfitDecision] = field(default_factory=list)
 
     @property
     def failure_reason(self) -> str:

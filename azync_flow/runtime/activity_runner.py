@@ -224,6 +224,7 @@ class ActivityRunner:
         assert job.payload is not None
         op = decode_operation(job.payload)
         self.attempts += 1
+        unsettled, cancelled = True, False
         try:
             async with self.tracer.attempt_span(
                 AttemptKind.ACTIVITY,
@@ -236,15 +237,45 @@ class ActivityRunner:
             ) as span:
                 try:
                     await self._attempt(job, token, op, lease, span)
+                except asyncio.CancelledError:
+                    cancelled = True
+                    raise
                 finally:
+                    unsettled = span.outcome is None
                     # Taken over (lease lost or lapsed) with no outcome of ours accepted:
                     # the reaper records this attempt; a second span would show it
                     # twice, or end after the run span once the worker was frozen.
-                    if span.outcome is None and lease_gone(lease):
+                    if unsettled and lease_gone(lease):
                         span.abandon()
         finally:
+            # (a job leased in a pass's commit does not say whether it is limited)
+            if unsettled and (not cancelled or self._stops_when_cancelled(job)):
+                await self._release_stopped(job, token)
             if self.folder is not None:
                 await self.folder.attempt_ended(job.id)  # a run span waits for this one
+
+    def _stops_when_cancelled(self, job: Job) -> bool:
+        """Whether a cancelled attempt of ``job`` has stopped once its task
+        ended: an async activity has; a sync one's thread runs on (its slots
+        wait for the lease's end)."""
+        try:
+            defn = self.registry.activity(job.kind)
+        except UnknownWorkflowError:
+            return True  # it never ran
+        return bool(getattr(defn, "is_async", False))
+
+    async def _release_stopped(self, job: Job, token: uuid.UUID) -> None:
+        """This attempt stopped without its outcome accepted (report refused,
+        cancelled after its lease was found gone): free the limit slots it
+        still holds now rather than at its lease's end (fenced by the store:
+        nothing while the job still runs under ``token``)."""
+        try:
+            freed = await self.store.release_stopped_attempt(job.id, token)
+        except Exception as err:  # the slots free at the lease's end anyway
+            log.warning("could not free the limit slots of stopped attempt %s: %r", job.id, err)
+            return
+        if freed:
+            log.info("attempt %d of %s stopped: %d limit slot(s) freed", job.attempt, job.id, freed)
 
     async def _attempt(
         self, job: Job, token: uuid.UUID, op: OperationPayload, lease: Any, span: AttemptSpan

@@ -230,6 +230,7 @@ class CompletionFolder:
         async def then() -> None:
             if outcome.status is not PassStatus.BLOCKED:
                 runner.end_run(run.execution, carrier, outcome)
+            await runner.repark_unfit(run_id, outcome)
             await runner.hook("after_commit", run_id, "completion")
 
         jobs = {s.job_id for s in settles}

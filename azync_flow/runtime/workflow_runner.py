@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import inspect
 import logging
 import os
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from opentelemetry import context as otel_context
 
 from azync_flow import _metrics
-from azync_flow._operations import operation_params
+from azync_flow._operations import operation_params, with_result_type
 from azync_flow._transient import retry_transient
 from azync_flow._workflow.definitions import Registry
 from azync_flow._workflow.limits import HistoryLimit
@@ -42,7 +43,8 @@ from azync_flow.errors import (
     is_not_found,
 )
 from azync_flow.replay.engine import WorkflowInstance
-from azync_flow.replay.outcome import PassOutcome, PassStatus, WorkflowInfo
+from azync_flow.replay.events import OperationUncertain, encode_event
+from azync_flow.replay.outcome import PassOutcome, PassStatus, UnfitDecision, WorkflowInfo
 from azync_flow.replay.passes import InstanceCache, to_entries
 from azync_flow.retry import RetryPolicy, describe_error
 from azync_flow.runtime.children import child_params, end_closed_children_spans
@@ -367,10 +369,55 @@ class WorkflowRunner:
         if committed is None:
             span.add_event("pass.conflict")
         else:
+            await self.repark_unfit(run_id, outcome)
             span.set_outcome(AttemptOutcome.SUCCEEDED)
             if outcome.status is PassStatus.FAILED and outcome.error is not None:
                 span.add_event("workflow.failed", {"reason": outcome.failure_reason[:1024]})
         return committed
+
+    async def repark_unfit(self, run_id: uuid.UUID, outcome: PassOutcome) -> None:
+        """After a committed pass of ``run_id`` that is waiting on calls whose
+        decided result does not fit their result type: park each operation as
+        uncertain again (suspending the run) so an operator decides anew.
+
+        Fenced by the store (a newer decision wins); a failure is logged and
+        left to the next pass of the run, which finds the same result."""
+        if outcome.status is not PassStatus.BLOCKED:
+            return
+        for unfit in outcome.unfit_decisions:
+            try:
+                seq = await retry_transient(functools.partial(self._repark, run_id, unfit))
+            except Exception:
+                log.exception(
+                    "workflow %s: could not park operation %s/%d for a new decision",
+                    run_id,
+                    run_id,
+                    unfit.seq,
+                )
+                continue
+            if seq:
+                log.warning(
+                    "workflow %s suspended: activity %r (%s/%d): %s",
+                    run_id,
+                    unfit.activity,
+                    run_id,
+                    unfit.seq,
+                    unfit.reason,
+                )
+
+    async def _repark(self, run_id: uuid.UUID, unfit: UnfitDecision) -> int:
+        event_type, event = encode_event(
+            OperationUncertain(scheduled_seq=unfit.seq, reason=unfit.reason)
+        )
+        return await self.store.repark_decided_operation(
+            run_id,
+            f"{run_id}/{unfit.seq}",
+            unfit.result,
+            unfit.reason,
+            payload=lambda old: with_result_type(old, unfit.result_type),
+            event_type=event_type,
+            event=event,
+        )
 
     def _run_events(self, state: WorkflowTaskState, outcome: PassOutcome) -> None:
         self.run_events(

@@ -367,6 +367,17 @@ class JobSettler(Protocol):
         """Renew an active job's lease to now()+lease (a heartbeat)."""
         ...
 
+    async def release_stopped_attempt(self, id: uuid.UUID, lease_token: uuid.UUID) -> int:
+        """The attempt of job ``id`` under ``lease_token`` has stopped (its
+        worker knows: its report was refused, or it was cancelled after its
+        lease was found gone): free the concurrency slots it still holds, and
+        wake the workers waiting on them. A job cancelled, terminated or timed
+        out while running keeps its slots held until its lease's end otherwise.
+        Fenced: frees nothing while the job still runs under that token (unless
+        its schedule-to-close deadline passed, so no report of it can land).
+        Returns the slots freed."""
+        ...
+
 
 @runtime_checkable
 class QueueConsumer(JobSettler, Protocol):

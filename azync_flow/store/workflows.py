@@ -1414,6 +1414,24 @@ class WorkflowRuntimeStore(Protocol):
         back, ``reason`` kept as its ``blocked_reason``; lease-fenced)."""
         ...
 
+    async def repark_decided_operation(
+        self,
+        workflow_id: uuid.UUID,
+        execution_key: str,
+        result: bytes,
+        reason: str,
+        *,
+        payload: Callable[[bytes], bytes],
+        event_type: str,
+        event: bytes,
+    ) -> int:
+        """Park again as uncertain the operation at ``execution_key`` whose
+        complete decision recorded ``result`` (which does not fit its result
+        type), in one transaction: payload rewritten by ``payload``, ``(event_type,
+        event)`` appended, a running execution suspended naming it. Returns the
+        appended seq; 0 when it was decided anew meanwhile (nothing written)."""
+        ...
+
 
 @runtime_checkable
 class OperationStore(WorkflowRuntimeStore, Protocol):

@@ -7,6 +7,9 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
+from azync_flow.cli import main
 from azync_flow.runtime.worker_runtime import WORKFLOW_TASK_KIND
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import DequeueParams, Source
@@ -83,3 +86,22 @@ async def snapshot(store: PostgresStore, wid: uuid.UUID) -> Any:
         "SELECT state, suspend_reason FROM azync_workflow_executions WHERE id = $1", wid
     )
     return [tuple(r) for r in jobs], [tuple(r) for r in history], tuple(ex)
+
+
+async def cli(
+    pg_dsn: str, store: PostgresStore, capsys: pytest.CaptureFixture[str], *argv: str
+) -> tuple[int, str, str]:
+    """Run the CLI in a thread against ``store``; returns (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, [*argv, "--dsn", pg_dsn, "--schema", store.schema])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def resolve_argv(op_id: uuid.UUID, result: str) -> list[str]:
+    """``uncertain resolve`` argv of a complete decision with ``result`` (JSON text)."""
+    return [
+        "uncertain", "resolve", str(op_id), "--decision", "complete",
+        "--result", result, "--note", "provider dashboard", "--by", "ann",
+    ]  # fmt: skip

@@ -6,9 +6,7 @@ uncertain for a new decision."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import uuid
 from typing import Any
 
 import msgspec
@@ -16,7 +14,6 @@ import pytest
 
 from azync_flow import Reconciled, Uncertain, WorkflowContext, activity, workflow
 from azync_flow._operations import decode_operation
-from azync_flow.cli import main
 from azync_flow.client import Client, UncertainOperationView, WorkflowHandle
 from azync_flow.console._actions import perform
 from azync_flow.errors import DecisionError
@@ -24,7 +21,7 @@ from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Source
 from azync_flow.store.workflows import WorkflowState
 
-from ._uncertain_helpers import event_types, local_runtime, op_row, snapshot
+from ._uncertain_helpers import cli, event_types, local_runtime, op_row, resolve_argv, snapshot
 
 VERDICT: dict[str, Reconciled] = {}
 
@@ -100,23 +97,6 @@ async def _park(
     return client, handle, op
 
 
-async def _cli(
-    pg_dsn: str, store: PostgresStore, capsys: pytest.CaptureFixture[str], *argv: str
-) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = await asyncio.to_thread(main, [*argv, "--dsn", pg_dsn, "--schema", store.schema])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
-
-
-def _resolve(op_id: uuid.UUID, result: str) -> list[str]:
-    return [
-        "uncertain", "resolve", str(op_id), "--decision", "complete",
-        "--result", result, "--note", "provider dashboard", "--by", "ann",
-    ]  # fmt: skip
-
-
 async def test_the_operation_records_its_activity_result_type(store: PostgresStore) -> None:
     _, _, op = await _park(store, checkout_struct)
     payload = (await store.get_operation(op.operation_id)).input
@@ -131,7 +111,7 @@ async def test_cli_resolve_with_a_result_that_does_not_fit_exits_2_and_writes_no
 ) -> None:
     _, handle, op = await _park(store, checkout)
     before = await snapshot(store, handle.id)
-    code, out, err = await _cli(pg_dsn, store, capsys, *_resolve(op.operation_id, "12345"))
+    code, out, err = await cli(pg_dsn, store, capsys, *resolve_argv(op.operation_id, "12345"))
     assert code == 2
     assert out == ""
     assert err.startswith("azync-flow: error: [decision_invalid] the decided result 12345")
@@ -145,8 +125,8 @@ async def test_cli_resolve_with_a_fitting_result_completes_the_run(
     pg_dsn: str, store: PostgresStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, handle, op = await _park(store, checkout)
-    assert (await _cli(pg_dsn, store, capsys, *_resolve(op.operation_id, "12345")))[0] == 2
-    code, out, _ = await _cli(pg_dsn, store, capsys, *_resolve(op.operation_id, '"ch_12345"'))
+    assert (await cli(pg_dsn, store, capsys, *resolve_argv(op.operation_id, "12345")))[0] == 2
+    code, out, _ = await cli(pg_dsn, store, capsys, *resolve_argv(op.operation_id, '"ch_12345"'))
     assert code == 0
     assert "is succeeded" in out
     await local_runtime(store, WORKFLOWS, ACTIVITIES).run_until_idle()
@@ -207,7 +187,7 @@ async def test_a_hook_result_that_does_not_fit_leaves_the_operation_uncertain_wi
         "reconcile: error: the hook's result 12345 did not fit the result type str "
         '($: 12345 is not of type "string"); decide again'
     )
-    code, out, _ = await _cli(pg_dsn, store, capsys, "uncertain", "list", "--json")
+    code, out, _ = await cli(pg_dsn, store, capsys, "uncertain", "list", "--json")
     assert code == 0
     (listed,) = json.loads(out)
     assert "did not fit the result type str" in listed["reconcile_verdict"]

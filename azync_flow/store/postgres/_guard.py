@@ -3,7 +3,9 @@
 * A connection-class failure (refused or reset socket, the server starting up
   or shutting down, a connection closed mid-call, too many connections) raises
   :class:`StoreUnavailableError`;
-* a missing table raises :class:`SchemaNotMigratedError` with the migrate hint.
+* a missing table raises :class:`SchemaNotMigratedError` with the migrate hint;
+* an operation's report refused after its schedule-to-close deadline raises
+  :class:`NotFoundError` (a report that came too late, like a stale lease's).
 
 Both keep the driver error as ``__cause__``. The pool also reports outages
 once: one WARNING when the database becomes unreachable and one INFO when a
@@ -20,7 +22,7 @@ from typing import Any
 
 import asyncpg
 
-from ...errors import AzyncError, SchemaNotMigratedError, StoreUnavailableError
+from ...errors import AzyncError, NotFoundError, SchemaNotMigratedError, StoreUnavailableError
 
 __all__ = [
     "Availability",
@@ -37,6 +39,10 @@ log = logging.getLogger("azync_flow.store")
 #: idle_in_transaction_session_timeout (the server ended the session; a fresh
 #: one works), too_many_connections. Class 08 (connection exceptions) is
 #: matched by its prefix.
+#: An operation's report refused after its schedule-to-close deadline
+#: (migration 0042): nothing was written, the call times out.
+LATE_COMPLETION_SQLSTATE = "AZ408"
+
 _UNAVAILABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03", "53300"})
 
 
@@ -114,6 +120,8 @@ def translate(exc: BaseException, schema: str, *, in_body: bool = False) -> Azyn
         return StoreUnavailableError(f"database unavailable: {describe_outage(exc)}")
     if isinstance(exc, asyncpg.UndefinedTableError):
         return SchemaNotMigratedError(schema, str(exc))
+    if getattr(exc, "sqlstate", None) == LATE_COMPLETION_SQLSTATE:
+        return NotFoundError(str(exc))
     return None
 
 

@@ -336,6 +336,11 @@ class QueueMixin(PgBase):
 
 
 class LimitMixin(PgBase):
+    async def release_stopped_attempt(self, id: uuid.UUID, lease_token: uuid.UUID) -> int:
+        """Contract ``JobSettler.release_stopped_attempt`` (one statement,
+        ``azync_limit_release_stopped``, migration 0042)."""
+        return int(await self._fetchval("limit_release_stopped", id, lease_token) or 0)
+
     async def declare_limits(self, source: Source, kind: str, limits: Sequence[LimitSpec]) -> None:
         """Contract ``LimitStore.declare_limits`` (one statement: definitions
         upserted, the kind's scopes replaced, its keyless live jobs keyed ``""``).

@@ -39,6 +39,7 @@
 --   0036_cancelled_calls_hold_slots.sql
 --   0039_deadlines_checked_at_lease.sql
 --   0040_hot_execution_updates.sql
+--   0042_late_completions_and_stopped_attempts.sql
 --   0043_lease_plans_once.sql
 --   0044_job_lease_plans_once.sql
 
@@ -1027,33 +1028,30 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION azync_limit_release()
- RETURNS trigger
+CREATE OR REPLACE FUNCTION azync_limit_free(p_job uuid, p_token uuid, p_source text, p_kind text, p_task_queue text)
+ RETURNS integer
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
 AS $function$
 DECLARE
     r record;
+    n int := 0;
 BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.state = 'cancelled'
-       AND OLD.lease_until > coalesce(NEW.updated_at, now()) THEN
-        UPDATE azync_limit_slots s SET held_until = OLD.lease_until
-        WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token;
-        RETURN NULL;
-    END IF;
     FOR r IN
-        UPDATE azync_limit_slots s SET holder = NULL, holder_token = NULL, holder_channel = NULL
+        UPDATE azync_limit_slots s SET holder = NULL, holder_token = NULL, holder_channel = NULL,
+                                       held_until = NULL
         FROM azync_limit_slots o
-        WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token
+        WHERE s.holder = p_job AND s.holder_token = p_token
           AND o.limit_name = s.limit_name AND o.key = s.key AND o.slot = s.slot
         RETURNING s.limit_name, s.key, s.slot, o.holder_channel AS channel
     LOOP
+        n := n + 1;
         IF r.channel IS NOT NULL AND NOT EXISTS (
             SELECT 1 FROM azync_limit_slots f JOIN azync_limits l ON l.name = f.limit_name
             WHERE f.limit_name = r.limit_name AND f.key = r.key AND f.slot <> r.slot
               AND f.slot <= l.capacity AND f.holder IS NULL) THEN
             IF EXISTS (SELECT 1 FROM azync_limit_scopes sc
-                       WHERE sc.source = 'task_queue' AND sc.kind = OLD.task_queue
+                       WHERE sc.source = 'task_queue' AND sc.kind = p_task_queue
                          AND sc.limit_name = r.limit_name) THEN
                 -- a task queue's limit: whatever kind waits on that queue (a
                 -- skip scan of azync_jobs_limit_ready: one probe per limited
@@ -1064,25 +1062,60 @@ BEGIN
                          WHERE j.state = 'pending' AND j.limit_key IS NOT NULL
                          ORDER BY j.source, j.kind LIMIT 1)
                         UNION ALL
-                        SELECT n.source, n.kind FROM sk CROSS JOIN LATERAL (
+                        SELECT nx.source, nx.kind FROM sk CROSS JOIN LATERAL (
                             SELECT j.source, j.kind FROM azync_jobs j
                             WHERE j.state = 'pending' AND j.limit_key IS NOT NULL
                               AND (j.source, j.kind) > (sk.source, sk.kind)
-                            ORDER BY j.source, j.kind LIMIT 1) n
+                            ORDER BY j.source, j.kind LIMIT 1) nx
                     )
                     SELECT pg_notify(r.channel, sk.source || ':' || sk.kind) FROM sk
                     WHERE EXISTS (SELECT 1 FROM azync_jobs j
                                   WHERE j.state = 'pending' AND j.limit_key IS NOT NULL
                                     AND j.source = sk.source AND j.kind = sk.kind
-                                    AND j.task_queue = OLD.task_queue)
+                                    AND j.task_queue = p_task_queue)
                 ) w;
             ELSE
-                PERFORM pg_notify(r.channel, OLD.source || ':' || OLD.kind);
+                PERFORM pg_notify(r.channel, p_source || ':' || p_kind);
             END IF;
         END IF;
     END LOOP;
+    RETURN n;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_limit_release()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+BEGIN
+    -- ended from outside while its lease lasts (cancelled, terminated, timed
+    -- out): its attempt may still run, so its slots stay held until the lease
+    -- ends or its worker says it stopped (azync_limit_release_stopped)
+    IF TG_OP = 'UPDATE'
+       AND (NEW.state = 'cancelled' OR (NEW.state = 'dead' AND NEW.lease_token IS NULL))
+       AND OLD.lease_until > coalesce(NEW.updated_at, now()) THEN
+        UPDATE azync_limit_slots s SET held_until = OLD.lease_until
+        WHERE s.holder = OLD.id AND s.holder_token = OLD.lease_token;
+        RETURN NULL;
+    END IF;
+    PERFORM azync_limit_free(OLD.id, OLD.lease_token, OLD.source, OLD.kind, OLD.task_queue);
     RETURN NULL;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_limit_release_stopped(p_at timestamp with time zone, p_job uuid, p_token uuid)
+ RETURNS integer
+ LANGUAGE sql
+ SET search_path TO '<schema>'
+AS $function$
+    SELECT coalesce((
+        SELECT azync_limit_free(p_job, p_token, j.source, j.kind, j.task_queue)
+        FROM azync_jobs j
+        WHERE j.id = p_job
+          AND (j.state <> 'active' OR j.lease_token IS DISTINCT FROM p_token
+               OR j.close_deadline <= p_at)
+    ), 0)
 $function$;
 
 CREATE OR REPLACE FUNCTION azync_merge_workflow_task()
@@ -1110,6 +1143,22 @@ BEGIN
     NEW.lease_until := NULL;
     NEW.completed_at := NEW.updated_at;
     NEW.last_error := 'superseded by runnable workflow task ' || sibling::text;
+    RETURN NEW;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION azync_op_refuse_late_completion()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>'
+AS $function$
+BEGIN
+    IF OLD.close_deadline <= coalesce(NEW.updated_at, now()) THEN
+        RAISE EXCEPTION 'operation % (%) reported its outcome after its schedule-to-close '
+                        'deadline (%): the report is refused and the call times out',
+                        OLD.id, OLD.task_key, OLD.close_deadline
+            USING ERRCODE = 'AZ408';
+    END IF;
     RETURN NEW;
 END
 $function$;
@@ -2107,5 +2156,7 @@ CREATE TRIGGER azync_jobs_limit_release_deleted AFTER DELETE ON azync_jobs FOR E
 CREATE TRIGGER azync_jobs_merge_workflow_task BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.task_key = '$wft'::text) AND (old.state <> ALL (ARRAY['pending'::text, 'scheduled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'scheduled'::text])))) EXECUTE FUNCTION azync_merge_workflow_task();
 
 CREATE TRIGGER azync_jobs_no_blind_retry BEFORE UPDATE ON azync_jobs FOR EACH ROW WHEN (((old.source = 'workflow'::text) AND (old.state = 'active'::text) AND (new.state = 'pending'::text) AND (new.reap_count > old.reap_count) AND ((old.meta ->> 'idempotent'::text) = 'false'::text))) EXECUTE FUNCTION azync_keep_nonidempotent_op();
+
+CREATE TRIGGER azync_jobs_refuse_late_completion BEFORE UPDATE OF state ON azync_jobs FOR EACH ROW WHEN (((old.state = 'active'::text) AND (old.close_deadline IS NOT NULL) AND (new.state = ANY (ARRAY['succeeded'::text, 'dead'::text])) AND (NOT (new.lease_token IS DISTINCT FROM old.lease_token)))) EXECUTE FUNCTION azync_op_refuse_late_completion();
 
 CREATE TRIGGER azync_workflow_history_search_upsert AFTER INSERT ON azync_workflow_history FOR EACH ROW WHEN ((new.type = 'SearchAttributesUpserted'::text)) EXECUTE FUNCTION azync_workflow_search_upsert();

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import timedelta
 
+import msgspec
 import pytest
 
+from azync_flow.errors import NotFoundError
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
-from azync_flow.store.queue import LimitSpec, Source, Wake
+from azync_flow.store.queue import DequeueParams, Job, LimitSpec, Source, Wake
 from azync_flow.testing import MovableClock, drop_schema, unique_schema
 
 from ..helpers import LEASE, job, lease
 from ..plans import DEQUEUE_ARGS, generic_plan, scans
+from ..workflow_helpers import commit_workflow_task, lease_task, op_params, started
 
 
 def conc(name: str, n: int, per_key: bool = False) -> LimitSpec:
@@ -272,3 +276,86 @@ async def test_a_lowered_rate_counts_the_slots_used_above_it_within_the_period(
     assert await lease(store, "k", limit=10) == []  # two uses in the last minute already
     clock.advance(timedelta(seconds=30))
     assert len(await lease(store, "k", limit=10)) == 2
+
+
+async def _limited_call(
+    store: PostgresStore, key: str, schedule_to_close: timedelta | None = None
+) -> tuple[uuid.UUID, Job]:
+    """A running execution whose limited charge call (key ``key``) is leased."""
+    wid = await started(store)
+    task = await lease_task(store, wid)
+    op = msgspec.structs.replace(
+        op_params(wid, 1), limit_key=key, schedule_to_close=schedule_to_close
+    )
+    await commit_workflow_task(
+        store, task.id, task.lease_token, wid, 1, events=[("ActivityScheduled", b"{}")],
+        operations=[op],
+    )  # fmt: skip
+    (leased,) = await _charges(store)
+    return wid, leased
+
+
+async def _charges(store: PostgresStore) -> list[Job]:
+    return await store.dequeue_batch(
+        Source.WORKFLOW, DequeueParams(kind="$op:charge@1", limit=5, lease=LEASE)
+    )
+
+
+@pytest.mark.parametrize("ended", ["terminated", "timed_out", "refused_late"])
+async def test_a_stopped_attempt_frees_its_held_slot_at_once(
+    store: PostgresStore, clock: MovableClock, ended: str
+) -> None:
+    clock.advance(timedelta(0))
+    await store.declare_limits(Source.WORKFLOW, "$op:charge@1", [conc("per-customer", 1, True)])
+    wid, running = await _limited_call(store, "acme", LEASE - timedelta(seconds=10))
+    assert running.lease_token is not None
+    await _limited_call_waiting(store)
+    clock.advance(timedelta(seconds=5))
+    if ended == "terminated":
+        await store.terminate_workflow(
+            wid, "stop", "ops@host", ("WorkflowTerminated", b'{"type":"WorkflowTerminated"}')
+        )
+    else:
+        clock.advance(LEASE - timedelta(seconds=10))  # past the deadline, within the lease
+        if ended == "timed_out":
+            assert len(await store.time_out_operations(_op_timed_out)) == 1
+        else:
+            with pytest.raises(NotFoundError):
+                await store.complete_operation(
+                    running.id, running.lease_token, wid, "ActivityCompleted", b"{}"
+                )
+    # the attempt may still be running on its worker: its slot stays held
+    assert await _charges(store) == []
+    assert {u.spec.name: u.in_flight for u in await store.list_limits()} == {"per-customer": 1}
+    # its worker says it stopped: the slot frees now, not at the lease's end
+    assert await store.release_stopped_attempt(running.id, running.lease_token) == 1
+    assert [j.limit_key for j in await _charges(store)] == ["acme"]
+    assert await store.release_stopped_attempt(running.id, running.lease_token) == 0
+
+
+async def test_a_running_attempt_keeps_its_slot_when_asked_to_free_it(
+    store: PostgresStore,
+) -> None:
+    await store.declare_limits(Source.WORKFLOW, "$op:charge@1", [conc("per-customer", 1, True)])
+    _, running = await _limited_call(store, "acme")
+    await _limited_call_waiting(store)
+    assert running.lease_token is not None
+    assert await store.release_stopped_attempt(running.id, running.lease_token) == 0
+    assert await store.release_stopped_attempt(running.id, uuid.uuid4()) == 0
+    assert await _charges(store) == []
+
+
+async def _limited_call_waiting(store: PostgresStore) -> None:
+    """A second call of key acme, waiting for the slot."""
+    wid = await started(store)
+    task = await lease_task(store, wid)
+    op = msgspec.structs.replace(op_params(wid, 1), limit_key="acme")
+    await commit_workflow_task(
+        store, task.id, task.lease_token, wid, 1, events=[("ActivityScheduled", b"{}")],
+        operations=[op],
+    )  # fmt: skip
+    assert await _charges(store) == []
+
+
+def _op_timed_out(job: Job, kind: str, timeout: timedelta) -> tuple[str, bytes]:
+    return "ActivityFailed", b"{}"

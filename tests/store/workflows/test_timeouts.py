@@ -17,7 +17,12 @@ from azync_flow.errors import NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.postgres._queries import QUERIES
 from azync_flow.store.queue import DequeueParams, EnqueueParams, Job, LimitSpec, Source
-from azync_flow.store.workflows import WorkflowStartParams, WorkflowState
+from azync_flow.store.workflows import (
+    OperationSettle,
+    PassWrite,
+    WorkflowStartParams,
+    WorkflowState,
+)
 from azync_flow.testing import MovableClock
 
 from ..workflow_helpers import (
@@ -161,6 +166,57 @@ async def test_time_out_operations_takes_a_running_attempt_past_its_schedule_to_
         "ActivityScheduled",
         "ActivityFailed",
     ]
+
+
+@pytest.mark.parametrize("report", ["completed", "failed", "folded"])
+async def test_a_report_after_the_schedule_to_close_deadline_is_refused_and_the_call_times_out(
+    store: PostgresStore, clock: MovableClock, report: str
+) -> None:
+    clock.advance(timedelta(0))
+    wid, op_id = await _with_op(store, schedule_to_close=timedelta(minutes=5))
+    op = await lease_op(store, op_id)
+    assert op.lease_token is not None
+    clock.advance(timedelta(minutes=5, seconds=1))  # before the maintenance tick
+    settle = OperationSettle(
+        job_id=op.id, lease_token=op.lease_token, event_type="ActivityCompleted", payload=b"{}"
+    )
+    report_it = (
+        store.commit_completions(wid, [settle], PassWrite(expected_next_seq=2))
+        if report == "folded"
+        else store.complete_operation(
+            op.id,
+            op.lease_token,
+            wid,
+            "ActivityCompleted",
+            b"{}",
+            dead=report == "failed",
+            last_error="boom",
+        )
+    )
+    with pytest.raises(NotFoundError, match="after its schedule-to-close deadline"):
+        await report_it
+    assert [h.type for h in await store.list_history(wid)] == ["ActivityScheduled"]
+    (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op_id]
+    assert (row["state"], row["lease_token"]) == ("active", op.lease_token)
+    assert [(f.job.id, f.kind) for f in await store.time_out_operations(_encode_op)] == [
+        (op_id, "schedule_to_close")
+    ]
+    assert [h.type for h in await store.list_history(wid)] == [
+        "ActivityScheduled",
+        "ActivityFailed",
+    ]
+
+
+async def test_a_report_before_the_schedule_to_close_deadline_is_accepted(
+    store: PostgresStore, clock: MovableClock
+) -> None:
+    clock.advance(timedelta(0))
+    wid, op_id = await _with_op(store, schedule_to_close=timedelta(minutes=5))
+    op = await lease_op(store, op_id)
+    clock.advance(timedelta(minutes=4, seconds=59))
+    await store.complete_operation(op.id, op.lease_token, wid, "ActivityCompleted", b"{}")  # type: ignore[arg-type]
+    (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op_id]
+    assert row["state"] == "succeeded"
 
 
 async def _dequeue_charge(store: PostgresStore) -> list[Job]:

@@ -16,7 +16,16 @@ from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import DequeueParams, Source
 from azync_flow.store.workflows import OperationSettle, PassWrite, TransactionalOperationStore
 from azync_flow.testing import MovableClock
-from tests.store.workflow_helpers import LEASE, another_writer_appends, jobs_of, runnable_tasks
+from tests.store.workflow_helpers import (
+    LEASE,
+    another_writer_appends,
+    commit_workflow_task,
+    jobs_of,
+    lease_task,
+    op_params,
+    runnable_tasks,
+    started,
+)
 
 from .test_hot_path import leased_op
 
@@ -215,3 +224,32 @@ async def test_an_unknown_isolation_level_is_refused(
 
 def wid_job(job: object) -> uuid.UUID:
     return job.id  # type: ignore[attr-defined,no-any-return]
+
+
+async def test_a_step_reporting_after_its_schedule_to_close_deadline_commits_nothing(
+    store: PostgresStore, clock: MovableClock, ledger: str
+) -> None:
+    clock.advance(timedelta(0))
+    wid = await started(store)
+    task = await lease_task(store, wid)
+    op = op_params(wid, 1)
+    op.schedule_to_close = timedelta(minutes=1)
+    await commit_workflow_task(
+        store, task.id, task.lease_token, wid, 1, events=[("ActivityScheduled", b"{}")],
+        operations=[op],
+    )  # fmt: skip
+    (job,) = await store.dequeue_batch(
+        Source.WORKFLOW, DequeueParams(kind="$op:charge@1", limit=1, lease=LEASE)
+    )
+    clock.advance(timedelta(minutes=1, seconds=1))
+
+    async def step() -> None:
+        async with store.operation_transaction(job.id, job.lease_token, wid) as tx:  # type: ignore[arg-type]
+            await tx.connection.execute(f"INSERT INTO {ledger} VALUES ('debit', 3)")
+            await tx.complete("ActivityCompleted", b"1")
+
+    with pytest.raises(NotFoundError, match="schedule-to-close"):
+        await step()
+    assert await rows(store, ledger) == []  # the step's own writes went with it
+    assert [e.type for e in await store.list_history(wid)] == ["ActivityScheduled"]
+    assert await op_state(store, wid) == "active"  # for the timeouts step to end

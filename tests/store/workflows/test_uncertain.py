@@ -414,3 +414,58 @@ async def test_a_deliberate_release_of_a_non_idempotent_op_is_allowed(
     await store.release(op.id, op.lease_token)  # type: ignore[arg-type]
     (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op.id]
     assert (row["state"], row["attempt"]) == ("pending", 0)
+
+
+async def _decided(store: PostgresStore, result: bytes) -> tuple[uuid.UUID, Job]:
+    wid, op = await uncertain_op(store)
+    await store.resolve_uncertain(
+        op.id, "complete", result, decided_by="old", resolved_event=RESOLVED,
+        outcome_event=("ActivityCompleted", b'{"scheduled_seq":1}'),
+    )  # fmt: skip
+    return wid, op
+
+
+async def _repark(store: PostgresStore, wid: uuid.UUID, result: bytes) -> int:
+    return await store.repark_decided_operation(
+        wid, f"{wid}/1", result, "does not fit",
+        payload=lambda old: old + b" ", event_type=UNCERTAIN, event=b'{"seq":1,"again":1}',
+    )  # fmt: skip
+
+
+async def test_repark_decided_operation_parks_it_again_suspends_the_run_and_keeps_the_payload_given(
+    store: PostgresStore,
+) -> None:
+    wid, op = await _decided(store, b"12345")
+    before = (await store.load_workflow_task(wid)).execution.state
+    assert before == WorkflowState.RUNNING
+    old = bytes(await store.pool.fetchval("SELECT payload FROM azync_jobs WHERE id = $1", op.id))
+    seq = await _repark(store, wid, b"12345")
+    assert seq > 0
+    (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op.id]
+    assert (row["state"], row["uncertain_reason"]) == ("uncertain", "does not fit")
+    kept = await store.pool.fetchval("SELECT payload FROM azync_jobs WHERE id = $1", op.id)
+    assert bytes(kept) == old + b" "
+    state = await store.load_workflow_task(wid)
+    assert state.execution.state == WorkflowState.SUSPENDED
+    assert "does not fit" in state.suspend_reason
+    assert f"{wid}/1" in state.suspend_reason
+    assert state.history[-1].seq == seq
+    (listed,) = await store.list_uncertain_operations(workflow_id=wid)
+    assert listed.job_id == op.id
+    # a new decision applies as to any uncertain operation
+    done = await store.resolve_uncertain(
+        op.id, "complete", b'"ok"', decided_by="ann", resolved_event=RESOLVED,
+        outcome_event=("ActivityCompleted", b'{"scheduled_seq":1}'),
+    )  # fmt: skip
+    assert done.workflow_id == wid
+
+
+async def test_repark_decided_operation_is_fenced_by_the_decided_result(
+    store: PostgresStore,
+) -> None:
+    wid, op = await _decided(store, b'"fits"')
+    assert await _repark(store, wid, b"12345") == 0  # decided anew: another result
+    assert await _repark(store, uuid.uuid4(), b'"fits"') == 0
+    (row,) = [j for j in await jobs_of(store, wid) if j["id"] == op.id]
+    assert row["state"] == "succeeded"
+    assert (await store.load_workflow_task(wid)).execution.state == WorkflowState.RUNNING

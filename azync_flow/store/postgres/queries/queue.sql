@@ -451,3 +451,8 @@ WITH idle AS (
     RETURNING 1
 )
 SELECT count(*) FROM gone
+
+-- name: limit_release_stopped
+-- $2 job id, $3 lease token: free the slots a stopped attempt still holds
+-- (azync_limit_release_stopped, migration 0042); returns the slots freed.
+SELECT azync_limit_release_stopped(coalesce($1::timestamptz, now()), $2::uuid, $3::uuid)

@@ -340,6 +340,32 @@ WITH j AS (
 )
 SELECT * FROM j
 
+-- name: workflow_op_lock_decided
+-- $2 run id, $3 execution key, $4 result: lock the operation whose complete
+-- decision recorded exactly this result (no row once it was decided anew).
+SELECT *, $1::timestamptz AS at FROM azync_jobs
+WHERE run_id = $2 AND task_key = $3 AND source = 'workflow' AND task_key <> '$wft'
+  AND state = 'succeeded' AND decision = 'complete' AND result = $4
+FOR UPDATE
+
+-- name: workflow_op_repark_decided
+-- $2 id, $3 reason, $4 payload: park a decided operation as uncertain again
+-- (its decided result does not fit its result type); $4 records the result
+-- type the next decision is checked against.
+WITH j AS (
+    UPDATE azync_jobs
+    SET state = 'uncertain', uncertain_reason = $3,
+        uncertain_since = coalesce($1::timestamptz, now()), last_error = $3,
+        failed_at = coalesce($1::timestamptz, now()), payload = $4,
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE id = $2 AND state = 'succeeded'
+    RETURNING id, run_id, kind, task_key, attempt
+), a AS (
+    INSERT INTO azync_job_attempts (job_id, attempt, error, at)
+    SELECT id, attempt, 'uncertain: ' || $3, coalesce($1::timestamptz, now()) FROM j
+)
+SELECT * FROM j
+
 -- name: workflow_op_attempt_settlement
 -- $2 id, $3 lease_token: state and last error of an operation that still
 -- carries this attempt's token and is no longer active (a settle, reschedule

@@ -215,6 +215,57 @@ class UncertainMixin(WorkflowCoreMixin):
                 )
             return ResolvedOperation(op["run_id"], ex["name"])
 
+    async def repark_decided_operation(
+        self,
+        workflow_id: uuid.UUID,
+        execution_key: str,
+        result: bytes,
+        reason: str,
+        *,
+        payload: Callable[[bytes], bytes],
+        event_type: str,
+        event: bytes,
+    ) -> int:
+        """Park again as uncertain an operation whose complete decision's result
+        does not fit the activity's result type (found when replay decodes it),
+        so a new decision can be made, in one transaction.
+
+        Fenced by the decided result: only an operation of ``workflow_id`` at
+        ``execution_key`` still in state 'succeeded' by a complete decision whose
+        recorded result is exactly ``result`` (a newer decision wins). The job
+        moves to 'uncertain' (reason, ``uncertain_since``, attempt row
+        ``uncertain: <reason>``; the attempt is not counted again), its payload
+        becomes ``payload(old payload)`` (the runtime records the current result
+        type there), ``(event_type, event)`` (an OperationUncertain event) is
+        appended and a running execution is suspended with a reason naming the
+        operation — as :meth:`mark_uncertain` does.
+
+        Args:
+            workflow_id: the execution.
+            execution_key: the operation's ``<workflow_id>/<seq>``.
+            result: the decided result as recorded (bytes of its ActivityCompleted).
+            reason: why it does not fit (recorded as the uncertain reason).
+            payload: maps the recorded operation payload to the one to keep.
+            event_type / event: the history event to append.
+
+        Returns:
+            The seq of the appended event; 0 when nothing was parked (decided
+            anew, not a complete decision, no such operation) or the execution
+            is finished (then the operation is parked and nothing appended).
+        """
+        reason = clean_text(reason)
+        async with self._wtx() as conn:
+            row = await self._fetchrow(
+                "workflow_op_lock_decided", workflow_id, execution_key, result, conn=conn
+            )
+            if row is None:
+                return 0
+            kept = payload(b"" if row["payload"] is None else bytes(row["payload"]))
+            op = await self._fetchrow(
+                "workflow_op_repark_decided", row["id"], reason, kept, conn=conn
+            )
+            return await self._suspend_on(conn, op, reason, event_type, event)
+
     async def attempt_settlement(
         self, operation_job_id: uuid.UUID, lease_token: uuid.UUID
     ) -> tuple[JobState, str] | None:
@@ -349,6 +400,19 @@ class UncertainMixin(WorkflowCoreMixin):
                 f"job {job_id} is not an active operation under this lease token (settled, "
                 "reaped or re-leased); not marked uncertain"
             )
+        return await self._suspend_on(conn, op, reason, event_type, payload)
+
+    async def _suspend_on(
+        self,
+        conn: asyncpg.Connection,
+        op: asyncpg.Record,
+        reason: str,
+        event_type: str,
+        payload: bytes,
+    ) -> int:
+        """After ``op`` was parked: append its OperationUncertain event and
+        suspend a running execution naming it; 0 for a finished execution."""
+        job_id = op["id"]
         ex = await self._fetchrow("workflow_lock", op["run_id"], conn=conn)
         if ex is None or ex["state"] not in LIVE_WORKFLOW_STATES:
             return 0
