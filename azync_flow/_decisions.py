@@ -23,6 +23,7 @@ from azync_flow.replay.events import (
     encode_event,
 )
 from azync_flow.store.queue import Source
+from azync_flow.store.validate import check_reason
 from azync_flow.store.workflows import UncertainStore
 
 __all__ = [
@@ -152,7 +153,8 @@ async def resolve_operation(
         The execution (id, workflow name) and the activity decided.
 
     Raises:
-        ValueError: unknown decision.
+        ValueError: unknown decision, or a ``note`` that is empty or only
+            whitespace (omit it instead).
         DecisionError: for complete: ``result`` does not fit the activity's
             result type recorded with the operation (the workflow could not
             decode it); nothing is written.
@@ -166,7 +168,7 @@ async def resolve_operation(
     op = await store.get_operation(op_id)
     # free text, escaped like every recorded reason (NUL, lone surrogates)
     by = clean_text(decided_by if decided_by is not None else default_decider())
-    note = clean_text(note) if note else note
+    note = clean_text(check_reason(note, "note")) if note is not None else None
     data = encode_value(result, "uncertain operation result") if decision == "complete" else None
     if data is not None and op.state == "uncertain":  # otherwise the store says why not
         expected = recorded_result_type(op.input)

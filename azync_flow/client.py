@@ -74,6 +74,7 @@ from azync_flow.store.validate import (
     check_id,
     check_name,
     check_priority,
+    check_reason,
     check_same_start,
     check_task_queue,
     check_text,
@@ -950,13 +951,14 @@ class WorkflowHandle(Generic[R]):
             terminated_by: who (default: ``user@host`` of this process).
 
         Raises:
+            ValueError: ``reason`` is empty or only whitespace; nothing changed.
             NotFoundError: the execution is missing or already finished
                 (succeeded, failed, cancelled or terminated); nothing changed.
             ConflictError: workers kept its jobs busy for about 5 s (it backs
                 off and retries meanwhile); nothing changed, call it again.
         """
         # free text, escaped like every recorded reason (NUL, lone surrogates)
-        reason = clean_text(reason)
+        reason = clean_text(check_reason(reason))
         who = clean_text(terminated_by or default_decider())
         event = encode_event(WorkflowTerminated(reason=reason, terminated_by=who))
         done = await retry_transient(
@@ -1049,7 +1051,8 @@ class WorkflowHandle(Generic[R]):
 
         Raises:
             NotFoundError: the execution does not exist.
-            ValueError: no point or two, a ``to_seq`` outside the history, no
+            ValueError: ``reason`` is empty or only whitespace, no point or
+                two, a ``to_seq`` outside the history, no
                 failure to reset before, or a point that keeps a child start
                 without its outcome (the child reports to the run that started
                 it); nothing changed.
@@ -1057,6 +1060,7 @@ class WorkflowHandle(Generic[R]):
                 kept its jobs busy, or another live execution holds its
                 idempotency key; nothing changed.
         """
+        check_reason(reason)
         check_text(reason, "reason")
         last: ConflictError | None = None
         for _ in range(5):
@@ -1124,9 +1128,8 @@ class WorkflowHandle(Generic[R]):
     async def _close(
         self, outcome: str, result: bytes | None, reason: str, closed_by: str | None
     ) -> None:
+        check_reason(reason)
         check_text(reason, "reason")
-        if not reason.strip():
-            raise ValueError("reason must not be empty: say why the execution is closed")
         who = clean_text(closed_by or default_decider())
         event = encode_event(
             WorkflowClosedByOperator(

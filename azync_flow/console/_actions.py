@@ -22,6 +22,7 @@ from typing import Any
 from azync_flow._display import json_from_text
 from azync_flow.client import Client
 from azync_flow.schedules import ScheduleClient
+from azync_flow.store import validate
 from azync_flow.store.queue import Source
 from azync_flow.store.validate import check_name, check_text
 
@@ -253,9 +254,7 @@ def check_reason(reason: str) -> str:
     Raises:
         ValueError: empty, longer than :data:`MAX_REASON` or not storable text.
     """
-    reason = reason.strip()
-    if not reason:
-        raise ValueError("say why (the reason is recorded with the action)")
+    reason = validate.check_reason(reason).strip()
     if len(reason) > MAX_REASON:
         raise ValueError(f"the reason is over {MAX_REASON} characters")
     check_text(reason, "reason")

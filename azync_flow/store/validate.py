@@ -92,6 +92,21 @@ def check_name(value: str, field: str, *, empty_ok: bool = False) -> str:
     return value
 
 
+def check_reason(value: str, field: str = "reason") -> str:
+    """Return ``value`` when it says something: the why an operator gives for
+    an action (terminate, reset, suspend, close, a decision's note).
+
+    Raises:
+        TypeError: ``value`` is not a str.
+        ValueError: ``value`` is empty or only whitespace.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a str, got {type(value).__name__} {value!r}")
+    if not value.strip():
+        raise ValueError(f"{field} must not be empty: say why (it is recorded with the action)")
+    return value
+
+
 def check_task_queue(value: str, field: str = "task_queue") -> str:
     """Return the task queue ``value`` names: itself, or ``"default"`` for ``""``.
 

@@ -146,8 +146,10 @@ async def test_uncertain_resolve_fail_and_retry_paths(cli: Cli, store: PostgresS
         (["--decision", "fail", "--note", "n", "--by", "b"], 2, "needs --error"),
         (["--decision", "maybe", "--note", "n", "--by", "b"], 2, "invalid choice"),
         (["--decision", "retry", "--by", "b"], 2, "--note"),
+        (["--decision", "retry", "--note", "", "--by", "b"], 2, "note must not be empty"),
+        (["--decision", "retry", "--note", "   ", "--by", "b"], 2, "note must not be empty"),
     ],
-    ids=["bad-json", "no-result", "no-error", "bad-decision", "no-note"],
+    ids=["bad-json", "no-result", "no-error", "bad-decision", "no-note", "empty-note", "blank"],
 )
 async def test_resolve_rejects_bad_input_and_changes_nothing(
     cli: Cli, store: PostgresStore, argv: list[str], code: int, message: str
@@ -267,6 +269,26 @@ async def test_workflow_cancel_and_result_timeout(cli: Cli, store: PostgresStore
     code, out, _ = await cli("workflows", "result", wid, "--timeout", "5")
     assert code == 1
     assert out["state"] == "cancelled"
+
+
+@pytest.mark.parametrize("reason", ["", "   "])
+async def test_terminate_and_reset_refuse_an_empty_reason_and_change_nothing(
+    cli: Cli, store: PostgresStore, reason: str
+) -> None:
+    code, out, _ = await cli("workflows", "start", "cli_greeter", "--input", '"ann"')
+    wid = out["id"]
+    await LocalRuntime(store, Registry([cli_greeter], [])).run_until_idle()
+    code, before, _ = await cli("workflows", "show", wid)
+    history = (await cli("workflows", "history", wid))[1]
+    code, _, err = await cli("workflows", "terminate", wid, "--reason", reason)
+    assert code == 2
+    assert "reason must not be empty" in err
+    code, _, err = await cli("workflows", "reset", wid, "--last-task", "--reason", reason)
+    assert code == 2
+    assert "reason must not be empty" in err
+    code, after, _ = await cli("workflows", "show", wid)
+    assert (after["state"], after.get("run_no")) == (before["state"], before.get("run_no"))
+    assert (await cli("workflows", "history", wid))[1] == history
 
 
 async def test_workflow_terminate_ends_a_run_no_worker_can_run(

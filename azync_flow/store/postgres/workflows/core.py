@@ -48,6 +48,7 @@ from ...validate import (
     check_meta,
     check_name,
     check_priority,
+    check_reason,
     check_same_start,
     check_task_queue,
     check_text,
@@ -387,9 +388,8 @@ class WorkflowCoreMixin(PgBase):
     async def suspend_workflow(self, id: uuid.UUID, reason: str) -> None:
         """Contract ``SuspendWorkflow`` (documented at
         :meth:`~azync_flow.store.workflows.WorkflowStore.suspend_workflow`)."""
+        check_reason(reason)
         check_text(reason, "reason")
-        if not reason.strip():
-            raise ValueError("reason must not be empty: say why the execution is suspended")
         async with self._wtx() as conn:
             state = await self._lock_live(conn, id, "suspend")
             if state != WorkflowState.RUNNING:
