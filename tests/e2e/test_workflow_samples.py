@@ -9,6 +9,7 @@ import re
 import shutil
 import sys
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from azync_flow.client import Client
 from azync_flow.embedded import start_embedded, stop_embedded
 from azync_flow.store import Config
 from azync_flow.store.postgres import open_store
+from azync_flow.store.workflows import WorkflowStartParams
 from azync_flow.testing import drop_schema, unique_schema
 
 from ..unit.test_docs_snippets import BLOCKS
@@ -73,6 +75,26 @@ async def test_quickstart_ships_an_approved_order_and_a_second_run_sees_the_firs
 
     second = await run_sample(pg_dsn, sample_schema, "quickstart.py")
     assert "earlier executions of workflow 'order': 1 (1 shipped)" in second
+
+
+async def test_quickstart_counts_another_apps_order_results_without_decoding_them(
+    pg_dsn: str, sample_schema: str
+) -> None:
+    store = await open_store(pg_dsn, Config(schema=sample_schema))
+    try:
+        params = WorkflowStartParams(id=uuid.uuid4(), name="order", input=b'"x"')
+        assert (await store.start_workflow(params))[0]
+        await store.pool.execute(
+            "UPDATE azync_workflow_executions SET state = 'succeeded', result = $2,"
+            " completed_at = now() WHERE id = $1",
+            params.id,
+            b'{"total": 5}',
+        )
+    finally:
+        await store.close()
+    out = await run_sample(pg_dsn, sample_schema, "quickstart.py")
+    assert "earlier executions of workflow 'order': 1 (1 succeeded (not a sample receipt))" in out
+    assert "result:    shipped" in out
 
 
 async def test_quickstart_decline_releases_the_reserved_stock(
