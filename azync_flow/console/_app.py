@@ -45,6 +45,8 @@ __all__ = ["ConsoleSettings", "create_app"]
 log = logging.getLogger("azync_flow.console")
 
 PAGE = 50
+#: Most rows one page of executions shows.
+MAX_PAGE = 500
 #: Headers on every response: nothing but the console's own files may run or
 #: load (a payload that slipped past escaping still could not run a script).
 SECURITY_HEADERS = {
@@ -186,7 +188,7 @@ class Console:
         flt = q.ExecutionFilter(
             state=state or None,
             name=name or None,
-            since=_time(p.get("since", ""), "from"),
+            since=_time(p.get("since", ""), "since"),
             until=_time(p.get("until", ""), "until"),
             key=key or None,
             where=tuple(split_search_filters(p.get("where", ""))),
@@ -194,8 +196,7 @@ class Console:
         cursor = None
         if p.get("before_at") and p.get("before_id"):
             cursor = (_iso(p["before_at"]), _uuid(p["before_id"], "cursor id"))
-        limit = _offset(p.get("limit", "")) or PAGE
-        page = await q.executions(self.store, flt, cursor, min(limit, 500))
+        page = await q.executions(self.store, flt, cursor, _limit(p.get("limit", "")))
         filters = {
             k: p.get(k, "") for k in ("state", "name", "since", "until", "key", "where", "limit")
         }
@@ -356,6 +357,20 @@ def _time(value: str, what: str) -> datetime | None:
         raise ValueError(f"{what} {value!r} is neither an ISO time (2026-01-31T12:00, UTC) "
                          "nor an age (15m, 2h, 3d)")  # fmt: skip
     return got
+
+
+def _limit(value: str) -> int:
+    """A page size from the query string: ``PAGE`` when absent, else 1..500.
+
+    Raises:
+        ValueError: not a whole number from 1 to 500.
+    """
+    value = value.strip()
+    if not value:
+        return PAGE
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_PAGE:
+        raise ValueError(f"limit {value!r} is not a whole number from 1 to {MAX_PAGE}")
+    return int(value)
 
 
 def _offset(value: str) -> int:

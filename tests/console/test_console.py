@@ -250,6 +250,30 @@ async def test_executions_filter_by_state_workflow_key_time_and_id(env: Env, ano
     await shot(anon, "executions-bad-filter")
 
 
+@pytest.mark.parametrize(
+    ("query", "problem"),
+    [
+        ("since=garbage", "since 'garbage' is neither an ISO time"),
+        ("until=3x", "until '3x' is neither an ISO time"),
+        ("limit=abc", "limit 'abc' is not a whole number from 1 to 500"),
+        ("limit=-1", "limit '-1' is not a whole number from 1 to 500"),
+        ("limit=0", "limit '0' is not a whole number from 1 to 500"),
+        ("limit=501", "limit '501' is not a whole number from 1 to 500"),
+    ],
+)
+async def test_a_bad_executions_filter_is_refused_not_ignored(
+    env: Env, anon: Page, query: str, problem: str
+) -> None:
+    response = await anon.goto(env.url + "/executions?" + query)
+    assert response is not None
+    assert response.status == 400
+    assert problem in await anon.inner_text(".problem")
+    limited = await anon.goto(env.url + "/executions?limit=1")
+    assert limited is not None
+    assert limited.status == 200
+    assert len(await texts(anon, "#executions td.id a.exec")) == 1
+
+
 async def test_executions_filter_by_search_attributes(env: Env, anon: Page) -> None:
     client = Client(env.store)
     tag = uuid.uuid4().hex[:8]
