@@ -510,6 +510,9 @@ async def test_an_execution_offers_only_the_actions_its_state_allows(
                                           "Complete execution", "Fail execution"]  # fmt: skip
     await signed_in.goto(env.url + f"/executions/{env.world.done}")  # finished: nothing to do
     assert await signed_in.locator("details.action").count() == 0
+    # suspended on an uncertain operation: a decision resumes it, not Resume
+    await signed_in.goto(env.url + f"/executions/{env.world.uncertain}")
+    assert "Resume" not in await summaries(signed_in)
 
 
 async def test_suspend_holds_the_run_and_resume_lets_a_worker_finish_it(

@@ -419,7 +419,8 @@ class WorkflowCoreMixin(PgBase):
                 raise ConflictError(
                     f"workflow execution {id} has uncertain operation(s) "
                     + ", ".join(f"{r['id']} ({r['kind']} {r['task_key']})" for r in ops)
-                    + "; resolve them with resolve_uncertain; not resumed"
+                    + "; decide each (azync-flow uncertain resolve, Client.resolve_uncertain),"
+                    " which resumes the execution; not resumed"
                 )
             if await self._fetchrow("workflow_resume", id, conn=conn) is None:
                 raise NotFoundError(await self._state_message(conn, id, "resume", "suspended"))
