@@ -3,6 +3,8 @@ text (protocol states, asyncpg internals) is only the cause, never the message."
 
 from __future__ import annotations
 
+import logging
+
 import asyncpg
 import pytest
 
@@ -45,3 +47,27 @@ def test_an_outage_says_what_happened_and_keeps_the_driver_text_as_the_cause(
     driver_text = str(exc)
     assert driver_text not in str(err)
     assert outage_cause(exc) == f"{type(exc).__name__}: {driver_text}"
+
+
+def _pool_floor_warning() -> None:
+    """What asyncpg's pool logs when it cannot reconnect its minimum connections."""
+    try:
+        raise ConnectionRefusedError(111, "Connect call failed")
+    except ConnectionRefusedError:
+        logging.getLogger("asyncpg.pool").warning(
+            "Failed to restore the pool connection floor", exc_info=True
+        )
+
+
+def test_the_pools_reconnect_warnings_in_an_outage_are_dropped_below_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO):
+        _pool_floor_warning()
+    assert [r for r in caplog.records if r.name == "asyncpg.pool"] == []
+    with caplog.at_level(logging.DEBUG, logger="asyncpg.pool"):
+        _pool_floor_warning()
+    (record,) = [r for r in caplog.records if r.name == "asyncpg.pool"]
+    assert record.levelname == "DEBUG"
+    assert record.exc_info is None
+    assert "ConnectionRefusedError" in record.getMessage()

@@ -128,7 +128,8 @@ def translate(exc: BaseException, schema: str, *, in_body: bool = False) -> Azyn
 class _QuietPoolFloor(logging.Filter):
     """asyncpg's pool logs a WARNING with a traceback each time it fails to
     reconnect its minimum connections; during an outage that is noise next to
-    the one WARNING :class:`Availability` logs, so those records become DEBUG."""
+    the one WARNING :class:`Availability` logs, so those records become DEBUG,
+    dropped unless that logger logs DEBUG (its level was checked as a WARNING)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
@@ -136,6 +137,7 @@ class _QuietPoolFloor(logging.Filter):
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             record.exc_info = record.exc_text = None
             record.msg = f"{record.msg} ({type(exc).__name__}: {exc})"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         return True
 
 
