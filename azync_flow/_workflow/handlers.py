@@ -36,7 +36,8 @@ class HandlerSignature:
             hints = typing.get_type_hints(fn)
         except Exception:  # unresolved forward refs: fall back to untyped decoding
             hints = {}
-        params = inspect.signature(fn).parameters.values()
+        self.signature = inspect.signature(fn)
+        params = self.signature.parameters.values()
         self.param_types: list[Any] = [
             hints.get(p.name, Any)
             for p in params
@@ -46,6 +47,29 @@ class HandlerSignature:
 
     def args(self, data: bytes) -> list[Any]:
         return decode_args(data, self.param_types, self.what)
+
+    def bound_args(self, data: bytes) -> list[Any]:
+        """The arguments decoded to their annotations and checked against the
+        signature (count, required ones).
+
+        Raises:
+            PayloadError: ``data`` is not a JSON array, or an argument does not
+                decode to its annotation.
+            TypeError: the arguments do not fit the signature (too many, a
+                required one missing).
+        """
+        args = self.args(data)
+        try:
+            self.signature.bind(*args)
+        except TypeError as exc:
+            names = ", ".join(
+                n if p.default is p.empty else f"{n}=..."
+                for n, p in self.signature.parameters.items()
+            )
+            raise TypeError(
+                f"{self.what} takes ({names}), got {len(args)} argument(s): {exc}"
+            ) from None
+        return args
 
     def encode(self, value: Any) -> bytes:
         return encode_value(value, f"result of {self.what}")
@@ -91,11 +115,10 @@ def update_handler(
             result = await result
         return sig.encode(result)
 
-    validate = None
-    if validator is not None:
-        check = validator
-
-        def validate(data: bytes) -> None:
-            check(*sig.args(data))
+    def validate(data: bytes) -> None:
+        # arguments the handler could not take are a rejection, never a failure
+        args = sig.bound_args(data)
+        if validator is not None:
+            validator(*args)
 
     return UpdateHandler(run=run, validate=validate)

@@ -164,6 +164,25 @@ async def test_an_update_is_validated_recorded_and_answered(
     assert verdict.ok, verdict.error
 
 
+async def test_update_arguments_the_handler_cannot_take_are_rejected_and_leave_no_trace(
+    store: PostgresStore, running: LocalRuntime
+) -> None:
+    handle = await Client(store).start(cart, "eve")
+    with pytest.raises(UpdateRejectedError, match="argument 0") as wrong_type:
+        await handle.update("drop", 5)  # drop takes a str
+    assert wrong_type.value.error_type == "PayloadError"
+    with pytest.raises(UpdateRejectedError, match=r"takes \(item\), got 2 argument") as extra:
+        await handle.update("drop", "a", "b")
+    assert extra.value.error_type == "TypeError"
+    with pytest.raises(UpdateRejectedError, match="got 1 argument"):  # validated: no quantity
+        await handle.update("add", "ink")
+    types = [type(e.event).__name__ for e in await handle.history()]
+    assert "UpdateAccepted" not in types
+    assert await handle.update("add", "ink", 1) == 1  # the run goes on
+    await handle.signal("checkout")
+    assert await handle.result(timeout=10) == {"owner": "eve", "items": ["reserved:ink"]}
+
+
 async def test_concurrent_duplicate_updates_run_the_handler_once(
     store: PostgresStore, running: LocalRuntime
 ) -> None:
