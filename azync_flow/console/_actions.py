@@ -261,6 +261,22 @@ def check_reason(reason: str) -> str:
     return reason
 
 
+def review(form: Mapping[str, str]) -> None:
+    """Check an action's input before its confirm page: the reason, and the
+    JSON fields (``payload``, ``result``) with the parser the action uses.
+    The action checks everything again when it runs.
+
+    Raises:
+        ValueError: an empty reason or bad JSON.
+        PayloadError: a JSON value the payload encoder refuses.
+    """
+    check_reason(form.get("reason", ""))
+    for field in ("payload", "result"):
+        text = form.get(field, "").strip()
+        if text:
+            json_from_text(text, field)
+
+
 async def perform(
     store: ConsoleStore, verb: str, target: str, form: Mapping[str, str], who: str
 ) -> Done:

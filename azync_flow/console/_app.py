@@ -36,7 +36,7 @@ from azync_flow.store.workflows import WorkflowState
 from azync_flow.telemetry.metrics import prometheus_asgi_app
 
 from . import _queries as q
-from ._actions import ACTIONS, perform
+from ._actions import ACTIONS, perform, review
 from ._auth import COOKIE, Session, Sessions
 from ._format import install_filters
 
@@ -324,6 +324,11 @@ class Console:
         fields = {k: v for k, v in form.items() if k not in ("csrf", "confirmed")}
         target = form.get("target", "")
         if form.get("confirmed") != "yes":
+            try:
+                review(fields)
+            except (ValueError, PayloadError) as exc:
+                return self.render(request, "confirm.html", status=400, action=ACTIONS[verb],
+                                   fields=fields, target=target, problem=str(exc))  # fmt: skip
             return self.render(request, "confirm.html", action=ACTIONS[verb], fields=fields,
                                target=target, problem="")  # fmt: skip
         try:

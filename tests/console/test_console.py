@@ -151,26 +151,31 @@ async def fresh_order(store: PostgresStore, **extra: Any) -> uuid.UUID:
     return wid
 
 
-async def _review_and_confirm(page: Page, label: str, reason: str, **fields: str) -> None:
+async def _review(page: Page, label: str, reason: str, **fields: str) -> None:
+    """Open the action ``label`` on the page, fill it, and submit it for review."""
     box = page.locator("details.action", has=page.locator(f"summary:text-is('{label}…')"))
     await box.locator("summary").click()
     for name, value in fields.items():
         await box.locator(f"[name={name}]").fill(value)
     await box.locator("input[name=reason]").fill(reason)
     await box.locator("button[type=submit]").click()
-    await page.wait_for_selector("#confirm")
-    await page.click("#confirm")
+    await page.wait_for_selector("#confirm, .problem")
 
 
 async def act(page: Page, label: str, reason: str, **fields: str) -> None:
     """Open the action ``label`` on the page, fill it, review, confirm."""
-    await _review_and_confirm(page, label, reason, **fields)
+    await _review(page, label, reason, **fields)
+    await page.click("#confirm")
     await page.wait_for_selector(".notice")
 
 
 async def refused(page: Page, label: str, reason: str, **fields: str) -> str:
-    """As :func:`act` for an action the console refuses: the problem it shows."""
-    await _review_and_confirm(page, label, reason, **fields)
+    """As :func:`act` for an action the console refuses (at review, or at
+    confirm when only running it can tell): the problem it shows."""
+    await _review(page, label, reason, **fields)
+    if await page.locator(".problem").count() == 0:
+        await page.click("#confirm")
+        await page.wait_for_selector(".problem")
     return await page.inner_text(".problem")
 
 
@@ -590,6 +595,7 @@ async def test_a_result_that_is_not_json_is_refused_and_nothing_is_written(
     await signed_in.goto(env.url + f"/executions/{wid}")
     problem = await refused(signed_in, "Complete execution", "paid", result='{"paid": tru')
     assert "result is not valid JSON" in problem
+    assert await signed_in.locator("#confirm").count() == 0  # refused at review already
     await signed_in.goto(env.url + f"/executions/{wid}")
     problem = await refused(signed_in, "Complete execution", "paid", result="NaN")
     assert "NaN" in problem
@@ -605,6 +611,7 @@ async def test_an_empty_reason_is_refused_and_nothing_is_written(env: Env, signe
         await signed_in.goto(env.url + f"/executions/{wid}")
         problem = await refused(signed_in, label, "   ", **fields)
         assert "say why" in problem, label
+        assert await signed_in.locator("#confirm").count() == 0, label
     await _unchanged(env.store, wid, "running", events)
     assert (await Client(env.store).get_handle(wid).describe()).suspend_reason == ""
 
