@@ -544,7 +544,12 @@ class LeaseLoop:
                 return  # the ack committed while this renewal was on its way
             if handle.lost or is_not_found(exc):
                 self.stats.lost += 1
-                log.warning("%r: lease of job %s lost; its run was cancelled", self, handle.id)
+                log.warning(
+                    "%r: lease of job %s lost; its attempt here is cancelled if still running"
+                    "; a report it sends is checked against the new lease",
+                    self,
+                    handle.id,
+                )
             else:
                 log_failure(
                     log,
