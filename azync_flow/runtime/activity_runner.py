@@ -248,11 +248,11 @@ class ActivityRunner:
                     if unsettled and lease_gone(lease):
                         span.abandon()
         finally:
+            if self.folder is not None:
+                await self.folder.attempt_ended(job.id)  # a run span waits for this one
             # (a job leased in a pass's commit does not say whether it is limited)
             if unsettled and (not cancelled or self._stops_when_cancelled(job)):
                 await self._release_stopped(job, token)
-            if self.folder is not None:
-                await self.folder.attempt_ended(job.id)  # a run span waits for this one
 
     def _stops_when_cancelled(self, job: Job) -> bool:
         """Whether a cancelled attempt of ``job`` has stopped once its task
