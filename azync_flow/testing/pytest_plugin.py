@@ -76,6 +76,20 @@ def pytest_configure(config: pytest.Config) -> None:
     _clean_up_on_sigterm(config, root)
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Each process (an xdist worker too) drops the schemas it kept for reuse,
+    # before the session's embedded server stops.
+    import asyncio
+    import sys
+
+    from ._schema import drop_pooled
+
+    try:
+        asyncio.run(drop_pooled())
+    except Exception as exc:  # the session's result stands; say what stays behind
+        print(f"azync_flow: test schemas kept for reuse were not dropped: {exc}", file=sys.stderr)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     # Stop the server here, after every worker has gone: a worker's own stop at
     # exit is cut short when xdist kills it at teardown, leaving the server running.
@@ -151,14 +165,18 @@ def azync_dsn() -> str:
 
 @_async_fixture
 async def azync_schema(azync_dsn: str) -> AsyncIterator[str]:
-    """A fresh schema name for this test; the schema is dropped afterwards."""
-    from ._schema import drop_schema, unique_schema
+    """A schema of this test's own: new, or one an earlier test of the session
+    used, emptied (its objects exactly a migrated schema's, its rows deleted,
+    sequences restarted). Afterwards it is emptied for the next test, or
+    dropped if the test changed its objects or filled it; the session drops
+    every schema it kept at its end."""
+    from ._schema import release_schema, take_schema
 
-    schema = unique_schema()
+    schema = take_schema()
     try:
         yield schema
     finally:
-        await drop_schema(azync_dsn, schema)
+        await release_schema(azync_dsn, schema)
 
 
 @pytest.fixture

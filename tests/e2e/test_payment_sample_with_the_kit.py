@@ -24,7 +24,7 @@ async def provider(azync_dsn: str, azync_schema: str, monkeypatch: pytest.Monkey
     monkeypatch.setenv("AZYNC_SCHEMA", azync_schema)
     conn = await asyncpg.connect(azync_dsn)
     try:
-        await conn.execute(f'CREATE SCHEMA "{azync_schema}"')
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{azync_schema}"')
         await conn.execute(
             f'CREATE TABLE "{azync_schema}".provider_charges '
             "(idempotency_key text PRIMARY KEY, charge_id text, amount_cents int)"
