@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
@@ -34,10 +35,10 @@ from ._output import json_option
 #: Exit codes of `azync-flow` (documented in docs/cli.md, "Exit status").
 EXIT_OK = 0
 EXIT_FAILED = 1  # the thing asked about failed (workflow failed, replay mismatch)
-EXIT_USAGE = 2  # bad arguments or input (bad JSON, malformed id, unknown decision)
+EXIT_USAGE = 2  # bad arguments or input (bad JSON, malformed id, unknown decision, non-URI DSN)
 EXIT_NOT_FOUND = 3  # no such execution / operation / job, or not in the needed state
 EXIT_CONFLICT = 4  # already decided / idempotency conflict
-EXIT_UNAVAILABLE = 5  # no database: bad DSN, server unreachable, tables missing
+EXIT_UNAVAILABLE = 5  # no database: server unreachable, login refused, tables missing
 EXIT_TIMEOUT = 6  # waited long enough (workflow result)
 EXIT_INTERNAL = 70  # anything unexpected (message only; --debug shows the traceback)
 
@@ -155,16 +156,79 @@ class DbOptions:
 
 
 def resolve_dsn(dsn: str | None) -> str:
-    """`--dsn`, else `$AZYNC_DSN`, else the embedded server (started or reused)."""
-    dsn = dsn or os.environ.get("AZYNC_DSN")
+    """`--dsn`, else `$AZYNC_DSN`, else the embedded server (started or reused).
+
+    Every command opens its store with the DSN this returns, so the value given
+    is checked here, before the driver sees it.
+
+    Returns:
+        A PostgreSQL URI.
+
+    Raises:
+        CliError: `EXIT_USAGE` if the given DSN is not a PostgreSQL URI (see
+            :func:`check_dsn`); `EXIT_UNAVAILABLE` if the embedded server
+            cannot start.
+    """
     if dsn:
-        return dsn
+        return check_dsn(dsn, "--dsn")
+    dsn = os.environ.get("AZYNC_DSN")
+    if dsn:
+        return check_dsn(dsn, "$AZYNC_DSN")
     from azync_flow.embedded import default_data_dir, start_embedded
 
     try:
         return start_embedded(default_data_dir())
     except RuntimeError as exc:
         raise CliError(str(exc), EXIT_UNAVAILABLE) from None
+
+
+def check_dsn(dsn: str, source: str) -> str:
+    """`dsn` unchanged if it is a PostgreSQL URI the driver can parse:
+    `postgresql://` or `postgres://`, and every host's port (if any) a number
+    in 1-65535.
+
+    Args:
+        dsn: the value given.
+        source: where it came from (`--dsn`, `$AZYNC_DSN`), named in the error.
+
+    Returns:
+        `dsn`.
+
+    Raises:
+        CliError: `EXIT_USAGE`, one line saying what is wrong and what a DSN
+            looks like; a password in the value is not shown.
+    """
+    problem = _dsn_problem(dsn)
+    if problem is None:
+        return dsn
+    raise CliError(
+        f"{source}{_shown(dsn)} is not a PostgreSQL URI: {problem}; "
+        "a DSN looks like postgresql://user@host:5432/db"
+    )
+
+
+def _dsn_problem(dsn: str) -> str | None:
+    try:
+        parts = urlsplit(dsn)
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        return str(exc)
+    if parts.scheme not in ("postgresql", "postgres"):
+        found = f"it starts with {parts.scheme}://" if parts.scheme else "it has no scheme"
+        return f"{found}, expected postgresql://"
+    # libpq's multi-host form (h1:5432,h2:5433) is one netloc: check each host.
+    for host in parts.netloc.rpartition("@")[2].split(","):
+        port = host.rpartition("]")[2] if host.startswith("[") else host
+        _, colon, port = port.rpartition(":")
+        if colon and port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            return f"port {port!r} is not a number in 1-65535"
+    return None
+
+
+def _shown(dsn: str) -> str:
+    # The value helps the reader spot a typo, but never shows a password.
+    if "@" in dsn or "password" in dsn.lower():
+        return ""
+    return f" {dsn!r}"
 
 
 @asynccontextmanager

@@ -35,6 +35,7 @@ from azync_flow import _metrics
 from azync_flow._operations import decode_operation, seq_of_execution_key
 from azync_flow._workflow.definitions import Registry
 from azync_flow._workflow.limits import HistoryLimit
+from azync_flow.errors import StoreUnavailableError
 from azync_flow.replay.events import ActivityFailed, WorkflowTimedOut, encode_event
 from azync_flow.runtime.activity_runner import ActivityRunner, ActivityStore, log_suspended
 from azync_flow.runtime.admission import DepthFirstAdmission
@@ -92,10 +93,14 @@ STALLED_SWEEP = timedelta(seconds=1)
 log = logging.getLogger("azync_flow.workflow")
 
 #: How often a workflow worker refreshes its registry row, and how long the row
-#: counts as live without a refresh (a killed worker's row lapses then).
+#: counts as live without a refresh (a killed worker's row lapses then). A
+#: refresh the database refused is tried again at every maintenance tick, so a
+#: live worker's row lapsed in an outage is live again one tick after it ends.
 PRESENCE_INTERVAL = timedelta(seconds=10)
 PRESENCE_TTL = timedelta(seconds=30)
 #: How often the leader looks for runs no live worker serves (a WARNING once each).
+#: It does not look while its own refresh fails, nor for PRESENCE_INTERVAL after
+#: one succeeds again: the other workers' rows may have lapsed in the same outage.
 UNSERVED_INTERVAL = timedelta(seconds=30)
 
 
@@ -242,6 +247,10 @@ class WorkflowRuntime:
         self.stalled_after = stalled_after
         #: (task queue, workflow) pairs already warned about as served by no worker.
         self._unserved_warned: set[tuple[str, str]] = set()
+        #: This worker's registry row: whether its refresh fails (the database is
+        #: unreachable) and since when (monotonic) it succeeds again.
+        self._presence_failing = False
+        self._presence_back_at: float | None = None
         #: Where the incremental stalled repair resumes: (progress_at, id) examined last.
         self._stalled_cursor: tuple[datetime, uuid.UUID] | None = None
         self.retention = retention
@@ -387,32 +396,65 @@ class WorkflowRuntime:
     ) -> None:
         """Keep this worker's registry row (the workflows and activities it runs,
         the task queues it serves) fresh: written at start, every
-        :data:`PRESENCE_INTERVAL` by this worker only (off the hot path),
-        removed at stop; a killed worker's row lapses after :data:`PRESENCE_TTL`."""
+        :data:`PRESENCE_INTERVAL` by this worker only (off the hot path), at
+        every maintenance tick while the database refuses it, removed at stop;
+        a killed worker's row lapses after :data:`PRESENCE_TTL`."""
         worker_id = uuid.uuid4()
         host, pid = socket.gethostname(), os.getpid()
+        next_at = 0.0
 
         async def beat() -> None:
-            await store.register_worker(
-                worker_id,
-                sorted(registry.workflows),
-                PRESENCE_TTL,
-                host=host,
-                pid=pid,
-                task_queues=worker.task_queues,
-                activities=sorted(registry.activities),
-            )
+            nonlocal next_at
+            now = time.monotonic()
+            if now < next_at and not self._presence_failing:
+                return
+            next_at = now + PRESENCE_INTERVAL.total_seconds()
+            try:
+                await store.register_worker(
+                    worker_id,
+                    sorted(registry.workflows),
+                    PRESENCE_TTL,
+                    host=host,
+                    pid=pid,
+                    task_queues=worker.task_queues,
+                    activities=sorted(registry.activities),
+                )
+            except StoreUnavailableError:
+                # The store logs the outage once; the next tick tries again.
+                self._presence_failing = True
+                return
+            if self._presence_failing:
+                self._presence_failing = False
+                self._presence_back_at = now
 
         async def leave() -> None:
             await store.unregister_worker(worker_id)
 
+        tick = timedelta(seconds=worker.maintenance.tick_seconds)
         worker.add_periodic(
-            beat, name="workflow.presence", interval=PRESENCE_INTERVAL, on_stop=leave
+            beat, name="workflow.presence", interval=min(tick, PRESENCE_INTERVAL), on_stop=leave
         )
+
+    def _presence_settling(self) -> bool:
+        """True while this worker's registry refresh fails or succeeded again
+        less than :data:`PRESENCE_INTERVAL` ago: live workers' rows may still
+        be lapsed from the outage, so their absence proves nothing yet."""
+        if self._presence_failing:
+            return True
+        back = self._presence_back_at
+        return back is not None and time.monotonic() - back < PRESENCE_INTERVAL.total_seconds()
 
     async def warn_unserved(self) -> int:
         """One WARNING per (task queue, workflow) whose runs wait for a worker
-        that is not there (none live registers the workflow on that queue)."""
+        that is not there (none live registers the workflow on that queue).
+        Skipped (a later round looks again) right after a database outage, see
+        :meth:`_presence_settling`.
+
+        Returns:
+            0 (it makes nothing runnable).
+        """
+        if self._presence_settling():
+            return 0
         for queue, name in await self.store.list_unserved_workflows():
             if (queue, name) in self._unserved_warned:
                 continue

@@ -254,6 +254,40 @@ async def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
     assert message in line
 
 
+async def test_an_unparseable_dsn_is_one_usage_line_and_exit_2_for_every_command(
+    cmd: Cmd, tmp_path: Path
+) -> None:
+    (tmp_path / "other_flows.py").write_text(OTHER)
+    commands = [
+        ["workflows", "list"], ["jobs", "list"], ["stats"], ["migrate"], ["ui"],
+        ["worker", "other_flows"],
+    ]  # fmt: skip
+    for argv in commands:
+        for dsn in ("notadsn", "postgresql://u:secret@127.0.0.1:99999/x"):
+            got = await cmd(*argv, "--dsn", dsn, cwd=tmp_path)
+            assert got.code == 2, (argv, got.err)
+            (line,) = got.err.strip().splitlines()
+            assert line.startswith("azync-flow: error: --dsn ")
+            assert "is not a PostgreSQL URI" in line
+            assert "postgresql://user@host:5432/db" in line
+            assert "secret" not in line
+    from_env = await cmd("stats", env={**cmd.env, "AZYNC_DSN": "notadsn"})
+    assert from_env.code == 2
+    assert "$AZYNC_DSN 'notadsn' is not a PostgreSQL URI: it has no scheme" in from_env.err
+
+
+async def test_a_dsn_to_a_closed_port_is_one_cannot_connect_line_and_exit_5(
+    cmd: Cmd, tmp_path: Path
+) -> None:
+    (tmp_path / "other_flows.py").write_text(OTHER)
+    closed = "postgresql://postgres@127.0.0.1:1/x"
+    for argv in (["workflows", "list"], ["worker", "other_flows"]):
+        got = await cmd(*argv, "--dsn", closed, cwd=tmp_path)
+        assert got.code == 5, (argv, got.err)
+        (line,) = got.err.strip().splitlines()
+        assert line.startswith("azync-flow: error: [store_unavailable] cannot connect")
+
+
 async def test_workflows_start_sets_timeouts_that_show_displays(cmd: Cmd) -> None:
     await cmd("migrate")
     started = await cmd(

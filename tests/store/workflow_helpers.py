@@ -109,23 +109,6 @@ async def lease_op(store: PostgresStore, op_id: uuid.UUID, activity: str = "char
     return op
 
 
-async def another_writer_appends(
-    store: PostgresStore, run_id: uuid.UUID, type: str, payload: bytes
-) -> int:
-    """Append one event at the execution's ``next_seq`` behind the verbs' back, as
-    a concurrent writer (another pass, a completion) would. Returns its seq."""
-    seq = await store.pool.fetchval(
-        "WITH e AS (UPDATE azync_workflow_executions SET next_seq = next_seq + 1"
-        " WHERE id = $1 RETURNING id, next_seq - 1 AS seq)"
-        " INSERT INTO azync_workflow_history (workflow_id, seq, type, payload, created_at)"
-        " SELECT id, seq, $2, $3, now() FROM e RETURNING seq",
-        run_id,
-        type,
-        payload,
-    )
-    return int(seq)
-
-
 def op_params(
     run_id: uuid.UUID, seq: int, idempotent: bool = True, activity: str = "charge"
 ) -> ScheduleOperationParams:

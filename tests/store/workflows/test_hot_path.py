@@ -16,7 +16,6 @@ from azync_flow.store.workflows import OperationLease, OperationSettle, PassWrit
 from azync_flow.testing import MovableClock
 from tests.store.workflow_helpers import (
     LEASE,
-    another_writer_appends,
     commit,
     jobs_of,
     lease_task,
@@ -128,7 +127,7 @@ async def test_completion_whose_seq_moved_writes_nothing(
     store: PostgresStore, clock: MovableClock
 ) -> None:
     wid, job = await leased_op(store, clock)
-    await another_writer_appends(store, wid, "Marker", b"{}")  # moves next_seq
+    await store.append_history(wid, "Marker", b"{}")  # another writer moves next_seq
     before = await snapshot(store, wid)
     settle = OperationSettle(
         job_id=job.id,  # type: ignore[attr-defined]

@@ -17,7 +17,6 @@ from azync_flow.store.workflows import SignalParams, WorkflowState
 from azync_flow.testing import MovableClock
 from tests.store.workflow_helpers import (
     LEASE,
-    another_writer_appends,
     commit,
     commit_workflow_task,
     finish,
@@ -211,7 +210,7 @@ async def test_commit_with_a_wrong_expected_seq_is_conflict_and_writes_nothing(
     await store.signal_workflow(SignalParams(workflow_id=wid, name="s"))
     task = await lease_task(store, wid)
     (sig,) = (await store.load_workflow_task(wid)).signals
-    await another_writer_appends(store, wid, "ActivityCompleted", b"{}")  # moves the seq
+    await store.append_history(wid, "ActivityCompleted", b"{}")  # another writer moves the seq
     before = await snapshot(store, wid)
     with pytest.raises(ConflictError, match="is at seq 2, the pass expected 1"):
         await commit_workflow_task(

@@ -18,7 +18,6 @@ from azync_flow.store.workflows import OperationSettle, PassWrite, Transactional
 from azync_flow.testing import MovableClock
 from tests.store.workflow_helpers import (
     LEASE,
-    another_writer_appends,
     commit_workflow_task,
     jobs_of,
     lease_task,
@@ -179,7 +178,7 @@ async def test_a_refused_fold_leaves_the_transaction_open_for_the_completion_alo
     store: PostgresStore, clock: MovableClock, ledger: str
 ) -> None:
     wid, job = await leased_op(store, clock)
-    await another_writer_appends(store, wid, "Marker", b"{}")  # moves next_seq to 3
+    await store.append_history(wid, "Marker", b"{}")  # another writer: next_seq is 3 now
     async with store.operation_transaction(wid_job(job), job.lease_token, wid) as tx:  # type: ignore[attr-defined]
         await tx.connection.execute(f"INSERT INTO {ledger} VALUES ('debit', 9)")
         with pytest.raises(ConflictError):
