@@ -242,10 +242,3 @@ async def test_a_restarted_worker_takes_back_its_local_attempts(
     assert await restarted.reap_expired_operations(lambda j, r: ("F", b"")) == (1, 0)
     [op] = await op_rows(store, wid)
     assert (op["id"], op["state"]) == (job.id, "pending")
-
-
-async def test_a_running_local_attempt_counts_as_an_active_workflow_job(
-    store: PostgresStore,
-) -> None:
-    await dispatched(store)
-    assert (await store.kind_depths(Source.WORKFLOW))["$op:charge@1"].active == 1

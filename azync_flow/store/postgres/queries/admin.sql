@@ -20,8 +20,7 @@ SELECT kind FROM azync_job_stat_deltas WHERE source = $2
 ORDER BY kind
 
 -- name: job_kind_depths
--- $2 source, $3 kind ('' = every kind): instantaneous counters per kind (a
--- running local attempt counts as an active workflow job).
+-- $2 source, $3 kind ('' = every kind): instantaneous counters per kind.
 SELECT kind,
        count(*) FILTER (WHERE state = 'pending') AS pending,
        count(*) FILTER (WHERE state = 'scheduled') AS scheduled,
@@ -33,13 +32,8 @@ SELECT kind,
        greatest(interval '0', coalesce(coalesce($1::timestamptz, now())
                 - min(run_at) FILTER (WHERE state = 'pending'), interval '0'))
            AS oldest_pending_age
-FROM (
-    SELECT kind, state, run_id, task_key, run_at FROM azync_jobs
-    WHERE source = $2 AND ($3 = '' OR kind = $3)
-    UNION ALL
-    SELECT kind, 'active', run_id, task_key, started_at FROM azync_workflow_local_attempts
-    WHERE $2 = 'workflow' AND ($3 = '' OR kind = $3)
-) j
+FROM azync_jobs
+WHERE source = $2 AND ($3 = '' OR kind = $3)
 GROUP BY kind
 
 -- name: job_backlog
