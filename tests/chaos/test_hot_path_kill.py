@@ -18,7 +18,6 @@ from azync_flow.client import Client
 from azync_flow.replay import Replayer
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.workflows import WorkflowState
-from tests.store.workflow_helpers import jobs_of
 
 from .test_workflow_kill import APP_MODULE, done_steps, event_types, lines, run_worker
 
@@ -62,7 +61,10 @@ async def test_sigkill_after_the_eager_start_commit_leaves_a_leased_activity_rer
     assert code == -signal.SIGKILL
     handle = Client(store).get_handle(run_id)
     assert await event_types(handle) == ["ActivityScheduled"]
-    [reserve] = [j for j in await jobs_of(store, run_id) if j["kind"] == "$op:reserve@1"]
+    reserve = await store.pool.fetchrow(
+        "SELECT state, attempt FROM azync_jobs WHERE run_id = $1 AND kind = '$op:reserve@1'",
+        run_id,
+    )
     assert (reserve["state"], reserve["attempt"]) == ("active", 1)  # leased in the start's commit
     assert not ledger.exists() or lines(ledger) == []
     assert await run_worker(pg_dsn, schema, run_id, ledger) == 0
@@ -78,7 +80,9 @@ async def test_sigkill_after_a_pass_leased_an_activity_locally(
     ledger = tmp_path / "ledger"
     handle = await Client(store).start(APP_MODULE.killable_order, "o-21")
     assert await run_worker(pg_dsn, schema, handle.id, ledger, "after_pass:1") == -signal.SIGKILL
-    states = [j for j in await jobs_of(store, handle.id) if j["task_key"] != "$wft"]
+    states = await store.pool.fetch(
+        "SELECT kind, state FROM azync_jobs WHERE run_id = $1 AND kind <> '$wft'", handle.id
+    )
     assert [(r["kind"], r["state"]) for r in states] == [("$op:reserve@1", "active")]
     assert await run_worker(pg_dsn, schema, handle.id, ledger) == 0
     assert await handle.result(timeout=10) == ORDER

@@ -17,7 +17,6 @@ from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.testing_otel import SpanCapture
-from tests.store.workflow_helpers import ACTIVE_OPERATIONS
 
 from ._uncertain_helpers import event_types, local_runtime, op_audit, op_row, snapshot
 
@@ -200,7 +199,11 @@ async def test_a_running_operation_cannot_be_resolved(store: PostgresStore) -> N
     handle = await Client(store).start(slow_payout, 5)
     task = asyncio.create_task(runtime.run_until_idle())
     for _ in range(200):
-        row = await store.pool.fetchrow(ACTIVE_OPERATIONS, handle.id)
+        row = await store.pool.fetchrow(
+            "SELECT id FROM azync_jobs WHERE run_id = $1 AND state = 'active'"
+            " AND task_key <> '$wft'",
+            handle.id,
+        )
         if row is not None:
             break
         await asyncio.sleep(0.01)

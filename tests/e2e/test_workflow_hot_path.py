@@ -23,7 +23,6 @@ from azync_flow.store.queue import Job
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.worker import Worker
 from azync_flow.workflow import WorkflowContext
-from tests.store.workflow_helpers import ACTIVE_OPERATIONS
 
 CALLS: list[str] = []
 
@@ -257,8 +256,8 @@ async def test_fence_failure_falls_back_without_a_lost_or_doubled_result(
 
     async def record_a_sibling(job: Job) -> None:
         row = await store.pool.fetchrow(
-            f"SELECT id, lease_token, payload FROM ({ACTIVE_OPERATIONS}) o"
-            " WHERE kind = $2 AND id <> $3 LIMIT 1",
+            "SELECT id, lease_token FROM azync_jobs WHERE run_id = $1 AND kind = $2"
+            " AND state = 'active' AND id <> $3 LIMIT 1",
             job.run_id,
             job.kind,
             job.id,
@@ -269,7 +268,10 @@ async def test_fence_failure_falls_back_without_a_lost_or_doubled_result(
         from azync_flow._operations import decode_operation
         from azync_flow.replay.events import ActivityCompleted, encode_event
 
-        seq = decode_operation(bytes(row["payload"])).seq
+        payload = await store.pool.fetchval(
+            "SELECT payload FROM azync_jobs WHERE id = $1", row["id"]
+        )
+        seq = decode_operation(bytes(payload)).seq
         event = ActivityCompleted(scheduled_seq=seq, result=msgspec.Raw(b"100"), attempts=1)
         assert job.run_id is not None
         await store.complete_operation(

@@ -30,7 +30,6 @@ from azync_flow.testing import MovableClock
 from azync_flow.testing_otel import SpanCapture, parent_id
 from azync_flow.workflow import Registry, WorkflowContext
 from tests.local_runtime import LocalRuntime
-from tests.store.workflow_helpers import ACTIVE_OPERATIONS
 
 CALLS: list[str] = []
 GATE: dict[str, asyncio.Event] = {}
@@ -170,7 +169,8 @@ async def test_terminate_while_a_live_worker_runs_the_activity_refuses_its_compl
     async with running(runtime):
         await asyncio.wait_for(GATE["started"].wait(), 10)
         [op_id] = await store.pool.fetchval(
-            f"SELECT array_agg(id) FROM ({ACTIVE_OPERATIONS}) o WHERE kind = '$op:term_slow@1'",
+            "SELECT array_agg(id) FROM azync_jobs WHERE run_id = $1 AND kind = '$op:term_slow@1'"
+            " AND state = 'active'",
             handle.id,
         )
         await handle.terminate("stuck payment provider", terminated_by="ops")

@@ -17,15 +17,6 @@ from azync_flow.store.workflows import (
 
 LEASE = timedelta(seconds=30)
 
-#: SQL: the operations of run ``$1`` whose attempt is live, job rows and local
-#: attempts alike (id, kind, task_key, lease_token, payload, attempt).
-ACTIVE_OPERATIONS = (
-    "SELECT id, kind, task_key, lease_token, payload, attempt FROM azync_jobs"
-    " WHERE run_id = $1 AND state = 'active' AND task_key <> '$wft'"
-    " UNION ALL SELECT id, kind, task_key, lease_token, payload, attempt"
-    " FROM azync_workflow_local_attempts WHERE run_id = $1"
-)
-
 
 def start_params(
     name: str = "order", key: str = "", input: bytes = b'{"n":1}'
@@ -126,21 +117,13 @@ def op_params(
 
 
 async def jobs_of(store: PostgresStore, run_id: uuid.UUID) -> list[dict[str, object]]:
-    """The run's jobs, a running local attempt as an ``active`` one (``local`` True)."""
     rows = await store.pool.fetch(
-        "SELECT * FROM ("
-        " SELECT id, kind, task_key, state, run_at, attempt, lease_token, decision,"
-        " decision_by, decision_note, decided_at, uncertain_reason, uncertain_since, result,"
-        " last_error, enqueued_at, false AS local"
-        " FROM azync_jobs WHERE run_id = $1"
-        " UNION ALL"
-        " SELECT id, kind, task_key, 'active', started_at, attempt, lease_token, '', '', '',"
-        " NULL, '', NULL, NULL, '', started_at, true"
-        " FROM azync_workflow_local_attempts WHERE run_id = $1"
-        ") j ORDER BY enqueued_at, id",
+        "SELECT id, kind, task_key, state, run_at, attempt, lease_token, decision, decision_by,"
+        " decision_note, decided_at, uncertain_reason, uncertain_since, result, last_error"
+        " FROM azync_jobs WHERE run_id = $1 ORDER BY enqueued_at, id",
         run_id,
     )
-    return [{k: v for k, v in r.items() if k != "enqueued_at"} for r in rows]
+    return [dict(r) for r in rows]
 
 
 async def runnable_tasks(store: PostgresStore, run_id: uuid.UUID) -> list[dict[str, object]]:
@@ -165,9 +148,6 @@ async def snapshot(store: PostgresStore, run_id: uuid.UUID) -> dict[str, object]
         "SELECT * FROM azync_workflow_timers WHERE workflow_id = $1 ORDER BY seq", run_id
     )
     jobs = await store.pool.fetch("SELECT * FROM azync_jobs WHERE run_id = $1 ORDER BY id", run_id)
-    local = await store.pool.fetch(
-        "SELECT * FROM azync_workflow_local_attempts WHERE run_id = $1 ORDER BY id", run_id
-    )
     attempts = await store.pool.fetch(
         "SELECT a.* FROM azync_job_attempts a JOIN azync_jobs j ON j.id = a.job_id"
         " WHERE j.run_id = $1 ORDER BY a.id",
@@ -179,7 +159,6 @@ async def snapshot(store: PostgresStore, run_id: uuid.UUID) -> dict[str, object]
         "signals": [dict(r) for r in sigs],
         "timers": [dict(r) for r in timers],
         "jobs": [dict(r) for r in jobs],
-        "local_attempts": [dict(r) for r in local],
         "attempts": [dict(r) for r in attempts],
     }
 

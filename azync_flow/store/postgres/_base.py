@@ -130,55 +130,6 @@ class PgBase:
             raise NotFoundError(what)
         return row
 
-    async def _leased_row(
-        self,
-        name: str,
-        id: uuid.UUID,
-        lease_token: uuid.UUID,
-        *args: Any,
-        conn: asyncpg.Connection | None = None,
-    ) -> asyncpg.Record | None:
-        """Run a statement fenced by a job's ``(id, lease_token)`` (its ``$2, $3``).
-
-        A locally dispatched attempt is a job row only once something other
-        than its success touches it: when no job row answers, a local attempt
-        holding that lease is handed back to the job table and the statement
-        runs again. Returns the statement's row, or None for a stale lease.
-        """
-        row = await self._fetchrow(name, id, lease_token, *args, conn=conn)
-        if row is None and await self._hand_back_local_attempt(id, lease_token, conn=conn):
-            row = await self._fetchrow(name, id, lease_token, *args, conn=conn)
-        return row
-
-    async def _hand_back_local_attempt(
-        self,
-        id: uuid.UUID,
-        lease_token: uuid.UUID | None = None,
-        *,
-        conn: asyncpg.Connection | None = None,
-    ) -> bool:
-        """Make the running local attempt ``id`` (under ``lease_token``; None: any)
-        an active job row as it stands, for a path that works on job rows (its
-        attempt sees no change). Returns whether one moved."""
-        return bool(
-            await self._fetchval("workflow_local_attempt_hand_back", id, lease_token, conn=conn)
-        )
-
-    async def _must_leased(
-        self,
-        name: str,
-        id: uuid.UUID,
-        lease_token: uuid.UUID,
-        *args: Any,
-        what: str,
-        conn: asyncpg.Connection | None = None,
-    ) -> asyncpg.Record:
-        """:meth:`_leased_row`, raising NotFoundError(``what``) for a stale lease."""
-        row = await self._leased_row(name, id, lease_token, *args, conn=conn)
-        if row is None:
-            raise NotFoundError(what)
-        return row
-
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
         """Yield a pooled connection (autocommit); under a leadership fence, one

@@ -163,8 +163,6 @@ class AdminMixin(PgBase):
         Raises:
             NotFoundError: no job of the source has this id.
         """
-        if source == Source.WORKFLOW:
-            await self._hand_back_local_attempt(id)  # a running local attempt is shown too
         row = await self._fetchrow("job_get", source.value, id)
         if row is None:
             raise NotFoundError(f"no {source} job {id}")
@@ -175,8 +173,6 @@ class AdminMixin(PgBase):
     async def _refuse_owned(self, source: Source, id: uuid.UUID, verb: str) -> None:
         """Raise ConflictError when the job belongs to a workflow execution or a
         DAG run: its retries and removal go through that run, never the job verbs."""
-        if source == Source.WORKFLOW:
-            await self._hand_back_local_attempt(id)
         row = await self._fetchrow("job_get", source.value, id)
         if row is None:
             return

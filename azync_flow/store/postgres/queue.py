@@ -223,7 +223,7 @@ class QueueMixin(PgBase):
 
     async def ack(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
         """Settle an active job as succeeded. Raises NotFoundError on a stale token."""
-        await self._must_leased("job_ack", id, lease_token, what=stale_lease(id))
+        await self._must("job_ack", id, lease_token, what=stale_lease(id))
 
     async def ack_many(self, items: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
         """``JobSettler.ack_many``: ack several ``(id, lease_token)`` pairs in one statement."""
@@ -236,19 +236,17 @@ class QueueMixin(PgBase):
         self, id: uuid.UUID, lease_token: uuid.UUID, delay: timedelta, last_error: str
     ) -> None:
         """Park a failed job as scheduled at backend now()+delay and record the attempt."""
-        await self._must_leased(
+        await self._must(
             "job_reschedule", id, lease_token, delay, clean_text(last_error), what=stale_lease(id)
         )
 
     async def dead(self, id: uuid.UUID, lease_token: uuid.UUID, last_error: str) -> None:
         """Dead-letter an active job and record its final attempt."""
-        await self._must_leased(
-            "job_dead", id, lease_token, clean_text(last_error), what=stale_lease(id)
-        )
+        await self._must("job_dead", id, lease_token, clean_text(last_error), what=stale_lease(id))
 
     async def release(self, id: uuid.UUID, lease_token: uuid.UUID) -> None:
         """Return a leased job to pending, giving back the attempt it used."""
-        await self._must_leased("job_release", id, lease_token, what=stale_lease(id))
+        await self._must("job_release", id, lease_token, what=stale_lease(id))
 
     async def release_blocked(
         self,
@@ -258,7 +256,7 @@ class QueueMixin(PgBase):
         delay: timedelta = timedelta(0),
     ) -> None:
         """Implements ``JobSettler.release_blocked`` (documented there)."""
-        await self._must_leased(
+        await self._must(
             "job_release_blocked",
             id,
             lease_token,
@@ -269,13 +267,11 @@ class QueueMixin(PgBase):
 
     async def extend_lease(self, id: uuid.UUID, lease_token: uuid.UUID, lease: timedelta) -> None:
         """Renew an active job's lease to backend now()+lease (a heartbeat)."""
-        await self._must_leased("job_extend_lease", id, lease_token, lease, what=stale_lease(id))
+        await self._must("job_extend_lease", id, lease_token, lease, what=stale_lease(id))
 
     async def skip(self, id: uuid.UUID, lease_token: uuid.UUID, reason: str) -> None:
         """``JobSettler.skip``: settle an active job as skipped."""
-        await self._must_leased(
-            "job_skip", id, lease_token, clean_text(reason), what=stale_lease(id)
-        )
+        await self._must("job_skip", id, lease_token, clean_text(reason), what=stale_lease(id))
 
     async def snooze(
         self,
@@ -298,7 +294,7 @@ class QueueMixin(PgBase):
         Raises:
             NotFoundError: the token no longer owns an active row (nothing changed).
         """
-        row = await self._must_leased(
+        row = await self._must(
             "job_snooze", id, lease_token, delay, clean_text(deadline_error), what=stale_lease(id)
         )
         return bool(row["state"] == "dead")

@@ -42,7 +42,6 @@
 --   0042_late_completions_and_stopped_attempts.sql
 --   0043_lease_plans_once.sql
 --   0044_job_lease_plans_once.sql
---   0045_local_attempts.sql
 
 -- Types
 
@@ -393,24 +392,6 @@ CREATE TABLE azync_workflow_history (
     CONSTRAINT azync_workflow_history_pkey PRIMARY KEY (workflow_id, seq)
 );
 
-CREATE TABLE azync_workflow_local_attempts (
-    id uuid NOT NULL,
-    run_id uuid NOT NULL,
-    task_key text NOT NULL,
-    kind text NOT NULL,
-    payload bytea,
-    meta jsonb NOT NULL,
-    attempt integer NOT NULL,
-    max_attempts integer NOT NULL,
-    max_attempts_explicit boolean NOT NULL,
-    lease_token uuid NOT NULL,
-    lease_until timestamp with time zone NOT NULL,
-    task_queue text NOT NULL,
-    priority integer NOT NULL,
-    started_at timestamp with time zone NOT NULL,
-    CONSTRAINT azync_workflow_local_attempts_pkey PRIMARY KEY (id)
-) WITH (autovacuum_analyze_scale_factor=0.02, autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1000, fillfactor=90);
-
 CREATE TABLE azync_workflow_queries (
     id uuid NOT NULL,
     workflow_id uuid NOT NULL,
@@ -521,9 +502,6 @@ ALTER TABLE azync_schedule_runs ADD CONSTRAINT azync_schedule_runs_schedule_id_f
 
 ALTER TABLE azync_workflow_history ADD CONSTRAINT azync_workflow_history_workflow_id_fkey
     FOREIGN KEY (workflow_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
-
-ALTER TABLE azync_workflow_local_attempts ADD CONSTRAINT azync_workflow_local_attempts_run_id_fkey
-    FOREIGN KEY (run_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
 
 ALTER TABLE azync_workflow_queries ADD CONSTRAINT azync_workflow_queries_workflow_id_fkey
     FOREIGN KEY (workflow_id) REFERENCES azync_workflow_executions(id) ON DELETE CASCADE;
@@ -636,10 +614,6 @@ CREATE INDEX azync_workflow_executions_search ON azync_workflow_executions USING
 CREATE INDEX azync_workflow_executions_state ON azync_workflow_executions USING btree (state, progress_at, id);
 
 CREATE INDEX azync_workflow_executions_timeout ON azync_workflow_executions USING btree (timeout_at) WHERE ((timeout_at IS NOT NULL) AND (state = ANY (ARRAY['running'::text, 'suspended'::text])));
-
-CREATE INDEX azync_workflow_local_attempts_expiry ON azync_workflow_local_attempts USING btree (lease_until);
-
-CREATE INDEX azync_workflow_local_attempts_run ON azync_workflow_local_attempts USING btree (run_id);
 
 CREATE INDEX azync_workflow_queries_pending ON azync_workflow_queries USING btree (workflow_name, created_at) WHERE (state = 'pending'::text);
 
@@ -1359,8 +1333,6 @@ BEGIN
                 p_at);
         UPDATE azync_workflow_executions
         SET next_seq = c.next_seq + 1, updated_at = p_at WHERE id = c.id;
-        PERFORM azync_workflow_local_attempts_hand_back(
-            ARRAY(SELECT l.id FROM azync_workflow_local_attempts l WHERE l.run_id = c.id), p_at);
         UPDATE azync_jobs
         SET state = 'cancelled', lease_token = NULL, lease_until = NULL, last_error = why,
             completed_at = p_at, updated_at = p_at
@@ -1401,8 +1373,6 @@ BEGIN
     FROM azync_workflow_history WHERE workflow_id = p_id;
     DELETE FROM azync_workflow_history WHERE workflow_id = p_id;
     DELETE FROM azync_workflow_timers WHERE workflow_id = p_id;
-    PERFORM azync_workflow_local_attempts_hand_back(
-        ARRAY(SELECT l.id FROM azync_workflow_local_attempts l WHERE l.run_id = p_id), p_at);
     UPDATE azync_jobs
     SET state = 'cancelled', lease_token = NULL, lease_until = NULL,
         last_error = 'its workflow run continued as new', completed_at = p_at, updated_at = p_at
@@ -1507,47 +1477,6 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION azync_workflow_local_attempts_hand_back(p_ids uuid[], p_at timestamp with time zone)
- RETURNS integer
- LANGUAGE plpgsql
- SET search_path TO '<schema>'
-AS $function$
-BEGIN
-    RETURN (SELECT count(*) FROM azync_workflow_local_attempts_move(p_ids, p_at, false));
-END
-$function$;
-
-CREATE OR REPLACE FUNCTION azync_workflow_local_attempts_move(p_ids uuid[], p_at timestamp with time zone, p_succeeded boolean)
- RETURNS SETOF text
- LANGUAGE plpgsql
- SET search_path TO '<schema>'
- SET plan_cache_mode TO 'force_generic_plan'
-AS $function$
-BEGIN
-    IF cardinality(p_ids) = 0 THEN
-        RETURN;
-    END IF;
-    RETURN QUERY WITH gone AS (
-        DELETE FROM azync_workflow_local_attempts l
-        WHERE l.id = ANY(p_ids)
-        RETURNING l.*
-    ), ins AS (
-        INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at, max_attempts,
-                                max_attempts_explicit, run_id, task_key, enqueued_at,
-                                updated_at, attempt, lease_token, lease_until, started_at,
-                                completed_at, task_queue, priority)
-        SELECT g.id, 'workflow', g.kind, CASE WHEN p_succeeded THEN 'succeeded' ELSE 'active' END,
-               g.payload, g.meta, g.started_at, g.max_attempts, g.max_attempts_explicit,
-               g.run_id, g.task_key, g.started_at, p_at, g.attempt, g.lease_token,
-               CASE WHEN NOT p_succeeded THEN g.lease_until END, g.started_at,
-               CASE WHEN p_succeeded THEN p_at END, g.task_queue, g.priority
-        FROM gone g
-        RETURNING azync_jobs.kind
-    )
-    SELECT i.kind FROM ins i;
-END
-$function$;
-
 CREATE OR REPLACE FUNCTION azync_workflow_notify_parent(p_id uuid, p_state text, p_result bytea, p_reason text, p_at timestamp with time zone, p_channel text)
  RETURNS void
  LANGUAGE plpgsql
@@ -1615,12 +1544,9 @@ AS $function$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY WITH existing AS (
-        SELECT j.task_key FROM azync_jobs j
+        SELECT DISTINCT j.task_key FROM azync_jobs j
         WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = ANY(p_keys)
           AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
-        UNION
-        SELECT l.task_key FROM azync_workflow_local_attempts l
-        WHERE l.run_id = p_id AND l.task_key = ANY(p_keys)
     ), wanted AS MATERIALIZED (
         SELECT u.*, coalesce(u.run_at, p_at) AS due,
                (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS local,
@@ -1646,28 +1572,9 @@ BEGIN
                              WHERE sc.source = 'workflow' AND sc.kind = w.kind) THEN true
                     ELSE azync_limit_admit(p_at, 'workflow', w.kind, coalesce(w.limit_key, ''),
                                            w.job_id, w.token, p_channel, w.task_queue) END
-                   AS leased,
-               -- a local attempt that no limit or deadline tracks is not a job row
-               w.local AND w.limit_key IS NULL
-                   AND NOT EXISTS (SELECT 1 FROM azync_limit_scopes sc
-                                   WHERE sc.source = 'workflow' AND sc.kind = w.kind)
-                   AND NOT (w.meta::jsonb ?| ARRAY['schedule_to_start_s', 'schedule_to_close_s'])
-                   AS lean
+                   AS leased
         FROM wanted w
         ORDER BY w.ord
-    ), lean_ins AS (
-        INSERT INTO azync_workflow_local_attempts AS l (
-            id, run_id, task_key, kind, payload, meta, attempt, max_attempts,
-            max_attempts_explicit, lease_token, lease_until, task_queue, priority, started_at)
-        SELECT r.job_id, p_id, r.key, r.kind, r.payload, r.meta::jsonb, 1,
-               CASE WHEN r.max_attempts <= 0 THEN p_local_budget ELSE r.max_attempts END,
-               r.max_attempts > 0, r.token, p_at + p_local_lease, r.task_queue, r.priority, p_at
-        FROM req r
-        WHERE r.lean
-        ORDER BY r.ord
-        RETURNING l.task_key, l.id, l.kind, 'active'::text AS state, l.attempt, l.max_attempts,
-                  l.lease_token, l.lease_until, l.started_at, l.started_at AS run_at,
-                  l.started_at AS enqueued_at
     ), ins AS (
         INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
                                 max_attempts, max_attempts_explicit, run_id, task_key,
@@ -1686,7 +1593,6 @@ BEGIN
                CASE WHEN r.leased THEN p_at END,
                r.task_queue, r.priority, r.limit_key
         FROM req r
-        WHERE NOT r.lean
         ORDER BY r.ord
         RETURNING task_key, id, kind, state, attempt, max_attempts, lease_token,
                   lease_until, started_at, run_at, enqueued_at
@@ -1694,9 +1600,7 @@ BEGIN
         SELECT azync_wake(p_channel, 'workflow:' || k.kind)
         FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
     )
-    SELECT i.* FROM ins i WHERE (SELECT count(*) FROM wake) >= 0
-    UNION ALL
-    SELECT l.* FROM lean_ins l;
+    SELECT i.* FROM ins i WHERE (SELECT count(*) FROM wake) >= 0;
 END
 $function$;
 
@@ -1710,7 +1614,6 @@ AS $function$
 #variable_conflict use_column
 DECLARE
     n bigint;
-    n_local bigint;
     ex record;
     st text;
     nxt bigint;
@@ -1728,16 +1631,8 @@ DECLARE
     l_until timestamptz[]; l_at timestamptz[];
 BEGIN
     PERFORM set_config('azync.wakes', '', true);  -- this statement's wakes only
-    -- Fence: the local attempts, the jobs, THEN the execution row.
-    SELECT count(*) INTO n_local FROM (
-        SELECT l.id FROM azync_workflow_local_attempts l
-        JOIN unnest(p_jobs, p_tokens) AS u(id, token)
-          ON l.id = u.id AND l.lease_token = u.token
-        WHERE NOT p_task AND l.run_id = p_id
-        ORDER BY l.id
-        FOR UPDATE OF l
-    ) locked_local;
-    SELECT n_local + count(*) INTO n FROM (
+    -- Fence: the jobs, THEN the execution row.
+    SELECT count(*) INTO n FROM (
         SELECT j.id FROM azync_jobs j
         JOIN unnest(p_jobs, p_tokens) AS u(id, token)
           ON j.id = u.id AND j.lease_token = u.token
@@ -1777,21 +1672,10 @@ BEGIN
 
     -- The jobs that carried the pass.
     checkpoint := p_keep_lease IS NOT NULL AND p_outcome IS NULL AND st = 'running';
-    IF n_local > 0 AND (checkpoint OR EXISTS (SELECT 1 FROM unnest(p_errors) AS e
-                                              WHERE e IS NOT NULL)) THEN
-        -- kept or failed: the attempts go on as job rows (the rare paths)
-        PERFORM azync_workflow_local_attempts_hand_back(p_jobs, p_at);
-        n_local := 0;
-    END IF;
     IF checkpoint THEN
         UPDATE azync_jobs a SET lease_until = p_at + p_keep_lease, updated_at = p_at
         WHERE a.id = ANY(p_jobs) AND a.state = 'active';
     ELSE
-        IF n_local > 0 THEN
-            -- a succeeded local attempt becomes its operation's one job row
-            SELECT array_agg(ROW('workflow', k, 0, 1, 0, 0)::azync_job_delta) INTO deltas
-            FROM azync_workflow_local_attempts_move(p_jobs, p_at, true) AS k;
-        END IF;
         WITH acked AS (
             UPDATE azync_jobs a
             SET state = 'succeeded', completed_at = p_at, lease_until = NULL, updated_at = p_at
@@ -1799,8 +1683,7 @@ BEGIN
             WHERE a.id = u.id AND u.error IS NULL AND a.state = 'active'
             RETURNING a.kind
         )
-        SELECT deltas || array_agg(ROW('workflow', k.kind, 0, 1, 0, 0)::azync_job_delta)
-        INTO deltas
+        SELECT array_agg(ROW('workflow', k.kind, 0, 1, 0, 0)::azync_job_delta) INTO deltas
         FROM acked k;
         IF EXISTS (SELECT 1 FROM unnest(p_errors) AS e WHERE e IS NOT NULL) THEN
             SELECT array_agg(ROW('workflow', d.kind, 0, 0, 1, 0)::azync_job_delta) INTO more
@@ -2030,8 +1913,6 @@ BEGIN
     FROM azync_workflow_history WHERE workflow_id = p_id;
     DELETE FROM azync_workflow_history WHERE workflow_id = p_id AND seq > p_keep;
 
-    PERFORM azync_workflow_local_attempts_hand_back(
-        ARRAY(SELECT l.id FROM azync_workflow_local_attempts l WHERE l.run_id = p_id), p_at);
     UPDATE azync_jobs
     SET state = 'cancelled', lease_token = NULL, lease_until = NULL,
         last_error = 'its workflow run was reset', completed_at = p_at, updated_at = p_at

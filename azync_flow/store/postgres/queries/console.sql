@@ -62,30 +62,21 @@ LIMIT $2
 -- name: console_operations
 -- $2 execution id, $3 limit: its activity operations (not its workflow
 -- tasks), oldest first, each with its failed attempts as parallel arrays
--- (attempt, error, at; oldest first) and the clock. A local attempt still
--- running is an active operation with no failed attempt.
-SELECT o.*, coalesce($1::timestamptz, now()) AS at
-FROM (
-    SELECT j.id, j.kind, j.state, j.attempt, j.max_attempts, j.payload, j.run_at,
-           j.lease_until, j.last_error, j.task_key, j.enqueued_at, j.started_at, j.failed_at,
-           j.completed_at, j.uncertain_reason, j.decision, j.decision_by, j.decision_note,
-           coalesce(a.attempts, '{}') AS fail_attempts, coalesce(a.errors, '{}') AS fail_errors,
-           coalesce(a.ats, '{}') AS fail_ats
-    FROM azync_jobs j
-    LEFT JOIN LATERAL (
-        SELECT array_agg(x.attempt ORDER BY x.id) AS attempts,
-               array_agg(x.error ORDER BY x.id) AS errors, array_agg(x.at ORDER BY x.id) AS ats
-        FROM azync_job_attempts x WHERE x.job_id = j.id
-    ) a ON true
-    WHERE j.run_id = $2 AND j.source = 'workflow' AND j.task_key <> '$wft'
-    UNION ALL
-    SELECT l.id, l.kind, 'active', l.attempt, l.max_attempts, l.payload, l.started_at,
-           l.lease_until, '', l.task_key, l.started_at, l.started_at, NULL, NULL, '', '', '',
-           '', '{}', '{}', '{}'
-    FROM azync_workflow_local_attempts l
-    WHERE l.run_id = $2
-) o
-ORDER BY o.enqueued_at, o.id
+-- (attempt, error, at; oldest first) and the clock.
+SELECT j.id, j.kind, j.state, j.attempt, j.max_attempts, j.payload, j.run_at, j.lease_until,
+       j.last_error, j.task_key, j.enqueued_at, j.started_at, j.failed_at, j.completed_at,
+       j.uncertain_reason, j.decision, j.decision_by, j.decision_note,
+       coalesce($1::timestamptz, now()) AS at,
+       coalesce(a.attempts, '{}') AS fail_attempts, coalesce(a.errors, '{}') AS fail_errors,
+       coalesce(a.ats, '{}') AS fail_ats
+FROM azync_jobs j
+LEFT JOIN LATERAL (
+    SELECT array_agg(x.attempt ORDER BY x.id) AS attempts, array_agg(x.error ORDER BY x.id) AS errors,
+           array_agg(x.at ORDER BY x.id) AS ats
+    FROM azync_job_attempts x WHERE x.job_id = j.id
+) a ON true
+WHERE j.run_id = $2 AND j.source = 'workflow' AND j.task_key <> '$wft'
+ORDER BY j.enqueued_at, j.id
 LIMIT $3
 
 -- name: console_timers

@@ -110,15 +110,10 @@ WITH clock AS (
     FROM clock c
     WHERE j.state = 'active' AND j.lease_until > c.t AND left(j.lease_token::text, 8) = $2
     RETURNING 1
-), local_attempts AS (
-    UPDATE azync_workflow_local_attempts l SET lease_until = c.t
-    FROM clock c
-    WHERE l.lease_until > c.t AND left(l.lease_token::text, 8) = $2
-    RETURNING 1
 ), leaders AS (
     UPDATE azync_leaders l SET expires_at = c.t
     FROM clock c
     WHERE l.expires_at > c.t AND left(l.holder, length($3) + 1) = $3 || ':'
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM local_attempts) AS jobs, (SELECT count(*) FROM leaders) AS leaderships
+SELECT (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM leaders) AS leaderships

@@ -452,8 +452,6 @@ WITH cut AS (
                 WHERE j.run_id = e.id AND j.source = 'workflow'
                   AND j.state IN ('pending', 'scheduled', 'active', 'uncertain'))
            AND NOT EXISTS (
-                SELECT 1 FROM azync_workflow_local_attempts l WHERE l.run_id = e.id)
-           AND NOT EXISTS (
                 SELECT 1 FROM azync_workflow_timers t
                 WHERE t.workflow_id = e.id AND t.fired_at IS NULL)
            AND NOT EXISTS (
@@ -536,35 +534,6 @@ WHERE state = 'active' AND source = 'workflow'
            ELSE task_key <> '$wft' AND coalesce(meta ->> 'idempotent', '') <> 'false' END
 ORDER BY lease_until, id
 LIMIT $3
-
--- name: workflow_local_attempt_hand_back
--- $2 id, $3 lease_token (NULL = any): hand that local attempt back to the
--- job table (see azync_workflow_local_attempts_hand_back), so a statement
--- that found no job row can run again. Returns how many moved (0/1).
-SELECT azync_workflow_local_attempts_hand_back(
-    ARRAY(SELECT l.id FROM azync_workflow_local_attempts l
-          WHERE l.id = $2 AND ($3::uuid IS NULL OR l.lease_token = $3)
-          FOR UPDATE),
-    coalesce($1::timestamptz, now()))
-
--- name: workflow_local_attempt_get
--- $2 id: a running local attempt as an active operation (no decision).
-SELECT l.id, l.run_id, l.kind, l.task_key, l.attempt, 'active' AS state, '' AS decision,
-       '' AS decision_by, NULL::timestamptz AS decided_at, $1::timestamptz AS at
-FROM azync_workflow_local_attempts l
-WHERE l.id = $2
-
--- name: workflow_local_attempts_hand_back_expired
--- $2 limit: hand back up to $2 local attempts whose lease expired (oldest
--- first; those another transaction holds are left to the next sweep), so
--- the reaper's statements find them as expired job rows. Returns how many.
-SELECT azync_workflow_local_attempts_hand_back(
-    ARRAY(SELECT l.id FROM azync_workflow_local_attempts l
-          WHERE l.lease_until < coalesce($1::timestamptz, now())
-          ORDER BY l.lease_until
-          LIMIT $2
-          FOR UPDATE SKIP LOCKED),
-    coalesce($1::timestamptz, now()))
 
 -- name: workflow_lock_expired
 -- $2 id: lock one still-expired active workflow job (reaper).
@@ -960,19 +929,11 @@ SELECT *, current_setting('azync.wakes', true) AS wakes FROM azync_workflow_pass
 -- schedule and the terminal transition lock the execution first: no single
 -- order fits both, so a job held by another transaction fails this lock at
 -- once (lock_not_available) and terminate rolls back and retries, instead of
--- deadlocking with that transaction. Its local attempts are handed back to
--- the job table first (locked the same way), so terminate cancels them too.
-WITH local_attempts AS (
-    SELECT azync_workflow_local_attempts_hand_back(
-        ARRAY(SELECT l.id FROM azync_workflow_local_attempts l
-              WHERE l.run_id = $2
-              FOR UPDATE NOWAIT),
-        coalesce($1::timestamptz, now())) AS moved
-)
+-- deadlocking with that transaction.
 SELECT id FROM azync_jobs
 WHERE run_id = $2 AND source = 'workflow'
   AND state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
-  AND (SELECT moved FROM local_attempts) >= 0
+  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
 FOR UPDATE NOWAIT
 
 -- name: workflow_terminate
@@ -1116,20 +1077,11 @@ VALUES ($2, $3, 'late outcome ignored: ' || $4, coalesce($1::timestamptz, now())
 RETURNING id
 
 -- name: uncertain_op_get
--- $2 id: an operation with its execution's name (resolve by id, CLI); a
--- running local attempt as an active one.
-SELECT o.*, e.name AS workflow_name, $1::timestamptz AS at
-FROM (
-    SELECT j.id, j.run_id, j.kind, j.task_key, j.payload, j.meta, j.attempt, j.state,
-           j.uncertain_since, j.uncertain_reason
-    FROM azync_jobs j
-    WHERE j.id = $2 AND j.source = 'workflow' AND j.task_key <> '$wft'
-    UNION ALL
-    SELECT l.id, l.run_id, l.kind, l.task_key, l.payload, l.meta, l.attempt, 'active', NULL, ''
-    FROM azync_workflow_local_attempts l
-    WHERE l.id = $2
-) o
-JOIN azync_workflow_executions e ON e.id = o.run_id
+-- $2 id: an operation row with its execution's name (resolve by id, CLI).
+SELECT j.*, e.name AS workflow_name, $1::timestamptz AS at
+FROM azync_jobs j
+JOIN azync_workflow_executions e ON e.id = j.run_id
+WHERE j.id = $2 AND j.source = 'workflow' AND j.task_key <> '$wft'
 
 -- Queries and updates of workflow executions (see migration 0010).
 

@@ -138,14 +138,14 @@ class WorkflowCoreMixin(PgBase):
         """Ack (or dead-letter) an active workflow job under ``lease_token`` inside
         :meth:`_wtx`. Raises NotFoundError when it is not active under the token."""
         if dead:
-            row = await self._leased_row(
+            kind = await self._fetchval(
                 "workflow_job_dead", job_id, lease_token, clean_text(last_error), conn=conn
             )
         else:
-            row = await self._leased_row("workflow_job_ack", job_id, lease_token, conn=conn)
-        if row is None or row["kind"] is None:
+            kind = await self._fetchval("workflow_job_ack", job_id, lease_token, conn=conn)
+        if kind is None:
             raise NotFoundError(stale_lease(job_id))
-        self._count(conn, row["kind"], FAILED if dead else PROCESSED)
+        self._count(conn, kind, FAILED if dead else PROCESSED)
 
     # --- executions ---------------------------------------------------------------
 

@@ -126,6 +126,4 @@ class WorkflowReaperMixin(WorkflowRuntimeMixin):
         return ReapReport(reaped, killed)
 
     async def _expired(self, tasks: bool, limit: int) -> list[uuid.UUID]:
-        if not tasks:  # a local attempt past its lease is reaped as a job row
-            await self._fetchval("workflow_local_attempts_hand_back_expired", limit)
         return [r["id"] for r in await self._fetch("workflow_expired", tasks, limit)]

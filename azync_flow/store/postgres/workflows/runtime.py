@@ -259,7 +259,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         """
         if not dead:
             # The common path: one statement, one implicit transaction.
-            row = await self._leased_row(
+            row = await self._fetchrow(
                 "workflow_op_complete",
                 job_id,
                 lease_token,
@@ -376,7 +376,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         (``task``) / operation under the token, or not one of ``run_id`` (None:
         any execution's).
         """
-        row = await self._leased_row("workflow_fence", job_id, lease_token, conn=conn)
+        row = await self._fetchrow("workflow_fence", job_id, lease_token, conn=conn)
         what = "workflow task" if task else "operation"
         if row is None or (row["task_key"] == WORKFLOW_TASK) != task:
             raise NotFoundError(stale_lease(job_id, what))

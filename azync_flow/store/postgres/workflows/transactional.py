@@ -95,8 +95,6 @@ class OperationTransactionMixin(WorkflowRuntimeMixin):
         def make(conn: asyncpg.Connection, tx: Any) -> _PgOperationTransaction:
             return _PgOperationTransaction(self, conn, tx, job_id, lease_token, run_id)
 
-        # the step's outcome statement fences on the operation's job row
-        await self._fetchval("workflow_local_attempt_hand_back", job_id, lease_token)
         async with open_step_transaction(
             self,
             "workflow_op_transaction_open",

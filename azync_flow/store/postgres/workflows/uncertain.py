@@ -80,7 +80,6 @@ class UncertainMixin(WorkflowCoreMixin):
         limit: int = 100,
     ) -> list[uuid.UUID]:
         """Implements ``WorkflowMaintenance.reap_uncertain_operations`` (documented there)."""
-        await self._fetchval("workflow_local_attempts_hand_back_expired", limit)
         ids = [r["id"] for r in await self._fetch("workflow_op_expired_nonidempotent", limit)]
         marked: list[uuid.UUID] = []
         for job_id in ids:
@@ -135,8 +134,7 @@ class UncertainMixin(WorkflowCoreMixin):
         async with self._wtx() as conn:
             op = _check_resolvable(
                 operation_job_id,
-                await self._fetchrow("workflow_op_lock", operation_job_id, conn=conn)
-                or await self._fetchrow("workflow_local_attempt_get", operation_job_id, conn=conn),
+                await self._fetchrow("workflow_op_lock", operation_job_id, conn=conn),
             )
             if expected_attempt is not None and op["attempt"] != expected_attempt:
                 raise ConflictError(
@@ -355,8 +353,6 @@ class UncertainMixin(WorkflowCoreMixin):
         """
         event_id = uuid.uuid4()
         async with self.transaction() as conn:
-            # the attempt row it records belongs to the operation's job row
-            await self._hand_back_local_attempt(operation_job_id, conn=conn)
             op = await self._fetchrow("uncertain_op_get", operation_job_id, conn=conn)
             run_id = "" if op is None else str(op["run_id"])
             text = clean_text(f"{event_type} of attempt {attempt} ({why})")
@@ -396,7 +392,7 @@ class UncertainMixin(WorkflowCoreMixin):
         payload: bytes,
     ) -> int:
         reason = clean_text(reason)
-        op = await self._leased_row(
+        op = await self._fetchrow(
             "workflow_op_mark_uncertain", job_id, lease_token, reason, conn=conn
         )
         if op is None:
