@@ -100,12 +100,14 @@ WITH ns AS (
 )
 SELECT md5(string_agg(x.d, '|' ORDER BY x.d)),
        array_agg(x.objid) FILTER (WHERE x.relkind = 'r'),
-       array_agg(x.objid) FILTER (WHERE x.relkind = 'S')
+       array_agg(x.objid) FILTER (WHERE x.relkind = 'S'),
+       array_agg(x.relname) FILTER (WHERE x.relkind = 'r'),
+       array_agg(x.relname) FILTER (WHERE x.relkind = 'S')
 FROM (
     SELECT replace(pg_describe_object(o.classid, o.objid, o.objsubid)
                    || coalesce(p.prosrc, '') || coalesce(array_to_string(p.proconfig, ','), ''),
                    $1, '') AS d,
-           o.objid, c.relkind
+           o.objid, c.relkind, c.relname::text AS relname
     FROM objects o
     LEFT JOIN pg_proc p ON o.classid = 'pg_proc'::regclass AND p.oid = o.objid
     LEFT JOIN pg_class c ON o.classid = 'pg_class'::regclass AND c.oid = o.objid
@@ -167,15 +169,16 @@ async def release_schema(dsn: str, schema: str) -> None:
     try:
         if _POOL.dsn is None:
             _POOL.dsn = dsn
-        if dsn == _POOL.dsn and await _empty(conn, schema):
+        try:
+            kept = dsn == _POOL.dsn and await _empty(conn, schema)
+        except asyncpg.PostgresError:
+            kept = False
+        if kept:
             _POOL.used.add(schema)
             _POOL.idle.append(schema)
-            return
-        _POOL.used.discard(schema)
-        await _drop(conn, schema)
-    except asyncpg.PostgresError:
-        _POOL.used.discard(schema)
-        await _drop(conn, schema)
+        else:
+            _POOL.used.discard(schema)
+            await _drop(conn, schema)
     finally:
         await conn.close()
 
@@ -185,15 +188,13 @@ async def _empty(conn: asyncpg.Connection, schema: str) -> bool:
     shape = await conn.fetchrow(_SHAPE, schema)
     if shape is None or shape[0] is None:
         return False
-    fingerprint, tables, sequences = shape[0], list(shape[1] or []), list(shape[2] or [])
-    if not await conn.fetchval(
-        "SELECT to_regclass($1) IS NOT NULL", f'"{schema}".azync_migrations'
-    ):
-        return False
-    migrations = await conn.fetchval(f'SELECT count(*) FROM "{schema}".azync_migrations')
+    tables, sequences = list(shape[1] or []), list(shape[2] or [])
     if _POOL.reference is None:
         await _learn_reference(conn)
-    if fingerprint != _POOL.reference or migrations != _POOL.reference_migrations:
+    # the reference's shape includes azync_migrations, so the count can be read
+    if shape[0] != _POOL.reference or (
+        await _migrations(conn, schema) != _POOL.reference_migrations
+    ):
         return False
     size = await conn.fetchval(
         "SELECT coalesce(sum(pg_total_relation_size(t)), 0) FROM unnest($1::oid[]) AS t", tables
@@ -207,18 +208,15 @@ async def _empty(conn: asyncpg.Connection, schema: str) -> bool:
     )
     if holders:
         return False
-    names = await conn.fetch(
-        "SELECT c.relname, c.relkind::text FROM pg_class c WHERE c.oid = ANY($1::oid[])",
-        tables + sequences,
-    )
+    # one round trip: a multi-statement string (the names come from the catalog)
+    emptying = [
+        f'DELETE FROM "{schema}"."{name}";' for name in shape[3] or [] if name != "azync_migrations"
+    ] + [f'ALTER SEQUENCE "{schema}"."{name}" RESTART;' for name in shape[4] or []]
     async with conn.transaction():
-        await conn.execute("SET LOCAL session_replication_role = replica")
-        await conn.execute("SET LOCAL lock_timeout = '1s'")
-        for name, kind in names:
-            if kind == "r" and name != "azync_migrations":
-                await conn.execute(f'DELETE FROM "{schema}"."{name}"')
-            elif kind == "S":
-                await conn.execute(f'ALTER SEQUENCE "{schema}"."{name}" RESTART')
+        await conn.execute(
+            "SET LOCAL session_replication_role = replica; SET LOCAL lock_timeout = '1s';"
+            + "".join(emptying)
+        )
         await conn.execute(
             "SELECT pg_stat_reset_single_table_counters(t) FROM unnest($1::oid[]) AS t", tables
         )
@@ -239,10 +237,12 @@ async def _learn_reference(conn: asyncpg.Connection) -> None:
     _POOL.used.add(schema)
     shape = await conn.fetchrow(_SHAPE, schema)
     _POOL.reference = shape[0]
-    _POOL.reference_migrations = await conn.fetchval(
-        f'SELECT count(*) FROM "{schema}".azync_migrations'
-    )
+    _POOL.reference_migrations = await _migrations(conn, schema)
     _POOL.idle.append(schema)
+
+
+async def _migrations(conn: asyncpg.Connection, schema: str) -> int:
+    return int(await conn.fetchval(f'SELECT count(*) FROM "{schema}".azync_migrations'))
 
 
 async def drop_pooled() -> None:
