@@ -32,7 +32,8 @@ def load_app(target: str) -> Any:
     so a user's `myapp.py` imports from where the command runs.
 
     Raises:
-        CliError: malformed target, import failure, or no such attribute.
+        CliError: malformed target, import failure (the module is missing, has
+            a syntax error or raises while it runs), or no such attribute.
     """
     module_name, sep, attr = target.partition(":")
     if not module_name or (sep and not attr):
@@ -42,8 +43,10 @@ def load_app(target: str) -> Any:
         sys.path.insert(0, cwd)
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"cannot import {module_name!r} (from {cwd}): {exc}") from None
+    except Exception as exc:  # the user's module: a syntax error or a failing body too
+        raise CliError(
+            f"cannot import {module_name!r} (from {cwd}): {type(exc).__name__}: {exc}"
+        ) from None
     for part in attr.split(".") if attr else ():
         try:
             obj = getattr(obj, part)

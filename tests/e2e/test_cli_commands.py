@@ -254,6 +254,19 @@ async def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
     assert message in line
 
 
+async def test_an_app_with_a_syntax_error_or_a_failing_body_is_one_usage_line(
+    cmd: Cmd, tmp_path: Path
+) -> None:
+    (tmp_path / "typo_flows.py").write_text("def f(:\n")
+    (tmp_path / "raising_flows.py").write_text("raise RuntimeError('no config')\n")
+    for app, why in (("typo_flows", "SyntaxError"), ("raising_flows", "RuntimeError")):
+        got = await cmd("replay", app, "x.json", cwd=tmp_path)
+        assert got.code == 2
+        (line,) = got.err.strip().splitlines()
+        assert line.startswith(f"azync-flow: error: cannot import '{app}'")
+        assert why in line
+
+
 async def test_an_unparseable_dsn_is_one_usage_line_and_exit_2_for_every_command(
     cmd: Cmd, tmp_path: Path
 ) -> None:
