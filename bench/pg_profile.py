@@ -1,9 +1,12 @@
 """What PostgreSQL does per workflow: functions, nested statements, planning, HOT.
 
-    python bench/pg_profile.py --dsn postgresql://postgres@127.0.0.1:5433/postgres [-n 600]
+    python bench/pg_profile.py --dsn postgresql://postgres@127.0.0.1:5433/postgres \
+        [-n 600] [--sequential]
 
 Runs a burst of ``-n`` three-activity workflows (``bench/_flow_workload.py``'s
-``three``) through a real worker in its own process, in a fresh database
+``three``; ``--sequential``: one at a time, each awaited before the next
+starts, so the figures are per-call costs on a quiet server rather than costs
+under contention for the CPU) through a real worker in its own process, in a fresh database
 ``azp_<pid>`` on the server of ``--dsn`` (dropped at the end), and prints per
 workflow:
 
@@ -87,7 +90,7 @@ async def _worker(dsn: str) -> asyncio.subprocess.Process:
     return proc
 
 
-async def profile(dsn: str, n: int) -> None:
+async def profile(dsn: str, n: int, sequential: bool) -> None:
     db = f"azp_{os.getpid()}"
     admin = await asyncpg.connect(dsn)
     await admin.execute(f'CREATE DATABASE "{db}"')
@@ -109,9 +112,13 @@ async def profile(dsn: str, n: int) -> None:
             waits: Counter[str] = Counter()
             sampler = asyncio.create_task(_sample_locks(dsn, db, stop, waits))
             t0 = time.monotonic()
-            handles = [await client.start(three, i) for i in range(n)]
-            for h in handles:
-                await h.result(timeout=300)
+            if sequential:
+                for i in range(n):
+                    await (await client.start(three, i)).result(timeout=300)
+            else:
+                handles = [await client.start(three, i) for i in range(n)]
+                for h in handles:
+                    await h.result(timeout=300)
             elapsed = time.monotonic() - t0
             stop.set()
             await sampler
@@ -184,10 +191,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dsn", default=os.environ.get("AZYNC_DSN", ""))
     ap.add_argument("-n", type=int, default=600)
+    ap.add_argument("--sequential", action="store_true", help="one workflow at a time")
     args = ap.parse_args()
     if not args.dsn:
         ap.error("--dsn (or AZYNC_DSN) is required: a server with pg_stat_statements preloaded")
-    asyncio.run(profile(args.dsn, args.n))
+    asyncio.run(profile(args.dsn, args.n, args.sequential))
 
 
 if __name__ == "__main__":

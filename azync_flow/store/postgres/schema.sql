@@ -42,6 +42,7 @@
 --   0042_late_completions_and_stopped_attempts.sql
 --   0043_lease_plans_once.sql
 --   0044_job_lease_plans_once.sql
+--   0045_lean_pass_plans.sql
 
 -- Types
 
@@ -1543,64 +1544,108 @@ CREATE OR REPLACE FUNCTION azync_workflow_ops_insert(p_at timestamp with time zo
 AS $function$
 #variable_conflict use_column
 BEGIN
-    RETURN QUERY WITH existing AS (
-        SELECT DISTINCT j.task_key FROM azync_jobs j
-        WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = ANY(p_keys)
-          AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
-    ), wanted AS MATERIALIZED (
-        SELECT u.*, coalesce(u.run_at, p_at) AS due,
-               (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS local,
-               coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
-               coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
-               coalesce(u.route::jsonb ->> 'limit_key',
-                        CASE WHEN EXISTS (
-                            SELECT 1 FROM azync_limit_scopes sc
-                            WHERE sc.source = 'task_queue'
-                              AND sc.kind = coalesce(u.route::jsonb ->> 'task_queue', 'default'))
-                        THEN '' END) AS limit_key,
-               gen_random_uuid() AS job_id, azync_lease_token() AS token
-        FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
-             WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
-        WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = u.key)
-    ), req AS MATERIALIZED (
-        -- a local operation of a limited kind is leased only when admitted
-        -- (CASE: the admission must not run for an operation left pending)
-        SELECT w.*,
-               CASE WHEN NOT w.local THEN false
-                    WHEN w.limit_key IS NULL AND NOT EXISTS (
-                             SELECT 1 FROM azync_limit_scopes sc
-                             WHERE sc.source = 'workflow' AND sc.kind = w.kind) THEN true
-                    ELSE azync_limit_admit(p_at, 'workflow', w.kind, coalesce(w.limit_key, ''),
-                                           w.job_id, w.token, p_channel, w.task_queue) END
-                   AS leased
-        FROM wanted w
-        ORDER BY w.ord
-    ), ins AS (
-        INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
-                                max_attempts, max_attempts_explicit, run_id, task_key,
-                                enqueued_at, updated_at, attempt, lease_token,
-                                lease_until, started_at, task_queue, priority, limit_key)
-        SELECT r.job_id, 'workflow', r.kind,
-               CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
-                    ELSE 'pending' END,
-               r.payload, r.meta::jsonb, r.due,
-               CASE WHEN r.leased AND r.max_attempts <= 0 THEN p_local_budget
-                    ELSE r.max_attempts END,
-               r.max_attempts > 0, p_id, r.key, p_at, p_at,
-               CASE WHEN r.leased THEN 1 ELSE 0 END,
-               CASE WHEN r.leased THEN r.token END,
-               CASE WHEN r.leased THEN p_at + p_local_lease END,
-               CASE WHEN r.leased THEN p_at END,
-               r.task_queue, r.priority, r.limit_key
-        FROM req r
-        ORDER BY r.ord
-        RETURNING task_key, id, kind, state, attempt, max_attempts, lease_token,
-                  lease_until, started_at, run_at, enqueued_at
-    ), wake AS (
-        SELECT azync_wake(p_channel, 'workflow:' || k.kind)
-        FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
-    )
-    SELECT i.* FROM ins i WHERE (SELECT count(*) FROM wake) >= 0;
+    IF jsonb_path_exists(('[' || coalesce(array_to_string(p_routes, ','), '') || ']')::jsonb,
+                         '$[*].limit_key')
+       OR EXISTS (SELECT 1 FROM azync_limit_scopes sc
+                  WHERE sc.source = 'task_queue'
+                     OR (sc.source = 'workflow' AND sc.kind = ANY(p_kinds))) THEN
+        -- limited operations: admitted one by one, in order
+        RETURN QUERY WITH existing AS (
+            SELECT DISTINCT j.task_key FROM azync_jobs j
+            WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = ANY(p_keys)
+              AND j.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')
+        ), wanted AS MATERIALIZED (
+            SELECT u.*, coalesce(u.run_at, p_at) AS due,
+                   (u.run_at IS NULL AND u.key = ANY(coalesce(p_local_keys, '{}'))) AS local,
+                   coalesce(u.route::jsonb ->> 'task_queue', 'default') AS task_queue,
+                   coalesce((u.route::jsonb ->> 'priority')::int, 0) AS priority,
+                   coalesce(u.route::jsonb ->> 'limit_key',
+                            CASE WHEN EXISTS (
+                                SELECT 1 FROM azync_limit_scopes sc
+                                WHERE sc.source = 'task_queue'
+                                  AND sc.kind = coalesce(u.route::jsonb ->> 'task_queue', 'default'))
+                            THEN '' END) AS limit_key,
+                   gen_random_uuid() AS job_id, azync_lease_token() AS token
+            FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
+                 WITH ORDINALITY AS u(kind, payload, meta, key, run_at, max_attempts, route, ord)
+            WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.task_key = u.key)
+        ), req AS MATERIALIZED (
+            -- a local operation of a limited kind is leased only when admitted
+            -- (CASE: the admission must not run for an operation left pending)
+            SELECT w.*,
+                   CASE WHEN NOT w.local THEN false
+                        WHEN w.limit_key IS NULL AND NOT EXISTS (
+                                 SELECT 1 FROM azync_limit_scopes sc
+                                 WHERE sc.source = 'workflow' AND sc.kind = w.kind) THEN true
+                        ELSE azync_limit_admit(p_at, 'workflow', w.kind, coalesce(w.limit_key, ''),
+                                               w.job_id, w.token, p_channel, w.task_queue) END
+                       AS leased
+            FROM wanted w
+            ORDER BY w.ord
+        ), ins AS (
+            INSERT INTO azync_jobs (id, source, kind, state, payload, meta, run_at,
+                                    max_attempts, max_attempts_explicit, run_id, task_key,
+                                    enqueued_at, updated_at, attempt, lease_token,
+                                    lease_until, started_at, task_queue, priority, limit_key)
+            SELECT r.job_id, 'workflow', r.kind,
+                   CASE WHEN r.leased THEN 'active' WHEN r.due > p_at THEN 'scheduled'
+                        ELSE 'pending' END,
+                   r.payload, r.meta::jsonb, r.due,
+                   CASE WHEN r.leased AND r.max_attempts <= 0 THEN p_local_budget
+                        ELSE r.max_attempts END,
+                   r.max_attempts > 0, p_id, r.key, p_at, p_at,
+                   CASE WHEN r.leased THEN 1 ELSE 0 END,
+                   CASE WHEN r.leased THEN r.token END,
+                   CASE WHEN r.leased THEN p_at + p_local_lease END,
+                   CASE WHEN r.leased THEN p_at END,
+                   r.task_queue, r.priority, r.limit_key
+            FROM req r
+            ORDER BY r.ord
+            RETURNING task_key, id, kind, state, attempt, max_attempts, lease_token,
+                      lease_until, started_at, run_at, enqueued_at
+        ), wake AS (
+            SELECT azync_wake(p_channel, 'workflow:' || k.kind)
+            FROM (SELECT DISTINCT kind FROM ins WHERE state = 'pending') k
+        )
+        SELECT i.* FROM ins i WHERE (SELECT count(*) FROM wake) >= 0;
+        RETURN;
+    END IF;
+    -- No limit applies: one plain insert of those not live already.
+    RETURN QUERY
+    INSERT INTO azync_jobs AS j (id, source, kind, state, payload, meta, run_at,
+                                 max_attempts, max_attempts_explicit, run_id, task_key,
+                                 enqueued_at, updated_at, attempt, lease_token,
+                                 lease_until, started_at, task_queue, priority)
+    SELECT gen_random_uuid(), 'workflow', u.kind,
+           CASE WHEN u.local THEN 'active' WHEN u.due > p_at THEN 'scheduled'
+                ELSE 'pending' END,
+           u.payload, u.meta::jsonb, u.due,
+           CASE WHEN u.local AND u.max_attempts <= 0 THEN p_local_budget
+                ELSE u.max_attempts END,
+           u.max_attempts > 0, p_id, u.key, p_at, p_at,
+           CASE WHEN u.local THEN 1 ELSE 0 END,
+           CASE WHEN u.local THEN azync_lease_token() END,
+           CASE WHEN u.local THEN p_at + p_local_lease END,
+           CASE WHEN u.local THEN p_at END,
+           coalesce(u.route::jsonb ->> 'task_queue', 'default'),
+           coalesce((u.route::jsonb ->> 'priority')::int, 0)
+    FROM (SELECT v.*, coalesce(v.run_at, p_at) AS due,
+                 (v.run_at IS NULL AND v.key = ANY(coalesce(p_local_keys, '{}'))) AS local
+          FROM unnest(p_kinds, p_payloads, p_metas, p_keys, p_run_ats, p_max_attempts, p_routes)
+               WITH ORDINALITY AS v(kind, payload, meta, key, run_at, max_attempts, route, ord)
+         ) u
+    WHERE u.key <> ALL (ARRAY(
+        SELECT x.task_key FROM azync_jobs x
+        WHERE x.run_id = p_id AND x.source = 'workflow'
+          AND x.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')))
+    RETURNING j.task_key, j.id, j.kind, j.state, j.attempt, j.max_attempts, j.lease_token,
+              j.lease_until, j.started_at, j.run_at, j.enqueued_at;
+    -- a wake per operation left pending (one for an operation live already is harmless)
+    FOR i IN 1 .. coalesce(cardinality(p_keys), 0) LOOP
+        IF p_run_ats[i] IS NULL AND NOT p_keys[i] = ANY(coalesce(p_local_keys, '{}')) THEN
+            PERFORM azync_wake(p_channel, 'workflow:' || p_kinds[i]);
+        END IF;
+    END LOOP;
 END
 $function$;
 
@@ -1629,18 +1674,18 @@ DECLARE
     w bigint;
     l_keys text[]; l_ids uuid[]; l_attempts int[]; l_max int[]; l_tokens uuid[];
     l_until timestamptz[]; l_at timestamptz[];
+    op record;
+    acked record;
 BEGIN
     PERFORM set_config('azync.wakes', '', true);  -- this statement's wakes only
     -- Fence: the jobs, THEN the execution row.
-    SELECT count(*) INTO n FROM (
-        SELECT j.id FROM azync_jobs j
-        JOIN unnest(p_jobs, p_tokens) AS u(id, token)
-          ON j.id = u.id AND j.lease_token = u.token
-        WHERE j.state = 'active' AND j.source = 'workflow' AND j.run_id = p_id
-          AND (j.task_key = '$wft') = p_task
-        ORDER BY j.id
-        FOR UPDATE OF j
-    ) locked;
+    PERFORM FROM azync_jobs j
+    WHERE j.id = ANY(p_jobs) AND j.lease_token = p_tokens[array_position(p_jobs, j.id)]
+      AND j.state = 'active' AND j.source = 'workflow' AND j.run_id = p_id
+      AND (j.task_key = '$wft') = p_task
+    ORDER BY j.id
+    FOR UPDATE OF j;
+    GET DIAGNOSTICS n = ROW_COUNT;
     SELECT e.state, e.next_seq INTO ex FROM azync_workflow_executions e
     WHERE e.id = p_id
     FOR NO KEY UPDATE;
@@ -1676,16 +1721,16 @@ BEGIN
         UPDATE azync_jobs a SET lease_until = p_at + p_keep_lease, updated_at = p_at
         WHERE a.id = ANY(p_jobs) AND a.state = 'active';
     ELSE
-        WITH acked AS (
+        FOR acked IN
             UPDATE azync_jobs a
             SET state = 'succeeded', completed_at = p_at, lease_until = NULL, updated_at = p_at
-            FROM unnest(p_jobs, p_errors) AS u(id, error)
-            WHERE a.id = u.id AND u.error IS NULL AND a.state = 'active'
+            WHERE a.id = ANY(p_jobs) AND a.state = 'active'
+              AND p_errors[array_position(p_jobs, a.id)] IS NULL
             RETURNING a.kind
-        )
-        SELECT array_agg(ROW('workflow', k.kind, 0, 1, 0, 0)::azync_job_delta) INTO deltas
-        FROM acked k;
-        IF EXISTS (SELECT 1 FROM unnest(p_errors) AS e WHERE e IS NOT NULL) THEN
+        LOOP
+            deltas := deltas || ROW('workflow', acked.kind, 0, 1, 0, 0)::azync_job_delta;
+        END LOOP;
+        IF cardinality(array_remove(p_errors, NULL)) > 0 THEN
             SELECT array_agg(ROW('workflow', d.kind, 0, 0, 1, 0)::azync_job_delta) INTO more
             FROM unnest(p_jobs, p_tokens, p_errors) AS u(id, token, error),
                  LATERAL azync_job_settle(p_at, ARRAY[u.id], ARRAY[u.token], 'dead', u.error,
@@ -1703,20 +1748,24 @@ BEGIN
 
     -- Operations (azync_workflow_ops_insert: the one insert of operations).
     IF cardinality(p_op_keys) > 0 THEN
-        SELECT array_agg(i.task_key) FILTER (WHERE i.lease_token IS NOT NULL),
-               array_agg(i.id) FILTER (WHERE i.lease_token IS NOT NULL),
-               array_agg(i.attempt) FILTER (WHERE i.lease_token IS NOT NULL),
-               array_agg(i.max_attempts) FILTER (WHERE i.lease_token IS NOT NULL),
-               array_agg(i.lease_token) FILTER (WHERE i.lease_token IS NOT NULL),
-               array_agg(i.lease_until) FILTER (WHERE i.lease_token IS NOT NULL),
-               array_agg(i.started_at) FILTER (WHERE i.lease_token IS NOT NULL),
-               array_agg(ROW('workflow', i.kind, 1, 0, 0, 0)::azync_job_delta)
-        INTO l_keys, l_ids, l_attempts, l_max, l_tokens, l_until, l_at, more
-        FROM azync_workflow_ops_insert(p_at, p_channel, p_id, p_op_kinds, p_op_payloads,
-                                       p_op_metas, p_op_keys, p_op_run_ats,
-                                       p_op_max_attempts, p_op_routes, p_local_keys,
-                                       p_local_lease, p_local_budget) i;
-        deltas := deltas || more;
+        FOR op IN
+            SELECT * FROM azync_workflow_ops_insert(p_at, p_channel, p_id, p_op_kinds,
+                                                    p_op_payloads, p_op_metas, p_op_keys,
+                                                    p_op_run_ats, p_op_max_attempts,
+                                                    p_op_routes, p_local_keys, p_local_lease,
+                                                    p_local_budget)
+        LOOP
+            deltas := deltas || ROW('workflow', op.kind, 1, 0, 0, 0)::azync_job_delta;
+            IF op.lease_token IS NOT NULL THEN
+                l_keys := l_keys || op.task_key;
+                l_ids := l_ids || op.id;
+                l_attempts := l_attempts || op.attempt;
+                l_max := l_max || op.max_attempts;
+                l_tokens := l_tokens || op.lease_token;
+                l_until := l_until || op.lease_until;
+                l_at := l_at || op.started_at;
+            END IF;
+        END LOOP;
     END IF;
 
     -- Children: started with their first workflow task; an id another
@@ -2092,11 +2141,13 @@ $function$;
 
 CREATE OR REPLACE FUNCTION azync_workflow_waits(p_id uuid, p_at timestamp with time zone)
  RETURNS text
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO '<schema>'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
-    SELECT concat_ws('; ',
+BEGIN
+    RETURN (SELECT concat_ws('; ',
         (SELECT string_agg(DISTINCT j.blocked_reason, '; ')
          FROM azync_jobs j
          WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = '$wft'
@@ -2126,7 +2177,8 @@ AS $function$
                                                                   p_at, j.task_queue), '; '), '')
          FROM azync_jobs j
          WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key <> '$wft'
-           AND j.state = 'pending' AND j.limit_key IS NOT NULL AND j.run_at <= p_at))
+           AND j.state = 'pending' AND j.limit_key IS NOT NULL AND j.run_at <= p_at)));
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION azync_workflow_wake_task(p_id uuid, p_at timestamp with time zone, p_channel text)
