@@ -137,10 +137,11 @@ class Client:
             a signal wakes its workflow-task loop at once. Other starts, and
             every start of a client without a worker, take the plain path.
         listen_linger: how long the LISTEN connection of ``result`` waits stays
-            open after the last waiter left (0: closed at once, no idle
-            connection). A client awaiting results one after another saves a
-            connection set-up per result with a few seconds here;
-            ``Client.for_worker(worker)`` uses 5 s. ``close()`` always closes it.
+            open after the last waiter left (default 5 s; 0: closed at once, no
+            idle connection). A client awaiting results one after another then
+            shares one connection instead of setting one up per result (about
+            5 ms of a 15 ms start-to-result on a 2-core machine). ``close()``,
+            and closing the store, always close it.
         history_limit: the thresholds behind ``describe().history_limit_exceeded``
             (default :class:`~azync_flow.workflow.HistoryLimit`).
     """
@@ -159,7 +160,7 @@ class Client:
         fallback_poll: timedelta = timedelta(seconds=5),
         tracer_provider: TracerProvider | None = None,
         worker: Worker | None = None,
-        listen_linger: timedelta = timedelta(0),
+        listen_linger: timedelta = timedelta(seconds=5),
         history_limit: HistoryLimit | None = None,
     ):
         self.store = store
@@ -181,11 +182,8 @@ class Client:
 
         Args:
             worker: the Worker; the client uses its store.
-            **options: more ``Client`` options (``poll_interval``, ...);
-                ``listen_linger`` defaults to 5 s here (results awaited one
-                after another share one LISTEN connection).
+            **options: more ``Client`` options (``poll_interval``, ...).
         """
-        options.setdefault("listen_linger", timedelta(seconds=5))
         return cls(worker.store, worker=worker, **options)  # type: ignore[arg-type]
 
     @property

@@ -153,7 +153,6 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -1050,8 +1049,8 @@ async def one_round(
     absurd = procs[-1] if env.with_absurd else None
     watches = {side: await Watch.start(env, side) for side in env.engines()}
     store = await open_store(flow_dsn, Config(max_pool_size=4), migrate=False)
-    # results are awaited one after another: one LISTEN connection for all of them
-    client = Client(store, listen_linger=timedelta(seconds=5))
+    # results awaited one after another share the client's lingering LISTEN connection
+    client = Client(store)
     ph.done("start")
 
     def on_dbos(mode: str, n: int) -> Callable[[], Awaitable[Sample]] | None:

@@ -18,7 +18,8 @@ import pytest
 from azync_flow import activity, attach_workflows, workflow
 from azync_flow.client import Client
 from azync_flow.runtime import WorkflowRuntime
-from azync_flow.store.postgres import PostgresStore
+from azync_flow.store import Config
+from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.queue import Job
 from azync_flow.store.workflows import WorkflowState
 from azync_flow.worker import Worker
@@ -329,6 +330,44 @@ async def test_plain_path_when_local_dispatch_is_off(store: PostgresStore, cache
 
 async def client_state(store: PostgresStore, run_id: uuid.UUID) -> WorkflowState:
     return (await Client(store).get_handle(run_id).describe()).state
+
+
+async def test_a_client_shares_one_listen_connection_across_sequential_results_by_default(
+    store: PostgresStore, cache_size: int
+) -> None:
+    worker = make_worker(store, cache_size)
+    async with worker:
+        client = Client(store)  # the remote-client path, default options
+        assert await (await client.start(three_steps, 1)).result(timeout=10) == 4
+        first = client._waits.watcher.sub
+        assert first is not None  # lingers after its waiter left
+        assert await (await client.start(three_steps, 2)).result(timeout=10) == 5
+        assert client._waits.watcher.sub is first  # reused: no new connection
+        await client.close()
+        assert client._waits.watcher.sub is None
+
+
+async def test_closing_the_store_closes_a_lingering_listen_connection(
+    store: PostgresStore, cache_size: int
+) -> None:
+    own = await open_store(store.dsn, Config(schema=store.schema), migrate=False)
+    worker = make_worker(store, cache_size)
+    async with worker:
+        client = Client(own, listen_linger=timedelta(minutes=10))
+        assert await (await client.start(three_steps, 1)).result(timeout=10) == 4
+        sub = client._waits.watcher.sub
+        assert sub is not None
+        pid = sub._conn.get_server_pid()
+        await own.close()  # the client is never closed
+        assert sub._conn is None
+        for _ in range(100):  # the server saw the connection go
+            gone = await store.pool.fetchval(
+                "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid
+            )
+            if gone:
+                break
+            await asyncio.sleep(0.05)
+        assert gone
 
 
 async def test_bound_client_keeps_one_listen_connection_across_sequential_results(

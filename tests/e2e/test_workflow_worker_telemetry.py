@@ -211,8 +211,9 @@ async def test_list_filters_by_name_and_state_newest_first_in_pages(
 
 
 async def test_result_wakes_on_the_terminal_notify_not_by_polling(store: PostgresStore) -> None:
-    # fallback re-read every 30 s: only the NOTIFY can end the wait quickly
-    client = Client(store, fallback_poll=timedelta(seconds=30))
+    # fallback re-read every 30 s: only the NOTIFY can end the wait quickly;
+    # no linger: the LISTEN connection closes with the last waiter
+    client = Client(store, fallback_poll=timedelta(seconds=30), listen_linger=timedelta(0))
     handle = await client.start(t_waits, 1)
     worker = Worker(store, poll_interval=timedelta(seconds=30), maintain=(), handle_signals=False)
     attach_workflows(worker, [t_waits], [])

@@ -110,7 +110,11 @@ class PostCommitWakes:
                     self._conn = None
 
     async def close(self) -> None:
-        """Send what is queued, then stop. Safe to call more than once."""
+        """Send what is queued, close this process's listening subscriptions
+        of the store (a client's lingering LISTEN connection among them), then
+        stop. Safe to call more than once."""
+        for listener in list(self._local):
+            await listener.close()
         task = self._task
         if task is not None and not task.done():
             try:
@@ -130,3 +134,6 @@ class _Local(Protocol):
 
     def deliver(self, channel: str, payload: str) -> None:
         """Take ``payload`` as if it had arrived by NOTIFY on ``channel``."""
+
+    async def close(self) -> None:
+        """Stop listening and release the connection (idempotent)."""

@@ -64,8 +64,8 @@ class PostgresStore(
             )
 
     async def close(self) -> None:
-        """Send the queued wake-ups, then release the pool. Safe to call more
-        than once."""
+        """Send the queued wake-ups, close the store's listening subscriptions
+        of this process, then release the pool. Safe to call more than once."""
         await self.wakes.close()
         await self.drop_identity()
         await self.pool.close()
