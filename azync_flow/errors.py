@@ -13,6 +13,8 @@ Tree::
     │   ├── LeadershipLostError         a fenced maintenance write of a lapsed leadership term
     │   ├── MigrationError
     │   ├── SchemaNotMigratedError      (schema) — the schema lacks the tables: run the migrations
+    │   ├── StoreLoginRefusedError      (refused, name) — the server refused the connection:
+    │   │                                unknown role or database, wrong password; not retryable
     │   └── StoreUnavailableError       the database cannot be reached right now; retryable
     ├── WorkflowError
     │   ├── NonDeterminismError         (seq, recorded, new) — execution is suspended
@@ -119,6 +121,7 @@ __all__ = [
     "Skip",
     "Snooze",
     "StoreError",
+    "StoreLoginRefusedError",
     "StoreUnavailableError",
     "TransactionMisuseError",
     "Uncertain",
@@ -225,6 +228,36 @@ class SchemaNotMigratedError(StoreError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.schema, self.detail))
+
+
+class StoreLoginRefusedError(StoreError):
+    """The server was reached but refused the connection: the role does not
+    exist or may not log in, the database does not exist or may not be
+    connected to, the password is wrong, or ``pg_hba.conf`` admits no such
+    connection.
+
+    Not retryable (unlike :class:`StoreUnavailableError`): fix the DSN, or the
+    role, database or grants on the server. The message names what was refused
+    and how to fix it, in the server's words; it never shows a password. The
+    driver error is kept as ``__cause__``.
+
+    Attributes:
+        refused: ``"role"``, ``"database"``, ``"password"`` or ``"connection"``
+            (another refusal, e.g. by ``pg_hba.conf``).
+        name: the role or database refused, as the server named it (``""``
+            when it named none).
+    """
+
+    code = "login_refused"
+    retryable = False
+
+    def __init__(self, refused: str, name: str, message: str) -> None:
+        self.refused = refused
+        self.name = name
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.refused, self.name, self.args[0]))
 
 
 class StoreUnavailableError(StoreError):

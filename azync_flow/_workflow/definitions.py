@@ -357,7 +357,20 @@ def workflow(
 
     Args:
         name: registry name (default: the function's ``__qualname__``).
-        version: recorded with each execution and visible as ``ctx.info.version``.
+        version: a label recorded with each execution started from this
+            definition (``client.start(defn)``, a child start; ``version=`` of
+            ``start`` overrides it) and read back as ``ctx.info.version``;
+            ``""`` (the default) means unversioned. It is nothing more: it
+            does not route (any worker that registers the workflow's name,
+            on the execution's task queue, runs executions of every version,
+            ``""`` included, and
+            ``ctx.info.version`` is the execution's recorded version, not the
+            worker's); a start by name (``client.start("order")``, ``azync-flow
+            workflows start order``) without ``version=`` records ``""``, not
+            a registered version; a worker registers one definition per name,
+            whatever their versions; replay does not compare it. Keep
+            incompatible code apart with ``ctx.patched``, another name or a
+            task queue (docs/workflows.md, "Workflow versions").
         schedule: cron expression(s) starting this workflow (input None) on
             their nominal times in ``tz``, with the default DST, overlap and
             catch-up policies (docs/schedules.md). The schedule, id

@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), EXIT_NOT_FOUND, debug)
     except ConflictError as exc:
         return _fail(str(exc), EXIT_CONFLICT, debug)
-    except StoreError as exc:  # unreachable, unmigrated (with the migrate hint), DSN option refused
+    except StoreError as exc:  # unreachable, login refused, unmigrated (migrate hint), bad DSN
         return _fail(str(exc), EXIT_UNAVAILABLE, debug)
     except (ValueError, PayloadError) as exc:
         return _fail(str(exc), EXIT_USAGE, debug)

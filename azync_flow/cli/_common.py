@@ -38,7 +38,7 @@ EXIT_FAILED = 1  # the thing asked about failed (workflow failed, replay mismatc
 EXIT_USAGE = 2  # bad arguments or input (bad JSON, malformed id, unknown decision, non-URI DSN)
 EXIT_NOT_FOUND = 3  # no such execution / operation / job, or not in the needed state
 EXIT_CONFLICT = 4  # already decided / idempotency conflict
-EXIT_UNAVAILABLE = 5  # no database: server unreachable, login refused, tables missing
+EXIT_UNAVAILABLE = 5  # no database: server unreachable, connection refused, tables missing
 EXIT_TIMEOUT = 6  # waited long enough (workflow result)
 EXIT_INTERNAL = 70  # anything unexpected (message only; --debug shows the traceback)
 

@@ -561,13 +561,17 @@ class LeaseLoop:
                     traceback=False,
                 )
 
-    async def drain(self, grace: float) -> None:
+    async def drain(self, grace: float) -> tuple[int, int]:
         """Wait up to ``grace`` seconds for in-flight jobs, then cancel and release the rest.
 
         Call after :meth:`stop` and after :meth:`run` returned (so nothing new
         is leased). Leases stay renewed while jobs finish. Released jobs go
         back to pending with their attempt given back (contract ``Release``),
         so another worker re-runs them at once.
+
+        Returns:
+            ``(finished, released)``: the jobs in flight that ended within
+            ``grace``, and those cancelled after it whose release was written.
         """
         self.stop()
         try:
@@ -575,8 +579,9 @@ class LeaseLoop:
             pending: set[asyncio.Task[None]] = set()
             if tasks:
                 _, pending = await asyncio.wait(tasks, timeout=grace)
+            finished = len(tasks) - len(pending)
             if not pending:
-                return
+                return finished, 0
             handles = [self.in_flight[t] for t in pending if t in self.in_flight]
             for h in handles:
                 h.shutdown_cancelled = True
@@ -591,14 +596,16 @@ class LeaseLoop:
                     len(stuck),
                     CANCEL_WAIT,
                 )
-            await asyncio.gather(*(self._release(h) for h in handles))
+            released = await asyncio.gather(*(self._release(h) for h in handles))
+            return finished, sum(released)
         finally:
             await self._stop_heartbeats()
 
-    async def _release(self, handle: LeaseHandle) -> None:
+    async def _release(self, handle: LeaseHandle) -> bool:
         try:
             await self.store.release(handle.id, handle.token)
             self.stats.released += 1
+            return True
         except Exception as exc:
             if not is_not_found(exc):
                 log_failure(
@@ -610,3 +617,4 @@ class LeaseLoop:
                     level=logging.WARNING,
                     traceback=False,
                 )
+            return False

@@ -3,6 +3,8 @@
 * A connection-class failure (refused or reset socket, the server starting up
   or shutting down, a connection closed mid-call, too many connections) raises
   :class:`StoreUnavailableError`;
+* a connection the server refused at login (unknown role or database, wrong
+  password) raises :class:`StoreLoginRefusedError`, not retryable;
 * a missing table raises :class:`SchemaNotMigratedError` with the migrate hint;
 * an operation's report refused after its schedule-to-close deadline raises
   :class:`NotFoundError` (a report that came too late, like a stale lease's).
@@ -16,19 +18,27 @@ loops of a worker retrying through a restart do not each log a traceback.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from types import TracebackType
 from typing import Any
 
 import asyncpg
 
-from ...errors import AzyncError, NotFoundError, SchemaNotMigratedError, StoreUnavailableError
+from ...errors import (
+    AzyncError,
+    NotFoundError,
+    SchemaNotMigratedError,
+    StoreLoginRefusedError,
+    StoreUnavailableError,
+)
 
 __all__ = [
     "Availability",
     "GuardedPool",
     "describe_outage",
     "is_unavailable",
+    "login_refused",
     "outage_cause",
     "translate",
 ]
@@ -109,6 +119,65 @@ def outage_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+#: SQLSTATEs of a connection the server refused at login: invalid_authorization_specification
+#: (unknown role, role without LOGIN, no pg_hba.conf entry), invalid_password,
+#: invalid_catalog_name (unknown database).
+_REFUSED_SQLSTATES = frozenset({"28000", "28P01", "3D000"})
+#: insufficient_privilege: refused at login only (no CONNECT privilege on the database).
+_NO_CONNECT_PRIVILEGE = "42501"
+
+_NAMED = re.compile(r'(role|user|database) "([^"]*)"')
+
+
+def login_refused(exc: BaseException, *, connecting: bool = False) -> StoreLoginRefusedError | None:
+    """The product error for a connection the server refused at login, or None.
+
+    ``connecting``: ``exc`` was raised while opening a connection, where a
+    missing privilege can only mean the database's CONNECT privilege.
+
+    The message keeps the server's own words (they name the role or database,
+    never a password) and says how to fix it.
+    """
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    if sqlstate not in _REFUSED_SQLSTATES and not (
+        connecting and sqlstate == _NO_CONNECT_PRIVILEGE
+    ):
+        return None
+    said = str(getattr(exc, "message", "") or exc).strip()
+    named = _NAMED.search(said)
+    name = named.group(2) if named else ""
+    if sqlstate == "28P01":
+        refused = "password"
+        fix = (
+            f"check the password for role {name!r} in the DSN "
+            "(postgresql://user:PASSWORD@host/db), "
+            "$PGPASSWORD or ~/.pgpass"
+        )
+    elif sqlstate == "3D000":
+        refused = "database"
+        fix = (
+            f"check the database name at the end of the DSN (postgresql://user@host:port/DB), "
+            f"or create it (createdb {name or 'DB'})"
+        )
+    elif sqlstate == _NO_CONNECT_PRIVILEGE:
+        refused = "database"
+        fix = "grant the role CONNECT on the database, or connect as a role that has it"
+    elif named and named.group(1) in ("role", "user") and "pg_hba.conf" not in said:
+        refused = "role"
+        fix = (
+            "check the user name in the DSN (postgresql://USER@host:port/db), or create the role "
+            f"with LOGIN (CREATE ROLE {name or 'USER'} LOGIN, or ALTER ROLE ... LOGIN)"
+        )
+    else:
+        refused = "connection"
+        fix = (
+            "the server's pg_hba.conf admits no such connection: check the user, database and host"
+        )
+    return StoreLoginRefusedError(
+        refused, name, f"PostgreSQL refused the connection: {said}; {fix}"
+    )
+
+
 def translate(exc: BaseException, schema: str, *, in_body: bool = False) -> AzyncError | None:
     """The product error for a driver error, or None to let ``exc`` through
     (``in_body``: see :func:`is_unavailable`). An unavailable database says
@@ -118,6 +187,8 @@ def translate(exc: BaseException, schema: str, *, in_body: bool = False) -> Azyn
         return None
     if is_unavailable(exc, in_body=in_body):
         return StoreUnavailableError(f"database unavailable: {describe_outage(exc)}")
+    if refused := login_refused(exc):  # a new pool connection after the role or grants changed
+        return refused
     if isinstance(exc, asyncpg.UndefinedTableError):
         return SchemaNotMigratedError(schema, str(exc))
     if getattr(exc, "sqlstate", None) == LATE_COMPLETION_SQLSTATE:

@@ -9,7 +9,7 @@ import asyncpg
 from ...errors import SchemaNotMigratedError, StoreError, StoreUnavailableError
 from .. import Config
 from ._base import Clock, PgBase, validate_identifier
-from ._guard import is_unavailable
+from ._guard import is_unavailable, login_refused
 from ._holder import HolderSetting
 from ._migrate import migrate, pending_migrations
 from .admin import AdminMixin, ChangeMixin
@@ -94,7 +94,11 @@ async def open_store(
     Raises:
         ValueError: ``dsn`` is empty, or a Config identifier is not a safe SQL
             identifier (or starts with the reserved ``pg_``).
-        StoreError: the server cannot be reached or rejects the DSN.
+        StoreLoginRefusedError: the server refused the connection (unknown
+            role or database, wrong password, no CONNECT privilege, no
+            ``pg_hba.conf`` entry); not retryable, the message says what to fix.
+        StoreUnavailableError: the server cannot be reached right now (retryable).
+        StoreError: the driver rejects the DSN.
     """
     if not dsn or not dsn.strip():
         raise ValueError(
@@ -123,6 +127,8 @@ async def open_store(
             setup=holder.apply,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
+        if refused := login_refused(exc, connecting=True):
+            raise refused from exc
         error = StoreUnavailableError if is_unavailable(exc) else StoreError
         raise error(
             f"cannot connect to PostgreSQL with the given DSN ({type(exc).__name__}: {exc}); "
