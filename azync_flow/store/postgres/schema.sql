@@ -43,6 +43,7 @@
 --   0043_lease_plans_once.sql
 --   0044_job_lease_plans_once.sql
 --   0045_lean_pass_plans.sql
+--   0046_pass_fixes.sql
 
 -- Types
 
@@ -1543,6 +1544,8 @@ CREATE OR REPLACE FUNCTION azync_workflow_ops_insert(p_at timestamp with time zo
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 #variable_conflict use_column
+DECLARE
+    woken text[] := '{}';
 BEGIN
     IF jsonb_path_exists(('[' || coalesce(array_to_string(p_routes, ','), '') || ']')::jsonb,
                          '$[*].limit_key')
@@ -1636,14 +1639,16 @@ BEGIN
          ) u
     WHERE u.key <> ALL (ARRAY(
         SELECT x.task_key FROM azync_jobs x
-        WHERE x.run_id = p_id AND x.source = 'workflow'
+        WHERE x.run_id = p_id AND x.task_key = ANY(p_keys) AND x.source = 'workflow'
           AND x.state IN ('pending', 'scheduled', 'active', 'paused', 'uncertain')))
     RETURNING j.task_key, j.id, j.kind, j.state, j.attempt, j.max_attempts, j.lease_token,
               j.lease_until, j.started_at, j.run_at, j.enqueued_at;
-    -- a wake per operation left pending (one for an operation live already is harmless)
+    -- a wake per kind left pending (one for an operation live already is harmless)
     FOR i IN 1 .. coalesce(cardinality(p_keys), 0) LOOP
-        IF p_run_ats[i] IS NULL AND NOT p_keys[i] = ANY(coalesce(p_local_keys, '{}')) THEN
+        IF p_run_ats[i] IS NULL AND NOT p_keys[i] = ANY(coalesce(p_local_keys, '{}'))
+           AND NOT p_kinds[i] = ANY(woken) THEN
             PERFORM azync_wake(p_channel, 'workflow:' || p_kinds[i]);
+            woken := woken || p_kinds[i];
         END IF;
     END LOOP;
 END
