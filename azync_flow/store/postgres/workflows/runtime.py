@@ -216,6 +216,8 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         """Give up a leased workflow task (after a ConflictError).
 
         Acks it when another runnable workflow task of the execution exists,
+        and wakes the workflow-task loops for that one once committed (its own
+        wake-up came while leases skipped the execution for this active task),
         else releases it to pending (giving back its attempt).
 
         Returns:
@@ -228,6 +230,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
             job = await self._fence(conn, job_id, lease_token, None, task=True)
             if await self._fetchrow("workflow_job_runnable_task", job["run_id"], conn=conn):
                 await self._settle_job(conn, job_id, lease_token)
+                await self._wake_after([f"workflow:{job['kind']}"], conn)
                 return False
             await self._must("job_release", job_id, lease_token, what="release", conn=conn)
             return True
