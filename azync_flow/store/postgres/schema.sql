@@ -44,6 +44,7 @@
 --   0044_job_lease_plans_once.sql
 --   0045_lean_pass_plans.sql
 --   0046_pass_fixes.sql
+--   0047_wake_task_made_due_during_pass.sql
 
 -- Types
 
@@ -1925,6 +1926,13 @@ BEGIN
             IF t.inserted THEN
                 deltas := deltas || ROW('workflow', t.kind, 1, 0, 0, 0)::azync_job_delta;
             END IF;
+        ELSIF p_task AND EXISTS (
+            SELECT 1 FROM azync_jobs j
+            WHERE j.run_id = p_id AND j.source = 'workflow' AND j.task_key = '$wft'
+              AND j.state = 'pending') THEN
+            -- made due while this pass held the run (a signal): its wake-up came
+            -- while leases skipped the run for this task, so wake it again
+            PERFORM azync_wake(p_channel, 'workflow:$wft');
         END IF;
     END IF;
     PERFORM azync_job_count(p_at, deltas);
