@@ -1230,7 +1230,8 @@ class WorkflowHandle(Generic[R]):
 
     async def recorded_history(self, run_no: int | None = None) -> RecordedHistory:
         """The history of the current run (or of earlier run ``run_no``) in the
-        Replayer's portable form (``.to_json()`` to save it).
+        Replayer's portable form (``.to_json()`` to save it), with the version
+        the execution recorded, which the replay shows as ``ctx.info.version``.
 
         Raises:
             NotFoundError: no such execution, or ``run_no`` names no run of it.
@@ -1245,6 +1246,7 @@ class WorkflowHandle(Generic[R]):
             run = next(r for r in await self.runs() if r.run_no == run_no)
             run_id, data = run.run_id, run.input
         recorded = RecordedHistory.from_rows(view.name, data, rows, self.id)
+        recorded.version = view.version
         if run_id is not None and run_id != self.id:
             recorded.run_id = run_id
         return recorded

@@ -51,6 +51,10 @@ class RecordedHistory(msgspec.Struct, kw_only=True):
     #: The run the events belong to when it is not the first (continue-as-new):
     #: it seeds ``ctx.random()``/``ctx.uuid4()``. None = the first run.
     run_id: uuid.UUID | None = None
+    #: The workflow version the execution recorded at its start, which a replay
+    #: shows as ``ctx.info.version`` (as a worker's replay does). None: not
+    #: known (a history built from bare events); the definition's own is used.
+    version: str | None = None
 
     @classmethod
     def from_rows(
@@ -164,7 +168,7 @@ class Replayer:
         info = WorkflowInfo(
             execution_id=recorded.workflow_id,
             name=recorded.workflow_name,
-            version=defn.version,
+            version=defn.version if recorded.version is None else recorded.version,
             run_id=recorded.run_id,
         )
         instance = WorkflowInstance(defn, bytes(recorded.input), info)

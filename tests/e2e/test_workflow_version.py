@@ -95,3 +95,27 @@ async def test_replay_does_not_compare_the_workflow_version(store: PostgresStore
     assert (await handle.describe()).version == ""
     Replayer([steps_v7]).replay(recorded).raise_for_error()
     Replayer([steps]).replay(recorded).raise_for_error()
+
+
+async def _branches_on_version(ctx: WorkflowContext, n: int) -> int:
+    if ctx.info.version == "1":
+        await ctx.sleep(timedelta(0))
+    return n
+
+
+branches_v1 = workflow(name="ver_branches", version="1")(_branches_on_version)
+branches_v2 = workflow(name="ver_branches", version="2")(_branches_on_version)
+
+
+async def test_a_replay_shows_the_recorded_version_as_ctx_info_version(
+    store: PostgresStore,
+) -> None:
+    handle = await Client(store).start(branches_v1, 3)
+    await _run(store, branches_v1)
+    assert await handle.result(timeout=10) == 3
+    recorded = await handle.recorded_history()
+    assert recorded.version == "1"
+    # code that branches on the version replays the branch the run took,
+    # under a definition of another version and from the saved JSON alike
+    Replayer([branches_v2]).replay(recorded).raise_for_error()
+    Replayer([branches_v2]).replay(recorded.to_json()).raise_for_error()
