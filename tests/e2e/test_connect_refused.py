@@ -164,3 +164,25 @@ async def test_a_store_whose_role_loses_login_raises_login_refused_on_its_next_c
     finally:
         await admin.execute(f"DROP ROLE IF EXISTS {role}")
         await admin.close()
+
+
+async def test_open_store_without_connect_privilege_raises_login_refused_naming_the_database(
+    pg_dsn: str,
+) -> None:
+    suffix = uuid.uuid4().hex[:10]
+    role, database = f"az_noconn_{suffix}", f"az_noconn_db_{suffix}"
+    admin = await asyncpg.connect(pg_dsn)
+    try:
+        await admin.execute(f"CREATE ROLE {role} LOGIN")
+        await admin.execute(f"CREATE DATABASE {database}")
+        await admin.execute(f"REVOKE CONNECT ON DATABASE {database} FROM PUBLIC")
+        with pytest.raises(StoreLoginRefusedError) as raised:
+            await open_store(_with(pg_dsn, user=role, database=database), migrate=False)
+        err = raised.value
+        assert (err.refused, err.name, err.retryable) == ("database", database, False)
+        assert f'permission denied for database "{database}"' in str(err)
+        assert "grant the role CONNECT on the database" in str(err)
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        await admin.execute(f"DROP ROLE IF EXISTS {role}")
+        await admin.close()
