@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import typing
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -17,6 +18,7 @@ from azync_flow._workflow.children import (
 )
 from azync_flow._workflow.handlers import query_handler, update_handler
 from azync_flow.codec import decode_value, encode_value
+from azync_flow.errors import PayloadCodecError, PayloadError
 from azync_flow.replay import check_signal_name
 from azync_flow.replay.engine import WorkflowInstance
 from azync_flow.replay.events import SignalReceived
@@ -27,6 +29,7 @@ from azync_flow.store.validate import check_priority, check_timeout
 __all__ = ["WorkflowContext"]
 
 T = TypeVar("T")
+log = logging.getLogger("azync_flow.workflow")
 R = TypeVar("R")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -152,6 +155,12 @@ class WorkflowContext:
         signal is returned to exactly one wait, in arrival order. Waits for the
         same name are served first come, first served.
 
+        A signal whose payload does not decode to ``type`` (not JSON, or not of
+        that shape) is dropped: it is consumed (it stays in the history as
+        received), a warning names it, and the wait goes on for the next signal
+        of that name, within the same timeout. A sender's mistake thus cannot
+        fail the run; replay drops the same signal again.
+
         Args:
             name: signal name.
             timeout: optional durable timeout (``timedelta`` or seconds).
@@ -165,18 +174,40 @@ class WorkflowContext:
                 signal, if it comes later, stays buffered for a later wait.
             ValueError: ``name`` contains NUL, is over 255 characters or starts
                 with the reserved ``$update:`` prefix.
+            PayloadCodecError: the payload is sealed with a codec or key this
+                worker is not configured with (the signal is not dropped: the
+                workflow task fails and is retried once the codec is set up).
         """
         check_signal_name(name)
-        future = self._instance.add_signal_waiter(name)
-        try:
-            if timeout is None:
+        if timeout is None:
+            return await self._next_signal(name, type)
+        async with asyncio.timeout(_seconds(timeout)):
+            return await self._next_signal(name, type)
+
+    async def _next_signal(self, name: str, type: Any) -> Any:
+        what = f"payload of signal {name!r}"
+        while True:
+            future = self._instance.add_signal_waiter(name)
+            try:
                 event: SignalReceived = await future
-            else:
-                async with asyncio.timeout(_seconds(timeout)):
-                    event = await future
-        finally:
-            self._instance.remove_signal_waiter(name, future)
-        return decode_value(event.payload, type, f"payload of signal {name!r}")
+            finally:
+                self._instance.remove_signal_waiter(name, future)
+            try:
+                return decode_value(event.payload, type, what)
+            except PayloadCodecError:
+                raise
+            except PayloadError as exc:
+                if not self.is_replaying:
+                    log.warning(
+                        "workflow %s (%s) dropped signal %r (message id %r, history seq %d): "
+                        "%s; it goes on waiting for the next one",
+                        self.info.name,
+                        self.info.execution_id,
+                        name,
+                        event.message_id,
+                        event.seq,
+                        exc,
+                    )
 
     async def wait(
         self,

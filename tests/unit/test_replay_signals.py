@@ -177,6 +177,53 @@ def test_signal_payload_with_extra_fields_decodes_into_a_struct(mode: str) -> No
     assert sim.result() == 5
 
 
+@workflow(name="typed_wait")
+async def typed_wait(ctx: WorkflowContext, _: None) -> int:
+    return await ctx.wait_signal("amount", type=int, timeout=60)
+
+
+def test_a_signal_whose_payload_does_not_fit_the_type_is_dropped_and_the_wait_goes_on(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    sim = Sim(typed_wait, None, mode=mode)
+    sim.run_pass()
+    sim.signal("amount", "not a number")
+    with caplog.at_level("WARNING", logger="azync_flow.workflow"):
+        out = sim.run_pass()
+    assert out.status is PassStatus.BLOCKED  # still waiting, not failed
+    assert len(out.consumed_signals) == 1  # the bad one is consumed, not left buffered
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "dropped signal 'amount'" in warning
+    assert "does not match int" in warning
+    sim.signal("amount", 7)
+    sim.run_pass()
+    assert sim.result() == 7
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="azync_flow.workflow"):
+        assert assert_replays(sim, typed_wait) == 7  # replay drops it again, silently
+    assert caplog.records == []
+
+
+@workflow(name="typed_wait_or_give_up")
+async def typed_wait_or_give_up(ctx: WorkflowContext, _: None) -> int:
+    try:
+        return await ctx.wait_signal("amount", type=int, timeout=60)
+    except TimeoutError:
+        return -1
+
+
+def test_a_dropped_signal_does_not_restart_the_waits_timeout(mode: str) -> None:
+    sim = Sim(typed_wait_or_give_up, None, mode=mode)
+    sim.run_pass()
+    sim.advance(50)
+    sim.signal("amount", [1, 2])
+    assert sim.run_pass().status is PassStatus.BLOCKED
+    sim.advance(10)  # 60 s after the wait began, 10 s after the dropped signal
+    sim.run_pass()
+    assert sim.result() == -1
+    assert assert_replays(sim, typed_wait_or_give_up) == -1
+
+
 def test_signal_and_timer_due_in_the_same_pass_fire_timer_first(mode: str) -> None:
     """New inputs of one pass are delivered in a fixed order: cancel, timers, signals."""
 
