@@ -63,8 +63,8 @@ PANEL_ROWS = 10
 class Blocked:
     id: uuid.UUID
     name: str
-    failures: int
-    error: str
+    #: what holds it up: its workflow task's failures, then what it waits for
+    reason: str
 
 
 @dataclass
@@ -93,7 +93,7 @@ async def overview(store: ConsoleStore) -> Overview:
     depths = {s.value: await store.kind_depths(s) for s in Source}
     dead = sum(d.dead for kinds in depths.values() for d in kinds.values())
     blocked = [
-        Blocked(r["id"], r["name"], r["task_failures"], r["task_error"])
+        Blocked(r["id"], r["name"], "; ".join(x for x in (_blocked(r), r["waits"]) if x))
         for r in await store.console_rows("console_blocked", PANEL_ROWS)
     ]
     today = {}

@@ -217,6 +217,22 @@ async def test_the_overview_shows_states_queues_and_what_needs_a_person(
     await shot(anon, "overview")
 
 
+async def test_the_overview_lists_a_run_no_live_worker_serves_as_blocked(
+    env: Env, anon: Page
+) -> None:
+    orphan = await Client(env.store).start("console_no_such_workflow", None)
+    try:
+        await anon.goto(env.url + "/")
+        blocked = anon.locator("#panels li", has_text=str(orphan.id))
+        await expect(blocked).to_contain_text(
+            "no live worker serves workflow 'console_no_such_workflow' on task queue 'default'"
+        )
+        panels = await anon.inner_text("#panels")
+        assert "Nothing: no uncertain operation" not in panels
+    finally:
+        await orphan.terminate(reason="test over")
+
+
 async def test_the_overview_refreshes_itself_when_a_run_starts(env: Env, anon: Page) -> None:
     async def total() -> int:  # executions are only ever added here: the sum only grows
         return sum(int(n) for n in await texts(anon, ".count[data-state] b"))

@@ -46,16 +46,38 @@ LEFT JOIN LATERAL (
 ORDER BY e.created_at DESC, e.id DESC
 
 -- name: console_blocked
--- $2 limit: running executions whose live workflow task has failed (what
--- holds them up, and how often it failed), most failures first.
-SELECT e.id, e.name, e.updated_at, j.attempt - (j.state = 'active')::int AS task_failures,
-       j.last_error AS task_error
-FROM azync_jobs j
-JOIN azync_workflow_executions e ON e.id = j.run_id
-WHERE j.source = 'workflow' AND j.task_key = '$wft'
-  AND j.state IN ('pending', 'scheduled', 'active') AND j.last_error <> ''
-  AND j.attempt - (j.state = 'active')::int > 0 AND e.state = 'running'
-  AND $1::timestamptz IS NOT DISTINCT FROM $1::timestamptz
+-- $2 limit: running executions held up: their live workflow task has failed
+-- or was left with a reason (an input it cannot decode), or a due workflow
+-- task or pending activity of theirs has no live worker serving it; each with
+-- its workflow task failures and what it waits for (azync_workflow_waits),
+-- most failures first, then the longest unchanged.
+WITH clock AS (SELECT coalesce($1::timestamptz, now()) AS at),
+held AS (
+    SELECT DISTINCT j.run_id
+    FROM azync_jobs j, clock c
+    WHERE j.source = 'workflow' AND j.state IN ('pending', 'scheduled', 'active')
+      AND ((j.task_key = '$wft'
+            AND ((j.last_error <> '' AND j.attempt - (j.state = 'active')::int > 0)
+                 OR (j.blocked_reason <> '' AND j.state <> 'active')))
+           OR (j.state = 'pending' AND j.run_at <= c.at AND NOT EXISTS (
+                   SELECT 1 FROM azync_workers w
+                   WHERE w.expires_at > c.at AND w.task_queues @> ARRAY[j.task_queue]
+                     AND CASE WHEN j.task_key = '$wft' THEN w.workflows @> ARRAY[j.workflow_name]
+                              ELSE w.activities @> ARRAY[j.kind] END)))
+)
+SELECT e.id, e.name, e.state, e.updated_at, coalesce(t.task_failures, 0) AS task_failures,
+       coalesce(t.task_error, '') AS task_error, azync_workflow_waits(e.id, c.at) AS waits
+FROM held h
+JOIN azync_workflow_executions e ON e.id = h.run_id AND e.state = 'running'
+CROSS JOIN clock c
+LEFT JOIN LATERAL (
+    SELECT j.attempt - (j.state = 'active')::int AS task_failures, j.last_error AS task_error
+    FROM azync_jobs j
+    WHERE j.run_id = e.id AND j.source = 'workflow' AND j.task_key = '$wft'
+      AND j.state IN ('pending', 'scheduled', 'active')
+    ORDER BY j.attempt DESC
+    LIMIT 1
+) t ON true
 ORDER BY task_failures DESC, e.updated_at
 LIMIT $2
 
