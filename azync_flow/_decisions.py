@@ -142,7 +142,8 @@ async def resolve_operation(
         decision: "complete", "fail" or "retry".
         result: for complete: the value the activity would have returned
             (checked against the result type the operation recorded).
-        error: for fail: the message the workflow's ActivityError carries.
+        error: for fail: the message the workflow's ActivityError carries
+            (None: ``"resolved as failed by WHO"``).
         note: why (kept in history and on the operation).
         decided_by: who (default: ``user@host``). NUL and lone surrogates in
             either are recorded escaped, like every reason.
@@ -153,8 +154,8 @@ async def resolve_operation(
         The execution (id, workflow name) and the activity decided.
 
     Raises:
-        ValueError: unknown decision, or a ``note`` that is empty or only
-            whitespace (omit it instead).
+        ValueError: unknown decision, or a ``note`` or ``error`` that is empty
+            or only whitespace (omit it instead); nothing is written.
         DecisionError: for complete: ``result`` does not fit the activity's
             result type recorded with the operation (the workflow could not
             decode it); nothing is written.
@@ -174,7 +175,12 @@ async def resolve_operation(
         expected = recorded_result_type(op.input)
         if expected is not None:
             check_result(data, expected)
-    if decision == "fail" and not error:
+    if error is not None and not (isinstance(error, str) and error.strip()):
+        raise ValueError(
+            "error must not be empty: give the message the workflow's ActivityError "
+            "carries, or omit it (the message is then 'resolved as failed by WHO')"
+        )
+    if decision == "fail" and error is None:
         error = f"resolved as failed by {by or 'an unnamed resolver'}"
     resolved, outcome = resolution_events(
         seq_of_execution_key(op.execution_key),

@@ -53,7 +53,9 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
         maximum_attempts: total attempts including the first, used when the
             work carries no durable budget of its own (queue jobs do: the
             worker stores it at the first lease, see
-            ``DequeueParams.default_max_attempts``); 0 = unlimited.
+            ``DequeueParams.default_max_attempts``); 0 = the budget of what
+            runs it: for an activity or a queue job, the leasing worker's
+            ``max_attempts`` (25 by default).
         non_retryable_error_types: exception class names (``"ValueError"`` or
             fully qualified ``"mypkg.errors.Fatal"``) that dead-letter at once.
             Matched against the raised exception's whole MRO, so listing a base

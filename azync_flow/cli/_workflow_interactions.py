@@ -72,7 +72,8 @@ async def query_cmd(
     """Call query handler NAME of execution ID and print its result. ARGS is a JSON
     array of arguments (inline, @file or -). A worker that registers the workflow
     answers; nothing is written to history. Exit 3 for an unknown query, 1 when
-    the handler failed, 6 when no worker answered in time."""
+    the handler failed (the error on stderr; with --json its fields on stdout),
+    6 when no worker answered in time."""
     wid = parse_id(id, "execution id")
     values = _args(args)
     async with connect(db) as store:
@@ -84,7 +85,10 @@ async def query_cmd(
         except QueryNotFoundError as exc:
             raise CliError(str(exc), EXIT_NOT_FOUND) from None
         except QueryFailedError as exc:
-            done(as_json, {"error": exc.error_type, "message": exc.message}, str(exc))
+            if not as_json:
+                raise CliError(str(exc), EXIT_FAILED) from None
+            outcome = {"code": exc.code, "error": exc.error_type, "message": exc.message}
+            done(as_json, outcome, str(exc))
             return EXIT_FAILED
         finally:
             await client.close()
@@ -134,8 +138,8 @@ async def update_cmd(
         except TimeoutError:
             raise CliError(
                 f"update {name!r} of execution {wid} has no outcome after {timeout or 0:g}s: it is "
-                "still queued or in progress; get its outcome by calling again with "
-                f"--update-id {update_id}",
+                "still queued or in progress; get its outcome by running the same command "
+                f"(same NAME and ARGS) with --update-id {update_id}",
                 EXIT_TIMEOUT,
             ) from None
         finally:

@@ -78,12 +78,14 @@ def workflows() -> None:
 
 async def _page(
     db: DbOptions,
-    name: str,
+    name: str | None,
     state: str | None,
     limit: int,
     cursor: str | None,
     where: tuple[str, ...] = (),
 ) -> tuple[list[WorkflowExecutionView], str | None]:
+    if name is not None and not name.strip():
+        raise CliError("--name must not be empty: give a workflow name, or leave --name out")
     before = None
     if cursor is not None:
         at, wid = decode_cursor(cursor, 2)
@@ -93,9 +95,7 @@ async def _page(
             raise CliError(f"--cursor {cursor!r} is not a cursor printed by this list") from None
     filters = [parse_search_filter(w) for w in where]  # bad text: exit 2 before connecting
     async with connect(db) as store:
-        got = await Client(store).list(
-            name or None, state=state, limit=limit, cursor=before, where=filters
-        )
+        got = await Client(store).list(name, state=state, limit=limit, cursor=before, where=filters)
     nxt = None
     if got.next_cursor is not None:
         nxt = encode_cursor(got.next_cursor[0].isoformat(), str(got.next_cursor[1]))
@@ -144,7 +144,7 @@ def _why(v: WorkflowExecutionView) -> str:
 @workflows.command(
     "list", epilog=example("azync-flow workflows list --name order --state failed --limit 20")
 )
-@click.option("--name", default="", help="Only executions of this workflow.")
+@click.option("--name", default=None, help="Only executions of this workflow.")
 @click.option("--state", type=StrictChoice(STATES), help="Only executions in this state.")
 @click.option(
     "--where", multiple=True, metavar="FILTER",
@@ -155,7 +155,7 @@ def _why(v: WorkflowExecutionView) -> str:
 @cursor_option
 @db_command
 async def list_cmd(
-    name: str,
+    name: str | None,
     state: str | None,
     where: tuple[str, ...],
     limit: int,

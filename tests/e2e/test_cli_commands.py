@@ -236,12 +236,13 @@ async def test_dsn_flag_beats_the_environment_which_beats_the_embedded_server(
         (["workflows", "result", str(uuid.UUID(int=7)), "--timeout", "-1"], 2, "x>=0"),
         (["workflows", "start", "x", "--run-timeout", "soon"], 2, "not a duration"),
         (["workflows", "start", "x", "--execution-timeout", "0s"], 2, "must be positive"),
+        (["workflows", "list", "--name", ""], 2, "--name must not be empty"),
     ],
     ids=[
         "malformed-id", "unknown-id", "bad-json", "nan", "missing-file", "bad-cursor",
         "bad-state", "unknown-job", "unknown-dag", "unknown-event", "replay-everything",
         "unknown-command", "bad-app", "empty-workflow-name", "empty-signal-name",
-        "negative-timeout", "bad-run-timeout", "zero-execution-timeout",
+        "negative-timeout", "bad-run-timeout", "zero-execution-timeout", "empty-name-filter",
     ],
 )  # fmt: skip
 async def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
@@ -287,6 +288,21 @@ async def test_an_unparseable_dsn_is_one_usage_line_and_exit_2_for_every_command
     from_env = await cmd("stats", env={**cmd.env, "AZYNC_DSN": "notadsn"})
     assert from_env.code == 2
     assert "$AZYNC_DSN 'notadsn' is not a PostgreSQL URI: it has no scheme" in from_env.err
+
+
+async def test_a_dsn_setting_the_driver_refuses_is_one_usage_line_and_exit_2(
+    cmd: Cmd, tmp_path: Path
+) -> None:
+    (tmp_path / "other_flows.py").write_text(OTHER)
+    dsn = cmd.env["AZYNC_DSN"]
+    bogus = dsn + ("&" if "?" in dsn else "?") + "sslmode=bogus"
+    for argv in (["workflows", "list"], ["stats"], ["migrate"], ["worker", "other_flows"]):
+        got = await cmd(*argv, "--dsn", bogus, cwd=tmp_path)
+        assert got.code == 2, (argv, got.err)
+        (line,) = got.err.strip().splitlines()
+        assert line.startswith("azync-flow: error: the DSN's settings are not valid: "), line
+        assert "sslmode" in line
+        assert "ClientConfigurationError" not in line
 
 
 async def test_a_dsn_to_a_closed_port_is_one_cannot_connect_line_and_exit_5(

@@ -48,6 +48,17 @@ async def test_workflows_query_and_update_verbs(cmd: Cmd, store: PostgresStore) 
         unknown = await cmd("workflows", "query", wid, "nope")
         assert unknown.code == 3
         assert "no query handler of that name" in unknown.err
+        failed = await cmd("workflows", "query", wid, "summary", "[1, 2]")
+        assert (failed.code, failed.out) == (1, "")
+        (line,) = failed.err.strip().splitlines()
+        assert line.startswith("azync-flow: error: [query_failed] ")
+        assert "TypeError" in line
+        failed_json = await cmd("workflows", "query", wid, "summary", "[1, 2]", "--json")
+        assert failed_json.code == 1
+        assert (failed_json.json["code"], failed_json.json["error"]) == (
+            "query_failed",
+            "TypeError",
+        )
         bad = await cmd("workflows", "query", wid, "summary", '{"not": "an array"}')
         assert bad.code == 2
         assert "ARGS must be a JSON array" in bad.err
@@ -61,6 +72,6 @@ async def test_workflows_query_and_update_verbs(cmd: Cmd, store: PostgresStore) 
                        "--update-id", "l9", "--timeout", "0.5")  # fmt: skip
     assert queued.code == 6
     assert "still queued or in progress" in queued.err
-    assert "calling again with --update-id l9" in queued.err
+    assert "running the same command (same NAME and ARGS) with --update-id l9" in queued.err
     history = await cmd("workflows", "history", wid)
     assert history.out.count("UpdateAccepted") == 1

@@ -300,3 +300,16 @@ async def test_a_decision_by_operation_id_names_the_activity_in_its_run_event(
     await client.resolve_uncertain(str(op.operation_id), "complete", result="wired by hand")
     [event] = capture.named("uncertain.resolved wire")
     assert event.attributes["azync.resolution"] == "complete"
+
+
+@pytest.mark.parametrize("error", ["", "  "], ids=["empty", "blank"])
+async def test_a_fail_decision_with_an_empty_error_is_refused_and_changes_nothing(
+    store: PostgresStore, error: str
+) -> None:
+    client, handle, op = await _suspended(store)
+    before = await snapshot(store, handle.id)
+    with pytest.raises(ValueError, match="error must not be empty"):
+        await client.resolve_uncertain(op.operation_id, "fail", error=error, note="n")
+    assert await snapshot(store, handle.id) == before
+    (still,) = await client.list_uncertain()
+    assert still.operation_id == op.operation_id

@@ -92,8 +92,9 @@ async def open_store(
         migrate: apply pending migrations before returning.
 
     Raises:
-        ValueError: ``dsn`` is empty, or a Config identifier is not a safe SQL
-            identifier (or starts with the reserved ``pg_``).
+        ValueError: ``dsn`` is empty or the driver refuses its settings before
+            connecting (an unknown ``sslmode``, say), or a Config identifier is
+            not a safe SQL identifier (or starts with the reserved ``pg_``).
         StoreLoginRefusedError: the server refused the connection (unknown
             role or database, wrong password, no CONNECT privilege, no
             ``pg_hba.conf`` entry); not retryable, the message says what to fix.
@@ -126,6 +127,11 @@ async def open_store(
             # Marks lease tokens with the worker identity, once per connection.
             setup=holder.apply,
         )
+    except asyncpg.ClientConfigurationError as exc:  # refused before connecting
+        raise ValueError(
+            f"the DSN's settings are not valid: {exc}; "
+            "a DSN looks like postgresql://user@host:5432/db?sslmode=require"
+        ) from exc
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         if refused := login_refused(exc, connecting=True):
             raise refused from exc
