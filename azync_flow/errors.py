@@ -13,6 +13,8 @@ Tree::
     │   ├── LeadershipLostError         a fenced maintenance write of a lapsed leadership term
     │   ├── MigrationError
     │   ├── SchemaNotMigratedError      (schema) — the schema lacks the tables: run the migrations
+    │   ├── StoreDsnError               the driver refused the DSN before connecting (a
+    │   │                                malformed URI, an unknown setting value); also a ValueError
     │   ├── StoreLoginRefusedError      (refused, name) — the server refused the connection:
     │   │                                unknown role or database, wrong password; not retryable
     │   └── StoreUnavailableError       the database cannot be reached right now; retryable
@@ -120,6 +122,7 @@ __all__ = [
     "SearchAttributeError",
     "Skip",
     "Snooze",
+    "StoreDsnError",
     "StoreError",
     "StoreLoginRefusedError",
     "StoreUnavailableError",
@@ -228,6 +231,19 @@ class SchemaNotMigratedError(StoreError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.schema, self.detail))
+
+
+class StoreDsnError(StoreError, ValueError):
+    """The driver refused the DSN before connecting: it is not a URI it can
+    parse, or a setting has a value it does not know (``sslmode=bogus``).
+
+    Not retryable: fix the DSN (``AZYNC_DSN`` or the ``dsn`` argument). The
+    message says what the driver refused and what a DSN looks like; the
+    driver error is kept as ``__cause__``.
+    """
+
+    code = "bad_dsn"
+    retryable = False
 
 
 class StoreLoginRefusedError(StoreError):

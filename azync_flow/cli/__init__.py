@@ -18,7 +18,14 @@ from collections.abc import Sequence
 
 import click
 
-from azync_flow.errors import AzyncError, ConflictError, NotFoundError, PayloadError, StoreError
+from azync_flow.errors import (
+    AzyncError,
+    ConflictError,
+    NotFoundError,
+    PayloadError,
+    StoreDsnError,
+    StoreError,
+)
 
 from ._common import (
     EXIT_CONFLICT,
@@ -108,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), EXIT_NOT_FOUND, debug)
     except ConflictError as exc:
         return _fail(str(exc), EXIT_CONFLICT, debug)
-    except StoreError as exc:  # unreachable, login refused, unmigrated (migrate hint), bad DSN
+    except StoreDsnError as exc:  # the value given is wrong: bad input, not an outage
+        return _fail(str(exc), EXIT_USAGE, debug)
+    except StoreError as exc:  # unreachable, login refused, unmigrated (migrate hint)
         return _fail(str(exc), EXIT_UNAVAILABLE, debug)
     except (ValueError, PayloadError) as exc:
         return _fail(str(exc), EXIT_USAGE, debug)

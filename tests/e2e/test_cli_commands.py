@@ -300,7 +300,7 @@ async def test_a_dsn_setting_the_driver_refuses_is_one_usage_line_and_exit_2(
         got = await cmd(*argv, "--dsn", bogus, cwd=tmp_path)
         assert got.code == 2, (argv, got.err)
         (line,) = got.err.strip().splitlines()
-        assert line.startswith("azync-flow: error: the DSN's settings are not valid: "), line
+        assert line.startswith("azync-flow: error: [bad_dsn] the driver refused the DSN: "), line
         assert "sslmode" in line
         assert "ClientConfigurationError" not in line
 

@@ -224,6 +224,7 @@ def test_top_level_re_exports_the_dag_api_and_worker() -> None:
         "SchemaNotMigratedError",
         "Skip",
         "StartWorkflow",
+        "StoreDsnError",
         "StoreLoginRefusedError",
         "StoreUnavailableError",
         "TaskContext",

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
-from ...errors import SchemaNotMigratedError, StoreError, StoreUnavailableError
+from ...errors import SchemaNotMigratedError, StoreDsnError, StoreError, StoreUnavailableError
 from .. import Config
 from ._base import Clock, PgBase, validate_identifier
 from ._guard import is_unavailable, login_refused
@@ -92,14 +92,14 @@ async def open_store(
         migrate: apply pending migrations before returning.
 
     Raises:
-        ValueError: ``dsn`` is empty or the driver refuses its settings before
-            connecting (an unknown ``sslmode``, say), or a Config identifier is
-            not a safe SQL identifier (or starts with the reserved ``pg_``).
+        ValueError: ``dsn`` is empty, or a Config identifier is not a safe SQL
+            identifier (or starts with the reserved ``pg_``).
+        StoreDsnError: the driver refuses the DSN before connecting (not a URI
+            it parses, an unknown ``sslmode``...); also a ValueError.
         StoreLoginRefusedError: the server refused the connection (unknown
             role or database, wrong password, no CONNECT privilege, no
             ``pg_hba.conf`` entry); not retryable, the message says what to fix.
         StoreUnavailableError: the server cannot be reached right now (retryable).
-        StoreError: the driver rejects the DSN.
     """
     if not dsn or not dsn.strip():
         raise ValueError(
@@ -128,9 +128,9 @@ async def open_store(
             setup=holder.apply,
         )
     except asyncpg.ClientConfigurationError as exc:  # refused before connecting
-        raise ValueError(
-            f"the DSN's settings are not valid: {exc}; "
-            "a DSN looks like postgresql://user@host:5432/db?sslmode=require"
+        raise StoreDsnError(
+            f"the driver refused the DSN: {exc}; check AZYNC_DSN / the dsn argument "
+            "(a DSN looks like postgresql://user@host:5432/db?sslmode=require)"
         ) from exc
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         if refused := login_refused(exc, connecting=True):
