@@ -157,6 +157,7 @@ class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
         self._signal_waiters: dict[str, collections.deque[asyncio.Future[Any]]] = {}
         self._patches: dict[str, bool] = {}
         self._cancel_seen = False
+        self._cancel_known = False
         self._closing = False
         self._failure: NonDeterminismError | None = None
         self._terminal: Event | None = None
@@ -186,6 +187,13 @@ class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
     def cancel_seen(self) -> bool:
         """True once a cancel request has been delivered to the code."""
         return self._cancel_seen
+
+    @property
+    def cancel_known(self) -> bool:
+        """True once a pass was told of a cancel request (``cancel_requested``),
+        delivered or not (the code may have ended before it could be), or one
+        was delivered. A pass that does not know of a request must not commit."""
+        return self._cancel_known or self._cancel_seen
 
     @property
     def is_replaying(self) -> bool:
@@ -224,6 +232,7 @@ class WorkflowInstance(DurableCallsMixin, InteractionsMixin):
         if not self.reusable:
             raise RuntimeError("this workflow instance is finished or poisoned; create a new one")
         self._reset_outputs()
+        self._cancel_known = self._cancel_known or cancel_requested
         if now is not None:
             self._now = now
         entries = self._take_new(history)

@@ -489,6 +489,7 @@ class WorkflowRunner:
             consumed_signals=outcome.consumed_signals,
             fired_timers=outcome.fired_timers,
             outcome=_store_outcome(outcome, instance.cancel_seen),
+            cancel_known=instance.cancel_known,
             awaited_signals=outcome.awaited_signals,
             run_id=instance.info.run_id,
             children=[

@@ -609,6 +609,10 @@ class PassWrite(msgspec.Struct, kw_only=True):
         child_signals: signals to buffer for children (deduplicated by message id).
         child_cancels: children to request cancellation of.
         updates: outcomes of the updates the pass rejected, completed or failed.
+        cancel_known: the pass knows of the execution's cancel request, if
+            any (it was told of it, or delivered it). A pass that keeps the run
+            going, completes or fails it while a cancel it does not know of is
+            requested is refused (ConflictError): it runs again with it.
     """
 
     expected_next_seq: int
@@ -625,6 +629,7 @@ class PassWrite(msgspec.Struct, kw_only=True):
     child_signals: list[ChildSignalParams] = msgspec.field(default_factory=list)
     child_cancels: list[uuid.UUID] = msgspec.field(default_factory=list)
     updates: list[UpdateOutcome] = msgspec.field(default_factory=list)
+    cancel_known: bool = False
 
 
 class OperationSettle(msgspec.Struct, kw_only=True):

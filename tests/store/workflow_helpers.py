@@ -56,6 +56,7 @@ async def commit(store: PostgresStore, run_id: uuid.UUID, **write: Any) -> int:
     await store.schedule_task(run_id)
     task = await lease_task(store, run_id)
     state = await store.load_workflow_task(run_id)
+    write.setdefault("cancel_known", state.cancel_requested)  # told at load, as a pass is
     result = await store.commit_pass(
         task.id,
         task.lease_token,  # type: ignore[arg-type]

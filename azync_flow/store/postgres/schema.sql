@@ -45,6 +45,7 @@
 --   0045_lean_pass_plans.sql
 --   0046_pass_fixes.sql
 --   0047_wake_task_made_due_during_pass.sql
+--   0048_pass_knows_cancel_requests.sql
 
 -- Types
 
@@ -1692,7 +1693,7 @@ BEGIN
     ORDER BY j.id
     FOR UPDATE OF j;
     GET DIAGNOSTICS n = ROW_COUNT;
-    SELECT e.state, e.next_seq INTO ex FROM azync_workflow_executions e
+    SELECT e.state, e.next_seq, e.cancel_requested INTO ex FROM azync_workflow_executions e
     WHERE e.id = p_id
     FOR NO KEY UPDATE;
     IF NOT FOUND THEN
@@ -1700,6 +1701,15 @@ BEGIN
     END IF;
     IF n <> cardinality(p_jobs) OR ex.next_seq <> p_expected
        OR NOT (ex.state = 'running' OR (p_task AND ex.state = 'suspended')) THEN
+        RETURN QUERY SELECT false, n, ex.state, ex.next_seq, p_at, NULL::bigint[], NULL::text[],
+                            NULL::uuid[], NULL::int[], NULL::int[], NULL::uuid[],
+                            NULL::timestamptz[], NULL::timestamptz[];
+        RETURN;
+    END IF;
+    IF ex.cancel_requested AND p_cancel_seen IS NOT TRUE
+       AND (p_outcome IS NULL OR p_outcome IN ('complete', 'fail')) THEN
+        -- a cancel requested after the pass loaded its state: refused, so it
+        -- runs again with the request instead of going on (or ending) past it
         RETURN QUERY SELECT false, n, ex.state, ex.next_seq, p_at, NULL::bigint[], NULL::text[],
                             NULL::uuid[], NULL::int[], NULL::int[], NULL::uuid[],
                             NULL::timestamptz[], NULL::timestamptz[];

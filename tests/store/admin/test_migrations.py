@@ -11,7 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from azync_flow.errors import MigrationError, SchemaNotMigratedError, StoreError
+from azync_flow.errors import MigrationError, SchemaNotMigratedError, StoreDsnError, StoreError
 from azync_flow.store import Config
 from azync_flow.store.postgres import PostgresStore, open_store
 from azync_flow.store.postgres._migrate import migration_files
@@ -103,14 +103,16 @@ async def test_bad_config_identifier_raises_value_error(pg_dsn: str, config: Con
         await open_store(pg_dsn, config)
 
 
-@pytest.mark.parametrize(
-    "dsn",
-    ["postgresql://nobody@127.0.0.1:1/nowhere", "definitely not a dsn://"],
-    ids=["refused", "malformed"],
-)
-async def test_bad_dsn_raises_store_error_with_clear_message(dsn: str) -> None:
+async def test_an_unreachable_dsn_raises_store_error_with_clear_message() -> None:
     with pytest.raises(StoreError, match="cannot connect to PostgreSQL"):
-        await open_store(dsn, Config(schema=unique_schema()))
+        await open_store("postgresql://nobody@127.0.0.1:1/nowhere", Config(schema=unique_schema()))
+
+
+async def test_a_malformed_dsn_raises_store_dsn_error_which_is_a_value_error() -> None:
+    with pytest.raises(StoreDsnError, match="the driver refused the DSN") as raised:
+        await open_store("definitely not a dsn://", Config(schema=unique_schema()))
+    assert isinstance(raised.value, ValueError)
+    assert isinstance(raised.value, StoreError)
 
 
 async def test_changed_applied_migration_is_refused(

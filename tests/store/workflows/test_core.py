@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
-from azync_flow.errors import NotFoundError
+from azync_flow.errors import ConflictError, NotFoundError
 from azync_flow.store.postgres import PostgresStore
 from azync_flow.store.queue import Source
-from azync_flow.store.workflows import SignalParams, WorkflowState
+from azync_flow.store.workflows import Outcome, PassWrite, SignalParams, WorkflowState
 from azync_flow.testing import MovableClock
 from tests.store.workflow_helpers import (
     commit,
@@ -203,6 +203,25 @@ async def test_cancel_requests_cancellation_and_schedules_a_task(store: Postgres
     await finish(store, wid, ("complete", b"null"))
     with pytest.raises(NotFoundError, match="succeeded"):
         await store.cancel_workflow_execution(wid)
+
+
+@pytest.mark.parametrize(
+    "outcome", [None, ("complete", b"null"), ("fail", "boom")], ids=["goes-on", "complete", "fail"]
+)
+async def test_a_pass_that_does_not_know_of_a_cancel_requested_meanwhile_is_refused(
+    store: PostgresStore, outcome: Outcome | None
+) -> None:
+    wid = await started(store)
+    task = await lease_task(store, wid)
+    state = await store.load_workflow_task(wid)  # loaded before the request
+    await store.cancel_workflow_execution(wid)
+    write = PassWrite(expected_next_seq=state.next_seq, outcome=outcome)
+    with pytest.raises(ConflictError, match=r"cancel .* was requested during the pass"):
+        await store.commit_pass(task.id, task.lease_token, wid, write)  # type: ignore[arg-type]
+    after = await store.load_workflow_task(wid)
+    assert (after.execution.state, after.next_seq) == (WorkflowState.RUNNING, state.next_seq)
+    known = PassWrite(expected_next_seq=state.next_seq, outcome=outcome, cancel_known=True)
+    await store.commit_pass(task.id, task.lease_token, wid, known)  # type: ignore[arg-type]
 
 
 async def test_suspend_and_resume_toggle_state_and_resume_schedules_a_task(

@@ -149,7 +149,7 @@ class WorkflowRuntimeMixin(WorkflowChildrenMixin, WorkflowInteractionMixin):
         events = [*before, *write.events]
         ops, local, kids = write.operations, write.local, write.children
         sigs, ups = write.child_signals, write.updates
-        outcome = _outcome_args(write.outcome)
+        outcome = _outcome_args(write.outcome, write.cancel_known)
         check_update_outcomes(ups)
         row = await self._fetchrow(
             "workflow_pass_commit",
@@ -467,25 +467,27 @@ def task_state_from_row(
 
 
 def _outcome_args(
-    outcome: Outcome | None,
-) -> tuple[str | None, bytes | None, str | None, int | None, uuid.UUID | None, bool | None]:
+    outcome: Outcome | None, cancel_known: bool
+) -> tuple[str | None, bytes | None, str | None, int | None, uuid.UUID | None, bool]:
     """``p_outcome``, ``p_result``, ``p_reason``, ``p_suspend_seq``, ``p_new_run``
-    and ``p_cancel_seen`` of ``workflow_pass_commit`` for a pass outcome.
+    and ``p_cancel_seen`` of ``workflow_pass_commit`` for a pass outcome
+    (``p_cancel_seen``: whether the new run inherits no cancel request, for
+    continue-as-new; whether the pass knows of the request, otherwise).
 
     Raises:
         ValueError: an unknown outcome kind.
     """
     if outcome is None:
-        return None, None, None, None, None, None
+        return None, None, None, None, None, cancel_known
     kind, value = outcome[0], outcome[1]
     if kind == "complete":
         assert isinstance(value, bytes)
-        return kind, value, "", None, None, None
+        return kind, value, "", None, None, cancel_known
     if kind in ("fail", "cancelled"):
-        return kind, None, clean_text(str(value)), None, None, None
+        return kind, None, clean_text(str(value)), None, None, cancel_known
     if kind == "suspend":
         seq = outcome[2] if len(outcome) == 3 else None
-        return kind, None, clean_text(str(value)), seq, None, None
+        return kind, None, clean_text(str(value)), seq, None, cancel_known
     if kind == "continue":
         assert len(outcome) == 4
         _, new_input, new_run, cancel_seen = outcome
@@ -505,8 +507,9 @@ def _check_committed(
     Raises:
         NotFoundError: the execution is missing, or a job lost its fence.
         ConflictError: next_seq moved, the execution is not running (nor, for a
-            pass of a workflow task, suspended), or a signal to consume is
-            unknown or already consumed.
+            pass of a workflow task, suspended), a signal to consume is
+            unknown or already consumed, or a cancel the pass does not know of
+            was requested.
     """
     if row is None:
         raise NotFoundError(f"workflow execution {run_id} does not exist")
@@ -519,6 +522,11 @@ def _check_committed(
         raise ConflictError(
             f"signal(s) {list(row['missing'])} of workflow execution {run_id} are unknown or "
             "already consumed; the pass was not committed"
+        )
+    if row["state"] == "running" or (task and row["state"] == "suspended"):  # still live
+        raise ConflictError(
+            f"a cancel of workflow execution {run_id} was requested during the pass; the pass "
+            "was not committed (it runs again with the request)"
         )
     raise ConflictError(
         f"workflow execution {run_id} is {row['state']}; the pass was not committed"
