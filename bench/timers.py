@@ -14,6 +14,8 @@ waits for all. Each round runs two ways: *paced*, ``--rate`` starts per second
 precision), and *burst*, every start as fast as the client can issue it (the
 timers come due while the worker is still running the first passes of the
 later starts, so on a small machine the tail is queueing behind that work).
+The client has its own pool, as a client process would (a hundred result()
+waits sharing the worker's pool queue its leases behind them).
 Lateness is read on the database clock, from the timer's due
 time (``fire_at``) to the lease of the workflow task that fires it ("wake":
 when the workflow is woken) and to the commit of that pass ("commit": wake
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
@@ -76,8 +79,13 @@ async def _round(
             handle_signals=False,
         )
         attach_workflows(worker, [sleeper], [])
-        client = Client(store)
-        async with worker:
+        # the client has a pool of its own, as a client process would: its
+        # result() waits must not queue the worker's leases behind them
+        client_store = await open_store(dsn, Config(), migrate=False)
+        client = Client(client_store)
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(client_store.close)
+            await stack.enter_async_context(worker)
             loop = asyncio.get_running_loop()
             began = loop.time()
             handles = []
