@@ -103,7 +103,10 @@ async def query_cmd(
 @click.argument("name")
 @click.argument("args", required=False, metavar="[ARGS]")
 @click.option("--update-id", default=None, help="Deduplication id (default: a new UUID).")
-@click.option("--timeout", type=float, default=None, help="Seconds to wait (default: forever).")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0), default=None,
+    help="Seconds to wait (default: forever).",
+)  # fmt: skip
 @db_command
 async def update_cmd(
     id: str,

@@ -237,12 +237,14 @@ async def test_dsn_flag_beats_the_environment_which_beats_the_embedded_server(
         (["workflows", "start", "x", "--run-timeout", "soon"], 2, "not a duration"),
         (["workflows", "start", "x", "--execution-timeout", "0s"], 2, "must be positive"),
         (["workflows", "list", "--name", ""], 2, "--name must not be empty"),
+        (["workflows", "update", str(uuid.UUID(int=7)), "u", "--timeout", "-1"], 2, "x>=0"),
     ],
     ids=[
         "malformed-id", "unknown-id", "bad-json", "nan", "missing-file", "bad-cursor",
         "bad-state", "unknown-job", "unknown-dag", "unknown-event", "replay-everything",
         "unknown-command", "bad-app", "empty-workflow-name", "empty-signal-name",
         "negative-timeout", "bad-run-timeout", "zero-execution-timeout", "empty-name-filter",
+        "negative-update-timeout",
     ],
 )  # fmt: skip
 async def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
