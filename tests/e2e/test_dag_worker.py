@@ -95,7 +95,10 @@ async def test_two_workers_share_runs_with_one_scheduler_leader(store: PostgresS
             return counts.get("wsaga", {}).get(DAGState.SUCCEEDED) == 20
 
         await eventually(all_done, 30)
-    assert sorted(b.scheduler.ticks > 0 for b in bindings) == [False, True]
+        # read while both run: a worker stopping first hands its leadership
+        # to the other, which may then tick before it stops too
+        ticked = sorted(b.scheduler.ticks > 0 for b in bindings)
+    assert ticked == [False, True]
     assert log.count("t4") == 20
     for i in ids:
         assert set((await task_states(store, i)).values()) == {JobState.SUCCEEDED}
