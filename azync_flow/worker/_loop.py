@@ -379,11 +379,8 @@ class LeaseLoop:
                 self._set_idle(False)
                 for job in jobs:
                     self._spawn(job)
-                if len(jobs) == asked:
-                    continue  # more may be due: lease again at once
-                # caught up: a lease asked again now would come back empty; a
-                # wake-up sent since this one began is kept and ends the sleep
-            elif not self.in_flight:
+                continue
+            if not self.in_flight:
                 self._set_idle(True)
                 if self._changed is not None:
                     self._changed.set()
