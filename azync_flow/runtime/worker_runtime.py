@@ -68,6 +68,7 @@ from azync_flow.telemetry import (
     end_finished_run,
     flush_spans_on_stop,
 )
+from azync_flow.worker import Batch
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -267,7 +268,7 @@ class WorkflowRuntime:
             store, registry, max_payload_bytes=max_payload_bytes, tracer=self.tracer
         )
 
-        async def dequeue_tasks(limit: int, lease: timedelta) -> list[Job]:
+        async def dequeue_tasks(limit: int, lease: timedelta) -> Batch:
             # Only what this worker can run: its workflows on its task queues
             # (none registered: an empty lease that reads nothing).
             limit, first_passes = self.admission.lease_plan(limit)
@@ -281,7 +282,8 @@ class WorkflowRuntime:
                 names=list(registry.workflows),  # read per lease: a registry may grow
                 exclude=self.workflows.left,
             )
-            return self.workflows.preload(tasks)
+            drained = bool(tasks) and not tasks[0].more_due
+            return Batch(self.workflows.preload(tasks), drained)
 
         self.task_loop = worker.add_loop(
             Source.WORKFLOW,

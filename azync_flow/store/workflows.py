@@ -689,11 +689,16 @@ class LeasedTask(msgspec.Struct, kw_only=True):
         job: the leased task (``lease_token`` fences its commit).
         state: the load, history past ``after_seq``.
         after_seq: the seq the history was read past (0 = the whole history).
+        more_due: the lease that took this task left a due task behind (the
+            batch was full, or a concurrent lease held a due task's lock);
+            False: it took every task due for the caller then. Every task of
+            one lease carries the same answer.
     """
 
     job: Job
     state: WorkflowTaskState
     after_seq: int
+    more_due: bool
 
 
 class ResolvedOperation(NamedTuple):

@@ -10,6 +10,8 @@ Public surface::
                       run_leased hand it a job leased elsewhere)
     LeaseHandle       a runner's lease on one job (token, extend, lost)
     JobRunner         ``async def run(job, lease) -> None`` for Worker.add_loop
+    Batch             what a loop's own lease query may return: jobs, and whether
+                      nothing else was due (the loop then sleeps until woken)
     MaintenanceStep   ``async def step() -> int | None`` for Worker.add_maintenance
     Interceptor       ``async def (ctx, call_next)`` around queue handlers (add_interceptor)
     QueueHandler      a registered handler: kind, function, budget, retry, lease
@@ -24,7 +26,7 @@ in :mod:`azync_flow.errors`. Run a worker from the command line with
 from ..retry import RetryPolicy
 from ._acker import AckBatcher
 from ._lease import LeaseHandle, lease_gone
-from ._loop import JobRunner, LeaseLoop, LoopStats
+from ._loop import Batch, JobRunner, LeaseLoop, LoopStats
 from ._maintenance import DEFAULT_LEADERSHIP, STATS_LEADERSHIP, MaintenanceStep, Retention
 from ._queue import Interceptor, JobContext, QueueHandler, QueueRunner
 from ._store import WorkerStore
@@ -34,6 +36,7 @@ __all__ = [
     "DEFAULT_LEADERSHIP",
     "STATS_LEADERSHIP",
     "AckBatcher",
+    "Batch",
     "Interceptor",
     "JobContext",
     "JobRunner",

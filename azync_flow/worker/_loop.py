@@ -36,7 +36,7 @@ import heapq
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _metrics
 from .._logging import log_failure
@@ -73,8 +73,19 @@ MAX_DUE_WAKES = 4096
 #: a loop that is scheduled for later becomes due (None: none is scheduled).
 NextDue = Callable[[], Awaitable[float | None]]
 
-#: ``async def dequeue(limit, lease) -> list[Job]``: a loop's own lease query.
-Dequeue = Callable[[int, timedelta], Awaitable[list[Job]]]
+
+class Batch(NamedTuple):
+    """A lease that knows whether it took everything due for its caller."""
+
+    jobs: list[Job]
+    #: no job the loop could lease was left due: the loop sleeps until woken
+    #: instead of leasing again at once to learn that it is caught up
+    drained: bool
+
+
+#: ``async def dequeue(limit, lease) -> list[Job] | Batch``: a loop's own lease
+#: query (a plain list: a short one means caught up, a full one lease again).
+Dequeue = Callable[[int, timedelta], Awaitable[list[Job] | Batch]]
 
 
 class LoopStats:
@@ -123,9 +134,10 @@ class LeaseLoop:
         poll_interval: fallback polling period when no wake-up arrives.
         default_max_attempts: retry budget applied durably on the first lease.
         override_default: see ``DequeueParams.override_default``.
-        dequeue: ``async def (limit, lease) -> list[Job]`` replacing the
-            generic ``dequeue_batch`` (e.g. ``lease_workflow_tasks``, which
-            never leases two workflow tasks of one execution at once).
+        dequeue: ``async def (limit, lease) -> list[Job] | Batch`` replacing
+            the generic ``dequeue_batch`` (e.g. ``lease_workflow_tasks``, which
+            never leases two workflow tasks of one execution at once); a
+            ``Batch`` that is ``drained`` ends the round without a second lease.
         task_queues: the task queues the generic ``dequeue_batch`` leases from.
         next_due: ``async def () -> float | None``, seconds until the loop's
             earliest job scheduled for later is due; asked when the loop goes
@@ -362,7 +374,7 @@ class LeaseLoop:
             self.wake.clear()
             asked = min(free, self.batch_size)
             try:
-                jobs = await self._dequeue(asked)
+                jobs, drained = await self._dequeue(asked)
             except SchemaNotMigratedError:
                 raise  # not retryable: the worker stops with the migrate hint
             except Exception as exc:
@@ -379,8 +391,11 @@ class LeaseLoop:
                 self._set_idle(False)
                 for job in jobs:
                     self._spawn(job)
-                continue
-            if not self.in_flight:
+                if not drained:
+                    continue
+                # Nothing else due: a wake-up sent since this lease began is
+                # kept (``wake`` was cleared before it) and ends the sleep.
+            elif not self.in_flight:
                 self._set_idle(True)
                 if self._changed is not None:
                     self._changed.set()
@@ -404,18 +419,20 @@ class LeaseLoop:
         if wait is not None and wait < self.poll_interval:
             self.wake_in(wait)
 
-    async def _dequeue(self, limit: int) -> list[Job]:
-        if self.custom_dequeue is not None:
-            jobs = await self.custom_dequeue(limit, self.lease)
-        else:
-            jobs = await self._dequeue_batch(limit)
+    async def _dequeue(self, limit: int) -> tuple[list[Job], bool]:
+        got = await (
+            self._dequeue_batch(limit)
+            if self.custom_dequeue is None
+            else self.custom_dequeue(limit, self.lease)
+        )
+        jobs, drained = got if isinstance(got, Batch) else (got, False)
         # counted once the answer is in: run_until_idle waits for a lease round
         # to FINISH (a count taken before the await let it see a stale idle flag)
         self.stats.dequeues += 1
         if not jobs:
             self.stats.empty_dequeues += 1
         self.stats.leased += len(jobs)
-        return jobs
+        return jobs, drained
 
     async def _dequeue_batch(self, limit: int) -> list[Job]:
         return await self.store.dequeue_batch(

@@ -18,6 +18,7 @@ def test_worker_package_exports_exactly_the_public_api() -> None:
         "DEFAULT_LEADERSHIP",
         "STATS_LEADERSHIP",
         "AckBatcher",
+        "Batch",
         "Interceptor",
         "JobContext",
         "JobRunner",

@@ -46,6 +46,7 @@
 --   0046_pass_fixes.sql
 --   0047_wake_task_made_due_during_pass.sql
 --   0048_pass_knows_cancel_requests.sql
+--   0049_lease_reports_tasks_left.sql
 
 -- Types
 
@@ -2059,7 +2060,7 @@ END
 $function$;
 
 CREATE OR REPLACE FUNCTION azync_workflow_task_lease_load(p_now timestamp with time zone, p_kind text, p_limit integer, p_lease interval, p_known_ids uuid[], p_known_after bigint[], p_first boolean, p_queues text[], p_names text[], p_exclude uuid[])
- RETURNS TABLE(job azync_jobs, load_stale boolean, after_seq bigint, ex azync_workflow_executions, h_seq bigint[], h_type text[], h_payload bytea[], h_created timestamp with time zone[], s_id bigint[], s_name text[], s_message_id text[], s_payload bytea[], due_timer_seqs bigint[])
+ RETURNS TABLE(job azync_jobs, load_stale boolean, after_seq bigint, ex azync_workflow_executions, h_seq bigint[], h_type text[], h_payload bytea[], h_created timestamp with time zone[], s_id bigint[], s_name text[], s_message_id text[], s_payload bytea[], due_timer_seqs bigint[], more_due boolean)
  LANGUAGE plpgsql
  SET search_path TO '<schema>'
  SET plan_cache_mode TO 'force_generic_plan'
@@ -2118,6 +2119,39 @@ BEGIN
         SELECT c.id, c.v FROM (SELECT * FROM due UNION ALL SELECT * FROM timed) c
         ORDER BY c.first_pass, c.o, c.id
         LIMIT p_limit
+    ), left_due AS (
+        -- Asked only when the lease came back short, in the lease's snapshot:
+        -- a due task it did not take (another lease holds its lock, or it is
+        -- not yet committed as taken) means the caller should lease again.
+        SELECT CASE WHEN (SELECT count(*) FROM picked) < p_limit THEN EXISTS (
+            SELECT 1 FROM pairs p
+            CROSS JOIN LATERAL (
+                SELECT 1 FROM azync_jobs j
+                WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'pending'
+                  AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = p_kind
+                  AND j.first_pass <= p_first
+                  AND j.run_at <= coalesce(p_now, now())
+                  AND NOT (j.run_id = ANY(coalesce(p_exclude, '{}')))
+                  AND NOT (j.id = ANY(ARRAY(SELECT picked.id FROM picked)))
+                  AND NOT EXISTS (
+                      SELECT 1 FROM azync_jobs a
+                      WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
+                        AND a.state = 'active')
+            ) c) OR EXISTS (
+            SELECT 1 FROM pairs p
+            CROSS JOIN LATERAL (
+                SELECT 1 FROM azync_jobs j
+                WHERE j.source = 'workflow' AND j.task_key = '$wft' AND j.state = 'scheduled'
+                  AND j.task_queue = p.q AND j.workflow_name = p.n AND j.kind = p_kind
+                  AND j.run_at <= coalesce(p_now, now())
+                  AND j.first_pass <= p_first
+                  AND NOT (j.run_id = ANY(coalesce(p_exclude, '{}')))
+                  AND NOT (j.id = ANY(ARRAY(SELECT picked.id FROM picked)))
+                  AND NOT EXISTS (
+                      SELECT 1 FROM azync_jobs a
+                      WHERE a.run_id = j.run_id AND a.source = 'workflow' AND a.task_key = '$wft'
+                        AND a.state = 'active')
+            ) c) ELSE true END AS more
     ), leased AS (
         UPDATE azync_jobs j
         SET state = 'active',
@@ -2141,7 +2175,8 @@ BEGIN
            ARRAY(SELECT t.seq FROM azync_workflow_timers t
                  WHERE t.workflow_id = e.id AND t.fired_at IS NULL
                    AND t.fire_at <= coalesce(p_now, now())
-                 ORDER BY t.fire_at, t.seq)
+                 ORDER BY t.fire_at, t.seq),
+           (SELECT m.more FROM left_due m)
     FROM leased l
     JOIN azync_workflow_executions e ON e.id = (l.job).run_id
     CROSS JOIN LATERAL (

@@ -867,7 +867,8 @@ RETURNING id, 'running' AS state, 1 AS next_seq, created_at AS at
 -- the snapshot's (a data-modifying CTE's rows are not visible to the rest of
 -- the statement). The statement is the body of azync_workflow_task_lease_load
 -- (migration 0043), whose statements plan once per connection; this query
--- expands the job and execution rows it returns.
+-- expands the job and execution rows it returns. more_due (migration 0049):
+-- the lease left a due task it did not take (true whenever the batch is full).
 SELECT (l.job).*, coalesce($1::timestamptz, now()) AS load_now, l.load_stale, l.after_seq,
        (l.ex).id AS e_id, (l.ex).name AS e_name,
        (l.ex).version AS e_version, (l.ex).state AS e_state,
@@ -882,7 +883,7 @@ SELECT (l.job).*, coalesce($1::timestamptz, now()) AS load_now, l.load_stale, l.
        (l.ex).signals_undelivered AS e_signals_undelivered, (l.ex).run_id AS e_run_id,
        (l.ex).run_no AS e_run_no, (l.ex).parent_id AS e_parent_id,
        l.h_seq, l.h_type, l.h_payload, l.h_created, l.s_id, l.s_name, l.s_message_id,
-       l.s_payload, l.due_timer_seqs
+       l.s_payload, l.due_timer_seqs, l.more_due
 FROM azync_workflow_task_lease_load(
     coalesce($1::timestamptz, now()), $2::text, $3::int, $4::interval, $5::uuid[],
     $6::bigint[], $7::boolean, $8::text[], $9::text[], $10::uuid[]) l

@@ -75,7 +75,8 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
                 cannot run them).
 
         Returns:
-            The leased tasks, oldest first, each with its load.
+            The leased tasks, oldest first, each with its load and whether the
+            lease left due tasks behind (``LeasedTask.more_due``).
         """
         if limit <= 0:
             return []
@@ -102,7 +103,11 @@ class WorkflowHotPathMixin(WorkflowRuntimeMixin):
                 state = await self.load_workflow_task(r["run_id"], after)
             else:
                 state = task_state_from_row(r, execution_from_row(r, "e_"), "e_")
-            tasks.append(LeasedTask(job=job_from_row(r), state=state, after_seq=after))
+            tasks.append(
+                LeasedTask(
+                    job=job_from_row(r), state=state, after_seq=after, more_due=r["more_due"]
+                )
+            )
         tasks.sort(key=lambda t: lease_order(t.job))
         return tasks
 
