@@ -81,11 +81,13 @@ async def send_payment(n: int) -> str:
     return "paid"
 
 
-@activity(name="long_export", heartbeat_timeout=timedelta(milliseconds=600))
+@activity(name="long_export", heartbeat_timeout=timedelta(milliseconds=1200))
 async def long_export(n: int) -> int:
     info = current_activity()
     assert info is not None
-    for _ in range(12):  # 2.4 s: four heartbeat timeouts, heartbeating throughout
+    # 4 s: over three heartbeat timeouts, heartbeating every 0.2 s (a timeout
+    # six beats long, so a loaded machine's late beat does not reap it)
+    for _ in range(20):
         await asyncio.sleep(0.2)
         await info.heartbeat()
     return info.attempt
