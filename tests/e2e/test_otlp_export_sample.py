@@ -111,7 +111,10 @@ async def test_tracing_sample_prints_spans_on_the_console_without_a_collector(
         await drop_schema(pg_dsn, schema)
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if line.startswith("span ")]
-    assert len(lines) in (13, 14)  # see the pass count above
+    # nine fixed spans plus one per pass, as many passes as the test above allows
+    passes = [line for line in lines if line.startswith("span workflow.task order  ")]
+    assert 4 <= len(passes) <= 7
+    assert len(lines) == 9 + len(passes)
     run = next(line for line in lines if line.startswith("span workflow order  "))
     assert "azync.state=succeeded" in run
     assert any(line.startswith("span activity charge  ") for line in lines)
