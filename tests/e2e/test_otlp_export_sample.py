@@ -15,6 +15,10 @@ from azync_flow.testing_otel import OtlpHttpReceiver, nesting_violations
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "tracing" / "run_traced.py"
+# the order's trace: nine spans besides its workflow passes, and how many
+# passes a run may take (see the collector test for why it varies)
+FIXED_SPANS = 9
+PASSES = range(4, 8)
 
 
 def run_sample(pg_dsn: str, schema: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -59,7 +63,7 @@ async def test_tracing_sample_exports_the_workflow_runtimes_trace_for_the_order(
     # first activity runs, may add a pass of its own that finds nothing to do,
     # and on a loaded machine a completion that misses the cached run's fold
     # gets a pass of its own: every pass is in the run's trace all the same
-    assert 4 <= len(passes) <= 7
+    assert len(passes) in PASSES
     assert all(p.parent_span_id == start.span_id for p in passes)
     attempts = [s for s in spans if s.name.startswith("activity ")]
     assert sorted(a.name for a in attempts) == [
@@ -76,7 +80,7 @@ async def test_tracing_sample_exports_the_workflow_runtimes_trace_for_the_order(
         assert call.name == f"{a.name.split()[1]} API call"
     [signal] = by_name["signal delivered"]
     assert signal.parent_span_id == start.span_id
-    assert len(spans) == 9 + len(passes)
+    assert len(spans) == FIXED_SPANS + len(passes)
     assert f"order run {run_id} finished" in out.stdout
     assert "%22azync.run_id%22%3A%20%22" + run_id in out.stdout
     assert f"spans delivered: {len(spans)}, failed: 0" in out.stdout
@@ -96,7 +100,7 @@ async def test_tracing_sample_reports_a_failed_export_and_exits_1(pg_dsn: str) -
     # when the signal lands (the span count itself is pinned by the test above)
     tally = re.search(r"spans delivered: 0, failed: (\d+)\b", out.stdout)
     assert tally is not None, out.stdout
-    assert int(tally.group(1)) >= 13, out.stdout
+    assert int(tally.group(1)) >= FIXED_SPANS + PASSES.start, out.stdout
     assert "export failed:" in out.stderr
     assert "True" not in out.stdout
 
@@ -111,10 +115,9 @@ async def test_tracing_sample_prints_spans_on_the_console_without_a_collector(
         await drop_schema(pg_dsn, schema)
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if line.startswith("span ")]
-    # nine fixed spans plus one per pass, as many passes as the test above allows
     passes = [line for line in lines if line.startswith("span workflow.task order  ")]
-    assert 4 <= len(passes) <= 7
-    assert len(lines) == 9 + len(passes)
+    assert len(passes) in PASSES
+    assert len(lines) == FIXED_SPANS + len(passes)
     run = next(line for line in lines if line.startswith("span workflow order  "))
     assert "azync.state=succeeded" in run
     assert any(line.startswith("span activity charge  ") for line in lines)
